@@ -1,0 +1,248 @@
+/*
+ * common.c - status texts, last-error buffers, the counting/fault-injecting allocator,
+ * hashing through xxHash, number parsing and a growable buffer.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ft_common.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+/* ---- status codes ------------------------------------------------------------------------ */
+static const struct {
+    int rc;
+    const char *text;
+} status_texts[] = {
+    {FT_OK, "ok"},
+    {FT_ENOMEM, "out of memory"},
+    {FT_EIO, "input/output error"},
+    {FT_EINVAL, "invalid input"},
+    {FT_ECORRUPT, "trace is damaged"},
+    {FT_EVERSION, "unsupported trace format version"},
+    {FT_ENOTTRACE, "not a fusertrace trace"},
+    {FT_ESQL, "SQLite error"},
+    {FT_EZSTD, "zstd error"},
+    {FT_ENOTFOUND, "not found"},
+    {FT_ERANGE, "number out of range"},
+    {FT_ESTATE, "call out of order"},
+    {FT_ENODEV, "no CUDA device"},
+    {FT_ECUDA, "CUDA error"},
+    {FT_EUNSUPPORTED, "not supported"},
+};
+
+const char *ft_strerror(int rc)
+{
+    for (size_t i = 0; i < FT_ARRAY_LEN(status_texts); i++)
+        if (status_texts[i].rc == rc) return status_texts[i].text;
+    return "unknown error";
+}
+
+/* ---- last-error buffer ------------------------------------------------------------------- */
+int ft_err_vset(ft_err *e, int rc, const char *fmt, va_list ap)
+{
+    if (!e) return rc;
+    e->rc = rc;
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    return rc;
+}
+
+int ft_err_set(ft_err *e, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    ft_err_vset(e, rc, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+void ft_err_clear(ft_err *e)
+{
+    if (!e) return;
+    e->rc = FT_OK;
+    e->msg[0] = '\0';
+}
+
+const char *ft_err_msg(const ft_err *e)
+{
+    if (!e) return "";
+    return e->msg[0] ? e->msg : ft_strerror(e->rc);
+}
+
+/* ---- allocation wrapper ------------------------------------------------------------------ */
+/* Counters are plain longs: the wrapper is thread-safe for allocation itself (malloc is), but the
+ * test-only counters are not atomic. Recorder and replay threads do not race on them in tests. */
+static long fail_after = -1;
+static long live_allocs;
+
+static int should_fail(void)
+{
+    if (fail_after < 0) return 0;
+    if (fail_after == 0) return 1;
+    fail_after--;
+    return 0;
+}
+
+void ft_alloc_fail_after(long n)
+{
+    fail_after = n;
+}
+
+long ft_alloc_live(void)
+{
+    return live_allocs;
+}
+
+void *ft_malloc(size_t n)
+{
+    if (should_fail()) return NULL;
+    void *p = malloc(n ? n : 1);
+    if (p) live_allocs++;
+    return p;
+}
+
+void *ft_calloc(size_t count, size_t size)
+{
+    if (should_fail()) return NULL;
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (p) live_allocs++;
+    return p;
+}
+
+void *ft_realloc(void *p, size_t n)
+{
+    if (!p) return ft_malloc(n);
+    if (should_fail()) return NULL;
+    return realloc(p, n ? n : 1);
+}
+
+void ft_free(void *p)
+{
+    if (!p) return;
+    live_allocs--;
+    free(p);
+}
+
+char *ft_strndup(const char *s, size_t n)
+{
+    size_t len = strnlen(s, n);
+    char *d = ft_malloc(len + 1);
+    if (!d) return NULL;
+    memcpy(d, s, len);
+    d[len] = '\0';
+    return d;
+}
+
+char *ft_strdup(const char *s)
+{
+    return ft_strndup(s, strlen(s));
+}
+
+/* ---- hashing ----------------------------------------------------------------------------- */
+uint64_t ft_hash64(const void *data, size_t len)
+{
+    return XXH3_64bits(data, len);
+}
+
+uint64_t ft_hash64_seed(const void *data, size_t len, uint64_t seed)
+{
+    return XXH3_64bits_withSeed(data, len, seed);
+}
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+int ft_parse_i64(const char *s, int64_t *out)
+{
+    if (!s || !*s) return FT_EINVAL;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE) return FT_ERANGE;
+    if (end == s || *end != '\0') return FT_EINVAL;
+    *out = (int64_t)v;
+    return FT_OK;
+}
+
+int ft_parse_f64(const char *s, double *out)
+{
+    if (!s || !*s) return FT_EINVAL;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno == ERANGE || !isfinite(v)) return FT_ERANGE;
+    if (end == s || *end != '\0') return FT_EINVAL;
+    *out = v;
+    return FT_OK;
+}
+
+size_t ft_strlcpy(char *dst, const char *src, size_t cap)
+{
+    size_t len = strlen(src);
+    if (cap) {
+        size_t n = len < cap - 1 ? len : cap - 1;
+        memcpy(dst, src, n);
+        dst[n] = '\0';
+    }
+    return len;
+}
+
+uint64_t ft_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- growable buffer --------------------------------------------------------------------- */
+int ft_buf_reserve(ft_buf *b, size_t extra)
+{
+    if (b->len + extra <= b->cap) return FT_OK;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra) {
+        if (cap > SIZE_MAX / 2) return FT_ENOMEM;
+        cap *= 2;
+    }
+    uint8_t *p = ft_realloc(b->data, cap);
+    if (!p) return FT_ENOMEM;
+    b->data = p;
+    b->cap = cap;
+    return FT_OK;
+}
+
+int ft_buf_append(ft_buf *b, const void *p, size_t n)
+{
+    int rc = ft_buf_reserve(b, n);
+    if (rc) return rc;
+    if (n) memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return FT_OK;
+}
+
+int ft_buf_printf(ft_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return FT_EINVAL;
+    int rc = ft_buf_reserve(b, (size_t)n + 1);
+    if (rc) return rc;
+    va_start(ap, fmt);
+    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return FT_OK;
+}
+
+void ft_buf_free(ft_buf *b)
+{
+    ft_free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}

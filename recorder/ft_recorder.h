@@ -1,0 +1,117 @@
+/*
+ * ft_recorder.h - the public recording API, the record sink interface, JSONL import/export and
+ * the synthetic scenario generator.
+ *
+ * Recording: ft_rec_open -> ft_rec_fuser / ft_rec_recipe declarations -> ft_rec_call /
+ * ft_rec_backward appends -> ft_rec_close. Calls are buffered in columns and written as one chunk
+ * per batch inside one SQLite transaction, so a chunk is all or nothing; a process killed while
+ * recording leaves a trace holding every committed chunk. The ABI is plain (integers, doubles,
+ * const char *, arrays with lengths) so the Python capture hook can call it through ctypes.
+ *
+ * Threading contract: an ft_rec handle is NOT thread-safe; one thread at a time may call into it
+ * (the capture hook holds a lock around each call). Different handles on different files may be
+ * used concurrently from different threads.
+ *
+ * Sinks: anything that consumes a record stream (the recorder, the JSONL writer) is an ft_sink,
+ * so import (JSONL -> recorder), export (reader -> JSONL) and synth (-> either) share one path.
+ */
+#ifndef FT_RECORDER_H
+#define FT_RECORDER_H
+
+#include "ft_common.h"
+#include "ft_trace.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- recorder ----------------------------------------------------------------------------- */
+typedef struct ft_rec ft_rec;
+
+typedef struct ft_rec_opts {
+    uint32_t chunk_calls; /* records per chunk (0 = default 65536) */
+    int zstd_level;       /* 0 = default */
+} ft_rec_opts;
+
+/* Create path (must not exist). The trace becomes visible under its name only when complete
+ * when import uses a temporary name and renames; the live recorder writes in place so that a
+ * killed process leaves the committed chunks. opts may be NULL. */
+int ft_rec_open(const char *path, const ft_rec_opts *opts, ft_rec **out, ft_err *err);
+/* Flush the pending chunk, write the small-table digest, close. NULL is a no-op. */
+int ft_rec_close(ft_rec *r);
+/* Close without flushing pending records (error paths). */
+void ft_rec_abort(ft_rec *r);
+const ft_err *ft_rec_error(const ft_rec *r);
+
+int ft_rec_header(ft_rec *r, const ft_header *h); /* before any declaration; at most once */
+/* Declare a fuser instance with stream id `id`; ops_json as in ft_fuser_def (any key order,
+ * canonicalised on store). Op lists are deduplicated by content. */
+int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json);
+/* Declare a recipe state; a second declaration of the same (obj, attrs) is FT_EINVAL. */
+int ft_rec_recipe(ft_rec *r, int64_t id, const char *type, int64_t obj, const char *attrs_json);
+int ft_rec_call(ft_rec *r, const ft_call *c);
+int ft_rec_backward(ft_rec *r, const ft_backward *b);
+/* Commit the pending chunk now (the next call starts a new chunk). */
+int ft_rec_flush(ft_rec *r);
+
+/* ctypes-friendly flat form of ft_rec_call: no structs, phase may be NULL, m_splits may be NULL
+ * when n_splits < 0 (absent). */
+int ft_rec_call_flat(ft_rec *r, int64_t seq, int64_t fuser, int64_t recipe, uint32_t flags,
+                     int32_t device, uint32_t n_op_rg, const uint8_t *op_rg, int32_t n_splits,
+                     const int64_t *m_splits, int64_t step, int64_t mb, const char *phase,
+                     int64_t ns, int64_t fuse_ns);
+
+/* ---- sinks -------------------------------------------------------------------------------- */
+typedef struct ft_sink ft_sink;
+struct ft_sink {
+    void *ctx;
+    int (*header_fn)(void *ctx, const ft_header *h);
+    int (*fuser_fn)(void *ctx, const ft_fuser_def *f);
+    int (*recipe_fn)(void *ctx, const ft_recipe_def *rd);
+    int (*call_fn)(void *ctx, const ft_call *c);
+    int (*backward_fn)(void *ctx, const ft_backward *b);
+    const ft_err *(*error_fn)(void *ctx); /* detail of the last failure */
+};
+
+/* A sink that records into r. */
+void ft_rec_sink(ft_rec *r, ft_sink *out);
+
+/* A sink that writes capture-jsonl v1 to f (records in the order given). */
+typedef struct ft_jsonl_writer ft_jsonl_writer;
+int ft_jsonl_writer_new(FILE *f, ft_jsonl_writer **out);
+void ft_jsonl_writer_sink(ft_jsonl_writer *w, ft_sink *out);
+void ft_jsonl_writer_free(ft_jsonl_writer *w);
+
+/* ---- import / export ---------------------------------------------------------------------- */
+/* Parse capture-jsonl v1 from `in` (named `name` in messages) into sink, streaming with bounded
+ * memory. Bad input -> FT_EINVAL with "NAME:LINE: field 'x': what is wrong" in err. Warnings
+ * (unknown fields ignored) go to warn (may be NULL). */
+int ft_jsonl_import(FILE *in, const char *name, ft_sink *sink, FILE *warn, ft_err *err);
+/* Replay every record of t, in stream order with declarations where they stood, into sink. */
+int ft_trace_export(ft_trace *t, ft_sink *sink, ft_err *err);
+
+/* ---- synthetic scenarios ------------------------------------------------------------------ */
+typedef struct ft_synth_param {
+    const char *key;   /* e.g. "layers" */
+    const char *value; /* text, parsed by the scenario */
+} ft_synth_param;
+
+typedef struct ft_synth_scenario {
+    const char *name;    /* e.g. "recompute" */
+    const char *summary; /* one line for `synth --list` */
+    const char *keys;    /* "key=default: meaning" lines for `synth --list` */
+} ft_synth_scenario;
+
+uint32_t ft_synth_n_scenarios(void);
+const ft_synth_scenario *ft_synth_scenario_at(uint32_t i);
+/* Generate scenario `name` with overrides, deterministic per seed, into sink. */
+int ft_synth_run(const char *name, const ft_synth_param *params, uint32_t n_params, uint64_t seed,
+                 ft_sink *sink, ft_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FT_RECORDER_H */

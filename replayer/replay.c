@@ -1,0 +1,2 @@
+/* replay.c - placeholder until the replayer module lands. */
+#include "ft_replay.h"

@@ -1,0 +1,191 @@
+/*
+ * ft_trace.h - the trace file (.ftdb): records, open/create/verify, and the streaming reader.
+ *
+ * A trace is a SQLite database defined by schema/trace.sql (application_id and user_version
+ * identify it). Small tables hold what repeats rarely (meta, op lists, fusers, recipes); calls and
+ * backward events live in zstd-compressed columnar chunks (layout: schema/chunk.h). Every byte of
+ * recorded content is covered by a checksum: each chunk by its own, the small tables by a digest
+ * kept in meta. Readers check both and name what is damaged.
+ *
+ * This header is the contract shared by the recorder (writes), the JSONL import/export, synth and
+ * the replayer (reads). Records mirror spec/capture-jsonl.md version 1.
+ *
+ * Threading: an ft_trace or ft_reader handle is used by one thread at a time; distinct handles on
+ * distinct files (or read-only handles on one file) may be used from different threads.
+ */
+#ifndef FT_TRACE_H
+#define FT_TRACE_H
+
+#include "ft_common.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FT_FORMAT_VERSION 1          /* PRAGMA user_version of traces this build writes */
+#define FT_APPLICATION_ID 0x46545243 /* 'FTRC', PRAGMA application_id */
+
+/* ---- records (the in-memory form of capture-jsonl v1) ------------------------------------- */
+
+/* Call flag bits (ft_call.flags, ft_batch.flags[]). HAS_* bits mark optional fields present. */
+enum {
+    FT_CF_GRAD = 1u << 0,     /* torch.is_grad_enabled() */
+    FT_CF_INPUT_RG = 1u << 1, /* input.requires_grad */
+    FT_CF_GRAPH = 1u << 2,    /* inside CUDA graph capture / warm-up (valid if HAS_GRAPH) */
+    FT_CF_REBUILT = 1u << 3,  /* captured run built a plan (valid if HAS_REBUILT) */
+    FT_CF_HAS_GRAPH = 1u << 4,
+    FT_CF_HAS_REBUILT = 1u << 5,
+    FT_CF_HAS_SPLITS = 1u << 6, /* m_splits present (possibly empty) */
+    FT_CF_HAS_STEP = 1u << 7,
+    FT_CF_HAS_MB = 1u << 8,
+    FT_CF_HAS_PHASE = 1u << 9,
+    FT_CF_HAS_NS = 1u << 10,
+    FT_CF_HAS_FUSE_NS = 1u << 11,
+    FT_CF_HAS_RECIPE = 1u << 12, /* recipe is not null */
+};
+
+/* Record kinds in the call stream. */
+enum { FT_REC_CALL = 0, FT_REC_BACKWARD = 1 };
+
+/* One fuser invocation. Stream ids (fuser, recipe) are the ids declared in the capture stream. */
+typedef struct ft_call {
+    int64_t seq;             /* strictly increasing within the stream (shared with backward) */
+    int64_t fuser;           /* declared fuser id */
+    int64_t recipe;          /* declared recipe id; meaningful only if FT_CF_HAS_RECIPE */
+    uint32_t flags;          /* FT_CF_* */
+    int32_t device;          /* CUDA device index of the input */
+    uint32_t n_op_rg;        /* == the fuser's op count */
+    const uint8_t *op_rg;    /* [n_op_rg] 0/1: op i has a parameter/extra input needing grad */
+    uint32_t n_splits;       /* valid if HAS_SPLITS */
+    const int64_t *m_splits; /* [n_splits] tokens per group, each >= 0 */
+    int64_t step, mb;        /* valid if HAS_STEP / HAS_MB */
+    const char *phase;       /* valid if HAS_PHASE: "fwd", "recompute", "eval", ... */
+    int64_t ns;              /* monotonic timestamp, ns; valid if HAS_NS */
+    int64_t fuse_ns;         /* captured time deciding/building the plan, ns; HAS_FUSE_NS */
+} ft_call;
+
+/* The backward pass of an earlier call ran. */
+typedef struct ft_backward {
+    int64_t seq;  /* position in the same sequence as calls */
+    int64_t call; /* seq of the forward call whose saved plan ran backward */
+    int has_ns;   /* ns present */
+    int64_t ns;
+} ft_backward;
+
+/* A declared fuser instance. ops_json is a canonical JSON array of {"type":..,"attrs":{..}}. */
+typedef struct ft_fuser_def {
+    int64_t id;           /* declared id (stream id) */
+    const char *label;    /* NULL when absent */
+    const char *ops_json; /* canonical JSON text (sorted keys, compact) */
+    uint32_t n_ops;       /* basic ops in the list */
+} ft_fuser_def;
+
+/* A declared recipe state: one (object identity, attribute values) pair. */
+typedef struct ft_recipe_def {
+    int64_t id;             /* declared id */
+    const char *type;       /* recipe class name, e.g. "NVFP4BlockScaling" */
+    int64_t obj;            /* identity of the Python object */
+    const char *attrs_json; /* canonical JSON object text (sorted keys, compact) */
+} ft_recipe_def;
+
+/* The stream header; fields absent in the source are NULL / has_* = 0. env_json and
+ * extra_json are canonical JSON objects ("{}" when empty); extra_json holds header fields that
+ * the format does not name, kept so export gives them back. */
+typedef struct ft_header {
+    const char *te_version, *torch_version, *host, *started_at;
+    int has_rank, has_world_size;
+    int64_t rank, world_size;
+    const char *env_json;
+    const char *extra_json;
+} ft_header;
+
+/* ---- the trace handle --------------------------------------------------------------------- */
+typedef struct ft_trace ft_trace;
+
+enum {
+    FT_OPEN_READ = 0,   /* read-only; checks application_id, user_version, small-table digest */
+    FT_OPEN_CREATE = 1, /* create a new file (fails if it exists); WAL, explicit transactions */
+};
+
+/* Open or create. On failure *out is NULL, and if err is non-NULL it names the file and
+ * problem (e.g. "t.ftdb: not a fusertrace trace (application_id 0x0)"). */
+int ft_trace_open(const char *path, int mode, ft_trace **out, ft_err *err);
+int ft_trace_close(ft_trace *t); /* NULL is a no-op */
+const ft_err *ft_trace_error(const ft_trace *t);
+
+/* Small tables, loaded at open. Indices are dense row indices 0..n-1 in declaration order;
+ * calls in batches refer to fusers and recipes by these indices. Strings live as long as t. */
+const ft_header *ft_trace_header(const ft_trace *t);
+uint32_t ft_trace_n_fusers(const ft_trace *t);
+const ft_fuser_def *ft_trace_fuser(const ft_trace *t, uint32_t idx);
+uint32_t ft_trace_n_recipes(const ft_trace *t);
+const ft_recipe_def *ft_trace_recipe(const ft_trace *t, uint32_t idx);
+/* Totals from the chunk index (no decoding). */
+uint64_t ft_trace_n_calls(const ft_trace *t);
+uint64_t ft_trace_n_backwards(const ft_trace *t);
+uint64_t ft_trace_n_chunks(const ft_trace *t);
+
+/* Full check: schema, small-table digest, every chunk's checksum and decode, every reference
+ * (fuser/recipe ids, backward->call seqs, op_rg lengths) and seq order. FT_OK or the first
+ * problem (detail in err). */
+int ft_trace_verify(ft_trace *t, ft_err *err);
+
+/* ---- streaming reader: one decoded chunk at a time ---------------------------------------- */
+/* A batch is one chunk decoded column by column. Arrays are valid until the next
+ * ft_reader_next or ft_reader_close. Entries for a backward record: fuser/recipe/device/op_rg
+ * are 0/-1/0/empty and bwd_call holds the referenced seq. */
+typedef struct ft_batch {
+    uint64_t chunk_id;         /* chunk row id, for messages */
+    uint32_t n;                /* records in this batch */
+    const uint8_t *kind;       /* [n] FT_REC_CALL / FT_REC_BACKWARD */
+    const int64_t *seq;        /* [n] */
+    const uint32_t *fuser;     /* [n] dense fuser index */
+    const int32_t *recipe;     /* [n] dense recipe index, -1 when null */
+    const uint32_t *flags;     /* [n] FT_CF_* */
+    const int32_t *device;     /* [n] */
+    const uint32_t *first_rg;  /* [n] smallest i with op_rg[i] set, n_ops if none (derived) */
+    const uint32_t *op_rg_off; /* [n+1] offsets into op_rg */
+    const uint8_t *op_rg;      /* [op_rg_off[n]] 0/1 per op */
+    const int64_t *step, *mb;  /* [n] valid where HAS_STEP / HAS_MB */
+    const int32_t *phase;      /* [n] index into phases[], -1 when absent */
+    const char *const *phases; /* [n_phases] distinct phase strings of this batch */
+    uint32_t n_phases;
+    const int64_t *ns, *fuse_ns; /* [n] valid where HAS_NS / HAS_FUSE_NS */
+    const int64_t *bwd_call;     /* [n] backward records: seq of the forward call */
+    const int64_t *n_tokens;     /* [n] sum of m_splits (always decoded; 0 when absent) */
+    /* split sizes: decoded only if the reader was opened with FT_READ_SPLITS, else NULL */
+    const uint32_t *splits_off; /* [n+1] offsets into splits */
+    const int64_t *splits;      /* [splits_off[n]] */
+} ft_batch;
+
+typedef struct ft_reader ft_reader;
+enum { FT_READ_SPLITS = 1u << 0 };
+
+int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out);
+/* *out_batch = next chunk, or NULL at the end (returns FT_OK). On damage returns FT_ECORRUPT
+ * with a message naming the chunk id (in ft_trace_error). */
+int ft_reader_next(ft_reader *r, const ft_batch **out_batch);
+/* Restrict to chunks [first, first+count) by position (for splitting work over threads). */
+int ft_reader_range(ft_reader *r, uint64_t first_chunk, uint64_t n_chunks);
+void ft_reader_close(ft_reader *r);
+
+/* Fill an ft_call / ft_backward view of record i of a batch (pointers into the batch). */
+void ft_batch_call(const ft_trace *t, const ft_batch *b, uint32_t i, ft_call *out);
+void ft_batch_backward(const ft_batch *b, uint32_t i, ft_backward *out);
+
+/* ---- meta and sizes (info) ---------------------------------------------------------------- */
+/* Value of meta key, NULL if absent. String lives as long as t. */
+const char *ft_trace_meta(const ft_trace *t, const char *key);
+typedef struct ft_trace_sizes {
+    uint64_t file_bytes;      /* database file plus WAL on disk */
+    uint64_t chunk_raw_bytes; /* decoded chunk bytes, summed */
+    uint64_t chunk_zip_bytes; /* compressed chunk bytes, summed */
+} ft_trace_sizes;
+int ft_trace_sizes_get(ft_trace *t, ft_trace_sizes *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FT_TRACE_H */

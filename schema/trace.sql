@@ -1,0 +1,1 @@
+-- placeholder: schema helper writes the DDL
