@@ -1,0 +1,140 @@
+/*
+ * model.h - the fuser model: what TransformerEngine 2.20's OperationFuser would build for a call,
+ * independent of any cache policy (spec/te-fuser.md §1.5, §2, §3, §5).
+ *
+ * - Recipes: the six recipe types with their attributes, a canonical 64-bit hash of (type, every
+ *   attribute), and the flags the quantizer-state model needs.
+ * - Ops and fusion rules: the basic-op catalog, the registered fusion functions as rows of one
+ *   table (pass, window, gate, the attributes the gate reads), the three passes in registry order
+ *   with greedy windows, and the map-to-basic-ops validation.
+ * - Plans: a built plan is interned; equal topology (same fused ops over the same basic-op index
+ *   runs, forward and backward) gives the same plan id, so policies compare plans by id.
+ * - Quantizer state: what reset_recipe_state leaves in a fuser's quantizers (§1.6, §5).
+ * - Stale classification: what running plan P with quantizer state Q would do, compared with the
+ *   fresh plan (§2.3 run time, §5 outcome table).
+ *
+ * The model is immutable after ft_model_new except for the plan intern table, which grows on
+ * ft_model_build; builds are memoised by (fuser, recipe, f), so repeated builds are lookups.
+ * One model is used by one thread at a time.
+ */
+#ifndef FT_MODEL_H
+#define FT_MODEL_H
+
+#include "ft_common.h"
+#include "ft_trace.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- recipes ------------------------------------------------------------------------------ */
+typedef enum ft_recipe_type {
+    FT_RT_NONE = 0, /* quantization disabled (recipe null): Python NoneType */
+    FT_RT_DELAYED,  /* DelayedScaling */
+    FT_RT_CURRENT,  /* Float8CurrentScaling */
+    FT_RT_MXFP8,    /* MXFP8BlockScaling */
+    FT_RT_BLOCK,    /* Float8BlockScaling */
+    FT_RT_NVFP4,    /* NVFP4BlockScaling */
+    FT_RT_CUSTOM,   /* CustomRecipe */
+    FT_RT_COUNT
+} ft_recipe_type;
+
+typedef enum ft_bo { FT_BO_NONE = 0, FT_BO_HIGH_PRECISION, FT_BO_DEQUANTIZED } ft_bo;
+
+typedef struct ft_recipe_model {
+    ft_recipe_type type;
+    ft_bo bo;                 /* backward_override */
+    int64_t obj;              /* Python object identity (recipe-object policy) */
+    int64_t amax_history_len; /* DelayedScaling only, else 0 */
+    uint64_t hash;            /* canonical hash of type + every attribute (recipe-hash) */
+    /* what the quantizer-state model and run-time checks read */
+    uint8_t disable_rht, disable_sr, disable_2d, row_scaled, four_over_six; /* NVFP4 */
+    uint8_t enable_2d;                                                      /* MXFP8 */
+    uint8_t fp8_format; /* 0 E4M3, 1 HYBRID, 2 E5M2 */
+} ft_recipe_model;
+
+/* ---- environment -------------------------------------------------------------------------- */
+typedef struct ft_env_kv {
+    const char *key, *value; /* an override, e.g. {"device_cc", "9.0"} */
+} ft_env_kv;
+
+/* ---- the model ---------------------------------------------------------------------------- */
+typedef struct ft_model ft_model;
+
+/* Build the model of a trace's fusers and recipes. env_json is the header's env object (may be
+ * NULL); overrides (may be NULL) replace its keys (--env KEY=VALUE). Bad ops or attrs JSON ->
+ * FT_EINVAL naming the fuser/recipe id and field. */
+int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_def *recipes,
+                 uint32_t n_recipes, const char *env_json, const ft_env_kv *overrides,
+                 uint32_t n_overrides, ft_model **out, ft_err *err);
+void ft_model_free(ft_model *m);
+
+uint32_t ft_model_n_fusers(const ft_model *m);
+uint32_t ft_model_n_ops(const ft_model *m, uint32_t fuser);
+/* recipe index -1 gives the FT_RT_NONE model. */
+const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe);
+
+/* Build (or look up) the plan TE would build for fuser under recipe with boundary f (spec
+ * §1.5). *plan_id is an interned id; plans with identical topology share an id. A build that TE
+ * would reject (mismatch after fusing) is FT_EUNSUPPORTED with a message. */
+int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint32_t *plan_id,
+                   ft_err *err);
+/* Canonical plan text, e.g. "fwd[GroupedMLP_CuTeGEMMGLU(0-2)] bwd[GroupedMLP_CuTeGEMMGLU(0-2)]". */
+const char *ft_model_plan_text(const ft_model *m, uint32_t plan_id);
+/* Whether the plan has a fused grouped MLP (used by classification and reports). */
+int ft_model_plan_fused_mlp(const ft_model *m, uint32_t plan_id);
+
+/* Key of the fusion-attrs policy: a hash of exactly the recipe, op and environment attributes
+ * that the fusion rules applicable to this fuser declare they read (derived from the rule table,
+ * not hand-written). The boundary f is added by the policy. */
+uint64_t ft_model_fusion_key(const ft_model *m, uint32_t fuser, int32_t recipe);
+
+/* ---- quantizer state (spec §1.6, §5 "minimal simulator state") ---------------------------- */
+typedef struct ft_qstate {
+    int8_t cls;   /* recipe type the quantizers were built for; -1 = none built yet/reset */
+    uint8_t rht;  /* NVFP4: input/grad quantizers with RHT */
+    uint8_t sr;   /* NVFP4: grad quantizers with stochastic rounding */
+    uint8_t twod; /* NVFP4 2D weight tiles / MXFP8 2D weights */
+    uint8_t row_scaled, four_over_six;
+    uint8_t fp8_format;
+    int64_t hist_len; /* DelayedScaling amax history length in the buffers */
+} ft_qstate;
+
+/* The initial state of a fresh fuser (no quantizers). */
+void ft_qstate_init(ft_qstate *q);
+/* Apply reset_recipe_state(recipe) to q as TE does: quantizers rebuilt only when none exist, on
+ * a class change, or for DelayedScaling (re-made); reset(None) clears them; a same-class switch
+ * of a non-delayed recipe keeps the flags baked into the existing quantizers. */
+void ft_model_reset(const ft_model *m, ft_qstate *q, int32_t recipe);
+/* The quantizer state a brand-new fuser would have after its first reset under recipe. */
+void ft_model_fresh_qstate(const ft_model *m, int32_t recipe, ft_qstate *q);
+/* 1 if the two states quantize identically (the engine reports quantizer-state drift, e.g. a
+ * same-type NVFP4 switch that keeps RHT quantizers, separately from plan staleness). */
+int ft_qstate_equal(const ft_qstate *a, const ft_qstate *b);
+
+/* ---- stale plans -------------------------------------------------------------------------- */
+typedef enum ft_stale {
+    FT_STALE_NONE = 0, /* chosen plan == fresh plan */
+    FT_STALE_HARMLESS, /* differs, same work and numerics */
+    FT_STALE_SLOWER,   /* unfused where the fresh plan fuses */
+    FT_STALE_QUANT,    /* runs with a quantization different from the fresh plan's */
+    FT_STALE_RAISES,   /* TE would raise (see *error_text) */
+    FT_STALE_COUNT
+} ft_stale;
+const char *ft_stale_name(ft_stale s); /* "none", "harmless", "slower", "quant", "raises" */
+
+/* When chosen == fresh the plan is not stale (FT_STALE_NONE), whatever q holds.
+ * Classify running `chosen` with quantizer state q under the call's recipe, against `fresh`
+ * (built from the call's full state, run with ft_model_fresh_qstate). n_tokens is the call's
+ * token count (sum of split sizes; < 0 if unknown). *error_text (may be NULL) receives TE's
+ * error message for FT_STALE_RAISES, else NULL. Pure function; memoise in the caller if hot. */
+ft_stale ft_model_classify(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t chosen,
+                           const ft_qstate *q, uint32_t fresh, int64_t n_tokens,
+                           const char **error_text);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FT_MODEL_H */
