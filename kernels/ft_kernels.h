@@ -1,5 +1,316 @@
-/* ft_kernels.h - placeholder until the kernels module lands. */
+/*
+ * ft_kernels.h - grouped-MLP math for fusertrace: number formats, quantization emulation, grouped
+ * GEMM, activations and the grouped MLP forward/backward (spec/te-fuser.md §4).
+ *
+ * One contract, two back ends:
+ *   ft_cpu_*   plain C11 reference (kernels/cpu/), host pointers, always built;
+ *   ft_cuda_*  CUDA (kernels/cuda/), same descriptors with DEVICE pointers (splits included, so
+ *              launches are CUDA-graph safe) and a cudaStream_t passed as void * (NULL = default
+ *              stream); without a CUDA build they return FT_ENODEV.
+ * Usable from C11 and from .cu files (extern "C").
+ *
+ * Conventions
+ * - Matrices are row-major float32. "bf16 values" means float32 holding a value exactly
+ *   representable in bf16 (ft_bf16_round applied); the reference keeps float32 storage and rounds
+ *   where TE would store bf16, so fused and unfused paths differ where TE's do.
+ * - Tokens are rows. A grouped tensor is [t][cols] with n_groups row splits (empty groups
+ *   allowed, sum(splits) <= t); rows past the sum are padding: outputs there are left untouched.
+ * - Quantized tensors are consumed "fake-quantized": quantize, dequantize to float32 in TE's
+ *   dequantization order, then multiply in fp32. Exact to TE's values up to GEMM accumulation
+ *   order.
+ * - Weights are [n_groups][n][k] (out_features x in_features per expert); biases [n_groups][n].
+ * - Every function returns FT_OK or a negative FT_E* code and writes detail into err (may be
+ *   NULL). A TE run-time error (e.g. the non-RHT grouped NVFP4 quantize) is FT_EUNSUPPORTED with
+ *   TE's message text in err.
+ */
 #ifndef FT_KERNELS_H
 #define FT_KERNELS_H
+
 #include "ft_common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
 #endif
+
+/* ==== scalar number formats (exact; shared by both back ends' tests) ====================== */
+
+/* bf16 round-to-nearest-even; NaN stays NaN, overflow rounds to +-inf as a bf16 cast does. */
+float ft_bf16_round(float x);
+uint16_t ft_bf16_bits(float x); /* the bf16 bit pattern of ft_bf16_round(x) */
+float ft_bf16_value(uint16_t bits);
+void ft_bf16_round_n(float *x, size_t n); /* in place */
+
+typedef enum ft_fp8 { FT_FP8_E4M3 = 0, FT_FP8_E5M2 = 1 } ft_fp8;
+#define FT_E4M3_MAX 448.0f
+#define FT_E5M2_MAX 57344.0f
+#define FT_E2M1_MAX 6.0f
+
+float ft_fp8_max(ft_fp8 f);
+/* RNE with saturation to +-max (satfinite: +-inf -> +-max); NaN -> the format's NaN code.
+ * E4M3 (fn): bias 7, subnormals down to 2^-9, max 448. E5M2: bias 15, 2^-16, max 57344. */
+uint8_t ft_fp8_encode(ft_fp8 f, float x);
+float ft_fp8_decode(ft_fp8 f, uint8_t code);
+float ft_fp8_round(ft_fp8 f, float x); /* decode(encode(x)) */
+
+/* E2M1 (FP4): values {0,.5,1,1.5,2,3,4,6}, 4-bit code with sign in bit 3. x is clamped to +-6
+ * first; RNE midpoints .25->0 .75->1 1.25->1 1.75->2 2.5->2 3.5->4 5->4. */
+uint8_t ft_e2m1_encode(float x);
+/* Stochastic: between adjacent magnitudes lo < |x| < hi rounds up iff
+ * rbits * 2^-32 < (|x| - lo) / (hi - lo). */
+uint8_t ft_e2m1_encode_sr(float x, uint32_t rbits);
+float ft_e2m1_decode(uint8_t code);
+
+/* E8M0 (MXFP8 scale): TE's float_to_e8m0 (exponent of v rounded up; 0 -> 0, inf -> 254,
+ * NaN -> 255, v <= 2^-127 -> 0). The block's dequantization factor is 2^(code-127) and its
+ * quantization multiplier TE's exp2f_rcp(code) = 2^(127-code) (code 254 -> 2^-127). */
+uint8_t ft_e8m0_from_float(float v);
+float ft_e8m0_dequant(uint8_t code); /* 2^(code-127) */
+float ft_e8m0_quant(uint8_t code);   /* exp2f_rcp */
+
+/* Counter-based RNG (splitmix64 finaliser over seed, stream and counter): 32 random bits that
+ * depend only on the three arguments, so any element's bits are reproducible in any order and on
+ * any back end. */
+uint32_t ft_rng_bits(uint64_t seed, uint64_t stream, uint64_t counter);
+
+/* RHT (NVFP4): M = diag(s) * H16 / 4 with TE's fixed sign vector s (+1/-1 entries below), H16
+ * the Sylvester Hadamard matrix. ft_rht16 replaces v (16 values along the token axis) with
+ * bf16(bf16(v) * M), accumulating each output in fp32 in index order. M is orthogonal. */
+extern const int8_t ft_rht_signs[16];
+void ft_rht16(float v[16]);
+
+/* ==== quantization ======================================================================== */
+
+typedef enum ft_qfmt {
+    FT_QF_NONE = 0,    /* no quantization: values pass through unchanged */
+    FT_QF_FP8_DELAYED, /* per-tensor scale from an amax history (ft_delayed) */
+    FT_QF_FP8_CURRENT, /* per-tensor (per-group) amax of this call */
+    FT_QF_FP8_BLOCK,   /* 1x128 blocks (128x128 tiles with two_d), FP32 or power-of-2 scales */
+    FT_QF_MXFP8,       /* 1x32 blocks (32x32 with two_d), E8M0 scales */
+    FT_QF_NVFP4,       /* 1x16 blocks (16x16 with two_d), E4M3 scales, FP32 per-group scale */
+    FT_QF_COUNT
+} ft_qfmt;
+
+const char *ft_qfmt_name(ft_qfmt f); /* "none", "fp8-delayed", "fp8-current", "fp8-block",
+                                        "mxfp8", "nvfp4" */
+
+/* One quantizer usage. Rowwise blocks run along a row (the last dim); columnwise blocks run
+ * down a column (TE's columnwise usage = the rowwise rule on the transpose). With two_d both
+ * usages share the same tiles. */
+typedef struct ft_qcfg {
+    ft_qfmt fmt;
+    ft_fp8 fp8;          /* element type of the FP8 formats and MXFP8 (E4M3 or E5M2) */
+    uint8_t columnwise;  /* 1: columnwise usage */
+    uint8_t two_d;       /* square tiles: MXFP8 32, NVFP4 16, FP8 block 128 */
+    uint8_t rht;         /* NVFP4 columnwise only: RHT of each 16-row chunk first; the output
+                            stays in the rotated basis; group sizes must be multiples of 16 */
+    uint8_t sr;          /* NVFP4: stochastic rounding with ft_rng_bits(seed, stream, index) */
+    uint8_t pow2_scales; /* FP8 current/block: scale rounded down to a power of two */
+    float amax_epsilon;  /* FP8 current/block: amax floor (TE default 0) */
+    float scale;         /* FP8 delayed: the scale in use (ft_delayed.scale) */
+    uint64_t seed;       /* SR: seed of this call (TE: Philox state per launch) */
+    uint64_t stream;     /* SR: stream id (distinct per tensor/usage within a call) */
+} ft_qcfg;
+
+/* Figures of one quantization. ft_cpu_quantize fills amax, n_sat and n_nan; ft_quant_error
+ * fills the error figures. */
+typedef struct ft_qstats {
+    float amax;      /* max |source| over the whole tensor (after RHT when rht) */
+    int64_t n_sat;   /* elements clamped to the element format's max */
+    int64_t n_nan;   /* NaN/Inf in the output */
+    double max_abs;  /* max |x - xq| */
+    double rel_l2;   /* ||x - xq||_2 / ||x||_2 (0 when x == 0) */
+    double snr_db;   /* 10 log10(||x||^2 / ||x - xq||^2); +inf when exact */
+    int64_t n_flush; /* nonzero inputs quantized to zero */
+} ft_qstats;
+
+/* Fake-quantize x[rows][cols] into out (same layout; out may equal x). Row splits (NULL = one
+ * group of all rows) delimit groups quantized independently: per-group global amax (NVFP4,
+ * FP8 current), and columnwise blocks restart at each group's first row (last block of a group
+ * may be partial; so may the last rowwise block of a row). Rows past sum(splits) are copied.
+ * st may be NULL. Errors: FT_EINVAL (bad config, splits, RHT group not a multiple of 16),
+ * FT_ENOMEM. */
+int ft_cpu_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols,
+                    const int64_t *splits, uint32_t n_groups, float *out, ft_qstats *st,
+                    ft_err *err);
+
+/* Error figures of xq against x (n values); keeps st->amax, n_sat, n_nan. */
+void ft_quant_error(const float *x, const float *xq, size_t n, ft_qstats *st);
+
+/* Delayed scaling: amax history of one quantizer (TE DelayedScaling, amax_compute_algo "max" or
+ * "most_recent"). scale starts at 1; after each use, ft_delayed_update(amax of that use) pushes
+ * the amax and recomputes scale = fp8_max / amax_window / 2^margin (kept when the window amax is
+ * 0 or not finite). */
+typedef struct ft_delayed {
+    float *hist;         /* [len] ring of amaxes */
+    int64_t len;         /* amax_history_len */
+    int64_t pos;         /* next slot */
+    int64_t n_seen;      /* updates so far */
+    float scale;         /* scale to quantize with now */
+    float margin;        /* DelayedScaling.margin */
+    ft_fp8 fp8;          /* element type */
+    uint8_t most_recent; /* 1: amax_compute_algo "most_recent", 0: "max" */
+} ft_delayed;
+int ft_delayed_init(ft_delayed *d, int64_t len, ft_fp8 fp8, float margin, int most_recent,
+                    ft_err *err);
+void ft_delayed_update(ft_delayed *d, float amax);
+void ft_delayed_free(ft_delayed *d);
+
+/* ==== grouped GEMM (fp32 accumulation) ==================================================== */
+
+typedef enum ft_gemm_kind {
+    FT_GEMM_FPROP = 0, /* C[m][n] = A[m][k] * W_g^T (+ bias_g, * bias_scale[r]) */
+    FT_GEMM_DGRAD,     /* C[m][k] = A[m][n] * W_g */
+    FT_GEMM_WGRAD      /* C_g[n][k] = sum over rows r of group g: A[r][n]^T B[r][k] */
+} ft_gemm_kind;
+
+typedef struct ft_gemm {
+    ft_gemm_kind kind;
+    uint32_t n_groups;
+    const int64_t *splits;   /* [n_groups] rows per group; sum <= m */
+    int64_t m;               /* token rows of A (and of C for FPROP/DGRAD) */
+    int64_t n, k;            /* each W_g is [n][k] */
+    const float *a;          /* FPROP: X[m][k]; DGRAD, WGRAD: dY[m][n] */
+    const float *b;          /* FPROP, DGRAD: W[n_groups][n][k]; WGRAD: X[m][k] */
+    float *c;                /* FPROP: Y[m][n]; DGRAD: dX[m][k]; WGRAD: dW[n_groups][n][k] */
+    const float *bias;       /* FPROP: [n_groups][n] or NULL */
+    const float *bias_scale; /* FPROP: [m] per-row bias multiplier (scale_bias) or NULL */
+    uint8_t accumulate;      /* 1: C += result (empty WGRAD groups then leave C_g as is) */
+} ft_gemm;
+
+/* Empty WGRAD groups give dW_g = 0 (unless accumulate). */
+int ft_cpu_gemm(const ft_gemm *g, ft_err *err);
+
+/* ==== activations (spec §4.3; math in fp32) ============================================== */
+
+typedef enum ft_act_kind {
+    FT_ACT_SWIGLU = 0,     /* f(u,v) = u sigma(u) v */
+    FT_ACT_CLAMPED_QGEGLU, /* u_c sigma(alpha u_c) (clamp(v,-L,L) + o), u_c = min(u, L) */
+    FT_ACT_SRELU,          /* unary: max(x,0)^2 */
+    FT_ACT_COUNT
+} ft_act_kind;
+
+typedef struct ft_act {
+    ft_act_kind kind;
+    int32_t interleave; /* GLU: 0 (h = [act | gate]) or 32 (col t*64 + half*32 + l); SReLU: 0 */
+    float limit;        /* ClampedQGeGLU L (TE default 7) */
+    float alpha;        /* ClampedQGeGLU alpha (1.702) */
+    float offset;       /* ClampedQGeGLU glu_linear_offset (1) */
+} ft_act;
+
+const char *ft_act_name(ft_act_kind k);
+int ft_act_is_glu(ft_act_kind k);
+
+/* z[r][j] = p_r * f(h_r)_j for h[rows][n1], z[rows][k2], n1 = 2*k2 (GLU) or k2; probs NULL
+ * means p = 1. */
+int ft_cpu_act_forward(const ft_act *a, int64_t rows, int64_t k2, const float *h,
+                       const float *probs, float *z, ft_err *err);
+/* dh = (dz * p) .* f'(h); dprobs[r] = sum_j dz[r][j] f_j(h_r) with the UNSCALED activation
+ * (written, not accumulated; may be NULL). */
+int ft_cpu_act_backward(const ft_act *a, int64_t rows, int64_t k2, const float *h,
+                        const float *probs, const float *dz, float *dh, float *dprobs, ft_err *err);
+
+/* ==== grouped MLP (spec §4.2, §4.4; FC1 -> scaled activation -> FC2) ====================== */
+
+/* Quantized tensors of the MLP, for ft_mlp_qcfg and the delayed-scaling states. */
+enum { FT_MLP_X = 0, FT_MLP_W1, FT_MLP_Z, FT_MLP_W2, FT_MLP_DY, FT_MLP_DH, FT_MLP_N_TENSORS };
+
+/* The quantizer state the MLP runs with (what the fuser's quantizers hold, not the recipe). */
+typedef struct ft_mlp_quant {
+    ft_qfmt fmt;         /* FT_QF_NONE: bf16 GEMMs */
+    ft_fp8 fp8_fwd;      /* x, z, W element type (E4M3) */
+    ft_fp8 fp8_bwd;      /* dy, dh element type (E5M2 under HYBRID) */
+    uint8_t rht;         /* NVFP4: RHT on the columnwise copies of x, z, dy, dh */
+    uint8_t sr;          /* NVFP4: stochastic rounding of dy, dh */
+    uint8_t two_d;       /* weights in 2D tiles (NVFP4 16x16, MXFP8 32x32); FP8 block weights
+                            are always 128x128 */
+    uint8_t pow2_scales; /* FP8 current/block */
+    uint64_t seed;       /* SR seed of this call */
+    ft_delayed *delayed; /* FP8 delayed: [FT_MLP_N_TENSORS * n_groups] states (tensor-major),
+                            read and updated by the call; NULL: every scale is 1 */
+} ft_mlp_quant;
+
+/* The ft_qcfg the MLP uses for tensor (FT_MLP_*) of group g in the given usage. */
+void ft_mlp_qcfg(const ft_mlp_quant *q, int tensor, uint32_t group, int columnwise, ft_qcfg *out);
+
+/* Plan topology being emulated. FUSED = GroupedMLP_CuTeGEMM{GLU,Unary} (MXFP8 or NVFP4 only);
+ * UNFUSED = GroupedLinear -> Scaled activation op -> GroupedLinear. Differences kept:
+ * - FUSED MXFP8: the FC1 epilogue computes p*f(h) from the fp32 accumulator (+b1) and quantizes
+ *   z from fp32 (h is stored bf16 for the backward); the dGLU kernel quantizes dh from fp32.
+ * - FUSED NVFP4: z and dh are rounded to bf16 and then group-quantized (RHT columnwise).
+ * - UNFUSED: every op output is bf16 (h, z, dz, dh) and quantized by the next op.
+ * - FUSED also raises as TE does: T % 128 != 0; NVFP4 without RHT with G > 1 and T > 0 ("graph
+ *   safe grouped quant kernel for non-RHT path is not ready yet"); NVFP4 backward with a plain
+ *   (not scale_bias) FC2 bias (bgrad_group_quantize rejects NVFP4). */
+typedef enum ft_mlp_path { FT_MLP_UNFUSED = 0, FT_MLP_FUSED = 1 } ft_mlp_path;
+
+typedef struct ft_mlp {
+    uint32_t n_groups;
+    const int64_t *splits; /* [n_groups] tokens per expert; sum <= t */
+    int64_t t;             /* token rows */
+    int64_t k1, n1;        /* FC1: x[t][k1], W1[G][n1][k1], b1[G][n1] */
+    int64_t k2, n2;        /* FC2: z[t][k2], W2[G][n2][k2], b2[G][n2]; n1 = 2*k2 (GLU) or k2 */
+    ft_act act;
+    uint8_t scale_bias; /* FC2 bias multiplied by probs (needs probs) */
+    ft_mlp_path path;
+    ft_mlp_quant quant;
+    const float *x;     /* [t][k1] bf16 values */
+    const float *w1;    /* [G][n1][k1] */
+    const float *b1;    /* [G][n1] or NULL */
+    const float *w2;    /* [G][n2][k2] */
+    const float *b2;    /* [G][n2] or NULL */
+    const float *probs; /* [t] or NULL (unscaled activation: p = 1, no dprobs) */
+} ft_mlp;
+
+typedef struct ft_mlp_fwd {
+    float *h; /* [t][n1] FC1 output as saved for the backward (bf16 values) */
+    float *z; /* [t][k2] FC2 input before quantization (FUSED MXFP8: fp32, else bf16 values) */
+    float *y; /* [t][n2] output (bf16 values) */
+} ft_mlp_fwd;
+
+typedef struct ft_mlp_bwd {
+    float *dx;     /* [t][k1] (bf16 values) */
+    float *dw1;    /* [G][n1][k1] */
+    float *db1;    /* [G][n1] or NULL to skip */
+    float *dw2;    /* [G][n2][k2] */
+    float *db2;    /* [G][n2] or NULL to skip */
+    float *dprobs; /* [t] or NULL to skip (fp32) */
+} ft_mlp_bwd;
+
+/* Forward; fills every array of out. Validates shapes (FT_EINVAL naming the field). */
+int ft_cpu_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, ft_err *err);
+/* Backward from dy[t][n2] (bf16 values) given this path's forward output. Weight and bias grads
+ * of empty groups are 0. */
+int ft_cpu_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out,
+                        ft_err *err);
+
+/* Float64 reference: exact math, no quantization, no bf16 rounding (path and quant ignored).
+ * Any pointer may be NULL to skip that output; dy NULL skips the backward. */
+typedef struct ft_mlp_ref {
+    double *h, *z, *y;                           /* [t][n1], [t][k2], [t][n2] */
+    double *dx, *dw1, *db1, *dw2, *db2, *dprobs; /* as ft_mlp_bwd */
+} ft_mlp_ref;
+int ft_cpu_mlp_ref(const ft_mlp *m, const float *dy, ft_mlp_ref *out, ft_err *err);
+
+/* ==== CUDA back end (kernels/cuda/; FT_ENODEV without a CUDA build or device) =============== */
+
+int ft_cuda_device_count(void);
+int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols,
+                     const int64_t *splits, uint32_t n_groups, float *out, void *stream,
+                     ft_err *err);
+int ft_cuda_gemm(const ft_gemm *g, void *stream, ft_err *err);
+int ft_cuda_act_forward(const ft_act *a, int64_t rows, int64_t k2, const float *h,
+                        const float *probs, float *z, void *stream, ft_err *err);
+int ft_cuda_act_backward(const ft_act *a, int64_t rows, int64_t k2, const float *h,
+                         const float *probs, const float *dz, float *dh, float *dprobs,
+                         void *stream, ft_err *err);
+int ft_cuda_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, void *stream, ft_err *err);
+int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out,
+                         void *stream, ft_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FT_KERNELS_H */

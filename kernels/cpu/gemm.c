@@ -1,2 +1,0 @@
-/* gemm.c - placeholder until the CPU kernels land. */
-#include "ft_kernels.h"
