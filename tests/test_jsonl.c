@@ -1,0 +1,674 @@
+/*
+ * test_jsonl.c - capture-jsonl v1 import and the JSONL writer sink.
+ *
+ * One test per kind of malformed input (each asserts FT_EINVAL and that the message names the
+ * line and the field), unknown-field handling, sink and writer failures, allocation-failure
+ * injection, and the round trip import -> writer for every canned stream in traces/ (and, through
+ * the recorder, import -> .ftdb -> export), compared record by record as parsed JSON.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ft_recorder.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+#define HDR "{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1}\n"
+#define FUS "{\"t\":\"fuser\",\"id\":1,\"ops\":[{\"type\":\"GELU\"},{\"type\":\"Bias\"}]}\n"
+#define REC                                                                                        \
+    "{\"t\":\"recipe\",\"id\":1,\"type\":\"DelayedScaling\",\"obj\":5,\"attrs\":{\"margin\":0}}\n"
+#define CALL0                                                                                      \
+    "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":true,\"input_rg\":true,"          \
+    "\"op_rg\":[true,false],\"device\":0}\n"
+/* a call with seq 0 on fuser 1 / recipe 1 and the extra text X spliced in before the end */
+#define CALL_WITH(x)                                                                               \
+    "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":true,\"input_rg\":true,"          \
+    "\"op_rg\":[true,false],\"device\":0" x "}\n"
+#define PRE HDR FUS REC /* three valid lines */
+
+typedef struct result {
+    int rc;
+    ft_err err;
+    char *out; /* writer output */
+    size_t out_len;
+    char *warn; /* warnings */
+    size_t warn_len;
+} result;
+
+static FILE *input_of(const char *text, size_t len)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    if (len) assert_int_equal(fwrite(text, 1, len, f), len);
+    rewind(f);
+    return f;
+}
+
+static void import_n(const char *text, size_t len, result *r)
+{
+    memset(r, 0, sizeof *r);
+    FILE *in = input_of(text, len);
+    FILE *out = open_memstream(&r->out, &r->out_len);
+    FILE *warn = open_memstream(&r->warn, &r->warn_len);
+    assert_non_null(out);
+    assert_non_null(warn);
+    ft_jsonl_writer *w = NULL;
+    r->rc = ft_jsonl_writer_new(out, &w); /* fails under allocation-failure injection */
+    if (!r->rc) {
+        ft_sink sink;
+        ft_jsonl_writer_sink(w, &sink);
+        r->rc = ft_jsonl_import(in, "t.jsonl", &sink, warn, &r->err);
+        ft_jsonl_writer_free(w);
+    }
+    fclose(out);
+    fclose(warn);
+    fclose(in);
+}
+
+static void import_text(const char *text, result *r)
+{
+    import_n(text, strlen(text), r);
+}
+
+static void result_free(result *r)
+{
+    free(r->out);
+    free(r->warn);
+}
+
+/* Import must fail with FT_EINVAL; the message must name line `line`, the field (if given) and
+ * contain `what`. */
+static void expect_bad_n(const char *text, size_t len, int line, const char *field,
+                         const char *what)
+{
+    long live = ft_alloc_live();
+    result r;
+    import_n(text, len, &r);
+    char where[64], fld[96];
+    snprintf(where, sizeof where, "t.jsonl:%d: ", line);
+    if (r.rc != FT_EINVAL || !strstr(r.err.msg, where) ||
+        (field && (snprintf(fld, sizeof fld, "field '%s'", field), !strstr(r.err.msg, fld))) ||
+        !strstr(r.err.msg, what))
+        print_error("rc %d, message: %s\n  want line %d, field %s, text '%s'\n", r.rc, r.err.msg,
+                    line, field ? field : "(none)", what);
+    assert_int_equal(r.rc, FT_EINVAL);
+    assert_non_null(strstr(r.err.msg, where));
+    if (field) assert_non_null(strstr(r.err.msg, fld));
+    assert_non_null(strstr(r.err.msg, what));
+    assert_int_equal(ft_alloc_live(), live);
+    result_free(&r);
+}
+
+static void expect_bad(const char *text, int line, const char *field, const char *what)
+{
+    expect_bad_n(text, strlen(text), line, field, what);
+}
+
+/* ---- malformed input, one kind per test --------------------------------------------------- */
+static void test_import_bad_json(void **state)
+{
+    (void)state;
+    expect_bad(HDR "{\"t\":\"fuser\",\n", 2, NULL, "invalid JSON");
+    expect_bad(HDR FUS REC CALL_WITH(",\"m_splits\":[1,x]"), 4, NULL, "m_splits");
+}
+
+static void test_import_not_an_object(void **state)
+{
+    (void)state;
+    expect_bad(HDR "[1,2]\n", 2, NULL, "expected a JSON object");
+}
+
+static void test_import_empty_line(void **state)
+{
+    (void)state;
+    expect_bad(HDR "\n" FUS, 2, NULL, "empty line");
+}
+
+static void test_import_missing_type(void **state)
+{
+    (void)state;
+    expect_bad(HDR "{\"id\":1}\n", 2, "t", "missing");
+    expect_bad(HDR "{\"t\":3}\n", 2, "t", "expected a string");
+}
+
+static void test_import_unknown_record_type(void **state)
+{
+    (void)state;
+    expect_bad(PRE "{\"t\":\"forward\",\"seq\":0}\n", 4, "t", "unknown record type \"forward\"");
+}
+
+static void test_import_header_not_first(void **state)
+{
+    (void)state;
+    expect_bad(FUS HDR, 1, "t", "first record must be the header");
+}
+
+static void test_import_header_twice(void **state)
+{
+    (void)state;
+    expect_bad(HDR FUS HDR, 3, "t", "second header");
+}
+
+static void test_import_wrong_format(void **state)
+{
+    (void)state;
+    expect_bad("{\"t\":\"header\",\"format\":\"other\",\"version\":1}\n", 1, "format",
+               "fusertrace-capture");
+    expect_bad("{\"t\":\"header\",\"version\":1}\n", 1, "format", "missing");
+}
+
+static void test_import_wrong_version(void **state)
+{
+    (void)state;
+    expect_bad("{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":2}\n", 1, "version",
+               "unsupported version 2");
+    expect_bad("{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":\"1\"}\n", 1,
+               "version", "expected an integer");
+}
+
+static void test_import_empty_stream(void **state)
+{
+    (void)state;
+    expect_bad("", 1, "t", "no header");
+}
+
+static void test_import_undeclared_fuser(void **state)
+{
+    (void)state;
+    expect_bad(HDR REC CALL0, 3, "fuser", "fuser 1 is not declared");
+}
+
+static void test_import_undeclared_recipe(void **state)
+{
+    (void)state;
+    expect_bad(HDR FUS CALL0, 3, "recipe", "recipe 1 is not declared");
+}
+
+static void test_import_duplicate_fuser_id(void **state)
+{
+    (void)state;
+    expect_bad(HDR FUS FUS, 3, "id", "fuser 1 is already declared");
+}
+
+static void test_import_duplicate_recipe_id(void **state)
+{
+    (void)state;
+    expect_bad(HDR REC REC, 3, "id", "recipe 1 is already declared");
+}
+
+static void test_import_duplicate_recipe_state(void **state)
+{
+    (void)state;
+    expect_bad(HDR REC
+               "{\"t\":\"recipe\",\"id\":2,\"type\":\"DelayedScaling\",\"obj\":5,\"attrs\":{"
+               "\"margin\":0}}\n",
+               3, "attrs", "already declared as id 1");
+}
+
+static void test_import_duplicate_key(void **state)
+{
+    (void)state;
+    expect_bad(PRE CALL_WITH(",\"device\":1"), 4, "device", "twice");
+}
+
+static void test_import_seq_not_increasing(void **state)
+{
+    (void)state;
+    expect_bad(PRE CALL0 CALL0, 5, "seq", "does not increase");
+}
+
+static void test_import_seq_shared_with_backward(void **state)
+{
+    (void)state;
+    /* a backward takes seq 1, so a call with seq 1 after it is not increasing */
+    expect_bad(PRE CALL0 "{\"t\":\"backward\",\"seq\":1,\"call\":0}\n"
+                         "{\"t\":\"call\",\"seq\":1,\"fuser\":1,\"recipe\":1,\"grad\":true,"
+                         "\"input_rg\":true,\"op_rg\":[true,false],\"device\":0}\n",
+               6, "seq", "does not increase");
+    expect_bad(PRE CALL0 "{\"t\":\"backward\",\"seq\":0,\"call\":0}\n", 5, "seq",
+               "does not increase");
+}
+
+static void test_import_wrong_field_type(void **state)
+{
+    (void)state;
+    expect_bad(PRE
+               "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":1,\"input_rg\":true,"
+               "\"op_rg\":[true,false],\"device\":0}\n",
+               4, "grad", "expected true or false");
+    expect_bad(PRE CALL_WITH(",\"phase\":7"), 4, "phase", "expected a string");
+    expect_bad(PRE CALL_WITH(",\"step\":1.5"), 4, "step", "expected an integer");
+    expect_bad(PRE CALL_WITH(",\"m_splits\":{}"), 4, "m_splits", "expected an array");
+    expect_bad(PRE CALL_WITH(",\"m_splits\":[1,true]"), 4, "m_splits[1]", "expected an integer");
+    expect_bad(HDR "{\"t\":\"fuser\",\"id\":\"1\",\"ops\":[{\"type\":\"GELU\"}]}\n", 2, "id",
+               "expected an integer");
+    expect_bad(HDR "{\"t\":\"fuser\",\"id\":1,\"ops\":[{\"type\":\"GELU\",\"attrs\":[]}]}\n", 2,
+               "ops[0].attrs", "expected an object");
+    expect_bad(HDR "{\"t\":\"fuser\",\"id\":1,\"ops\":[{\"type\":2}]}\n", 2, "ops[0].type",
+               "expected a string");
+    expect_bad(HDR "{\"t\":\"recipe\",\"id\":1,\"type\":\"X\",\"obj\":5,\"attrs\":null}\n", 2,
+               "attrs", "expected an object");
+    expect_bad(HDR FUS "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":\"1\",\"grad\":true,"
+                       "\"input_rg\":true,\"op_rg\":[true,false],\"device\":0}\n",
+               3, "recipe", "expected an integer or null");
+    expect_bad(PRE CALL_WITH(",\"graph\":\"yes\""), 4, "graph", "expected true or false");
+}
+
+static void test_import_null_for_optional_field(void **state)
+{
+    (void)state;
+    expect_bad(PRE CALL_WITH(",\"phase\":null"), 4, "phase", "got null");
+    expect_bad(HDR "{\"t\":\"fuser\",\"id\":1,\"label\":null,\"ops\":[{\"type\":\"GELU\"}]}\n", 2,
+               "label", "got null");
+}
+
+static void test_import_op_rg_length(void **state)
+{
+    (void)state;
+    expect_bad(PRE "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":true,"
+                   "\"input_rg\":true,\"op_rg\":[true],\"device\":0}\n",
+               4, "op_rg", "has 1 entries but fuser 1 has 2 ops");
+    expect_bad(PRE "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":true,"
+                   "\"input_rg\":true,\"op_rg\":[true,0],\"device\":0}\n",
+               4, "op_rg[1]", "expected true or false");
+}
+
+static void test_import_empty_ops(void **state)
+{
+    (void)state;
+    expect_bad(HDR "{\"t\":\"fuser\",\"id\":1,\"ops\":[]}\n", 2, "ops", "at least one op");
+    expect_bad(HDR "{\"t\":\"fuser\",\"id\":1,\"ops\":[7]}\n", 2, "ops[0]", "expected an object");
+}
+
+static void test_import_negative_split(void **state)
+{
+    (void)state;
+    expect_bad(PRE CALL_WITH(",\"m_splits\":[3,-1,2]"), 4, "m_splits[1]", "negative split -1");
+}
+
+static void test_import_invalid_utf8(void **state)
+{
+    (void)state;
+    expect_bad(PRE CALL_WITH(",\"phase\":\"f\xc3\x28w\""), 4, "phase", "invalid UTF-8");
+    expect_bad(HDR "{\"t\":\"fuser\",\"id\":1,\"label\":\"\xed\xa0\x80\",\"ops\":[]}\n", 2, "label",
+               "invalid UTF-8");
+}
+
+static void test_import_nul_byte(void **state)
+{
+    (void)state;
+    static const char text[] = HDR "{\"t\":\"fuser\",\"id\":1,\"label\":\"a\0b\",\"ops\":[]}\n";
+    expect_bad_n(text, sizeof text - 1, 2, NULL, "NUL byte");
+    expect_bad(PRE CALL_WITH(",\"phase\":\"a\\u0000b\""), 4, "phase", "NUL character");
+}
+
+static void test_import_number_out_of_range(void **state)
+{
+    (void)state;
+    /* beyond int64 */
+    expect_bad(PRE "{\"t\":\"call\",\"seq\":9223372036854775808,\"fuser\":1}\n", 4, "seq",
+               "out of range");
+    expect_bad(PRE CALL_WITH(",\"m_splits\":[1,99999999999999999999]"), 4, "m_splits",
+               "out of range");
+    expect_bad(PRE CALL_WITH(",\"ns\":1e999"), 4, "ns", "out of range");
+    /* beyond the field's own range */
+    expect_bad(PRE "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":true,"
+                   "\"input_rg\":true,\"op_rg\":[true,false],\"device\":2147483648}\n",
+               4, "device", "out of range");
+    expect_bad(PRE "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":true,"
+                   "\"input_rg\":true,\"op_rg\":[true,false],\"device\":-1}\n",
+               4, "device", "out of range");
+    expect_bad(PRE CALL_WITH(",\"step\":-3"), 4, "step", "out of range");
+    expect_bad(PRE CALL_WITH(",\"fuse_ns\":-1"), 4, "fuse_ns", "out of range");
+    expect_bad("{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1,\"rank\":"
+               "4294967296}\n",
+               1, "rank", "out of range");
+    expect_bad("{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1,\"rank\":2,"
+               "\"world_size\":2}\n",
+               1, "rank", "not below world_size");
+}
+
+static void test_import_missing_required_field(void **state)
+{
+    (void)state;
+    expect_bad(PRE "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":true,"
+                   "\"input_rg\":true,\"op_rg\":[true,false]}\n",
+               4, "device", "missing");
+    expect_bad(PRE "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"grad\":true,"
+                   "\"input_rg\":true,\"op_rg\":[true,false],\"device\":0}\n",
+               4, "recipe", "missing");
+    expect_bad(PRE "{\"t\":\"call\",\"fuser\":1}\n", 4, "seq", "missing");
+    expect_bad(HDR "{\"t\":\"fuser\",\"id\":1}\n", 2, "ops", "missing");
+    expect_bad(HDR "{\"t\":\"recipe\",\"id\":1,\"obj\":1,\"attrs\":{}}\n", 2, "type", "missing");
+    expect_bad(PRE CALL0 "{\"t\":\"backward\",\"seq\":1}\n", 5, "call", "missing");
+}
+
+static void test_import_backward_unknown_call(void **state)
+{
+    (void)state;
+    expect_bad(PRE CALL0 "{\"t\":\"backward\",\"seq\":1,\"call\":7}\n", 5, "call",
+               "not the seq of an earlier call");
+    /* a backward's own seq is not a call */
+    expect_bad(PRE CALL0 "{\"t\":\"backward\",\"seq\":1,\"call\":0}\n"
+                         "{\"t\":\"backward\",\"seq\":2,\"call\":1}\n",
+               6, "call", "not the seq of an earlier call");
+}
+
+static void test_import_env_value_type(void **state)
+{
+    (void)state;
+    expect_bad("{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1,\"env\":{"
+               "\"world_size\":2}}\n",
+               1, "env.world_size", "expected a string");
+    expect_bad("{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1,\"env\":[]}\n", 1,
+               "env", "expected an object");
+}
+
+static void test_import_line_too_long(void **state)
+{
+    (void)state;
+    const char *start = "{\"t\":\"fuser\",\"id\":1,\"label\":\"";
+    const char *tail = "\",\"ops\":[{\"type\":\"GELU\"}]}\n";
+    size_t h = strlen(HDR), ns = strlen(start), nx = (size_t)2 << 20, nt = strlen(tail);
+    char *text = malloc(h + ns + nx + nt);
+    assert_non_null(text);
+    memcpy(text, HDR, h);
+    memcpy(text + h, start, ns);
+    memset(text + h + ns, 'x', nx);
+    memcpy(text + h + ns + nx, tail, nt);
+    expect_bad_n(text, h + ns + nx + nt, 2, NULL, "line longer than");
+    free(text);
+}
+
+/* ---- accepted input ----------------------------------------------------------------------- */
+static void test_import_unknown_fields_warned_once(void **state)
+{
+    (void)state;
+    result r;
+    import_text("{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1,\"job\":\"j1\","
+                "\"opts\":{\"b\":2,\"a\":[1.5]}}\n" FUS REC CALL_WITH(
+                    ",\"zzz\":1,\"yy\":[1]") "{\"t\":\"call\",\"seq\":5,\"fuser\":1,\"recipe\":1,"
+                                             "\"grad\":true,"
+                                             "\"input_rg\":true,\"op_rg\":[true,false],\"device\":"
+                                             "0,\"zzz\":2}\n",
+                &r);
+    assert_int_equal(r.rc, FT_OK);
+    /* unknown call fields: one warning each, naming the first line they appear on */
+    assert_non_null(strstr(r.warn, "t.jsonl:4: warning: field 'zzz'"));
+    assert_non_null(strstr(r.warn, "t.jsonl:4: warning: field 'yy'"));
+    assert_null(strstr(r.warn, "t.jsonl:5:"));
+    /* unknown header fields are kept, not warned about */
+    assert_null(strstr(r.warn, "'job'"));
+    assert_non_null(strstr(r.out, "\"job\":\"j1\""));
+    assert_non_null(strstr(r.out, "\"opts\":{\"a\":[1.5],\"b\":2}"));
+    assert_null(strstr(r.out, "zzz"));
+    result_free(&r);
+}
+
+static void test_import_crlf_and_no_final_newline(void **state)
+{
+    (void)state;
+    result r;
+    import_text("{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1}\r\n"
+                "{\"t\":\"fuser\",\"id\":1,\"ops\":[{\"type\":\"GELU\"}]}",
+                &r);
+    assert_int_equal(r.rc, FT_OK);
+    assert_non_null(strstr(r.out, "\"t\":\"fuser\""));
+    result_free(&r);
+}
+
+static void test_import_doubles_round_trip(void **state)
+{
+    (void)state;
+    static const char *const v[] = {"0.1",  "0.33333333333333331",    "5e-324", "-2.5",
+                                    "1e21", "1.7976931348623157e308", "7.0",    "-0.0"};
+    char text[1024];
+    size_t n = (size_t)snprintf(text, sizeof text,
+                                HDR "{\"t\":\"recipe\",\"id\":1,\"type\":\"X\","
+                                    "\"obj\":1,\"attrs\":{\"v\":[");
+    for (size_t i = 0; i < FT_ARRAY_LEN(v); i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", i ? "," : "", v[i]);
+    snprintf(text + n, sizeof text - n, "]}}\n");
+    result r;
+    import_text(text, &r);
+    assert_int_equal(r.rc, FT_OK);
+    const char *line = strchr(r.out, '\n') + 1;
+    json_error_t je;
+    json_t *o = json_loads(line, JSON_DISABLE_EOF_CHECK, &je);
+    assert_non_null(o);
+    json_t *arr = json_object_get(json_object_get(o, "attrs"), "v");
+    assert_int_equal(json_array_size(arr), FT_ARRAY_LEN(v));
+    for (size_t i = 0; i < FT_ARRAY_LEN(v); i++) {
+        assert_true(json_is_real(json_array_get(arr, i)));
+        double want = strtod(v[i], NULL), got = json_real_value(json_array_get(arr, i));
+        assert_memory_equal(&got, &want, sizeof got); /* bit for bit, -0.0 included */
+    }
+    json_decref(o);
+    result_free(&r);
+}
+
+/* ---- sinks that fail ---------------------------------------------------------------------- */
+typedef struct failing {
+    int n_calls;
+    int fail_at; /* call_fn fails on this call (1-based) */
+    ft_err err;
+} failing;
+
+static int f_call(void *ctx, const ft_call *c)
+{
+    failing *f = ctx;
+    (void)c;
+    if (++f->n_calls == f->fail_at) return ft_err_set(&f->err, FT_EIO, "disk on fire");
+    return FT_OK;
+}
+
+static const ft_err *f_error(void *ctx)
+{
+    return &((failing *)ctx)->err;
+}
+
+static void test_import_sink_error_named(void **state)
+{
+    (void)state;
+    failing f = {0, 2, {0, ""}};
+    ft_sink sink = {&f, NULL, NULL, NULL, f_call, NULL, f_error};
+    const char *ok =
+        PRE CALL0 "{\"t\":\"call\",\"seq\":1,\"fuser\":1,\"recipe\":null,\"grad\":true,"
+                  "\"input_rg\":true,\"op_rg\":[true,false],\"device\":0}\n";
+    FILE *in = input_of(ok, strlen(ok));
+    ft_err err = {0, ""};
+    int rc = ft_jsonl_import(in, "s.jsonl", &sink, NULL, &err);
+    fclose(in);
+    assert_int_equal(rc, FT_EIO);
+    assert_non_null(strstr(err.msg, "s.jsonl:5:"));
+    assert_non_null(strstr(err.msg, "disk on fire"));
+    assert_int_equal(f.n_calls, 2);
+}
+
+static void test_writer_write_error(void **state)
+{
+    (void)state;
+    FILE *full = fopen("/dev/full", "w");
+    if (!full) skip();
+    setvbuf(full, NULL, _IONBF, 0);
+    ft_jsonl_writer *w = NULL;
+    assert_int_equal(ft_jsonl_writer_new(full, &w), FT_OK);
+    ft_sink sink;
+    ft_jsonl_writer_sink(w, &sink);
+    FILE *in = input_of(PRE, strlen(PRE));
+    ft_err err = {0, ""};
+    int rc = ft_jsonl_import(in, "w.jsonl", &sink, NULL, &err);
+    fclose(in);
+    ft_jsonl_writer_free(w);
+    fclose(full);
+    assert_int_equal(rc, FT_EIO);
+    assert_non_null(strstr(err.msg, "w.jsonl:1:"));
+    assert_non_null(strstr(err.msg, "write failed"));
+}
+
+/* ---- allocation failures ------------------------------------------------------------------- */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    do {
+        if (n + 4096 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *p = realloc(buf, cap + 1);
+            assert_non_null(p);
+            buf = p;
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+    } while (got);
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static void test_import_alloc_failures(void **state)
+{
+    (void)state;
+    size_t len;
+    char *text = read_file(FT_SOURCE_DIR "/traces/all-fields.jsonl", &len);
+    assert_non_null(text);
+    int ok = 0;
+    for (long n = 0; n < 10000 && !ok; n++) {
+        long live = ft_alloc_live();
+        result r;
+        ft_alloc_fail_after(n);
+        import_n(text, len, &r);
+        ft_alloc_fail_after(-1);
+        if (r.rc != FT_OK && r.rc != FT_ENOMEM)
+            print_error("fail after %ld: rc %d %s\n", n, r.rc, r.err.msg);
+        assert_true(r.rc == FT_OK || r.rc == FT_ENOMEM);
+        assert_int_equal(ft_alloc_live(), live);
+        ok = r.rc == FT_OK;
+        result_free(&r);
+    }
+    assert_true(ok);
+    free(text);
+}
+
+/* ---- round trips over traces/ ------------------------------------------------------------- */
+/* Compare two JSONL texts record by record as parsed JSON. */
+static void assert_same_records(const char *name, const char *a, const char *b)
+{
+    size_t line = 0;
+    while (*a || *b) {
+        line++;
+        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+        size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
+        if (!la && !*a) {
+            print_error("%s: record %zu: missing after the round trip\n", name, line);
+            fail();
+        }
+        if (!lb && !*b) {
+            print_error("%s: record %zu: extra after the round trip\n", name, line);
+            fail();
+        }
+        json_error_t je;
+        json_t *ja = json_loadb(a, la, 0, &je), *jb = json_loadb(b, lb, 0, &je);
+        assert_non_null(ja);
+        assert_non_null(jb);
+        if (!json_equal(ja, jb)) {
+            print_error("%s: record %zu differs:\n  in:  %.*s\n  out: %.*s\n", name, line, (int)la,
+                        a, (int)lb, b);
+            fail();
+        }
+        json_decref(ja);
+        json_decref(jb);
+        a += la + (ea != NULL);
+        b += lb + (eb != NULL);
+    }
+}
+
+static void test_roundtrip_traces_writer(void **state)
+{
+    (void)state;
+    DIR *d = opendir(FT_SOURCE_DIR "/traces");
+    assert_non_null(d);
+    struct dirent *e;
+    int n_files = 0;
+    while ((e = readdir(d))) {
+        size_t nl = strlen(e->d_name);
+        if (nl < 7 || strcmp(e->d_name + nl - 6, ".jsonl")) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/traces/%s", FT_SOURCE_DIR, e->d_name);
+        size_t len;
+        char *text = read_file(path, &len);
+        assert_non_null(text);
+        result r1, r2;
+        import_n(text, len, &r1);
+        if (r1.rc) print_error("%s: %s\n", e->d_name, r1.err.msg);
+        assert_int_equal(r1.rc, FT_OK);
+        assert_same_records(e->d_name, text, r1.out);
+        /* writing what was written gives the same text again */
+        import_n(r1.out, r1.out_len, &r2);
+        assert_int_equal(r2.rc, FT_OK);
+        assert_int_equal(r1.out_len, r2.out_len);
+        assert_memory_equal(r1.out, r2.out, r1.out_len);
+        result_free(&r1);
+        result_free(&r2);
+        free(text);
+        n_files++;
+    }
+    closedir(d);
+    assert_true(n_files >= 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_import_bad_json),
+        cmocka_unit_test(test_import_not_an_object),
+        cmocka_unit_test(test_import_empty_line),
+        cmocka_unit_test(test_import_missing_type),
+        cmocka_unit_test(test_import_unknown_record_type),
+        cmocka_unit_test(test_import_header_not_first),
+        cmocka_unit_test(test_import_header_twice),
+        cmocka_unit_test(test_import_wrong_format),
+        cmocka_unit_test(test_import_wrong_version),
+        cmocka_unit_test(test_import_empty_stream),
+        cmocka_unit_test(test_import_undeclared_fuser),
+        cmocka_unit_test(test_import_undeclared_recipe),
+        cmocka_unit_test(test_import_duplicate_fuser_id),
+        cmocka_unit_test(test_import_duplicate_recipe_id),
+        cmocka_unit_test(test_import_duplicate_recipe_state),
+        cmocka_unit_test(test_import_duplicate_key),
+        cmocka_unit_test(test_import_seq_not_increasing),
+        cmocka_unit_test(test_import_seq_shared_with_backward),
+        cmocka_unit_test(test_import_wrong_field_type),
+        cmocka_unit_test(test_import_null_for_optional_field),
+        cmocka_unit_test(test_import_op_rg_length),
+        cmocka_unit_test(test_import_empty_ops),
+        cmocka_unit_test(test_import_negative_split),
+        cmocka_unit_test(test_import_invalid_utf8),
+        cmocka_unit_test(test_import_nul_byte),
+        cmocka_unit_test(test_import_number_out_of_range),
+        cmocka_unit_test(test_import_missing_required_field),
+        cmocka_unit_test(test_import_backward_unknown_call),
+        cmocka_unit_test(test_import_env_value_type),
+        cmocka_unit_test(test_import_line_too_long),
+        cmocka_unit_test(test_import_unknown_fields_warned_once),
+        cmocka_unit_test(test_import_crlf_and_no_final_newline),
+        cmocka_unit_test(test_import_doubles_round_trip),
+        cmocka_unit_test(test_import_sink_error_named),
+        cmocka_unit_test(test_writer_write_error),
+        cmocka_unit_test(test_import_alloc_failures),
+        cmocka_unit_test(test_roundtrip_traces_writer),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
