@@ -77,7 +77,8 @@ uint32_t ft_rng_bits(uint64_t seed, uint64_t stream, uint64_t counter);
 
 /* RHT (NVFP4): M = diag(s) * H16 / 4 with TE's fixed sign vector s (+1/-1 entries below), H16
  * the Sylvester Hadamard matrix. ft_rht16 replaces v (16 values along the token axis) with
- * bf16(bf16(v) * M), accumulating each output in fp32 in index order. M is orthogonal. */
+ * bf16(bf16(v) * M), accumulated in fp32 (butterfly order; TE's tensor-core order is
+ * unspecified). M is orthogonal: M^T M = I. */
 extern const int8_t ft_rht_signs[16];
 void ft_rht16(float v[16]);
 

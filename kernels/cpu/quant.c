@@ -1,0 +1,399 @@
+/*
+ * quant.c - quantization emulation exact to TransformerEngine's semantics (spec/te-fuser.md
+ * §4.5-4.6): quantize, then dequantize to float32 in TE's dequantization order.
+ *
+ * One rowwise block routine serves every blocked format: a columnwise usage is the rowwise rule
+ * on the transposed group (copied into scratch, RHT applied there), and 2D tiles are handled in
+ * place since both usages share them. Groups are row splits quantized independently.
+ *
+ * Limits: NVFP4 4over6 and row-scaled activations are not emulated; FP8 delayed scaling takes its
+ * scale from the caller (ft_delayed) and does not model amax reduction across ranks.
+ */
+#include "formats_int.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+static const char *const qfmt_names[FT_QF_COUNT] = {"none",      "fp8-delayed", "fp8-current",
+                                                    "fp8-block", "mxfp8",       "nvfp4"};
+
+const char *ft_qfmt_name(ft_qfmt f)
+{
+    return (unsigned)f < FT_QF_COUNT ? qfmt_names[f] : "?";
+}
+
+/* ---- scale computations ------------------------------------------------------------------- */
+
+/* TE compute_scale_from_amax (recipe_common.cuh): FP8 current, delayed-free, and block scales. */
+static float fp8_scale_from_amax(float amax, float max_fp8, int pow2, float eps)
+{
+    if (amax < eps) amax = eps;
+    if (isinf(amax) || amax == 0.0f || isnan(amax)) return 1.0f;
+    float scale = max_fp8 / amax;
+    if (isinf(scale)) scale = FLT_MAX;
+    if (pow2) scale = u2f(f2u(scale) & 0xFF800000u);
+    return scale;
+}
+
+/* TE compute_global_encode_scaling_factor_FP4: S = 448*6/A, FLT_MAX cap, 1 for A = 0 or inf. */
+static float nvfp4_global_scale(float amax)
+{
+    float s = (FT_E4M3_MAX * FT_E2M1_MAX) / amax;
+    s = fminf(s, FLT_MAX);
+    if (amax == 0.0f || s == 0.0f) return 1.0f;
+    return s;
+}
+
+/* ---- the block routine -------------------------------------------------------------------- */
+
+typedef struct qrun {
+    const ft_qcfg *q;
+    float fmax;         /* element format max */
+    float g_amax;       /* NVFP4: group amax A (post-RHT) */
+    float g_scale;      /* NVFP4: S; FP8 per-tensor: scale */
+    float g_scale_dec;  /* NVFP4: 1/S */
+    uint64_t sr_stream; /* SR stream (usage-specific) */
+    int64_t n_sat;
+} qrun;
+
+static float block_amax(const float *p, int64_t n)
+{
+    float m = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        float a = fabsf(p[i]);
+        m = a > m ? a : m;
+        if (isnan(a)) return a;
+    }
+    return m;
+}
+
+/* Multiplier and dequantization factor of one block with max |x| = amax. */
+static void block_params(qrun *r, float amax, float *mult, float *deq)
+{
+    switch (r->q->fmt) {
+    case FT_QF_MXFP8: {
+        uint8_t code = e8m0_from_float(amax * (1.0f / r->fmax));
+        *mult = e8m0_quant(code);
+        *deq = e8m0_dequant(code);
+        break;
+    }
+    case FT_QF_NVFP4: {
+        float d = e4m3_round(fminf(amax * (r->g_scale * (1.0f / FT_E2M1_MAX)), FLT_MAX));
+        *mult = fminf(1.0f / (d * r->g_scale_dec), FLT_MAX);
+        *deq = (d * r->g_amax) * (1.0f / (FT_E4M3_MAX * FT_E2M1_MAX));
+        break;
+    }
+    case FT_QF_FP8_BLOCK: {
+        float s = fp8_scale_from_amax(amax, r->fmax, r->q->pow2_scales, r->q->amax_epsilon);
+        *mult = s;
+        *deq = 1.0f / s;
+        break;
+    }
+    default: /* per-tensor FP8: the group's scale */
+        *mult = r->g_scale;
+        *deq = 1.0f / r->g_scale;
+        break;
+    }
+}
+
+/* Quantize n values of p (stride 1) with (mult, deq). counter0/cstride give each element's SR
+ * counter (its row-major index in the source tensor). */
+static void quant_run(qrun *r, float *p, int64_t n, float mult, float deq, uint64_t counter0,
+                      int64_t cstride)
+{
+    const float fmax = r->fmax;
+    int64_t sat = 0;
+    if (r->q->fmt == FT_QF_NVFP4) {
+        if (r->q->sr) {
+            for (int64_t i = 0; i < n; i++) {
+                float v = p[i] * mult;
+                sat += fabsf(v) > FT_E2M1_MAX;
+                uint32_t bits =
+                    rng_bits(r->q->seed, r->sr_stream, counter0 + (uint64_t)(i * cstride));
+                p[i] = e2m1_round_sr(v, bits) * deq;
+            }
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                float v = p[i] * mult;
+                sat += fabsf(v) > FT_E2M1_MAX;
+                p[i] = e2m1_round(v) * deq;
+            }
+        }
+    } else if (r->q->fp8 == FT_FP8_E5M2) {
+        for (int64_t i = 0; i < n; i++) {
+            float v = p[i] * mult;
+            sat += fabsf(v) > fmax;
+            p[i] = e5m2_round(v) * deq;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float v = p[i] * mult;
+            sat += fabsf(v) > fmax;
+            p[i] = e4m3_round(v) * deq;
+        }
+    }
+    r->n_sat += sat;
+}
+
+static int64_t block_size(const ft_qcfg *q)
+{
+    switch (q->fmt) {
+    case FT_QF_MXFP8:
+        return 32;
+    case FT_QF_NVFP4:
+        return 16;
+    case FT_QF_FP8_BLOCK:
+        return 128;
+    default:
+        return 0; /* per tensor */
+    }
+}
+
+/* Rowwise blocks over buf[nr][nc]. Element (i, j) has SR counter base + i*rs + j*cs. */
+static void quant_rows(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t base, int64_t rs,
+                       int64_t cs)
+{
+    const int64_t bs = block_size(r->q);
+    for (int64_t i = 0; i < nr; i++) {
+        float *row = buf + i * nc;
+        for (int64_t j0 = 0; j0 < nc; j0 += bs) {
+            int64_t n = nc - j0 < bs ? nc - j0 : bs;
+            float mult, deq;
+            block_params(r, block_amax(row + j0, n), &mult, &deq);
+            quant_run(r, row + j0, n, mult, deq, base + (uint64_t)(i * rs + j0 * cs), cs);
+        }
+    }
+}
+
+/* Square tiles of side bs over buf[nr][nc] (2D; rowwise and columnwise alike). */
+static void quant_tiles(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t base)
+{
+    const int64_t bs = block_size(r->q);
+    for (int64_t i0 = 0; i0 < nr; i0 += bs) {
+        int64_t ni = nr - i0 < bs ? nr - i0 : bs;
+        for (int64_t j0 = 0; j0 < nc; j0 += bs) {
+            int64_t nj = nc - j0 < bs ? nc - j0 : bs;
+            float amax = 0.0f;
+            for (int64_t i = 0; i < ni; i++) {
+                float a = block_amax(buf + (i0 + i) * nc + j0, nj);
+                amax = (a > amax || isnan(a)) ? a : amax;
+            }
+            float mult, deq;
+            block_params(r, amax, &mult, &deq);
+            for (int64_t i = 0; i < ni; i++)
+                quant_run(r, buf + (i0 + i) * nc + j0, nj, mult, deq,
+                          base + (uint64_t)((i0 + i) * nc + j0), 1);
+        }
+    }
+}
+
+/* ---- one group ---------------------------------------------------------------------------- */
+
+static void transpose(const float *src, int64_t nr, int64_t nc, float *dst)
+{
+    /* dst[nc][nr] = src[nr][nc]^T, in 16x16 tiles for cache reuse */
+    for (int64_t i0 = 0; i0 < nr; i0 += 16)
+        for (int64_t j0 = 0; j0 < nc; j0 += 16) {
+            int64_t ie = i0 + 16 < nr ? i0 + 16 : nr, je = j0 + 16 < nc ? j0 + 16 : nc;
+            for (int64_t i = i0; i < ie; i++)
+                for (int64_t j = j0; j < je; j++)
+                    dst[j * nr + i] = src[i * nc + j];
+        }
+}
+
+/* Quantize group rows [row0, row0+nr) of x into out; scratch holds nr*nc floats when needed. */
+static void quant_group(qrun *r, const float *x, float *out, int64_t row0, int64_t nr, int64_t nc,
+                        float *scratch, float *amax_out)
+{
+    const ft_qcfg *q = r->q;
+    const float *src = x + row0 * nc;
+    float *dst = out + row0 * nc;
+    const uint64_t base = (uint64_t)(row0 * nc);
+    const int transposed = q->columnwise && !q->two_d && block_size(q) > 0;
+    float *work = transposed ? scratch : dst;
+
+    if (transposed) {
+        transpose(src, nr, nc, work);
+        if (q->rht)
+            for (int64_t c = 0; c < nc; c++)
+                for (int64_t i = 0; i + 16 <= nr; i += 16)
+                    rht16(work + c * nr + i);
+    } else if (dst != src) {
+        memcpy(dst, src, (size_t)(nr * nc) * sizeof *dst);
+    }
+
+    float g_amax = block_amax(work, nr * nc);
+    *amax_out = g_amax;
+    if (q->fmt == FT_QF_NVFP4) {
+        r->g_amax = g_amax;
+        r->g_scale = nvfp4_global_scale(g_amax);
+        r->g_scale_dec = 1.0f / r->g_scale;
+    } else if (q->fmt == FT_QF_FP8_CURRENT) {
+        r->g_scale = fp8_scale_from_amax(g_amax, r->fmax, q->pow2_scales, q->amax_epsilon);
+    } else if (q->fmt == FT_QF_FP8_DELAYED) {
+        r->g_scale = q->scale;
+    }
+    r->sr_stream = q->stream * 2u + (q->columnwise ? 1u : 0u);
+
+    if (q->fmt == FT_QF_NONE) return;
+    if (block_size(q) == 0) { /* per-tensor FP8: one scale, usage irrelevant */
+        float mult, deq;
+        block_params(r, g_amax, &mult, &deq);
+        quant_run(r, work, nr * nc, mult, deq, base, 1);
+    } else if (q->two_d) {
+        quant_tiles(r, work, nr, nc, base);
+    } else if (transposed) {
+        quant_rows(r, work, nc, nr, base, 1, nc);
+    } else {
+        quant_rows(r, work, nr, nc, base, nc, 1);
+    }
+    if (transposed) transpose(work, nc, nr, dst);
+}
+
+/* ---- public ------------------------------------------------------------------------------- */
+
+static int check_cfg(const ft_qcfg *q, ft_err *err)
+{
+    if (!q) return ft_err_set(err, FT_EINVAL, "quantize: no quantizer config");
+    if ((unsigned)q->fmt >= FT_QF_COUNT)
+        return ft_err_set(err, FT_EINVAL, "quantize: unknown format %d", (int)q->fmt);
+    if (q->fp8 != FT_FP8_E4M3 && q->fp8 != FT_FP8_E5M2)
+        return ft_err_set(err, FT_EINVAL, "quantize: unknown fp8 type %d", (int)q->fp8);
+    if (q->rht && !(q->fmt == FT_QF_NVFP4 && q->columnwise && !q->two_d))
+        return ft_err_set(err, FT_EINVAL,
+                          "quantize: RHT applies to NVFP4 columnwise 1D data only (format %s%s%s)",
+                          ft_qfmt_name(q->fmt), q->columnwise ? "" : ", rowwise",
+                          q->two_d ? ", 2D" : "");
+    if (q->sr && q->fmt != FT_QF_NVFP4)
+        return ft_err_set(err, FT_EINVAL, "quantize: stochastic rounding is NVFP4 only (format %s)",
+                          ft_qfmt_name(q->fmt));
+    if (q->two_d && (q->fmt != FT_QF_NVFP4 && q->fmt != FT_QF_MXFP8 && q->fmt != FT_QF_FP8_BLOCK))
+        return ft_err_set(err, FT_EINVAL, "quantize: 2D tiles need mxfp8, nvfp4 or fp8-block");
+    if (q->fmt == FT_QF_FP8_DELAYED && !(q->scale > 0.0f && isfinite(q->scale)))
+        return ft_err_set(err, FT_EINVAL, "quantize: fp8-delayed scale %g is not positive finite",
+                          (double)q->scale);
+    return FT_OK;
+}
+
+int ft_cpu_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols,
+                    const int64_t *splits, uint32_t n_groups, float *out, ft_qstats *st,
+                    ft_err *err)
+{
+    int rc = check_cfg(q, err);
+    if (rc) return rc;
+    if (rows < 0 || cols < 0 || (rows > 0 && cols > INT64_MAX / rows))
+        return ft_err_set(err, FT_EINVAL, "quantize: bad shape %lld x %lld", (long long)rows,
+                          (long long)cols);
+    if (rows * cols > 0 && (!x || !out))
+        return ft_err_set(err, FT_EINVAL, "quantize: NULL input or output");
+    if (splits && n_groups == 0)
+        return ft_err_set(err, FT_EINVAL, "quantize: splits given with 0 groups");
+    int64_t one = rows, total = 0, max_rows = 0;
+    if (!splits) {
+        splits = &one;
+        n_groups = 1;
+    }
+    for (uint32_t g = 0; g < n_groups; g++) {
+        if (splits[g] < 0 || splits[g] > rows - total)
+            return ft_err_set(err, FT_EINVAL,
+                              "quantize: split %u = %lld is negative or overruns %lld rows", g,
+                              (long long)splits[g], (long long)rows);
+        if (q->rht && splits[g] % 16)
+            return ft_err_set(err, FT_EINVAL,
+                              "quantize: RHT needs group rows in multiples of 16 (group %u has "
+                              "%lld)",
+                              g, (long long)splits[g]);
+        total += splits[g];
+        max_rows = splits[g] > max_rows ? splits[g] : max_rows;
+    }
+
+    float *scratch = NULL;
+    if (q->columnwise && !q->two_d && block_size(q) > 0 && max_rows * cols > 0) {
+        scratch = ft_malloc((size_t)(max_rows * cols) * sizeof *scratch);
+        if (!scratch)
+            return ft_err_set(err, FT_ENOMEM, "quantize: no memory for %lld x %lld",
+                              (long long)max_rows, (long long)cols);
+    }
+    qrun r = {.q = q, .fmax = q->fmt == FT_QF_NVFP4 ? FT_E2M1_MAX : ft_fp8_max(q->fp8)};
+    float amax = 0.0f;
+    int64_t row0 = 0;
+    for (uint32_t g = 0; g < n_groups; g++) {
+        float ga = 0.0f;
+        if (splits[g] > 0) quant_group(&r, x, out, row0, splits[g], cols, scratch, &ga);
+        amax = (ga > amax || isnan(ga)) ? ga : amax;
+        row0 += splits[g];
+    }
+    if (row0 < rows && out != x)
+        memcpy(out + row0 * cols, x + row0 * cols, (size_t)((rows - row0) * cols) * sizeof *out);
+    ft_free(scratch);
+
+    if (st) {
+        memset(st, 0, sizeof *st);
+        st->amax = amax;
+        st->n_sat = r.n_sat;
+        for (int64_t i = 0; i < rows * cols; i++)
+            st->n_nan += !isfinite(out[i]);
+    }
+    return FT_OK;
+}
+
+void ft_quant_error(const float *x, const float *xq, size_t n, ft_qstats *st)
+{
+    double sig = 0.0, noise = 0.0, max_abs = 0.0;
+    int64_t flush = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)xq[i] - (double)x[i];
+        double a = fabs(d);
+        if (a > max_abs || isnan(a)) max_abs = a;
+        noise += d * d;
+        sig += (double)x[i] * (double)x[i];
+        flush += x[i] != 0.0f && xq[i] == 0.0f;
+    }
+    st->max_abs = max_abs;
+    st->rel_l2 = sig > 0.0 ? sqrt(noise / sig) : (noise > 0.0 ? INFINITY : 0.0);
+    st->snr_db = noise > 0.0 ? 10.0 * log10(sig / noise) : INFINITY;
+    st->n_flush = flush;
+}
+
+/* ---- delayed scaling ---------------------------------------------------------------------- */
+
+int ft_delayed_init(ft_delayed *d, int64_t len, ft_fp8 fp8, float margin, int most_recent,
+                    ft_err *err)
+{
+    memset(d, 0, sizeof *d);
+    if (len < 1 || len > (1 << 24))
+        return ft_err_set(err, FT_ERANGE, "delayed scaling: amax_history_len %lld out of range",
+                          (long long)len);
+    d->hist = ft_calloc((size_t)len, sizeof *d->hist);
+    if (!d->hist) return ft_err_set(err, FT_ENOMEM, "delayed scaling: no memory for history");
+    d->len = len;
+    d->scale = 1.0f;
+    d->margin = margin;
+    d->fp8 = fp8;
+    d->most_recent = (uint8_t)(most_recent != 0);
+    return FT_OK;
+}
+
+void ft_delayed_update(ft_delayed *d, float amax)
+{
+    if (!d->hist) return;
+    d->hist[d->pos] = amax;
+    d->pos = (d->pos + 1) % d->len;
+    d->n_seen++;
+    float a = amax;
+    if (!d->most_recent) {
+        a = 0.0f;
+        for (int64_t i = 0; i < d->len; i++)
+            a = (d->hist[i] > a || isnan(d->hist[i])) ? d->hist[i] : a;
+    }
+    float sf = ft_fp8_max(d->fp8) / a;
+    sf = sf / powf(2.0f, d->margin);
+    if (a > 0.0f && isfinite(a)) d->scale = sf;
+}
+
+void ft_delayed_free(ft_delayed *d)
+{
+    ft_free(d->hist);
+    memset(d, 0, sizeof *d);
+}
