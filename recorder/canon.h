@@ -1,0 +1,22 @@
+/*
+ * canon.h - private: canonical JSON text (sorted keys, compact, doubles in their shortest form
+ * that reads back to the same value), so that identical op lists and recipe attributes compare
+ * equal as strings whatever the key order or spacing of the source.
+ */
+#ifndef FT_CANON_H
+#define FT_CANON_H
+
+#include "ft_common.h"
+
+#include <stddef.h>
+
+enum { FT_CANON_ANY = 0, FT_CANON_OBJECT = 1, FT_CANON_OPLIST = 2 };
+
+/* Parse text and write its canonical form to *out (ft_malloc'd, NUL-terminated). kind checks the
+ * shape: FT_CANON_OBJECT wants an object; FT_CANON_OPLIST an array of {"type": string, "attrs":
+ * object (optional)} objects, whose length goes to *n_items. Bad text -> FT_EINVAL naming what
+ * (prefixed with `what`). */
+int ft_json_canon(const char *text, int kind, const char *what, char **out, size_t *n_items,
+                  ft_err *err);
+
+#endif /* FT_CANON_H */

@@ -1,0 +1,1203 @@
+/*
+ * chunk.c - the columnar chunk coder (layout and rationale: chunk.h). The encoder takes records
+ * one at a time, keeps integer columns as 64-bit codes and codes split-size vectors as they
+ * arrive; finish writes the columns, checksums and compresses. The decoder checks every length
+ * and reference before use: it must survive arbitrary bytes.
+ */
+#include "chunk.h"
+#include "hmap.h"
+
+#include <limits.h>
+#include <string.h>
+#include <zstd.h>
+
+enum {
+    C_KIND,
+    C_SEQ,
+    C_FUSER,
+    C_RECIPE,
+    C_FLAGS,
+    C_DEVICE,
+    C_OPRG,
+    C_STEP,
+    C_MB,
+    C_PHASE,
+    C_NS,
+    C_FUSE_NS,
+    C_NTOK,
+    C_BWD,
+    N_INTCOL,
+    C_PHASES = N_INTCOL,
+    C_OPRGDICT,
+};
+
+#define CF_ALL       ((1u << 13) - 1u)
+#define ACC_LIMIT    (1ull << 31)
+#define PRED_T_LIMIT (1ull << 32)
+
+/* ---- little helpers ----------------------------------------------------------------------- */
+static inline uint64_t zz(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t unzz(uint64_t u)
+{
+    return (int64_t)((u >> 1) ^ (~(u & 1) + 1));
+}
+
+static inline void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t get_u64(const uint8_t *p)
+{
+    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+}
+
+static inline size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* Write a varint at p (room for 10 bytes assumed); returns bytes written. */
+static inline size_t varint_put(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* Read a varint from [*pp, end); 0 on success, -1 if truncated or longer than 64 bits. */
+static inline int varint_get(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+{
+    const uint8_t *p = *pp;
+    if (p < end && *p < 0x80) {
+        *out = *p;
+        *pp = p + 1;
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (p >= end) return -1;
+        uint8_t b = *p++;
+        if (shift == 63 && b > 1) return -1;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            *out = v;
+            *pp = p;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int buf_varint(ft_buf *b, uint64_t v)
+{
+    int rc = ft_buf_reserve(b, 10);
+    if (rc) return rc;
+    b->len += varint_put(b->data + b->len, v);
+    return FT_OK;
+}
+
+/* Grow *p (elements of size sz) to hold at least n; keeps contents. */
+static int grow(void **p, size_t *cap, size_t n, size_t sz)
+{
+    if (n <= *cap) return FT_OK;
+    size_t c = *cap ? *cap : 64;
+    while (c < n) {
+        if (c > SIZE_MAX / 2 / sz) return FT_ENOMEM;
+        c *= 2;
+    }
+    void *q = ft_realloc(*p, c * sz);
+    if (!q) return FT_ENOMEM;
+    *p = q;
+    *cap = c;
+    return FT_OK;
+}
+
+/* ---- split-vector coder state (shared by encoder and decoder) ----------------------------- */
+typedef struct sp_fuser {
+    uint32_t gen;    /* == sp_state.gen when the fields below belong to this chunk */
+    uint32_t last_k; /* k of this fuser's previous vector; valid if has_k */
+    uint32_t has_k;
+    uint32_t acc_k;   /* length of the accumulator, 0 = none */
+    uint64_t acc_tot; /* sum of acc[] */
+    size_t acc_off;   /* offset of acc[acc_k] in sp_state.acc */
+} sp_fuser;
+
+typedef struct sp_vec {
+    uint64_t off; /* offset of the values (encoder: in vals; decoder: in the output splits) */
+    uint32_t k;
+} sp_vec;
+
+typedef struct sp_state {
+    sp_fuser *fs; /* [fs_cap] by dense fuser index */
+    size_t fs_cap;
+    uint32_t gen;
+    uint64_t *acc; /* [acc_len] per-fuser accumulators */
+    size_t acc_len, acc_cap;
+    sp_vec *vecs; /* [n_vecs] distinct vectors in order of first appearance */
+    size_t n_vecs, vecs_cap;
+    ft_hmap key_map;  /* key(fuser, mb) -> vector index */
+    ft_hmap dict_map; /* encoder: content hash -> vector index */
+    int64_t *pred;    /* [pred_cap] scratch */
+    size_t pred_cap;
+} sp_state;
+
+static void sp_reset(sp_state *s)
+{
+    s->gen++;
+    if (s->gen == 0) { /* wrapped: invalidate every entry explicitly */
+        for (size_t i = 0; i < s->fs_cap; i++)
+            s->fs[i].gen = 0;
+        s->gen = 1;
+    }
+    s->acc_len = 0;
+    s->n_vecs = 0;
+    ft_hmap_clear(&s->key_map);
+    ft_hmap_clear(&s->dict_map);
+}
+
+static void sp_free(sp_state *s)
+{
+    ft_free(s->fs);
+    ft_free(s->acc);
+    ft_free(s->vecs);
+    ft_free(s->pred);
+    ft_hmap_free(&s->key_map);
+    ft_hmap_free(&s->dict_map);
+    memset(s, 0, sizeof *s);
+}
+
+/* The per-fuser state for this chunk (fresh on first use). */
+static int sp_fuser_get(sp_state *s, uint32_t fuser, sp_fuser **out)
+{
+    if (fuser >= s->fs_cap) {
+        size_t old = s->fs_cap;
+        int rc = grow((void **)&s->fs, &s->fs_cap, (size_t)fuser + 1, sizeof *s->fs);
+        if (rc) return rc;
+        memset(s->fs + old, 0, (s->fs_cap - old) * sizeof *s->fs);
+    }
+    sp_fuser *f = &s->fs[fuser];
+    if (f->gen != s->gen) {
+        memset(f, 0, sizeof *f);
+        f->gen = s->gen;
+    }
+    *out = f;
+    return FT_OK;
+}
+
+static uint64_t sp_key(uint32_t fuser, int has_mb, int64_t mb)
+{
+    return ft_hash_mix(((uint64_t)fuser << 1) | (uint64_t)(has_mb != 0), (uint64_t)mb);
+}
+
+/* pred[0..k-1] for a vector of k values summing to T. */
+static int sp_predict(sp_state *s, const sp_fuser *f, uint32_t k, uint64_t T)
+{
+    int rc = grow((void **)&s->pred, &s->pred_cap, k ? k : 1, sizeof *s->pred);
+    if (rc) return rc;
+    if (f->acc_k == k && f->acc_tot > 0 && T <= PRED_T_LIMIT) {
+        const uint64_t *acc = s->acc + f->acc_off;
+        for (uint32_t i = 0; i < k; i++)
+            s->pred[i] = (int64_t)((acc[i] * T + f->acc_tot / 2) / f->acc_tot);
+    } else {
+        int64_t p = k ? (int64_t)(T / k) : 0;
+        for (uint32_t i = 0; i < k; i++)
+            s->pred[i] = p;
+    }
+    return FT_OK;
+}
+
+/* Fold a literal vector v[k] with sum T into the fuser's accumulator. */
+static int sp_update(sp_state *s, sp_fuser *f, const int64_t *v, uint32_t k, uint64_t T)
+{
+    if (T > PRED_T_LIMIT || k == 0) return FT_OK;
+    if (f->acc_k != k) {
+        int rc = grow((void **)&s->acc, &s->acc_cap, s->acc_len + k, sizeof *s->acc);
+        if (rc) return rc;
+        f->acc_off = s->acc_len;
+        s->acc_len += k;
+        f->acc_k = k;
+        f->acc_tot = 0;
+        memset(s->acc + f->acc_off, 0, (size_t)k * sizeof *s->acc);
+    }
+    uint64_t *acc = s->acc + f->acc_off;
+    for (uint32_t i = 0; i < k; i++)
+        acc[i] += (uint64_t)v[i];
+    f->acc_tot += T;
+    while (f->acc_tot > ACC_LIMIT) {
+        f->acc_tot = 0;
+        for (uint32_t i = 0; i < k; i++) {
+            acc[i] >>= 1;
+            f->acc_tot += acc[i];
+        }
+    }
+    return FT_OK;
+}
+
+/* ---- encoder ------------------------------------------------------------------------------ */
+typedef struct oprg_ent {
+    size_t off;     /* offset of the entry's bitmap in oprg_dict */
+    uint32_t n_ops; /* pattern length */
+} oprg_ent;
+
+struct ft_chunk_enc {
+    uint64_t *col[N_INTCOL]; /* [cap] codes per column (BWD: per backward record) */
+    size_t cap;
+    uint32_t n, n_calls, n_bwd;
+    int64_t first_seq;
+    uint64_t prev_seq;
+    uint64_t prev_fuser, prev_recipe, prev_device, prev_oprg, prev_phase;
+    int64_t prev_step, prev_mb, prev_ns, prev_ntok;
+    char **phases; /* [n_phases] owned copies */
+    size_t phases_cap;
+    uint32_t n_phases;
+    ft_buf oprg_dict; /* the OPRGDICT column, built as patterns appear */
+    oprg_ent *oprg;   /* [n_oprg] */
+    size_t oprg_cap;
+    uint32_t n_oprg;
+    ft_hmap oprg_map; /* pattern hash -> index */
+    uint8_t *bits;    /* [bits_cap] scratch bitmap */
+    size_t bits_cap;
+    sp_state sp;
+    int64_t *vals; /* [vals_len] distinct split vectors of this chunk */
+    size_t vals_len, vals_cap;
+    uint64_t n_split_values; /* split sizes the pending records hold (expanded) */
+    ft_buf splits;           /* the split section, coded as calls arrive */
+    ft_buf main;             /* scratch: the main section */
+    ZSTD_CCtx *cctx;
+};
+
+static void enc_start(ft_chunk_enc *e)
+{
+    e->n = e->n_calls = e->n_bwd = 0;
+    e->prev_fuser = e->prev_recipe = e->prev_device = e->prev_oprg = e->prev_phase = 0;
+    e->prev_step = e->prev_mb = e->prev_ns = e->prev_ntok = 0;
+    for (uint32_t i = 0; i < e->n_phases; i++)
+        ft_free(e->phases[i]);
+    e->n_phases = 0;
+    e->oprg_dict.len = 0;
+    e->n_oprg = 0;
+    ft_hmap_clear(&e->oprg_map);
+    sp_reset(&e->sp);
+    e->vals_len = 0;
+    e->n_split_values = 0;
+    e->splits.len = 0;
+}
+
+int ft_chunk_enc_new(ft_chunk_enc **out)
+{
+    *out = NULL;
+    ft_chunk_enc *e = ft_calloc(1, sizeof *e);
+    if (!e) return FT_ENOMEM;
+    e->cctx = ZSTD_createCCtx();
+    if (!e->cctx) {
+        ft_free(e);
+        return FT_ENOMEM;
+    }
+    enc_start(e);
+    *out = e;
+    return FT_OK;
+}
+
+void ft_chunk_enc_free(ft_chunk_enc *e)
+{
+    if (!e) return;
+    enc_start(e);
+    for (int c = 0; c < N_INTCOL; c++)
+        ft_free(e->col[c]);
+    ft_free(e->phases);
+    ft_buf_free(&e->oprg_dict);
+    ft_free(e->oprg);
+    ft_hmap_free(&e->oprg_map);
+    ft_free(e->bits);
+    sp_free(&e->sp);
+    ft_free(e->vals);
+    ft_buf_free(&e->splits);
+    ft_buf_free(&e->main);
+    ZSTD_freeCCtx(e->cctx);
+    ft_free(e);
+}
+
+uint32_t ft_chunk_enc_n_records(const ft_chunk_enc *e)
+{
+    return e->n;
+}
+
+uint64_t ft_chunk_enc_n_split_values(const ft_chunk_enc *e)
+{
+    return e->n_split_values;
+}
+
+static int enc_reserve(ft_chunk_enc *e)
+{
+    if (e->n < e->cap) return FT_OK;
+    size_t cap = e->cap ? e->cap * 2 : 1024;
+    for (int c = 0; c < N_INTCOL; c++) {
+        uint64_t *p = ft_realloc(e->col[c], cap * sizeof *p);
+        if (!p) return FT_ENOMEM;
+        e->col[c] = p;
+    }
+    e->cap = cap;
+    return FT_OK;
+}
+
+/* Index of phase in the chunk's dictionary, adding it. FT_ERANGE when full. */
+static int enc_phase(ft_chunk_enc *e, const char *phase, uint32_t *idx)
+{
+    for (uint32_t i = 0; i < e->n_phases; i++)
+        if (!strcmp(e->phases[i], phase)) {
+            *idx = i;
+            return FT_OK;
+        }
+    if (e->n_phases >= FT_CHUNK_MAX_PHASES) return FT_ERANGE;
+    int rc = grow((void **)&e->phases, &e->phases_cap, (size_t)e->n_phases + 1, sizeof(char *));
+    if (rc) return rc;
+    char *s = ft_strdup(phase);
+    if (!s) return FT_ENOMEM;
+    e->phases[e->n_phases] = s;
+    *idx = e->n_phases++;
+    return FT_OK;
+}
+
+/* Index of the op_rg pattern in the chunk's dictionary, adding it. */
+static int enc_oprg(ft_chunk_enc *e, const uint8_t *op_rg, uint32_t n_ops, uint32_t *idx)
+{
+    size_t nb = (n_ops + 7) / 8;
+    int rc = grow((void **)&e->bits, &e->bits_cap, nb ? nb : 1, 1);
+    if (rc) return rc;
+    memset(e->bits, 0, nb);
+    for (uint32_t i = 0; i < n_ops; i++)
+        if (op_rg[i]) e->bits[i / 8] |= (uint8_t)(1u << (i % 8));
+    uint64_t h = ft_hash64_seed(e->bits, nb, n_ops);
+    uint32_t j = ft_hmap_get(&e->oprg_map, h);
+    if (j != UINT32_MAX && e->oprg[j].n_ops == n_ops &&
+        !memcmp(e->oprg_dict.data + e->oprg[j].off, e->bits, nb)) {
+        *idx = j;
+        return FT_OK;
+    }
+    /* a colliding different pattern simply replaces the map entry; indices stay exact */
+    rc = grow((void **)&e->oprg, &e->oprg_cap, (size_t)e->n_oprg + 1, sizeof *e->oprg);
+    if (rc) return rc;
+    rc = buf_varint(&e->oprg_dict, n_ops);
+    if (rc) return rc;
+    size_t off = e->oprg_dict.len;
+    rc = ft_buf_append(&e->oprg_dict, e->bits, nb);
+    if (rc) return rc;
+    rc = ft_hmap_put(&e->oprg_map, h, e->n_oprg);
+    if (rc) return rc;
+    e->oprg[e->n_oprg].off = off;
+    e->oprg[e->n_oprg].n_ops = n_ops;
+    *idx = e->n_oprg++;
+    return FT_OK;
+}
+
+static int vec_equal(const int64_t *a, const int64_t *b, uint32_t k)
+{
+    return k == 0 || !memcmp(a, b, (size_t)k * sizeof *a);
+}
+
+/* Code one split vector into the split section (chunk.h, SPLIT SECTION). */
+static int enc_splits(ft_chunk_enc *e, uint32_t fuser, int has_mb, int64_t mb, const int64_t *v,
+                      uint32_t k, int64_t T)
+{
+    sp_state *s = &e->sp;
+    sp_fuser *f;
+    int rc = sp_fuser_get(s, fuser, &f);
+    if (rc) return rc;
+    uint64_t key = sp_key(fuser, has_mb, mb);
+    uint64_t h = ft_hash64_seed(v, (size_t)k * sizeof *v, k);
+    uint32_t j = ft_hmap_get(&s->key_map, key);
+    if (j != UINT32_MAX && s->vecs[j].k == k && vec_equal(e->vals + s->vecs[j].off, v, k)) {
+        rc = buf_varint(&e->splits, 0);
+        goto done_ref;
+    }
+    j = ft_hmap_get(&s->dict_map, h);
+    if (j != UINT32_MAX && s->vecs[j].k == k && vec_equal(e->vals + s->vecs[j].off, v, k)) {
+        rc = buf_varint(&e->splits, 3 + (uint64_t)(s->n_vecs - 1 - j));
+        if (rc) return rc;
+        rc = ft_hmap_put(&s->key_map, key, j);
+        goto done_ref;
+    }
+    /* literal */
+    rc = grow((void **)&s->vecs, &s->vecs_cap, s->n_vecs + 1, sizeof *s->vecs);
+    if (rc) return rc;
+    rc = grow((void **)&e->vals, &e->vals_cap, e->vals_len + k, sizeof *e->vals);
+    if (rc) return rc;
+    rc = ft_buf_reserve(&e->splits, 10 + 10 + (size_t)k * 10);
+    if (rc) return rc;
+    rc = sp_predict(s, f, k, (uint64_t)T);
+    if (rc) return rc;
+    if (f->has_k && f->last_k == k) {
+        e->splits.len += varint_put(e->splits.data + e->splits.len, 1);
+    } else {
+        e->splits.len += varint_put(e->splits.data + e->splits.len, 2);
+        e->splits.len += varint_put(e->splits.data + e->splits.len, k);
+    }
+    uint8_t *p = e->splits.data + e->splits.len;
+    for (uint32_t i = 0; i + 1 < k; i++)
+        p += varint_put(p, zz(v[i] - s->pred[i]));
+    e->splits.len = (size_t)(p - e->splits.data);
+    j = (uint32_t)s->n_vecs;
+    s->vecs[j].off = e->vals_len;
+    s->vecs[j].k = k;
+    s->n_vecs++;
+    if (k) memcpy(e->vals + e->vals_len, v, (size_t)k * sizeof *v);
+    e->vals_len += k;
+    rc = ft_hmap_put(&s->dict_map, h, j);
+    if (rc) return rc;
+    rc = ft_hmap_put(&s->key_map, key, j);
+    if (rc) return rc;
+    rc = sp_update(s, f, v, k, (uint64_t)T);
+done_ref:
+    if (rc) return rc;
+    f->has_k = 1;
+    f->last_k = k;
+    e->n_split_values += k;
+    return FT_OK;
+}
+
+int ft_chunk_enc_call(ft_chunk_enc *e, const ft_call *c, uint32_t fuser, int32_t recipe,
+                      int64_t n_tokens)
+{
+    uint32_t fl = c->flags;
+    uint32_t phase = (uint32_t)e->prev_phase, oprg;
+    int rc = enc_reserve(e);
+    if (rc) return rc;
+    if (fl & FT_CF_HAS_PHASE) {
+        rc = enc_phase(e, c->phase, &phase);
+        if (rc) return rc;
+    }
+    rc = enc_oprg(e, c->op_rg, c->n_op_rg, &oprg);
+    if (rc) return rc;
+    if (fl & FT_CF_HAS_SPLITS) {
+        rc = enc_splits(e, fuser, (fl & FT_CF_HAS_MB) != 0, c->mb, c->m_splits, c->n_splits,
+                        n_tokens);
+        if (rc) return rc;
+    }
+    uint32_t i = e->n;
+    if (i == 0) {
+        e->first_seq = c->seq;
+        e->prev_seq = (uint64_t)c->seq - 1;
+    }
+    e->col[C_KIND][i] = FT_REC_CALL;
+    e->col[C_SEQ][i] = (uint64_t)c->seq - e->prev_seq - 1;
+    e->prev_seq = (uint64_t)c->seq;
+    e->col[C_FUSER][i] = e->prev_fuser = fuser;
+    e->col[C_RECIPE][i] = e->prev_recipe = (fl & FT_CF_HAS_RECIPE) ? (uint64_t)recipe + 1 : 0;
+    e->col[C_FLAGS][i] = fl;
+    e->col[C_DEVICE][i] = e->prev_device = zz(c->device);
+    e->col[C_OPRG][i] = e->prev_oprg = oprg;
+    e->col[C_STEP][i] = 0;
+    if (fl & FT_CF_HAS_STEP) {
+        e->col[C_STEP][i] = zz((int64_t)((uint64_t)c->step - (uint64_t)e->prev_step));
+        e->prev_step = c->step;
+    }
+    e->col[C_MB][i] = 0;
+    if (fl & FT_CF_HAS_MB) {
+        e->col[C_MB][i] = zz((int64_t)((uint64_t)c->mb - (uint64_t)e->prev_mb));
+        e->prev_mb = c->mb;
+    }
+    e->col[C_PHASE][i] = e->prev_phase = phase;
+    e->col[C_NS][i] = 0;
+    if (fl & FT_CF_HAS_NS) {
+        e->col[C_NS][i] = zz((int64_t)((uint64_t)c->ns - (uint64_t)e->prev_ns));
+        e->prev_ns = c->ns;
+    }
+    e->col[C_FUSE_NS][i] = (fl & FT_CF_HAS_FUSE_NS) ? zz(c->fuse_ns) : 0;
+    e->col[C_NTOK][i] = 0;
+    if (fl & FT_CF_HAS_SPLITS) {
+        e->col[C_NTOK][i] = zz((int64_t)((uint64_t)n_tokens - (uint64_t)e->prev_ntok));
+        e->prev_ntok = n_tokens;
+    }
+    e->n++;
+    e->n_calls++;
+    return FT_OK;
+}
+
+int ft_chunk_enc_backward(ft_chunk_enc *e, const ft_backward *b)
+{
+    int rc = enc_reserve(e);
+    if (rc) return rc;
+    uint32_t i = e->n;
+    if (i == 0) {
+        e->first_seq = b->seq;
+        e->prev_seq = (uint64_t)b->seq - 1;
+    }
+    e->col[C_KIND][i] = FT_REC_BACKWARD;
+    e->col[C_SEQ][i] = (uint64_t)b->seq - e->prev_seq - 1;
+    e->prev_seq = (uint64_t)b->seq;
+    e->col[C_FUSER][i] = e->prev_fuser;
+    e->col[C_RECIPE][i] = e->prev_recipe;
+    e->col[C_FLAGS][i] = b->has_ns ? FT_CF_HAS_NS : 0;
+    e->col[C_DEVICE][i] = e->prev_device;
+    e->col[C_OPRG][i] = e->prev_oprg;
+    e->col[C_STEP][i] = 0;
+    e->col[C_MB][i] = 0;
+    e->col[C_PHASE][i] = e->prev_phase;
+    e->col[C_NS][i] = 0;
+    if (b->has_ns) {
+        e->col[C_NS][i] = zz((int64_t)((uint64_t)b->ns - (uint64_t)e->prev_ns));
+        e->prev_ns = b->ns;
+    }
+    e->col[C_FUSE_NS][i] = 0;
+    e->col[C_NTOK][i] = 0;
+    e->col[C_BWD][e->n_bwd++] = (uint64_t)b->seq - (uint64_t)b->call - 1;
+    e->n++;
+    return FT_OK;
+}
+
+/* Append an integer column in the smaller of its two layouts. */
+static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
+{
+    size_t vsz = 0, rsz = 0;
+    for (uint32_t i = 0; i < n;) {
+        uint32_t j = i + 1;
+        while (j < n && v[j] == v[i])
+            j++;
+        rsz += varint_len(v[i]) + varint_len(j - i - 1);
+        for (uint32_t m = i; m < j; m++)
+            vsz += varint_len(v[m]);
+        i = j;
+    }
+    int runs = rsz < vsz;
+    int rc = ft_buf_reserve(b, 1 + (runs ? rsz : vsz));
+    if (rc) return rc;
+    uint8_t *p = b->data + b->len;
+    *p++ = (uint8_t)runs;
+    if (runs) {
+        for (uint32_t i = 0; i < n;) {
+            uint32_t j = i + 1;
+            while (j < n && v[j] == v[i])
+                j++;
+            p += varint_put(p, v[i]);
+            p += varint_put(p, j - i - 1);
+            i = j;
+        }
+    } else {
+        for (uint32_t i = 0; i < n; i++)
+            p += varint_put(p, v[i]);
+    }
+    b->len = (size_t)(p - b->data);
+    return FT_OK;
+}
+
+static int compress_into(ZSTD_CCtx *cctx, int level, ft_buf *out, const void *src, size_t n,
+                         uint32_t *zlen, ft_err *err)
+{
+    *zlen = 0;
+    if (!n) return FT_OK;
+    size_t bound = ZSTD_compressBound(n);
+    int rc = ft_buf_reserve(out, bound);
+    if (rc) return rc;
+    size_t z = ZSTD_compressCCtx(cctx, out->data + out->len, bound, src, n, level);
+    if (ZSTD_isError(z))
+        return ft_err_set(err, FT_EZSTD, "chunk compression failed: %s", ZSTD_getErrorName(z));
+    if (z > UINT32_MAX) return ft_err_set(err, FT_ERANGE, "compressed chunk too large");
+    out->len += z;
+    *zlen = (uint32_t)z;
+    return FT_OK;
+}
+
+int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info *info, ft_err *err)
+{
+    if (!e->n) return ft_err_set(err, FT_ESTATE, "no pending records to write");
+    ft_buf *m = &e->main;
+    m->len = 0;
+    int rc = ft_buf_reserve(m, FT_CHUNK_MAIN_HDR);
+    if (rc) return rc;
+    m->len = FT_CHUNK_MAIN_HDR;
+    uint32_t col_len[FT_CHUNK_N_COLS];
+    for (int c = 0; c < N_INTCOL; c++) {
+        size_t before = m->len;
+        rc = put_intcol(m, e->col[c], c == C_BWD ? e->n_bwd : e->n);
+        if (rc) return rc;
+        col_len[c] = (uint32_t)(m->len - before);
+    }
+    size_t before = m->len;
+    for (uint32_t i = 0; i < e->n_phases; i++) {
+        size_t len = strlen(e->phases[i]);
+        rc = buf_varint(m, len);
+        if (!rc) rc = ft_buf_append(m, e->phases[i], len);
+        if (rc) return rc;
+    }
+    col_len[C_PHASES] = (uint32_t)(m->len - before);
+    rc = ft_buf_append(m, e->oprg_dict.data, e->oprg_dict.len);
+    if (rc) return rc;
+    col_len[C_OPRGDICT] = (uint32_t)e->oprg_dict.len;
+    if (m->len > FT_CHUNK_MAX_RAW || e->splits.len > FT_CHUNK_MAX_RAW)
+        return ft_err_set(err, FT_ERANGE, "chunk too large (%zu + %zu bytes)", m->len,
+                          e->splits.len);
+    uint64_t sp_sum = e->splits.len ? ft_hash64(e->splits.data, e->splits.len) : 0;
+    uint8_t *h = m->data;
+    memcpy(h, "FTC1", 4);
+    put_u32(h + 4, e->n);
+    put_u32(h + 8, e->n_calls);
+    put_u64(h + 12, (uint64_t)e->first_seq);
+    put_u32(h + 20, (uint32_t)e->splits.len);
+    put_u64(h + 24, sp_sum);
+    put_u32(h + 32, e->n_phases);
+    put_u32(h + 36, e->n_oprg);
+    for (int c = 0; c < FT_CHUNK_N_COLS; c++)
+        put_u32(h + 40 + 4 * c, col_len[c]);
+
+    blob->len = 0;
+    rc = ft_buf_reserve(blob, FT_CHUNK_STORED_HDR);
+    if (rc) return rc;
+    blob->len = FT_CHUNK_STORED_HDR;
+    uint32_t main_z, sp_z;
+    rc = compress_into(e->cctx, level, blob, m->data, m->len, &main_z, err);
+    if (rc) return rc;
+    rc = compress_into(e->cctx, level, blob, e->splits.data, e->splits.len, &sp_z, err);
+    if (rc) return rc;
+    memcpy(blob->data, "FTZ1", 4);
+    put_u32(blob->data + 4, (uint32_t)m->len);
+    put_u32(blob->data + 8, main_z);
+    put_u32(blob->data + 12, (uint32_t)e->splits.len);
+    put_u32(blob->data + 16, sp_z);
+
+    info->id = 0;
+    info->first_seq = e->first_seq;
+    info->n_records = e->n;
+    info->n_calls = e->n_calls;
+    info->codec = FT_CHUNK_CODEC;
+    info->raw_bytes = m->len + e->splits.len;
+    info->checksum = ft_hash64(m->data, m->len);
+    enc_start(e);
+    return FT_OK;
+}
+
+/* ---- decoder ------------------------------------------------------------------------------ */
+typedef struct dict_ent {
+    uint32_t off;      /* offset of the expanded 0/1 pattern in oprg_pat */
+    uint32_t n_ops;    /* pattern length */
+    uint32_t first_rg; /* first set index, n_ops if none */
+} dict_ent;
+
+struct ft_chunk_dec {
+    ZSTD_DCtx *dctx;
+    uint8_t *main, *spbuf; /* decoded sections */
+    size_t main_cap, spbuf_cap;
+    uint64_t *tmp[N_INTCOL]; /* [rec_cap] column codes */
+    size_t rec_cap;
+    /* outputs, [rec_cap] (offset arrays [rec_cap + 1]) */
+    uint8_t *kind;
+    int64_t *seq, *step, *mb, *ns, *fuse_ns, *bwd_call, *ntok;
+    uint32_t *fuser, *flags, *first_rg, *op_rg_off, *splits_off;
+    int32_t *recipe, *device, *phase;
+    uint8_t *op_rg; /* [op_rg_cap] */
+    size_t op_rg_cap;
+    int64_t *splits; /* [splits_cap] */
+    size_t splits_cap;
+    char *phase_arena; /* NUL-terminated phase strings */
+    size_t phase_arena_cap;
+    const char **phases; /* [phases_cap] */
+    size_t phases_cap;
+    dict_ent *dict; /* [dict_cap] op_rg patterns */
+    size_t dict_cap;
+    uint8_t *oprg_pat; /* [oprg_pat_cap] expanded patterns */
+    size_t oprg_pat_cap;
+    sp_state sp;
+};
+
+int ft_chunk_dec_new(ft_chunk_dec **out)
+{
+    *out = NULL;
+    ft_chunk_dec *d = ft_calloc(1, sizeof *d);
+    if (!d) return FT_ENOMEM;
+    d->dctx = ZSTD_createDCtx();
+    if (!d->dctx) {
+        ft_free(d);
+        return FT_ENOMEM;
+    }
+    *out = d;
+    return FT_OK;
+}
+
+void ft_chunk_dec_free(ft_chunk_dec *d)
+{
+    if (!d) return;
+    ZSTD_freeDCtx(d->dctx);
+    ft_free(d->main);
+    ft_free(d->spbuf);
+    for (int c = 0; c < N_INTCOL; c++)
+        ft_free(d->tmp[c]);
+    ft_free(d->kind);
+    ft_free(d->seq);
+    ft_free(d->step);
+    ft_free(d->mb);
+    ft_free(d->ns);
+    ft_free(d->fuse_ns);
+    ft_free(d->bwd_call);
+    ft_free(d->ntok);
+    ft_free(d->fuser);
+    ft_free(d->flags);
+    ft_free(d->first_rg);
+    ft_free(d->op_rg_off);
+    ft_free(d->splits_off);
+    ft_free(d->recipe);
+    ft_free(d->device);
+    ft_free(d->phase);
+    ft_free(d->op_rg);
+    ft_free(d->splits);
+    ft_free(d->phase_arena);
+    ft_free(d->phases);
+    ft_free(d->dict);
+    ft_free(d->oprg_pat);
+    sp_free(&d->sp);
+    ft_free(d);
+}
+
+static int dec_reserve(ft_chunk_dec *d, size_t n)
+{
+    if (n <= d->rec_cap) return FT_OK;
+    size_t cap = d->rec_cap ? d->rec_cap : 1024;
+    while (cap < n)
+        cap *= 2;
+    struct {
+        void **p;
+        size_t sz;
+    } arrs[] = {
+        {(void **)&d->kind, 1},       {(void **)&d->seq, 8},      {(void **)&d->step, 8},
+        {(void **)&d->mb, 8},         {(void **)&d->ns, 8},       {(void **)&d->fuse_ns, 8},
+        {(void **)&d->bwd_call, 8},   {(void **)&d->ntok, 8},     {(void **)&d->fuser, 4},
+        {(void **)&d->flags, 4},      {(void **)&d->first_rg, 4}, {(void **)&d->op_rg_off, 4},
+        {(void **)&d->splits_off, 4}, {(void **)&d->recipe, 4},   {(void **)&d->device, 4},
+        {(void **)&d->phase, 4},
+    };
+    for (size_t i = 0; i < FT_ARRAY_LEN(arrs); i++) {
+        void *q = ft_realloc(*arrs[i].p, (cap + 1) * arrs[i].sz);
+        if (!q) return FT_ENOMEM;
+        *arrs[i].p = q;
+    }
+    for (int c = 0; c < N_INTCOL; c++) {
+        void *q = ft_realloc(d->tmp[c], cap * sizeof(uint64_t));
+        if (!q) return FT_ENOMEM;
+        d->tmp[c] = q;
+    }
+    d->rec_cap = cap;
+    return FT_OK;
+}
+
+/* Decode an integer column of exactly n values spanning exactly [p, end). */
+static int get_intcol(const uint8_t *p, const uint8_t *end, uint64_t *out, uint32_t n)
+{
+    if (p >= end) return -1;
+    uint8_t mode = *p++;
+    if (mode == 0) {
+        for (uint32_t i = 0; i < n; i++)
+            if (varint_get(&p, end, &out[i])) return -1;
+    } else if (mode == 1) {
+        uint32_t i = 0;
+        while (i < n) {
+            uint64_t v, run;
+            if (varint_get(&p, end, &v) || varint_get(&p, end, &run)) return -1;
+            if (run >= (uint64_t)(n - i)) return -1;
+            for (uint64_t r = 0; r <= run; r++)
+                out[i++] = v;
+        }
+    } else {
+        return -1;
+    }
+    return p == end ? 0 : -1;
+}
+
+#define CORRUPT(...) ft_err_set(err, FT_ECORRUPT, __VA_ARGS__)
+
+static int dec_dicts(ft_chunk_dec *d, uint64_t id, const uint8_t *ph, const uint8_t *ph_end,
+                     uint32_t n_phases, const uint8_t *op, const uint8_t *op_end, uint32_t n_oprg,
+                     ft_err *err)
+{
+    size_t need = (size_t)(ph_end - ph) + n_phases;
+    int rc = grow((void **)&d->phase_arena, &d->phase_arena_cap, need ? need : 1, 1);
+    if (!rc)
+        rc = grow((void **)&d->phases, &d->phases_cap, n_phases ? n_phases : 1, sizeof *d->phases);
+    if (rc) return rc;
+    size_t apos = 0;
+    for (uint32_t i = 0; i < n_phases; i++) {
+        uint64_t len;
+        if (varint_get(&ph, ph_end, &len) || len > FT_CHUNK_MAX_PHASE_LEN ||
+            len > (uint64_t)(ph_end - ph))
+            return CORRUPT("chunk %llu: phase dictionary entry %u has a bad length",
+                           (unsigned long long)id, i);
+        if (memchr(ph, 0, len))
+            return CORRUPT("chunk %llu: phase dictionary entry %u holds a NUL byte",
+                           (unsigned long long)id, i);
+        memcpy(d->phase_arena + apos, ph, len);
+        d->phase_arena[apos + len] = '\0';
+        ph += len;
+        apos += len + 1;
+    }
+    if (ph != ph_end)
+        return CORRUPT("chunk %llu: phase dictionary has trailing bytes", (unsigned long long)id);
+    apos = 0;
+    for (uint32_t i = 0; i < n_phases; i++) {
+        d->phases[i] = d->phase_arena + apos;
+        apos += strlen(d->phase_arena + apos) + 1;
+    }
+
+    size_t pat_need = (size_t)(op_end - op) * 8;
+    rc = grow((void **)&d->oprg_pat, &d->oprg_pat_cap, pat_need ? pat_need : 1, 1);
+    if (!rc) rc = grow((void **)&d->dict, &d->dict_cap, n_oprg ? n_oprg : 1, sizeof *d->dict);
+    if (rc) return rc;
+    size_t ppos = 0;
+    for (uint32_t i = 0; i < n_oprg; i++) {
+        uint64_t n_ops;
+        if (varint_get(&op, op_end, &n_ops) || n_ops > FT_MAX_OPS ||
+            (n_ops + 7) / 8 > (uint64_t)(op_end - op))
+            return CORRUPT("chunk %llu: op_rg dictionary entry %u has a bad length",
+                           (unsigned long long)id, i);
+        size_t nb = (size_t)(n_ops + 7) / 8;
+        if (n_ops % 8 && (op[nb - 1] >> (n_ops % 8)))
+            return CORRUPT("chunk %llu: op_rg dictionary entry %u has stray bits",
+                           (unsigned long long)id, i);
+        dict_ent *de = &d->dict[i];
+        de->off = (uint32_t)ppos;
+        de->n_ops = (uint32_t)n_ops;
+        de->first_rg = (uint32_t)n_ops;
+        for (uint32_t b = 0; b < n_ops; b++) {
+            uint8_t bit = (op[b / 8] >> (b % 8)) & 1;
+            d->oprg_pat[ppos + b] = bit;
+            if (bit && de->first_rg == n_ops) de->first_rg = b;
+        }
+        ppos += n_ops;
+        op += nb;
+    }
+    if (op != op_end)
+        return CORRUPT("chunk %llu: op_rg dictionary has trailing bytes", (unsigned long long)id);
+    return FT_OK;
+}
+
+/* Decode the split section into splits_off / splits. */
+static int dec_splits(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uint8_t *end,
+                      uint32_t n, ft_err *err)
+{
+    sp_state *s = &d->sp;
+    sp_reset(s);
+    size_t pos = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        d->splits_off[i] = (uint32_t)pos;
+        if (d->kind[i] != FT_REC_CALL || !(d->flags[i] & FT_CF_HAS_SPLITS)) continue;
+        uint32_t fuser = d->fuser[i];
+        uint64_t T = (uint64_t)d->ntok[i];
+        sp_fuser *f;
+        int rc = sp_fuser_get(s, fuser, &f);
+        if (rc) return rc;
+        uint64_t key = sp_key(fuser, (d->flags[i] & FT_CF_HAS_MB) != 0, d->mb[i]);
+        uint64_t tag;
+        if (varint_get(&p, end, &tag))
+            return CORRUPT("chunk %llu: record %u: split entry truncated", (unsigned long long)id,
+                           i);
+        uint32_t j = UINT32_MAX, k;
+        if (tag == 0) {
+            j = ft_hmap_get(&s->key_map, key);
+            if (j == UINT32_MAX || j >= s->n_vecs)
+                return CORRUPT("chunk %llu: record %u: split vector refers to no earlier vector",
+                               (unsigned long long)id, i);
+        } else if (tag >= 3) {
+            if (tag - 3 >= s->n_vecs)
+                return CORRUPT("chunk %llu: record %u: split vector reference out of range",
+                               (unsigned long long)id, i);
+            j = (uint32_t)(s->n_vecs - 1 - (tag - 3));
+        }
+        if (j != UINT32_MAX) {
+            k = s->vecs[j].k;
+            if (pos + k > FT_CHUNK_MAX_SPLIT_VALUES)
+                return CORRUPT("chunk %llu: too many split sizes", (unsigned long long)id);
+            rc = grow((void **)&d->splits, &d->splits_cap, pos + k, sizeof *d->splits);
+            if (rc) return rc;
+            const int64_t *src = d->splits + s->vecs[j].off;
+            uint64_t sum = 0;
+            for (uint32_t m = 0; m < k; m++)
+                sum += (uint64_t)src[m];
+            if (sum != T)
+                return CORRUPT("chunk %llu: record %u: split sizes do not sum to the token count",
+                               (unsigned long long)id, i);
+            memcpy(d->splits + pos, src, (size_t)k * sizeof *src);
+            if (tag != 0) {
+                rc = ft_hmap_put(&s->key_map, key, j);
+                if (rc) return rc;
+            }
+        } else {
+            if (tag == 1) {
+                if (!f->has_k)
+                    return CORRUPT("chunk %llu: record %u: split length refers to no earlier "
+                                   "vector",
+                                   (unsigned long long)id, i);
+                k = f->last_k;
+            } else {
+                uint64_t kk;
+                if (varint_get(&p, end, &kk) || kk > FT_MAX_SPLITS)
+                    return CORRUPT("chunk %llu: record %u: bad split vector length",
+                                   (unsigned long long)id, i);
+                k = (uint32_t)kk;
+            }
+            if (pos + k > FT_CHUNK_MAX_SPLIT_VALUES)
+                return CORRUPT("chunk %llu: too many split sizes", (unsigned long long)id);
+            if (k == 0 && T != 0)
+                return CORRUPT("chunk %llu: record %u: empty split vector with tokens",
+                               (unsigned long long)id, i);
+            rc = grow((void **)&d->splits, &d->splits_cap, pos + k, sizeof *d->splits);
+            if (!rc) rc = grow((void **)&s->vecs, &s->vecs_cap, s->n_vecs + 1, sizeof *s->vecs);
+            if (!rc) rc = sp_predict(s, f, k, T);
+            if (rc) return rc;
+            int64_t *v = d->splits + pos;
+            uint64_t left = T;
+            for (uint32_t m = 0; m + 1 < k; m++) {
+                uint64_t r;
+                if (varint_get(&p, end, &r))
+                    return CORRUPT("chunk %llu: record %u: split vector truncated",
+                                   (unsigned long long)id, i);
+                uint64_t x = (uint64_t)s->pred[m] + (uint64_t)unzz(r);
+                if (x > left)
+                    return CORRUPT("chunk %llu: record %u: split size out of range",
+                                   (unsigned long long)id, i);
+                v[m] = (int64_t)x;
+                left -= x;
+            }
+            if (k) v[k - 1] = (int64_t)left;
+            j = (uint32_t)s->n_vecs++;
+            s->vecs[j].off = pos;
+            s->vecs[j].k = k;
+            rc = ft_hmap_put(&s->key_map, key, j);
+            if (!rc) rc = sp_update(s, f, v, k, T);
+            if (rc) return rc;
+        }
+        f->has_k = 1;
+        f->last_k = k;
+        pos += k;
+    }
+    d->splits_off[n] = (uint32_t)pos;
+    if (p != end)
+        return CORRUPT("chunk %llu: split section has trailing bytes", (unsigned long long)id);
+    return FT_OK;
+}
+
+static int dec_section(ft_chunk_dec *d, uint64_t id, const char *what, uint8_t **dst, size_t *cap,
+                       const uint8_t *src, size_t zlen, size_t raw, ft_err *err)
+{
+    int rc = grow((void **)dst, cap, raw ? raw : 1, 1);
+    if (rc) return rc;
+    size_t got = ZSTD_decompressDCtx(d->dctx, *dst, raw, src, zlen);
+    if (ZSTD_isError(got))
+        return CORRUPT("chunk %llu: %s section does not decompress (%s)", (unsigned long long)id,
+                       what, ZSTD_getErrorName(got));
+    if (got != raw)
+        return CORRUPT("chunk %llu: %s section decodes to %zu bytes, expected %zu",
+                       (unsigned long long)id, what, got, raw);
+    return FT_OK;
+}
+
+int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data, size_t len,
+                    const ft_chunk_limits *lim, unsigned read_flags, ft_batch *out, ft_err *err)
+{
+    unsigned long long id = (unsigned long long)info->id;
+    const uint8_t *blob = data;
+    memset(out, 0, sizeof *out);
+    if (info->codec != FT_CHUNK_CODEC)
+        return CORRUPT("chunk %llu: unknown codec %u", id, info->codec);
+    if (len < FT_CHUNK_STORED_HDR || memcmp(blob, "FTZ1", 4))
+        return CORRUPT("chunk %llu: stored data has no chunk header", id);
+    uint32_t main_raw = get_u32(blob + 4), main_z = get_u32(blob + 8);
+    uint32_t sp_raw = get_u32(blob + 12), sp_z = get_u32(blob + 16);
+    if ((uint64_t)FT_CHUNK_STORED_HDR + main_z + sp_z != len)
+        return CORRUPT("chunk %llu: stored sizes (%u + %u) do not match the data (%zu bytes)", id,
+                       main_z, sp_z, len);
+    if (main_raw < FT_CHUNK_MAIN_HDR || main_raw > FT_CHUNK_MAX_RAW || sp_raw > FT_CHUNK_MAX_RAW ||
+        (uint64_t)main_raw + sp_raw != info->raw_bytes || (sp_raw == 0) != (sp_z == 0))
+        return CORRUPT("chunk %llu: section sizes %u + %u disagree with raw_bytes %llu", id,
+                       main_raw, sp_raw, (unsigned long long)info->raw_bytes);
+    int rc = dec_section(d, info->id, "main", &d->main, &d->main_cap, blob + FT_CHUNK_STORED_HDR,
+                         main_z, main_raw, err);
+    if (rc) return rc;
+    const uint8_t *m = d->main;
+    if (ft_hash64(m, main_raw) != info->checksum)
+        return CORRUPT("chunk %llu: checksum mismatch", id);
+    uint32_t n = get_u32(m + 4), n_calls = get_u32(m + 8);
+    int64_t first_seq = (int64_t)get_u64(m + 12);
+    uint64_t sp_sum = get_u64(m + 24);
+    uint32_t n_phases = get_u32(m + 32), n_oprg = get_u32(m + 36);
+    if (memcmp(m, "FTC1", 4) || n != info->n_records || n_calls != info->n_calls ||
+        first_seq != info->first_seq || get_u32(m + 20) != sp_raw || n == 0 ||
+        n > FT_CHUNK_MAX_RECORDS || n_calls > n || n_phases > FT_CHUNK_MAX_PHASES ||
+        n_oprg > n_calls)
+        return CORRUPT("chunk %llu: header disagrees with the chunk index", id);
+    const uint8_t *col[FT_CHUNK_N_COLS + 1];
+    uint64_t off = FT_CHUNK_MAIN_HDR;
+    for (int c = 0; c < FT_CHUNK_N_COLS; c++) {
+        col[c] = m + off;
+        off += get_u32(m + 40 + 4 * c);
+        if (off > main_raw) return CORRUPT("chunk %llu: column %d overruns the chunk", id, c);
+    }
+    if (off != main_raw) return CORRUPT("chunk %llu: columns do not fill the chunk", id);
+    col[FT_CHUNK_N_COLS] = m + off;
+
+    rc = dec_reserve(d, n);
+    if (rc) return rc;
+    uint32_t n_bwd = n - n_calls;
+    for (int c = 0; c < N_INTCOL; c++)
+        if (get_intcol(col[c], col[c + 1], d->tmp[c], c == C_BWD ? n_bwd : n))
+            return CORRUPT("chunk %llu: column %d is malformed", id, c);
+    rc = dec_dicts(d, info->id, col[C_PHASES], col[C_PHASES + 1], n_phases, col[C_OPRGDICT],
+                   col[C_OPRGDICT + 1], n_oprg, err);
+    if (rc) return rc;
+
+    /* one pass: undo the codes, check every value and reference */
+    int64_t seq = first_seq, step = 0, mb = 0, ns = 0, ntok = 0;
+    uint32_t calls = 0, bwds = 0, oppos = 0, n_splits_calls = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t kd = d->tmp[C_KIND][i], sd = d->tmp[C_SEQ][i];
+        uint32_t fl;
+        if (i == 0) {
+            if (sd != 0) return CORRUPT("chunk %llu: first record's seq disagrees", id);
+        } else {
+            if (seq == INT64_MAX || sd > (uint64_t)(INT64_MAX - (seq + 1)))
+                return CORRUPT("chunk %llu: record %u: seq overflows", id, i);
+            seq = seq + 1 + (int64_t)sd;
+        }
+        d->seq[i] = seq;
+        if (d->tmp[C_FLAGS][i] > CF_ALL)
+            return CORRUPT("chunk %llu: record %u: unknown flag bits", id, i);
+        fl = (uint32_t)d->tmp[C_FLAGS][i];
+        d->flags[i] = fl;
+        if (fl & FT_CF_HAS_STEP)
+            step = (int64_t)((uint64_t)step + (uint64_t)unzz(d->tmp[C_STEP][i]));
+        if (fl & FT_CF_HAS_MB) mb = (int64_t)((uint64_t)mb + (uint64_t)unzz(d->tmp[C_MB][i]));
+        if (fl & FT_CF_HAS_NS) ns = (int64_t)((uint64_t)ns + (uint64_t)unzz(d->tmp[C_NS][i]));
+        d->step[i] = step;
+        d->mb[i] = mb;
+        d->ns[i] = ns;
+        d->op_rg_off[i] = oppos;
+        if (kd == FT_REC_CALL) {
+            uint64_t fu = d->tmp[C_FUSER][i], re = d->tmp[C_RECIPE][i];
+            uint64_t op = d->tmp[C_OPRG][i], ph = d->tmp[C_PHASE][i];
+            int64_t dev = unzz(d->tmp[C_DEVICE][i]);
+            if (fu >= lim->n_fusers)
+                return CORRUPT("chunk %llu: record %u: fuser index %llu out of range", id, i,
+                               (unsigned long long)fu);
+            if (re > lim->n_recipes || (re != 0) != ((fl & FT_CF_HAS_RECIPE) != 0))
+                return CORRUPT("chunk %llu: record %u: recipe index out of range", id, i);
+            if (dev < INT32_MIN || dev > INT32_MAX)
+                return CORRUPT("chunk %llu: record %u: device out of range", id, i);
+            if (op >= n_oprg || d->dict[op].n_ops != lim->fuser_n_ops[fu])
+                return CORRUPT("chunk %llu: record %u: op_rg pattern does not fit fuser", id, i);
+            if ((fl & FT_CF_HAS_PHASE) && ph >= n_phases)
+                return CORRUPT("chunk %llu: record %u: phase index out of range", id, i);
+            const dict_ent *de = &d->dict[op];
+            if ((uint64_t)oppos + de->n_ops > FT_CHUNK_MAX_OPRG_VALUES)
+                return CORRUPT("chunk %llu: too many op_rg values", id);
+            if (oppos + de->n_ops > d->op_rg_cap) {
+                rc = grow((void **)&d->op_rg, &d->op_rg_cap, (size_t)oppos + de->n_ops, 1);
+                if (rc) return rc;
+            }
+            memcpy(d->op_rg + oppos, d->oprg_pat + de->off, de->n_ops);
+            oppos += de->n_ops;
+            d->kind[i] = FT_REC_CALL;
+            d->fuser[i] = (uint32_t)fu;
+            d->recipe[i] = (int32_t)re - 1;
+            d->device[i] = (int32_t)dev;
+            d->first_rg[i] = de->first_rg;
+            d->phase[i] = (fl & FT_CF_HAS_PHASE) ? (int32_t)ph : -1;
+            d->fuse_ns[i] = (fl & FT_CF_HAS_FUSE_NS) ? unzz(d->tmp[C_FUSE_NS][i]) : 0;
+            d->bwd_call[i] = -1;
+            if (fl & FT_CF_HAS_SPLITS) {
+                ntok = (int64_t)((uint64_t)ntok + (uint64_t)unzz(d->tmp[C_NTOK][i]));
+                if (ntok < 0) return CORRUPT("chunk %llu: record %u: negative token count", id, i);
+                d->ntok[i] = ntok;
+                n_splits_calls++;
+            } else {
+                d->ntok[i] = 0;
+            }
+            calls++;
+        } else if (kd == FT_REC_BACKWARD) {
+            if (fl & ~(uint32_t)FT_CF_HAS_NS)
+                return CORRUPT("chunk %llu: record %u: backward record with call flags", id, i);
+            uint64_t b = d->tmp[C_BWD][bwds++];
+            if (b >= (uint64_t)seq - (uint64_t)INT64_MIN)
+                return CORRUPT("chunk %llu: record %u: backward call seq out of range", id, i);
+            d->kind[i] = FT_REC_BACKWARD;
+            d->fuser[i] = 0;
+            d->recipe[i] = -1;
+            d->device[i] = 0;
+            d->first_rg[i] = 0;
+            d->phase[i] = -1;
+            d->fuse_ns[i] = 0;
+            d->bwd_call[i] = (int64_t)((uint64_t)seq - 1 - b);
+            d->ntok[i] = 0;
+        } else {
+            return CORRUPT("chunk %llu: record %u: unknown record kind %llu", id, i,
+                           (unsigned long long)kd);
+        }
+    }
+    d->op_rg_off[n] = oppos;
+    if (calls != n_calls || bwds != n_bwd)
+        return CORRUPT("chunk %llu: record kinds disagree with the call count", id);
+    if ((n_splits_calls == 0) != (sp_raw == 0))
+        return CORRUPT("chunk %llu: split section disagrees with the records", id);
+
+    out->chunk_id = info->id;
+    out->n = n;
+    out->kind = d->kind;
+    out->seq = d->seq;
+    out->fuser = d->fuser;
+    out->recipe = d->recipe;
+    out->flags = d->flags;
+    out->device = d->device;
+    out->first_rg = d->first_rg;
+    out->op_rg_off = d->op_rg_off;
+    out->op_rg = d->op_rg;
+    out->step = d->step;
+    out->mb = d->mb;
+    out->phase = d->phase;
+    out->phases = (const char *const *)d->phases;
+    out->n_phases = n_phases;
+    out->ns = d->ns;
+    out->fuse_ns = d->fuse_ns;
+    out->bwd_call = d->bwd_call;
+    out->n_tokens = d->ntok;
+    if (read_flags & FT_READ_SPLITS) {
+        if (sp_raw) {
+            rc = dec_section(d, info->id, "split", &d->spbuf, &d->spbuf_cap,
+                             blob + FT_CHUNK_STORED_HDR + main_z, sp_z, sp_raw, err);
+            if (rc) return rc;
+            if (ft_hash64(d->spbuf, sp_raw) != sp_sum)
+                return CORRUPT("chunk %llu: split section checksum mismatch", id);
+            rc = dec_splits(d, info->id, d->spbuf, d->spbuf + sp_raw, n, err);
+        } else {
+            static const uint8_t none[1];
+            rc = dec_splits(d, info->id, none, none, n, err);
+        }
+        if (rc) return rc;
+        if (!d->splits) {
+            rc = grow((void **)&d->splits, &d->splits_cap, 1, sizeof *d->splits);
+            if (rc) return rc;
+        }
+        out->splits_off = d->splits_off;
+        out->splits = d->splits;
+    }
+    return FT_OK;
+}

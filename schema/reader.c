@@ -1,0 +1,125 @@
+/*
+ * reader.c - the streaming reader: one chunk at a time, fetched from the chunks table and
+ * decoded column by column into reusable arrays (no allocation per record), plus the record
+ * views over a batch.
+ */
+#include "trace_int.h"
+
+#include <sqlite3.h>
+#include <string.h>
+
+struct ft_reader {
+    ft_trace *t;
+    unsigned flags;    /* FT_READ_* */
+    uint64_t pos, end; /* next chunk position, one past the last */
+    ft_chunk_dec *dec;
+    sqlite3_stmt *st; /* SELECT data FROM chunks WHERE id = ? */
+    ft_batch batch;
+};
+
+int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out)
+{
+    *out = NULL;
+    ft_reader *r = ft_calloc(1, sizeof *r);
+    if (!r) return ft_err_set(ft_trace_err(t), FT_ENOMEM, "out of memory");
+    r->t = t;
+    r->flags = read_flags;
+    r->end = ft_trace_n_chunks(t);
+    int rc = ft_chunk_dec_new(&r->dec);
+    if (rc) {
+        ft_free(r);
+        return ft_err_set(ft_trace_err(t), rc, "out of memory");
+    }
+    rc = sqlite3_prepare_v2(ft_trace_db(t), "SELECT data FROM chunks WHERE id = ?", -1, &r->st,
+                            NULL);
+    if (rc != SQLITE_OK) {
+        ft_err_set(ft_trace_err(t), FT_ESQL, "%s: cannot read chunks: %s", ft_trace_path(t),
+                   sqlite3_errmsg(ft_trace_db(t)));
+        ft_reader_close(r);
+        return FT_ESQL;
+    }
+    *out = r;
+    return FT_OK;
+}
+
+int ft_reader_range(ft_reader *r, uint64_t first_chunk, uint64_t n_chunks)
+{
+    uint64_t total = ft_trace_n_chunks(r->t);
+    if (first_chunk > total || n_chunks > total - first_chunk)
+        return ft_err_set(ft_trace_err(r->t), FT_ERANGE,
+                          "chunk range %llu+%llu outside the trace's %llu chunks",
+                          (unsigned long long)first_chunk, (unsigned long long)n_chunks,
+                          (unsigned long long)total);
+    r->pos = first_chunk;
+    r->end = first_chunk + n_chunks;
+    return FT_OK;
+}
+
+int ft_reader_next(ft_reader *r, const ft_batch **out_batch)
+{
+    *out_batch = NULL;
+    if (r->pos >= r->end) return FT_OK;
+    const ft_chunk_info *ci = ft_trace_chunk(r->t, r->pos);
+    ft_err *err = ft_trace_err(r->t);
+    sqlite3_reset(r->st);
+    int rc = sqlite3_bind_int64(r->st, 1, (int64_t)ci->id);
+    if (rc == SQLITE_OK) rc = sqlite3_step(r->st);
+    if (rc != SQLITE_ROW) {
+        if (rc == SQLITE_DONE)
+            return ft_err_set(err, FT_ECORRUPT, "%s: chunk %llu is missing", ft_trace_path(r->t),
+                              (unsigned long long)ci->id);
+        return ft_err_set(err, FT_ESQL, "%s: reading chunk %llu: %s", ft_trace_path(r->t),
+                          (unsigned long long)ci->id, sqlite3_errmsg(ft_trace_db(r->t)));
+    }
+    const void *data = sqlite3_column_blob(r->st, 0);
+    int len = sqlite3_column_bytes(r->st, 0);
+    if (!data) len = 0;
+    rc = ft_chunk_decode(r->dec, ci, data ? data : "", (size_t)len, ft_trace_limits(r->t), r->flags,
+                         &r->batch, err);
+    sqlite3_reset(r->st);
+    if (rc) {
+        if (rc == FT_ENOMEM) ft_err_set(err, rc, "out of memory decoding chunk");
+        return rc;
+    }
+    r->pos++;
+    *out_batch = &r->batch;
+    return FT_OK;
+}
+
+void ft_reader_close(ft_reader *r)
+{
+    if (!r) return;
+    sqlite3_finalize(r->st);
+    ft_chunk_dec_free(r->dec);
+    ft_free(r);
+}
+
+void ft_batch_call(const ft_trace *t, const ft_batch *b, uint32_t i, ft_call *out)
+{
+    memset(out, 0, sizeof *out);
+    uint32_t fl = b->flags[i];
+    out->seq = b->seq[i];
+    out->fuser = ft_trace_fuser(t, b->fuser[i])->id;
+    out->recipe = b->recipe[i] >= 0 ? ft_trace_recipe(t, (uint32_t)b->recipe[i])->id : 0;
+    out->flags = fl;
+    out->device = b->device[i];
+    out->n_op_rg = b->op_rg_off[i + 1] - b->op_rg_off[i];
+    out->op_rg = b->op_rg + b->op_rg_off[i];
+    if ((fl & FT_CF_HAS_SPLITS) && b->splits) {
+        out->n_splits = b->splits_off[i + 1] - b->splits_off[i];
+        out->m_splits = b->splits + b->splits_off[i];
+    }
+    out->step = b->step[i];
+    out->mb = b->mb[i];
+    out->phase = b->phase[i] >= 0 ? b->phases[b->phase[i]] : NULL;
+    out->ns = b->ns[i];
+    out->fuse_ns = b->fuse_ns[i];
+}
+
+void ft_batch_backward(const ft_batch *b, uint32_t i, ft_backward *out)
+{
+    out->seq = b->seq[i];
+    out->call = b->bwd_call[i];
+    out->has_ns = (b->flags[i] & FT_CF_HAS_NS) != 0;
+    out->ns = b->ns[i];
+}
