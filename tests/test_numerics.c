@@ -1,0 +1,499 @@
+/*
+ * test_numerics.c - the grouped MLP: float64 reference against finite differences, the float
+ * paths against the reference, fused vs unfused divergence within its band, stale-plan
+ * outcomes (S2-style raise, S3-style quantization difference above the band), RHT cancelling in
+ * the wgrad, and input validation.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "ft_kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- fixture: one MLP problem ------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static double urand(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) * 0x1p-53;
+}
+
+static float nrand(void)
+{
+    double s = 0;
+    for (int i = 0; i < 4; i++)
+        s += urand();
+    return (float)((s - 2.0) * 1.7320508);
+}
+
+typedef struct prob {
+    ft_mlp m;
+    int64_t splits[8];
+    float *x, *w1, *b1, *w2, *b2, *p, *dy;
+    ft_mlp_fwd f;
+    ft_mlp_bwd b;
+} prob;
+
+static float *vec(int64_t n, float scale)
+{
+    float *v = ft_malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = ft_bf16_round(nrand() * scale);
+    return v;
+}
+
+static void prob_init(prob *P, uint64_t seed, uint32_t G, const int64_t *splits, int64_t t,
+                      int64_t k1, int64_t k2, int64_t n2, ft_act act)
+{
+    memset(P, 0, sizeof *P);
+    rng_state = seed;
+    memcpy(P->splits, splits, G * sizeof *splits);
+    int64_t n1 = ft_act_is_glu(act.kind) ? 2 * k2 : k2;
+    P->x = vec(t * k1, 1.0f);
+    P->w1 = vec(G * n1 * k1, 1.0f / sqrtf((float)k1));
+    P->b1 = vec(G * n1, 0.1f);
+    P->w2 = vec(G * n2 * k2, 1.0f / sqrtf((float)k2));
+    P->b2 = vec(G * n2, 0.1f);
+    P->p = vec(t, 1.0f);
+    for (int64_t i = 0; i < t; i++)
+        P->p[i] = ft_bf16_round(0.25f + 0.5f * (float)urand());
+    P->dy = vec(t * n2, 1.0f);
+    ft_mlp m = {.n_groups = G,
+                .splits = P->splits,
+                .t = t,
+                .k1 = k1,
+                .n1 = n1,
+                .k2 = k2,
+                .n2 = n2,
+                .act = act,
+                .x = P->x,
+                .w1 = P->w1,
+                .b1 = P->b1,
+                .w2 = P->w2,
+                .b2 = P->b2,
+                .probs = P->p};
+    m.quant.fp8_fwd = FT_FP8_E4M3;
+    m.quant.fp8_bwd = FT_FP8_E4M3;
+    P->m = m;
+    P->f.h = vec(t * n1, 1), P->f.z = vec(t * k2, 1), P->f.y = vec(t * n2, 1);
+    P->b.dx = vec(t * k1, 1), P->b.dw1 = vec(G * n1 * k1, 1), P->b.db1 = vec(G * n1, 1);
+    P->b.dw2 = vec(G * n2 * k2, 1), P->b.db2 = vec(G * n2, 1), P->b.dprobs = vec(t, 1);
+}
+
+static void prob_free(prob *P)
+{
+    float *all[] = {P->x,   P->w1,  P->b1,   P->w2,    P->b2,    P->p,     P->dy,    P->f.h,
+                    P->f.z, P->f.y, P->b.dx, P->b.dw1, P->b.db1, P->b.dw2, P->b.db2, P->b.dprobs};
+    for (size_t i = 0; i < FT_ARRAY_LEN(all); i++)
+        ft_free(all[i]);
+}
+
+/* Run forward + backward of P->m with the given path and quantization. */
+static int prob_run(prob *P, ft_mlp_path path, const ft_mlp_quant *q, ft_err *err)
+{
+    P->m.path = path;
+    if (q) P->m.quant = *q;
+    int rc = ft_cpu_mlp_forward(&P->m, &P->f, err);
+    if (rc) return rc;
+    return ft_cpu_mlp_backward(&P->m, &P->f, P->dy, &P->b, err);
+}
+
+typedef struct outs { /* copies of the results of one run, for comparisons */
+    float *y, *dx, *dw1, *dw2;
+    int64_t ny, ndx, ndw1, ndw2;
+} outs;
+
+static void outs_take(outs *o, const prob *P)
+{
+    const ft_mlp *m = &P->m;
+    o->ny = m->t * m->n2, o->ndx = m->t * m->k1;
+    o->ndw1 = m->n_groups * m->n1 * m->k1, o->ndw2 = m->n_groups * m->n2 * m->k2;
+    o->y = ft_malloc((size_t)o->ny * 4), o->dx = ft_malloc((size_t)o->ndx * 4);
+    o->dw1 = ft_malloc((size_t)o->ndw1 * 4), o->dw2 = ft_malloc((size_t)o->ndw2 * 4);
+    assert_true(o->y && o->dx && o->dw1 && o->dw2);
+    memcpy(o->y, P->f.y, (size_t)o->ny * 4), memcpy(o->dx, P->b.dx, (size_t)o->ndx * 4);
+    memcpy(o->dw1, P->b.dw1, (size_t)o->ndw1 * 4), memcpy(o->dw2, P->b.dw2, (size_t)o->ndw2 * 4);
+}
+
+static void outs_free(outs *o)
+{
+    ft_free(o->y), ft_free(o->dx), ft_free(o->dw1), ft_free(o->dw2);
+}
+
+static double rel_ff(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static double rel_fd(const float *a, const double *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Largest relative L2 difference over y, dx, dW1, dW2. */
+static double divergence(const outs *a, const outs *b)
+{
+    double d[4] = {rel_ff(a->y, b->y, a->ny), rel_ff(a->dx, b->dx, a->ndx),
+                   rel_ff(a->dw1, b->dw1, a->ndw1), rel_ff(a->dw2, b->dw2, a->ndw2)};
+    double m = 0;
+    for (int i = 0; i < 4; i++)
+        m = d[i] > m ? d[i] : m;
+    return m;
+}
+
+static long live_at_start;
+
+static int note_live(void **state)
+{
+    (void)state;
+    live_at_start = ft_alloc_live();
+    return 0;
+}
+
+static int check_leaks(void **state)
+{
+    (void)state;
+    assert_int_equal(ft_alloc_live(), live_at_start);
+    return 0;
+}
+
+/* ---- float64 reference vs finite differences ----------------------------------------------- */
+
+static double ref_loss(const ft_mlp *m, const float *dy, double *y)
+{
+    ft_mlp_ref r = {.y = y};
+    assert_int_equal(ft_cpu_mlp_ref(m, NULL, &r, NULL), FT_OK);
+    double l = 0;
+    int64_t used = 0;
+    for (uint32_t g = 0; g < m->n_groups; g++)
+        used += m->splits[g];
+    for (int64_t i = 0; i < used * m->n2; i++)
+        l += y[i] * dy[i];
+    return l;
+}
+
+/* d(sum y . dy)/d(v[i]) by central differences, checked against the analytic gradient. */
+static void fd_check(prob *P, float *v, int64_t n, const double *grad, double *y, const char *what)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float save = v[i];
+        const float eps = 0x1p-9f;
+        v[i] = save + eps;
+        double lp = ref_loss(&P->m, P->dy, y);
+        v[i] = save - eps;
+        double lm = ref_loss(&P->m, P->dy, y);
+        v[i] = save;
+        double fd = (lp - lm) / (2.0 * (double)eps);
+        if (fabs(fd - grad[i]) > 1e-6 + 1e-4 * fabs(fd))
+            print_error("%s[%lld]: analytic %.9g finite difference %.9g\n", what, (long long)i,
+                        grad[i], fd);
+        assert_true(fabs(fd - grad[i]) <= 1e-6 + 1e-4 * fabs(fd));
+    }
+}
+
+static void test_ref_backward_finite_differences(void **state)
+{
+    (void)state;
+    const ft_act acts[] = {{FT_ACT_SWIGLU, 0, 0, 0, 0},
+                           {FT_ACT_CLAMPED_QGEGLU, 0, 7.0f, 1.702f, 1.0f},
+                           {FT_ACT_SRELU, 0, 0, 0, 0}};
+    const int64_t splits[] = {2, 0, 3};
+    for (size_t a = 0; a < FT_ARRAY_LEN(acts); a++)
+        for (int sb = 0; sb < 2; sb++) {
+            prob P;
+            prob_init(&P, 100 + a, 3, splits, 6, 5, 4, 3, acts[a]);
+            P.m.scale_bias = (uint8_t)sb;
+            const ft_mlp *m = &P.m;
+            const int64_t G = 3, n1 = m->n1;
+            double *y = ft_calloc((size_t)(m->t * m->n2), 8);
+            double *g[6];
+            const int64_t sizes[6] = {m->t * m->k1,      G * n1 * m->k1, G * n1,
+                                      G * m->n2 * m->k2, G * m->n2,      m->t};
+            for (int i = 0; i < 6; i++)
+                g[i] = ft_calloc((size_t)sizes[i], 8);
+            ft_mlp_ref r = {
+                .dx = g[0], .dw1 = g[1], .db1 = g[2], .dw2 = g[3], .db2 = g[4], .dprobs = g[5]};
+            assert_int_equal(ft_cpu_mlp_ref(m, P.dy, &r, NULL), FT_OK);
+            fd_check(&P, P.x, sizes[0], g[0], y, "dx");
+            fd_check(&P, P.w1, sizes[1], g[1], y, "dw1");
+            fd_check(&P, P.b1, sizes[2], g[2], y, "db1");
+            fd_check(&P, P.w2, sizes[3], g[3], y, "dw2");
+            fd_check(&P, P.b2, sizes[4], g[4], y, "db2");
+            fd_check(&P, P.p, 5, g[5], y, "dprobs"); /* row 5 is padding */
+            for (int i = 0; i < 6; i++)
+                ft_free(g[i]);
+            ft_free(y);
+            prob_free(&P);
+        }
+}
+
+/* ---- float paths vs float64 --------------------------------------------------------------- */
+
+static const int64_t big_splits[] = {100, 0, 92, 64};
+#define BIG_G 4
+#define BIG_T 256
+static const ft_act big_act = {FT_ACT_SWIGLU, 32, 0, 0, 0};
+
+typedef struct refout {
+    double *y, *dx, *dw1, *dw2;
+} refout;
+
+static void ref_run(const prob *P, refout *r)
+{
+    const ft_mlp *m = &P->m;
+    r->y = ft_malloc((size_t)(m->t * m->n2) * 8), r->dx = ft_malloc((size_t)(m->t * m->k1) * 8);
+    r->dw1 = ft_malloc((size_t)(m->n_groups * m->n1 * m->k1) * 8);
+    r->dw2 = ft_malloc((size_t)(m->n_groups * m->n2 * m->k2) * 8);
+    ft_mlp_ref o = {.y = r->y, .dx = r->dx, .dw1 = r->dw1, .dw2 = r->dw2};
+    assert_int_equal(ft_cpu_mlp_ref(m, P->dy, &o, NULL), FT_OK);
+}
+
+static void ref_free(refout *r)
+{
+    ft_free(r->y), ft_free(r->dx), ft_free(r->dw1), ft_free(r->dw2);
+}
+
+static double err_vs_ref(const outs *o, const refout *r)
+{
+    double e[4] = {rel_fd(o->y, r->y, o->ny), rel_fd(o->dx, r->dx, o->ndx),
+                   rel_fd(o->dw1, r->dw1, o->ndw1), rel_fd(o->dw2, r->dw2, o->ndw2)};
+    double m = 0;
+    for (int i = 0; i < 4; i++)
+        m = e[i] > m ? e[i] : m;
+    return m;
+}
+
+static void test_mlp_error_vs_f64_by_format(void **state)
+{
+    (void)state;
+    prob P;
+    prob_init(&P, 7, BIG_G, big_splits, BIG_T, 64, 64, 64, big_act);
+    refout r;
+    ref_run(&P, &r);
+    /* padding rows of the reference are 0 by construction; ours too */
+    const ft_qfmt fmts[] = {FT_QF_NONE, FT_QF_FP8_CURRENT, FT_QF_MXFP8, FT_QF_NVFP4};
+    double e[4];
+    for (size_t f = 0; f < 4; f++) {
+        ft_mlp_quant q = {.fmt = fmts[f], .rht = 1, .sr = 1, .seed = 5};
+        assert_int_equal(prob_run(&P, FT_MLP_UNFUSED, &q, NULL), FT_OK);
+        outs o;
+        outs_take(&o, &P);
+        e[f] = err_vs_ref(&o, &r);
+        print_message("unfused %-11s max rel L2 vs float64 %.4g\n", ft_qfmt_name(fmts[f]), e[f]);
+        outs_free(&o);
+    }
+    assert_true(e[0] > 0 && e[0] < 0.01); /* bf16 rounding only */
+    assert_true(e[1] > e[0] && e[1] < 0.08);
+    assert_true(e[2] > e[0] && e[2] < 0.08);
+    assert_true(e[3] > e[2] && e[3] < 0.3);
+    ref_free(&r);
+    prob_free(&P);
+}
+
+/* The harmless band: a fused and an unfused plan with the same quantizers differ only where
+ * they round to bf16. Stale `quant` plans must sit clearly above it. */
+#define HARMLESS_BAND_MXFP8 0.03
+#define HARMLESS_BAND_NVFP4 0.06
+
+static void test_mlp_fused_vs_unfused_within_band(void **state)
+{
+    (void)state;
+    const ft_qfmt fmts[] = {FT_QF_MXFP8, FT_QF_NVFP4};
+    const double band[] = {HARMLESS_BAND_MXFP8, HARMLESS_BAND_NVFP4};
+    for (int f = 0; f < 2; f++) {
+        prob P;
+        prob_init(&P, 9, BIG_G, big_splits, BIG_T, 64, 64, 64, big_act);
+        P.m.b2 = NULL; /* NVFP4 fused raises with a plain FC2 bias (tested below) */
+        ft_mlp_quant q = {.fmt = fmts[f], .rht = 1, .sr = 1, .seed = 77};
+        outs fu, un;
+        assert_int_equal(prob_run(&P, FT_MLP_FUSED, &q, NULL), FT_OK);
+        outs_take(&fu, &P);
+        assert_int_equal(prob_run(&P, FT_MLP_UNFUSED, &q, NULL), FT_OK);
+        outs_take(&un, &P);
+        double d = divergence(&fu, &un);
+        print_message("%s fused vs unfused divergence %.4g (band %.3g)\n", ft_qfmt_name(fmts[f]), d,
+                      band[f]);
+        assert_true(d > 0.0); /* the paths really round differently */
+        assert_true(d < band[f]);
+        outs_free(&fu), outs_free(&un);
+        prob_free(&P);
+    }
+}
+
+/* S3-style: the stale plan runs FUSED with the RHT quantizers of R1 while the fresh plan under
+ * R2 (disable_rht) runs UNFUSED without RHT: the wgrads differ by a full NVFP4 quantization
+ * error, well above the harmless band. */
+static void test_mlp_stale_quant_exceeds_band(void **state)
+{
+    (void)state;
+    prob P;
+    prob_init(&P, 11, BIG_G, big_splits, BIG_T, 64, 64, 64, big_act);
+    P.m.b2 = NULL;
+    ft_mlp_quant stale = {.fmt = FT_QF_NVFP4, .rht = 1, .sr = 1, .seed = 3};
+    ft_mlp_quant fresh = {.fmt = FT_QF_NVFP4, .rht = 0, .sr = 1, .seed = 3};
+    outs a, b;
+    assert_int_equal(prob_run(&P, FT_MLP_FUSED, &stale, NULL), FT_OK);
+    outs_take(&a, &P);
+    assert_int_equal(prob_run(&P, FT_MLP_UNFUSED, &fresh, NULL), FT_OK);
+    outs_take(&b, &P);
+    double d = divergence(&a, &b);
+    print_message("stale (fused, RHT) vs fresh (unfused, no RHT) divergence %.4g, harmless band "
+                  "%.3g\n",
+                  d, HARMLESS_BAND_NVFP4);
+    assert_true(d > 2.0 * HARMLESS_BAND_NVFP4);
+    /* the forward output is untouched by RHT (columnwise only): only the wgrads move */
+    assert_true(rel_ff(a.y, b.y, a.ny) < HARMLESS_BAND_NVFP4);
+    outs_free(&a), outs_free(&b);
+    prob_free(&P);
+}
+
+/* S2-style: the stale FUSED plan runs with non-RHT NVFP4 quantizers: TE raises at the FC1 input
+ * group quantize when G > 1 and T > 0; G == 1 runs. */
+static void test_mlp_stale_fused_nonrht_raises(void **state)
+{
+    (void)state;
+    prob P;
+    prob_init(&P, 13, BIG_G, big_splits, BIG_T, 64, 64, 64, big_act);
+    ft_mlp_quant q = {.fmt = FT_QF_NVFP4, .rht = 0};
+    ft_err err = {0};
+    assert_int_equal(prob_run(&P, FT_MLP_FUSED, &q, &err), FT_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "non-RHT path is not ready yet"));
+    P.m.n_groups = 1;
+    P.splits[0] = 200;
+    P.m.b2 = NULL;
+    assert_int_equal(prob_run(&P, FT_MLP_FUSED, &q, &err), FT_OK);
+    /* plain FC2 bias + NVFP4 fused backward raises (bgrad_group_quantize), RHT or not */
+    P.m.b2 = P.b2;
+    q.rht = 1;
+    assert_int_equal(prob_run(&P, FT_MLP_FUSED, &q, &err), FT_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "bgrad_group_quantize"));
+    P.m.scale_bias = 1;
+    assert_int_equal(prob_run(&P, FT_MLP_FUSED, &q, &err), FT_OK);
+    prob_free(&P);
+}
+
+/* RHT applied to both wgrad operands along the token axis cancels: dW is unchanged up to the
+ * bf16 rounding of the rotated operands; rotating one operand alone does not cancel. */
+static void test_rht_wgrad_cancels(void **state)
+{
+    (void)state;
+    const int64_t splits[] = {32, 0, 48};
+    const int64_t t = 80, n = 24, k = 40;
+    rng_state = 17;
+    float *dy = vec(t * n, 1), *x = vec(t * k, 1), *ry = vec(t * n, 1), *rx = vec(t * k, 1);
+    float *w0 = vec(3 * n * k, 1), *w1 = vec(3 * n * k, 1), *w2 = vec(3 * n * k, 1);
+    memcpy(ry, dy, (size_t)(t * n) * 4);
+    memcpy(rx, x, (size_t)(t * k) * 4);
+    float v[16];
+    for (int pass = 0; pass < 2; pass++) {
+        float *buf = pass ? rx : ry;
+        int64_t cols = pass ? k : n;
+        for (int64_t c = 0; c < cols; c++)
+            for (int64_t r = 0; r < t; r += 16) { /* groups start at multiples of 16 */
+                for (int i = 0; i < 16; i++)
+                    v[i] = buf[(r + i) * cols + c];
+                ft_rht16(v);
+                for (int i = 0; i < 16; i++)
+                    buf[(r + i) * cols + c] = v[i];
+            }
+    }
+    ft_gemm g = {FT_GEMM_WGRAD, 3, splits, t, n, k, dy, x, w0, NULL, NULL, 0};
+    assert_int_equal(ft_cpu_gemm(&g, NULL), FT_OK);
+    g.a = ry, g.b = rx, g.c = w1;
+    assert_int_equal(ft_cpu_gemm(&g, NULL), FT_OK);
+    g.a = ry, g.b = x, g.c = w2;
+    assert_int_equal(ft_cpu_gemm(&g, NULL), FT_OK);
+    double both = rel_ff(w1, w0, 3 * n * k), one = rel_ff(w2, w0, 3 * n * k);
+    print_message("RHT on both operands: rel L2 %.3g; on one: %.3g\n", both, one);
+    assert_true(both < 1e-2);
+    assert_true(one > 0.5);
+    ft_free(dy), ft_free(x), ft_free(ry), ft_free(rx), ft_free(w0), ft_free(w1), ft_free(w2);
+}
+
+static void test_mlp_delayed_scaling_updates_history(void **state)
+{
+    (void)state;
+    prob P;
+    const int64_t splits[] = {3, 5};
+    prob_init(&P, 19, 2, splits, 8, 32, 32, 32, big_act);
+    ft_delayed d[FT_MLP_N_TENSORS * 2];
+    for (int i = 0; i < FT_MLP_N_TENSORS * 2; i++)
+        assert_int_equal(ft_delayed_init(&d[i], 4, FT_FP8_E4M3, 0.0f, 0, NULL), FT_OK);
+    ft_mlp_quant q = {.fmt = FT_QF_FP8_DELAYED, .delayed = d};
+    assert_int_equal(prob_run(&P, FT_MLP_UNFUSED, &q, NULL), FT_OK);
+    for (int i = 0; i < FT_MLP_N_TENSORS * 2; i++) {
+        assert_int_equal(d[i].n_seen, 1);
+        assert_true(d[i].scale != 1.0f);
+    }
+    assert_float_equal(d[FT_MLP_X * 2 + 1].scale, 448.0f / d[FT_MLP_X * 2 + 1].hist[0], 0.0f);
+    for (int i = 0; i < FT_MLP_N_TENSORS * 2; i++)
+        ft_delayed_free(&d[i]);
+    prob_free(&P);
+}
+
+static void test_mlp_bad_input(void **state)
+{
+    (void)state;
+    prob P;
+    const int64_t splits[] = {3, 5};
+    prob_init(&P, 23, 2, splits, 8, 32, 32, 32, big_act);
+    ft_err err = {0};
+    ft_mlp_quant cur = {.fmt = FT_QF_FP8_CURRENT};
+    assert_int_equal(prob_run(&P, FT_MLP_FUSED, &cur, &err), FT_EINVAL);
+    ft_mlp_quant mx = {.fmt = FT_QF_MXFP8};
+    assert_int_equal(prob_run(&P, FT_MLP_FUSED, &mx, &err), FT_EUNSUPPORTED);
+    assert_non_null(strstr(err.msg, "multiple of 128"));
+    P.m.n1 = 48;
+    assert_int_equal(prob_run(&P, FT_MLP_UNFUSED, &mx, &err), FT_EINVAL);
+    assert_non_null(strstr(err.msg, "out_features"));
+    P.m.n1 = 64;
+    P.splits[1] = 6;
+    assert_int_equal(prob_run(&P, FT_MLP_UNFUSED, &mx, &err), FT_EINVAL);
+    P.splits[1] = 5;
+    for (long n = 0; n < 40; n += 3) { /* every early allocation failure is clean */
+        ft_alloc_fail_after(n);
+        int rc = prob_run(&P, FT_MLP_UNFUSED, &mx, &err);
+        ft_alloc_fail_after(-1);
+        assert_true(rc == FT_OK || rc == FT_ENOMEM);
+    }
+    prob_free(&P);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ref_backward_finite_differences, note_live,
+                                        check_leaks),
+        cmocka_unit_test_setup_teardown(test_mlp_error_vs_f64_by_format, note_live, check_leaks),
+        cmocka_unit_test_setup_teardown(test_mlp_fused_vs_unfused_within_band, note_live,
+                                        check_leaks),
+        cmocka_unit_test_setup_teardown(test_mlp_stale_quant_exceeds_band, note_live, check_leaks),
+        cmocka_unit_test_setup_teardown(test_mlp_stale_fused_nonrht_raises, note_live, check_leaks),
+        cmocka_unit_test_setup_teardown(test_rht_wgrad_cancels, note_live, check_leaks),
+        cmocka_unit_test_setup_teardown(test_mlp_delayed_scaling_updates_history, note_live,
+                                        check_leaks),
+        cmocka_unit_test_setup_teardown(test_mlp_bad_input, note_live, check_leaks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
