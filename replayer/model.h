@@ -53,6 +53,11 @@ typedef struct ft_recipe_model {
     uint8_t disable_rht, disable_sr, disable_2d, row_scaled, four_over_six; /* NVFP4 */
     uint8_t enable_2d;                                                      /* MXFP8 */
     uint8_t fp8_format; /* 0 E4M3, 1 HYBRID, 2 E5M2 */
+    /* NVFP4 quantizer flags as RecipeState.create bakes them: from the recipe's derived QParams
+     * (fp4_quant_fwd_inp/fwd_weight/bwd_grad) when the capture recorded them, else derived from
+     * disable_rht / disable_stochastic_rounding / disable_2d_quantization as __post_init__ does */
+    uint8_t q_rht, q_sr, q_2d;
+    uint64_t qhash; /* hash of every attribute baked into quantizers (qstate comparison) */
 } ft_recipe_model;
 
 /* ---- environment -------------------------------------------------------------------------- */
@@ -100,6 +105,7 @@ typedef struct ft_qstate {
     uint8_t row_scaled, four_over_six;
     uint8_t fp8_format;
     int64_t hist_len; /* DelayedScaling amax history length in the buffers */
+    uint64_t qhash;   /* ft_recipe_model.qhash of the recipe the quantizers were built from */
 } ft_qstate;
 
 /* The initial state of a fresh fuser (no quantizers). */
@@ -133,6 +139,27 @@ const char *ft_stale_name(ft_stale s); /* "none", "harmless", "slower", "quant",
 ft_stale ft_model_classify(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t chosen,
                            const ft_qstate *q, uint32_t fresh, int64_t n_tokens,
                            const char **error_text);
+
+/* ---- additions (beyond the first contract) ------------------------------------------------ */
+/* ft_model_classify with the call's boundary f: backward-only run-time errors (e.g. NVFP4 plain
+ * FC2 bias in the fused backward) count only when f < n_ops. ft_model_classify assumes f = 0
+ * (the backward runs). */
+ft_stale ft_model_classify_f(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t chosen,
+                             const ft_qstate *q, uint32_t fresh, int64_t n_tokens, uint32_t f,
+                             const char **error_text);
+/* Whether running plan with quantizer state q under recipe raises in TE, stale or not (e.g. the
+ * fresh plan itself: an unfused ScaledSReLU(activation_recompute_in_mlp=True)). 1 and *text =
+ * TE's message, or 0 and *text = NULL. Texts live as long as the model. */
+int ft_model_run_raises(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t plan,
+                        const ft_qstate *q, int64_t n_tokens, uint32_t f, const char **text);
+/* The attributes the fusion-attrs key of this fuser is made of, e.g.
+ * "recipe.is_none,recipe.mxfp8(),...,op[0].in_features,...,env.device_cc" (for reports). */
+const char *ft_model_fusion_key_attrs(const ft_model *m, uint32_t fuser);
+/* Canonical encoding of a recipe (type and every attribute, defaults filled), hashed into
+ * ft_recipe_model.hash; recipe -1 gives "None". */
+const char *ft_model_recipe_canon(const ft_model *m, int32_t recipe);
+/* Number of distinct plans interned so far. */
+uint32_t ft_model_n_plans(const ft_model *m);
 
 #ifdef __cplusplus
 }
