@@ -1,0 +1,614 @@
+"""The capture state and the wrappers around TransformerEngine's OperationFuser.
+
+What is wrapped (transformer_engine/pytorch/ops/fuser.py, TE 2.20 / PR #3410):
+- OperationFuser.__init__: gives the fuser a stream id (declared at its first call).
+- OperationFuser.maybe_fuse_ops: timed (fuse_ns) and recorded after it returns.
+- OperationFuser._apply_fusions (a staticmethod that every plan build calls three times):
+  counted, which is how `rebuilt` is detected; TE's own decision is untouched. When a TE
+  build lacks it, `rebuilt` falls back to watching the fuser's plan cache (_fused_ops_cache
+  grew) or, without a cache, the identity of its _forward_ops list.
+- _OperationFuserAutogradFunction.forward/backward: tag the autograd context with the call's seq
+  and record a `backward` record when that context's backward runs.
+Every wrapper calls the original with the same arguments and returns its result unchanged; a
+failure inside the capture disables the capture with one warning and never reaches TE.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import ctypes
+import functools
+import json
+import os
+import signal
+import sys
+import threading
+import warnings
+import weakref
+from array import array
+from time import perf_counter_ns
+from typing import Optional
+
+from . import _describe
+from ._writer import (CF_GRAD, CF_GRAPH, CF_HAS_FUSE_NS, CF_HAS_GRAPH, CF_HAS_MB, CF_HAS_NS,
+                      CF_HAS_PHASE, CF_HAS_REBUILT, CF_HAS_RECIPE, CF_HAS_SPLITS, CF_HAS_STEP,
+                      CF_INPUT_RG, CF_REBUILT, CRecorder, JsonlWriter, WriterError, find_library)
+
+FUSER_MODULE = "transformer_engine.pytorch.ops.fuser"
+SPLIT_MODES = ("off", "host", "async")
+
+# Caller-provided context, read on every call: [step, mb, phase (bytes)]; None when unknown.
+_CTX: list = [None, None, None]
+# Plan builds seen so far (incremented by the _apply_fusions wrapper).
+_BUILDS = [0]
+_ACTIVE: list = [None]  # [the enabled _Capture or None]
+
+
+def _warn(msg: str) -> None:
+    warnings.warn("fusertrace_capture: " + msg, RuntimeWarning, stacklevel=3)
+
+
+# ---- the capture -------------------------------------------------------------------------------
+class _Capture:
+    """One enabled capture: a lazily opened writer for this rank, ids, and pending records."""
+
+    def __init__(self, out_dir: str, *, splits: str, allow_sync: bool, backward: bool,
+                 lib: Optional[str], force_jsonl: bool, flush_every: int,
+                 flush_secs: float) -> None:
+        if splits not in SPLIT_MODES:
+            raise ValueError(f"splits must be one of {SPLIT_MODES}, not {splits!r}")
+        self.out_dir = out_dir
+        self.splits = splits
+        self.allow_sync = allow_sync
+        self.backward = backward
+        self.lib = lib
+        self.force_jsonl = force_jsonl
+        self.flush_every = flush_every
+        self._flush_ns = int(flush_secs * 1e9)
+        self._last_flush = perf_counter_ns()
+        self.lock = threading.RLock()
+        self.writer = None
+        self.path: Optional[str] = None
+        self.closed = False
+        self.seq = 0
+        self.n_calls = 0
+        self.n_backwards = 0
+        self._next_fuser = 0
+        self._next_recipe = 0
+        self._next_obj = 1
+        self._recipes: dict = {}  # id(recipe) -> [ref, objno, __dict__ snapshot, recipe id]
+        self._states: dict = {}  # (objno, attrs_json) -> recipe id
+        self._pending: collections.deque = collections.deque()  # async split records, in order
+        self._labels: dict = {}  # id(op) -> (weakref or None, module path)
+
+    # -- ids and declarations (under the lock) --
+    def new_fuser_id(self) -> int:
+        with self.lock:
+            fid = self._next_fuser
+            self._next_fuser += 1
+            return fid
+
+    def _open(self) -> None:
+        rank, world = _describe.rank_and_world()
+        os.makedirs(self.out_dir, exist_ok=True)
+        base = os.path.join(self.out_dir, f"rank{rank}")
+        n = 0
+        while True:
+            stem = base if n == 0 else f"{base}.{n}"
+            if not (os.path.exists(stem + ".ftdb") or os.path.exists(stem + ".jsonl")):
+                break
+            n += 1
+        if n:
+            _warn(f"{base}.ftdb exists; writing this run to {stem}.*")
+        why = "FUSERTRACE_JSONL is set"
+        writer = None
+        if not self.force_jsonl:
+            lib_path, why = find_library(self.lib)
+            if lib_path:
+                try:
+                    writer = CRecorder(lib_path, stem + ".ftdb")
+                except WriterError as e:
+                    why = str(e)
+        if writer is None:
+            writer = JsonlWriter(stem + ".jsonl", self.flush_every)
+            if not self.force_jsonl:
+                _warn(f"C recorder not used ({why}); writing JSON Lines to {writer.path} "
+                      "(convert with `fusertrace import`)")
+        self.writer = writer
+        self.path = writer.path
+        writer.header(_describe.header(rank, world))
+
+    def _writer(self):
+        if self.writer is None:
+            if self.closed:
+                raise WriterError("capture is closed")
+            self._open()
+        return self.writer
+
+    def _label(self, ops) -> Optional[str]:
+        names = []
+        for op in ops:
+            ent = self._labels.get(id(op))
+            if ent is None or (ent[0] is not None and ent[0]() is not op):
+                return None
+            names.append(ent[1])
+        if not names:
+            return None
+        parts = [n.split(".") for n in names]
+        common = []
+        for seg in zip(*parts):
+            if len(set(seg)) != 1:
+                break
+            common.append(seg[0])
+        if len(names) == 1:
+            return names[0]
+        return ".".join(common) if common else ",".join(names)
+
+    def _declare(self, fuser) -> tuple:
+        """Declare the fuser (at its first call) and cache what each call needs."""
+        fid = fuser.__dict__.get("_ft_id")
+        if fid is None:
+            fid = self.new_fuser_id()
+            fuser._ft_id = fid
+        ops = list(getattr(fuser, "_basic_ops"))
+        desc = [_describe.op_description(op) for op in ops]
+        ops_json = json.dumps(desc, sort_keys=True, separators=(",", ":"))
+        self._writer().fuser(fid, self._label(ops), ops_json)
+        params = getattr(fuser, "_basic_op_params", None)
+        if params is None or len(params) != len(ops):
+            params = [list(op.parameters()) for op in ops]
+        gidx = -1
+        for i, d in enumerate(desc):
+            if d["type"] == "GroupedLinear":
+                gidx = i
+                break
+        st = (fid, params, gidx, len(ops))
+        fuser._ft = st
+        return st
+
+    def _recipe_id(self, recipe) -> int:
+        ent = self._recipes.get(id(recipe))
+        if ent is not None and ent[0]() is recipe:
+            try:
+                if recipe.__dict__ == ent[2]:
+                    return ent[3]
+            except Exception:  # pylint: disable=broad-except
+                pass
+        attrs_json = json.dumps(_describe.recipe_attrs(recipe), sort_keys=True,
+                                separators=(",", ":"))
+        if ent is not None and ent[0]() is recipe:
+            objno, ref = ent[1], ent[0]
+        else:
+            objno = self._next_obj
+            self._next_obj += 1
+            try:
+                ref = weakref.ref(recipe)
+            except TypeError:  # not weak-referenceable: keep it alive (ids stay unique)
+                ref = (lambda r: (lambda: r))(recipe)
+        rid = self._states.get((objno, attrs_json))
+        if rid is None:
+            rid = self._next_recipe
+            self._next_recipe += 1
+            self._writer().recipe(rid, type(recipe).__name__, objno, attrs_json)
+            self._states[(objno, attrs_json)] = rid
+        self._recipes[id(recipe)] = [ref, objno, dict(recipe.__dict__), rid]
+        return rid
+
+    # -- split sizes --
+    def _splits(self, t):
+        """(bytes, n) now, ('async', (pinned, event)) later, or (None, 0) when not recorded."""
+        mode = self.splits
+        if mode == "off" or t is None:
+            return None, 0
+        if isinstance(t, (list, tuple)):
+            vals = [int(v) for v in t]
+            return array("q", vals).tobytes(), len(vals)
+        if not t.is_cuda:
+            n = t.numel()
+            if t.dtype is _TORCH_INT64 and t.is_contiguous():
+                return ctypes.string_at(t.data_ptr(), 8 * n), n
+            return array("q", t.reshape(-1).tolist()).tobytes(), n
+        if mode == "host":
+            if self.allow_sync:  # blocking device sync, only when asked for
+                vals = t.reshape(-1).tolist()
+                return array("q", vals).tobytes(), len(vals)
+            return None, 0
+        torch = sys.modules["torch"]
+        if torch.cuda.is_current_stream_capturing():
+            return None, 0  # a copy would be captured into the graph
+        pinned = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        pinned.copy_(t, non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record()
+        return "async", (pinned, ev)
+
+    # -- records --
+    def on_call(self, fuser, grad, recipe, x, extra, t0: int, fuse_ns: int,
+                rebuilt: bool) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            st = fuser.__dict__.get("_ft")
+            if st is None:
+                st = self._declare(fuser)
+            fid, params, gidx, n = st
+            flags = CF_HAS_NS | CF_HAS_FUSE_NS | CF_HAS_REBUILT
+            if rebuilt:
+                flags |= CF_REBUILT
+            rid = None
+            if recipe is not None:
+                rid = self._recipe_id(recipe)
+                flags |= CF_HAS_RECIPE
+            if grad:
+                flags |= CF_GRAD
+            if x.requires_grad:
+                flags |= CF_INPUT_RG
+            rg = [0] * n
+            for i in range(n):
+                for p in params[i]:
+                    if p.requires_grad:
+                        rg[i] = 1
+                        break
+                else:
+                    for e in extra[i]:
+                        if e is not None and e.requires_grad:
+                            rg[i] = 1
+                            break
+            device = 0
+            if x.is_cuda:
+                device = x.device.index or 0
+                flags |= CF_HAS_GRAPH
+                if _graph_capturing():
+                    flags |= CF_GRAPH
+            sp, n_sp = None, -1
+            if gidx >= 0:
+                ex = extra[gidx]
+                sp, n_sp = self._splits(ex[0] if ex else None)
+                if sp is not None:
+                    flags |= CF_HAS_SPLITS
+                else:
+                    n_sp = -1
+            step, mb, phase = _CTX
+            if step is not None:
+                flags |= CF_HAS_STEP
+            else:
+                step = 0
+            if mb is not None:
+                flags |= CF_HAS_MB
+            else:
+                mb = 0
+            if phase is not None:
+                flags |= CF_HAS_PHASE
+            seq = self.seq
+            self.seq = seq + 1
+            fuser._ft_last_seq = seq
+            self.n_calls += 1
+            rec = (seq, fid, rid, flags, device, bytes(rg), sp, n_sp, step, mb, phase, t0,
+                   fuse_ns)
+            if sp == "async" or self._pending:
+                self._pending.append(rec)
+                self._drain(False)
+            else:
+                self._writer().call(*rec)
+            if t0 - self._last_flush >= self._flush_ns:
+                # Commit periodically, so that a killed process loses little.
+                self._last_flush = t0
+                self.writer.flush()
+
+    def on_backward(self, call_seq: int) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            seq = self.seq
+            self.seq = seq + 1
+            self.n_backwards += 1
+            rec = (seq, call_seq, perf_counter_ns())
+            if self._pending:
+                self._pending.append(rec)
+                self._drain(False)
+            else:
+                self._writer().backward(*rec)
+
+    def _drain(self, wait: bool) -> None:
+        """Write pending records in order, up to the first whose split copy is not done (all of
+        them, waiting on the copies, when wait is true)."""
+        w = self._writer()
+        q = self._pending
+        while q:
+            rec = q[0]
+            if len(rec) == 3:
+                w.backward(*rec)
+            elif rec[6] == "async":
+                pinned, ev = rec[7]
+                if not ev.query():
+                    if not wait:
+                        return
+                    ev.synchronize()
+                vals = pinned.reshape(-1).tolist()
+                w.call(*rec[:6], array("q", vals).tobytes(), len(vals), *rec[8:])
+            else:
+                w.call(*rec)
+            q.popleft()
+
+    def flush(self, wait: bool = False) -> None:
+        with self.lock:
+            if self.writer is None or self.closed:
+                return
+            self._drain(wait)
+            self.writer.flush()
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                if self.writer is not None:
+                    self._drain(True)
+                    self.writer.close()
+            finally:
+                self.closed = True
+
+    def abandon(self) -> None:
+        """In a forked child: stop without touching the parent's file."""
+        self.closed = True
+        if self.writer is not None:
+            self.writer.abandon()
+
+    def fail(self, exc: BaseException) -> None:
+        """A capture failure: warn once, stop capturing, keep what was written."""
+        if _ACTIVE[0] is self:
+            _ACTIVE[0] = None
+        _warn(f"capture stopped after an error: {exc!r}")
+        try:
+            self.close()
+        except Exception:  # pylint: disable=broad-except
+            self.closed = True
+
+
+_TORCH_INT64 = None
+
+
+def _graph_capturing() -> bool:
+    torch = sys.modules["torch"]
+    if torch.cuda.is_current_stream_capturing():
+        return True
+    fn = _TE_GRAPH_CAPTURING[0]
+    return bool(fn()) if fn is not None else False
+
+
+_TE_GRAPH_CAPTURING: list = [None]
+
+
+# ---- wrappers ---------------------------------------------------------------------------------
+def _wrap_init(orig):
+    @functools.wraps(orig)
+    def __init__(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        cap = _ACTIVE[0]
+        if cap is not None:
+            self._ft_id = cap.new_fuser_id()
+
+    return __init__
+
+
+def _wrap_maybe_fuse_ops(orig, counted: bool):
+    if counted:
+        @functools.wraps(orig)
+        def maybe_fuse_ops(self, is_grad_enabled, recipe, input_, extra_inputs):
+            cap = _ACTIVE[0]
+            if cap is None:
+                return orig(self, is_grad_enabled, recipe, input_, extra_inputs)
+            n0 = _BUILDS[0]
+            t0 = perf_counter_ns()
+            ret = orig(self, is_grad_enabled, recipe, input_, extra_inputs)
+            t1 = perf_counter_ns()
+            try:
+                cap.on_call(self, is_grad_enabled, recipe, input_, extra_inputs, t0, t1 - t0,
+                            _BUILDS[0] != n0)
+            except Exception as e:  # pylint: disable=broad-except
+                cap.fail(e)
+            return ret
+
+        return maybe_fuse_ops
+
+    @functools.wraps(orig)
+    def maybe_fuse_ops_watch(self, is_grad_enabled, recipe, input_, extra_inputs):
+        cap = _ACTIVE[0]
+        if cap is None:
+            return orig(self, is_grad_enabled, recipe, input_, extra_inputs)
+        d = self.__dict__
+        cache = d.get("_fused_ops_cache")
+        before = len(cache) if isinstance(cache, dict) else d.get("_forward_ops")
+        t0 = perf_counter_ns()
+        ret = orig(self, is_grad_enabled, recipe, input_, extra_inputs)
+        t1 = perf_counter_ns()
+        try:
+            if isinstance(cache, dict):
+                rebuilt = len(cache) != before
+            else:
+                rebuilt = d.get("_forward_ops") is not before
+            cap.on_call(self, is_grad_enabled, recipe, input_, extra_inputs, t0, t1 - t0,
+                        rebuilt)
+        except Exception as e:  # pylint: disable=broad-except
+            cap.fail(e)
+        return ret
+
+    return maybe_fuse_ops_watch
+
+
+def _wrap_apply_fusions(orig):
+    @functools.wraps(orig)
+    def _apply_fusions(*args, **kwargs):
+        _BUILDS[0] += 1
+        return orig(*args, **kwargs)
+
+    return _apply_fusions
+
+
+def _wrap_autograd(fn_cls) -> None:
+    orig_fwd = fn_cls.__dict__.get("forward")
+    orig_bwd = fn_cls.__dict__.get("backward")
+    if not isinstance(orig_fwd, staticmethod) or not isinstance(orig_bwd, staticmethod):
+        return
+    fwd, bwd = orig_fwd.__func__, orig_bwd.__func__
+
+    @functools.wraps(fwd)
+    def forward(func_ctx, input_, fuser, *args):
+        if func_ctx is not None and _ACTIVE[0] is not None:
+            seq = fuser.__dict__.get("_ft_last_seq")
+            if seq is not None:
+                func_ctx._ft_call = seq
+        return fwd(func_ctx, input_, fuser, *args)
+
+    @functools.wraps(bwd)
+    def backward(func_ctx, *grad_outputs):
+        ret = bwd(func_ctx, *grad_outputs)
+        cap = _ACTIVE[0]
+        if cap is not None and cap.backward:
+            call = getattr(func_ctx, "_ft_call", None)
+            if call is not None:
+                try:
+                    cap.on_backward(call)
+                except Exception as e:  # pylint: disable=broad-except
+                    cap.fail(e)
+        return ret
+
+    fn_cls.forward = staticmethod(forward)
+    fn_cls.backward = staticmethod(backward)
+
+
+def patch(module) -> bool:
+    """Install the wrappers on a loaded transformer_engine.pytorch.ops.fuser (idempotent)."""
+    global _TORCH_INT64  # pylint: disable=global-statement
+    cls = getattr(module, "OperationFuser", None)
+    if cls is None:
+        _warn(f"{module.__name__} has no OperationFuser; nothing is captured")
+        return False
+    if cls.__dict__.get("_ft_patched"):
+        return True
+    torch = sys.modules.get("torch")
+    _TORCH_INT64 = getattr(torch, "int64", None)
+    counted = isinstance(cls.__dict__.get("_apply_fusions"), staticmethod)
+    if counted:
+        cls._apply_fusions = staticmethod(_wrap_apply_fusions(cls.__dict__["_apply_fusions"]
+                                                              .__func__))
+    else:
+        _warn("OperationFuser._apply_fusions not found; `rebuilt` is inferred from the plan "
+              "cache")
+    cls.__init__ = _wrap_init(cls.__init__)
+    cls.maybe_fuse_ops = _wrap_maybe_fuse_ops(cls.maybe_fuse_ops, counted)
+    fn_cls = getattr(module, "_OperationFuserAutogradFunction", None)
+    if fn_cls is not None:
+        _wrap_autograd(fn_cls)
+    try:
+        from transformer_engine.pytorch.graph import is_graph_capturing  # noqa: PLC0415
+        _TE_GRAPH_CAPTURING[0] = is_graph_capturing
+    except Exception:  # pylint: disable=broad-except
+        _TE_GRAPH_CAPTURING[0] = None
+    cls._ft_patched = True
+    return True
+
+
+# ---- patching at import time ------------------------------------------------------------------
+class _PatchingLoader:
+    """Delegates to the real loader, then patches the module it executed."""
+
+    def __init__(self, loader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        patch(module)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _Finder:
+    """A meta-path finder that only waits for FUSER_MODULE to be imported."""
+
+    def find_spec(self, name, path, target=None):
+        if name != FUSER_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchingLoader(spec.loader)
+                return spec
+        return None
+
+
+_FINDER = _Finder()
+
+
+def install_patch() -> None:
+    """Patch TE now if its fuser module is loaded, else when it gets imported."""
+    mod = sys.modules.get(FUSER_MODULE)
+    if mod is not None:
+        patch(mod)
+        return
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+
+
+# ---- process lifetime -------------------------------------------------------------------------
+_PREV_HANDLERS: dict = {}
+
+
+def _on_signal(signum, frame):
+    cap = _ACTIVE[0]
+    prev = _PREV_HANDLERS.get(signum)
+    dying = prev in (signal.SIG_DFL, None) and signum != signal.SIGINT
+    if cap is not None:
+        try:
+            if dying:
+                cap.close()
+            else:
+                cap.flush()
+        except Exception:  # pylint: disable=broad-except
+            pass
+    if callable(prev):
+        return prev(signum, frame)
+    if prev == signal.SIG_DFL or prev is None:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+    return None
+
+
+def install_signal_handlers() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        _warn("enable() called outside the main thread: no SIGTERM/SIGINT flush")
+        return
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        cur = signal.getsignal(sig)
+        if cur is _on_signal:
+            continue
+        _PREV_HANDLERS[sig] = cur
+        signal.signal(sig, _on_signal)
+
+
+def _at_exit() -> None:
+    cap = _ACTIVE[0]
+    if cap is not None:
+        try:
+            cap.close()
+        except Exception as e:  # pylint: disable=broad-except
+            sys.stderr.write(f"fusertrace_capture: closing the trace failed: {e}\n")
+
+
+def _after_fork_in_child() -> None:
+    cap = _ACTIVE[0]
+    _ACTIVE[0] = None
+    if cap is not None:
+        cap.abandon()
+
+
+atexit.register(_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,257 @@
+"""What the capture records about ops, recipes and the environment.
+
+Op attributes follow the fusertrace conventions (only what TE's fusion gates or the numerics
+read; absent means TE's default). They are read from the attribute names of TE 2.20 (PR #3410
+state, spec/te-fuser.md section 2.1); an attribute a given TE build does not have is left out,
+never guessed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import socket
+import sys
+import time
+from typing import Any, Optional
+
+_DTYPES = {"torch.bfloat16": "bfloat16", "torch.float16": "float16", "torch.float32": "float32"}
+
+
+def _dtype_name(t) -> Optional[str]:
+    if t is None:
+        return None
+    return _DTYPES.get(str(getattr(t, "dtype", "")), None)
+
+
+def _first_param(op, names):
+    for n in names:
+        p = getattr(op, n, None)
+        if p is not None:
+            return p
+    return None
+
+
+def _attr(op, out: dict, key: str, *names, conv=None) -> None:
+    """out[key] = first attribute of op named in names (default: key) that exists."""
+    for n in names or (key,):
+        if hasattr(op, n):
+            v = getattr(op, n)
+            out[key] = conv(v) if conv is not None else v
+            return
+
+
+def _grouped_linear(op) -> dict:
+    a: dict = {}
+    _attr(op, a, "num_groups", conv=int)
+    _attr(op, a, "in_features", conv=int)
+    _attr(op, a, "out_features", conv=int)
+    _attr(op, a, "bias", "use_bias", conv=bool)
+    _attr(op, a, "scale_bias", "_scale_bias", conv=bool)
+    _attr(op, a, "single_grouped_weight", conv=bool)
+    w = _first_param(op, ("weight0", "weight"))
+    dt = _dtype_name(w)
+    if dt:
+        a["dtype"] = dt
+    return a
+
+
+def _glu(op) -> dict:
+    a: dict = {}
+    if hasattr(op, "glu_interleave_size"):
+        v = op.glu_interleave_size
+        a["glu_interleave_size"] = None if v is None else int(v)
+    _attr(op, a, "activation_recompute_in_mlp", conv=bool)
+    src = getattr(op, "_clamped", op)  # ScaledClampedQGeGLU keeps them in a ClampedSwiGLU
+    for k in ("limit", "alpha", "glu_linear_offset"):
+        _attr(src, a, k, conv=float)
+    return a
+
+
+def _basic_linear(op) -> dict:
+    a: dict = {}
+    _attr(op, a, "in_features", conv=int)
+    _attr(op, a, "out_features", conv=int)
+    if hasattr(op, "tensor_parallel_mode"):
+        m = op.tensor_parallel_mode
+        a["tensor_parallel_mode"] = None if m is None else str(m)
+    _attr(op, a, "tensor_parallel_size", conv=int)
+    _attr(op, a, "sequence_parallel", conv=bool)
+    if hasattr(op, "_userbuffers_options"):
+        a["userbuffers"] = op._userbuffers_options is not None
+    dt = _dtype_name(getattr(op, "weight", None))
+    if dt:
+        a["dtype"] = dt
+    return a
+
+
+def _in_place(op) -> dict:
+    a: dict = {}
+    _attr(op, a, "in_place", "_in_place", conv=bool)
+    return a
+
+
+def _constant_scale(op) -> dict:
+    a: dict = {}
+    _attr(op, a, "scale", conv=float)
+    return a
+
+
+def _bias(op) -> dict:
+    a: dict = {}
+    _attr(op, a, "size", "_size", "local_size", conv=int)
+    return a
+
+
+_GLU_TYPES = ("ScaledSwiGLU", "ScaledClampedQGeGLU", "ScaledSReLU", "SwiGLU", "ClampedSwiGLU",
+              "ScaledSiTUGLU", "SiTUGLU")
+_OP_ATTRS = {"GroupedLinear": _grouped_linear, "BasicLinear": _basic_linear,
+             "AddExtraInput": _in_place, "MakeExtraOutput": _in_place,
+             "ConstantScale": _constant_scale, "Bias": _bias}
+_OP_ATTRS.update({t: _glu for t in _GLU_TYPES})
+
+
+def op_description(op) -> dict:
+    """{"type": class name, "attrs": {...}} for one basic op."""
+    name = type(op).__name__
+    fn = _OP_ATTRS.get(name)
+    attrs = {}
+    if fn is not None:
+        try:
+            attrs = fn(op)
+        except Exception:  # pylint: disable=broad-except
+            attrs = {}
+    return {"type": name, "attrs": attrs}
+
+
+def json_value(v: Any) -> Any:
+    """A JSON-able form of a recipe attribute: enums by name, None as null, nested dataclasses
+    as objects, callables by qualified name, anything else by repr."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if v == v and v not in (float("inf"), float("-inf")) else repr(v)
+    if isinstance(v, enum.Enum):
+        return v.name
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: json_value(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, (list, tuple)):
+        return [json_value(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): json_value(x) for k, x in v.items()}
+    if callable(v):
+        mod = getattr(v, "__module__", None) or ""
+        qn = getattr(v, "__qualname__", None) or type(v).__name__
+        return f"{mod}.{qn}" if mod else qn
+    return repr(v)
+
+
+def recipe_attrs(recipe) -> dict:
+    """Every dataclass field of the recipe, by name (spec/te-fuser.md section 3)."""
+    if dataclasses.is_dataclass(recipe):
+        return {f.name: json_value(getattr(recipe, f.name, None))
+                for f in dataclasses.fields(recipe)}
+    return {k: json_value(v) for k, v in vars(recipe).items() if not k.startswith("_")}
+
+
+# ---- header ----------------------------------------------------------------------------------
+# NVTE flags a fusion rule reads whose TE default is "0": recorded explicitly when unset so that
+# the replayer does not have to know TE's defaults.
+_GATE_DEFAULTS = {"NVTE_CUTEDSL_FUSED_GROUPED_MLP": "0",
+                  "NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP": "0"}
+
+
+def rank_and_world() -> tuple[int, int]:
+    """This process's rank and the world size: torch.distributed when initialized, else the
+    launcher's RANK / WORLD_SIZE, else 0 / 1."""
+    torch = sys.modules.get("torch")
+    try:
+        dist = torch.distributed if torch is not None else None
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank()), int(dist.get_world_size())
+    except Exception:  # pylint: disable=broad-except
+        pass
+
+    def env_int(name: str, default: int) -> int:
+        try:
+            return int(os.environ.get(name, default))
+        except ValueError:
+            return default
+
+    return env_int("RANK", 0), env_int("WORLD_SIZE", 1)
+
+
+def _cudnn_frontend_version() -> Optional[str]:
+    try:
+        from importlib.metadata import version, PackageNotFoundError  # noqa: PLC0415
+        try:
+            return version("nvidia-cudnn-frontend")
+        except PackageNotFoundError:
+            pass
+    except ImportError:
+        pass
+    mod = sys.modules.get("cudnn")
+    v = getattr(mod, "__version__", None) if mod is not None else None
+    return str(v) if v else None
+
+
+def _cublaslt_version() -> Optional[str]:
+    tex = sys.modules.get("transformer_engine_torch")
+    fn = getattr(tex, "get_cublasLt_version", None) if tex is not None else None
+    if fn is None:
+        return None
+    try:
+        v = int(fn())
+    except Exception:  # pylint: disable=broad-except
+        return None
+    return f"{v // 10000}.{(v // 100) % 100}.{v % 100}"
+
+
+def _device_cc() -> Optional[str]:
+    torch = sys.modules.get("torch")
+    try:
+        # Never initialize CUDA for the header: a process that uses the GPU has done so already.
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            major, minor = torch.cuda.get_device_capability()
+            return f"{major}.{minor}"
+    except Exception:  # pylint: disable=broad-except
+        pass
+    return None
+
+
+def environment(world_size: int) -> dict:
+    """The header's env: device_cc, cudnn_frontend, cublaslt, world_size and NVTE_* flags
+    (values are strings; a key is absent when it could not be determined)."""
+    env: dict = {}
+    cc = _device_cc()
+    if cc:
+        env["device_cc"] = cc
+    fe = _cudnn_frontend_version()
+    if fe:
+        env["cudnn_frontend"] = fe
+    lt = _cublaslt_version()
+    if lt:
+        env["cublaslt"] = lt
+    env["world_size"] = str(world_size)
+    env.update(_GATE_DEFAULTS)
+    for k, v in os.environ.items():
+        if k.startswith("NVTE_"):
+            env[k] = v
+    return env
+
+
+def header(rank: int, world_size: int) -> dict:
+    torch = sys.modules.get("torch")
+    te = sys.modules.get("transformer_engine")
+    te_version = getattr(te, "__version__", None) if te is not None else None
+    return {
+        "te_version": str(te_version) if te_version else None,
+        "torch_version": str(torch.__version__) if torch is not None else None,
+        "host": socket.gethostname(),
+        "rank": rank,
+        "world_size": world_size,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "env": environment(world_size),
+        "capture": "fusertrace_capture",
+        "pid": os.getpid(),
+    }

@@ -1,0 +1,320 @@
+"""Trace writers: the C recorder through ctypes (rank{R}.ftdb) and a JSON Lines fallback
+(rank{R}.jsonl, format spec/capture-jsonl.md).
+
+Both take the same calls: header(dict), fuser(id, label, ops_json), recipe(id, type, obj,
+attrs_json), call(...), backward(seq, call, ns), flush(), close(). Neither is thread-safe; the
+capture state holds a lock around every use.
+
+Durability: the C recorder commits calls in chunks inside SQLite transactions, so a killed
+process leaves every committed chunk; flush() commits the pending one. The JSONL writer keeps up
+to `flush_every` complete lines in memory and writes them with one os.write, so a killed process
+loses at most those lines and never leaves half a record behind (short of a full disk).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from typing import Optional, Sequence
+
+# Call flag bits: schema/ft_trace.h (FT_CF_*).
+CF_GRAD = 1 << 0
+CF_INPUT_RG = 1 << 1
+CF_GRAPH = 1 << 2
+CF_REBUILT = 1 << 3
+CF_HAS_GRAPH = 1 << 4
+CF_HAS_REBUILT = 1 << 5
+CF_HAS_SPLITS = 1 << 6
+CF_HAS_STEP = 1 << 7
+CF_HAS_MB = 1 << 8
+CF_HAS_PHASE = 1 << 9
+CF_HAS_NS = 1 << 10
+CF_HAS_FUSE_NS = 1 << 11
+CF_HAS_RECIPE = 1 << 12
+
+LIB_NAME = "libfusertrace_rec.so"
+_ERR_MAX = 512  # FT_ERR_MAX in common/ft_common.h
+_SYMBOLS = ("ft_rec_open", "ft_rec_header", "ft_rec_fuser", "ft_rec_recipe", "ft_rec_call_flat",
+            "ft_rec_backward", "ft_rec_flush", "ft_rec_close", "ft_rec_abort", "ft_rec_error")
+
+
+class WriterError(RuntimeError):
+    """A writer failed; the message names the file and the recorder's detail."""
+
+
+def _canon(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _b(s: Optional[str]) -> Optional[bytes]:
+    return None if s is None else s.encode("utf-8")
+
+
+# ---- C recorder -------------------------------------------------------------------------------
+class _FtErr(ctypes.Structure):
+    _fields_ = [("rc", ctypes.c_int), ("msg", ctypes.c_char * _ERR_MAX)]
+
+
+class _FtHeader(ctypes.Structure):  # schema/ft_trace.h: ft_header
+    _fields_ = [
+        ("te_version", ctypes.c_char_p),
+        ("torch_version", ctypes.c_char_p),
+        ("host", ctypes.c_char_p),
+        ("started_at", ctypes.c_char_p),
+        ("has_rank", ctypes.c_int),
+        ("has_world_size", ctypes.c_int),
+        ("rank", ctypes.c_int64),
+        ("world_size", ctypes.c_int64),
+        ("env_json", ctypes.c_char_p),
+        ("extra_json", ctypes.c_char_p),
+    ]
+
+
+class _FtBackward(ctypes.Structure):  # schema/ft_trace.h: ft_backward
+    _fields_ = [("seq", ctypes.c_int64), ("call", ctypes.c_int64), ("has_ns", ctypes.c_int),
+                ("ns", ctypes.c_int64)]
+
+
+_lib_cache: dict = {}
+
+
+def find_library(explicit: Optional[str] = None) -> tuple[Optional[str], str]:
+    """(path, "") of the recorder library to use, or (None, why not).
+
+    Looked up in order: `explicit`, $FUSERTRACE_LIB, next to the package, next to its parent
+    folder. A library that lacks the recorder's symbols (e.g. a placeholder build) is refused."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = []
+    if explicit:
+        candidates.append(("argument", explicit))
+    env = os.environ.get("FUSERTRACE_LIB")
+    if env:
+        candidates.append(("FUSERTRACE_LIB", env))
+    candidates.append(("package", os.path.join(here, LIB_NAME)))
+    candidates.append(("package parent", os.path.join(os.path.dirname(here), LIB_NAME)))
+    reasons = []
+    for origin, path in candidates:
+        if not os.path.exists(path):
+            if origin in ("argument", "FUSERTRACE_LIB"):
+                reasons.append(f"{origin} {path}: no such file")
+            continue
+        lib, why = _load(path)
+        if lib is not None:
+            return path, ""
+        reasons.append(f"{origin} {path}: {why}")
+    if not reasons:
+        reasons.append(f"{LIB_NAME} not found (set FUSERTRACE_LIB or copy it next to the package)")
+    return None, "; ".join(reasons)
+
+
+def _load(path: str):
+    if path in _lib_cache:
+        return _lib_cache[path]
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        res = (None, str(e))
+        _lib_cache[path] = res
+        return res
+    missing = [s for s in _SYMBOLS if not hasattr(lib, s)]
+    if missing:
+        res = (None, "lacks " + ", ".join(missing))
+        _lib_cache[path] = res
+        return res
+    c_rec = ctypes.c_void_p
+    lib.ft_rec_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(c_rec),
+                                ctypes.POINTER(_FtErr)]
+    lib.ft_rec_open.restype = ctypes.c_int
+    lib.ft_rec_close.argtypes = [c_rec]
+    lib.ft_rec_close.restype = ctypes.c_int
+    lib.ft_rec_abort.argtypes = [c_rec]
+    lib.ft_rec_abort.restype = None
+    lib.ft_rec_error.argtypes = [c_rec]
+    lib.ft_rec_error.restype = ctypes.POINTER(_FtErr)
+    lib.ft_rec_header.argtypes = [c_rec, ctypes.POINTER(_FtHeader)]
+    lib.ft_rec_header.restype = ctypes.c_int
+    lib.ft_rec_fuser.argtypes = [c_rec, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
+    lib.ft_rec_fuser.restype = ctypes.c_int
+    lib.ft_rec_recipe.argtypes = [c_rec, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64,
+                                  ctypes.c_char_p]
+    lib.ft_rec_recipe.restype = ctypes.c_int
+    # op_rg and m_splits are passed as bytes objects (uint8 / native int64 arrays): c_char_p
+    # hands the C side a pointer to the bytes' buffer without a copy.
+    lib.ft_rec_call_flat.argtypes = [
+        c_rec, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint32, ctypes.c_int32,
+        ctypes.c_uint32, ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64,
+        ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64]
+    lib.ft_rec_call_flat.restype = ctypes.c_int
+    lib.ft_rec_backward.argtypes = [c_rec, ctypes.POINTER(_FtBackward)]
+    lib.ft_rec_backward.restype = ctypes.c_int
+    lib.ft_rec_flush.argtypes = [c_rec]
+    lib.ft_rec_flush.restype = ctypes.c_int
+    res = (lib, "")
+    _lib_cache[path] = res
+    return res
+
+
+class CRecorder:
+    """Writes rank{R}.ftdb through libfusertrace_rec.so."""
+
+    kind = "ftdb"
+
+    def __init__(self, lib_path: str, path: str) -> None:
+        lib, why = _load(lib_path)
+        if lib is None:
+            raise WriterError(f"{lib_path}: {why}")
+        self._lib = lib
+        self.path = path
+        err = _FtErr()
+        handle = ctypes.c_void_p()
+        rc = lib.ft_rec_open(path.encode(), None, ctypes.byref(handle), ctypes.byref(err))
+        if rc != 0 or not handle.value:
+            raise WriterError(f"{path}: {err.msg.decode(errors='replace') or f'rc {rc}'}")
+        self._h = handle
+        self._call = lib.ft_rec_call_flat
+        self._bwd = _FtBackward()
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            e = self._lib.ft_rec_error(self._h)
+            msg = e.contents.msg.decode(errors="replace") if e else ""
+            raise WriterError(f"{self.path}: {what}: {msg or f'rc {rc}'}")
+
+    def header(self, h: dict) -> None:
+        known = ("te_version", "torch_version", "host", "started_at", "rank", "world_size", "env")
+        extra = {k: v for k, v in h.items() if k not in known}
+        hs = _FtHeader(
+            te_version=_b(h.get("te_version")), torch_version=_b(h.get("torch_version")),
+            host=_b(h.get("host")), started_at=_b(h.get("started_at")),
+            has_rank=int(h.get("rank") is not None),
+            has_world_size=int(h.get("world_size") is not None),
+            rank=h.get("rank") or 0, world_size=h.get("world_size") or 0,
+            env_json=_canon(h.get("env") or {}).encode(), extra_json=_canon(extra).encode())
+        self._check(self._lib.ft_rec_header(self._h, ctypes.byref(hs)), "header")
+
+    def fuser(self, fid: int, label: Optional[str], ops_json: str) -> None:
+        self._check(self._lib.ft_rec_fuser(self._h, fid, _b(label), ops_json.encode()),
+                    f"fuser {fid}")
+
+    def recipe(self, rid: int, rtype: str, obj: int, attrs_json: str) -> None:
+        self._check(self._lib.ft_rec_recipe(self._h, rid, rtype.encode(), obj,
+                                            attrs_json.encode()), f"recipe {rid}")
+
+    def call(self, seq, fuser, recipe, flags, device, op_rg: bytes, splits: Optional[bytes],
+             n_splits, step, mb, phase: Optional[bytes], ns, fuse_ns) -> None:
+        rc = self._call(self._h, seq, fuser, -1 if recipe is None else recipe, flags, device,
+                        len(op_rg), op_rg, n_splits, splits, step, mb, phase, ns, fuse_ns)
+        if rc != 0:
+            self._check(rc, f"call {seq}")
+
+    def backward(self, seq: int, call: int, ns: Optional[int]) -> None:
+        b = self._bwd
+        b.seq, b.call = seq, call
+        b.has_ns, b.ns = (0, 0) if ns is None else (1, ns)
+        self._check(self._lib.ft_rec_backward(self._h, ctypes.byref(b)), f"backward {seq}")
+
+    def flush(self) -> None:
+        self._check(self._lib.ft_rec_flush(self._h), "flush")
+
+    def close(self) -> None:
+        if self._h is None:
+            return
+        h, self._h = self._h, None
+        rc = self._lib.ft_rec_close(h)
+        if rc != 0:
+            raise WriterError(f"{self.path}: close failed (rc {rc})")
+
+    def abandon(self) -> None:
+        """Forget the handle without touching the file (a forked child)."""
+        self._h = None
+
+
+# ---- JSON Lines fallback ----------------------------------------------------------------------
+class JsonlWriter:
+    """Writes rank{R}.jsonl (capture-jsonl v1), flushing every `flush_every` lines."""
+
+    kind = "jsonl"
+
+    def __init__(self, path: str, flush_every: int = 256) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        self._lines: list[str] = []
+        self._flush_every = max(1, flush_every)
+
+    def _put(self, line: str) -> None:
+        self._lines.append(line)
+        if len(self._lines) >= self._flush_every:
+            self.flush()
+
+    def header(self, h: dict) -> None:
+        rec = {"t": "header", "format": "fusertrace-capture", "version": 1}
+        rec.update({k: v for k, v in h.items() if v is not None})
+        self._put(_canon(rec))
+        self.flush()
+
+    def fuser(self, fid: int, label: Optional[str], ops_json: str) -> None:
+        lab = "" if label is None else ',"label":' + json.dumps(label)
+        self._put('{"t":"fuser","id":%d%s,"ops":%s}' % (fid, lab, ops_json))
+
+    def recipe(self, rid: int, rtype: str, obj: int, attrs_json: str) -> None:
+        self._put('{"t":"recipe","id":%d,"type":%s,"obj":%d,"attrs":%s}'
+                  % (rid, json.dumps(rtype), obj, attrs_json))
+
+    def call(self, seq, fuser, recipe, flags, device, op_rg: bytes, splits, n_splits, step, mb,
+             phase: Optional[bytes], ns, fuse_ns) -> None:
+        parts = ['{"t":"call","seq":%d,"fuser":%d,"recipe":%s,"grad":%s,"input_rg":%s,'
+                 '"op_rg":[%s],"device":%d'
+                 % (seq, fuser, "null" if recipe is None else recipe,
+                    "true" if flags & CF_GRAD else "false",
+                    "true" if flags & CF_INPUT_RG else "false",
+                    ",".join("true" if b else "false" for b in op_rg), device)]
+        if flags & CF_HAS_SPLITS:
+            parts.append(',"m_splits":[%s]' % ",".join(map(str, splits_list(splits, n_splits))))
+        if flags & CF_HAS_STEP:
+            parts.append(',"step":%d' % step)
+        if flags & CF_HAS_MB:
+            parts.append(',"mb":%d' % mb)
+        if flags & CF_HAS_PHASE:
+            parts.append(',"phase":' + json.dumps(phase.decode()))
+        if flags & CF_HAS_GRAPH:
+            parts.append(',"graph":' + ("true" if flags & CF_GRAPH else "false"))
+        if flags & CF_HAS_NS:
+            parts.append(',"ns":%d' % ns)
+        if flags & CF_HAS_FUSE_NS:
+            parts.append(',"fuse_ns":%d' % fuse_ns)
+        if flags & CF_HAS_REBUILT:
+            parts.append(',"rebuilt":' + ("true" if flags & CF_REBUILT else "false"))
+        parts.append("}")
+        self._put("".join(parts))
+
+    def backward(self, seq: int, call: int, ns: Optional[int]) -> None:
+        tail = "" if ns is None else ',"ns":%d' % ns
+        self._put('{"t":"backward","seq":%d,"call":%d%s}' % (seq, call, tail))
+
+    def flush(self) -> None:
+        if not self._lines or self._fd is None:
+            return
+        data = ("\n".join(self._lines) + "\n").encode("utf-8")
+        self._lines = []
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        self.flush()
+        fd, self._fd = self._fd, None
+        os.close(fd)
+
+    def abandon(self) -> None:
+        self._lines = []
+        self._fd = None
+
+
+def splits_list(splits: Optional[bytes], n: int) -> Sequence[int]:
+    """The int64 values packed in `splits` (native order)."""
+    if not splits or n <= 0:
+        return []
+    return memoryview(splits).cast("q").tolist()

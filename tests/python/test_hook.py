@@ -1,0 +1,444 @@
+"""In-process tests of fusertrace_capture on the TE stand-in (FT_STANDIN_TE as set, default 3410):
+what is recorded per fuser, recipe and call, that TE's behaviour is unchanged, and how the
+capture degrades. Writes JSON Lines (read back directly) unless a test says otherwise."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import warnings
+
+import torch
+
+import fusertrace_capture as fc
+from fusertrace_capture import _capture, _describe, _writer
+import transformer_engine.pytorch as te
+from transformer_engine import STANDIN_BEHAVIOUR
+from transformer_engine.common.recipe import (DelayedScaling, Float8CurrentScaling, Format,
+                                              MXFP8BlockScaling, NVFP4BlockScaling)
+
+import ftutil
+
+
+def mlp(g=4, d=64):
+    return te.ops.Sequential(te.ops.GroupedLinear(g, d, 4 * d, bias=False),
+                             te.ops.ScaledSwiGLU(glu_interleave_size=32),
+                             te.ops.GroupedLinear(g, 2 * d, d, bias=True))
+
+
+def mlp_inputs(t=16, d=64, rg=False, splits=(4, 0, 8, 4)):
+    x = torch.randn(t, d, requires_grad=rg)
+    s = torch.tensor(splits, dtype=torch.int64)
+    p = torch.rand(t)
+    return x, s, p
+
+
+class CaptureCase(unittest.TestCase):
+    """Each test captures into its own folder with the JSON Lines writer."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = self.tmp.name
+        self.cap = fc.enable(self.out, jsonl=True, splits="host")
+        te.FP8GlobalStateManager.set_autocast_state((False, False, None, None, False, False))
+
+    def tearDown(self):
+        fc.disable()
+        fc.set_step(None)
+        fc.set_phase(None)
+        self.tmp.cleanup()
+
+    def records(self, t=None):
+        fc.disable()
+        recs = ftutil.read_jsonl(os.path.join(self.out, "rank0.jsonl"))
+        return [r for r in recs if t is None or r["t"] == t]
+
+
+class TestDescribe(unittest.TestCase):
+    def test_op_attrs_grouped_linear(self):
+        op = te.ops.GroupedLinear(8, 64, 128, bias=True, scale_bias=True, dtype=torch.bfloat16)
+        d = _describe.op_description(op)
+        self.assertEqual(d["type"], "GroupedLinear")
+        self.assertEqual(d["attrs"], {"num_groups": 8, "in_features": 64, "out_features": 128,
+                                      "bias": True, "scale_bias": True,
+                                      "single_grouped_weight": False, "dtype": "bfloat16"})
+
+    def test_op_attrs_gated_activations(self):
+        d = _describe.op_description(te.ops.ScaledClampedQGeGLU(
+            32, activation_recompute_in_mlp=True, limit=5.0, alpha=1.5, glu_linear_offset=0.5))
+        self.assertEqual(d["attrs"], {"glu_interleave_size": 32,
+                                      "activation_recompute_in_mlp": True, "limit": 5.0,
+                                      "alpha": 1.5, "glu_linear_offset": 0.5})
+        d = _describe.op_description(te.ops.ScaledSwiGLU())
+        self.assertEqual(d["attrs"], {"glu_interleave_size": None,
+                                      "activation_recompute_in_mlp": False})
+
+    def test_op_attrs_linear_and_small_ops(self):
+        d = _describe.op_description(te.ops.BasicLinear(16, 32, tensor_parallel_mode="row",
+                                                        userbuffers_options={"comm": 1}))
+        self.assertEqual(d["attrs"]["tensor_parallel_mode"], "row")
+        self.assertTrue(d["attrs"]["userbuffers"])
+        self.assertEqual(d["attrs"]["dtype"], "float32")
+        self.assertEqual(_describe.op_description(te.ops.AddExtraInput(in_place=True))["attrs"],
+                         {"in_place": True})
+        self.assertEqual(_describe.op_description(te.ops.ConstantScale(0.25))["attrs"],
+                         {"scale": 0.25})
+        self.assertEqual(_describe.op_description(te.ops.Bias(12))["attrs"], {"size": 12})
+        self.assertEqual(_describe.op_description(te.ops.ReLU()), {"type": "ReLU", "attrs": {}})
+
+    def test_recipe_attrs_every_field_enums_by_name(self):
+        a = _describe.recipe_attrs(NVFP4BlockScaling(disable_rht=True))
+        self.assertIs(a["disable_rht"], True)
+        self.assertEqual(a["fp4_format"], "E2M1")
+        self.assertIsNone(a["backward_override"])
+        self.assertNotIn("fp4_quant_fwd_inp", a)  # derived in __post_init__, not a field
+        a = _describe.recipe_attrs(Float8CurrentScaling(fp8_format=Format.E4M3))
+        self.assertEqual(a["fp8_format"], "E4M3")
+        self.assertEqual(a["fp8_gemm_fprop"], {"use_split_accumulator": False})
+        a = _describe.recipe_attrs(DelayedScaling(amax_compute_algo=torch.amax))
+        self.assertIn("amax", a["amax_compute_algo"])
+        json.dumps(a)  # JSON-able
+
+    def test_header_env_has_gates_and_flags(self):
+        os.environ["NVTE_TEST_FLAG_FOR_CAPTURE"] = "7"
+        try:
+            h = _describe.header(3, 8)
+        finally:
+            del os.environ["NVTE_TEST_FLAG_FOR_CAPTURE"]
+        self.assertEqual((h["rank"], h["world_size"]), (3, 8))
+        self.assertEqual(h["env"]["NVTE_TEST_FLAG_FOR_CAPTURE"], "7")
+        self.assertEqual(h["env"]["world_size"], "8")
+        self.assertIn("NVTE_CUTEDSL_FUSED_GROUPED_MLP", h["env"])
+        self.assertTrue(h["te_version"].startswith("2.20"))
+        self.assertEqual(h["torch_version"], torch.__version__)
+
+
+class TestCalls(CaptureCase):
+    def test_call_fields_and_rebuilt_match_te(self):
+        m = mlp()
+        x, s, p = mlp_inputs()
+        r = MXFP8BlockScaling()
+        seen_lists = []  # every plan list TE made (kept alive so identities stay unique)
+        expect = []
+        steps = [(True, r), (False, r), (True, r), (True, None), (True, r), (False, r)]
+        for i, (grad, rec) in enumerate(steps):
+            fc.set_step(i, 0)
+            with torch.set_grad_enabled(grad), te.autocast(enabled=rec is not None, recipe=rec):
+                m(x, s, p, s)
+            fz = m._module_groups[0]
+            new = all(fz._forward_ops is not l for l in seen_lists)
+            seen_lists.append(fz._forward_ops)
+            expect.append(new)
+        calls = self.records("call")
+        self.assertEqual([c["rebuilt"] for c in calls], expect)
+        if STANDIN_BEHAVIOUR == "3410":
+            self.assertEqual(expect, [True, True, False, True, False, False])
+        else:
+            self.assertEqual(expect, [True, True, True, True, True, True])
+        c = calls[0]
+        self.assertEqual(c["op_rg"], [True, False, True])  # p does not need grad here
+        self.assertEqual(c["m_splits"], [4, 0, 8, 4])
+        self.assertEqual((c["grad"], c["input_rg"], c["device"], c["step"], c["mb"]),
+                         (True, False, 0, 0, 0))
+        self.assertGreater(c["fuse_ns"], 0)
+        self.assertIsNone(calls[3]["recipe"])
+        self.assertEqual(calls[1]["grad"], False)
+        self.assertEqual([c["seq"] for c in calls], sorted({c["seq"] for c in calls}))
+
+    def test_fuser_declared_once_before_first_call(self):
+        m = mlp()
+        x, s, p = mlp_inputs()
+        for _ in range(3):
+            m(x, s, p, s)
+        recs = self.records()
+        fusers = [r for r in recs if r["t"] == "fuser"]
+        self.assertEqual(len(fusers), 1)
+        self.assertEqual([o["type"] for o in fusers[0]["ops"]],
+                         ["GroupedLinear", "ScaledSwiGLU", "GroupedLinear"])
+        first_call = next(i for i, r in enumerate(recs) if r["t"] == "call")
+        self.assertLess(recs.index(fusers[0]), first_call)
+        self.assertEqual(recs[0]["t"], "header")
+
+    def test_transient_fusers_each_declared(self):
+        op = te.ops.ConstantScale(2.0)
+        x = torch.randn(4, 4)
+        for _ in range(3):
+            op(x)
+        fusers = self.records("fuser")
+        self.assertEqual(len(fusers), 3)
+        self.assertEqual(len({f["id"] for f in fusers}), 3)
+
+    def test_op_rg_frozen_and_extra_inputs(self):
+        m = mlp()
+        for prm in m[0].parameters():
+            prm.requires_grad_(False)
+        x, s, p = mlp_inputs()
+        p.requires_grad_(True)
+        m(x, s, p, s)
+        with torch.no_grad():
+            m(x, s, p, s)
+        calls = self.records("call")
+        self.assertEqual(calls[0]["op_rg"], [False, True, True])
+        self.assertEqual(calls[1]["grad"], False)
+
+    def test_backward_records_point_at_their_forward(self):
+        m = mlp()
+        x, s, p = mlp_inputs(rg=True)
+        y1 = m(x, s, p, s)
+        y2 = m(x, s, p, s)
+        (y1.sum() + 2 * y2.sum()).backward()
+        recs = self.records()
+        calls = [r["seq"] for r in recs if r["t"] == "call"]
+        bwd = [r for r in recs if r["t"] == "backward"]
+        self.assertEqual(sorted(b["call"] for b in bwd), calls)
+        self.assertTrue(all(b["seq"] > b["call"] for b in bwd))
+
+    def test_step_and_phase_context(self):
+        m = mlp()
+        x, s, p = mlp_inputs()
+        with fc.step(5, 2):
+            with fc.phase("eval"):
+                with fc.phase("inner"):
+                    m(x, s, p, s)
+                m(x, s, p, s)
+            m(x, s, p, s)
+        m(x, s, p, s)
+        calls = self.records("call")
+        self.assertEqual([c.get("phase") for c in calls], ["inner", "eval", None, None])
+        self.assertEqual([(c.get("step"), c.get("mb")) for c in calls],
+                         [(5, 2), (5, 2), (5, 2), (None, None)])
+
+    def test_splits_off(self):
+        fc.disable()
+        fc.enable(self.out, jsonl=True, splits="off")
+        m = mlp()
+        m(*mlp_inputs()[:1], *mlp_inputs()[1:], mlp_inputs()[1])
+        self.assertNotIn("m_splits", self.records("call")[0])
+
+    def test_labels_from_module_names(self):
+        model = torch.nn.Module()
+        model.layer = torch.nn.Module()
+        model.layer.mlp = mlp()
+        fc.label_modules(model)
+        x, s, p = mlp_inputs()
+        model.layer.mlp(x, s, p, s)
+        self.assertEqual(self.records("fuser")[0]["label"], "layer.mlp")
+
+
+class TestRecipes(CaptureCase):
+    def run_with(self, m, recipes):
+        x, s, p = mlp_inputs()
+        for r in recipes:
+            with te.autocast(enabled=r is not None, recipe=r):
+                m(x, s, p, s)
+
+    def test_same_object_same_recipe_record(self):
+        r = MXFP8BlockScaling()
+        self.run_with(mlp(), [r, r, r])
+        recipes = self.records("recipe")
+        self.assertEqual(len(recipes), 1)
+        self.assertEqual(recipes[0]["type"], "MXFP8BlockScaling")
+
+    def test_mutation_gives_new_state_same_obj(self):
+        r = NVFP4BlockScaling()
+        m = mlp()
+        self.run_with(m, [r])
+        r.disable_rht = True
+        self.run_with(m, [r])
+        recs = self.records()
+        recipes = [x for x in recs if x["t"] == "recipe"]
+        calls = [x for x in recs if x["t"] == "call"]
+        self.assertEqual(len(recipes), 2)
+        self.assertEqual(recipes[0]["obj"], recipes[1]["obj"])
+        self.assertEqual([x["attrs"]["disable_rht"] for x in recipes], [False, True])
+        self.assertEqual([c["recipe"] for c in calls], [recipes[0]["id"], recipes[1]["id"]])
+
+    def test_equal_objects_are_distinct(self):
+        self.run_with(mlp(), [MXFP8BlockScaling(), MXFP8BlockScaling()])
+        recipes = self.records("recipe")
+        self.assertEqual(len(recipes), 2)
+        self.assertNotEqual(recipes[0]["obj"], recipes[1]["obj"])
+        self.assertEqual(recipes[0]["attrs"], recipes[1]["attrs"])
+
+    def test_recycled_ids_get_new_identity(self):
+        m = mlp()
+        x, s, p = mlp_inputs()
+        for _ in range(6):  # a fresh default recipe per autocast entry, freed after
+            with te.autocast(recipe=None):
+                m(x, s, p, s)
+        recipes = self.records("recipe")
+        self.assertEqual(len(recipes), 6)
+        self.assertEqual(len({r["obj"] for r in recipes}), 6)
+
+    def test_repr_cache_does_not_duplicate_records(self):
+        r = DelayedScaling()
+        m = mlp()
+        self.run_with(m, [r])
+        repr(r)  # fills Recipe._cached_repr, a non-field attribute
+        self.run_with(m, [r])
+        self.assertEqual(len(self.records("recipe")), 1)
+
+
+class TestBehaviour(unittest.TestCase):
+    def train(self, capture_dir):
+        torch.manual_seed(0)
+        m = mlp()
+        x, s, p = mlp_inputs(rg=True)
+        p.requires_grad_(True)
+        if capture_dir:
+            fc.enable(capture_dir, jsonl=True)
+        try:
+            outs = []
+            for grad in (True, False, True):
+                with torch.set_grad_enabled(grad), te.autocast(recipe=MXFP8BlockScaling()):
+                    outs.append(m(x, s, p, s))
+            outs[0].sum().backward()
+            (outs[2] ** 2).sum().backward()
+            fz = m._module_groups[0]
+            counts = [op.n_reset_recipe_state for op in fz._basic_ops]
+            return outs, [t.grad.clone() for t in (x, p, *m.parameters())], counts
+        finally:
+            fc.disable()
+
+    def test_results_identical_with_and_without_capture(self):
+        with tempfile.TemporaryDirectory() as d:
+            o1, g1, c1 = self.train(None)
+            o2, g2, c2 = self.train(d)
+            self.assertTrue(os.path.exists(os.path.join(d, "rank0.jsonl")))
+        self.assertEqual(c1, c2)
+        for a, b in zip(o1 + g1, o2 + g2):
+            self.assertTrue(torch.equal(a, b))
+
+    def test_writer_failure_stops_capture_not_training(self):
+        with tempfile.TemporaryDirectory() as d:
+            cap = fc.enable(d, jsonl=True)
+            m = mlp()
+            x, s, p = mlp_inputs()
+            m(x, s, p, s)
+
+            def broken(*a, **k):
+                raise OSError("disk full (simulated)")
+
+            cap.writer.call = broken
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                y = m(x, s, p, s)
+                m(x, s, p, s)
+            self.assertEqual(y.shape, (16, 64))
+            self.assertFalse(fc.is_enabled())
+            self.assertTrue(any("capture stopped" in str(x.message) for x in w))
+            recs = ftutil.read_jsonl(os.path.join(d, "rank0.jsonl"))
+            self.assertEqual(sum(r["t"] == "call" for r in recs), 1)
+
+    def test_second_run_in_same_folder_gets_new_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            for _ in range(2):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    fc.enable(d, jsonl=True)
+                    m = mlp()
+                    x, s, p = mlp_inputs()
+                    m(x, s, p, s)
+                    fc.disable()
+            self.assertEqual(sorted(os.listdir(d)), ["rank0.1.jsonl", "rank0.jsonl"])
+
+
+class TestWriters(unittest.TestCase):
+    def test_jsonl_flushes_every_n_complete_lines(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.jsonl")
+            w = _writer.JsonlWriter(path, flush_every=4)
+            w.header({"rank": 0})
+            for i in range(6):
+                w.backward(i, 0, None)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            self.assertTrue(text.endswith("\n"))
+            self.assertEqual(len(text.splitlines()), 5)  # header + 4
+            w.close()
+            self.assertEqual(len(ftutil.read_jsonl(path)), 7)
+
+    def test_library_lookup_reports_why(self):
+        path, why = _writer.find_library("/nonexistent/libfusertrace_rec.so")
+        if path is None:
+            self.assertIn("/nonexistent/libfusertrace_rec.so", why)
+        libc = "libc.so.6"
+        lib, why2 = _writer._load(libc)
+        self.assertIsNone(lib)
+        self.assertIn("ft_rec_open", why2)
+
+    def test_fallback_warns_when_no_library(self):
+        with tempfile.TemporaryDirectory() as d:
+            old = os.environ.get("FUSERTRACE_LIB")
+            os.environ["FUSERTRACE_LIB"] = os.path.join(d, "missing.so")
+            try:
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    fc.enable(d, lib=os.path.join(d, "missing.so"))
+                    m = mlp()
+                    x, s, p = mlp_inputs()
+                    m(x, s, p, s)
+                    fc.disable()
+            finally:
+                if old is None:
+                    del os.environ["FUSERTRACE_LIB"]
+                else:
+                    os.environ["FUSERTRACE_LIB"] = old
+            if _writer.find_library()[0] is None:
+                self.assertTrue(any("JSON Lines" in str(x.message) for x in w))
+                self.assertTrue(os.path.exists(os.path.join(d, "rank0.jsonl")))
+
+
+class TestActivation(unittest.TestCase):
+    SCRIPT = ("import torch, transformer_engine.pytorch as te\n"
+              "m = te.ops.Sequential(te.ops.BasicLinear(8, 8), te.ops.Bias(8))\n"
+              "m(torch.randn(2, 8))\n")
+
+    def run_py(self, code, env_extra):
+        env = ftutil.env_for(STANDIN_BEHAVIOUR, FUSERTRACE_JSONL="1", **env_extra)
+        return subprocess.run([sys.executable, "-W", "ignore", "-c", code], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    def test_env_variable_then_import_before_te(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.run_py("import fusertrace_capture\n" + self.SCRIPT,
+                            {"FUSERTRACE_CAPTURE": d})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            recs = ftutil.read_jsonl(os.path.join(d, "rank0.jsonl"))
+            self.assertEqual(sum(r["t"] == "call" for r in recs), 1)
+
+    def test_enable_after_te_import(self):
+        with tempfile.TemporaryDirectory() as d:
+            code = ("import transformer_engine.pytorch, fusertrace_capture\n"
+                    f"fusertrace_capture.enable({d!r})\n" + self.SCRIPT)
+            p = self.run_py(code, {})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(len(ftutil.read_jsonl(os.path.join(d, "rank0.jsonl"))), 3)
+
+    def test_rank_from_launcher_environment(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.run_py("import fusertrace_capture\n" + self.SCRIPT,
+                            {"FUSERTRACE_CAPTURE": d, "RANK": "5", "WORLD_SIZE": "8"})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            h = ftutil.read_jsonl(os.path.join(d, "rank5.jsonl"))[0]
+            self.assertEqual((h["rank"], h["world_size"]), (5, 8))
+
+    def test_forked_child_does_not_write(self):
+        with tempfile.TemporaryDirectory() as d:
+            code = ("import os, fusertrace_capture\n" + self.SCRIPT +
+                    "pid = os.fork()\n"
+                    "if pid == 0:\n"
+                    "    m(torch.randn(2, 8)); os._exit(0)\n"
+                    "os.waitpid(pid, 0)\n"
+                    "m(torch.randn(2, 8))\n")
+            p = self.run_py(code, {"FUSERTRACE_CAPTURE": d})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            recs = ftutil.read_jsonl(os.path.join(d, "rank0.jsonl"))
+            self.assertEqual([r["seq"] for r in recs if r["t"] == "call"], [0, 1])
+
+
+if __name__ == "__main__":
+    unittest.main()
