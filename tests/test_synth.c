@@ -1,0 +1,1165 @@
+/*
+ * test_synth.c - the synthetic scenario generator (recorder/synth*.c) and `fusertrace synth`.
+ *
+ * A collecting sink keeps every record the generator emits; the tests check the stream's
+ * invariants (declarations before use, seq order, backward references, split sums), each
+ * scenario's characteristic pattern, determinism per seed, key handling, and failure paths
+ * (sink errors, allocation failures) without leaks. Randomized inputs print their seed.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ft_recorder.h"
+
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* ---- collecting sink ---------------------------------------------------------------------- */
+enum { R_HEADER, R_FUSER, R_RECIPE, R_CALL, R_BWD };
+
+typedef struct rec {
+    int kind;
+    int64_t seq, id, fuser, recipe, obj, step, mb, call, ns;
+    uint32_t flags;
+    int32_t device;
+    uint32_t n_op_rg, n_splits, n_ops;
+    uint8_t op_rg[8];
+    int64_t *splits;
+    char phase[16];
+    char *text;  /* fuser ops / recipe attrs / header env */
+    char *text2; /* recipe type / fuser label / header extra */
+} rec;
+
+typedef struct coll {
+    rec *r;
+    size_t n, cap;
+    size_t fail_at; /* fail the record with this index (1-based), 0 = never */
+    ft_err err;
+    int64_t header_rank, header_ws;
+    size_t *sidx, n_sidx; /* indices of call/backward records, by seq (find_call) */
+} coll;
+
+static char *xstrdup(const char *s)
+{
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    assert_non_null(p);
+    memcpy(p, s, n);
+    return p;
+}
+
+static rec *push(coll *c, int kind)
+{
+    if (c->fail_at && c->n + 1 == c->fail_at) return NULL;
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 1024;
+        c->r = realloc(c->r, c->cap * sizeof *c->r);
+        assert_non_null(c->r);
+    }
+    rec *r = &c->r[c->n++];
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    return r;
+}
+
+static int sink_fail(coll *c)
+{
+    ft_err_set(&c->err, FT_EIO, "test sink: refused record %zu", c->fail_at);
+    return FT_EIO;
+}
+
+static int c_header(void *ctx, const ft_header *h)
+{
+    coll *c = ctx;
+    rec *r = push(c, R_HEADER);
+    if (!r) return sink_fail(c);
+    r->text = xstrdup(h->env_json);
+    r->text2 = xstrdup(h->extra_json);
+    r->text2 = r->text2 ? r->text2 : xstrdup("{}");
+    c->header_rank = h->has_rank ? h->rank : -1;
+    c->header_ws = h->has_world_size ? h->world_size : -1;
+    assert_non_null(h->te_version);
+    return FT_OK;
+}
+
+static int c_fuser(void *ctx, const ft_fuser_def *f)
+{
+    coll *c = ctx;
+    rec *r = push(c, R_FUSER);
+    if (!r) return sink_fail(c);
+    r->id = f->id;
+    r->n_ops = f->n_ops;
+    r->text = xstrdup(f->ops_json);
+    r->text2 = xstrdup(f->label);
+    return FT_OK;
+}
+
+static int c_recipe(void *ctx, const ft_recipe_def *d)
+{
+    coll *c = ctx;
+    rec *r = push(c, R_RECIPE);
+    if (!r) return sink_fail(c);
+    r->id = d->id;
+    r->obj = d->obj;
+    r->text = xstrdup(d->attrs_json);
+    r->text2 = xstrdup(d->type);
+    return FT_OK;
+}
+
+static int c_call(void *ctx, const ft_call *k)
+{
+    coll *c = ctx;
+    rec *r = push(c, R_CALL);
+    if (!r) return sink_fail(c);
+    r->seq = k->seq;
+    r->fuser = k->fuser;
+    r->recipe = (k->flags & FT_CF_HAS_RECIPE) ? k->recipe : -1;
+    r->flags = k->flags;
+    r->device = k->device;
+    r->step = k->step;
+    r->mb = k->mb;
+    r->ns = k->ns;
+    assert_true(k->n_op_rg <= 8);
+    r->n_op_rg = k->n_op_rg;
+    memcpy(r->op_rg, k->op_rg, k->n_op_rg);
+    if (k->flags & FT_CF_HAS_SPLITS) {
+        r->n_splits = k->n_splits;
+        r->splits = malloc((k->n_splits + 1) * sizeof *r->splits);
+        assert_non_null(r->splits);
+        memcpy(r->splits, k->m_splits, k->n_splits * sizeof *r->splits);
+    }
+    if (k->flags & FT_CF_HAS_PHASE) snprintf(r->phase, sizeof r->phase, "%s", k->phase);
+    return FT_OK;
+}
+
+static int c_bwd(void *ctx, const ft_backward *b)
+{
+    coll *c = ctx;
+    rec *r = push(c, R_BWD);
+    if (!r) return sink_fail(c);
+    r->seq = b->seq;
+    r->call = b->call;
+    r->ns = b->has_ns ? b->ns : -1;
+    return FT_OK;
+}
+
+static const ft_err *c_error(void *ctx)
+{
+    return &((coll *)ctx)->err;
+}
+
+static void coll_sink(coll *c, ft_sink *s)
+{
+    s->ctx = c;
+    s->header_fn = c_header;
+    s->fuser_fn = c_fuser;
+    s->recipe_fn = c_recipe;
+    s->call_fn = c_call;
+    s->backward_fn = c_bwd;
+    s->error_fn = c_error;
+}
+
+static void coll_free(coll *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->r[i].splits);
+        free(c->r[i].text);
+        free(c->r[i].text2);
+    }
+    free(c->r);
+    free(c->sidx);
+    memset(c, 0, sizeof *c);
+}
+
+/* Run scenario with "key=value" strings (NULL-terminated varargs). */
+static int run(coll *c, const char *scen, uint64_t seed, ft_err *err, ...)
+{
+    ft_synth_param p[32];
+    char buf[32][128];
+    uint32_t n = 0;
+    va_list ap;
+    va_start(ap, err);
+    for (const char *kv; (kv = va_arg(ap, const char *)) != NULL; n++) {
+        assert_true(n < 32);
+        snprintf(buf[n], sizeof buf[n], "%s", kv);
+        char *eq = strchr(buf[n], '=');
+        assert_non_null(eq);
+        *eq = '\0';
+        p[n].key = buf[n];
+        p[n].value = eq + 1;
+    }
+    va_end(ap);
+    ft_sink s;
+    coll_sink(c, &s);
+    return ft_synth_run(scen, p, n, seed, &s, err);
+}
+
+/* Stable digest of a stream, for determinism checks. */
+static uint64_t digest(const coll *c)
+{
+    uint64_t h = 1;
+    for (size_t i = 0; i < c->n; i++) {
+        const rec *r = &c->r[i];
+        int64_t v[] = {r->kind, r->seq,  r->id, r->fuser, r->recipe, r->obj,     r->step,
+                       r->mb,   r->call, r->ns, r->flags, r->device, r->n_op_rg, r->n_splits};
+        h = ft_hash64_seed(v, sizeof v, h);
+        h = ft_hash64_seed(r->op_rg, r->n_op_rg, h);
+        if (r->splits) h = ft_hash64_seed(r->splits, r->n_splits * sizeof *r->splits, h);
+        h = ft_hash64_seed(r->phase, strlen(r->phase), h);
+        if (r->text) h = ft_hash64_seed(r->text, strlen(r->text), h);
+        if (r->text2) h = ft_hash64_seed(r->text2, strlen(r->text2), h);
+    }
+    return h;
+}
+
+static const rec *find_decl(const coll *c, int kind, int64_t id, size_t before)
+{
+    for (size_t i = 0; i < before; i++)
+        if (c->r[i].kind == kind && c->r[i].id == id) return &c->r[i];
+    return NULL;
+}
+
+/* The call record with this seq, NULL if none (binary search over an index of seq records). */
+static const rec *find_call(const coll *cc, int64_t seq)
+{
+    coll *c = (coll *)cc; /* the index is built lazily */
+    if (!c->sidx) {
+        c->sidx = malloc((c->n + 1) * sizeof *c->sidx);
+        assert_non_null(c->sidx);
+        for (size_t i = 0; i < c->n; i++)
+            if (c->r[i].kind == R_CALL || c->r[i].kind == R_BWD) c->sidx[c->n_sidx++] = i;
+    }
+    size_t lo = 0, hi = c->n_sidx;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const rec *r = &c->r[c->sidx[mid]];
+        if (r->seq == seq) return r->kind == R_CALL ? r : NULL;
+        if (r->seq < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static int canonical(const char *text)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    if (!j) return 0;
+    char *d = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    int ok = d && !strcmp(d, text);
+    free(d);
+    json_decref(j);
+    return ok;
+}
+
+static json_t *attrs_of(const coll *c, int64_t recipe_id)
+{
+    const rec *d = find_decl(c, R_RECIPE, recipe_id, c->n);
+    assert_non_null(d);
+    json_error_t je;
+    json_t *j = json_loads(d->text, 0, &je);
+    assert_non_null(j);
+    return j;
+}
+
+/* Every stream invariant of capture-jsonl v1 that synth promises. */
+static void check_stream(const coll *c, int64_t tokens)
+{
+    assert_true(c->n > 1);
+    assert_int_equal(c->r[0].kind, R_HEADER);
+    assert_true(canonical(c->r[0].text));
+    assert_true(canonical(c->r[0].text2));
+    int64_t last_seq = -1, last_ns = -1;
+    char *bwd_seen = calloc(c->n + 1, 1); /* by record index of the call */
+    assert_non_null(bwd_seen);
+    for (size_t i = 1; i < c->n; i++) {
+        const rec *r = &c->r[i];
+        assert_int_not_equal(r->kind, R_HEADER);
+        if (r->kind == R_FUSER) {
+            assert_null(find_decl(c, R_FUSER, r->id, i));
+            assert_true(canonical(r->text));
+            json_error_t je;
+            json_t *ops = json_loads(r->text, 0, &je);
+            assert_non_null(ops);
+            assert_int_equal(json_array_size(ops), r->n_ops);
+            json_decref(ops);
+            continue;
+        }
+        if (r->kind == R_RECIPE) {
+            assert_null(find_decl(c, R_RECIPE, r->id, i));
+            assert_true(canonical(r->text));
+            for (size_t j = 1; j < i; j++) /* one declaration per (obj, attrs) */
+                if (c->r[j].kind == R_RECIPE && c->r[j].obj == r->obj)
+                    assert_string_not_equal(c->r[j].text, r->text);
+            continue;
+        }
+        assert_true(r->seq > last_seq);
+        last_seq = r->seq;
+        if (r->ns >= 0) {
+            assert_true(r->ns > last_ns);
+            last_ns = r->ns;
+        }
+        if (r->kind == R_BWD) {
+            const rec *k = find_call(c, r->call);
+            assert_non_null(k);
+            assert_true(k->flags & FT_CF_GRAD);
+            assert_string_not_equal(k->phase, "eval");
+            size_t ki = (size_t)(k - c->r);
+            assert_false(bwd_seen[ki]); /* a saved plan runs backward once */
+            bwd_seen[ki] = 1;
+            continue;
+        }
+        const rec *f = find_decl(c, R_FUSER, r->fuser, i);
+        assert_non_null(f); /* declared before use */
+        if (r->recipe >= 0) assert_non_null(find_decl(c, R_RECIPE, r->recipe, i));
+        assert_int_equal(r->n_op_rg, f->n_ops);
+        assert_true(r->flags & FT_CF_HAS_STEP);
+        assert_true(r->flags & FT_CF_HAS_MB);
+        assert_true(r->flags & FT_CF_HAS_PHASE);
+        assert_true(!strcmp(r->phase, "fwd") || !strcmp(r->phase, "recompute") ||
+                    !strcmp(r->phase, "eval"));
+        int grouped = strstr(f->text, "GroupedLinear") != NULL;
+        assert_int_equal(!!(r->flags & FT_CF_HAS_SPLITS), grouped);
+        if (grouped) {
+            int64_t sum = 0;
+            for (uint32_t s = 0; s < r->n_splits; s++) {
+                assert_true(r->splits[s] >= 0);
+                sum += r->splits[s];
+            }
+            assert_int_equal(sum, tokens);
+        }
+        if (!strcmp(r->phase, "eval")) assert_false(r->flags & FT_CF_GRAD);
+        if (!strcmp(r->phase, "recompute")) assert_true(r->flags & FT_CF_GRAD);
+    }
+    free(bwd_seen);
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+static const char *const required[] = {"demo",       "recompute",         "eval-interleave",
+                                       "rht-switch", "backward-override", "amax-history",
+                                       "frozen",     "pipeline-2dev",     "recipe-zoo"};
+
+static void test_synth_scenarios_listed(void **state)
+{
+    (void)state;
+    uint32_t n = ft_synth_n_scenarios();
+    assert_true(n >= FT_ARRAY_LEN(required));
+    assert_null(ft_synth_scenario_at(n));
+    for (size_t i = 0; i < FT_ARRAY_LEN(required); i++) {
+        int found = 0;
+        for (uint32_t j = 0; j < n; j++)
+            found |= !strcmp(ft_synth_scenario_at(j)->name, required[i]);
+        assert_true(found);
+    }
+    /* every scenario lists the same keys, each line "key=default: meaning", none cut off */
+    size_t lines0 = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        const ft_synth_scenario *s = ft_synth_scenario_at(j);
+        assert_true(strlen(s->summary) > 10);
+        size_t lines = 0;
+        for (const char *p = s->keys; *p;) {
+            const char *eol = strchr(p, '\n');
+            assert_non_null(eol);
+            const char *eq = strchr(p, '='), *colon = strstr(p, ": ");
+            assert_true(eq && eq < eol && colon && colon < eol);
+            lines++;
+            p = eol + 1;
+        }
+        if (j == 0) lines0 = lines;
+        assert_int_equal(lines, lines0);
+        assert_non_null(strstr(s->keys, "\ntimestamps="));
+    }
+    assert_true(lines0 >= 20);
+}
+
+/* The defaults that --list prints are the ones the generator uses: setting every key to its
+ * listed default gives the identical stream. */
+static void test_synth_list_defaults_match(void **state)
+{
+    (void)state;
+    for (uint32_t j = 0; j < ft_synth_n_scenarios(); j++) {
+        const ft_synth_scenario *s = ft_synth_scenario_at(j);
+        ft_synth_param p[128];
+        char buf[128][300];
+        uint32_t n = 0;
+        for (const char *q = s->keys; *q; n++) {
+            assert_true(n < 128);
+            const char *eol = strchr(q, '\n');
+            const char *colon = strstr(q, ": ");
+            size_t len = (size_t)(colon - q);
+            memcpy(buf[n], q, len);
+            buf[n][len] = '\0';
+            char *eq = strchr(buf[n], '=');
+            *eq = '\0';
+            p[n].key = buf[n];
+            p[n].value = eq + 1;
+            q = eol + 1;
+        }
+        /* keep the big scenario small: steps is listed too, override it last in both runs */
+        p[n].key = "steps";
+        p[n].value = "3";
+        coll a = {0}, b = {0};
+        ft_sink sa, sb;
+        coll_sink(&a, &sa);
+        coll_sink(&b, &sb);
+        ft_err err = {0};
+        ft_synth_param only_steps = {"steps", "3"};
+        assert_int_equal(ft_synth_run(s->name, &only_steps, 1, 5, &sa, &err), FT_OK);
+        int rc = ft_synth_run(s->name, p, n + 1, 5, &sb, &err);
+        if (rc) fail_msg("%s: %s", s->name, ft_err_msg(&err));
+        /* the header records the keys set, so compare from the first declaration on */
+        free(a.r[0].text2);
+        free(b.r[0].text2);
+        a.r[0].text2 = b.r[0].text2 = NULL;
+        assert_int_equal(a.n, b.n);
+        assert_true(digest(&a) == digest(&b));
+        coll_free(&a);
+        coll_free(&b);
+    }
+}
+
+static void test_synth_all_scenarios_valid(void **state)
+{
+    (void)state;
+    for (uint32_t j = 0; j < ft_synth_n_scenarios(); j++) {
+        const char *name = ft_synth_scenario_at(j)->name;
+        coll c = {0};
+        ft_err err = {0};
+        long live = ft_alloc_live();
+        int rc = run(&c, name, 11, &err, "steps=5", NULL);
+        if (rc) fail_msg("%s: %s", name, ft_err_msg(&err));
+        assert_int_equal(ft_alloc_live(), live);
+        /* token count of the scenario, as listed */
+        const char *t = strstr(ft_synth_scenario_at(j)->keys, "tokens=");
+        int64_t tokens = strtoll(t + 7, NULL, 10);
+        check_stream(&c, tokens);
+        coll_free(&c);
+    }
+}
+
+static void test_synth_deterministic_per_seed(void **state)
+{
+    (void)state;
+    coll a = {0}, b = {0}, d = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&a, "demo", 42, &err, NULL), FT_OK);
+    assert_int_equal(run(&b, "demo", 42, &err, NULL), FT_OK);
+    assert_int_equal(run(&d, "demo", 43, &err, NULL), FT_OK);
+    assert_int_equal(a.n, b.n);
+    assert_true(digest(&a) == digest(&b));
+    /* another seed moves the splits but not the structure */
+    assert_int_equal(a.n, d.n);
+    int differ = 0;
+    for (size_t i = 0; i < a.n; i++) {
+        assert_int_equal(a.r[i].kind, d.r[i].kind);
+        assert_int_equal(a.r[i].seq, d.r[i].seq);
+        assert_int_equal(a.r[i].recipe, d.r[i].recipe);
+        if (a.r[i].splits)
+            differ |= memcmp(a.r[i].splits, d.r[i].splits, a.r[i].n_splits * sizeof(int64_t));
+    }
+    assert_true(differ);
+    coll_free(&a);
+    coll_free(&b);
+    coll_free(&d);
+}
+
+/* The demo is small, has recompute, evals, BF16 layers and NVFP4 with and without RHT. */
+static void test_synth_demo_shape(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "demo", 1, &err, NULL), FT_OK);
+    size_t calls = 0, n_rec = 0, eval = 0, bf16 = 0, rht_on = 0, rht_off = 0, mx = 0;
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind == R_RECIPE) {
+            if (!strcmp(r->text2, "MXFP8BlockScaling")) mx++;
+            if (strstr(r->text, "\"disable_rht\":true")) rht_off++;
+            if (strstr(r->text, "\"disable_rht\":false")) rht_on++;
+        }
+        if (r->kind != R_CALL) continue;
+        calls++;
+        n_rec += !strcmp(r->phase, "recompute");
+        eval += !strcmp(r->phase, "eval");
+        bf16 += r->recipe < 0;
+    }
+    assert_true(calls >= 1000 && calls <= 10000);
+    assert_true(n_rec > 0 && eval > 0 && bf16 > 0);
+    assert_true(rht_on > 0 && rht_off > 0 && mx > 0);
+    check_stream(&c, 1024);
+    coll_free(&c);
+}
+
+/* Recompute: the recompute call shares its forward's splits and recipe object; the backward
+ * refers to the recompute call, never to the no_grad forward. */
+static void test_synth_recompute_shares_forward(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "recompute", 3, &err, "steps=2", "experts=16", NULL), FT_OK);
+    size_t n_rec = 0;
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind == R_BWD) {
+            const rec *k = find_call(&c, r->call);
+            assert_string_equal(k->phase, "recompute");
+            continue;
+        }
+        if (r->kind != R_CALL || strcmp(r->phase, "recompute")) continue;
+        n_rec++;
+        assert_true(r->flags & FT_CF_GRAD);
+        const rec *fwd = NULL;
+        for (size_t j = i; j-- > 0;)
+            if (c.r[j].kind == R_CALL && c.r[j].fuser == r->fuser && c.r[j].step == r->step &&
+                c.r[j].mb == r->mb && !strcmp(c.r[j].phase, "fwd")) {
+                fwd = &c.r[j];
+                break;
+            }
+        assert_non_null(fwd);
+        assert_false(fwd->flags & FT_CF_GRAD);
+        assert_int_equal(fwd->recipe, r->recipe);
+        assert_int_equal(fwd->n_splits, r->n_splits);
+        if (r->n_splits) assert_memory_equal(fwd->splits, r->splits, r->n_splits * sizeof(int64_t));
+    }
+    assert_true(n_rec > 0);
+    coll_free(&c);
+}
+
+/* Recompute under a recipe schedule: the recompute uses the same object as the forward even
+ * across detours (recompute happens in the same step). */
+static void test_synth_recompute_same_object_under_schedule(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "rht-switch", 9, &err, NULL), FT_OK);
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_CALL || strcmp(r->phase, "recompute")) continue;
+        for (size_t j = i; j-- > 0;)
+            if (c.r[j].kind == R_CALL && c.r[j].fuser == r->fuser && c.r[j].mb == r->mb &&
+                c.r[j].step == r->step && !strcmp(c.r[j].phase, "fwd")) {
+                assert_int_equal(c.r[j].recipe, r->recipe);
+                break;
+            }
+    }
+    coll_free(&c);
+}
+
+static int64_t obj_of(const coll *c, int64_t recipe)
+{
+    const rec *d = find_decl(c, R_RECIPE, recipe, c->n);
+    return d ? d->obj : -1;
+}
+
+/* rht-switch: one NVFP4 object declared with both disable_rht values (S1), and after an MXFP8
+ * detour a new NVFP4 object whose disable_rht differs from the one before (S2). */
+static void test_synth_rht_switch_pattern(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "rht-switch", 2, &err, NULL), FT_OK);
+    int s1 = 0, s2 = 0;
+    for (size_t i = 0; i < c.n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (c.r[i].kind == R_RECIPE && c.r[j].kind == R_RECIPE && c.r[i].obj == c.r[j].obj &&
+                !strcmp(c.r[i].text2, "NVFP4BlockScaling") &&
+                !!strstr(c.r[i].text, "\"disable_rht\":true") !=
+                    !!strstr(c.r[j].text, "\"disable_rht\":true"))
+                s1 = 1;
+    /* S2: for one fuser, NVFP4 call (obj a) -> MXFP8 call -> NVFP4 call (obj b != a, rht flipped)
+     */
+    int64_t fuser = -1, last_nv = -1, mid_mx = 0;
+    for (size_t i = 0; i < c.n && !s2; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_CALL || r->recipe < 0) continue;
+        if (fuser < 0) fuser = r->fuser;
+        if (r->fuser != fuser) continue;
+        const rec *d = find_decl(&c, R_RECIPE, r->recipe, c.n);
+        if (!strcmp(d->text2, "MXFP8BlockScaling")) {
+            mid_mx = last_nv >= 0;
+        } else if (!strcmp(d->text2, "NVFP4BlockScaling")) {
+            if (mid_mx && obj_of(&c, last_nv) != d->obj) {
+                const rec *p = find_decl(&c, R_RECIPE, last_nv, c.n);
+                s2 = !!strstr(p->text, "\"disable_rht\":true") !=
+                     !!strstr(d->text, "\"disable_rht\":true");
+            }
+            last_nv = r->recipe;
+            mid_mx = 0;
+        }
+    }
+    assert_true(s1);
+    assert_true(s2);
+    coll_free(&c);
+}
+
+static void test_synth_backward_override_changes(void **state)
+{
+    (void)state;
+    for (int mutate = 0; mutate <= 1; mutate++) {
+        coll c = {0};
+        ft_err err = {0};
+        assert_int_equal(
+            run(&c, "backward-override", 4, &err, mutate ? "bo_mutate=1" : "bo_mutate=0", NULL),
+            FT_OK);
+        int64_t fuser = -1, changes = 0;
+        char last[32] = "";
+        int seen[3] = {0};
+        int64_t objs[8];
+        size_t n_objs = 0;
+        for (size_t i = 0; i < c.n; i++) {
+            const rec *r = &c.r[i];
+            if (r->kind != R_CALL || r->recipe < 0) continue;
+            if (fuser < 0) fuser = r->fuser;
+            if (r->fuser != fuser) continue;
+            json_t *a = attrs_of(&c, r->recipe);
+            json_t *bo = json_object_get(a, "backward_override");
+            assert_non_null(bo);
+            const char *v = json_is_null(bo) ? "null" : json_string_value(bo);
+            seen[0] |= !strcmp(v, "null");
+            seen[1] |= !strcmp(v, "high_precision");
+            seen[2] |= !strcmp(v, "dequantized");
+            if (last[0] && strcmp(last, v)) changes++;
+            snprintf(last, sizeof last, "%s", v);
+            json_decref(a);
+            int64_t o = obj_of(&c, r->recipe);
+            int known = 0;
+            for (size_t k = 0; k < n_objs; k++)
+                known |= objs[k] == o;
+            if (!known && n_objs < 8) objs[n_objs++] = o;
+        }
+        assert_true(seen[0] && seen[1] && seen[2]);
+        assert_true(changes >= 2);
+        assert_int_equal(n_objs, mutate ? 1 : 3);
+        coll_free(&c);
+    }
+}
+
+static void test_synth_amax_history_changes(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "amax-history", 4, &err, NULL), FT_OK);
+    int64_t obj = -1;
+    int saw1024 = 0, saw16 = 0;
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_RECIPE) continue;
+        assert_string_equal(r->text2, "DelayedScaling");
+        if (obj < 0) obj = r->obj;
+        assert_int_equal(r->obj, obj); /* mutated in place */
+        saw1024 |= strstr(r->text, "\"amax_history_len\":1024") != NULL;
+        saw16 |= strstr(r->text, "\"amax_history_len\":16,") != NULL;
+    }
+    assert_true(saw1024 && saw16);
+    coll_free(&c);
+}
+
+/* frozen: layer 0's experts get no grad while frozen (no backward), then train; with
+ * frozen_ops=fc1 the boundary of layer 0 sits after fc1 (op_rg 0,1,1). */
+static void test_synth_frozen_boundary_moves(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "frozen", 5, &err, NULL), FT_OK);
+    size_t frozen_calls = 0, trained_calls = 0;
+    char *has_bwd = calloc(c.n, 1);
+    assert_non_null(has_bwd);
+    for (size_t i = 0; i < c.n; i++)
+        if (c.r[i].kind == R_BWD) has_bwd[find_call(&c, c.r[i].call) - c.r] = 1;
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_CALL || r->fuser != 1) continue; /* decoder.layers.0.mlp.experts */
+        assert_false(r->flags & FT_CF_INPUT_RG);
+        if (r->step < 3) {
+            frozen_calls++;
+            assert_int_equal(r->op_rg[0] | r->op_rg[1] | r->op_rg[2], 0);
+            assert_false(has_bwd[i]);
+        } else {
+            trained_calls++;
+            assert_true(r->op_rg[0] && r->op_rg[2]);
+            assert_true(has_bwd[i]);
+        }
+    }
+    assert_true(frozen_calls > 0 && trained_calls > 0);
+    free(has_bwd);
+    coll_free(&c);
+
+    assert_int_equal(run(&c, "frozen", 5, &err, "frozen_ops=fc1", "steps=1", NULL), FT_OK);
+    int seen = 0;
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_CALL) continue;
+        if (r->fuser == 1) {
+            assert_int_equal(r->op_rg[0], 0);
+            assert_int_equal(r->op_rg[1], 1);
+            seen = 1;
+        }
+        if (r->fuser == 3) assert_true(r->flags & FT_CF_INPUT_RG); /* layer 1: input needs grad */
+    }
+    assert_true(seen);
+    coll_free(&c);
+}
+
+/* pipeline-2dev: per device, the order of forward (F) and backward (B) microbatches is 1F1B,
+ * and a stage's work starts only after its dependency on the other stage finished. */
+static void test_synth_pipeline_1f1b(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "pipeline-2dev", 8, &err, "steps=1", "microbatches=5", NULL), FT_OK);
+    /* token per record: device, 'F'/'B', mb; consecutive equal tokens collapse */
+    char seq[2][64][8];
+    size_t n[2] = {0, 0};
+    size_t first[2][2][8], last[2][2][8]; /* [dev][F/B][mb] record index range */
+    memset(first, 0xff, sizeof first);
+    memset(last, 0, sizeof last);
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i], *k = r;
+        if (r->kind == R_BWD)
+            k = find_call(&c, r->call);
+        else if (r->kind != R_CALL)
+            continue;
+        int dev = k->device, back = r->kind == R_BWD || !strcmp(k->phase, "recompute");
+        assert_true(dev == 0 || dev == 1);
+        char tok[8];
+        snprintf(tok, sizeof tok, "%c%d", back ? 'B' : 'F', (int)k->mb);
+        if (!n[dev] || strcmp(seq[dev][n[dev] - 1], tok)) {
+            assert_true(n[dev] < 64);
+            snprintf(seq[dev][n[dev]++], 8, "%s", tok);
+        }
+        if (first[dev][back][k->mb] == (size_t)-1) first[dev][back][k->mb] = i;
+        last[dev][back][k->mb] = i;
+    }
+    const char *want0[] = {"F0", "F1", "B0", "F2", "B1", "F3", "B2", "F4", "B3", "B4"};
+    const char *want1[] = {"F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3", "F4", "B4"};
+    assert_int_equal(n[0], 10);
+    assert_int_equal(n[1], 10);
+    for (size_t i = 0; i < 10; i++) {
+        assert_string_equal(seq[0][i], want0[i]);
+        assert_string_equal(seq[1][i], want1[i]);
+    }
+    for (int m = 0; m < 5; m++) {
+        assert_true(first[1][0][m] > last[0][0][m]); /* F on stage 1 after F on stage 0 */
+        assert_true(first[0][1][m] > last[1][1][m]); /* B on stage 0 after B on stage 1 */
+    }
+    coll_free(&c);
+}
+
+static void test_synth_eval_phase(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "eval-interleave", 6, &err, NULL), FT_OK);
+    int steps_with_eval[16] = {0};
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_CALL || strcmp(r->phase, "eval")) continue;
+        assert_false(r->flags & FT_CF_GRAD);
+        assert_false(r->flags & FT_CF_INPUT_RG);
+        assert_int_equal(r->recipe, -1); /* eval_recipe=bf16 */
+        assert_true(r->step < 16);
+        steps_with_eval[r->step] = 1;
+    }
+    for (int s = 0; s < 8; s++)
+        assert_int_equal(steps_with_eval[s], s % 2 == 1);
+    coll_free(&c);
+}
+
+static void test_synth_recipe_zoo(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "recipe-zoo", 6, &err, NULL), FT_OK);
+    const char *types[] = {"DelayedScaling",     "Float8CurrentScaling", "MXFP8BlockScaling",
+                           "Float8BlockScaling", "NVFP4BlockScaling",    "CustomRecipe"};
+    for (size_t t = 0; t < FT_ARRAY_LEN(types); t++) {
+        int found = 0;
+        for (size_t i = 0; i < c.n; i++)
+            found |= c.r[i].kind == R_RECIPE && !strcmp(c.r[i].text2, types[t]);
+        assert_true(found);
+    }
+    /* each fuser keeps its recipe through training; bf16 layer 0 has none */
+    int64_t rec_of[64];
+    for (int i = 0; i < 64; i++)
+        rec_of[i] = -2;
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_CALL || !strcmp(r->phase, "eval")) continue;
+        assert_true(r->fuser < 64);
+        if (rec_of[r->fuser] == -2) rec_of[r->fuser] = r->recipe;
+        assert_int_equal(rec_of[r->fuser], r->recipe);
+        if (r->fuser <= 2) assert_int_equal(r->recipe, -1);
+    }
+    coll_free(&c);
+}
+
+/* Attributes are every dataclass field with TE's defaults (spec §3). */
+static void test_synth_recipe_attrs_defaults(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "recipe-zoo", 6, &err, "steps=1", NULL), FT_OK);
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_RECIPE) continue;
+        json_error_t je;
+        json_t *a = json_loads(r->text, 0, &je);
+        assert_non_null(a);
+        assert_non_null(json_object_get(a, "backward_override"));
+        assert_non_null(json_object_get(a, "fp8_format"));
+        if (!strcmp(r->text2, "NVFP4BlockScaling")) {
+            assert_string_equal(json_string_value(json_object_get(a, "fp4_format")), "E2M1");
+            assert_non_null(json_object_get(a, "disable_stochastic_rounding"));
+            assert_string_equal(json_string_value(json_object_get(a, "nvfp4_4over6")), "none");
+        }
+        if (!strcmp(r->text2, "DelayedScaling")) {
+            assert_int_equal(json_integer_value(json_object_get(a, "amax_history_len")), 1024);
+            assert_string_equal(json_string_value(json_object_get(a, "fp8_format")), "HYBRID");
+        }
+        if (!strcmp(r->text2, "MXFP8BlockScaling"))
+            assert_true(json_is_false(json_object_get(a, "enable_2d_quantization")));
+        json_decref(a);
+    }
+    coll_free(&c);
+}
+
+static void test_synth_env_header(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "pipeline-2dev", 1, &err, "steps=1", NULL), FT_OK);
+    json_error_t je;
+    json_t *env = json_loads(c.r[0].text, 0, &je);
+    assert_non_null(env);
+    assert_string_equal(json_string_value(json_object_get(env, "device_cc")), "10.0");
+    assert_string_equal(json_string_value(json_object_get(env, "cudnn_frontend")), "1.27.0");
+    assert_string_equal(json_string_value(json_object_get(env, "cublaslt")), "13.4.0");
+    assert_string_equal(json_string_value(json_object_get(env, "NVTE_CUTEDSL_FUSED_GROUPED_MLP")),
+                        "1");
+    assert_string_equal(json_string_value(json_object_get(env, "world_size")), "2");
+    json_decref(env);
+    assert_int_equal(c.header_ws, 2);
+    assert_int_equal(c.header_rank, 0);
+    coll_free(&c);
+    assert_int_equal(run(&c, "demo", 1, &err, "steps=1", "cc=9.0", "fused_mlp=0", NULL), FT_OK);
+    env = json_loads(c.r[0].text, 0, &je);
+    assert_string_equal(json_string_value(json_object_get(env, "device_cc")), "9.0");
+    assert_string_equal(json_string_value(json_object_get(env, "NVTE_CUTEDSL_FUSED_GROUPED_MLP")),
+                        "0");
+    json_decref(env);
+    coll_free(&c);
+}
+
+/* Fuser op lists: grouped MLP dims and attributes as the fusion gate reads them. */
+static void test_synth_fuser_ops(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "recompute", 1, &err, "steps=1", NULL), FT_OK);
+    int grouped = 0, dense = 0;
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_FUSER) continue;
+        json_error_t je;
+        json_t *ops = json_loads(r->text, 0, &je);
+        const char *t0 = json_string_value(json_object_get(json_array_get(ops, 0), "type"));
+        if (!strcmp(t0, "GroupedLinear")) {
+            grouped++;
+            assert_non_null(strstr(r->text2, ".mlp.experts"));
+            json_t *a0 = json_object_get(json_array_get(ops, 0), "attrs");
+            json_t *a1 = json_object_get(json_array_get(ops, 1), "attrs");
+            json_t *a2 = json_object_get(json_array_get(ops, 2), "attrs");
+            assert_int_equal(json_integer_value(json_object_get(a0, "num_groups")), 64);
+            assert_int_equal(json_integer_value(json_object_get(a0, "out_features")),
+                             2 * json_integer_value(json_object_get(a2, "in_features")));
+            assert_int_equal(json_integer_value(json_object_get(a1, "glu_interleave_size")), 32);
+            assert_int_equal(json_integer_value(json_object_get(a0, "in_features")) % 64, 0);
+            assert_string_equal(json_string_value(json_object_get(json_array_get(ops, 1), "type")),
+                                "ScaledSwiGLU");
+        } else {
+            dense++;
+            assert_string_equal(t0, "BasicLinear");
+            assert_int_equal(json_array_size(ops), 5);
+            assert_string_equal(json_string_value(json_object_get(json_array_get(ops, 2), "type")),
+                                "GELU");
+        }
+        json_decref(ops);
+    }
+    assert_int_equal(grouped, 8);
+    assert_int_equal(dense, 8); /* shared experts */
+    coll_free(&c);
+}
+
+/* Skewed routing leaves some experts without tokens; sums stay exact. */
+static void test_synth_splits_skewed(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(
+        run(&c, "demo", 77, &err, "skew=3", "experts=32", "tokens=512", "steps=2", NULL), FT_OK);
+    int zero = 0;
+    int64_t maxv = 0;
+    for (size_t i = 0; i < c.n; i++)
+        for (uint32_t s = 0; s < c.r[i].n_splits; s++) {
+            zero |= c.r[i].splits[s] == 0;
+            if (c.r[i].splits[s] > maxv) maxv = c.r[i].splits[s];
+        }
+    assert_true(zero);
+    assert_true(maxv > 512 / 32 * 4); /* the head expert far above uniform */
+    check_stream(&c, 512);
+    coll_free(&c);
+    /* uniform routing with many tokens stays close to tokens/experts */
+    assert_int_equal(run(&c, "demo", 77, &err, "skew=0", "tokens=65536", "steps=1", NULL), FT_OK);
+    for (size_t i = 0; i < c.n; i++)
+        for (uint32_t s = 0; s < c.r[i].n_splits; s++)
+            assert_true(c.r[i].splits[s] > 65536 / 8 / 2 && c.r[i].splits[s] < 65536 / 8 * 2);
+    coll_free(&c);
+}
+
+static void expect_bad(const char *scen, int want_rc, const char *needle, const char *kv)
+{
+    coll c = {0};
+    ft_err err = {0};
+    int rc = run(&c, scen, 1, &err, kv, NULL);
+    if (rc != want_rc || !strstr(ft_err_msg(&err), needle))
+        fail_msg("%s %s: rc %d, message '%s'", scen, kv ? kv : "", rc, ft_err_msg(&err));
+    assert_int_equal(c.n, 0); /* nothing written before the input is known good */
+    coll_free(&c);
+}
+
+static void test_synth_bad_keys_rejected(void **state)
+{
+    (void)state;
+    expect_bad("nope", FT_ENOTFOUND, "nope", NULL);
+    expect_bad("demo", FT_ENOTFOUND, "colour", "colour=red");
+    expect_bad("demo", FT_EINVAL, "layers", "layers=four");
+    expect_bad("demo", FT_ERANGE, "layers", "layers=0");
+    expect_bad("demo", FT_EINVAL, "skew", "skew=abc");
+    expect_bad("demo", FT_EINVAL, "recompute", "recompute=maybe");
+    expect_bad("demo", FT_EINVAL, "recipe", "recipe=fp6");
+    expect_bad("demo", FT_EINVAL, "disable_rht", "recipe=nvfp4:disable_rht=perhaps");
+    expect_bad("demo", FT_EINVAL, "nosuch", "recipe=mxfp8:nosuch=1");
+    expect_bad("demo", FT_EINVAL, "layer_recipes", "layer_recipes=mxfp8,,nvfp4");
+    expect_bad("demo", FT_EINVAL, "detour_steps", "detour_steps=6");
+    expect_bad("recompute", FT_EINVAL, "amax_every", "amax_every=2");
+    expect_bad("amax-history", FT_EINVAL, "bo_every", "bo_every=2");
+    expect_bad("recompute", FT_EINVAL, "rht_flip_every", "rht_flip_every=2");
+    expect_bad("demo", FT_EINVAL, "bo_values", "bo_values=none,sometimes");
+    expect_bad("demo", FT_EINVAL, "amax_lens", "amax_lens=16,x");
+    expect_bad("demo", FT_EINVAL, "stages", "stages=7");
+    expect_bad("demo", FT_EINVAL, "cc", "cc=ten point zero");
+    expect_bad("demo", FT_EINVAL, "te_version", "te_version=2\"0");
+    expect_bad("demo", FT_EINVAL, "frozen_ops", "frozen_ops=fc2");
+    expect_bad("demo", FT_EINVAL, "backward_override",
+               "recipe=delayed:backward_override=dequantized");
+}
+
+/* A sink failure at any record stops the run with that status, names the record, leaks nothing. */
+static void test_synth_sink_failure_propagates(void **state)
+{
+    (void)state;
+    coll full = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&full, "pipeline-2dev", 3, &err, "steps=1", NULL), FT_OK);
+    size_t total = full.n;
+    coll_free(&full);
+    size_t picks[] = {1, 2, 3, 5, total / 2, total};
+    for (size_t i = 0; i < FT_ARRAY_LEN(picks); i++) {
+        coll c = {0};
+        c.fail_at = picks[i];
+        long live = ft_alloc_live();
+        int rc = run(&c, "pipeline-2dev", 3, &err, "steps=1", NULL);
+        assert_int_equal(rc, FT_EIO);
+        assert_non_null(strstr(ft_err_msg(&err), "refused record"));
+        assert_int_equal(c.n, picks[i] - 1);
+        assert_int_equal(ft_alloc_live(), live);
+        coll_free(&c);
+    }
+}
+
+static void test_synth_alloc_failure_clean(void **state)
+{
+    (void)state;
+    int ok = 0;
+    for (long n = 0; n < 200 && !ok; n++) {
+        coll c = {0};
+        ft_err err = {0};
+        long live = ft_alloc_live();
+        ft_alloc_fail_after(n);
+        int rc = run(&c, "recipe-zoo", 1, &err, "steps=1", NULL);
+        ft_alloc_fail_after(-1);
+        assert_true(rc == FT_OK || rc == FT_ENOMEM);
+        assert_int_equal(ft_alloc_live(), live);
+        ok = rc == FT_OK;
+        coll_free(&c);
+    }
+    assert_true(ok);
+}
+
+/* A null sink that counts, for the throughput check below. */
+static int null_call(void *ctx, const ft_call *c)
+{
+    (*(uint64_t *)ctx)++;
+    (void)c;
+    return FT_OK;
+}
+static int null_hdr(void *ctx, const ft_header *h)
+{
+    (void)ctx;
+    (void)h;
+    return FT_OK;
+}
+static int null_fuser(void *ctx, const ft_fuser_def *f)
+{
+    (void)ctx;
+    (void)f;
+    return FT_OK;
+}
+static int null_recipe(void *ctx, const ft_recipe_def *d)
+{
+    (void)ctx;
+    (void)d;
+    return FT_OK;
+}
+static int null_bwd(void *ctx, const ft_backward *b)
+{
+    (void)ctx;
+    (void)b;
+    return FT_OK;
+}
+
+/* Scale: 100k+ calls in well under a second even under sanitizers (the benchmark measures). */
+static void test_synth_recompute_scales(void **state)
+{
+    (void)state;
+    uint64_t calls = 0;
+    ft_sink s = {&calls, null_hdr, null_fuser, null_recipe, null_call, null_bwd, NULL};
+    ft_synth_param p = {"steps", "400"};
+    ft_err err = {0};
+    uint64_t t0 = ft_now_ns();
+    assert_int_equal(ft_synth_run("recompute", &p, 1, 1, &s, &err), FT_OK);
+    double secs = (double)(ft_now_ns() - t0) / 1e9;
+    assert_int_equal(calls, 400ull * 8 * 8 * 2 * 2);
+    print_message("synth recompute: %llu calls in %.3f s (%.2f M calls/s)\n",
+                  (unsigned long long)calls, secs, (double)calls / secs / 1e6);
+}
+
+/* ---- CLI ---------------------------------------------------------------------------------- */
+static const char *cli(void)
+{
+    const char *p = getenv("FT_CLI");
+    return p && *p ? p : NULL;
+}
+
+/* Run a shell command; return its exit status, output in out (may be NULL). */
+static int sh(const char *cmd, char *out, size_t cap)
+{
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = 0;
+    char tmp[4096];
+    size_t got;
+    while ((got = fread(tmp, 1, sizeof tmp, f)) > 0)
+        if (out && n + 1 < cap) {
+            size_t k = got < cap - 1 - n ? got : cap - 1 - n;
+            memcpy(out + n, tmp, k);
+            n += k;
+        }
+    if (out) out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_synth_cli_list_covers_every_scenario(void **state)
+{
+    (void)state;
+    if (!cli()) skip();
+    static char out[1 << 20];
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' synth --list 2>&1", cli());
+    assert_int_equal(sh(cmd, out, sizeof out), 0);
+    for (uint32_t j = 0; j < ft_synth_n_scenarios(); j++) {
+        const ft_synth_scenario *s = ft_synth_scenario_at(j);
+        assert_non_null(strstr(out, s->name));
+        assert_non_null(strstr(out, s->summary));
+    }
+    assert_non_null(strstr(out, "layers="));
+    assert_non_null(strstr(out, "eval_every="));
+}
+
+static void test_synth_cli_bad_input_exit2(void **state)
+{
+    (void)state;
+    if (!cli()) skip();
+    char out[4096], cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' synth nosuch --jsonl - 2>&1", cli());
+    assert_int_equal(sh(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "nosuch"));
+    snprintf(cmd, sizeof cmd, "'%s' synth demo --set colour=red --jsonl - 2>&1", cli());
+    assert_int_equal(sh(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "colour"));
+    snprintf(cmd, sizeof cmd, "'%s' synth demo --set layers=x --jsonl - 2>&1", cli());
+    assert_int_equal(sh(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "layers"));
+    snprintf(cmd, sizeof cmd, "'%s' synth demo --seed -3 --jsonl - 2>&1", cli());
+    assert_int_equal(sh(cmd, out, sizeof out), 2);
+    snprintf(cmd, sizeof cmd, "'%s' synth demo --set layers 2>&1", cli());
+    assert_int_equal(sh(cmd, out, sizeof out), 2);
+    snprintf(cmd, sizeof cmd, "'%s' synth demo 2>&1", cli()); /* no output named */
+    assert_int_equal(sh(cmd, out, sizeof out), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_synth_scenarios_listed),
+        cmocka_unit_test(test_synth_list_defaults_match),
+        cmocka_unit_test(test_synth_all_scenarios_valid),
+        cmocka_unit_test(test_synth_deterministic_per_seed),
+        cmocka_unit_test(test_synth_demo_shape),
+        cmocka_unit_test(test_synth_recompute_shares_forward),
+        cmocka_unit_test(test_synth_recompute_same_object_under_schedule),
+        cmocka_unit_test(test_synth_rht_switch_pattern),
+        cmocka_unit_test(test_synth_backward_override_changes),
+        cmocka_unit_test(test_synth_amax_history_changes),
+        cmocka_unit_test(test_synth_frozen_boundary_moves),
+        cmocka_unit_test(test_synth_pipeline_1f1b),
+        cmocka_unit_test(test_synth_eval_phase),
+        cmocka_unit_test(test_synth_recipe_zoo),
+        cmocka_unit_test(test_synth_recipe_attrs_defaults),
+        cmocka_unit_test(test_synth_env_header),
+        cmocka_unit_test(test_synth_fuser_ops),
+        cmocka_unit_test(test_synth_splits_skewed),
+        cmocka_unit_test(test_synth_bad_keys_rejected),
+        cmocka_unit_test(test_synth_sink_failure_propagates),
+        cmocka_unit_test(test_synth_alloc_failure_clean),
+        cmocka_unit_test(test_synth_recompute_scales),
+        cmocka_unit_test(test_synth_cli_list_covers_every_scenario),
+        cmocka_unit_test(test_synth_cli_bad_input_exit2),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
