@@ -1133,6 +1133,88 @@ static void test_synth_cli_bad_input_exit2(void **state)
     assert_int_equal(sh(cmd, out, sizeof out), 2);
 }
 
+/* The file the CLI writes holds exactly the generator's stream: export it (.ftdb) or import it
+ * (JSONL) back into a collecting sink and compare with a direct run. */
+static void cli_round_trip(const char *out_flag, const char *path)
+{
+    char cmd[2048], out[4096];
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth pipeline-2dev --set steps=2 --set microbatches=3 --seed 3 %s '%s' 2>&1",
+             cli(), out_flag, path);
+    remove(path);
+    int st = sh(cmd, out, sizeof out);
+    if (st) fail_msg("%s -> %d: %s", cmd, st, out);
+    coll direct = {0}, back = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&direct, "pipeline-2dev", 3, &err, "steps=2", "microbatches=3", NULL),
+                     FT_OK);
+    ft_sink s;
+    coll_sink(&back, &s);
+    if (!strcmp(out_flag, "-o")) {
+        ft_trace *t;
+        int rc = ft_trace_open(path, FT_OPEN_READ, &t, &err);
+        if (rc) fail_msg("open %s: %s", path, ft_err_msg(&err));
+        rc = ft_trace_verify(t, &err);
+        if (rc) fail_msg("verify %s: %s", path, ft_err_msg(&err));
+        rc = ft_trace_export(t, &s, &err);
+        if (rc) fail_msg("export %s: %s", path, ft_err_msg(&err));
+        ft_trace_close(t);
+    } else {
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        int rc = ft_jsonl_import(f, path, &s, NULL, &err);
+        if (rc) fail_msg("import %s: %s", path, ft_err_msg(&err));
+        fclose(f);
+    }
+    assert_int_equal(back.n, direct.n);
+    for (size_t i = 0; i < direct.n; i++) {
+        const rec *a = &direct.r[i], *b = &back.r[i];
+        assert_int_equal(a->kind, b->kind);
+        if (a->text) assert_string_equal(a->text, b->text);
+    }
+    assert_true(digest(&direct) == digest(&back));
+    coll_free(&direct);
+    coll_free(&back);
+    remove(path);
+}
+
+static void test_synth_cli_ftdb_round_trip(void **state)
+{
+    (void)state;
+    if (!cli()) skip();
+    cli_round_trip("-o", FT_BINARY_DIR "/test_synth_rt.ftdb");
+}
+
+static void test_synth_cli_jsonl_round_trip(void **state)
+{
+    (void)state;
+    if (!cli()) skip();
+    cli_round_trip("--jsonl", FT_BINARY_DIR "/test_synth_rt.jsonl");
+}
+
+/* A failed run leaves no output file behind. */
+static void test_synth_cli_failure_leaves_nothing(void **state)
+{
+    (void)state;
+    if (!cli()) skip();
+    const char *flags[] = {"-o", "--jsonl"};
+    for (size_t i = 0; i < 2; i++) {
+        char cmd[2048], out[4096], path[1024];
+        snprintf(path, sizeof path, "%s/test_synth_fail%zu.out", FT_BINARY_DIR, i);
+        remove(path);
+        snprintf(cmd, sizeof cmd, "'%s' synth demo --set recipe=fp6 %s '%s' 2>&1", cli(), flags[i],
+                 path);
+        assert_int_equal(sh(cmd, out, sizeof out), 2);
+        assert_non_null(strstr(out, "recipe"));
+        FILE *f = fopen(path, "r");
+        assert_null(f);
+        char tmp[1100];
+        snprintf(tmp, sizeof tmp, "%s.synth-tmp", path);
+        f = fopen(tmp, "r");
+        assert_null(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1160,6 +1242,9 @@ int main(void)
         cmocka_unit_test(test_synth_recompute_scales),
         cmocka_unit_test(test_synth_cli_list_covers_every_scenario),
         cmocka_unit_test(test_synth_cli_bad_input_exit2),
+        cmocka_unit_test(test_synth_cli_ftdb_round_trip),
+        cmocka_unit_test(test_synth_cli_jsonl_round_trip),
+        cmocka_unit_test(test_synth_cli_failure_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
