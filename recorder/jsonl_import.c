@@ -166,7 +166,8 @@ typedef struct importer {
     ft_err *err;
     uint64_t line; /* 1-based number of the current line */
     /* line reader */
-    char *buf;       /* [FT_JSONL_MAX_LINE + 1] */
+    char *buf; /* [cap], grows up to FT_JSONL_MAX_LINE + 1 */
+    size_t cap;
     size_t beg, end; /* unread bytes are buf[beg, end) */
     int eof;
     /* validation state */
@@ -905,11 +906,18 @@ static int next_line(importer *im, const char **s, size_t *len)
             im->end -= im->beg;
             im->beg = 0;
         }
-        if (im->end == FT_JSONL_MAX_LINE + 1) {
-            im->line++;
-            return fail(im, NULL, "line longer than %u bytes", FT_JSONL_MAX_LINE);
+        if (im->end == im->cap) {
+            if (im->cap == FT_JSONL_MAX_LINE + 1) {
+                im->line++;
+                return fail(im, NULL, "line longer than %u bytes", FT_JSONL_MAX_LINE);
+            }
+            size_t cap = im->cap * 4 < FT_JSONL_MAX_LINE + 1 ? im->cap * 4 : FT_JSONL_MAX_LINE + 1;
+            char *p = ft_realloc(im->buf, cap);
+            if (!p) return fail_nomem(im);
+            im->buf = p;
+            im->cap = cap;
         }
-        size_t got = fread(im->buf + im->end, 1, FT_JSONL_MAX_LINE + 1 - im->end, im->in);
+        size_t got = fread(im->buf + im->end, 1, im->cap - im->end, im->in);
         im->end += got;
         if (got == 0) {
             if (ferror(im->in))
@@ -930,7 +938,8 @@ int ft_jsonl_import(FILE *in, const char *name, ft_sink *sink, FILE *warn, ft_er
     im.sink = sink;
     im.err = err;
     if (!in || !sink) return ft_err_set(err, FT_EINVAL, "%s: no input or no sink", im.name);
-    im.buf = ft_malloc(FT_JSONL_MAX_LINE + 1);
+    im.cap = 64 * 1024;
+    im.buf = ft_malloc(im.cap);
     if (!im.buf) return ft_err_set(err, FT_ENOMEM, "%s: out of memory", im.name);
 
     int rc;
