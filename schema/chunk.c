@@ -271,7 +271,7 @@ struct ft_chunk_enc {
     uint32_t n, n_calls, n_bwd;
     int64_t first_seq;
     uint64_t prev_seq;
-    uint64_t prev_fuser, prev_recipe, prev_device, prev_oprg, prev_phase;
+    uint64_t prev_phase;
     int64_t prev_step, prev_mb, prev_ns, prev_ntok;
     char **phases; /* [n_phases] owned copies */
     size_t phases_cap;
@@ -295,7 +295,7 @@ struct ft_chunk_enc {
 static void enc_start(ft_chunk_enc *e)
 {
     e->n = e->n_calls = e->n_bwd = 0;
-    e->prev_fuser = e->prev_recipe = e->prev_device = e->prev_oprg = e->prev_phase = 0;
+    e->prev_phase = 0;
     e->prev_step = e->prev_mb = e->prev_ns = e->prev_ntok = 0;
     for (uint32_t i = 0; i < e->n_phases; i++)
         ft_free(e->phases[i]);
@@ -507,11 +507,11 @@ int ft_chunk_enc_call(ft_chunk_enc *e, const ft_call *c, uint32_t fuser, int32_t
     e->col[C_KIND][i] = FT_REC_CALL;
     e->col[C_SEQ][i] = (uint64_t)c->seq - e->prev_seq - 1;
     e->prev_seq = (uint64_t)c->seq;
-    e->col[C_FUSER][i] = e->prev_fuser = fuser;
-    e->col[C_RECIPE][i] = e->prev_recipe = (fl & FT_CF_HAS_RECIPE) ? (uint64_t)recipe + 1 : 0;
+    e->col[C_FUSER][i] = fuser;
+    e->col[C_RECIPE][i] = (fl & FT_CF_HAS_RECIPE) ? (uint64_t)recipe + 1 : 0;
     e->col[C_FLAGS][i] = fl;
-    e->col[C_DEVICE][i] = e->prev_device = zz(c->device);
-    e->col[C_OPRG][i] = e->prev_oprg = oprg;
+    e->col[C_DEVICE][i] = zz(c->device);
+    e->col[C_OPRG][i] = (uint64_t)oprg + 1;
     e->col[C_STEP][i] = 0;
     if (fl & FT_CF_HAS_STEP) {
         e->col[C_STEP][i] = zz((int64_t)((uint64_t)c->step - (uint64_t)e->prev_step));
@@ -551,11 +551,11 @@ int ft_chunk_enc_backward(ft_chunk_enc *e, const ft_backward *b)
     e->col[C_KIND][i] = FT_REC_BACKWARD;
     e->col[C_SEQ][i] = (uint64_t)b->seq - e->prev_seq - 1;
     e->prev_seq = (uint64_t)b->seq;
-    e->col[C_FUSER][i] = e->prev_fuser;
-    e->col[C_RECIPE][i] = e->prev_recipe;
+    e->col[C_FUSER][i] = 0;
+    e->col[C_RECIPE][i] = 0;
     e->col[C_FLAGS][i] = b->has_ns ? FT_CF_HAS_NS : 0;
-    e->col[C_DEVICE][i] = e->prev_device;
-    e->col[C_OPRG][i] = e->prev_oprg;
+    e->col[C_DEVICE][i] = 0;
+    e->col[C_OPRG][i] = 0;
     e->col[C_STEP][i] = 0;
     e->col[C_MB][i] = 0;
     e->col[C_PHASE][i] = e->prev_phase;
@@ -571,10 +571,12 @@ int ft_chunk_enc_backward(ft_chunk_enc *e, const ft_backward *b)
     return FT_OK;
 }
 
-/* Append an integer column in the smaller of its two layouts. */
+/* Append an integer column in the cheapest of its layouts: runs when they are much smaller,
+ * else fixed width unless varints are clearly smaller (fixed width decodes fastest). */
 static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
 {
     size_t vsz = 0, rsz = 0;
+    uint64_t max = 0;
     for (uint32_t i = 0; i < n;) {
         uint32_t j = i + 1;
         while (j < n && v[j] == v[i])
@@ -582,14 +584,17 @@ static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
         rsz += varint_len(v[i]) + varint_len(j - i - 1);
         for (uint32_t m = i; m < j; m++)
             vsz += varint_len(v[m]);
+        if (v[i] > max) max = v[i];
         i = j;
     }
-    int runs = rsz < vsz;
-    int rc = ft_buf_reserve(b, 1 + (runs ? rsz : vsz));
+    uint32_t w = max < 0x100 ? 1 : max < 0x10000 ? 2 : max < 0x100000000ull ? 4 : 8;
+    size_t fsz = 1 + (size_t)w * n;
+    int mode = rsz * 2 < vsz && rsz * 2 < fsz ? 1 : fsz * 4 <= vsz * 5 ? 2 : 0;
+    int rc = ft_buf_reserve(b, 1 + (mode == 1 ? rsz : mode == 2 ? fsz : vsz));
     if (rc) return rc;
     uint8_t *p = b->data + b->len;
-    *p++ = (uint8_t)runs;
-    if (runs) {
+    *p++ = (uint8_t)mode;
+    if (mode == 1) {
         for (uint32_t i = 0; i < n;) {
             uint32_t j = i + 1;
             while (j < n && v[j] == v[i])
@@ -598,6 +603,11 @@ static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
             p += varint_put(p, j - i - 1);
             i = j;
         }
+    } else if (mode == 2) {
+        *p++ = (uint8_t)w;
+        for (uint32_t i = 0; i < n; i++)
+            for (uint32_t k = 0; k < w; k++)
+                *p++ = (uint8_t)(v[i] >> (8 * k));
     } else {
         for (uint32_t i = 0; i < n; i++)
             p += varint_put(p, v[i]);
@@ -820,6 +830,25 @@ static int get_intcol(const uint8_t *p, const uint8_t *end, uint64_t *out, uint3
             for (uint64_t r = 0; r <= run; r++)
                 out[i++] = v;
         }
+    } else if (mode == 2) {
+        if (p >= end) return -1;
+        uint32_t w = *p++;
+        if ((w != 1 && w != 2 && w != 4 && w != 8) || (uint64_t)(end - p) != (uint64_t)w * n)
+            return -1;
+        if (w == 1) {
+            for (uint32_t i = 0; i < n; i++)
+                out[i] = p[i];
+        } else if (w == 2) {
+            for (uint32_t i = 0; i < n; i++)
+                out[i] = (uint64_t)p[2 * i] | (uint64_t)p[2 * i + 1] << 8;
+        } else if (w == 4) {
+            for (uint32_t i = 0; i < n; i++)
+                out[i] = get_u32(p + 4 * i);
+        } else {
+            for (uint32_t i = 0; i < n; i++)
+                out[i] = get_u64(p + 8 * i);
+        }
+        return 0;
     } else {
         return -1;
     }
@@ -862,8 +891,9 @@ static int dec_dicts(ft_chunk_dec *d, uint64_t id, const uint8_t *ph, const uint
 
     size_t pat_need = (size_t)(op_end - op) * 8;
     rc = grow((void **)&d->oprg_pat, &d->oprg_pat_cap, pat_need ? pat_need : 1, 1);
-    if (!rc) rc = grow((void **)&d->dict, &d->dict_cap, n_oprg ? n_oprg : 1, sizeof *d->dict);
+    if (!rc) rc = grow((void **)&d->dict, &d->dict_cap, (size_t)n_oprg + 1, sizeof *d->dict);
     if (rc) return rc;
+    d->dict[0] = (dict_ent){0, 0, 0};
     size_t ppos = 0;
     for (uint32_t i = 0; i < n_oprg; i++) {
         uint64_t n_ops;
@@ -875,7 +905,7 @@ static int dec_dicts(ft_chunk_dec *d, uint64_t id, const uint8_t *ph, const uint
         if (n_ops % 8 && (op[nb - 1] >> (n_ops % 8)))
             return CORRUPT("chunk %llu: op_rg dictionary entry %u has stray bits",
                            (unsigned long long)id, i);
-        dict_ent *de = &d->dict[i];
+        dict_ent *de = &d->dict[i + 1];
         de->off = (uint32_t)ppos;
         de->n_ops = (uint32_t)n_ops;
         de->first_rg = (uint32_t)n_ops;
@@ -1066,96 +1096,107 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
                    col[C_OPRGDICT + 1], n_oprg, err);
     if (rc) return rc;
 
-    /* one pass: undo the codes, check every value and reference */
-    int64_t seq = first_seq, step = 0, mb = 0, ns = 0, ntok = 0;
-    uint32_t calls = 0, bwds = 0, oppos = 0, n_splits_calls = 0;
+    /* column passes: undo the codes, check every value and reference (bad accumulates) */
+    const uint64_t *K = d->tmp[C_KIND], *F = d->tmp[C_FLAGS], *S = d->tmp[C_SEQ];
+    uint64_t bad = 0;
+    uint32_t calls = 0;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t kd = d->tmp[C_KIND][i], sd = d->tmp[C_SEQ][i];
-        uint32_t fl;
-        if (i == 0) {
-            if (sd != 0) return CORRUPT("chunk %llu: first record's seq disagrees", id);
-        } else {
-            if (seq == INT64_MAX || sd > (uint64_t)(INT64_MAX - (seq + 1)))
-                return CORRUPT("chunk %llu: record %u: seq overflows", id, i);
-            seq = seq + 1 + (int64_t)sd;
-        }
-        d->seq[i] = seq;
-        if (d->tmp[C_FLAGS][i] > CF_ALL)
-            return CORRUPT("chunk %llu: record %u: unknown flag bits", id, i);
-        fl = (uint32_t)d->tmp[C_FLAGS][i];
-        d->flags[i] = fl;
-        if (fl & FT_CF_HAS_STEP)
-            step = (int64_t)((uint64_t)step + (uint64_t)unzz(d->tmp[C_STEP][i]));
-        if (fl & FT_CF_HAS_MB) mb = (int64_t)((uint64_t)mb + (uint64_t)unzz(d->tmp[C_MB][i]));
-        if (fl & FT_CF_HAS_NS) ns = (int64_t)((uint64_t)ns + (uint64_t)unzz(d->tmp[C_NS][i]));
-        d->step[i] = step;
-        d->mb[i] = mb;
-        d->ns[i] = ns;
-        d->op_rg_off[i] = oppos;
-        if (kd == FT_REC_CALL) {
-            uint64_t fu = d->tmp[C_FUSER][i], re = d->tmp[C_RECIPE][i];
-            uint64_t op = d->tmp[C_OPRG][i], ph = d->tmp[C_PHASE][i];
-            int64_t dev = unzz(d->tmp[C_DEVICE][i]);
-            if (fu >= lim->n_fusers)
-                return CORRUPT("chunk %llu: record %u: fuser index %llu out of range", id, i,
-                               (unsigned long long)fu);
-            if (re > lim->n_recipes || (re != 0) != ((fl & FT_CF_HAS_RECIPE) != 0))
-                return CORRUPT("chunk %llu: record %u: recipe index out of range", id, i);
-            if (dev < INT32_MIN || dev > INT32_MAX)
-                return CORRUPT("chunk %llu: record %u: device out of range", id, i);
-            if (op >= n_oprg || d->dict[op].n_ops != lim->fuser_n_ops[fu])
-                return CORRUPT("chunk %llu: record %u: op_rg pattern does not fit fuser", id, i);
-            if ((fl & FT_CF_HAS_PHASE) && ph >= n_phases)
-                return CORRUPT("chunk %llu: record %u: phase index out of range", id, i);
-            const dict_ent *de = &d->dict[op];
-            if ((uint64_t)oppos + de->n_ops > FT_CHUNK_MAX_OPRG_VALUES)
-                return CORRUPT("chunk %llu: too many op_rg values", id);
-            if (oppos + de->n_ops > d->op_rg_cap) {
-                rc = grow((void **)&d->op_rg, &d->op_rg_cap, (size_t)oppos + de->n_ops, 1);
-                if (rc) return rc;
-            }
-            memcpy(d->op_rg + oppos, d->oprg_pat + de->off, de->n_ops);
-            oppos += de->n_ops;
-            d->kind[i] = FT_REC_CALL;
-            d->fuser[i] = (uint32_t)fu;
-            d->recipe[i] = (int32_t)re - 1;
-            d->device[i] = (int32_t)dev;
-            d->first_rg[i] = de->first_rg;
-            d->phase[i] = (fl & FT_CF_HAS_PHASE) ? (int32_t)ph : -1;
-            d->fuse_ns[i] = (fl & FT_CF_HAS_FUSE_NS) ? unzz(d->tmp[C_FUSE_NS][i]) : 0;
-            d->bwd_call[i] = -1;
-            if (fl & FT_CF_HAS_SPLITS) {
-                ntok = (int64_t)((uint64_t)ntok + (uint64_t)unzz(d->tmp[C_NTOK][i]));
-                if (ntok < 0) return CORRUPT("chunk %llu: record %u: negative token count", id, i);
-                d->ntok[i] = ntok;
-                n_splits_calls++;
-            } else {
-                d->ntok[i] = 0;
-            }
-            calls++;
-        } else if (kd == FT_REC_BACKWARD) {
-            if (fl & ~(uint32_t)FT_CF_HAS_NS)
-                return CORRUPT("chunk %llu: record %u: backward record with call flags", id, i);
-            uint64_t b = d->tmp[C_BWD][bwds++];
-            if (b >= (uint64_t)seq - (uint64_t)INT64_MIN)
-                return CORRUPT("chunk %llu: record %u: backward call seq out of range", id, i);
-            d->kind[i] = FT_REC_BACKWARD;
-            d->fuser[i] = 0;
-            d->recipe[i] = -1;
-            d->device[i] = 0;
-            d->first_rg[i] = 0;
-            d->phase[i] = -1;
-            d->fuse_ns[i] = 0;
-            d->bwd_call[i] = (int64_t)((uint64_t)seq - 1 - b);
-            d->ntok[i] = 0;
-        } else {
-            return CORRUPT("chunk %llu: record %u: unknown record kind %llu", id, i,
-                           (unsigned long long)kd);
-        }
+        uint64_t kd = K[i], fl = F[i];
+        bad |= (kd >> 1) | (fl >> 13) | (kd & ((fl & ~(uint64_t)FT_CF_HAS_NS) != 0));
+        d->kind[i] = (uint8_t)kd;
+        d->flags[i] = (uint32_t)fl;
+        calls += (uint32_t)(kd ^ 1) & 1;
     }
-    d->op_rg_off[n] = oppos;
-    if (calls != n_calls || bwds != n_bwd)
-        return CORRUPT("chunk %llu: record kinds disagree with the call count", id);
+    if (bad || calls != n_calls)
+        return CORRUPT("chunk %llu: record kinds or flags are invalid", id);
+
+    /* seq: strictly increasing, never past INT64_MAX */
+    if (S[0] != 0) return CORRUPT("chunk %llu: first record's seq disagrees", id);
+    uint64_t room = (uint64_t)INT64_MAX - (uint64_t)first_seq, cur = (uint64_t)first_seq;
+    d->seq[0] = first_seq;
+    for (uint32_t i = 1; i < n; i++) {
+        uint64_t sd = S[i];
+        if (sd >= room) return CORRUPT("chunk %llu: record %u: seq overflows", id, i);
+        room -= sd + 1;
+        cur += sd + 1;
+        d->seq[i] = (int64_t)cur;
+    }
+
+    /* references: fuser, recipe, device, phase (backward records hold 0 codes) */
+    const uint64_t *FU = d->tmp[C_FUSER], *RE = d->tmp[C_RECIPE], *DV = d->tmp[C_DEVICE];
+    const uint64_t *PH = d->tmp[C_PHASE];
+    uint64_t nf = lim->n_fusers, nr = lim->n_recipes, np = n_phases ? n_phases : 1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t kd = d->kind[i], fl = d->flags[i], fu = FU[i], re = RE[i], dv = DV[i];
+        int64_t dev = unzz(dv);
+        bad |= ((fu >= nf) & (kd ^ 1)) | ((fu != 0) & kd) | (re > nr) |
+               ((re != 0) != ((fl >> 12) & 1)) | (dev < INT32_MIN) | (dev > INT32_MAX) |
+               ((dv != 0) & kd) | (PH[i] >= np);
+        d->fuser[i] = (uint32_t)fu;
+        d->recipe[i] = (int32_t)re - 1;
+        d->device[i] = (int32_t)dev;
+        d->phase[i] = (fl & FT_CF_HAS_PHASE) ? (int32_t)PH[i] : -1;
+    }
+    if (bad) return CORRUPT("chunk %llu: a fuser, recipe, device or phase is out of range", id);
+
+    /* op_rg: dictionary entry 0 is the empty pattern of backward records */
+    const uint64_t *OP = d->tmp[C_OPRG];
+    size_t oppos = 0;
+    if ((rc = grow((void **)&d->op_rg, &d->op_rg_cap, 1, 1))) return rc;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t op = OP[i];
+        if (op > n_oprg) return CORRUPT("chunk %llu: record %u: op_rg index out of range", id, i);
+        const dict_ent *de = &d->dict[op];
+        uint32_t want = d->kind[i] ? 0 : lim->fuser_n_ops[d->fuser[i]];
+        if (de->n_ops != want || (d->kind[i] && op))
+            return CORRUPT("chunk %llu: record %u: op_rg pattern does not fit its fuser", id, i);
+        if (oppos + de->n_ops > d->op_rg_cap) {
+            if (oppos + de->n_ops > FT_CHUNK_MAX_OPRG_VALUES)
+                return CORRUPT("chunk %llu: too many op_rg values", id);
+            rc = grow((void **)&d->op_rg, &d->op_rg_cap, oppos + de->n_ops, 1);
+            if (rc) return rc;
+        }
+        d->op_rg_off[i] = (uint32_t)oppos;
+        if (de->n_ops) memcpy(d->op_rg + oppos, d->oprg_pat + de->off, de->n_ops);
+        oppos += de->n_ops;
+        d->first_rg[i] = de->first_rg;
+    }
+    d->op_rg_off[n] = (uint32_t)oppos;
+
+    /* running values: absent fields carry code 0, so plain prefix sums keep the last value */
+    const uint64_t *ST = d->tmp[C_STEP], *MB = d->tmp[C_MB], *NS = d->tmp[C_NS];
+    const uint64_t *FN = d->tmp[C_FUSE_NS], *NT = d->tmp[C_NTOK];
+    uint64_t step = 0, mb = 0, ns = 0, nt = 0;
+    uint32_t n_splits_calls = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        step += (uint64_t)unzz(ST[i]);
+        mb += (uint64_t)unzz(MB[i]);
+        ns += (uint64_t)unzz(NS[i]);
+        nt += (uint64_t)unzz(NT[i]);
+        uint32_t hs = (d->flags[i] >> 6) & 1;
+        d->step[i] = (int64_t)step;
+        d->mb[i] = (int64_t)mb;
+        d->ns[i] = (int64_t)ns;
+        d->fuse_ns[i] = unzz(FN[i]);
+        d->ntok[i] = hs ? (int64_t)nt : 0;
+        bad |= (nt >> 63) & hs;
+        n_splits_calls += hs;
+    }
+    if (bad) return CORRUPT("chunk %llu: negative token count", id);
+
+    /* backward -> call */
+    const uint64_t *BW = d->tmp[C_BWD];
+    uint32_t bwds = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!d->kind[i]) {
+            d->bwd_call[i] = -1;
+            continue;
+        }
+        uint64_t bd = BW[bwds++];
+        if (bd >= (uint64_t)d->seq[i] - (uint64_t)INT64_MIN)
+            return CORRUPT("chunk %llu: record %u: backward call seq out of range", id, i);
+        d->bwd_call[i] = (int64_t)((uint64_t)d->seq[i] - 1 - bd);
+    }
     if ((n_splits_calls == 0) != (sp_raw == 0))
         return CORRUPT("chunk %llu: split section disagrees with the records", id);
 
