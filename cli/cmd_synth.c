@@ -228,7 +228,7 @@ int cmd_synth(int argc, char **argv)
     int rc = ftdb ? run_ftdb(scen, sets, n_sets, seed, ftdb, &err)
                   : run_jsonl(scen, sets, n_sets, seed, jsonl, &err);
     if (rc) {
-        fprintf(stderr, "fusertrace synth: %s\n", ft_err_msg(&err));
+        fprintf(stderr, "fusertrace: %s\n", ft_err_msg(&err));
         return cli_exit_code(rc);
     }
     return FT_EXIT_OK;

@@ -197,12 +197,30 @@ typedef struct robj {
 /* ---- generator state ---------------------------------------------------------------------- */
 enum { FK_GROUPED, FK_DENSE };
 
+/* What a captured OperationFuser keeps between calls (spec §1.3 OLD, §1.4 NEW), enough to say
+ * whether a call rebuilt its plan. Recipe types are RT_* or RT_NONE (Python NoneType). */
+#define RT_NONE  (-1)
+#define RT_UNSET (-2) /* before the first call: recipe_type is None, unequal to any type */
+#define CAP_KEYS 128  /* distinct (type, f, bo) keys: 7 types x 6 boundaries x 3 overrides */
+
+typedef struct capstate {
+    int type, bo;    /* saved recipe type and backward_override code */
+    int64_t f;       /* OLD: saved boundary */
+    int64_t hist;    /* last amax_history_len (0 unless DelayedScaling) */
+    uint32_t n_keys; /* NEW: plans cached so far */
+    struct {
+        int type, bo;
+        int64_t f;
+    } keys[CAP_KEYS]; /* NEW: the keys of cached plans */
+} capstate;
+
 typedef struct sfuser {
     int64_t id;     /* stream id */
     int kind;       /* FK_* */
     int32_t stage;  /* pipeline stage = device */
     int declared;   /* declaration emitted */
     char label[64]; /* module path */
+    capstate *cap;  /* captured-run state, NULL unless captured != none */
 } sfuser;
 
 typedef struct slayer {
@@ -279,6 +297,7 @@ typedef struct gen {
     int64_t *finF, *finB, *free_at; /* [stages*mb], [stages*mb], [stages] */
     int64_t t;                      /* model time at the start of the next step, ns */
     uint32_t *scratch_u32;          /* [2*experts] alias-table work lists */
+    int captured;                   /* 0 none, 1 te-pre3410, 2 te-3410 */
     double *scratch_z;              /* [experts] normal deviates of one draw */
 } gen;
 
@@ -501,6 +520,68 @@ static int64_t jitter(gen *g, int64_t d)
     return d + (int64_t)((double)d * 0.1 * (rng_unif(&g->r) - 0.5));
 }
 
+static int bo_code(const robj *o)
+{
+    int i = o ? field_find(o->type, "backward_override") : -1;
+    if (i < 0) return 0;
+    return !strcmp(o->vals[i], "\"high_precision\"") ? 1 : !strcmp(o->vals[i], "null") ? 0 : 2;
+}
+
+static int64_t hist_len(const robj *o)
+{
+    int64_t v = 0;
+    if (!robj_is(o, RT_DELAYED)) return 0;
+    ft_parse_i64(o->vals[field_find(RT_DELAYED, "amax_history_len")], &v);
+    return v;
+}
+
+/* Whether the captured TE version built a plan for this call, and a modelled fuse_ns: a
+ * dict/slot hit costs a few microseconds of Python, a reset_recipe_state sweep and a plan build
+ * cost per basic op (figures of the order issue #2897 profiles; not measurements). */
+static int captured_rebuilt(gen *g, sfuser *f, const robj *rec, int grad, int input_rg,
+                            const uint8_t *op_rg, int64_t *fuse_ns)
+{
+    capstate *s = f->cap;
+    uint32_t n = g->n_ops[f->kind];
+    int64_t fb = n; /* spec §1.2 */
+    if (grad) {
+        if (input_rg)
+            fb = 0;
+        else
+            for (uint32_t i = 0; i < n; i++)
+                if (op_rg[i]) {
+                    fb = i;
+                    break;
+                }
+    }
+    int type = rec ? rec->type : RT_NONE, bo = bo_code(rec);
+    int64_t hist = hist_len(rec);
+    int delayed_change = type == RT_DELAYED && s->hist != hist;
+    int reset, build;
+    if (g->captured == 1) { /* OLD: one slot keyed by (type, f, bo) */
+        reset = build = type != s->type || fb != s->f || bo != s->bo || delayed_change;
+        if (reset) s->f = fb;
+    } else { /* NEW: reset on (type, bo) or history change; build on a dict miss */
+        reset = type != s->type || bo != s->bo || delayed_change;
+        build = 1;
+        for (uint32_t i = 0; i < s->n_keys && build; i++)
+            build = !(s->keys[i].type == type && s->keys[i].bo == bo && s->keys[i].f == fb);
+        if (build && s->n_keys < CAP_KEYS) {
+            s->keys[s->n_keys].type = type;
+            s->keys[s->n_keys].bo = bo;
+            s->keys[s->n_keys++].f = fb;
+        }
+    }
+    if (reset) {
+        s->type = type;
+        s->bo = bo;
+        s->hist = hist;
+    }
+    *fuse_ns = jitter(g, 4000 + (reset ? 30000 * (int64_t)n : 0) +
+                             (build ? 150000 + 20000 * (int64_t)n : 0));
+    return build;
+}
+
 static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, const uint8_t *op_rg,
                      const int64_t *splits, int64_t step, int64_t mb, const char *phase, int64_t *t,
                      int64_t *seq_out)
@@ -537,11 +618,16 @@ static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, con
     c.phase = phase;
     c.ns = 0;
     c.fuse_ns = 0;
+    if (f->cap) {
+        c.flags |= FT_CF_HAS_REBUILT | FT_CF_HAS_FUSE_NS;
+        if (captured_rebuilt(g, f, rec, grad, input_rg, op_rg, &c.fuse_ns))
+            c.flags |= FT_CF_REBUILT;
+    }
     if (g->c.timestamps) {
         c.flags |= FT_CF_HAS_NS;
         c.ns = stamp(g, *t);
     }
-    *t += jitter(g, g->dur_fwd[f->kind]);
+    *t += jitter(g, g->dur_fwd[f->kind]) + c.fuse_ns;
     rc = g->sink->call_fn(g->sink->ctx, &c);
     if (rc) return sink_fail(g, rc, "call", c.seq);
     if (seq_out) *seq_out = c.seq;
@@ -1059,6 +1145,10 @@ static int build_model(gen *g)
             f->id = g->n_fusers + 1;
             f->kind = ly->moe && k == 0 ? FK_GROUPED : FK_DENSE;
             f->stage = ly->stage;
+            if (g->captured) {
+                if (!(f->cap = ft_calloc(1, sizeof *f->cap))) goto oom;
+                f->cap->type = RT_UNSET;
+            }
             snprintf(f->label, sizeof f->label, "decoder.layers.%u.mlp%s", l,
                      !ly->moe ? ""
                      : k == 0 ? ".experts"
@@ -1220,18 +1310,23 @@ static int setup_recipes(gen *g)
 static int check_cfg(gen *g)
 {
     const synth_cfg *c = &g->c;
-    const char *bad = NULL;
-    if (c->stages > c->layers)
-        bad = "stages";
-    else if (c->dense_ffn % c->tp)
-        bad = "tp";
-    else if (strcmp(c->frozen_ops, "all") && strcmp(c->frozen_ops, "fc1"))
-        bad = "frozen_ops";
-    if (bad)
-        return ft_err_set(g->err, FT_EINVAL,
-                          "synth %s: key '%s': stages must not exceed layers, tp must divide "
-                          "dense_ffn, frozen_ops is all or fc1",
-                          g->scen, bad);
+    const struct {
+        int bad;
+        const char *key, *why;
+    } rules[] = {
+        {c->stages > c->layers, "stages", "must not exceed layers"},
+        {c->dense_ffn % c->tp != 0, "tp", "must divide dense_ffn"},
+        {strcmp(c->frozen_ops, "all") && strcmp(c->frozen_ops, "fc1"), "frozen_ops",
+         "must be all or fc1"},
+        {strcmp(c->captured, "none") && strcmp(c->captured, "te-pre3410") &&
+             strcmp(c->captured, "te-3410"),
+         "captured", "must be none, te-pre3410 or te-3410"},
+    };
+    for (size_t i = 0; i < FT_ARRAY_LEN(rules); i++)
+        if (rules[i].bad)
+            return ft_err_set(g->err, FT_EINVAL, "synth %s: key '%s' %s", g->scen, rules[i].key,
+                              rules[i].why);
+    g->captured = !strcmp(c->captured, "te-pre3410") ? 1 : !strcmp(c->captured, "te-3410") ? 2 : 0;
     const struct {
         const char *key, *v;
     } vers[] = {{"cc", c->cc},
@@ -1287,7 +1382,9 @@ static int emit_header(gen *g, const ft_synth_param *params, uint32_t n_params, 
             (set.data[i] < 0x20 || set.data[i] > 0x7e || set.data[i] == '"' || set.data[i] == '\\'))
             set.data[i] = '?';
     int n = snprintf(extra, sizeof extra,
-                     "{\"synth_scenario\":\"%s\",\"synth_seed\":\"%llu\",\"synth_set\":\"%s\"}",
+                     n_params ? "{\"synth_scenario\":\"%s\",\"synth_seed\":\"%llu\","
+                                "\"synth_set\":\"%s\"}"
+                              : "{\"synth_scenario\":\"%s\",\"synth_seed\":\"%llu\"}",
                      g->scen, (unsigned long long)seed, (const char *)set.data);
     if (n < 0 || (size_t)n >= sizeof extra)
         snprintf(extra, sizeof extra, "{\"synth_scenario\":\"%s\",\"synth_seed\":\"%llu\"}",
@@ -1312,6 +1409,8 @@ static void gen_free(gen *g)
         for (uint32_t l = 0; l < g->n_layers; l++)
             ft_free(g->layers[l].pop);
     ft_free(g->layers);
+    for (uint32_t i = 0; g->fusers && i < g->n_fusers; i++)
+        ft_free(g->fusers[i].cap);
     ft_free(g->fusers);
     ft_free(g->stage_lo);
     ft_free(g->scratch_u32);

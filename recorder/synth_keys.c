@@ -110,6 +110,9 @@ static const key_def keys[] = {
     {"world_size", K_INT, OFF(world_size), 0, 1 << 30, "0",
      "header world_size and env world_size (0 = stages)"},
     {"timestamps", K_BOOL, OFF(timestamps), 0, 1, "1", "emit ns timestamps"},
+    {"captured", K_STR, OFF(captured), 0, 0, "none",
+     "model a capture from this TE: te-pre3410 or te-3410 adds rebuilt and a modelled fuse_ns "
+     "(spec §1.3/§1.4); none omits both"},
 };
 
 /* ---- scenarios ---------------------------------------------------------------------------- */

@@ -974,6 +974,7 @@ static void test_synth_bad_keys_rejected(void **state)
     expect_bad("demo", FT_EINVAL, "cc", "cc=ten point zero");
     expect_bad("demo", FT_EINVAL, "te_version", "te_version=2\"0");
     expect_bad("demo", FT_EINVAL, "frozen_ops", "frozen_ops=fc2");
+    expect_bad("demo", FT_EINVAL, "captured", "captured=te-9999");
     expect_bad("demo", FT_EINVAL, "backward_override",
                "recipe=delayed:backward_override=dequantized");
 }
@@ -1018,6 +1019,61 @@ static void test_synth_alloc_failure_clean(void **state)
         coll_free(&c);
     }
     assert_true(ok);
+}
+
+/* captured=te-pre3410 / te-3410: rebuilt follows spec §1.3 / §1.4. Full recompute makes the old
+ * fuser rebuild on every call (the boundary alternates), the new one twice per fuser and recipe;
+ * an amax_history_len change rebuilds only in the old one. */
+static void count_rebuilt(const coll *c, size_t *calls, size_t *rebuilt, size_t *per_fuser_max,
+                          int64_t step_lo)
+{
+    size_t per[256] = {0};
+    *calls = *rebuilt = *per_fuser_max = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const rec *r = &c->r[i];
+        if (r->kind != R_CALL) continue;
+        assert_true(r->flags & FT_CF_HAS_REBUILT);
+        assert_true(r->flags & FT_CF_HAS_FUSE_NS);
+        if (r->step < step_lo) continue;
+        (*calls)++;
+        if (r->flags & FT_CF_REBUILT) {
+            (*rebuilt)++;
+            assert_true(r->fuser < 256);
+            if (++per[r->fuser] > *per_fuser_max) *per_fuser_max = per[r->fuser];
+        }
+    }
+}
+
+static void test_synth_captured_rebuilt(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    size_t calls, rebuilt, maxper;
+    assert_int_equal(run(&c, "recompute", 1, &err, "steps=2", "captured=te-pre3410", NULL), FT_OK);
+    count_rebuilt(&c, &calls, &rebuilt, &maxper, 0);
+    assert_int_equal(rebuilt, calls); /* no_grad fwd / grad recompute alternate */
+    coll_free(&c);
+    assert_int_equal(run(&c, "recompute", 1, &err, "steps=2", "captured=te-3410", NULL), FT_OK);
+    count_rebuilt(&c, &calls, &rebuilt, &maxper, 0);
+    assert_int_equal(rebuilt, 2 * 16); /* 16 fusers, keys (R, n) and (R, 0) */
+    assert_int_equal(maxper, 2);
+    coll_free(&c);
+    /* amax_history_len changes at steps 2, 4, 6: only the old fuser rebuilds (no recompute) */
+    assert_int_equal(run(&c, "amax-history", 1, &err, "captured=te-3410", NULL), FT_OK);
+    count_rebuilt(&c, &calls, &rebuilt, &maxper, 1);
+    assert_int_equal(rebuilt, 0);
+    coll_free(&c);
+    assert_int_equal(run(&c, "amax-history", 1, &err, "captured=te-pre3410", NULL), FT_OK);
+    count_rebuilt(&c, &calls, &rebuilt, &maxper, 1);
+    assert_int_equal(rebuilt, 3 * 8); /* 8 fusers, 3 changes */
+    coll_free(&c);
+    /* absent by default */
+    assert_int_equal(run(&c, "demo", 1, &err, "steps=1", NULL), FT_OK);
+    for (size_t i = 0; i < c.n; i++)
+        if (c.r[i].kind == R_CALL)
+            assert_false(c.r[i].flags & (FT_CF_HAS_REBUILT | FT_CF_HAS_FUSE_NS));
+    coll_free(&c);
 }
 
 /* A null sink that counts, for the throughput check below. */
@@ -1240,6 +1296,7 @@ int main(void)
         cmocka_unit_test(test_synth_sink_failure_propagates),
         cmocka_unit_test(test_synth_alloc_failure_clean),
         cmocka_unit_test(test_synth_recompute_scales),
+        cmocka_unit_test(test_synth_captured_rebuilt),
         cmocka_unit_test(test_synth_cli_list_covers_every_scenario),
         cmocka_unit_test(test_synth_cli_bad_input_exit2),
         cmocka_unit_test(test_synth_cli_ftdb_round_trip),
