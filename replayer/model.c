@@ -230,8 +230,14 @@ struct ft_model {
     uint32_t memo_cap, memo_n;
     ft_unit *scratch; /* [3 * max ops] */
     uint32_t scratch_cap;
-    errtab *errs; /* interned run-time error texts (mutable behind a const model) */
+    errtab *errs;   /* interned run-time error texts (mutable behind a const model) */
+    uint8_t *audit; /* tests: set when a gate reads an undeclared attribute */
 };
+
+void ft_model_set_audit(ft_model *m, uint8_t *flag)
+{
+    m->audit = flag;
+}
 
 static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
 {
@@ -250,7 +256,9 @@ static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
             else
                 for (uint32_t i = 0; i < fz->n_ops; i++) {
                     uint64_t types = r->slots[rd->slot].types;
-                    if (!types || (types & FT_OPB(fz->ops[i].type))) opmask[i] |= 1ull << rd->attr;
+                    if ((!types || (types & FT_OPB(fz->ops[i].type))) &&
+                        ft_op_has_attr(&fz->ops[i], (ft_op_attr)rd->attr))
+                        opmask[i] |= 1ull << rd->attr;
                 }
         }
     }
@@ -553,7 +561,7 @@ int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint
     ft_unit *joint = m->scratch, *fwd = m->scratch + n, *bwd = m->scratch + 2 * n;
     for (uint32_t i = 0; i < n; i++)
         joint[i] = (ft_unit){-1, i, i};
-    ft_gate_ctx c = {&m->env, &recipe_int(m, recipe)->pub, fz->ops, NULL, NULL};
+    ft_gate_ctx c = {&m->env, &recipe_int(m, recipe)->pub, fz->ops, NULL, m->audit};
     uint32_t nj = n, nf, nb;
     ft_rules_apply_pass(&c, FT_PASS_JOINT, m->registered, joint, &nj);
     memcpy(fwd, joint, nj * sizeof *joint);

@@ -105,6 +105,8 @@ void ft_ops_free(ft_op *ops, uint32_t n);
 /* Canonical bytes of one op attribute (for the fusion key). */
 uint64_t ft_op_attr_hash(const ft_op *op, ft_op_attr a, uint64_t h);
 const char *ft_op_attr_name(ft_op_attr a);
+/* Whether ops of this type have the attribute (others hold a constant default). */
+int ft_op_has_attr(const ft_op *op, ft_op_attr a);
 
 /* ---- environment -------------------------------------------------------------------------- */
 typedef enum ft_env_attr {
@@ -237,6 +239,11 @@ int ft_grouped_tensor_path_supported(const ft_env *env, const ft_recipe_model *r
 /* Grouped-MLP registration (is_supported), exposed for tests. */
 int ft_grouped_mlp_glu_registered(const ft_env *env);
 int ft_grouped_mlp_srelu_registered(const ft_env *env);
+
+/* Tests: make every later build audit its gates' reads against the rule declarations; a read
+ * that a rule did not declare sets *flag. NULL turns the audit off. */
+struct ft_model;
+void ft_model_set_audit(struct ft_model *m, uint8_t *flag);
 
 /* Value of a declared recipe read, as hashed into the fusion key (-1 = absent). */
 int64_t ft_recipe_read_value(const ft_recipe_model *r, ft_recipe_read rr);

@@ -125,6 +125,11 @@ const char *ft_op_attr_name(ft_op_attr a)
     return (unsigned)a < FT_OA_COUNT ? op_attrs[a].name : "?";
 }
 
+int ft_op_has_attr(const ft_op *op, ft_op_attr a)
+{
+    return op_attrs[a].kind == AK_DERIVED || (op_attrs[a].types & FT_OPB(op->type)) != 0;
+}
+
 uint64_t ft_op_attr_hash(const ft_op *op, ft_op_attr a, uint64_t h)
 {
     if (op_attrs[a].kind == AK_FLOAT) {
