@@ -1,2 +1,1022 @@
-/* replay.c - placeholder until the replayer module lands. */
-#include "ft_replay.h"
+/*
+ * replay.c - the replay driver: one pass over a trace's calls for every chosen policy.
+ *
+ * Per batch (one decoded chunk):
+ *   1. oracle pass: per call the boundary f (spec §1.2), the fresh plan (ft_model_build,
+ *      memoised here by (fuser, recipe, f) with a two-entry cache per fuser in front), the fresh
+ *      quantizer state, and the fusion-attrs key id when a policy reads it;
+ *   2. one loop per policy over the batch: reset rule, store lookup or build, staleness against
+ *      the oracle (classification memoised by (fuser, recipe, plan, qstate, fresh, token class)),
+ *      counters. Each loop is timed as a whole, so the figure is ns per call of key + lookup;
+ *   3. if asked, per-call JSON lines and build explanations, in call order.
+ * Everything per call is integer work on precomputed ids; memory grows with distinct fusers,
+ * recipes, keys and quantizer states, never with the number of calls.
+ *
+ * Limits: < 2^24 fusers and recipes, < 65535 ops per fuser (FT_EUNSUPPORTED otherwise).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "replay_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- engine state ---------------------------------------------------------------------------- */
+typedef struct oracle_mru {
+    int32_t recipe[2]; /* two most recent (recipe, f) of this fuser; recipe -2 = empty */
+    uint32_t f[2];
+    uint32_t plan[2];
+    int32_t fa_recipe; /* last recipe whose fusion-attrs id is in fa_id; -2 = none */
+    int32_t fa_id;
+    int32_t prev_recipe; /* previous call's recipe and f (explain); prev_seen 0 = first sight */
+    uint32_t prev_f;
+    int prev_seen;
+} oracle_mru;
+
+typedef struct class_memo {
+    uint32_t fuser, chosen, q, fresh;
+    int32_t recipe;
+    int tok_class;
+    ft_stale stale;
+    const char *text;                /* TE's error text (model-owned) */
+    uint64_t count[FT_MAX_POLICIES]; /* calls per policy slot that hit this entry */
+} class_memo;
+
+typedef struct policy_run {
+    const policy_def *def;
+    uint32_t idx;     /* registry index */
+    pstate *st;       /* [n_fusers] */
+    plan_store store; /* dict policies */
+    ft_policy_result res;
+} policy_run;
+
+struct ft_replay {
+    ft_model *model;
+    const ft_fuser_def *fusers;
+    const ft_recipe_def *recipes;
+    uint32_t n_fusers, n_recipes;
+    uint32_t *n_ops; /* [n_fusers] */
+    rinfo *ri;       /* [n_recipes + 1], index recipe + 1 */
+    oracle_mru *mru; /* [n_fusers] */
+    /* memo tables */
+    u64map plan_memo; /* (fuser, recipe, f) -> fresh plan */
+    u64map fa_memo;   /* (fuser, recipe) -> fusion-attrs id */
+    u64map fa_ids;    /* fusion key hash -> dense id */
+    u64map q_index;   /* qstate hash -> interned id */
+    ft_qstate *qs;    /* [n_qs] interned quantizer states */
+    uint32_t n_qs, cap_qs;
+    u64map q_trans; /* (q, recipe) -> q after reset_recipe_state(recipe) */
+    u64map q_equal; /* (q, q') -> ft_qstate_equal */
+    u64map c_index; /* hash of class_memo key -> entry */
+    class_memo *cm;
+    uint32_t n_cm, cap_cm;
+    int64_t tok_rep[4]; /* a representative token count per token class, -2 = unset */
+    int needs_fa;
+    /* policies */
+    uint32_t n_pol;
+    policy_run pol[FT_MAX_POLICIES];
+    /* per-batch scratch */
+    uint32_t cap_batch;
+    uint32_t *f;        /* [cap_batch] */
+    uint32_t *fresh;    /* [cap_batch] */
+    int32_t *fa;        /* [cap_batch] */
+    uint8_t *tokc;      /* [cap_batch] token class */
+    uint8_t *rec;       /* [n_pol * cap_batch] per-call bits: 1 build, 2 reset */
+    uint32_t *rec_plan; /* [n_pol * cap_batch] */
+    uint8_t *rec_stale; /* [n_pol * cap_batch] */
+    int32_t *prev_r;    /* [cap_batch] explain: previous recipe of the fuser, -2 first sight */
+    uint32_t *prev_f;   /* [cap_batch] */
+    FILE *per_call, *explain;
+    /* results */
+    ft_replay_result base; /* non-policy fields */
+};
+
+/* ---- small helpers ----------------------------------------------------------------------------
+ */
+static const char *const recipe_type_names[FT_RT_COUNT] = {
+    "None",
+    "DelayedScaling",
+    "Float8CurrentScaling",
+    "MXFP8BlockScaling",
+    "Float8BlockScaling",
+    "NVFP4BlockScaling",
+    "CustomRecipe",
+};
+static const char *const bo_names[3] = {"None", "high_precision", "dequantized"};
+
+static uint64_t nonempty(uint64_t h)
+{
+    return h == UINT64_MAX ? h - 1 : h;
+}
+
+/* dense id of a 64-bit value through map m (ids 0.. in first-seen order) */
+static int dense_id(u64map *m, uint64_t v, int32_t *id)
+{
+    uint32_t got;
+    v = nonempty(v);
+    if (u64map_get(m, v, &got)) {
+        *id = (int32_t)got;
+        return FT_OK;
+    }
+    got = m->n;
+    int rc = u64map_put(m, v, got);
+    *id = (int32_t)got;
+    return rc;
+}
+
+static uint64_t qstate_hash(const ft_qstate *q)
+{
+    uint64_t h = ft_hash_mix(0x51, (uint64_t)(uint8_t)q->cls);
+    h = ft_hash_mix(h, q->rht | (uint64_t)q->sr << 8 | (uint64_t)q->twod << 16 |
+                           (uint64_t)q->row_scaled << 24 | (uint64_t)q->four_over_six << 32 |
+                           (uint64_t)q->fp8_format << 40);
+    return nonempty(ft_hash_mix(h, (uint64_t)q->hist_len));
+}
+
+static int qstate_same(const ft_qstate *a, const ft_qstate *b)
+{
+    return a->cls == b->cls && a->rht == b->rht && a->sr == b->sr && a->twod == b->twod &&
+           a->row_scaled == b->row_scaled && a->four_over_six == b->four_over_six &&
+           a->fp8_format == b->fp8_format && a->hist_len == b->hist_len;
+}
+
+static int q_intern(ft_replay *r, const ft_qstate *q, uint32_t *id)
+{
+    uint64_t h = qstate_hash(q);
+    uint32_t got;
+    if (u64map_get(&r->q_index, h, &got) && qstate_same(&r->qs[got], q)) {
+        *id = got;
+        return FT_OK;
+    }
+    /* a 64-bit collision between different states is not expected; fall back to a scan */
+    for (uint32_t i = 0; i < r->n_qs; i++)
+        if (qstate_same(&r->qs[i], q)) {
+            *id = i;
+            return FT_OK;
+        }
+    if (r->n_qs == r->cap_qs) {
+        uint32_t ncap = r->cap_qs ? r->cap_qs * 2 : 16;
+        ft_qstate *nq = ft_realloc(r->qs, (size_t)ncap * sizeof *nq);
+        if (!nq) return FT_ENOMEM;
+        r->qs = nq;
+        r->cap_qs = ncap;
+    }
+    r->qs[r->n_qs] = *q;
+    *id = r->n_qs++;
+    return u64map_put(&r->q_index, h, *id);
+}
+
+/* reset_recipe_state(recipe) applied to interned state q */
+static int q_reset(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out)
+{
+    uint64_t key = ((uint64_t)q << 32) | (uint32_t)(recipe + 1);
+    if (u64map_get(&r->q_trans, key, out)) return FT_OK;
+    ft_qstate s = r->qs[q];
+    ft_model_reset(r->model, &s, recipe);
+    int rc = q_intern(r, &s, out);
+    if (!rc) rc = u64map_put(&r->q_trans, key, *out);
+    return rc;
+}
+
+static int q_equal(ft_replay *r, uint32_t a, uint32_t b)
+{
+    if (a == b) return 1;
+    uint64_t key = ((uint64_t)a << 32) | b;
+    uint32_t got;
+    if (u64map_get(&r->q_equal, key, &got)) return (int)got;
+    int eq = ft_qstate_equal(&r->qs[a], &r->qs[b]) ? 1 : 0;
+    if (u64map_put(&r->q_equal, key, (uint32_t)eq)) return eq; /* memo is an optimisation */
+    return eq;
+}
+
+/* Token classes that the run-time checks distinguish: unknown, none, whole 128-row tiles, other. */
+static int token_class(uint32_t flags, int64_t n_tokens)
+{
+    if (!(flags & FT_CF_HAS_SPLITS)) return 0;
+    if (n_tokens == 0) return 1;
+    return n_tokens % 128 == 0 ? 2 : 3;
+}
+
+static const class_memo *classify(ft_replay *r, uint32_t fuser, int32_t recipe, uint32_t chosen,
+                                  uint32_t q, uint32_t fresh, int tok_class, int *rc)
+{
+    uint64_t h = ft_hash_mix(ft_hash_mix(fuser, (uint64_t)(uint32_t)recipe),
+                             ((uint64_t)chosen << 32) | fresh);
+    h = nonempty(ft_hash_mix(h, ((uint64_t)q << 8) | (uint64_t)tok_class));
+    uint32_t got;
+    *rc = FT_OK;
+    if (u64map_get(&r->c_index, h, &got)) {
+        class_memo *c = &r->cm[got];
+        if (c->fuser == fuser && c->recipe == recipe && c->chosen == chosen && c->q == q &&
+            c->fresh == fresh && c->tok_class == tok_class)
+            return c;
+    }
+    if (r->n_cm == r->cap_cm) {
+        uint32_t ncap = r->cap_cm ? r->cap_cm * 2 : 16;
+        class_memo *nc = ft_realloc(r->cm, (size_t)ncap * sizeof *nc);
+        if (!nc) {
+            *rc = FT_ENOMEM;
+            return NULL;
+        }
+        r->cm = nc;
+        r->cap_cm = ncap;
+    }
+    class_memo *c = &r->cm[r->n_cm];
+    memset(c, 0, sizeof *c);
+    c->fuser = fuser;
+    c->recipe = recipe;
+    c->chosen = chosen;
+    c->q = q;
+    c->fresh = fresh;
+    c->tok_class = tok_class;
+    c->stale = ft_model_classify(r->model, fuser, recipe, chosen, &r->qs[q], fresh,
+                                 r->tok_rep[tok_class], &c->text);
+    if ((unsigned)c->stale >= FT_STALE_COUNT) c->stale = FT_STALE_HARMLESS;
+    *rc = u64map_put(&r->c_index, h, r->n_cm);
+    r->n_cm++;
+    return c;
+}
+
+/* ---- step histogram ------------------------------------------------------------------------- */
+static void step_fold(ft_step_hist *s)
+{
+    /* halve the resolution: bucket b takes buckets 2b and 2b+1 */
+    uint32_t n = (s->n + 1) / 2;
+    for (uint32_t b = 0; b < n; b++) {
+        uint64_t c = s->calls[2 * b], h = s->hits[2 * b];
+        if (2 * b + 1 < s->n) {
+            c += s->calls[2 * b + 1];
+            h += s->hits[2 * b + 1];
+        }
+        s->calls[b] = c;
+        s->hits[b] = h;
+    }
+    for (uint32_t b = n; b < s->n; b++)
+        s->calls[b] = s->hits[b] = 0;
+    s->n = n;
+    s->width *= 2;
+}
+
+static void step_add(ft_step_hist *s, int64_t step, uint64_t calls, uint64_t hits)
+{
+    if (step < 0) return;
+    int64_t b = step / s->width;
+    while (b >= FT_STEP_BUCKETS) {
+        step_fold(s);
+        b = step / s->width;
+    }
+    if ((uint32_t)b >= s->n) s->n = (uint32_t)b + 1;
+    s->calls[b] += calls;
+    s->hits[b] += hits;
+}
+
+/* ---- results -------------------------------------------------------------------------------- */
+void ft_replay_result_init(ft_replay_result *r, const uint32_t *policies, uint32_t n_policies)
+{
+    memset(r, 0, sizeof *r);
+    r->captured_policy = -1;
+    if (!policies || !n_policies) n_policies = ft_policy_count();
+    if (n_policies > FT_MAX_POLICIES) n_policies = FT_MAX_POLICIES;
+    r->n_policies = n_policies;
+    for (uint32_t p = 0; p < n_policies; p++) {
+        r->pol[p].policy = policies && n_policies ? policies[p] : p;
+        r->pol[p].first_disagree_seq = -1;
+        r->pol[p].steps.width = 1;
+    }
+}
+
+static void add_raise(ft_policy_result *p, const char *text, uint64_t count)
+{
+    if (!text) text = "(no message)";
+    for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++) {
+        if (p->raises[i].count && !strncmp(p->raises[i].text, text, sizeof p->raises[i].text - 1)) {
+            p->raises[i].count += count;
+            return;
+        }
+        if (!p->raises[i].count) {
+            ft_strlcpy(p->raises[i].text, text, sizeof p->raises[i].text);
+            p->raises[i].count = count;
+            return;
+        }
+    }
+}
+
+int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, ft_err *err)
+{
+    if (dst->n_policies != src->n_policies)
+        return ft_err_set(err, FT_EINVAL, "merging results of different policy lists");
+    for (uint32_t p = 0; p < dst->n_policies; p++)
+        if (dst->pol[p].policy != src->pol[p].policy)
+            return ft_err_set(err, FT_EINVAL, "merging results of different policy lists");
+    dst->n_traces += src->n_traces;
+    dst->calls += src->calls;
+    dst->backwards += src->backwards;
+    dst->n_fusers += src->n_fusers;
+    dst->n_recipes += src->n_recipes;
+    dst->model_builds += src->model_builds;
+    dst->model_build_ns += src->model_build_ns;
+    dst->oracle_ns += src->oracle_ns;
+    dst->wall_ns += src->wall_ns; /* summed; ft_replay_traces overwrites with elapsed time */
+    if (dst->captured_policy < 0) dst->captured_policy = src->captured_policy;
+    dst->cap_build_n += src->cap_build_n;
+    dst->cap_build_fuse_ns += src->cap_build_fuse_ns;
+    dst->cap_hit_n += src->cap_hit_n;
+    dst->cap_hit_fuse_ns += src->cap_hit_fuse_ns;
+    for (uint32_t p = 0; p < dst->n_policies; p++) {
+        ft_policy_result *d = &dst->pol[p];
+        const ft_policy_result *s = &src->pol[p];
+        d->calls += s->calls;
+        d->builds += s->builds;
+        d->hits += s->hits;
+        d->resets += s->resets;
+        for (int k = 0; k < FT_STALE_COUNT; k++)
+            d->stale[k] += s->stale[k];
+        d->qdrift += s->qdrift;
+        d->loop_ns += s->loop_ns;
+        if (s->max_entries > d->max_entries) d->max_entries = s->max_entries;
+        d->evictions += s->evictions;
+        d->cap_calls += s->cap_calls;
+        d->cap_agree += s->cap_agree;
+        if (d->first_disagree_seq < 0) d->first_disagree_seq = s->first_disagree_seq;
+        for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++)
+            if (s->raises[i].count) add_raise(d, s->raises[i].text, s->raises[i].count);
+        /* steps: bring both to the coarser width, then add */
+        ft_step_hist sh = s->steps;
+        while (sh.width < d->steps.width)
+            step_fold(&sh);
+        while (d->steps.width < sh.width)
+            step_fold(&d->steps);
+        for (uint32_t b = 0; b < sh.n; b++)
+            if (sh.calls[b]) step_add(&d->steps, (int64_t)b * sh.width, sh.calls[b], sh.hits[b]);
+    }
+    return FT_OK;
+}
+
+/* ---- engine lifecycle ----------------------------------------------------------------------- */
+void ft_replay_free(ft_replay *r)
+{
+    if (!r) return;
+    ft_model_free(r->model);
+    ft_free(r->n_ops);
+    ft_free(r->ri);
+    ft_free(r->mru);
+    u64map_free(&r->plan_memo);
+    u64map_free(&r->fa_memo);
+    u64map_free(&r->fa_ids);
+    u64map_free(&r->q_index);
+    u64map_free(&r->q_trans);
+    u64map_free(&r->q_equal);
+    u64map_free(&r->c_index);
+    ft_free(r->qs);
+    ft_free(r->cm);
+    for (uint32_t p = 0; p < r->n_pol; p++) {
+        ft_free(r->pol[p].st);
+        store_free(&r->pol[p].store);
+    }
+    ft_free(r->f);
+    ft_free(r->fresh);
+    ft_free(r->fa);
+    ft_free(r->tokc);
+    ft_free(r->rec);
+    ft_free(r->rec_plan);
+    ft_free(r->rec_stale);
+    ft_free(r->prev_r);
+    ft_free(r->prev_f);
+    ft_free(r);
+}
+
+static int setup_recipes(ft_replay *r, ft_err *err)
+{
+    u64map hashes = {0}, objs = {0}, objbos = {0};
+    int rc = FT_OK;
+    uint32_t q0;
+    ft_qstate q;
+    ft_qstate_init(&q);
+    rc = q_intern(r, &q, &q0); /* id 0: a fresh fuser's state */
+    for (int32_t i = -1; !rc && i < (int32_t)r->n_recipes; i++) {
+        const ft_recipe_model *m = ft_model_recipe(r->model, i);
+        rinfo *ri = &r->ri[i + 1];
+        if (!m) {
+            rc = ft_err_set(err, FT_EINVAL, "model has no recipe %d", i);
+            break;
+        }
+        if ((unsigned)m->type >= FT_RT_COUNT || (unsigned)m->bo > FT_BO_DEQUANTIZED) {
+            rc = ft_err_set(err, FT_EINVAL, "recipe %d: bad type or backward_override", i);
+            break;
+        }
+        ri->type = (uint8_t)m->type;
+        ri->bo = (uint8_t)m->bo;
+        ri->delayed = m->type == FT_RT_DELAYED;
+        ri->hist = ri->delayed ? m->amax_history_len : 0;
+        ri->tb_id = (int32_t)(m->type * 3 + m->bo);
+        rc = dense_id(&hashes, m->hash, &ri->hash_id);
+        if (!rc && i < 0) {
+            ri->obj_id = 0;
+            ri->objbo_id = 0;
+        } else if (!rc) {
+            /* ids from 1: 0 is "no recipe" */
+            rc = dense_id(&objs, (uint64_t)m->obj, &ri->obj_id);
+            ri->obj_id++;
+            if (!rc) rc = dense_id(&objbos, ft_hash_mix((uint64_t)m->obj, m->bo), &ri->objbo_id);
+            ri->objbo_id++;
+        }
+        if (!rc) {
+            ft_model_fresh_qstate(r->model, i, &q);
+            rc = q_intern(r, &q, &ri->fresh_q);
+        }
+    }
+    u64map_free(&hashes);
+    u64map_free(&objs);
+    u64map_free(&objbos);
+    if (rc && !err->rc) ft_err_set(err, rc, "replay setup: %s", ft_strerror(rc));
+    return rc;
+}
+
+int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_def *recipes,
+                  uint32_t n_recipes, const ft_header *header, const ft_replay_opts *opts,
+                  ft_replay **out, ft_err *err)
+{
+    static const ft_replay_opts no_opts = {0};
+    ft_err local;
+    int rc;
+    if (!err) err = &local;
+    ft_err_clear(err);
+    *out = NULL;
+    if (!opts) opts = &no_opts;
+    if (n_fusers >= FT_MAX_FUSERS || n_recipes >= (1u << FT_KEY_ID_BITS) - 2)
+        return ft_err_set(err, FT_EUNSUPPORTED, "trace has %u fusers and %u recipes; at most %u",
+                          n_fusers, n_recipes, FT_MAX_FUSERS - 1);
+    ft_replay *r = ft_calloc(1, sizeof *r);
+    if (!r) return ft_err_set(err, FT_ENOMEM, "replay: out of memory");
+    r->fusers = fusers;
+    r->recipes = recipes;
+    r->n_fusers = n_fusers;
+    r->n_recipes = n_recipes;
+    r->per_call = opts->per_call;
+    r->explain = opts->explain;
+    for (int k = 0; k < 4; k++)
+        r->tok_rep[k] = -2;
+    r->tok_rep[0] = -1;
+    r->tok_rep[1] = 0;
+
+    rc = ft_model_new(fusers, n_fusers, recipes, n_recipes, header ? header->env_json : NULL,
+                      opts->env, opts->n_env, &r->model, err);
+    if (rc) goto fail;
+    r->n_ops = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->n_ops);
+    r->ri = ft_calloc(n_recipes + 1, sizeof *r->ri);
+    r->mru = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->mru);
+    if (!r->n_ops || !r->ri || !r->mru) goto nomem;
+    for (uint32_t u = 0; u < n_fusers; u++) {
+        r->n_ops[u] = ft_model_n_ops(r->model, u);
+        if (r->n_ops[u] >= (1u << FT_KEY_F_BITS) - 1) {
+            rc = ft_err_set(err, FT_EUNSUPPORTED, "fuser %lld has %u ops; at most %u",
+                            (long long)fusers[u].id, r->n_ops[u], (1u << FT_KEY_F_BITS) - 2);
+            goto fail;
+        }
+        r->mru[u].recipe[0] = r->mru[u].recipe[1] = -2;
+        r->mru[u].fa_recipe = -2;
+    }
+    rc = setup_recipes(r, err);
+    if (rc) goto fail;
+
+    ft_replay_result_init(&r->base, opts->policies, opts->n_policies);
+    r->n_pol = r->base.n_policies;
+    for (uint32_t p = 0; p < r->n_pol; p++) {
+        policy_run *pr = &r->pol[p];
+        pr->idx = r->base.pol[p].policy;
+        pr->def = ft_policy_def(pr->idx);
+        if (!pr->def) {
+            rc = ft_err_set(err, FT_ENOTFOUND, "no policy with index %u", pr->idx);
+            goto fail;
+        }
+        pr->res = r->base.pol[p];
+        pr->st = ft_calloc(n_fusers ? n_fusers : 1, sizeof *pr->st);
+        if (!pr->st) goto nomem;
+        for (uint32_t u = 0; u < n_fusers; u++) {
+            pr->st[u].saved_a = FT_NEVER;
+            pr->st[u].saved_f = 0;
+            pr->st[u].q = 0;
+            pr->st[u].plan = FT_NO_ENTRY;
+            pr->st[u].slot_key = UINT64_MAX;
+            pr->st[u].head = pr->st[u].tail = FT_NO_ENTRY;
+        }
+        pr->store.free_head = FT_NO_ENTRY;
+        pr->store.capacity = opts->capacity;
+        if (pr->def->needs_fa) r->needs_fa = 1;
+    }
+    r->base.n_traces = 1;
+    r->base.n_fusers = n_fusers;
+    r->base.n_recipes = n_recipes;
+    if (opts->captured) {
+        uint32_t cap;
+        rc = ft_policy_find(opts->captured, &cap, err);
+        if (rc) goto fail;
+        r->base.captured_policy = (int)cap;
+    } else {
+        r->base.captured_policy = ft_replay_captured_policy(header ? header->te_version : NULL);
+    }
+    *out = r;
+    return FT_OK;
+nomem:
+    rc = ft_err_set(err, FT_ENOMEM, "replay: out of memory");
+fail:
+    ft_replay_free(r);
+    return rc;
+}
+
+int ft_replay_captured_policy(const char *te_version)
+{
+    uint32_t idx;
+    if (!te_version || !*te_version) return -1;
+    const char *name = "te-pre3410";
+    if (strstr(te_version, "3410")) {
+        name = "te-3410";
+    } else {
+        char *end;
+        long major = strtol(te_version, &end, 10);
+        long minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+        if (major > 2 || (major == 2 && minor >= 21)) name = "te-3410";
+    }
+    return ft_policy_find(name, &idx, NULL) ? -1 : (int)idx;
+}
+
+static int ensure_scratch(ft_replay *r, uint32_t n)
+{
+    if (n <= r->cap_batch) return FT_OK;
+    uint32_t cap = r->cap_batch ? r->cap_batch : 1024;
+    while (cap < n)
+        cap *= 2;
+    int rec = r->per_call || r->explain;
+    uint32_t *f = ft_realloc(r->f, (size_t)cap * sizeof *f);
+    if (f) r->f = f;
+    uint32_t *fresh = ft_realloc(r->fresh, (size_t)cap * sizeof *fresh);
+    if (fresh) r->fresh = fresh;
+    int32_t *fa = ft_realloc(r->fa, (size_t)cap * sizeof *fa);
+    if (fa) r->fa = fa;
+    uint8_t *tokc = ft_realloc(r->tokc, cap);
+    if (tokc) r->tokc = tokc;
+    if (!f || !fresh || !fa || !tokc) return FT_ENOMEM;
+    if (rec) {
+        size_t np = (size_t)r->n_pol * cap;
+        uint8_t *b = ft_realloc(r->rec, np);
+        if (b) r->rec = b;
+        uint32_t *pl = ft_realloc(r->rec_plan, np * sizeof *pl);
+        if (pl) r->rec_plan = pl;
+        uint8_t *s = ft_realloc(r->rec_stale, np);
+        if (s) r->rec_stale = s;
+        int32_t *pr = ft_realloc(r->prev_r, (size_t)cap * sizeof *pr);
+        if (pr) r->prev_r = pr;
+        uint32_t *pf = ft_realloc(r->prev_f, (size_t)cap * sizeof *pf);
+        if (pf) r->prev_f = pf;
+        if (!b || !pl || !s || !pr || !pf) return FT_ENOMEM;
+    }
+    r->cap_batch = cap;
+    return FT_OK;
+}
+
+/* ---- oracle pass ---------------------------------------------------------------------------- */
+static int fresh_plan(ft_replay *r, uint32_t u, int32_t recipe, uint32_t f, int64_t seq,
+                      uint32_t *plan, ft_err *err)
+{
+    oracle_mru *m = &r->mru[u];
+    if (m->recipe[0] == recipe && m->f[0] == f) {
+        *plan = m->plan[0];
+        return FT_OK;
+    }
+    if (m->recipe[1] == recipe && m->f[1] == f) {
+        *plan = m->plan[1];
+    } else {
+        uint64_t key =
+            ((uint64_t)u << 40) | ((uint64_t)(uint32_t)(recipe + 1) << FT_KEY_F_BITS) | f;
+        if (!u64map_get(&r->plan_memo, key, plan)) {
+            uint64_t t0 = ft_now_ns();
+            int rc = ft_model_build(r->model, u, recipe, f, plan, err);
+            r->base.model_build_ns += ft_now_ns() - t0;
+            r->base.model_builds++;
+            if (rc) {
+                char msg[FT_ERR_MAX];
+                ft_strlcpy(msg, ft_err_msg(err), sizeof msg);
+                return ft_err_set(err, rc, "seq %lld, fuser %lld: plan build failed: %s",
+                                  (long long)seq, (long long)r->fusers[u].id, msg);
+            }
+            if (u64map_put(&r->plan_memo, key, *plan))
+                return ft_err_set(err, FT_ENOMEM, "replay: out of memory");
+        }
+    }
+    /* move to the front */
+    m->recipe[1] = m->recipe[0];
+    m->f[1] = m->f[0];
+    m->plan[1] = m->plan[0];
+    m->recipe[0] = recipe;
+    m->f[0] = f;
+    m->plan[0] = *plan;
+    return FT_OK;
+}
+
+static int fa_id(ft_replay *r, uint32_t u, int32_t recipe, int32_t *id)
+{
+    oracle_mru *m = &r->mru[u];
+    if (m->fa_recipe == recipe) {
+        *id = m->fa_id;
+        return FT_OK;
+    }
+    uint64_t key = ((uint64_t)u << 40) | (uint32_t)(recipe + 1);
+    uint32_t got;
+    if (u64map_get(&r->fa_memo, key, &got)) {
+        *id = (int32_t)got;
+    } else {
+        int rc = dense_id(&r->fa_ids, ft_model_fusion_key(r->model, u, recipe), id);
+        if (!rc) rc = u64map_put(&r->fa_memo, key, (uint32_t)*id);
+        if (rc) return rc;
+    }
+    m->fa_recipe = recipe;
+    m->fa_id = *id;
+    return FT_OK;
+}
+
+static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
+{
+    int rec = r->per_call || r->explain;
+    for (uint32_t i = 0; i < b->n; i++) {
+        if (b->kind[i] != FT_REC_CALL) {
+            r->base.backwards++;
+            continue;
+        }
+        uint32_t u = b->fuser[i];
+        int32_t recipe = b->recipe[i];
+        uint32_t fl = b->flags[i];
+        if (u >= r->n_fusers || recipe < -1 || recipe >= (int32_t)r->n_recipes ||
+            b->first_rg[i] > r->n_ops[u])
+            return ft_err_set(err, FT_ECORRUPT,
+                              "chunk %llu, seq %lld: fuser %u / recipe %d / first_rg %u out of "
+                              "range",
+                              (unsigned long long)b->chunk_id, (long long)b->seq[i], u, recipe,
+                              b->first_rg[i]);
+        /* spec §1.2 */
+        uint32_t f = !(fl & FT_CF_GRAD) ? r->n_ops[u] : (fl & FT_CF_INPUT_RG) ? 0 : b->first_rg[i];
+        r->f[i] = f;
+        int rc = fresh_plan(r, u, recipe, f, b->seq[i], &r->fresh[i], err);
+        if (rc) return rc;
+        if (r->needs_fa && (rc = fa_id(r, u, recipe, &r->fa[i])))
+            return ft_err_set(err, rc, "replay: out of memory");
+        int tc = token_class(fl, b->n_tokens[i]);
+        if (r->tok_rep[tc] == -2) r->tok_rep[tc] = b->n_tokens[i];
+        r->tokc[i] = (uint8_t)tc;
+        if ((fl & FT_CF_HAS_REBUILT) && (fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0) {
+            if (fl & FT_CF_REBUILT) {
+                r->base.cap_build_n++;
+                r->base.cap_build_fuse_ns += (uint64_t)b->fuse_ns[i];
+            } else {
+                r->base.cap_hit_n++;
+                r->base.cap_hit_fuse_ns += (uint64_t)b->fuse_ns[i];
+            }
+        }
+        if (rec) {
+            oracle_mru *m = &r->mru[u];
+            r->prev_r[i] = m->prev_seen ? m->prev_recipe : -2;
+            r->prev_f[i] = m->prev_f;
+            m->prev_seen = 1;
+            m->prev_recipe = recipe;
+            m->prev_f = f;
+        }
+        r->base.calls++;
+    }
+    return FT_OK;
+}
+
+/* ---- policy loop ---------------------------------------------------------------------------- */
+static int policy_pass(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err)
+{
+    policy_run *pr = &r->pol[p];
+    const policy_def *d = pr->def;
+    ft_policy_result *res = &pr->res;
+    int rec = r->per_call || r->explain;
+    int rc = FT_OK;
+    for (uint32_t i = 0; i < b->n; i++) {
+        if (b->kind[i] != FT_REC_CALL) continue;
+        uint32_t u = b->fuser[i];
+        pcall c = {u, b->recipe[i], r->f[i], r->needs_fa ? r->fa[i] : 0};
+        const rinfo *ri = &r->ri[c.recipe + 1];
+        pstate *s = &pr->st[u];
+        uint32_t fresh = r->fresh[i], plan = 0;
+        int reset = d->reset_fn(s, ri, &c), build;
+        if (reset) {
+            if ((rc = q_reset(r, s->q, c.recipe, &s->q))) goto nomem;
+            res->resets++;
+        }
+        switch (d->store) {
+        case FT_STORE_NONE:
+            build = 1;
+            break;
+        case FT_STORE_SINGLE: {
+            uint64_t key = d->key_fn(ri, &c);
+            build = (d->build_on_reset && reset) || key != s->slot_key;
+            if (build) s->slot_key = key;
+            plan = s->plan;
+            break;
+        }
+        default: {
+            uint64_t key = ((uint64_t)u << 40) | d->key_fn(ri, &c);
+            build = !store_lookup(&pr->store, s, key, &plan);
+            if (build) {
+                if ((rc = store_insert(&pr->store, s, key, fresh))) goto nomem;
+                if (s->count > res->max_entries) res->max_entries = s->count;
+            }
+            break;
+        }
+        }
+        if (build) plan = fresh;
+        s->plan = plan;
+        res->builds += (uint64_t)build;
+        ft_stale stale = FT_STALE_NONE;
+        if (plan != fresh) {
+            const class_memo *cm = classify(r, u, c.recipe, plan, s->q, fresh, r->tokc[i], &rc);
+            if (!cm) goto nomem;
+            stale = cm->stale;
+            r->cm[cm - r->cm].count[p]++;
+        } else if (s->q != ri->fresh_q && !q_equal(r, s->q, ri->fresh_q)) {
+            res->qdrift++;
+        }
+        res->stale[stale]++;
+        uint32_t fl = b->flags[i];
+        if (fl & FT_CF_HAS_STEP) step_add(&res->steps, b->step[i], 1, (uint64_t)!build);
+        if (fl & FT_CF_HAS_REBUILT) {
+            res->cap_calls++;
+            int agree = !!(fl & FT_CF_REBUILT) == build;
+            res->cap_agree += (uint64_t)agree;
+            if (!agree && res->first_disagree_seq < 0) res->first_disagree_seq = b->seq[i];
+        }
+        if (rec) {
+            size_t k = (size_t)p * r->cap_batch + i;
+            r->rec[k] = (uint8_t)(build | reset << 1);
+            r->rec_plan[k] = plan;
+            r->rec_stale[k] = (uint8_t)stale;
+        }
+    }
+    return FT_OK;
+nomem:
+    return ft_err_set(err, rc ? rc : FT_ENOMEM, "replay: out of memory");
+}
+
+/* ---- per-call output and explanations ------------------------------------------------------- */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static const char *rtype_name(const ft_replay *r, int32_t recipe)
+{
+    return recipe_type_names[r->ri[recipe + 1].type];
+}
+
+static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t i, int reset)
+{
+    FILE *o = r->explain;
+    uint32_t u = b->fuser[i];
+    int32_t rc = b->recipe[i], pr = r->prev_r[i];
+    const ft_fuser_def *fd = &r->fusers[u];
+    fprintf(o, "[explain] %s seq=%lld fuser=%lld", ft_policy_name(r->pol[p].idx),
+            (long long)b->seq[i], (long long)fd->id);
+    if (fd->label) fprintf(o, " (%s)", fd->label);
+    fprintf(o, ": %s because ", reset ? "reset+build" : "build");
+    if (pr == -2) {
+        fprintf(o, "first sight of this fuser\n");
+        return;
+    }
+    const rinfo *a = &r->ri[pr + 1], *c = &r->ri[rc + 1];
+    int n = 0;
+    if (a->type != c->type)
+        n += fprintf(o, "%srecipe type %s -> %s", n ? ", " : "", rtype_name(r, pr),
+                     rtype_name(r, rc)) > 0;
+    if (r->prev_f[i] != r->f[i])
+        n += fprintf(o, "%sf %u -> %u", n ? ", " : "", r->prev_f[i], r->f[i]) > 0;
+    if (a->bo != c->bo)
+        n += fprintf(o, "%sbackward_override %s -> %s", n ? ", " : "", bo_names[a->bo],
+                     bo_names[c->bo]) > 0;
+    if (a->type == c->type && a->hist != c->hist)
+        n += fprintf(o, "%samax_history_len %lld -> %lld", n ? ", " : "", (long long)a->hist,
+                     (long long)c->hist) > 0;
+    if (a->type == c->type && a->bo == c->bo && a->hist == c->hist && a->hash_id != c->hash_id)
+        n += fprintf(o, "%srecipe attrs (same type, other attribute values)", n ? ", " : "") > 0;
+    if (a->hash_id == c->hash_id && a->obj_id != c->obj_id)
+        n += fprintf(o, "%srecipe object (same attributes, another object)", n ? ", " : "") > 0;
+    if (!n) fprintf(o, "nothing changed since the fuser's previous call (key not cached)");
+    fputc('\n', o);
+}
+
+static void write_records(ft_replay *r, const ft_batch *b)
+{
+    for (uint32_t i = 0; i < b->n; i++) {
+        if (b->kind[i] != FT_REC_CALL) continue;
+        for (uint32_t p = 0; p < r->n_pol; p++) {
+            size_t k = (size_t)p * r->cap_batch + i;
+            int build = r->rec[k] & 1, reset = r->rec[k] >> 1 & 1;
+            if (r->explain && build) explain_build(r, p, b, i, reset);
+            if (!r->per_call) continue;
+            FILE *o = r->per_call;
+            fprintf(o,
+                    "{\"seq\":%lld,\"fuser\":%lld,\"policy\":\"%s\",\"build\":%s,\"reset\":%s,"
+                    "\"plan\":",
+                    (long long)b->seq[i], (long long)r->fusers[b->fuser[i]].id,
+                    ft_policy_name(r->pol[p].idx), build ? "true" : "false",
+                    reset ? "true" : "false");
+            json_str(o, ft_model_plan_text(r->model, r->rec_plan[k]));
+            fprintf(o, ",\"stale\":\"%s\"}\n", ft_stale_name((ft_stale)r->rec_stale[k]));
+        }
+    }
+}
+
+int ft_replay_batch(ft_replay *r, const ft_batch *b, ft_err *err)
+{
+    ft_err local;
+    if (!err) err = &local;
+    int rc = ensure_scratch(r, b->n);
+    if (rc) return ft_err_set(err, rc, "replay: out of memory");
+    uint64_t t0 = ft_now_ns();
+    rc = oracle_pass(r, b, err);
+    if (rc) return rc;
+    uint64_t t1 = ft_now_ns();
+    r->base.oracle_ns += t1 - t0;
+    for (uint32_t p = 0; p < r->n_pol; p++) {
+        rc = policy_pass(r, p, b, err);
+        if (rc) return rc;
+        uint64_t t2 = ft_now_ns();
+        r->pol[p].res.loop_ns += t2 - t1;
+        t1 = t2;
+    }
+    if (r->per_call || r->explain) write_records(r, b);
+    return FT_OK;
+}
+
+void ft_replay_get(const ft_replay *r, ft_replay_result *out)
+{
+    *out = r->base;
+    for (uint32_t p = 0; p < r->n_pol; p++) {
+        ft_policy_result *d = &out->pol[p];
+        *d = r->pol[p].res;
+        d->calls = 0;
+        for (int k = 0; k < FT_STALE_COUNT; k++)
+            d->calls += d->stale[k];
+        d->hits = d->calls - d->builds;
+        d->evictions = r->pol[p].store.evictions;
+        for (uint32_t c = 0; c < r->n_cm; c++)
+            if (r->cm[c].stale == FT_STALE_RAISES && r->cm[c].count[p])
+                add_raise(d, r->cm[c].text, r->cm[c].count[p]);
+    }
+}
+
+/* ---- trace files ---------------------------------------------------------------------------- */
+int ft_replay_trace(ft_trace *t, const ft_replay_opts *opts, ft_replay_result *out, ft_err *err)
+{
+    ft_err local;
+    if (!err) err = &local;
+    uint64_t t0 = ft_now_ns();
+    uint32_t n_fusers = ft_trace_n_fusers(t), n_recipes = ft_trace_n_recipes(t);
+    ft_fuser_def *fusers = ft_calloc(n_fusers ? n_fusers : 1, sizeof *fusers);
+    ft_recipe_def *recipes = ft_calloc(n_recipes ? n_recipes : 1, sizeof *recipes);
+    ft_replay *r = NULL;
+    ft_reader *rd = NULL;
+    int rc;
+    if (!fusers || !recipes) {
+        rc = ft_err_set(err, FT_ENOMEM, "replay: out of memory");
+        goto done;
+    }
+    for (uint32_t i = 0; i < n_fusers; i++)
+        fusers[i] = *ft_trace_fuser(t, i);
+    for (uint32_t i = 0; i < n_recipes; i++)
+        recipes[i] = *ft_trace_recipe(t, i);
+    rc = ft_replay_new(fusers, n_fusers, recipes, n_recipes, ft_trace_header(t), opts, &r, err);
+    if (rc) goto done;
+    rc = ft_reader_open(t, 0, &rd);
+    if (rc) {
+        ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(t)));
+        goto done;
+    }
+    for (;;) {
+        const ft_batch *b;
+        rc = ft_reader_next(rd, &b);
+        if (rc) {
+            ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(t)));
+            goto done;
+        }
+        if (!b) break;
+        rc = ft_replay_batch(r, b, err);
+        if (rc) goto done;
+    }
+    ft_replay_get(r, out);
+    out->wall_ns = ft_now_ns() - t0;
+done:
+    ft_reader_close(rd);
+    ft_replay_free(r);
+    ft_free(fusers);
+    ft_free(recipes);
+    return rc;
+}
+
+typedef struct trace_job {
+    const char *const *paths;
+    uint32_t n_paths, next;
+    const ft_replay_opts *opts;
+    ft_replay_result *results; /* [n_paths] */
+    int *rcs;                  /* [n_paths] */
+    ft_err *errs;              /* [n_paths] */
+    pthread_mutex_t lock;
+} trace_job;
+
+static void replay_one(trace_job *j, uint32_t k)
+{
+    ft_trace *t = NULL;
+    int rc = ft_trace_open(j->paths[k], FT_OPEN_READ, &t, &j->errs[k]);
+    if (!rc) {
+        rc = ft_replay_trace(t, j->opts, &j->results[k], &j->errs[k]);
+        if (rc) {
+            char msg[FT_ERR_MAX];
+            ft_strlcpy(msg, ft_err_msg(&j->errs[k]), sizeof msg);
+            ft_err_set(&j->errs[k], rc, "%s: %s", j->paths[k], msg);
+        }
+    }
+    ft_trace_close(t);
+    j->rcs[k] = rc;
+}
+
+static void *worker(void *arg)
+{
+    trace_job *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->lock);
+        uint32_t k = j->next++;
+        pthread_mutex_unlock(&j->lock);
+        if (k >= j->n_paths) return NULL;
+        replay_one(j, k);
+    }
+}
+
+int ft_replay_traces(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
+                     ft_replay_result *out, ft_err *err)
+{
+    static const ft_replay_opts no_opts = {0};
+    ft_err local;
+    if (!err) err = &local;
+    if (!opts) opts = &no_opts;
+    ft_replay_result_init(out, opts->policies, opts->n_policies);
+    if (!n_paths) return ft_err_set(err, FT_EINVAL, "no trace given");
+    uint64_t t0 = ft_now_ns();
+    trace_job j = {paths, n_paths, 0, opts, NULL, NULL, NULL, PTHREAD_MUTEX_INITIALIZER};
+    j.results = ft_calloc(n_paths, sizeof *j.results);
+    j.rcs = ft_calloc(n_paths, sizeof *j.rcs);
+    j.errs = ft_calloc(n_paths, sizeof *j.errs);
+    pthread_t *th = NULL;
+    int rc = FT_OK;
+    if (!j.results || !j.rcs || !j.errs) {
+        rc = ft_err_set(err, FT_ENOMEM, "replay: out of memory");
+        goto done;
+    }
+    uint32_t n_threads = opts->n_threads;
+    if (!n_threads) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = nc > 0 ? (uint32_t)nc : 1;
+    }
+    if (opts->per_call || opts->explain) n_threads = 1; /* keep the streams in trace order */
+    if (n_threads > n_paths) n_threads = n_paths;
+    if (n_threads <= 1) {
+        worker(&j);
+    } else {
+        th = ft_calloc(n_threads, sizeof *th);
+        uint32_t started = 0;
+        if (th)
+            for (; started < n_threads; started++)
+                if (pthread_create(&th[started], NULL, worker, &j)) break;
+        if (!started) worker(&j); /* no thread could start: do the work here */
+        for (uint32_t i = 0; i < started; i++)
+            pthread_join(th[i], NULL);
+    }
+    for (uint32_t k = 0; k < n_paths; k++) {
+        if (j.rcs[k]) {
+            rc = j.rcs[k];
+            ft_err_set(err, rc, "%s", ft_err_msg(&j.errs[k]));
+            goto done;
+        }
+    }
+    for (uint32_t k = 0; k < n_paths; k++) {
+        rc = ft_replay_result_merge(out, &j.results[k], err);
+        if (rc) goto done;
+    }
+    out->wall_ns = ft_now_ns() - t0;
+done:
+    ft_free(th);
+    ft_free(j.results);
+    ft_free(j.rcs);
+    ft_free(j.errs);
+    return rc;
+}
