@@ -5,8 +5,10 @@
  * for te-pre3410 and te-3410 follow TE's OperationFuser.maybe_fuse_ops exactly (spec §1.3 OLD,
  * §1.4 NEW): the initial recipe_type is None (FT_NEVER), which differs from NoneType (no recipe,
  * FT_RT_NONE), so every fuser resets on its first call; DelayedScaling's amax_history_len joins
- * the reset rule. Adding a policy: write its reset and key functions, add one row, add one golden
- * line per canned trace (tests/test_policies.c).
+ * the reset rule. Adding a policy: write its reset and key functions, one POLICY_LOOP line and one
+ * row, and add one golden
+ * line per canned trace (tests/test_policies.c); POLICY_LOOP instantiates the engine's loop with
+ * the row's functions inlined.
  */
 #include "replay_int.h"
 
@@ -111,31 +113,47 @@ static int reset_obj(pstate *s, const rinfo *ri, const pcall *c)
     return 1;
 }
 
+/* ---- loops: one specialisation of policy_loop per row --------------------------------------- */
+#define POLICY_LOOP(fn, reset, key, store, build_on_reset)                                         \
+    static int fn(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err)                        \
+    {                                                                                              \
+        if (r->per_call || r->explain)                                                             \
+            return policy_loop(r, p, b, err, reset, key, store, build_on_reset, 1);                \
+        return policy_loop(r, p, b, err, reset, key, store, build_on_reset, 0);                    \
+    }
+POLICY_LOOP(loop_rebuild_always, reset_always, key_none, FT_STORE_NONE, 1)
+POLICY_LOOP(loop_te_pre3410, reset_te_pre3410, key_type_f_bo, FT_STORE_SINGLE, 1)
+POLICY_LOOP(loop_te_3410, reset_type_bo, key_type_f_bo, FT_STORE_DICT, 0)
+POLICY_LOOP(loop_te_3410_commit1, reset_type_bo, key_type_bo, FT_STORE_SINGLE, 1)
+POLICY_LOOP(loop_recipe_hash, reset_hash, key_hash_f, FT_STORE_DICT, 0)
+POLICY_LOOP(loop_recipe_object, reset_obj, key_obj_f_bo, FT_STORE_DICT, 0)
+POLICY_LOOP(loop_fusion_attrs, reset_hash, key_fusion_attrs_f, FT_STORE_DICT, 0)
+
 /* ---- the registry -------------------------------------------------------------------------- */
 static const policy_def policies[] = {
     {"rebuild-always", "no key; reset and build on every call; no store", FT_STORE_NONE, 1, 0,
-     reset_always, key_none},
+     reset_always, key_none, loop_rebuild_always},
     {"te-pre3410",
      "TE before PR 3410: key (type, f, bo); reset+build when it or amax_history_len changes; "
      "single slot",
-     FT_STORE_SINGLE, 1, 0, reset_te_pre3410, key_type_f_bo},
+     FT_STORE_SINGLE, 1, 0, reset_te_pre3410, key_type_f_bo, loop_te_pre3410},
     {"te-3410",
      "TE PR 3410: key (type, f, bo); reset when (type, bo) or amax_history_len changes; dict",
-     FT_STORE_DICT, 0, 0, reset_type_bo, key_type_f_bo},
+     FT_STORE_DICT, 0, 0, reset_type_bo, key_type_f_bo, loop_te_3410},
     {"te-3410-commit1",
      "PR 3410 first commit: key (type, bo); reset+build when it or amax_history_len changes; "
      "single slot",
-     FT_STORE_SINGLE, 1, 0, reset_type_bo, key_type_bo},
+     FT_STORE_SINGLE, 1, 0, reset_type_bo, key_type_bo, loop_te_3410_commit1},
     {"recipe-hash",
      "key (hash of type and every recipe attribute, f); reset when the hash changes; "
      "dict",
-     FT_STORE_DICT, 0, 0, reset_hash, key_hash_f},
+     FT_STORE_DICT, 0, 0, reset_hash, key_hash_f, loop_recipe_hash},
     {"recipe-object", "key (recipe object identity, f, bo); reset when the identity changes; dict",
-     FT_STORE_DICT, 0, 0, reset_obj, key_obj_f_bo},
+     FT_STORE_DICT, 0, 0, reset_obj, key_obj_f_bo, loop_recipe_object},
     {"fusion-attrs",
      "key (exactly the recipe/op/env attributes the fusion rules read, f); reset when the recipe "
      "hash changes; dict",
-     FT_STORE_DICT, 0, 1, reset_hash, key_fusion_attrs_f},
+     FT_STORE_DICT, 0, 1, reset_hash, key_fusion_attrs_f, loop_fusion_attrs},
 };
 
 const policy_def *ft_policy_def(uint32_t idx)

@@ -22,76 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- engine state ---------------------------------------------------------------------------- */
-typedef struct oracle_mru {
-    int32_t recipe[2]; /* two most recent (recipe, f) of this fuser; recipe -2 = empty */
-    uint32_t f[2];
-    uint32_t plan[2];
-    int32_t fa_recipe; /* last recipe whose fusion-attrs id is in fa_id; -2 = none */
-    int32_t fa_id;
-    int32_t prev_recipe; /* previous call's recipe and f (explain); prev_seen 0 = first sight */
-    uint32_t prev_f;
-    int prev_seen;
-} oracle_mru;
-
-typedef struct class_memo {
-    uint32_t fuser, chosen, q, fresh;
-    int32_t recipe;
-    int tok_class;
-    ft_stale stale;
-    const char *text;                /* TE's error text (model-owned) */
-    uint64_t count[FT_MAX_POLICIES]; /* calls per policy slot that hit this entry */
-} class_memo;
-
-typedef struct policy_run {
-    const policy_def *def;
-    uint32_t idx;     /* registry index */
-    pstate *st;       /* [n_fusers] */
-    plan_store store; /* dict policies */
-    ft_policy_result res;
-} policy_run;
-
-struct ft_replay {
-    ft_model *model;
-    const ft_fuser_def *fusers;
-    const ft_recipe_def *recipes;
-    uint32_t n_fusers, n_recipes;
-    uint32_t *n_ops; /* [n_fusers] */
-    rinfo *ri;       /* [n_recipes + 1], index recipe + 1 */
-    oracle_mru *mru; /* [n_fusers] */
-    /* memo tables */
-    u64map plan_memo; /* (fuser, recipe, f) -> fresh plan */
-    u64map fa_memo;   /* (fuser, recipe) -> fusion-attrs id */
-    u64map fa_ids;    /* fusion key hash -> dense id */
-    u64map q_index;   /* qstate hash -> interned id */
-    ft_qstate *qs;    /* [n_qs] interned quantizer states */
-    uint32_t n_qs, cap_qs;
-    u64map q_trans; /* (q, recipe) -> q after reset_recipe_state(recipe) */
-    u64map q_equal; /* (q, q') -> ft_qstate_equal */
-    u64map c_index; /* hash of class_memo key -> entry */
-    class_memo *cm;
-    uint32_t n_cm, cap_cm;
-    int64_t tok_rep[4]; /* a representative token count per token class, -2 = unset */
-    int needs_fa;
-    /* policies */
-    uint32_t n_pol;
-    policy_run pol[FT_MAX_POLICIES];
-    /* per-batch scratch */
-    uint32_t cap_batch;
-    uint32_t *f;        /* [cap_batch] */
-    uint32_t *fresh;    /* [cap_batch] */
-    int32_t *fa;        /* [cap_batch] */
-    uint8_t *tokc;      /* [cap_batch] token class */
-    uint8_t *rec;       /* [n_pol * cap_batch] per-call bits: 1 build, 2 reset */
-    uint32_t *rec_plan; /* [n_pol * cap_batch] */
-    uint8_t *rec_stale; /* [n_pol * cap_batch] */
-    int32_t *prev_r;    /* [cap_batch] explain: previous recipe of the fuser, -2 first sight */
-    uint32_t *prev_f;   /* [cap_batch] */
-    FILE *per_call, *explain;
-    /* results */
-    ft_replay_result base; /* non-policy fields */
-};
-
 /* ---- small helpers ----------------------------------------------------------------------------
  */
 static const char *const recipe_type_names[FT_RT_COUNT] = {
@@ -167,26 +97,34 @@ static int q_intern(ft_replay *r, const ft_qstate *q, uint32_t *id)
     return u64map_put(&r->q_index, h, *id);
 }
 
-/* reset_recipe_state(recipe) applied to interned state q */
-static int q_reset(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out)
+/* reset_recipe_state(recipe) applied to interned state q (the loop reads q_direct first) */
+int replay_q_reset_slow(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out)
 {
     uint64_t key = ((uint64_t)q << 32) | (uint32_t)(recipe + 1);
-    if (u64map_get(&r->q_trans, key, out)) return FT_OK;
-    ft_qstate s = r->qs[q];
-    ft_model_reset(r->model, &s, recipe);
-    int rc = q_intern(r, &s, out);
-    if (!rc) rc = u64map_put(&r->q_trans, key, *out);
+    int rc = FT_OK;
+    if (!u64map_get(&r->q_trans, key, out)) {
+        ft_qstate s = r->qs[q];
+        ft_model_reset(r->model, &s, recipe);
+        rc = q_intern(r, &s, out);
+        if (!rc) rc = u64map_put(&r->q_trans, key, *out);
+    }
+    if (!rc && q < r->n_qdirect)
+        r->q_direct[(size_t)q * (r->n_recipes + 1) + (uint32_t)(recipe + 1)] = *out;
     return rc;
 }
 
-static int q_equal(ft_replay *r, uint32_t a, uint32_t b)
+int replay_q_equal(ft_replay *r, uint32_t a, uint32_t b)
 {
     if (a == b) return 1;
     uint64_t key = ((uint64_t)a << 32) | b;
     uint32_t got;
-    if (u64map_get(&r->q_equal, key, &got)) return (int)got;
+    if (u64map_get(&r->q_equal, key, &got)) return (int)got - 1;
     int eq = ft_qstate_equal(&r->qs[a], &r->qs[b]) ? 1 : 0;
-    if (u64map_put(&r->q_equal, key, (uint32_t)eq)) return eq; /* memo is an optimisation */
+    (void)u64map_put(&r->q_equal, key, (uint32_t)eq + 1); /* the memo is an optimisation */
+    if (a < 64 && b < 64) {
+        r->q_eq_known[a] |= 1ull << b;
+        r->q_eq_val[a] |= (uint64_t)eq << b;
+    }
     return eq;
 }
 
@@ -198,7 +136,7 @@ static int token_class(uint32_t flags, int64_t n_tokens)
     return n_tokens % 128 == 0 ? 2 : 3;
 }
 
-static const class_memo *classify(ft_replay *r, uint32_t fuser, int32_t recipe, uint32_t chosen,
+const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, uint32_t chosen,
                                   uint32_t q, uint32_t fresh, int tok_class, int *rc)
 {
     uint64_t h = ft_hash_mix(ft_hash_mix(fuser, (uint64_t)(uint32_t)recipe),
@@ -374,10 +312,16 @@ void ft_replay_free(ft_replay *r)
         ft_free(r->pol[p].st);
         store_free(&r->pol[p].store);
     }
+    ft_free(r->cidx);
+    ft_free(r->cu);
+    ft_free(r->cr);
+    ft_free(r->cap);
     ft_free(r->f);
     ft_free(r->fresh);
     ft_free(r->fa);
     ft_free(r->tokc);
+    ft_free(r->sb);
+    ft_free(r->q_direct);
     ft_free(r->rec);
     ft_free(r->rec_plan);
     ft_free(r->rec_stale);
@@ -477,6 +421,14 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
         r->mru[u].recipe[0] = r->mru[u].recipe[1] = -2;
         r->mru[u].fa_recipe = -2;
     }
+    r->n_qdirect = FT_QDIRECT;
+    while (r->n_qdirect > 1 && (size_t)r->n_qdirect * (n_recipes + 1) > (1u << 22))
+        r->n_qdirect /= 2;
+    r->q_direct = ft_malloc((size_t)r->n_qdirect * (n_recipes + 1) * sizeof *r->q_direct);
+    if (!r->q_direct) goto nomem;
+    memset(r->q_direct, 0xff, (size_t)r->n_qdirect * (n_recipes + 1) * sizeof *r->q_direct);
+    r->step_width = 1;
+    r->step_calls.width = 1;
     rc = setup_recipes(r, err);
     if (rc) goto fail;
 
@@ -500,6 +452,8 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
             pr->st[u].plan = FT_NO_ENTRY;
             pr->st[u].slot_key = UINT64_MAX;
             pr->st[u].head = pr->st[u].tail = FT_NO_ENTRY;
+            pr->st[u].mru_key[0] = pr->st[u].mru_key[1] = UINT64_MAX;
+            pr->st[u].c_plan = FT_NO_ENTRY;
         }
         pr->store.free_head = FT_NO_ENTRY;
         pr->store.capacity = opts->capacity;
@@ -541,39 +495,39 @@ int ft_replay_captured_policy(const char *te_version)
     return ft_policy_find(name, &idx, NULL) ? -1 : (int)idx;
 }
 
+#define GROW(field, cap)                                                                           \
+    do {                                                                                           \
+        void *np_ = ft_realloc(r->field, (size_t)(cap) * sizeof *r->field);                        \
+        if (!np_) return FT_ENOMEM;                                                                \
+        r->field = np_;                                                                            \
+    } while (0)
+
 static int ensure_scratch(ft_replay *r, uint32_t n)
 {
     if (n <= r->cap_batch) return FT_OK;
     uint32_t cap = r->cap_batch ? r->cap_batch : 1024;
     while (cap < n)
         cap *= 2;
-    int rec = r->per_call || r->explain;
-    uint32_t *f = ft_realloc(r->f, (size_t)cap * sizeof *f);
-    if (f) r->f = f;
-    uint32_t *fresh = ft_realloc(r->fresh, (size_t)cap * sizeof *fresh);
-    if (fresh) r->fresh = fresh;
-    int32_t *fa = ft_realloc(r->fa, (size_t)cap * sizeof *fa);
-    if (fa) r->fa = fa;
-    uint8_t *tokc = ft_realloc(r->tokc, cap);
-    if (tokc) r->tokc = tokc;
-    if (!f || !fresh || !fa || !tokc) return FT_ENOMEM;
-    if (rec) {
-        size_t np = (size_t)r->n_pol * cap;
-        uint8_t *b = ft_realloc(r->rec, np);
-        if (b) r->rec = b;
-        uint32_t *pl = ft_realloc(r->rec_plan, np * sizeof *pl);
-        if (pl) r->rec_plan = pl;
-        uint8_t *s = ft_realloc(r->rec_stale, np);
-        if (s) r->rec_stale = s;
-        int32_t *pr = ft_realloc(r->prev_r, (size_t)cap * sizeof *pr);
-        if (pr) r->prev_r = pr;
-        uint32_t *pf = ft_realloc(r->prev_f, (size_t)cap * sizeof *pf);
-        if (pf) r->prev_f = pf;
-        if (!b || !pl || !s || !pr || !pf) return FT_ENOMEM;
+    GROW(cidx, cap);
+    GROW(cu, cap);
+    GROW(cr, cap);
+    GROW(f, cap);
+    GROW(fresh, cap);
+    GROW(fa, cap);
+    GROW(tokc, cap);
+    GROW(cap, cap);
+    GROW(sb, cap);
+    if (r->per_call || r->explain) {
+        GROW(rec, (size_t)r->n_pol * cap);
+        GROW(rec_plan, (size_t)r->n_pol * cap);
+        GROW(rec_stale, (size_t)r->n_pol * cap);
+        GROW(prev_r, cap);
+        GROW(prev_f, cap);
     }
     r->cap_batch = cap;
     return FT_OK;
 }
+#undef GROW
 
 /* ---- oracle pass ---------------------------------------------------------------------------- */
 static int fresh_plan(ft_replay *r, uint32_t u, int32_t recipe, uint32_t f, int64_t seq,
@@ -635,34 +589,69 @@ static int fa_id(ft_replay *r, uint32_t u, int32_t recipe, int32_t *id)
     return FT_OK;
 }
 
+/* Step buckets of the batch's calls. Every histogram is folded first so that the largest step
+ * of the batch fits; the call counts per bucket are shared by all policies. */
+static void step_buckets(ft_replay *r, const ft_batch *b)
+{
+    int64_t max = -1;
+    for (uint32_t i = 0; i < b->n; i++)
+        if ((b->flags[i] & FT_CF_HAS_STEP) && b->step[i] > max) max = b->step[i];
+    while (max >= 0 && max / r->step_width >= FT_STEP_BUCKETS) {
+        for (uint32_t p = 0; p < r->n_pol; p++)
+            step_fold(&r->pol[p].res.steps);
+        step_fold(&r->step_calls);
+        r->step_width *= 2;
+    }
+}
+
 static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
 {
-    int rec = r->per_call || r->explain;
+    step_buckets(r, b); /* first: it may widen the buckets */
+    const int rec = r->per_call || r->explain, needs_fa = r->needs_fa;
+    const uint32_t n_fusers = r->n_fusers, *n_ops = r->n_ops;
+    const int32_t n_recipes = (int32_t)r->n_recipes;
+    const int64_t width = r->step_width;
+    uint32_t *CIDX = r->cidx, *CU = r->cu, *F = r->f, *FRESH = r->fresh, *SB = r->sb;
+    int32_t *CR = r->cr, *FA = r->fa;
+    uint8_t *TOK = r->tokc, *CAP = r->cap;
+    uint64_t *step_calls = r->step_calls.calls;
+    oracle_mru *mru = r->mru;
+    uint32_t j = 0, max_sb = 0;
     for (uint32_t i = 0; i < b->n; i++) {
-        if (b->kind[i] != FT_REC_CALL) {
-            r->base.backwards++;
-            continue;
-        }
-        uint32_t u = b->fuser[i];
-        int32_t recipe = b->recipe[i];
-        uint32_t fl = b->flags[i];
-        if (u >= r->n_fusers || recipe < -1 || recipe >= (int32_t)r->n_recipes ||
-            b->first_rg[i] > r->n_ops[u])
+        if (b->kind[i] != FT_REC_CALL) continue;
+        const uint32_t u = b->fuser[i], fl = b->flags[i];
+        const int32_t recipe = b->recipe[i];
+        if (u >= n_fusers || recipe < -1 || recipe >= n_recipes || b->first_rg[i] > n_ops[u])
             return ft_err_set(err, FT_ECORRUPT,
                               "chunk %llu, seq %lld: fuser %u / recipe %d / first_rg %u out of "
                               "range",
                               (unsigned long long)b->chunk_id, (long long)b->seq[i], u, recipe,
                               b->first_rg[i]);
         /* spec §1.2 */
-        uint32_t f = !(fl & FT_CF_GRAD) ? r->n_ops[u] : (fl & FT_CF_INPUT_RG) ? 0 : b->first_rg[i];
-        r->f[i] = f;
-        int rc = fresh_plan(r, u, recipe, f, b->seq[i], &r->fresh[i], err);
-        if (rc) return rc;
-        if (r->needs_fa && (rc = fa_id(r, u, recipe, &r->fa[i])))
-            return ft_err_set(err, rc, "replay: out of memory");
-        int tc = token_class(fl, b->n_tokens[i]);
+        const uint32_t f = !(fl & FT_CF_GRAD)      ? n_ops[u]
+                           : (fl & FT_CF_INPUT_RG) ? 0
+                                                   : b->first_rg[i];
+        oracle_mru *m = &mru[u];
+        int rc;
+        CIDX[j] = i;
+        CU[j] = u;
+        CR[j] = recipe;
+        F[j] = f;
+        if (m->recipe[0] == recipe && m->f[0] == f)
+            FRESH[j] = m->plan[0];
+        else if ((rc = fresh_plan(r, u, recipe, f, b->seq[i], &FRESH[j], err)))
+            return rc;
+        FA[j] = 0;
+        if (needs_fa) {
+            if (m->fa_recipe == recipe)
+                FA[j] = m->fa_id;
+            else if ((rc = fa_id(r, u, recipe, &FA[j])))
+                return ft_err_set(err, rc, "replay: out of memory");
+        }
+        const int tc = token_class(fl, b->n_tokens[i]);
+        TOK[j] = (uint8_t)tc;
         if (r->tok_rep[tc] == -2) r->tok_rep[tc] = b->n_tokens[i];
-        r->tokc[i] = (uint8_t)tc;
+        CAP[j] = (fl & FT_CF_HAS_REBUILT) ? (uint8_t)(1 | ((fl & FT_CF_REBUILT) ? 2 : 0)) : 0;
         if ((fl & FT_CF_HAS_REBUILT) && (fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0) {
             if (fl & FT_CF_REBUILT) {
                 r->base.cap_build_n++;
@@ -672,91 +661,29 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
                 r->base.cap_hit_fuse_ns += (uint64_t)b->fuse_ns[i];
             }
         }
+        SB[j] = FT_NO_ENTRY;
+        if ((fl & FT_CF_HAS_STEP) && b->step[i] >= 0) {
+            uint32_t sb = (uint32_t)(b->step[i] / width);
+            SB[j] = sb;
+            step_calls[sb]++;
+            if (sb + 1 > max_sb) max_sb = sb + 1;
+        }
         if (rec) {
-            oracle_mru *m = &r->mru[u];
-            r->prev_r[i] = m->prev_seen ? m->prev_recipe : -2;
-            r->prev_f[i] = m->prev_f;
+            r->prev_r[j] = m->prev_seen ? m->prev_recipe : -2;
+            r->prev_f[j] = m->prev_f;
             m->prev_seen = 1;
             m->prev_recipe = recipe;
             m->prev_f = f;
         }
-        r->base.calls++;
+        j++;
     }
+    if (max_sb > r->step_calls.n) r->step_calls.n = max_sb;
+    for (uint32_t p = 0; p < r->n_pol; p++)
+        if (max_sb > r->pol[p].res.steps.n) r->pol[p].res.steps.n = max_sb;
+    r->n_calls = j;
+    r->base.calls += j;
+    r->base.backwards += b->n - j;
     return FT_OK;
-}
-
-/* ---- policy loop ---------------------------------------------------------------------------- */
-static int policy_pass(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err)
-{
-    policy_run *pr = &r->pol[p];
-    const policy_def *d = pr->def;
-    ft_policy_result *res = &pr->res;
-    int rec = r->per_call || r->explain;
-    int rc = FT_OK;
-    for (uint32_t i = 0; i < b->n; i++) {
-        if (b->kind[i] != FT_REC_CALL) continue;
-        uint32_t u = b->fuser[i];
-        pcall c = {u, b->recipe[i], r->f[i], r->needs_fa ? r->fa[i] : 0};
-        const rinfo *ri = &r->ri[c.recipe + 1];
-        pstate *s = &pr->st[u];
-        uint32_t fresh = r->fresh[i], plan = 0;
-        int reset = d->reset_fn(s, ri, &c), build;
-        if (reset) {
-            if ((rc = q_reset(r, s->q, c.recipe, &s->q))) goto nomem;
-            res->resets++;
-        }
-        switch (d->store) {
-        case FT_STORE_NONE:
-            build = 1;
-            break;
-        case FT_STORE_SINGLE: {
-            uint64_t key = d->key_fn(ri, &c);
-            build = (d->build_on_reset && reset) || key != s->slot_key;
-            if (build) s->slot_key = key;
-            plan = s->plan;
-            break;
-        }
-        default: {
-            uint64_t key = ((uint64_t)u << 40) | d->key_fn(ri, &c);
-            build = !store_lookup(&pr->store, s, key, &plan);
-            if (build) {
-                if ((rc = store_insert(&pr->store, s, key, fresh))) goto nomem;
-                if (s->count > res->max_entries) res->max_entries = s->count;
-            }
-            break;
-        }
-        }
-        if (build) plan = fresh;
-        s->plan = plan;
-        res->builds += (uint64_t)build;
-        ft_stale stale = FT_STALE_NONE;
-        if (plan != fresh) {
-            const class_memo *cm = classify(r, u, c.recipe, plan, s->q, fresh, r->tokc[i], &rc);
-            if (!cm) goto nomem;
-            stale = cm->stale;
-            r->cm[cm - r->cm].count[p]++;
-        } else if (s->q != ri->fresh_q && !q_equal(r, s->q, ri->fresh_q)) {
-            res->qdrift++;
-        }
-        res->stale[stale]++;
-        uint32_t fl = b->flags[i];
-        if (fl & FT_CF_HAS_STEP) step_add(&res->steps, b->step[i], 1, (uint64_t)!build);
-        if (fl & FT_CF_HAS_REBUILT) {
-            res->cap_calls++;
-            int agree = !!(fl & FT_CF_REBUILT) == build;
-            res->cap_agree += (uint64_t)agree;
-            if (!agree && res->first_disagree_seq < 0) res->first_disagree_seq = b->seq[i];
-        }
-        if (rec) {
-            size_t k = (size_t)p * r->cap_batch + i;
-            r->rec[k] = (uint8_t)(build | reset << 1);
-            r->rec_plan[k] = plan;
-            r->rec_stale[k] = (uint8_t)stale;
-        }
-    }
-    return FT_OK;
-nomem:
-    return ft_err_set(err, rc ? rc : FT_ENOMEM, "replay: out of memory");
 }
 
 /* ---- per-call output and explanations ------------------------------------------------------- */
@@ -780,11 +707,12 @@ static const char *rtype_name(const ft_replay *r, int32_t recipe)
     return recipe_type_names[r->ri[recipe + 1].type];
 }
 
-static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t i, int reset)
+static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t j, int reset)
 {
+    const uint32_t i = r->cidx[j];
     FILE *o = r->explain;
     uint32_t u = b->fuser[i];
-    int32_t rc = b->recipe[i], pr = r->prev_r[i];
+    int32_t rc = b->recipe[i], pr = r->prev_r[j];
     const ft_fuser_def *fd = &r->fusers[u];
     fprintf(o, "[explain] %s seq=%lld fuser=%lld", ft_policy_name(r->pol[p].idx),
             (long long)b->seq[i], (long long)fd->id);
@@ -799,8 +727,8 @@ static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t 
     if (a->type != c->type)
         n += fprintf(o, "%srecipe type %s -> %s", n ? ", " : "", rtype_name(r, pr),
                      rtype_name(r, rc)) > 0;
-    if (r->prev_f[i] != r->f[i])
-        n += fprintf(o, "%sf %u -> %u", n ? ", " : "", r->prev_f[i], r->f[i]) > 0;
+    if (r->prev_f[j] != r->f[j])
+        n += fprintf(o, "%sf %u -> %u", n ? ", " : "", r->prev_f[j], r->f[j]) > 0;
     if (a->bo != c->bo)
         n += fprintf(o, "%sbackward_override %s -> %s", n ? ", " : "", bo_names[a->bo],
                      bo_names[c->bo]) > 0;
@@ -817,12 +745,12 @@ static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t 
 
 static void write_records(ft_replay *r, const ft_batch *b)
 {
-    for (uint32_t i = 0; i < b->n; i++) {
-        if (b->kind[i] != FT_REC_CALL) continue;
+    for (uint32_t j = 0; j < r->n_calls; j++) {
+        const uint32_t i = r->cidx[j];
         for (uint32_t p = 0; p < r->n_pol; p++) {
-            size_t k = (size_t)p * r->cap_batch + i;
+            size_t k = (size_t)p * r->cap_batch + j;
             int build = r->rec[k] & 1, reset = r->rec[k] >> 1 & 1;
-            if (r->explain && build) explain_build(r, p, b, i, reset);
+            if (r->explain && build) explain_build(r, p, b, j, reset);
             if (!r->per_call) continue;
             FILE *o = r->per_call;
             fprintf(o,
@@ -849,7 +777,7 @@ int ft_replay_batch(ft_replay *r, const ft_batch *b, ft_err *err)
     uint64_t t1 = ft_now_ns();
     r->base.oracle_ns += t1 - t0;
     for (uint32_t p = 0; p < r->n_pol; p++) {
-        rc = policy_pass(r, p, b, err);
+        rc = r->pol[p].def->loop_fn(r, p, b, err);
         if (rc) return rc;
         uint64_t t2 = ft_now_ns();
         r->pol[p].res.loop_ns += t2 - t1;
@@ -870,6 +798,11 @@ void ft_replay_get(const ft_replay *r, ft_replay_result *out)
             d->calls += d->stale[k];
         d->hits = d->calls - d->builds;
         d->evictions = r->pol[p].store.evictions;
+        /* the loop counted builds per step bucket; hits = calls - builds */
+        for (uint32_t k = 0; k < d->steps.n; k++) {
+            d->steps.calls[k] = r->step_calls.calls[k];
+            d->steps.hits[k] = r->step_calls.calls[k] - d->steps.hits[k];
+        }
         for (uint32_t c = 0; c < r->n_cm; c++)
             if (r->cm[c].stale == FT_STALE_RAISES && r->cm[c].count[p])
                 add_raise(d, r->cm[c].text, r->cm[c].count[p]);

@@ -51,7 +51,16 @@ typedef struct pstate {
     uint32_t q;          /* interned quantizer state */
     uint32_t head, tail; /* LRU list of this fuser's dict entries, most recent first */
     uint32_t count;      /* dict entries held */
+    /* front caches of the hot path (invalidated on eviction) */
+    uint64_t mru_key[2]; /* dict store: the two most recent keys and their plans */
+    uint32_t mru_plan[2];
+    uint32_t c_plan, c_fresh, c_q; /* last stale classification of this fuser */
+    int32_t c_recipe;
+    uint8_t c_tok, c_stale;
+    uint32_t c_memo; /* its class_memo entry */
 } pstate;
+
+typedef int (*policy_loop_fn)(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err);
 
 typedef struct policy_def {
     const char *name;
@@ -63,10 +72,13 @@ typedef struct policy_def {
     int (*reset_fn)(pstate *s, const rinfo *ri, const pcall *c);
     /* Cache key within the fuser ((id << FT_KEY_F_BITS) | f, or id alone). */
     uint64_t (*key_fn)(const rinfo *ri, const pcall *c);
+    /* The per-batch loop, specialised for this row's functions (POLICY_LOOP in policy.c). */
+    policy_loop_fn loop_fn;
 } policy_def;
 
-const policy_def *ft_policy_def(uint32_t idx);
+#define FT_QDIRECT 64 /* quantizer states with a direct transition row */
 
+const policy_def *ft_policy_def(uint32_t idx);
 /* ---- integer map: uint64 key -> uint32 value, linear probing, backward-shift delete ------ */
 typedef struct u64map {
     uint64_t *keys; /* [cap]; UINT64_MAX = empty */
@@ -117,5 +129,225 @@ int store_lookup(plan_store *st, pstate *s, uint64_t key, uint32_t *plan);
 /* Insert a freshly built plan (key not present), evicting the fuser's LRU entry at capacity. */
 int store_insert(plan_store *st, pstate *s, uint64_t key, uint32_t plan);
 void store_free(plan_store *st);
+
+/* ---- engine state (replay.c owns it; the policy loops in policy.c read it)
+ * ---------------------------------------------------------------------------- */
+typedef struct oracle_mru {
+    int32_t recipe[2]; /* two most recent (recipe, f) of this fuser; recipe -2 = empty */
+    uint32_t f[2];
+    uint32_t plan[2];
+    int32_t fa_recipe; /* last recipe whose fusion-attrs id is in fa_id; -2 = none */
+    int32_t fa_id;
+    int32_t prev_recipe; /* previous call's recipe and f (explain); prev_seen 0 = first sight */
+    uint32_t prev_f;
+    int prev_seen;
+} oracle_mru;
+
+typedef struct class_memo {
+    uint32_t fuser, chosen, q, fresh;
+    int32_t recipe;
+    int tok_class;
+    ft_stale stale;
+    const char *text;                /* TE's error text (model-owned) */
+    uint64_t count[FT_MAX_POLICIES]; /* calls per policy slot that hit this entry */
+} class_memo;
+
+typedef struct policy_run {
+    const policy_def *def;
+    uint32_t idx;     /* registry index */
+    pstate *st;       /* [n_fusers] */
+    plan_store store; /* dict policies */
+    ft_policy_result res;
+} policy_run;
+
+struct ft_replay {
+    ft_model *model;
+    const ft_fuser_def *fusers;
+    const ft_recipe_def *recipes;
+    uint32_t n_fusers, n_recipes;
+    uint32_t *n_ops; /* [n_fusers] */
+    rinfo *ri;       /* [n_recipes + 1], index recipe + 1 */
+    oracle_mru *mru; /* [n_fusers] */
+    /* memo tables */
+    u64map plan_memo; /* (fuser, recipe, f) -> fresh plan */
+    u64map fa_memo;   /* (fuser, recipe) -> fusion-attrs id */
+    u64map fa_ids;    /* fusion key hash -> dense id */
+    u64map q_index;   /* qstate hash -> interned id */
+    ft_qstate *qs;    /* [n_qs] interned quantizer states */
+    uint32_t n_qs, cap_qs;
+    u64map q_trans;     /* (q, recipe) -> q after reset_recipe_state(recipe) */
+    uint32_t *q_direct; /* [n_qdirect * (n_recipes + 1)] the same for q < n_qdirect */
+    uint32_t n_qdirect; /* <= FT_QDIRECT, fewer when there are very many recipes */
+    u64map q_equal;     /* (q, q') -> ft_qstate_equal + 1 */
+    uint64_t q_eq_known[64], q_eq_val[64]; /* the same as bits, for states < 64 */
+    u64map c_index;                        /* hash of class_memo key -> entry */
+    class_memo *cm;
+    uint32_t n_cm, cap_cm;
+    int64_t tok_rep[4]; /* a representative token count per token class, -2 = unset */
+    int needs_fa;
+    /* policies */
+    uint32_t n_pol;
+    policy_run pol[FT_MAX_POLICIES];
+    /* per-batch scratch, compacted: entry j is the j-th call of the batch (backward records
+     * dropped), at batch position cidx[j] */
+    uint32_t cap_batch;
+    uint32_t n_calls;        /* calls in the current batch */
+    uint32_t *cidx;          /* [cap_batch] batch position */
+    uint32_t *cu;            /* [cap_batch] fuser */
+    int32_t *cr;             /* [cap_batch] recipe */
+    uint32_t *f;             /* [cap_batch] boundary */
+    uint32_t *fresh;         /* [cap_batch] oracle plan */
+    int32_t *fa;             /* [cap_batch] fusion-attrs id (0 unless a policy needs it) */
+    uint8_t *tokc;           /* [cap_batch] token class */
+    uint8_t *cap;            /* [cap_batch] captured: 1 = has `rebuilt`, 2 = rebuilt */
+    uint32_t *sb;            /* [cap_batch] step bucket, FT_NO_ENTRY when the call has no step */
+    int64_t step_width;      /* steps per bucket, shared by every histogram */
+    ft_step_hist step_calls; /* calls per step bucket (the same for every policy) */
+    uint8_t *rec;            /* [n_pol * cap_batch] per-call bits: 1 build, 2 reset */
+    uint32_t *rec_plan;      /* [n_pol * cap_batch] */
+    uint8_t *rec_stale;      /* [n_pol * cap_batch] */
+    int32_t *prev_r;         /* [cap_batch] explain: previous recipe of the fuser, -2 first sight */
+    uint32_t *prev_f;        /* [cap_batch] */
+    FILE *per_call, *explain;
+    /* results */
+    ft_replay_result base; /* non-policy fields */
+};
+
+/* Slow paths of the loop, in replay.c. */
+int replay_q_reset_slow(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out);
+int replay_q_equal(ft_replay *r, uint32_t a, uint32_t b);
+const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, uint32_t chosen,
+                                  uint32_t q, uint32_t fresh, int tok_class, int *rc);
+
+/* ---- the per-policy loop over one batch ------------------------------------------------------ */
+/* Instantiated once per policy row with its functions as constants (POLICY_LOOP in policy.c), so
+ * the reset rule and key are inlined, and once more with per-call recording on. Per call: reset
+ * rule -> quantizer-state transition -> store -> staleness against the oracle -> counters. The
+ * per-policy step histogram counts builds per bucket here (res.steps.hits); ft_replay_get turns
+ * them into hits with the shared call counts. */
+static inline __attribute__((always_inline)) int
+policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
+            int (*reset_fn)(pstate *, const rinfo *, const pcall *),
+            uint64_t (*key_fn)(const rinfo *, const pcall *), ft_store_kind store,
+            int build_on_reset, int rec)
+{
+    policy_run *pr = &r->pol[p];
+    ft_policy_result *res = &pr->res;
+    const uint32_t n = r->n_calls, nr1 = r->n_recipes + 1, n_qdirect = r->n_qdirect;
+    const uint32_t *CU = r->cu, *F = r->f, *FRESH = r->fresh, *SB = r->sb;
+    const uint32_t *q_direct = r->q_direct;
+    const int32_t *CR = r->cr, *FA = r->fa;
+    const uint8_t *TOK = r->tokc, *CAP = r->cap;
+    const rinfo *RI = r->ri;
+    pstate *ST = pr->st;
+    uint64_t *step_builds = res->steps.hits;
+    const int lru = pr->store.capacity != 0; /* the MRU front cache only when unbounded */
+    uint64_t resets = 0, builds = 0, qdrift = 0, stale_n[FT_STALE_COUNT] = {0};
+    int rc = FT_OK;
+    for (uint32_t j = 0; j < n; j++) {
+        const uint32_t u = CU[j];
+        const pcall c = {u, CR[j], F[j], FA[j]};
+        const rinfo *ri = &RI[c.recipe + 1];
+        pstate *s = &ST[u];
+        const uint32_t fresh = FRESH[j];
+        uint32_t plan = fresh;
+        int build;
+        const int reset = reset_fn(s, ri, &c);
+        if (reset) {
+            uint32_t nq = FT_NO_ENTRY;
+            if (s->q < n_qdirect) nq = q_direct[s->q * nr1 + (uint32_t)(c.recipe + 1)];
+            if (nq == FT_NO_ENTRY && (rc = replay_q_reset_slow(r, s->q, c.recipe, &nq))) goto fail;
+            s->q = nq;
+            resets++;
+        }
+        if (store == FT_STORE_NONE) {
+            build = 1;
+        } else if (store == FT_STORE_SINGLE) {
+            const uint64_t key = key_fn(ri, &c);
+            build = (build_on_reset && reset) || key != s->slot_key;
+            if (build)
+                s->slot_key = key;
+            else
+                plan = s->plan;
+        } else {
+            const uint64_t key = ((uint64_t)u << 40) | key_fn(ri, &c);
+            if (!lru && key == s->mru_key[0]) {
+                plan = s->mru_plan[0];
+                build = 0;
+            } else {
+                if (!lru && key == s->mru_key[1]) {
+                    plan = s->mru_plan[1];
+                    build = 0;
+                } else {
+                    build = !store_lookup(&pr->store, s, key, &plan);
+                    if (build) {
+                        if ((rc = store_insert(&pr->store, s, key, fresh))) goto fail;
+                        if (s->count > res->max_entries) res->max_entries = s->count;
+                        plan = fresh;
+                    }
+                }
+                s->mru_key[1] = s->mru_key[0];
+                s->mru_plan[1] = s->mru_plan[0];
+                s->mru_key[0] = key;
+                s->mru_plan[0] = plan;
+            }
+        }
+        s->plan = plan;
+        if (build) {
+            builds++;
+            if (SB[j] != FT_NO_ENTRY) step_builds[SB[j]]++;
+        }
+        uint32_t stale = FT_STALE_NONE;
+        if (plan != fresh) {
+            const uint8_t tok = TOK[j];
+            if (s->c_plan == plan && s->c_fresh == fresh && s->c_q == s->q &&
+                s->c_recipe == c.recipe && s->c_tok == tok) {
+                stale = s->c_stale;
+            } else {
+                const class_memo *cm = replay_classify(r, u, c.recipe, plan, s->q, fresh, tok, &rc);
+                if (!cm) goto fail;
+                stale = (uint32_t)cm->stale;
+                s->c_plan = plan;
+                s->c_fresh = fresh;
+                s->c_q = s->q;
+                s->c_recipe = c.recipe;
+                s->c_tok = tok;
+                s->c_stale = (uint8_t)stale;
+                s->c_memo = (uint32_t)(cm - r->cm);
+            }
+            if (stale == FT_STALE_RAISES) r->cm[s->c_memo].count[p]++;
+        } else if (s->q != ri->fresh_q) {
+            const uint32_t a = s->q, fq = ri->fresh_q;
+            int eq;
+            if (a < 64 && fq < 64 && (r->q_eq_known[a] >> fq & 1))
+                eq = (int)(r->q_eq_val[a] >> fq & 1);
+            else
+                eq = replay_q_equal(r, a, fq);
+            qdrift += (uint64_t)!eq;
+        }
+        stale_n[stale]++;
+        if (CAP[j]) {
+            const int agree = (CAP[j] >> 1) == build;
+            res->cap_calls++;
+            res->cap_agree += (uint64_t)agree;
+            if (!agree && res->first_disagree_seq < 0) res->first_disagree_seq = b->seq[r->cidx[j]];
+        }
+        if (rec) {
+            const size_t k = (size_t)p * r->cap_batch + j;
+            r->rec[k] = (uint8_t)(build | reset << 1);
+            r->rec_plan[k] = plan;
+            r->rec_stale[k] = (uint8_t)stale;
+        }
+    }
+    rc = FT_OK;
+fail:
+    res->resets += resets;
+    res->builds += builds;
+    res->qdrift += qdrift;
+    for (int k = 0; k < FT_STALE_COUNT; k++)
+        res->stale[k] += stale_n[k];
+    if (!rc) return FT_OK;
+    return ft_err_set(err, rc, "replay: out of memory");
+}
 
 #endif /* FT_REPLAY_INT_H */
