@@ -295,13 +295,21 @@ int ft_report_reading(FILE *f, const ft_replay_result *r, ft_err *err)
         if (!most || q->builds > most->builds) most = q;
         if (!n_stale(q) && (!least_safe || q->builds < least_safe->builds)) least_safe = q;
     }
-    fprintf(f,
-            "- Fewest plan builds: %s (%llu builds for %llu calls, %.1f%% hits); most: %s "
-            "(%llu).\n",
-            ft_policy_name(least->policy), (unsigned long long)least->builds,
-            (unsigned long long)least->calls, 100.0 * ratio(least->hits, least->calls),
-            ft_policy_name(most->policy), (unsigned long long)most->builds);
-    if (least_safe && least_safe != least)
+    fprintf(f, "- Fewest plan builds: ");
+    int first = 1;
+    for (uint32_t p = 0; p < r->n_policies; p++)
+        if (r->pol[p].builds == least->builds) {
+            fprintf(f, "%s%s", first ? "" : ", ", ft_policy_name(r->pol[p].policy));
+            first = 0;
+        }
+    fprintf(f, " (%llu builds for %llu calls, %.1f%% hits); most: %s (%llu).\n",
+            (unsigned long long)least->builds, (unsigned long long)least->calls,
+            100.0 * ratio(least->hits, least->calls), ft_policy_name(most->policy),
+            (unsigned long long)most->builds);
+    if (least_safe && least_safe->builds == least->builds && n_stale(least))
+        fprintf(f, "- %s builds as few and never runs a stale plan.\n",
+                ft_policy_name(least_safe->policy));
+    else if (least_safe && least_safe->builds != least->builds)
         fprintf(f, "- Fewest builds without ever running a stale plan: %s (%llu builds).\n",
                 ft_policy_name(least_safe->policy), (unsigned long long)least_safe->builds);
     const ft_policy_result *old = find_pol(r, "te-pre3410"), *neu = find_pol(r, "te-3410");
