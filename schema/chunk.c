@@ -212,7 +212,7 @@ static int sp_fuser_get(sp_state *s, uint32_t fuser, sp_fuser **out)
 
 static uint64_t sp_key(uint32_t fuser, int has_mb, int64_t mb)
 {
-    return ft_hash_mix(((uint64_t)fuser << 1) | (uint64_t)(has_mb != 0), (uint64_t)mb);
+    return ft_hash_mix(((uint64_t)fuser << 1) | (uint64_t)(has_mb != 0), has_mb ? (uint64_t)mb : 0);
 }
 
 /* pred[0..k-1] for a vector of k values summing to T. */
