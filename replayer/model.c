@@ -335,6 +335,17 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
         rc = ft_recipe_parse(&recipes[i], &m->env, &m->recipes[i], err);
         if (rc) goto fail;
         m->n_recipes = i + 1;
+        /* NVFP4 QParams are derived once, in __post_init__: a later declaration of the same
+         * object (mutated attributes, capture-jsonl "obj") keeps the flags of its first one. */
+        ft_recipe_int *ri = &m->recipes[i];
+        if (ri->pub.type != FT_RT_NVFP4 || ri->qparams_recorded) continue;
+        for (uint32_t j = 0; j < i; j++) {
+            const ft_recipe_int *rj = &m->recipes[j];
+            if (rj->pub.obj == ri->pub.obj && rj->pub.type == FT_RT_NVFP4) {
+                ft_recipe_set_qflags(ri, rj->pub.q_rht, rj->pub.q_sr, rj->pub.q_2d);
+                break;
+            }
+        }
     }
     m->scratch_cap = 3 * max_ops;
     m->scratch = ft_malloc(m->scratch_cap * sizeof *m->scratch);
@@ -621,6 +632,17 @@ const char *ft_model_fusion_key_attrs(const ft_model *m, uint32_t fuser)
 void ft_model_reset(const ft_model *m, ft_qstate *q, int32_t recipe)
 {
     ft_qstate_reset(q, &recipe_int(m, recipe)->pub);
+}
+
+uint64_t ft_qstate_hash(const ft_qstate *q)
+{
+    uint64_t h = ft_hash_mix(0x7173u, (uint64_t)(uint8_t)q->cls);
+    if (q->cls < 0) return h;
+    h = ft_hash_mix(h, (uint64_t)q->rht | (uint64_t)q->sr << 8 | (uint64_t)q->twod << 16 |
+                           (uint64_t)q->row_scaled << 24 | (uint64_t)q->four_over_six << 32 |
+                           (uint64_t)q->fp8_format << 40);
+    h = ft_hash_mix(h, (uint64_t)q->hist_len);
+    return ft_hash_mix(h, q->qhash);
 }
 
 void ft_model_fresh_qstate(const ft_model *m, int32_t recipe, ft_qstate *q)

@@ -97,6 +97,8 @@ int ft_model_plan_fused_mlp(const ft_model *m, uint32_t plan_id);
 uint64_t ft_model_fusion_key(const ft_model *m, uint32_t fuser, int32_t recipe);
 
 /* ---- quantizer state (spec §1.6, §5 "minimal simulator state") ---------------------------- */
+/* Compare states with ft_qstate_equal and intern them with ft_qstate_hash only: qhash (every
+ * other attribute baked into the quantizers) is part of the state, and fields may be added. */
 typedef struct ft_qstate {
     int8_t cls;   /* recipe type the quantizers were built for; -1 = none built yet/reset */
     uint8_t rht;  /* NVFP4: input/grad quantizers with RHT */
@@ -119,6 +121,8 @@ void ft_model_fresh_qstate(const ft_model *m, int32_t recipe, ft_qstate *q);
 /* 1 if the two states quantize identically (the engine reports quantizer-state drift, e.g. a
  * same-type NVFP4 switch that keeps RHT quantizers, separately from plan staleness). */
 int ft_qstate_equal(const ft_qstate *a, const ft_qstate *b);
+/* Hash over exactly what ft_qstate_equal compares (equal states hash equal); for interning. */
+uint64_t ft_qstate_hash(const ft_qstate *q);
 
 /* ---- stale plans -------------------------------------------------------------------------- */
 typedef enum ft_stale {

@@ -138,8 +138,11 @@ typedef struct ft_recipe_int {
     ft_recipe_model pub; /* what the engine reads */
     int64_t id;          /* declared id */
     char *canon;         /* canonical encoding: Type{attr=value,...} with defaults filled */
-    uint64_t qhash;      /* hash of the attributes baked into quantizers at RecipeState.create */
+    uint64_t qbase;      /* hash of the quantizer-baked attributes other than the QParams flags */
+    uint8_t qparams_recorded; /* the capture recorded fp4_quant_* (else derived, see model.c) */
 } ft_recipe_int;
+/* Set the NVFP4 QParams flags and the qhash that covers them. */
+void ft_recipe_set_qflags(ft_recipe_int *r, uint8_t rht, uint8_t sr, uint8_t twod);
 
 int ft_recipe_parse(const ft_recipe_def *def, const ft_env *env, ft_recipe_int *out, ft_err *err);
 void ft_recipe_int_free(ft_recipe_int *r);

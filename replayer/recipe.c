@@ -7,7 +7,8 @@
  * NVTE_NVFP4_DISABLE_RHT come from the trace header's env, as TE evaluates them once at import),
  * a canonical text "Type{field=value,...}" over all fields in table order plus any unknown field
  * (sorted, prefixed '+'), and the 64-bit hash of that text. The key order of the attrs JSON does
- * not matter; an absent field and its default encode the same.
+ * not matter; an absent field and its default encode the same. Fields whose name starts with
+ * '_' are object state, not configuration, and are left out.
  *
  * Limits: field values are type-checked and enum fields checked for membership; TE's
  * cross-field asserts (e.g. DelayedScaling requires backward_override None) are not re-checked,
@@ -371,7 +372,7 @@ int ft_recipe_parse(const ft_recipe_def *def, const ft_env *env, ft_recipe_int *
         json_t *val;
         json_object_foreach(attrs, key, val)
         {
-            int known = 0;
+            int known = key[0] == '_'; /* private attributes (e.g. _cached_repr) are state */
             for (size_t i = 0; i < recipe_types[t].n_attrs; i++)
                 if (!strcmp(recipe_types[t].attrs[i].name, key)) known = 1;
             if (!known) n_extra++;
@@ -385,7 +386,7 @@ int ft_recipe_parse(const ft_recipe_def *def, const ft_env *env, ft_recipe_int *
             size_t k = 0;
             json_object_foreach(attrs, key, val)
             {
-                int known = 0;
+                int known = key[0] == '_';
                 for (size_t i = 0; i < recipe_types[t].n_attrs; i++)
                     if (!strcmp(recipe_types[t].attrs[i].name, key)) known = 1;
                 if (known) continue;
@@ -413,13 +414,14 @@ int ft_recipe_parse(const ft_recipe_def *def, const ft_env *env, ft_recipe_int *
         out->pub.q_2d = (uint8_t)(qp_weight >= 0 ? qp_weight : !out->pub.disable_2d);
         out->pub.q_sr = (uint8_t)(qp_grad >= 0 ? qp_grad : !out->pub.disable_sr);
     }
-    rc =
-        ft_buf_printf(&qcanon, "rht=%d,sr=%d,2d=%d}", out->pub.q_rht, out->pub.q_sr, out->pub.q_2d);
+    out->qparams_recorded = qp_inp >= 0 || qp_weight >= 0 || qp_grad >= 0;
+    rc = ft_buf_printf(&qcanon, "}");
     if (rc) goto nomem;
     out->canon = ft_strndup((const char *)canon.data, canon.len);
     if (!out->canon) goto nomem;
     out->pub.hash = ft_hash64(canon.data, canon.len);
-    out->pub.qhash = ft_hash64(qcanon.data, qcanon.len);
+    out->qbase = ft_hash64(qcanon.data, qcanon.len);
+    ft_recipe_set_qflags(out, out->pub.q_rht, out->pub.q_sr, out->pub.q_2d);
     ft_buf_free(&canon);
     ft_buf_free(&qcanon);
     json_decref(attrs);
@@ -433,6 +435,14 @@ fail:
     ft_free(out->canon);
     out->canon = NULL;
     return rc;
+}
+
+void ft_recipe_set_qflags(ft_recipe_int *r, uint8_t rht, uint8_t sr, uint8_t twod)
+{
+    r->pub.q_rht = rht;
+    r->pub.q_sr = sr;
+    r->pub.q_2d = twod;
+    r->pub.qhash = ft_hash_mix(r->qbase, (uint64_t)rht | (uint64_t)sr << 1 | (uint64_t)twod << 2);
 }
 
 void ft_recipe_int_free(ft_recipe_int *r)

@@ -363,6 +363,19 @@ static const rule_case rule_cases[] = {
     {"BAB X = Quantize(forward only)", "[{\"type\":\"Quantize\"}," BIAS ",{\"type\":\"GELU\"}]",
      "Float8CurrentScaling", "{}", ENV_W1,
      "fwd[Quantize(0),Bias(1),GELU(2)] bwd[Quantize(0),Bias(1),GELU(2)]"},
+    {"BAB X = joint grouped MLP (its FC2's quantizer)",
+     "[{\"type\":\"GroupedLinear\",\"attrs\":{\"num_groups\":4,\"in_features\":64,"
+     "\"out_features\":256}},{\"type\":\"ScaledSwiGLU\",\"attrs\":{\"glu_interleave_size\":32}},"
+     "{\"type\":\"GroupedLinear\",\"attrs\":{\"num_groups\":4,\"in_features\":128,"
+     "\"out_features\":64}}," BIAS ",{\"type\":\"GELU\"}]",
+     "MXFP8BlockScaling", "{}", ENV_SM100,
+     "fwd[GroupedMLP_CuTeGEMMGLU(0-2),Bias(3),GELU(4)] "
+     "bwd[GroupedMLP_CuTeGEMMGLU(0-2),BackwardActivationBias(3-4)]"},
+    {"BAB chained: a fused BAB op is no X",
+     "[" BLIN("") "," BIAS ",{\"type\":\"GELU\"}," BIAS ",{\"type\":\"GELU\"}]",
+     "MXFP8BlockScaling", "{}", ENV_W1,
+     "fwd[BasicLinear(0),Bias(1),GELU(2),Bias(3),GELU(4)] "
+     "bwd[BasicLinear(0),BackwardActivationBias(1-2),Bias(3),GELU(4)]"},
     /* Userbuffers: world > 1, userbuffers, TP rules; forward also needs no backward override */
     {"UB column",
      "[" BLIN(",\"userbuffers\":true,\"tensor_parallel_mode\":\"column\"") "," BIAS "]", NULL, NULL,
@@ -1398,6 +1411,37 @@ static void test_model_alloc_failures(void **state)
     assert_true(succeeded);
 }
 
+/* NVFP4 QParams are derived at construction: a mutated object (same obj, new attrs) keeps the
+ * quantizer flags of its first declaration, while the fusion gate reads the new disable_rht. */
+static void test_recipe_mutated_object_keeps_qparams(void **state)
+{
+    (void)state;
+    ft_recipe_def rc[] = {
+        {1, "NVFP4BlockScaling", 55, "{\"disable_rht\":false}"},
+        {2, "NVFP4BlockScaling", 55, "{\"disable_rht\":true}"},
+        {3, "NVFP4BlockScaling", 66, "{\"disable_rht\":true}"},
+        {4, "NVFP4BlockScaling", 66, "{\"disable_rht\":true,\"_cached_repr\":\"x\"}"},
+    };
+    ft_model *m = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_model_new(NULL, 0, rc, 4, NULL, NULL, 0, &m, &err), FT_OK);
+    assert_int_equal(ft_model_recipe(m, 1)->disable_rht, 1);
+    assert_int_equal(ft_model_recipe(m, 1)->q_rht, 1);
+    assert_int_equal(ft_model_recipe(m, 2)->q_rht, 0);
+    ft_qstate a, b;
+    ft_model_fresh_qstate(m, 0, &a);
+    ft_model_fresh_qstate(m, 1, &b);
+    assert_true(ft_qstate_equal(&a, &b));
+    assert_true(ft_qstate_hash(&a) == ft_qstate_hash(&b));
+    ft_model_fresh_qstate(m, 2, &b);
+    assert_false(ft_qstate_equal(&a, &b));
+    assert_true(ft_qstate_hash(&a) != ft_qstate_hash(&b));
+    /* the recipe hash sees the mutation; private state such as _cached_repr does not count */
+    assert_true(ft_model_recipe(m, 0)->hash != ft_model_recipe(m, 1)->hash);
+    assert_true(ft_model_recipe(m, 2)->hash == ft_model_recipe(m, 3)->hash);
+    ft_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1410,6 +1454,7 @@ int main(void)
         cmocka_unit_test(test_recipe_hash_every_attribute_counts),
         cmocka_unit_test(test_recipe_hash_canonical),
         cmocka_unit_test(test_recipe_env_defaults_and_qparams),
+        cmocka_unit_test(test_recipe_mutated_object_keeps_qparams),
         cmocka_unit_test(test_qstate_reset_rules),
         cmocka_unit_test(test_scenario_s1_same_type_switch_quant),
         cmocka_unit_test(test_scenario_s2_raises_on_multi_group),
