@@ -234,6 +234,76 @@ static void test_nvfp4_two_level_scaling(void **state)
         assert_float_equal(zo[i], 0.0f, 0.0f);
 }
 
+/* The quantizer's branchless vector loops against the scalar format functions, block by block,
+ * on values spanning subnormal to saturating ranges (seeded, printed). */
+static void test_quantize_matches_scalar_formats(void **state)
+{
+    (void)state;
+    const uint64_t seed = 4242;
+    print_message("seed %llu\n", (unsigned long long)seed);
+    seed_rng(seed);
+    const int64_t R = 8, C = 96;
+    float x[8 * 96], out[8 * 96];
+    for (int i = 0; i < R * C; i++)
+        x[i] = ft_bf16_round((float)((urand() - 0.5) * ldexp(1.0, (int)(urand() * 40) - 30)));
+    x[5] = NAN;
+    for (int e5 = 0; e5 < 2; e5++) {
+        ft_fp8 f = e5 ? FT_FP8_E5M2 : FT_FP8_E4M3;
+        ft_qcfg q = {.fmt = FT_QF_MXFP8, .fp8 = f};
+        assert_int_equal(ft_cpu_quantize(&q, x, R, C, NULL, 0, out, NULL, NULL), FT_OK);
+        for (int b = 0; b < R * C / 32; b++) {
+            float amax = 0;
+            for (int i = 0; i < 32; i++)
+                amax = fabsf(x[b * 32 + i]) > amax ? fabsf(x[b * 32 + i]) : amax;
+            uint8_t code = ft_e8m0_from_float(amax * (1.0f / ft_fp8_max(f)));
+            for (int i = 0; i < 32; i++) {
+                float v = x[b * 32 + i];
+                float want = ft_fp8_round(f, v * ft_e8m0_quant(code)) * ft_e8m0_dequant(code);
+                if (isnan(v))
+                    assert_true(isnan(out[b * 32 + i]));
+                else
+                    assert_float_equal(out[b * 32 + i], want, 0.0f);
+            }
+        }
+    }
+    x[5] = 1.0f;
+    ft_qcfg q = {.fmt = FT_QF_NVFP4};
+    assert_int_equal(ft_cpu_quantize(&q, x, R, C, NULL, 0, out, NULL, NULL), FT_OK);
+    float A = 0;
+    for (int i = 0; i < R * C; i++)
+        A = fabsf(x[i]) > A ? fabsf(x[i]) : A;
+    float S = 2688.0f / A, Sd = 1.0f / S;
+    for (int b = 0; b < R * C / 16; b++) {
+        float amax = 0;
+        for (int i = 0; i < 16; i++)
+            amax = fabsf(x[b * 16 + i]) > amax ? fabsf(x[b * 16 + i]) : amax;
+        float d = ft_fp8_round(FT_FP8_E4M3, amax * (S * (1.0f / 6.0f)));
+        float m = fminf(1.0f / (d * Sd), FLT_MAX);
+        for (int i = 0; i < 16; i++) {
+            float want =
+                ft_e2m1_decode(ft_e2m1_encode(x[b * 16 + i] * m)) * ((d * A) * (1.0f / 2688.0f));
+            assert_float_equal(out[b * 16 + i], want, 0.0f);
+        }
+    }
+    /* stochastic rounding: the vector loop draws ft_rng_bits(seed, 2*stream, index) */
+    ft_qcfg sr = {.fmt = FT_QF_NVFP4, .sr = 1, .seed = 9, .stream = 3};
+    assert_int_equal(ft_cpu_quantize(&sr, x, R, C, NULL, 0, out, NULL, NULL), FT_OK);
+    for (int b = 0; b < R * C / 16; b++) {
+        float amax = 0;
+        for (int i = 0; i < 16; i++)
+            amax = fabsf(x[b * 16 + i]) > amax ? fabsf(x[b * 16 + i]) : amax;
+        float d = ft_fp8_round(FT_FP8_E4M3, amax * (S * (1.0f / 6.0f)));
+        float m = fminf(1.0f / (d * Sd), FLT_MAX);
+        for (int i = 0; i < 16; i++) {
+            int idx = b * 16 + i;
+            uint32_t bits = ft_rng_bits(9, 6, (uint64_t)idx);
+            float want =
+                ft_e2m1_decode(ft_e2m1_encode_sr(x[idx] * m, bits)) * ((d * A) * (1.0f / 2688.0f));
+            assert_float_equal(out[idx], want, 0.0f);
+        }
+    }
+}
+
 static void test_fp8_current_and_block_scales(void **state)
 {
     (void)state;
@@ -617,6 +687,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_e8m0_edge_cases, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_mxfp8_scale_rounds_up, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_nvfp4_two_level_scaling, note_live, check_leaks),
+        cmocka_unit_test_setup_teardown(test_quantize_matches_scalar_formats, note_live,
+                                        check_leaks),
         cmocka_unit_test_setup_teardown(test_fp8_current_and_block_scales, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_delayed_scaling_history_window, note_live,
                                         check_leaks),

@@ -134,9 +134,71 @@ static inline float e8m0_quant(uint8_t code)
     return u2f((uint32_t)(254 - code) << 23);
 }
 
+/* RNG: key = mix(seed, stream) once per tensor usage, then one splitmix64 step per counter. */
+static inline uint64_t rng_key(uint64_t seed, uint64_t stream)
+{
+    return ft_hash_mix(seed, stream);
+}
+
+static inline uint32_t rng_at(uint64_t key, uint64_t counter)
+{
+    uint64_t z = key + (counter + 1u) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
 static inline uint32_t rng_bits(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-    return (uint32_t)(ft_hash_mix(ft_hash_mix(seed, stream), counter) >> 32);
+    return rng_at(rng_key(seed, stream), counter);
+}
+
+/* ---- branchless element rounding for the quantizer loops (vectorizable) ------------------- */
+
+/* |v| clamped to max, rounded RNE to a format with `shift` dropped mantissa bits, smallest
+ * normal min_normal and subnormal magic (see rne_mant); sign restored; NaN passes through. */
+static inline float round_sat(float v, float max, uint32_t shift, float min_normal, float magic)
+{
+    float a = fabsf(v);
+    float c = a < max ? a : max;
+    float sub = (c + magic) - magic;
+    uint32_t u = f2u(c);
+    u = (u + ((1u << (shift - 1)) - 1u) + ((u >> shift) & 1u)) & ~((1u << shift) - 1u);
+    float q = c < min_normal ? sub : u2f(u);
+    q = a == a ? q : a;
+    return u2f(f2u(q) | (f2u(v) & 0x80000000u));
+}
+
+static inline float e2m1_q(float v)
+{
+    return round_sat(v, FT_E2M1_MAX, 22, 1.0f, 0x1p22f);
+}
+
+static inline float e4m3_q(float v)
+{
+    return round_sat(v, FT_E4M3_MAX, 20, 0x1p-6f, 0x1p14f);
+}
+
+static inline float e5m2_q(float v)
+{
+    return round_sat(v, FT_E5M2_MAX, 21, 0x1p-14f, 0x1p7f);
+}
+
+/* E2M1 stochastic rounding, branchless: lo = |v| truncated to the grid, step = grid spacing at
+ * lo; up iff (rbits >> 8) 2^-24 step < |v| - lo. */
+static inline float e2m1_q_sr(float v, uint32_t rbits)
+{
+    float a = fabsf(v);
+    float c = a < FT_E2M1_MAX ? a : FT_E2M1_MAX;
+    float lo_n = u2f(f2u(c) & 0xFFC00000u);          /* normal: keep 1 mantissa bit */
+    float step_n = u2f(f2u(c) & 0xFF800000u) * 0.5f; /* half the power of two */
+    float lo_s = c >= 0.5f ? 0.5f : 0.0f;
+    float lo = c < 1.0f ? lo_s : lo_n;
+    float step = c < 1.0f ? 0.5f : step_n;
+    float r = (float)(rbits >> 8) * 0x1p-24f;
+    float q = r * step < c - lo ? lo + step : lo;
+    q = a == a ? q : a;
+    return u2f(f2u(q) | (f2u(v) & 0x80000000u));
 }
 
 /* v <- bf16(bf16(v) * diag(s) * H16 / 4): fast Walsh-Hadamard butterflies in fp32. */

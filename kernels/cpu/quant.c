@@ -2,9 +2,10 @@
  * quant.c - quantization emulation exact to TransformerEngine's semantics (spec/te-fuser.md
  * §4.5-4.6): quantize, then dequantize to float32 in TE's dequantization order.
  *
- * One rowwise block routine serves every blocked format: a columnwise usage is the rowwise rule
- * on the transposed group (copied into scratch, RHT applied there), and 2D tiles are handled in
- * place since both usages share them. Groups are row splits quantized independently.
+ * Layouts: rowwise 1D blocks run along a row; columnwise 1D blocks are handled in slabs of
+ * block-size rows with one block per column (no transposes); 2D tiles are shared by both usages.
+ * The element loops are branchless so the compiler vectorizes them. Groups are row splits
+ * quantized independently.
  *
  * Limits: NVFP4 4over6 and row-scaled activations are not emulated; FP8 delayed scaling takes its
  * scale from the caller (ft_delayed) and does not model amax reduction across ranks.
@@ -45,31 +46,112 @@ static float nvfp4_global_scale(float amax)
     return s;
 }
 
-/* ---- the block routine -------------------------------------------------------------------- */
+/* ---- element loops ------------------------------------------------------------------------ */
+
+#if defined(__GNUC__)
+#define FT_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define FT_ALWAYS_INLINE inline
+#endif
+
+enum { K_E4M3, K_E5M2, K_E2M1, K_E2M1_SR };
 
 typedef struct qrun {
     const ft_qcfg *q;
-    float fmax;         /* element format max */
-    float g_amax;       /* NVFP4: group amax A (post-RHT) */
-    float g_scale;      /* NVFP4: S; FP8 per-tensor: scale */
-    float g_scale_dec;  /* NVFP4: 1/S */
-    uint64_t sr_stream; /* SR stream (usage-specific) */
+    int kind;          /* K_* element rounding */
+    float fmax;        /* element format max */
+    float g_amax;      /* NVFP4: group amax A (post-RHT) */
+    float g_scale;     /* NVFP4: S; FP8 per-tensor: scale */
+    float g_scale_dec; /* NVFP4: 1/S */
+    uint64_t rng_key;  /* SR: key of (seed, usage stream) */
     int64_t n_sat;
 } qrun;
 
-static float block_amax(const float *p, int64_t n)
+/* p[i] <- round(p[i] * mult[i * ps]) * deq[i * ps] for i < n; ps is 0 (one block) or 1 (one
+ * parameter per element, the columnwise slab). Counter of element i: c0 + i. Returns the number
+ * of saturated elements. Specialised per (kind, ps) by inlining. */
+static FT_ALWAYS_INLINE int64_t run(int kind, float *p, int64_t n, const float *mult,
+                                    const float *deq, int64_t ps, uint64_t key, uint64_t c0,
+                                    float fmax)
+{
+    int64_t sat = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = p[i] * mult[i * ps];
+        sat += fabsf(v) > fmax;
+        float q;
+        switch (kind) {
+        case K_E4M3:
+            q = e4m3_q(v);
+            break;
+        case K_E5M2:
+            q = e5m2_q(v);
+            break;
+        case K_E2M1:
+            q = e2m1_q(v);
+            break;
+        default:
+            q = e2m1_q_sr(v, rng_at(key, c0 + (uint64_t)i));
+            break;
+        }
+        p[i] = q * deq[i * ps];
+    }
+    return sat;
+}
+
+static void quant_vals(qrun *r, float *p, int64_t n, const float *mult, const float *deq,
+                       int per_elem, uint64_t c0)
+{
+    const uint64_t k = r->rng_key;
+    const float m = r->fmax;
+    int64_t s;
+    if (per_elem) {
+        switch (r->kind) {
+        case K_E4M3:
+            s = run(K_E4M3, p, n, mult, deq, 1, k, c0, m);
+            break;
+        case K_E5M2:
+            s = run(K_E5M2, p, n, mult, deq, 1, k, c0, m);
+            break;
+        case K_E2M1:
+            s = run(K_E2M1, p, n, mult, deq, 1, k, c0, m);
+            break;
+        default:
+            s = run(K_E2M1_SR, p, n, mult, deq, 1, k, c0, m);
+            break;
+        }
+    } else {
+        switch (r->kind) {
+        case K_E4M3:
+            s = run(K_E4M3, p, n, mult, deq, 0, k, c0, m);
+            break;
+        case K_E5M2:
+            s = run(K_E5M2, p, n, mult, deq, 0, k, c0, m);
+            break;
+        case K_E2M1:
+            s = run(K_E2M1, p, n, mult, deq, 0, k, c0, m);
+            break;
+        default:
+            s = run(K_E2M1_SR, p, n, mult, deq, 0, k, c0, m);
+            break;
+        }
+    }
+    r->n_sat += s;
+}
+
+/* ---- block parameters --------------------------------------------------------------------- */
+
+static float max_abs(const float *p, int64_t n) /* NaN-ignoring, like fmaxf */
 {
     float m = 0.0f;
     for (int64_t i = 0; i < n; i++) {
         float a = fabsf(p[i]);
         m = a > m ? a : m;
-        if (isnan(a)) return a;
     }
     return m;
 }
 
 /* Multiplier and dequantization factor of one block with max |x| = amax. */
-static void block_params(qrun *r, float amax, float *mult, float *deq)
+static void block_params(const qrun *r, float amax, float *mult, float *deq)
 {
     switch (r->q->fmt) {
     case FT_QF_MXFP8: {
@@ -79,8 +161,10 @@ static void block_params(qrun *r, float amax, float *mult, float *deq)
         break;
     }
     case FT_QF_NVFP4: {
-        float d = e4m3_round(fminf(amax * (r->g_scale * (1.0f / FT_E2M1_MAX)), FLT_MAX));
-        *mult = fminf(1.0f / (d * r->g_scale_dec), FLT_MAX);
+        float sd = amax * (r->g_scale * (1.0f / FT_E2M1_MAX));
+        float d = e4m3_round(sd < FLT_MAX ? sd : FLT_MAX);
+        float m = 1.0f / (d * r->g_scale_dec);
+        *mult = m < FLT_MAX ? m : FLT_MAX;
         *deq = (d * r->g_amax) * (1.0f / (FT_E4M3_MAX * FT_E2M1_MAX));
         break;
     }
@@ -97,45 +181,6 @@ static void block_params(qrun *r, float amax, float *mult, float *deq)
     }
 }
 
-/* Quantize n values of p (stride 1) with (mult, deq). counter0/cstride give each element's SR
- * counter (its row-major index in the source tensor). */
-static void quant_run(qrun *r, float *p, int64_t n, float mult, float deq, uint64_t counter0,
-                      int64_t cstride)
-{
-    const float fmax = r->fmax;
-    int64_t sat = 0;
-    if (r->q->fmt == FT_QF_NVFP4) {
-        if (r->q->sr) {
-            for (int64_t i = 0; i < n; i++) {
-                float v = p[i] * mult;
-                sat += fabsf(v) > FT_E2M1_MAX;
-                uint32_t bits =
-                    rng_bits(r->q->seed, r->sr_stream, counter0 + (uint64_t)(i * cstride));
-                p[i] = e2m1_round_sr(v, bits) * deq;
-            }
-        } else {
-            for (int64_t i = 0; i < n; i++) {
-                float v = p[i] * mult;
-                sat += fabsf(v) > FT_E2M1_MAX;
-                p[i] = e2m1_round(v) * deq;
-            }
-        }
-    } else if (r->q->fp8 == FT_FP8_E5M2) {
-        for (int64_t i = 0; i < n; i++) {
-            float v = p[i] * mult;
-            sat += fabsf(v) > fmax;
-            p[i] = e5m2_round(v) * deq;
-        }
-    } else {
-        for (int64_t i = 0; i < n; i++) {
-            float v = p[i] * mult;
-            sat += fabsf(v) > fmax;
-            p[i] = e4m3_round(v) * deq;
-        }
-    }
-    r->n_sat += sat;
-}
-
 static int64_t block_size(const ft_qcfg *q)
 {
     switch (q->fmt) {
@@ -150,9 +195,10 @@ static int64_t block_size(const ft_qcfg *q)
     }
 }
 
-/* Rowwise blocks over buf[nr][nc]. Element (i, j) has SR counter base + i*rs + j*cs. */
-static void quant_rows(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t base, int64_t rs,
-                       int64_t cs)
+/* ---- layouts ------------------------------------------------------------------------------ */
+
+/* Rowwise 1D blocks over buf[nr][nc]; element (i, j) has counter base + i*nc + j. */
+static void quant_rows(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t base)
 {
     const int64_t bs = block_size(r->q);
     for (int64_t i = 0; i < nr; i++) {
@@ -160,9 +206,32 @@ static void quant_rows(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t bas
         for (int64_t j0 = 0; j0 < nc; j0 += bs) {
             int64_t n = nc - j0 < bs ? nc - j0 : bs;
             float mult, deq;
-            block_params(r, block_amax(row + j0, n), &mult, &deq);
-            quant_run(r, row + j0, n, mult, deq, base + (uint64_t)(i * rs + j0 * cs), cs);
+            block_params(r, max_abs(row + j0, n), &mult, &deq);
+            quant_vals(r, row + j0, n, &mult, &deq, 0, base + (uint64_t)(i * nc + j0));
         }
+    }
+}
+
+/* Columnwise 1D blocks: slabs of bs rows, one block per column of a slab. col[3*nc] scratch. */
+static void quant_cols(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t base, float *col)
+{
+    const int64_t bs = block_size(r->q);
+    float *amax = col, *mult = col + nc, *deq = col + 2 * nc;
+    for (int64_t i0 = 0; i0 < nr; i0 += bs) {
+        int64_t ni = nr - i0 < bs ? nr - i0 : bs;
+        for (int64_t j = 0; j < nc; j++)
+            amax[j] = 0.0f;
+        for (int64_t i = i0; i < i0 + ni; i++) {
+            const float *row = buf + i * nc;
+            for (int64_t j = 0; j < nc; j++) {
+                float a = fabsf(row[j]);
+                amax[j] = a > amax[j] ? a : amax[j];
+            }
+        }
+        for (int64_t j = 0; j < nc; j++)
+            block_params(r, amax[j], &mult[j], &deq[j]);
+        for (int64_t i = i0; i < i0 + ni; i++)
+            quant_vals(r, buf + i * nc, nc, mult, deq, 1, base + (uint64_t)(i * nc));
     }
 }
 
@@ -176,54 +245,60 @@ static void quant_tiles(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t ba
             int64_t nj = nc - j0 < bs ? nc - j0 : bs;
             float amax = 0.0f;
             for (int64_t i = 0; i < ni; i++) {
-                float a = block_amax(buf + (i0 + i) * nc + j0, nj);
-                amax = (a > amax || isnan(a)) ? a : amax;
+                float a = max_abs(buf + (i0 + i) * nc + j0, nj);
+                amax = a > amax ? a : amax;
             }
             float mult, deq;
             block_params(r, amax, &mult, &deq);
             for (int64_t i = 0; i < ni; i++)
-                quant_run(r, buf + (i0 + i) * nc + j0, nj, mult, deq,
-                          base + (uint64_t)((i0 + i) * nc + j0), 1);
+                quant_vals(r, buf + (i0 + i) * nc + j0, nj, &mult, &deq, 0,
+                           base + (uint64_t)((i0 + i) * nc + j0));
         }
+    }
+}
+
+/* In place: every 16-row chunk of every column of buf[nr][nc] <- bf16(bf16(chunk) M), as
+ * ft_rht16 does, vectorized across columns. */
+static void rht_rows(float *buf, int64_t nr, int64_t nc)
+{
+    for (int64_t i0 = 0; i0 + 16 <= nr; i0 += 16) {
+        float *rows[16];
+        for (int i = 0; i < 16; i++) {
+            rows[i] = buf + (i0 + i) * nc;
+            const float s = (float)ft_rht_signs[i];
+            for (int64_t j = 0; j < nc; j++)
+                rows[i][j] = s * bf16_round(rows[i][j]);
+        }
+        for (int len = 1; len < 16; len <<= 1)
+            for (int i = 0; i < 16; i++)
+                if (!(i & len)) {
+                    float *ra = rows[i], *rb = rows[i + len];
+                    for (int64_t j = 0; j < nc; j++) {
+                        float a = ra[j], b = rb[j];
+                        ra[j] = a + b;
+                        rb[j] = a - b;
+                    }
+                }
+        for (int i = 0; i < 16; i++)
+            for (int64_t j = 0; j < nc; j++)
+                rows[i][j] = bf16_round(rows[i][j] * 0.25f);
     }
 }
 
 /* ---- one group ---------------------------------------------------------------------------- */
 
-static void transpose(const float *src, int64_t nr, int64_t nc, float *dst)
-{
-    /* dst[nc][nr] = src[nr][nc]^T, in 16x16 tiles for cache reuse */
-    for (int64_t i0 = 0; i0 < nr; i0 += 16)
-        for (int64_t j0 = 0; j0 < nc; j0 += 16) {
-            int64_t ie = i0 + 16 < nr ? i0 + 16 : nr, je = j0 + 16 < nc ? j0 + 16 : nc;
-            for (int64_t i = i0; i < ie; i++)
-                for (int64_t j = j0; j < je; j++)
-                    dst[j * nr + i] = src[i * nc + j];
-        }
-}
-
-/* Quantize group rows [row0, row0+nr) of x into out; scratch holds nr*nc floats when needed. */
+/* Quantize group rows [row0, row0+nr) of x into out; col holds 3*nc floats. */
 static void quant_group(qrun *r, const float *x, float *out, int64_t row0, int64_t nr, int64_t nc,
-                        float *scratch, float *amax_out)
+                        float *col, float *amax_out)
 {
     const ft_qcfg *q = r->q;
     const float *src = x + row0 * nc;
     float *dst = out + row0 * nc;
     const uint64_t base = (uint64_t)(row0 * nc);
-    const int transposed = q->columnwise && !q->two_d && block_size(q) > 0;
-    float *work = transposed ? scratch : dst;
 
-    if (transposed) {
-        transpose(src, nr, nc, work);
-        if (q->rht)
-            for (int64_t c = 0; c < nc; c++)
-                for (int64_t i = 0; i + 16 <= nr; i += 16)
-                    rht16(work + c * nr + i);
-    } else if (dst != src) {
-        memcpy(dst, src, (size_t)(nr * nc) * sizeof *dst);
-    }
-
-    float g_amax = block_amax(work, nr * nc);
+    if (dst != src) memcpy(dst, src, (size_t)(nr * nc) * sizeof *dst);
+    if (q->rht) rht_rows(dst, nr, nc);
+    float g_amax = max_abs(dst, nr * nc);
     *amax_out = g_amax;
     if (q->fmt == FT_QF_NVFP4) {
         r->g_amax = g_amax;
@@ -234,21 +309,19 @@ static void quant_group(qrun *r, const float *x, float *out, int64_t row0, int64
     } else if (q->fmt == FT_QF_FP8_DELAYED) {
         r->g_scale = q->scale;
     }
-    r->sr_stream = q->stream * 2u + (q->columnwise ? 1u : 0u);
 
     if (q->fmt == FT_QF_NONE) return;
     if (block_size(q) == 0) { /* per-tensor FP8: one scale, usage irrelevant */
         float mult, deq;
         block_params(r, g_amax, &mult, &deq);
-        quant_run(r, work, nr * nc, mult, deq, base, 1);
+        quant_vals(r, dst, nr * nc, &mult, &deq, 0, base);
     } else if (q->two_d) {
-        quant_tiles(r, work, nr, nc, base);
-    } else if (transposed) {
-        quant_rows(r, work, nc, nr, base, 1, nc);
+        quant_tiles(r, dst, nr, nc, base);
+    } else if (q->columnwise) {
+        quant_cols(r, dst, nr, nc, base, col);
     } else {
-        quant_rows(r, work, nr, nc, base, nc, 1);
+        quant_rows(r, dst, nr, nc, base);
     }
-    if (transposed) transpose(work, nc, nr, dst);
 }
 
 /* ---- public ------------------------------------------------------------------------------- */
@@ -289,7 +362,7 @@ int ft_cpu_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols
         return ft_err_set(err, FT_EINVAL, "quantize: NULL input or output");
     if (splits && n_groups == 0)
         return ft_err_set(err, FT_EINVAL, "quantize: splits given with 0 groups");
-    int64_t one = rows, total = 0, max_rows = 0;
+    int64_t one = rows, total = 0;
     if (!splits) {
         splits = &one;
         n_groups = 1;
@@ -305,28 +378,30 @@ int ft_cpu_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols
                               "%lld)",
                               g, (long long)splits[g]);
         total += splits[g];
-        max_rows = splits[g] > max_rows ? splits[g] : max_rows;
     }
 
-    float *scratch = NULL;
-    if (q->columnwise && !q->two_d && block_size(q) > 0 && max_rows * cols > 0) {
-        scratch = ft_malloc((size_t)(max_rows * cols) * sizeof *scratch);
-        if (!scratch)
-            return ft_err_set(err, FT_ENOMEM, "quantize: no memory for %lld x %lld",
-                              (long long)max_rows, (long long)cols);
+    float *col = NULL;
+    if (q->columnwise && !q->two_d && block_size(q) > 0 && cols > 0) {
+        col = ft_malloc((size_t)(3 * cols) * sizeof *col);
+        if (!col)
+            return ft_err_set(err, FT_ENOMEM, "quantize: no memory for %lld columns",
+                              (long long)cols);
     }
     qrun r = {.q = q, .fmax = q->fmt == FT_QF_NVFP4 ? FT_E2M1_MAX : ft_fp8_max(q->fp8)};
+    r.kind = q->fmt == FT_QF_NVFP4 ? (q->sr ? K_E2M1_SR : K_E2M1)
+                                   : (q->fp8 == FT_FP8_E5M2 ? K_E5M2 : K_E4M3);
+    r.rng_key = rng_key(q->seed, q->stream * 2u + (q->columnwise ? 1u : 0u));
     float amax = 0.0f;
     int64_t row0 = 0;
     for (uint32_t g = 0; g < n_groups; g++) {
         float ga = 0.0f;
-        if (splits[g] > 0) quant_group(&r, x, out, row0, splits[g], cols, scratch, &ga);
-        amax = (ga > amax || isnan(ga)) ? ga : amax;
+        if (splits[g] > 0) quant_group(&r, x, out, row0, splits[g], cols, col, &ga);
+        amax = ga > amax ? ga : amax;
         row0 += splits[g];
     }
     if (row0 < rows && out != x)
         memcpy(out + row0 * cols, x + row0 * cols, (size_t)((rows - row0) * cols) * sizeof *out);
-    ft_free(scratch);
+    ft_free(col);
 
     if (st) {
         memset(st, 0, sizeof *st);
