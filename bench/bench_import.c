@@ -9,8 +9,7 @@
  *   jansson    json_loadb + json_decref of every line: the parse-only baseline
  *   import     ft_jsonl_import into a sink that drops records (parse + validate)
  *   import+w   ft_jsonl_import into the JSONL writer sink writing to /dev/null
- *   import+rec ft_jsonl_import into the recorder (a new .ftdb in the temp directory), when the
- *              recorder is built
+ *   import+rec ft_jsonl_import into the recorder (a new .ftdb in $TMPDIR or /tmp)
  * and prints lines/s with each figure's ratio to the jansson parse-only baseline.
  *
  * usage: bench_import [N_LINES (default 300000)] [EXPERTS (default 64)]
@@ -209,7 +208,6 @@ static double run_pass(int p, const char *s, size_t len)
         break;
     }
     case P_REC: {
-#ifdef FT_BENCH_RECORDER
         char path[256];
         const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
         snprintf(path, sizeof path, "%s/bench_import_%d.ftdb", dir, (int)getpid());
@@ -225,7 +223,6 @@ static double run_pass(int p, const char *s, size_t len)
         import_into(s, len, &sink);
         if (ft_rec_close(r)) exit(3);
         unlink(path);
-#endif
         break;
     }
     }
@@ -251,9 +248,6 @@ int main(int argc, char **argv)
 
     double best[N_PASSES];
     int n_passes = N_PASSES;
-#ifndef FT_BENCH_RECORDER
-    n_passes = P_REC;
-#endif
     for (int p = 0; p < n_passes; p++) {
         best[p] = 1e30;
         for (int r = 0; r < REPS; r++) {

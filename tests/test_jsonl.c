@@ -629,6 +629,65 @@ static void test_roundtrip_traces_writer(void **state)
     assert_true(n_files >= 3);
 }
 
+/* import -> recorder (.ftdb, 2 records per chunk so records cross chunks) -> export -> writer */
+static void test_roundtrip_traces_recorder(void **state)
+{
+    (void)state;
+    DIR *d = opendir(FT_SOURCE_DIR "/traces");
+    assert_non_null(d);
+    struct dirent *e;
+    int n_files = 0;
+    while ((e = readdir(d))) {
+        size_t nl = strlen(e->d_name);
+        if (nl < 7 || strcmp(e->d_name + nl - 6, ".jsonl")) continue;
+        char path[1024], db[1024];
+        snprintf(path, sizeof path, "%s/traces/%s", FT_SOURCE_DIR, e->d_name);
+        snprintf(db, sizeof db, "%s/test_jsonl_%d_%s.ftdb", FT_BINARY_DIR, (int)getpid(),
+                 e->d_name);
+        unlink(db);
+        size_t len;
+        char *text = read_file(path, &len);
+        assert_non_null(text);
+
+        ft_rec_opts opts = {2, 0};
+        ft_rec *rec = NULL;
+        ft_err err = {0, ""};
+        assert_int_equal(ft_rec_open(db, &opts, &rec, &err), FT_OK);
+        ft_sink sink;
+        ft_rec_sink(rec, &sink);
+        FILE *in = input_of(text, len);
+        int rc = ft_jsonl_import(in, e->d_name, &sink, NULL, &err);
+        fclose(in);
+        if (rc) print_error("%s: %s\n", e->d_name, err.msg);
+        assert_int_equal(rc, FT_OK);
+        assert_int_equal(ft_rec_close(rec), FT_OK);
+
+        ft_trace *t = NULL;
+        rc = ft_trace_open(db, FT_OPEN_READ, &t, &err);
+        if (rc) print_error("%s: %s\n", e->d_name, err.msg);
+        assert_int_equal(rc, FT_OK);
+        char *out = NULL;
+        size_t out_len = 0;
+        FILE *of = open_memstream(&out, &out_len);
+        ft_jsonl_writer *w = NULL;
+        assert_int_equal(ft_jsonl_writer_new(of, &w), FT_OK);
+        ft_jsonl_writer_sink(w, &sink);
+        rc = ft_trace_export(t, &sink, &err);
+        if (rc) print_error("%s: %s\n", e->d_name, err.msg);
+        assert_int_equal(rc, FT_OK);
+        ft_jsonl_writer_free(w);
+        fclose(of);
+        ft_trace_close(t);
+        assert_same_records(e->d_name, text, out);
+        free(out);
+        free(text);
+        unlink(db);
+        n_files++;
+    }
+    closedir(d);
+    assert_true(n_files >= 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -669,6 +728,7 @@ int main(void)
         cmocka_unit_test(test_writer_write_error),
         cmocka_unit_test(test_import_alloc_failures),
         cmocka_unit_test(test_roundtrip_traces_writer),
+        cmocka_unit_test(test_roundtrip_traces_recorder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,469 @@
+/*
+ * test_cli.c - the `fusertrace` command end to end: runs the binary named by the FT_CLI
+ * environment variable through posix_spawn (no shell), in a fresh directory under FT_BINARY_DIR,
+ * and checks exit statuses, messages and the files left behind.
+ *
+ * Covered: import/export round trip of every canned stream (multi-chunk, stdin, stdout), import
+ * failures (exit 2, message naming line and field, no output and no temporary left, an existing
+ * output untouched), usage errors, export of damaged traces (exit 1 naming the chunk or table),
+ * info and verify exit codes.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ft_common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <spawn.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+extern char **environ;
+
+/* ---- fixture: a scratch directory per test ------------------------------------------------ */
+typedef struct fx {
+    char dir[1024];
+    char err[8192];      /* stderr of the last run */
+    char paths[4][2048]; /* in_dir results, used in turn */
+    int next;
+} fx;
+
+/* dir/name; the result stays valid for the next three calls */
+static const char *in_dir(fx *f, const char *name)
+{
+    char *p = f->paths[f->next++ % 4];
+    size_t n = strlen(f->dir); /* < sizeof f->dir, well below sizeof f->paths[0] */
+    memcpy(p, f->dir, n);
+    p[n] = '/';
+    ft_strlcpy(p + n + 1, name, sizeof f->paths[0] - n - 1);
+    return p;
+}
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    snprintf(f->dir, sizeof f->dir, "%s/test_cli.XXXXXX", FT_BINARY_DIR);
+    if (!mkdtemp(f->dir)) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    DIR *d = opendir(f->dir);
+    if (d) {
+        struct dirent *e;
+        char p[2048];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(p, sizeof p, "%s/%s", f->dir, e->d_name);
+                unlink(p);
+            }
+        closedir(d);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Names in the scratch directory, sorted, space-separated (to see what was left behind). */
+static void listing(fx *f, char *out, size_t cap)
+{
+    char names[64][256];
+    int n = 0;
+    DIR *d = opendir(f->dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 64)
+        if (e->d_name[0] != '.') ft_strlcpy(names[n++], e->d_name, sizeof names[0]);
+    closedir(d);
+    for (int i = 1; i < n; i++) /* insertion sort */
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            char t[256];
+            memcpy(t, names[j], sizeof t);
+            memcpy(names[j], names[j - 1], sizeof t);
+            memcpy(names[j - 1], t, sizeof t);
+        }
+    out[0] = '\0';
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len +=
+            (size_t)snprintf(out + len, len < cap ? cap - len : 0, "%s%s", i ? " " : "", names[i]);
+}
+
+/* Run `fusertrace ARGS...` (NULL-terminated) with stdin from in_path (or /dev/null) and stdout
+ * to out_path (or /dev/null); stderr lands in f->err. Returns the exit status. */
+static int run(fx *f, const char *in_path, const char *out_path, ...)
+{
+    const char *cli = getenv("FT_CLI");
+    assert_non_null(cli);
+    char *argv[32];
+    int argc = 0;
+    argv[argc++] = (char *)cli;
+    va_list ap;
+    va_start(ap, out_path);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) && argc < 31)
+        argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+
+    char err_path[1400];
+    snprintf(err_path, sizeof err_path, "%s/.stderr", f->dir);
+    posix_spawn_file_actions_t fa;
+    assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+    posix_spawn_file_actions_addopen(&fa, 0, in_path ? in_path : "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path ? out_path : "/dev/null",
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, cli, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    assert_int_equal(rc, 0);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        assert_int_equal(errno, EINTR);
+
+    f->err[0] = '\0';
+    FILE *e = fopen(err_path, "r");
+    if (e) {
+        size_t n = fread(f->err, 1, sizeof f->err - 1, e);
+        f->err[n] = '\0';
+        fclose(e);
+    }
+    unlink(err_path);
+    if (!WIFEXITED(status)) {
+        print_error("%s %s: killed by signal %d; stderr: %s\n", cli, argv[1], WTERMSIG(status),
+                    f->err);
+        fail();
+    }
+    return WEXITSTATUS(status);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    do {
+        if (n + 4096 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *p = realloc(buf, cap + 1);
+            assert_non_null(p);
+            buf = p;
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+    } while (got);
+    fclose(f);
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+static void put_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+    assert_int_equal(fclose(f), 0);
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Two JSONL files hold the same records (parsed JSON, in order). */
+static void assert_same_jsonl(const char *a_path, const char *b_path)
+{
+    char *a = slurp(a_path, NULL), *b = slurp(b_path, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    char *sa = NULL, *sb = NULL;
+    char *la = strtok_r(a, "\n", &sa), *lb = strtok_r(b, "\n", &sb);
+    int n = 0;
+    while (la || lb) {
+        n++;
+        if (!la || !lb) {
+            print_error("%s vs %s: record %d only in one\n", a_path, b_path, n);
+            fail();
+        }
+        json_error_t je;
+        json_t *ja = json_loads(la, 0, &je), *jb = json_loads(lb, 0, &je);
+        assert_non_null(ja);
+        assert_non_null(jb);
+        if (!json_equal(ja, jb)) {
+            print_error("%s record %d differs:\n  in:  %s\n  out: %s\n", a_path, n, la, lb);
+            fail();
+        }
+        json_decref(ja);
+        json_decref(jb);
+        la = strtok_r(NULL, "\n", &sa);
+        lb = strtok_r(NULL, "\n", &sb);
+    }
+    free(a);
+    free(b);
+}
+
+#define BAD_STREAM                                                                                 \
+    "{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1}\n"                         \
+    "{\"t\":\"fuser\",\"id\":1,\"ops\":[{\"type\":\"GELU\"}]}\n"                                   \
+    "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":null,\"grad\":true,\"input_rg\":true,"       \
+    "\"op_rg\":[true],\"device\":0}\n"                                                             \
+    "{\"t\":\"call\",\"seq\":1,\"fuser\":1,\"recipe\":null,\"grad\":true,\"input_rg\":true,"       \
+    "\"op_rg\":[true,false],\"device\":0}\n"
+
+/* ---- import / export ---------------------------------------------------------------------- */
+static void test_cli_import_export_round_trip(void **state)
+{
+    fx *f = *state;
+    DIR *d = opendir(FT_SOURCE_DIR "/traces");
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    char src[1024], db[1400], out[1400], out2[1400];
+    while ((e = readdir(d))) {
+        size_t nl = strlen(e->d_name);
+        if (nl < 7 || strcmp(e->d_name + nl - 6, ".jsonl")) continue;
+        snprintf(src, sizeof src, "%s/traces/%s", FT_SOURCE_DIR, e->d_name);
+        snprintf(db, sizeof db, "%s/%s.ftdb", f->dir, e->d_name);
+        snprintf(out, sizeof out, "%s/%s.out", f->dir, e->d_name);
+        snprintf(out2, sizeof out2, "%s/%s.stdout", f->dir, e->d_name);
+        /* small chunks so that records cross chunk boundaries */
+        int rc = run(f, NULL, NULL, "import", src, "-o", db, "--chunk-calls", "3", NULL);
+        if (rc) print_error("import %s: %s\n", e->d_name, f->err);
+        assert_int_equal(rc, 0);
+        rc = run(f, NULL, NULL, "export", db, "-o", out, NULL);
+        if (rc) print_error("export %s: %s\n", e->d_name, f->err);
+        assert_int_equal(rc, 0);
+        assert_same_jsonl(src, out);
+        assert_int_equal(run(f, NULL, out2, "export", db, NULL), 0); /* to stdout */
+        assert_same_jsonl(src, out2);
+        unlink(db);
+        unlink(out);
+        unlink(out2);
+        n++;
+    }
+    closedir(d);
+    assert_true(n >= 3);
+}
+
+static void test_cli_import_stdin(void **state)
+{
+    fx *f = *state;
+    const char *src = FT_SOURCE_DIR "/traces/recompute-rht.jsonl";
+    char db[1400], out[1400];
+    snprintf(db, sizeof db, "%s/s.ftdb", f->dir);
+    snprintf(out, sizeof out, "%s/s.jsonl", f->dir);
+    assert_int_equal(run(f, src, NULL, "import", "-", "-o", db, NULL), 0);
+    assert_int_equal(run(f, NULL, NULL, "export", db, "-o", "-", NULL), 0);
+    assert_int_equal(run(f, NULL, out, "export", db, "-o", "-", NULL), 0);
+    assert_same_jsonl(src, out);
+}
+
+static void test_cli_import_malformed_leaves_nothing(void **state)
+{
+    fx *f = *state;
+    put_file(in_dir(f, "bad.jsonl"), BAD_STREAM);
+    char bad[1400], db[1400];
+    snprintf(bad, sizeof bad, "%s/bad.jsonl", f->dir);
+    snprintf(db, sizeof db, "%s/out.ftdb", f->dir);
+    assert_int_equal(run(f, NULL, NULL, "import", bad, "-o", db, NULL), 2);
+    assert_non_null(strstr(f->err, "bad.jsonl:4: field 'op_rg'"));
+    char ls[4096];
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "bad.jsonl"); /* no output, no temporary, no SQLite side file */
+    /* from stdin too */
+    assert_int_equal(run(f, bad, NULL, "import", "-", "-o", db, NULL), 2);
+    assert_non_null(strstr(f->err, "<stdin>:4: field 'op_rg'"));
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "bad.jsonl");
+}
+
+static void test_cli_import_error_keeps_existing_output(void **state)
+{
+    fx *f = *state;
+    char bad[1400], db[1400];
+    snprintf(bad, sizeof bad, "%s/bad.jsonl", f->dir);
+    snprintf(db, sizeof db, "%s/out.ftdb", f->dir);
+    put_file(bad, BAD_STREAM);
+    assert_int_equal(
+        run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/spec-example.jsonl", "-o", db, NULL),
+        0);
+    size_t len0, len1;
+    char *before = slurp(db, &len0);
+    assert_int_equal(run(f, NULL, NULL, "import", bad, "-o", db, NULL), 2);
+    char *after = slurp(db, &len1);
+    assert_non_null(after);
+    assert_int_equal(len0, len1);
+    assert_memory_equal(before, after, len0);
+    free(before);
+    free(after);
+    char ls[4096];
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "bad.jsonl out.ftdb");
+    /* a successful import replaces it */
+    assert_int_equal(
+        run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/all-fields.jsonl", "-o", db, NULL), 0);
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "bad.jsonl out.ftdb");
+}
+
+static void test_cli_import_usage_errors(void **state)
+{
+    fx *f = *state;
+    const char *src = FT_SOURCE_DIR "/traces/spec-example.jsonl";
+    assert_int_equal(run(f, NULL, NULL, "import", src, NULL), 2); /* no -o */
+    assert_non_null(strstr(f->err, "usage"));
+    assert_int_equal(run(f, NULL, NULL, "import", src, "-o", in_dir(f, "x.ftdb"), "--bogus", NULL),
+                     2);
+    assert_non_null(strstr(f->err, "--bogus"));
+    assert_int_equal(
+        run(f, NULL, NULL, "import", in_dir(f, "missing.jsonl"), "-o", in_dir(f, "x.ftdb"), NULL),
+        2);
+    assert_non_null(strstr(f->err, "missing.jsonl"));
+    assert_int_equal(run(f, NULL, NULL, "import", src, "-o", "-", NULL), 2);
+    assert_int_equal(run(f, NULL, NULL, "import", "--help", NULL), 0);
+    assert_int_equal(run(f, NULL, NULL, "export", NULL), 2);
+    assert_int_equal(run(f, NULL, NULL, "export", in_dir(f, "missing.ftdb"), NULL), 2);
+    assert_int_equal(run(f, NULL, NULL, "no-such-command", NULL), 2);
+    char ls[4096];
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "");
+}
+
+/* ---- damaged traces ------------------------------------------------------------------------ */
+/* Import spec-example into name and damage it with sql (run through the SQLite API). */
+static void make_damaged(fx *f, const char *name, int flip_chunk, const char *sql)
+{
+    char db[1400];
+    snprintf(db, sizeof db, "%s/%s", f->dir, name);
+    assert_int_equal(
+        run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/recompute-rht.jsonl", "-o", db, NULL),
+        0);
+    sqlite3 *s = NULL;
+    assert_int_equal(sqlite3_open(db, &s), SQLITE_OK);
+    if (flip_chunk) { /* flip one byte in the middle of the first chunk's data */
+        sqlite3_stmt *q = NULL;
+        assert_int_equal(
+            sqlite3_prepare_v2(s, "SELECT id, data FROM chunks ORDER BY id LIMIT 1", -1, &q, NULL),
+            SQLITE_OK);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        sqlite3_int64 id = sqlite3_column_int64(q, 0);
+        int n = sqlite3_column_bytes(q, 1);
+        assert_true(n > 8);
+        unsigned char *d = malloc((size_t)n);
+        assert_non_null(d);
+        memcpy(d, sqlite3_column_blob(q, 1), (size_t)n);
+        sqlite3_finalize(q);
+        d[n / 2] ^= 0x55;
+        assert_int_equal(
+            sqlite3_prepare_v2(s, "UPDATE chunks SET data = ?1 WHERE id = ?2", -1, &q, NULL),
+            SQLITE_OK);
+        sqlite3_bind_blob(q, 1, d, n, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(q, 2, id);
+        assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+        sqlite3_finalize(q);
+        free(d);
+    }
+    if (sql) assert_int_equal(sqlite3_exec(s, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_close(s), SQLITE_OK);
+}
+
+static void test_cli_export_damaged_chunk(void **state)
+{
+    fx *f = *state;
+    make_damaged(f, "d.ftdb", 1, NULL);
+    char out[1400];
+    snprintf(out, sizeof out, "%s/d.jsonl", f->dir);
+    assert_int_equal(run(f, NULL, NULL, "export", in_dir(f, "d.ftdb"), "-o", out, NULL), 1);
+    assert_non_null(strstr(f->err, "chunk"));
+    assert_false(exists(out));
+    char ls[4096];
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "d.ftdb");
+}
+
+static void test_cli_export_damaged_table(void **state)
+{
+    fx *f = *state;
+    make_damaged(f, "d.ftdb", 0,
+                 "UPDATE fusers SET label = 'tampered' WHERE id = (SELECT min(id) FROM fusers)");
+    assert_int_equal(run(f, NULL, NULL, "export", in_dir(f, "d.ftdb"), NULL), 1);
+    assert_non_null(strstr(f->err, "fusers"));
+}
+
+static void test_cli_export_not_a_trace(void **state)
+{
+    fx *f = *state;
+    put_file(in_dir(f, "x.ftdb"), "this is not a database\n");
+    assert_int_equal(run(f, NULL, NULL, "export", in_dir(f, "x.ftdb"), NULL), 2);
+    assert_non_null(strstr(f->err, "not a fusertrace trace"));
+}
+
+/* ---- info / verify ------------------------------------------------------------------------- */
+static int not_implemented(const fx *f)
+{
+    return strstr(f->err, "not implemented") != NULL;
+}
+
+static void test_cli_info_and_verify(void **state)
+{
+    fx *f = *state;
+    const char *db = FT_SOURCE_DIR "/traces/recompute-rht.jsonl";
+    char t[1400];
+    snprintf(t, sizeof t, "%s/t.ftdb", f->dir);
+    assert_int_equal(run(f, NULL, NULL, "import", db, "-o", t, NULL), 0);
+    int rc = run(f, NULL, NULL, "info", t, NULL);
+    if (not_implemented(f)) skip();
+    assert_int_equal(rc, 0);
+    assert_int_equal(run(f, NULL, NULL, "info", t, "--json", NULL), 0);
+    assert_int_equal(run(f, NULL, NULL, "verify", t, NULL), 0);
+    make_damaged(f, "d.ftdb", 1, NULL);
+    assert_int_equal(run(f, NULL, NULL, "verify", in_dir(f, "d.ftdb"), NULL), 1);
+    assert_non_null(strstr(f->err, "chunk"));
+    put_file(in_dir(f, "x.ftdb"), "this is not a database\n");
+    assert_int_equal(run(f, NULL, NULL, "info", in_dir(f, "x.ftdb"), NULL), 2);
+    assert_int_equal(run(f, NULL, NULL, "verify", in_dir(f, "x.ftdb"), NULL), 2);
+}
+
+int main(void)
+{
+    if (!getenv("FT_CLI")) {
+        fprintf(stderr, "test_cli: FT_CLI (path of the fusertrace binary) is not set\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_cli_import_export_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_import_stdin, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_import_malformed_leaves_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_import_error_keeps_existing_output, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cli_import_usage_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_export_damaged_chunk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_export_damaged_table, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_export_not_a_trace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_info_and_verify, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
