@@ -85,6 +85,42 @@ static inline double rng_normal(rng *r)
     return (s / 65536.0 - 2.0) * 1.7320508075688772;
 }
 
+/* ---- exp/log in plain IEEE arithmetic ------------------------------------------------------
+ * libm's exp/pow may differ in the last bit between C libraries; these use only +, -, *, / and
+ * the exact ldexp/frexp, so a seed gives the same splits on every IEEE-754 platform (C11 without
+ * extensions does not contract a*b+c into an FMA). Accuracy ~1e-15 relative, plenty here. */
+static double det_exp(double x)
+{
+    if (x < -700.0) return 0.0;
+    if (x > 700.0) x = 700.0;
+    double kf = x * 1.4426950408889634;
+    int k = (int)(kf < 0.0 ? kf - 0.5 : kf + 0.5);
+    double r =
+        (x - (double)k * 6.93147180369123816490e-01) - (double)k * 1.90821492927058770002e-10;
+    double term = 1.0, sum = 1.0; /* |r| <= 0.35: 14 Taylor terms */
+    for (int i = 1; i <= 14; i++) {
+        term *= r / (double)i;
+        sum += term;
+    }
+    return ldexp(sum, k);
+}
+
+static double det_log(double x) /* x > 0 */
+{
+    int e;
+    double m = frexp(x, &e); /* x = m * 2^e, m in [0.5, 1) */
+    if (m < 0.70710678118654752) {
+        m *= 2.0;
+        e--;
+    }
+    double t = (m - 1.0) / (m + 1.0), t2 = t * t, term = t, sum = 0.0; /* |t| <= 0.172 */
+    for (int i = 1; i <= 23; i += 2) {
+        sum += term / (double)i;
+        term *= t2;
+    }
+    return 2.0 * sum + (double)e * 0.69314718055994530942;
+}
+
 /* ---- recipe model: every dataclass field of spec §3 with TE's defaults ----------------------- */
 enum { F_BOOL, F_INT, F_ENUM, F_BO, F_FIXED };
 #define RF_MAX 16 /* fields per recipe type */
@@ -738,7 +774,7 @@ static void route_tables(gen *g, slayer *L)
         double p = L->pop[e];
         L->lam[e] = T * p;
         L->sd[e] = sqrt(T * p * (1.0 - p));
-        L->elam[e] = L->lam[e] < SMALL_MEAN ? exp(-L->lam[e]) : 0.0;
+        L->elam[e] = L->lam[e] < SMALL_MEAN ? det_exp(-L->lam[e]) : 0.0;
     }
     L->n_norm = 0;
     L->sd2sum = L->lamsum = 0.0;
@@ -1168,7 +1204,7 @@ static int build_model(gen *g)
         ly->order = ly->alias + E;
         double sum = 0.0;
         for (uint32_t e = 0; e < E; e++) {
-            ly->pop[e] = pow((double)(e + 1), -c->skew) * exp(0.25 * rng_normal(&g->r));
+            ly->pop[e] = det_exp(-c->skew * det_log((double)(e + 1)) + 0.25 * rng_normal(&g->r));
             sum += ly->pop[e];
         }
         for (uint32_t e = E; e > 1; e--) {

@@ -1234,6 +1234,65 @@ static void cli_round_trip(const char *out_flag, const char *path)
     remove(path);
 }
 
+/* Every scenario survives the recorder (.ftdb, verify, export) and the JSONL writer + importer
+ * record for record. */
+static void test_synth_round_trip_every_scenario(void **state)
+{
+    (void)state;
+    const char *path = FT_BINARY_DIR "/test_synth_all.ftdb";
+    for (uint32_t j = 0; j < ft_synth_n_scenarios(); j++) {
+        const char *name = ft_synth_scenario_at(j)->name;
+        ft_synth_param p[] = {{"steps", "3"}, {"captured", j % 2 ? "te-3410" : "none"}};
+        coll direct = {0}, back = {0}, back2 = {0};
+        ft_sink s;
+        ft_err err = {0};
+        coll_sink(&direct, &s);
+        assert_int_equal(ft_synth_run(name, p, 2, 21, &s, &err), FT_OK);
+
+        /* recorder */
+        char side[1200];
+        remove(path);
+        snprintf(side, sizeof side, "%s-wal", path);
+        remove(side);
+        ft_rec *r;
+        int rc = ft_rec_open(path, NULL, &r, &err);
+        if (rc) fail_msg("%s: %s", path, ft_err_msg(&err));
+        ft_rec_sink(r, &s);
+        rc = ft_synth_run(name, p, 2, 21, &s, &err);
+        if (rc) fail_msg("%s -> recorder: %s", name, ft_err_msg(&err));
+        assert_int_equal(ft_rec_close(r), FT_OK);
+        ft_trace *t;
+        assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+        rc = ft_trace_verify(t, &err);
+        if (rc) fail_msg("%s: verify: %s", name, ft_err_msg(&err));
+        coll_sink(&back, &s);
+        assert_int_equal(ft_trace_export(t, &s, &err), FT_OK);
+        ft_trace_close(t);
+        remove(path);
+        assert_int_equal(back.n, direct.n);
+        assert_true(digest(&back) == digest(&direct));
+
+        /* JSONL writer -> importer */
+        FILE *f = tmpfile();
+        assert_non_null(f);
+        ft_jsonl_writer *w;
+        assert_int_equal(ft_jsonl_writer_new(f, &w), FT_OK);
+        ft_jsonl_writer_sink(w, &s);
+        assert_int_equal(ft_synth_run(name, p, 2, 21, &s, &err), FT_OK);
+        ft_jsonl_writer_free(w);
+        rewind(f);
+        coll_sink(&back2, &s);
+        rc = ft_jsonl_import(f, name, &s, NULL, &err);
+        if (rc) fail_msg("%s: import: %s", name, ft_err_msg(&err));
+        fclose(f);
+        assert_int_equal(back2.n, direct.n);
+        assert_true(digest(&back2) == digest(&direct));
+        coll_free(&direct);
+        coll_free(&back);
+        coll_free(&back2);
+    }
+}
+
 static void test_synth_cli_ftdb_round_trip(void **state)
 {
     (void)state;
@@ -1299,6 +1358,7 @@ int main(void)
         cmocka_unit_test(test_synth_captured_rebuilt),
         cmocka_unit_test(test_synth_cli_list_covers_every_scenario),
         cmocka_unit_test(test_synth_cli_bad_input_exit2),
+        cmocka_unit_test(test_synth_round_trip_every_scenario),
         cmocka_unit_test(test_synth_cli_ftdb_round_trip),
         cmocka_unit_test(test_synth_cli_jsonl_round_trip),
         cmocka_unit_test(test_synth_cli_failure_leaves_nothing),
