@@ -61,6 +61,7 @@ static uint64_t qstate_hash(const ft_qstate *q)
     h = ft_hash_mix(h, q->rht | (uint64_t)q->sr << 8 | (uint64_t)q->twod << 16 |
                            (uint64_t)q->row_scaled << 24 | (uint64_t)q->four_over_six << 32 |
                            (uint64_t)q->fp8_format << 40);
+    h = ft_hash_mix(h, q->qhash);
     return nonempty(ft_hash_mix(h, (uint64_t)q->hist_len));
 }
 
@@ -68,7 +69,7 @@ static int qstate_same(const ft_qstate *a, const ft_qstate *b)
 {
     return a->cls == b->cls && a->rht == b->rht && a->sr == b->sr && a->twod == b->twod &&
            a->row_scaled == b->row_scaled && a->four_over_six == b->four_over_six &&
-           a->fp8_format == b->fp8_format && a->hist_len == b->hist_len;
+           a->fp8_format == b->fp8_format && a->hist_len == b->hist_len && a->qhash == b->qhash;
 }
 
 static int q_intern(ft_replay *r, const ft_qstate *q, uint32_t *id)
@@ -128,7 +129,9 @@ int replay_q_equal(ft_replay *r, uint32_t a, uint32_t b)
     return eq;
 }
 
-/* Token classes that the run-time checks distinguish: unknown, none, whole 128-row tiles, other. */
+/* Token classes that the run-time checks distinguish: unknown, none, whole 128-row tiles, other.
+ * Classification runs with the first token count seen in the class (TE's messages that quote T
+ * quote that one). */
 static int token_class(uint32_t flags, int64_t n_tokens)
 {
     if (!(flags & FT_CF_HAS_SPLITS)) return 0;
@@ -168,8 +171,10 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
     c->q = q;
     c->fresh = fresh;
     c->tok_class = tok_class;
-    c->stale = ft_model_classify(r->model, fuser, recipe, chosen, &r->qs[q], fresh,
-                                 r->tok_rep[tok_class], &c->text);
+    /* tok_class = token class | (backward runs) << 2; the model reads f only as f < n_ops */
+    c->stale = ft_model_classify_f(r->model, fuser, recipe, chosen, &r->qs[q], fresh,
+                                   r->tok_rep[tok_class & 3], tok_class >> 2 ? 0 : r->n_ops[fuser],
+                                   &c->text);
     if ((unsigned)c->stale >= FT_STALE_COUNT) c->stale = FT_STALE_HARMLESS;
     *rc = u64map_put(&r->c_index, h, r->n_cm);
     r->n_cm++;
@@ -453,7 +458,7 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
             pr->st[u].slot_key = UINT64_MAX;
             pr->st[u].head = pr->st[u].tail = FT_NO_ENTRY;
             pr->st[u].mru_key[0] = pr->st[u].mru_key[1] = UINT64_MAX;
-            pr->st[u].c_plan = FT_NO_ENTRY;
+            pr->st[u].cc[0].plan = pr->st[u].cc[1].plan = FT_NO_ENTRY;
         }
         pr->store.free_head = FT_NO_ENTRY;
         pr->store.capacity = opts->capacity;
@@ -649,7 +654,7 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
                 return ft_err_set(err, rc, "replay: out of memory");
         }
         const int tc = token_class(fl, b->n_tokens[i]);
-        TOK[j] = (uint8_t)tc;
+        TOK[j] = (uint8_t)(tc | (f < n_ops[u]) << 2);
         if (r->tok_rep[tc] == -2) r->tok_rep[tc] = b->n_tokens[i];
         CAP[j] = (fl & FT_CF_HAS_REBUILT) ? (uint8_t)(1 | ((fl & FT_CF_REBUILT) ? 2 : 0)) : 0;
         if ((fl & FT_CF_HAS_REBUILT) && (fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0) {

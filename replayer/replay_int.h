@@ -41,6 +41,14 @@ typedef struct pcall {
     int32_t fa_id;  /* dense id of the fusion-attrs key (only if a policy needs it) */
 } pcall;
 
+/* The last stale classification a fuser's policy state saw (front of the class memo). */
+typedef struct class_cache {
+    uint32_t plan, fresh, q;
+    int32_t recipe;
+    uint8_t tok, stale;
+    uint32_t memo; /* its class_memo entry */
+} class_cache;
+
 /* A policy's state for one fuser. */
 typedef struct pstate {
     int64_t saved_hist;  /* last_hist */
@@ -54,11 +62,10 @@ typedef struct pstate {
     /* front caches of the hot path (invalidated on eviction) */
     uint64_t mru_key[2]; /* dict store: the two most recent keys and their plans */
     uint32_t mru_plan[2];
-    uint32_t c_plan, c_fresh, c_q; /* last stale classification of this fuser */
-    int32_t c_recipe;
-    uint8_t c_tok, c_stale;
-    uint32_t c_memo; /* its class_memo entry */
+    class_cache cc[2]; /* last stale classification, by whether the backward runs */
+    uint32_t spare[2];
 } pstate;
+_Static_assert(sizeof(pstate) == 128, "pstate is indexed by a shift");
 
 typedef int (*policy_loop_fn)(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err);
 
@@ -300,22 +307,23 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         uint32_t stale = FT_STALE_NONE;
         if (plan != fresh) {
             const uint8_t tok = TOK[j];
-            if (s->c_plan == plan && s->c_fresh == fresh && s->c_q == s->q &&
-                s->c_recipe == c.recipe && s->c_tok == tok) {
-                stale = s->c_stale;
+            class_cache *cc = &s->cc[tok >> 2];
+            if (cc->plan == plan && cc->fresh == fresh && cc->q == s->q && cc->recipe == c.recipe &&
+                cc->tok == tok) {
+                stale = cc->stale;
             } else {
                 const class_memo *cm = replay_classify(r, u, c.recipe, plan, s->q, fresh, tok, &rc);
                 if (!cm) goto fail;
                 stale = (uint32_t)cm->stale;
-                s->c_plan = plan;
-                s->c_fresh = fresh;
-                s->c_q = s->q;
-                s->c_recipe = c.recipe;
-                s->c_tok = tok;
-                s->c_stale = (uint8_t)stale;
-                s->c_memo = (uint32_t)(cm - r->cm);
+                cc->plan = plan;
+                cc->fresh = fresh;
+                cc->q = s->q;
+                cc->recipe = c.recipe;
+                cc->tok = tok;
+                cc->stale = (uint8_t)stale;
+                cc->memo = (uint32_t)(cm - r->cm);
             }
-            if (stale == FT_STALE_RAISES) r->cm[s->c_memo].count[p]++;
+            if (stale == FT_STALE_RAISES) r->cm[cc->memo].count[p]++;
         } else if (s->q != ri->fresh_q) {
             const uint32_t a = s->q, fq = ri->fresh_q;
             int eq;

@@ -23,6 +23,7 @@
 #include "ft_replay.h"
 
 #include <dirent.h>
+#include <sys/wait.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@
 /* ---- an in-memory trace: a sink that collects records into one batch ------------------------ */
 #define MAXF 16
 #define MAXR 32
-#define MAXC 4096
+#define MAXC 8192
 
 typedef struct mini {
     ft_header hdr;
@@ -607,6 +608,40 @@ static void test_lru_capacity_bounds_plans(void **state)
     mini_free(m);
 }
 
+static void test_step_histogram_folds_long_runs(void **state)
+{
+    (void)state;
+    ft_sink s;
+    mini *m = mini_new(&s);
+    emit_s_setup(&s);
+    /* 3000 steps, two calls each (no-grad forward, grad recompute) */
+    for (int i = 0; i < 3000; i++) {
+        emit_call(&s, 7, 3, i < 1500 ? 3 : 1, 0, i, -1);
+        emit_call(&s, 7, 3, i < 1500 ? 3 : 1, 1, i, -1);
+    }
+    ft_replay_result res;
+    mini_replay(m, NULL, 1000, &res);
+    for (uint32_t p = 0; p < res.n_policies; p++) {
+        const ft_step_hist *h = &res.pol[p].steps;
+        assert_int_equal(h->width, 4); /* 3000 steps / 1024 buckets, rounded up to a power of 2 */
+        assert_int_equal(h->n, 750);
+        uint64_t calls = 0, hits = 0;
+        for (uint32_t k = 0; k < h->n; k++) {
+            assert_int_equal(h->calls[k], 8);
+            calls += h->calls[k];
+            hits += h->hits[k];
+        }
+        assert_int_equal(calls, 6000);
+        assert_int_equal(hits, res.pol[p].hits);
+    }
+    /* te-3410: the four builds fall in bucket 0 (MXFP8) and bucket 375 (step 1500, NVFP4) */
+    const ft_policy_result *q = pol(&res, "te-3410");
+    assert_int_equal(q->builds, 4);
+    assert_int_equal(q->steps.hits[0], 6);
+    assert_int_equal(q->steps.hits[375], 6);
+    mini_free(m);
+}
+
 /* ---- captured runs -------------------------------------------------------------------------- */
 static void test_captured_agreement_and_modeled_time(void **state)
 {
@@ -883,6 +918,141 @@ static void test_trace_file_replay_matches_in_memory(void **state)
     remove(path);
 }
 
+/* ---- the replay and demo commands --------------------------------------------------------- */
+/* Import traces/NAME.jsonl into a trace in FT_BINARY_DIR; path into out. */
+static void import_trace(const char *name, char *out, size_t cap)
+{
+    char src[1024];
+    snprintf(src, sizeof src, "%s/traces/%s.jsonl", FT_SOURCE_DIR, name);
+    snprintf(out, cap, "%s/test_policies_%s_%ld.ftdb", FT_BINARY_DIR, name, (long)getpid());
+    remove(out);
+    FILE *in = fopen(src, "r");
+    assert_non_null(in);
+    ft_rec *rec = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_rec_open(out, NULL, &rec, &err), FT_OK);
+    ft_sink sink;
+    ft_rec_sink(rec, &sink);
+    int rc = ft_jsonl_import(in, src, &sink, NULL, &err);
+    fclose(in);
+    if (rc) fail_msg("%s: %s", src, ft_err_msg(&err));
+    assert_int_equal(ft_rec_close(rec), FT_OK);
+}
+
+/* Run the CLI with args; its stdout into a malloc'd string, exit status into *status. */
+static char *run_cli(const char *args, int *status)
+{
+    const char *cli = getenv("FT_CLI");
+    if (!cli) return NULL;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", cli, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    ft_buf b = {0};
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, p)) > 0)
+        assert_int_equal(ft_buf_append(&b, chunk, n), FT_OK);
+    assert_int_equal(ft_buf_append(&b, "", 1), FT_OK);
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return (char *)b.data;
+}
+
+static void test_cli_replay_formats_and_flags(void **state)
+{
+    (void)state;
+    if (!getenv("FT_CLI")) skip();
+    char path[1024], args[4096], pc[1100];
+    import_trace("rht-round-trips", path, sizeof path);
+    int st;
+    /* JSON: all seven policies, two traces reduced into one report */
+    snprintf(args, sizeof args, "replay '%s' '%s' --json", path, path);
+    char *out = run_cli(args, &st);
+    assert_int_equal(st, 0);
+    json_t *doc = json_loads(out, 0, NULL);
+    if (!doc) fail_msg("not JSON: %s", out);
+    assert_int_equal(json_integer_value(json_object_get(doc, "traces")), 2);
+    assert_int_equal(json_integer_value(json_object_get(doc, "calls")), 32);
+    json_t *pols = json_object_get(doc, "policies");
+    assert_int_equal(json_array_size(pols), 7);
+    json_t *te = json_array_get(pols, 2);
+    assert_string_equal(json_string_value(json_object_get(te, "policy")), "te-3410");
+    assert_int_equal(json_integer_value(json_object_get(te, "builds")), 10);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(te, "stale"), "raises")),
+                     4);
+    assert_true(json_array_size(json_object_get(te, "steps")) > 0);
+    json_decref(doc);
+    ft_free(out);
+    /* --env: on SM 9.0 the grouped MLP never fuses, so nothing is stale */
+    snprintf(args, sizeof args, "replay '%s' --json --policy te-3410 --env device_cc=9.0", path);
+    out = run_cli(args, &st);
+    assert_int_equal(st, 0);
+    doc = json_loads(out, 0, NULL);
+    assert_non_null(doc);
+    te = json_array_get(json_object_get(doc, "policies"), 0);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(te, "stale"), "none")), 16);
+    json_decref(doc);
+    ft_free(out);
+    /* CSV: summary rows then step rows */
+    snprintf(args, sizeof args, "replay '%s' --csv --policy te-pre3410,te-3410", path);
+    out = run_cli(args, &st);
+    assert_int_equal(st, 0);
+    assert_true(!strncmp(out, "record,policy,step,", 19));
+    assert_non_null(strstr(out, "\nsummary,te-pre3410,,,16,10,6,"));
+    assert_non_null(strstr(out, "\nstep,te-3410,0,0,2,"));
+    ft_free(out);
+    /* per-call lines and explanations */
+    snprintf(pc, sizeof pc, "%s.calls.jsonl", path);
+    snprintf(args, sizeof args, "replay '%s' --policy te-3410 --per-call '%s' --explain", path, pc);
+    out = run_cli(args, &st);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "[explain] te-3410 seq=2 fuser=0 (layers.0.mlp): reset+build "
+                                "because recipe type NVFP4BlockScaling -> MXFP8BlockScaling"));
+    ft_free(out);
+    FILE *f = fopen(pc, "r");
+    assert_non_null(f);
+    char line[1024];
+    int lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_t *d = json_loads(line, 0, NULL);
+        assert_non_null(d);
+        assert_non_null(json_object_get(d, "plan"));
+        json_decref(d);
+        lines++;
+    }
+    fclose(f);
+    assert_int_equal(lines, 16);
+    remove(pc);
+    /* bad input: exit 2 with a message */
+    snprintf(args, sizeof args, "replay '%s' --policy nope", path);
+    out = run_cli(args, &st);
+    assert_int_equal(st, 2);
+    assert_non_null(strstr(out, "unknown policy 'nope'"));
+    ft_free(out);
+    out = run_cli("replay /no/such.ftdb", &st);
+    assert_int_not_equal(st, 0);
+    ft_free(out);
+    snprintf(args, sizeof args, "replay '%s' --env novalue", path);
+    out = run_cli(args, &st);
+    assert_int_equal(st, 2);
+    ft_free(out);
+    remove(path);
+}
+
+static void test_cli_demo_explains(void **state)
+{
+    (void)state;
+    if (!getenv("FT_CLI")) skip();
+    int st;
+    char *out = run_cli("demo", &st);
+    assert_int_equal(st, 0);
+    assert_non_null(strstr(out, "te-pre3410"));
+    assert_non_null(strstr(out, "What it means:"));
+    assert_non_null(strstr(out, "Fewest plan builds"));
+    ft_free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -896,6 +1066,7 @@ int main(void)
         cmocka_unit_test(test_scenario_s6_object_key_survives_round_trips),
         cmocka_unit_test(test_scenario_mutated_object),
         cmocka_unit_test(test_lru_capacity_bounds_plans),
+        cmocka_unit_test(test_step_histogram_folds_long_runs),
         cmocka_unit_test(test_captured_agreement_and_modeled_time),
         cmocka_unit_test(test_captured_policy_from_version),
         cmocka_unit_test(test_registry_parse_list),
@@ -904,6 +1075,8 @@ int main(void)
         cmocka_unit_test(test_explain_names_changed_component),
         cmocka_unit_test(test_canned_traces_match_golden),
         cmocka_unit_test(test_trace_file_replay_matches_in_memory),
+        cmocka_unit_test(test_cli_replay_formats_and_flags),
+        cmocka_unit_test(test_cli_demo_explains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
