@@ -334,6 +334,8 @@ typedef struct gen {
     int64_t t;                      /* model time at the start of the next step, ns */
     uint32_t *scratch_u32;          /* [2*experts] alias-table work lists */
     int captured;                   /* 0 none, 1 te-pre3410, 2 te-3410 */
+    const char *graph_phase;        /* during CUDA-graph warm-up/capture: the phase, else NULL */
+    int64_t graph_iter;             /* ... and the iteration, recorded as mb */
     double *scratch_z;              /* [experts] normal deviates of one draw */
 } gen;
 
@@ -639,6 +641,7 @@ static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, con
     if (grad) c.flags |= FT_CF_GRAD;
     if (input_rg) c.flags |= FT_CF_INPUT_RG;
     if (rec) c.flags |= FT_CF_HAS_RECIPE;
+    if (g->c.graphs) c.flags |= FT_CF_HAS_GRAPH | (g->graph_phase ? FT_CF_GRAPH : 0u);
     c.device = f->stage;
     c.n_op_rg = g->n_ops[f->kind];
     c.op_rg = op_rg;
@@ -834,7 +837,8 @@ static robj *eval_recipe(const gen *g, uint32_t l, int64_t step)
 static int stage_forward(gen *g, uint32_t s, uint32_t m, int64_t step, int eval, int64_t *t)
 {
     int grad = !eval && !g->c.recompute;
-    const char *phase = eval ? "eval" : "fwd";
+    const char *phase = eval ? "eval" : g->graph_phase ? g->graph_phase : "fwd";
+    int64_t mb = g->graph_phase ? g->graph_iter : (int64_t)m;
     uint32_t M = (uint32_t)g->c.microbatches, E = (uint32_t)g->c.experts;
     for (uint32_t l = g->stage_lo[s]; l < g->stage_lo[s + 1]; l++) {
         slayer *L = &g->layers[l];
@@ -850,7 +854,7 @@ static int stage_forward(gen *g, uint32_t s, uint32_t m, int64_t step, int eval,
             int64_t seq;
             int rc =
                 emit_call(g, L->fuser[k], rec, grad, grad && L->input_rg,
-                          grad ? L->rg_train[k] : L->rg_nograd[k], sp, step, m, phase, t, &seq);
+                          grad ? L->rg_train[k] : L->rg_nograd[k], sp, step, mb, phase, t, &seq);
             if (rc) return rc;
             if (!eval) g->bwd_seq[((size_t)l * M + m) * 2 + k] = grad && L->bwd[k] ? seq : -1;
         }
@@ -977,6 +981,25 @@ static int run_pass(gen *g, int64_t step, int eval)
     }
     g->t = end + 200000; /* optimizer step / eval turnaround */
     return FT_OK;
+}
+
+/* CUDA graphs (spec §6, make_graphed_callables): eager warm-up iterations and one capture run
+ * forward and backward with grad through the fuser, flagged graph; stages one after another. */
+static int graph_setup(gen *g, int64_t step)
+{
+    int64_t t = g->t;
+    int rc = FT_OK;
+    for (int64_t it = 0; it <= g->c.graph_warmup && !rc; it++) {
+        g->graph_phase = it < g->c.graph_warmup ? "graph-warmup" : "graph-capture";
+        g->graph_iter = it;
+        for (uint32_t s = 0; s < g->n_stages && !rc; s++)
+            rc = stage_forward(g, s, 0, step, 0, &t);
+        for (uint32_t s = g->n_stages; s-- > 0 && !rc;)
+            rc = stage_backward(g, s, 0, step, &t);
+    }
+    g->graph_phase = NULL;
+    g->t = t + 200000;
+    return rc;
 }
 
 /* ---- schedule: what each step runs under -------------------------------------------------- */
@@ -1351,6 +1374,7 @@ static int check_cfg(gen *g)
         const char *key, *why;
     } rules[] = {
         {c->stages > c->layers, "stages", "must not exceed layers"},
+        {c->graphs && c->recompute, "graphs", "cannot be combined with recompute"},
         {c->dense_ffn % c->tp != 0, "tp", "must divide dense_ffn"},
         {strcmp(c->frozen_ops, "all") && strcmp(c->frozen_ops, "fc1"), "frozen_ops",
          "must be all or fc1"},
@@ -1497,7 +1521,8 @@ int ft_synth_run(const char *name, const ft_synth_param *params, uint32_t n_para
     for (int64_t step = 0; step < g->c.steps; step++) {
         if ((rc = schedule_step(g, step))) goto done;
         grad_state(g, step);
-        if ((rc = run_pass(g, step, 0))) goto done;
+        if (g->c.graphs ? step == 0 && (rc = graph_setup(g, step)) : (rc = run_pass(g, step, 0)))
+            goto done;
         if (g->c.eval_every && (step + 1) % g->c.eval_every == 0 && (rc = run_pass(g, step, 1)))
             goto done;
     }

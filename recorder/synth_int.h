@@ -35,6 +35,8 @@ typedef struct synth_cfg {
     int64_t recompute_layers;  /* layers per checkpointed chunk */
     int64_t eval_every;        /* run an eval pass after every N-th step, 0 = never */
     int64_t eval_microbatches; /* microbatches of one eval pass */
+    int64_t graphs;            /* bool: CUDA graphs (warm-up and capture, then replays) */
+    int64_t graph_warmup;      /* eager warm-up iterations before the capture */
     /* recipes */
     char recipe[SYNTH_STR_MAX];        /* training recipe spec, e.g. "nvfp4:disable_rht=true" */
     char eval_recipe[SYNTH_STR_MAX];   /* "same", "bf16" or a recipe spec */

@@ -61,6 +61,10 @@ static const key_def keys[] = {
      "an eval pass (no_grad) after every N-th step, 0 = never"},
     {"eval_microbatches", K_INT, OFF(eval_microbatches), 1, 65536, "2",
      "microbatches of one eval pass"},
+    {"graphs", K_BOOL, OFF(graphs), 0, 1, "0",
+     "CUDA graphs: step 0 runs graph_warmup eager iterations and a capture (graph=true), later "
+     "training steps replay graphs and never reach the fuser; evals run eager"},
+    {"graph_warmup", K_INT, OFF(graph_warmup), 0, 1000, "3", "warm-up iterations before capture"},
     {"eval_recipe", K_STR, OFF(eval_recipe), 0, 0, "same",
      "recipe at eval: same (the training object), bf16, or a recipe spec"},
     {"recipe", K_STR, OFF(recipe), 0, 0, "mxfp8",
@@ -146,6 +150,10 @@ static const scen_def scens[] = {
      "steps=6\nfrozen_layers=2\nunfreeze_step=3\n"},
     {"pipeline-2dev", "2 pipeline stages on devices 0 and 1, 1F1B schedule, recompute",
      "layers=4\nsteps=3\nmicrobatches=6\nstages=2\nrecompute=1\n"},
+    {"cuda-graphs",
+     "training under CUDA graphs (warm-up, capture, then replays without fuser calls) with eager "
+     "BF16 evals",
+     "steps=6\ngraphs=1\neval_every=3\neval_recipe=bf16\n"},
     {"recipe-zoo", "a different recipe per layer (every type and variant), BF16 eval",
      "layers=8\nsteps=4\neval_every=2\neval_recipe=bf16\n"
      "layer_recipes=bf16,mxfp8,nvfp4,nvfp4:disable_rht=true,delayed,current,block,custom\n"},

@@ -328,7 +328,10 @@ static void check_stream(const coll *c, int64_t tokens)
         assert_true(r->flags & FT_CF_HAS_MB);
         assert_true(r->flags & FT_CF_HAS_PHASE);
         assert_true(!strcmp(r->phase, "fwd") || !strcmp(r->phase, "recompute") ||
-                    !strcmp(r->phase, "eval"));
+                    !strcmp(r->phase, "eval") || !strcmp(r->phase, "graph-warmup") ||
+                    !strcmp(r->phase, "graph-capture"));
+        if (!strncmp(r->phase, "graph-", 6))
+            assert_true((r->flags & FT_CF_HAS_GRAPH) && (r->flags & FT_CF_GRAPH));
         int grouped = strstr(f->text, "GroupedLinear") != NULL;
         assert_int_equal(!!(r->flags & FT_CF_HAS_SPLITS), grouped);
         if (grouped) {
@@ -781,6 +784,48 @@ static void test_synth_eval_phase(void **state)
     }
     for (int s = 0; s < 8; s++)
         assert_int_equal(steps_with_eval[s], s % 2 == 1);
+    coll_free(&c);
+}
+
+/* cuda-graphs: step 0 warms up (3 iterations) and captures with grad, flagged graph; later
+ * training steps replay graphs (no fuser calls); evals run eager, graph=false. */
+static void test_synth_cuda_graphs(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(run(&c, "cuda-graphs", 6, &err, NULL), FT_OK);
+    size_t warm = 0, capture = 0, eval = 0, bwd = 0;
+    int64_t max_iter = -1;
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind == R_BWD) bwd++;
+        if (r->kind != R_CALL) continue;
+        assert_true(r->flags & FT_CF_HAS_GRAPH);
+        if (!strcmp(r->phase, "eval")) {
+            eval++;
+            assert_false(r->flags & FT_CF_GRAPH);
+            continue;
+        }
+        assert_int_equal(r->step, 0); /* nothing reaches the fuser after the capture */
+        assert_true(r->flags & FT_CF_GRAPH);
+        assert_true(r->flags & FT_CF_GRAD);
+        if (!strcmp(r->phase, "graph-warmup")) {
+            warm++;
+            if (r->mb > max_iter) max_iter = r->mb;
+        } else {
+            assert_string_equal(r->phase, "graph-capture");
+            capture++;
+        }
+    }
+    assert_int_equal(max_iter, 2);
+    assert_int_equal(warm, 3 * capture);
+    assert_int_equal(bwd, warm + capture);
+    assert_true(eval > 0);
+    check_stream(&c, 1024);
+    coll_free(&c);
+    assert_int_equal(run(&c, "cuda-graphs", 6, &err, "recompute=1", NULL), FT_EINVAL);
+    assert_non_null(strstr(ft_err_msg(&err), "graphs"));
     coll_free(&c);
 }
 
@@ -1346,6 +1391,7 @@ int main(void)
         cmocka_unit_test(test_synth_frozen_boundary_moves),
         cmocka_unit_test(test_synth_pipeline_1f1b),
         cmocka_unit_test(test_synth_eval_phase),
+        cmocka_unit_test(test_synth_cuda_graphs),
         cmocka_unit_test(test_synth_recipe_zoo),
         cmocka_unit_test(test_synth_recipe_attrs_defaults),
         cmocka_unit_test(test_synth_env_header),
