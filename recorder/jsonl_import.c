@@ -5,8 +5,8 @@
  * is an error. Each line is parsed with jansson (json_loadb), validated strictly and handed to the
  * sink as one record, then freed. Memory therefore does not grow with the input except for what
  * validation must remember: the declared fuser ids (with their op counts), the declared recipe
- * ids and (obj, attrs) pairs, and the set of call seqs that a later `backward` may name, kept as
- * runs of consecutive seqs (16 bytes per run).
+ * ids and (obj, attrs) pairs, and the call seqs that a later `backward` may name, kept as runs of
+ * consecutive seqs in a window of at most 16 MiB (see seq_runs).
  *
  * Every failure is FT_EINVAL (or the sink's own status) with "NAME:LINE: field 'x': what is
  * wrong" in err. Header fields that the format does not name are kept in ft_header.extra_json;
@@ -114,11 +114,22 @@ typedef struct recipe_state {
     int64_t id;    /* the id it was declared under */
 } recipe_state;
 
-/* Call seqs as runs [start, start + len), appended in increasing order. */
+/* Call seqs as runs [start, start + len), appended in increasing order, for checking that a
+ * backward names an earlier call. To keep memory bounded the set holds at most MAX_RUNS runs
+ * (16 MiB); when full, the older half is forgotten and seqs below `forgot_below` can no longer
+ * be checked here (runs_has answers RUNS_UNKNOWN; `fusertrace verify` still checks them). A
+ * backward normally names a call of the same training step, far inside the window. */
+#ifndef FT_JSONL_MAX_RUNS
+#define FT_JSONL_MAX_RUNS (1u << 20)
+#endif
+enum { RUNS_NO = 0, RUNS_YES = 1, RUNS_UNKNOWN = 2 };
+
 typedef struct seq_runs {
     int64_t *start; /* [cap] */
     int64_t *len;   /* [cap] */
     size_t n, cap;
+    int forgot;           /* some runs were dropped */
+    int64_t forgot_below; /* every seq below this one is outside the window */
 } seq_runs;
 
 static int runs_add(seq_runs *r, int64_t seq)
@@ -127,8 +138,17 @@ static int runs_add(seq_runs *r, int64_t seq)
         r->len[r->n - 1]++;
         return FT_OK;
     }
+    if (r->n == FT_JSONL_MAX_RUNS) { /* forget the older half */
+        size_t keep = r->n / 2, drop = r->n - keep;
+        memmove(r->start, r->start + drop, keep * sizeof *r->start);
+        memmove(r->len, r->len + drop, keep * sizeof *r->len);
+        r->n = keep;
+        r->forgot = 1;
+        r->forgot_below = r->start[0];
+    }
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 256;
+        if (cap > FT_JSONL_MAX_RUNS) cap = FT_JSONL_MAX_RUNS;
         int64_t *s = ft_realloc(r->start, cap * sizeof *s);
         if (!s) return FT_ENOMEM;
         r->start = s;
@@ -145,6 +165,7 @@ static int runs_add(seq_runs *r, int64_t seq)
 
 static int runs_has(const seq_runs *r, int64_t seq)
 {
+    if (r->forgot && seq < r->forgot_below) return RUNS_UNKNOWN;
     size_t lo = 0, hi = r->n;
     while (lo < hi) { /* first run with start > seq */
         size_t mid = lo + (hi - lo) / 2;
@@ -153,8 +174,8 @@ static int runs_has(const seq_runs *r, int64_t seq)
         else
             lo = mid + 1;
     }
-    if (!lo) return 0;
-    return seq - r->start[lo - 1] < r->len[lo - 1];
+    if (!lo) return RUNS_NO;
+    return seq - r->start[lo - 1] < r->len[lo - 1] ? RUNS_YES : RUNS_NO;
 }
 
 /* ---- importer state ---------------------------------------------------------------------- */
@@ -188,6 +209,7 @@ typedef struct importer {
     char *warned[MAX_WARNED];
     size_t n_warned;
     int warned_overflow;
+    int warned_window; /* a backward named a call older than the seq window */
 } importer;
 
 /* Set the error as "NAME:LINE: field 'F': <fmt>" (field may be NULL). */
@@ -719,8 +741,17 @@ static int do_backward(importer *im, json_t *o)
     memset(&b, 0, sizeof b);
     if ((rc = get_seq(im, o, &b.seq))) return rc;
     if ((rc = get_int(im, o, "call", 1, 0, INT64_MAX, &b.call, NULL))) return rc;
-    if (!runs_has(&im->calls, b.call))
+    int known = runs_has(&im->calls, b.call);
+    if (known == RUNS_NO)
         return fail(im, "call", "%" PRId64 " is not the seq of an earlier call record", b.call);
+    if (known == RUNS_UNKNOWN && im->warn && !im->warned_window) {
+        im->warned_window = 1;
+        fprintf(im->warn,
+                "%s:%" PRIu64 ": warning: field 'call': %" PRId64 " is older than the %u call "
+                "runs the importer remembers; references this old are not checked on import "
+                "(run `fusertrace verify`)\n",
+                im->name, im->line, b.call, FT_JSONL_MAX_RUNS / 2);
+    }
     if ((rc = get_int(im, o, "ns", 0, 0, INT64_MAX, &b.ns, &b.has_ns))) return rc;
     check_unknown(im, o, "backward", backward_known, count_present(o, backward_known));
     rc = im->sink->backward_fn ? im->sink->backward_fn(im->sink->ctx, &b) : FT_OK;
