@@ -140,7 +140,8 @@ static int token_class(uint32_t flags, int64_t n_tokens)
 }
 
 const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, uint32_t chosen,
-                                  uint32_t q, uint32_t fresh, int tok_class, int *rc)
+                                  uint32_t q, uint32_t fresh, int tok_class, int64_t n_tokens,
+                                  int *rc)
 {
     uint64_t h = ft_hash_mix(ft_hash_mix(fuser, (uint64_t)(uint32_t)recipe),
                              ((uint64_t)chosen << 32) | fresh);
@@ -171,6 +172,7 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
     c->q = q;
     c->fresh = fresh;
     c->tok_class = tok_class;
+    if (r->tok_rep[tok_class & 3] == -2) r->tok_rep[tok_class & 3] = n_tokens;
     /* tok_class = token class | (backward runs) << 2; the model reads f only as f < n_ops */
     c->stale = ft_model_classify_f(r->model, fuser, recipe, chosen, &r->qs[q], fresh,
                                    r->tok_rep[tok_class & 3], tok_class >> 2 ? 0 : r->n_ops[fuser],
@@ -424,6 +426,7 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
             goto fail;
         }
         r->mru[u].recipe[0] = r->mru[u].recipe[1] = -2;
+        r->mru[u].n_ops = r->n_ops[u];
         r->mru[u].fa_recipe = -2;
     }
     r->n_qdirect = FT_QDIRECT;
@@ -613,30 +616,30 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
 {
     step_buckets(r, b); /* first: it may widen the buckets */
     const int rec = r->per_call || r->explain, needs_fa = r->needs_fa;
-    const uint32_t n_fusers = r->n_fusers, *n_ops = r->n_ops;
-    const int32_t n_recipes = (int32_t)r->n_recipes;
+    const uint32_t n = b->n, n_fusers = r->n_fusers, n_recipes1 = r->n_recipes + 1;
     const int64_t width = r->step_width;
+    const uint8_t *K = b->kind;
+    const uint32_t *BU = b->fuser, *FL = b->flags, *FRG = b->first_rg;
+    const int32_t *BR = b->recipe;
+    const int64_t *STEP = b->step, *TOKENS = b->n_tokens;
     uint32_t *CIDX = r->cidx, *CU = r->cu, *F = r->f, *FRESH = r->fresh, *SB = r->sb;
     int32_t *CR = r->cr, *FA = r->fa;
     uint8_t *TOK = r->tokc, *CAP = r->cap;
     uint64_t *step_calls = r->step_calls.calls;
     oracle_mru *mru = r->mru;
-    uint32_t j = 0, max_sb = 0;
-    for (uint32_t i = 0; i < b->n; i++) {
-        if (b->kind[i] != FT_REC_CALL) continue;
-        const uint32_t u = b->fuser[i], fl = b->flags[i];
-        const int32_t recipe = b->recipe[i];
-        if (u >= n_fusers || recipe < -1 || recipe >= n_recipes || b->first_rg[i] > n_ops[u])
-            return ft_err_set(err, FT_ECORRUPT,
-                              "chunk %llu, seq %lld: fuser %u / recipe %d / first_rg %u out of "
-                              "range",
-                              (unsigned long long)b->chunk_id, (long long)b->seq[i], u, recipe,
-                              b->first_rg[i]);
-        /* spec §1.2 */
-        const uint32_t f = !(fl & FT_CF_GRAD)      ? n_ops[u]
-                           : (fl & FT_CF_INPUT_RG) ? 0
-                                                   : b->first_rg[i];
+    uint32_t j = 0, max_sb = 0, any_cap = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (K[i] != FT_REC_CALL) continue;
+        const uint32_t u = BU[i], fl = FL[i];
+        const int32_t recipe = BR[i];
+        if (u >= n_fusers || (uint32_t)(recipe + 1) >= n_recipes1) goto bad;
         oracle_mru *m = &mru[u];
+        /* spec §1.2 */
+        uint32_t f = m->n_ops;
+        if (fl & FT_CF_GRAD) {
+            f = (fl & FT_CF_INPUT_RG) ? 0 : FRG[i];
+            if (f > m->n_ops) goto bad;
+        }
         int rc;
         CIDX[j] = i;
         CU[j] = u;
@@ -653,10 +656,9 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
             else if ((rc = fa_id(r, u, recipe, &FA[j])))
                 return ft_err_set(err, rc, "replay: out of memory");
         }
-        const int tc = token_class(fl, b->n_tokens[i]);
-        TOK[j] = (uint8_t)(tc | (f < n_ops[u]) << 2);
-        if (r->tok_rep[tc] == -2) r->tok_rep[tc] = b->n_tokens[i];
-        CAP[j] = (fl & FT_CF_HAS_REBUILT) ? (uint8_t)(1 | ((fl & FT_CF_REBUILT) ? 2 : 0)) : 0;
+        TOK[j] = (uint8_t)(token_class(fl, TOKENS[i]) | (f < m->n_ops) << 2);
+        CAP[j] = (uint8_t)((fl & FT_CF_HAS_REBUILT ? 1 : 0) | (fl & FT_CF_REBUILT ? 2 : 0));
+        any_cap |= CAP[j];
         if ((fl & FT_CF_HAS_REBUILT) && (fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0) {
             if (fl & FT_CF_REBUILT) {
                 r->base.cap_build_n++;
@@ -667,8 +669,8 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
             }
         }
         SB[j] = FT_NO_ENTRY;
-        if ((fl & FT_CF_HAS_STEP) && b->step[i] >= 0) {
-            uint32_t sb = (uint32_t)(b->step[i] / width);
+        if ((fl & FT_CF_HAS_STEP) && STEP[i] >= 0) {
+            const uint32_t sb = (uint32_t)(STEP[i] / width);
             SB[j] = sb;
             step_calls[sb]++;
             if (sb + 1 > max_sb) max_sb = sb + 1;
@@ -681,13 +683,19 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
             m->prev_f = f;
         }
         j++;
+        continue;
+    bad:
+        return ft_err_set(err, FT_ECORRUPT,
+                          "chunk %llu, seq %lld: fuser %u / recipe %d / first_rg %u out of range",
+                          (unsigned long long)b->chunk_id, (long long)b->seq[i], u, recipe, FRG[i]);
     }
     if (max_sb > r->step_calls.n) r->step_calls.n = max_sb;
     for (uint32_t p = 0; p < r->n_pol; p++)
         if (max_sb > r->pol[p].res.steps.n) r->pol[p].res.steps.n = max_sb;
     r->n_calls = j;
+    r->any_cap = any_cap != 0;
     r->base.calls += j;
-    r->base.backwards += b->n - j;
+    r->base.backwards += n - j;
     return FT_OK;
 }
 

@@ -148,7 +148,10 @@ typedef struct oracle_mru {
     int32_t prev_recipe; /* previous call's recipe and f (explain); prev_seen 0 = first sight */
     uint32_t prev_f;
     int prev_seen;
+    uint32_t n_ops; /* the fuser's op count */
+    uint32_t spare[4];
 } oracle_mru;
+_Static_assert(sizeof(oracle_mru) == 64, "oracle_mru is indexed by a shift");
 
 typedef struct class_memo {
     uint32_t fuser, chosen, q, fresh;
@@ -199,6 +202,7 @@ struct ft_replay {
      * dropped), at batch position cidx[j] */
     uint32_t cap_batch;
     uint32_t n_calls;        /* calls in the current batch */
+    int any_cap;             /* some call of the batch carries a captured `rebuilt` */
     uint32_t *cidx;          /* [cap_batch] batch position */
     uint32_t *cu;            /* [cap_batch] fuser */
     int32_t *cr;             /* [cap_batch] recipe */
@@ -224,7 +228,8 @@ struct ft_replay {
 int replay_q_reset_slow(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out);
 int replay_q_equal(ft_replay *r, uint32_t a, uint32_t b);
 const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, uint32_t chosen,
-                                  uint32_t q, uint32_t fresh, int tok_class, int *rc);
+                                  uint32_t q, uint32_t fresh, int tok_class, int64_t n_tokens,
+                                  int *rc);
 
 /* ---- the per-policy loop over one batch ------------------------------------------------------ */
 /* Instantiated once per policy row with its functions as constants (POLICY_LOOP in policy.c), so
@@ -249,6 +254,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
     pstate *ST = pr->st;
     uint64_t *step_builds = res->steps.hits;
     const int lru = pr->store.capacity != 0; /* the MRU front cache only when unbounded */
+    const int any_cap = r->any_cap;
     uint64_t resets = 0, builds = 0, qdrift = 0, stale_n[FT_STALE_COUNT] = {0};
     int rc = FT_OK;
     for (uint32_t j = 0; j < n; j++) {
@@ -312,7 +318,8 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
                 cc->tok == tok) {
                 stale = cc->stale;
             } else {
-                const class_memo *cm = replay_classify(r, u, c.recipe, plan, s->q, fresh, tok, &rc);
+                const class_memo *cm = replay_classify(r, u, c.recipe, plan, s->q, fresh, tok,
+                                                       b->n_tokens[r->cidx[j]], &rc);
                 if (!cm) goto fail;
                 stale = (uint32_t)cm->stale;
                 cc->plan = plan;
@@ -334,7 +341,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             qdrift += (uint64_t)!eq;
         }
         stale_n[stale]++;
-        if (CAP[j]) {
+        if (any_cap && CAP[j]) {
             const int agree = (CAP[j] >> 1) == build;
             res->cap_calls++;
             res->cap_agree += (uint64_t)agree;
