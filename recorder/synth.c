@@ -731,11 +731,12 @@ static void draw_splits(gen *g, const slayer *L, int64_t *out)
         acc += L->sd[L->order[i]] * z[i];
     }
     if (L->n_norm) {
-        double c = ((double)(g->c.tokens - sum) - L->lamsum - acc) / L->sd2sum;
+        double c = L->sd2sum > 0.0 ? ((double)(g->c.tokens - sum) - L->lamsum - acc) / L->sd2sum
+                                   : 0.0; /* one expert takes everything: no spread */
         for (uint32_t i = 0; i < L->n_norm; i++) {
             uint32_t e = L->order[i];
             double x = L->lam[e] + L->sd[e] * (z[i] + L->sd[e] * c) + 0.5;
-            int64_t k = x < 1.0 ? 0 : (int64_t)x;
+            int64_t k = x < 1.0 ? 0 : x > (double)g->c.tokens ? g->c.tokens : (int64_t)x;
             out[e] = k;
             sum += k;
         }

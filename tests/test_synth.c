@@ -985,6 +985,48 @@ static void test_synth_splits_skewed(void **state)
     coll_free(&c);
 }
 
+/* Edge configurations still give valid streams with exact split sums. */
+static void test_synth_edge_configs(void **state)
+{
+    (void)state;
+    const char *cfgs[][4] = {
+        {"experts=1", "tokens=1024", NULL, NULL},
+        {"experts=2", "skew=8", "tokens=100000", NULL},
+        {"tokens=0", NULL, NULL, NULL},
+        {"tokens=7", "experts=64", NULL, NULL},
+        {"tokens=1000000000", "experts=4", "steps=1", NULL},
+        {"layers=1", "stages=1", "microbatches=1", NULL},
+        {"layers=3", "stages=3", "microbatches=1", NULL},
+        {"layers=5", "stages=2", "recompute_layers=2", "microbatches=7"},
+        {"dense_layers=2", "shared_expert=0", "tp=4", NULL},
+        {"steps=0", NULL, NULL, NULL},
+    };
+    for (size_t i = 0; i < FT_ARRAY_LEN(cfgs); i++) {
+        ft_synth_param p[5];
+        uint32_t n = 0;
+        char buf[5][64];
+        int64_t tokens = 1024;
+        for (size_t j = 0; j < 4 && cfgs[i][j]; j++, n++) {
+            snprintf(buf[n], sizeof buf[n], "%s", cfgs[i][j]);
+            char *eq = strchr(buf[n], '=');
+            *eq = '\0';
+            p[n].key = buf[n];
+            p[n].value = eq + 1;
+            if (!strcmp(buf[n], "tokens")) tokens = strtoll(eq + 1, NULL, 10);
+        }
+        p[n].key = "recompute";
+        p[n++].value = "1";
+        coll c = {0};
+        ft_sink s;
+        coll_sink(&c, &s);
+        ft_err err = {0};
+        int rc = ft_synth_run("demo", p, n, 99, &s, &err);
+        if (rc) fail_msg("config %zu: %s", i, ft_err_msg(&err));
+        if (c.n > 1) check_stream(&c, tokens);
+        coll_free(&c);
+    }
+}
+
 static void expect_bad(const char *scen, int want_rc, const char *needle, const char *kv)
 {
     coll c = {0};
@@ -1397,6 +1439,7 @@ int main(void)
         cmocka_unit_test(test_synth_env_header),
         cmocka_unit_test(test_synth_fuser_ops),
         cmocka_unit_test(test_synth_splits_skewed),
+        cmocka_unit_test(test_synth_edge_configs),
         cmocka_unit_test(test_synth_bad_keys_rejected),
         cmocka_unit_test(test_synth_sink_failure_propagates),
         cmocka_unit_test(test_synth_alloc_failure_clean),
