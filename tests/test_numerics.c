@@ -11,6 +11,11 @@
 #include <cmocka.h>
 
 #include "ft_kernels.h"
+#include "ft_recorder.h"
+#include "ft_replay.h"
+#include "numerics.h"
+
+#include <jansson.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -480,6 +485,85 @@ static void test_mlp_bad_input(void **state)
     prob_free(&P);
 }
 
+/* ---- numerical replay of a synthetic trace ------------------------------------------------ */
+
+/* rht-switch (S1 flips, S2 detours, recompute) end to end: every policy's choice runs, rebuild-
+ * always never diverges from the fresh plan, te-3410 runs stale plans that raise where the fresh
+ * plan runs (S2), and the harmless band stays small. */
+static void test_numerics_replay_rht_switch(void **state)
+{
+    (void)state;
+    const char *path = FT_BINARY_DIR "/test_numerics_rht.ftdb";
+    remove(path);
+    const ft_synth_param sets[] = {{"layers", "2"},       {"experts", "4"},     {"tokens", "256"},
+                                   {"hidden", "128"},     {"ffn", "64"},        {"steps", "8"},
+                                   {"microbatches", "2"}, {"detour_every", "5"}};
+    ft_rec *rec = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_rec_open(path, NULL, &rec, &err), FT_OK);
+    ft_sink sink;
+    ft_rec_sink(rec, &sink);
+    int rc = ft_synth_run("rht-switch", sets, FT_ARRAY_LEN(sets), 1, &sink, &err);
+    if (rc) print_error("%s\n", ft_err_msg(&err));
+    assert_int_equal(rc, FT_OK);
+    assert_int_equal(ft_rec_close(rec), FT_OK);
+
+    ft_trace *t = NULL;
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    ft_replay_result *rr = ft_calloc(1, sizeof *rr);
+    ft_numerics_result *nr = ft_calloc(1, sizeof *nr);
+    assert_true(rr && nr);
+    ft_replay_opts ro = {0};
+    ft_numerics_opts no = {.shrink = 2, .sample = 0, .seed = 3};
+    rc = ft_numerics_replay_trace(t, &ro, &no, rr, nr, &err);
+    if (rc) print_error("%s\n", ft_err_msg(&err));
+    assert_int_equal(rc, FT_OK);
+    assert_true(nr->calls_run > 0);
+    assert_int_equal(nr->calls_run, nr->calls_seen);
+    assert_true(nr->harmless_band.n > 0);
+    assert_true(nr->harmless_band.max < 0.1);
+    int saw_te3410 = 0;
+    for (uint32_t p = 0; p < nr->n_policies; p++) {
+        const ft_numerics_policy *q = &nr->pol[p];
+        assert_int_equal(q->calls, nr->calls_run);
+        assert_int_equal(q->nonfinite, 0);
+        if (!strcmp(q->name, "rebuild-always")) {
+            assert_int_equal(q->raised_stale, 0);
+            assert_int_equal(q->harmless + q->quant, 0);
+            assert_true(q->div.n == 0 || q->div.max == 0.0);
+        }
+        if (!strcmp(q->name, "te-3410")) {
+            saw_te3410 = 1;
+            assert_true(q->raised_stale > 0);
+            assert_non_null(strstr(q->raise_text, "non-RHT"));
+        }
+    }
+    assert_true(saw_te3410);
+    /* the JSON report is one valid object */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = tmpfile();
+    assert_non_null(mf);
+    assert_int_equal(ft_numerics_report(mf, nr, 1, &err), FT_OK);
+    long n = ftell(mf);
+    assert_true(n > 0);
+    rewind(mf);
+    buf = ft_malloc((size_t)n + 1);
+    assert_non_null(buf);
+    len = fread(buf, 1, (size_t)n, mf);
+    fclose(mf);
+    json_error_t je;
+    json_t *o = json_loadb(buf, len, 0, &je);
+    assert_non_null(o);
+    assert_true(json_is_object(json_object_get(o, "harmless_band")));
+    json_decref(o);
+    ft_free(buf);
+    ft_free(rr);
+    ft_free(nr);
+    ft_trace_close(t);
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -494,6 +578,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mlp_delayed_scaling_updates_history, note_live,
                                         check_leaks),
         cmocka_unit_test_setup_teardown(test_mlp_bad_input, note_live, check_leaks),
+        cmocka_unit_test_setup_teardown(test_numerics_replay_rht_switch, note_live, check_leaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -98,12 +98,19 @@ int ft_cpu_mlp_ref(const ft_mlp *m, const float *dy, ft_mlp_ref *out, ft_err *er
                 if (ev.iv >= 0) dh[r * n1 + ev.iv] = gz * p * ev.dv;
                 dp[r] += gz * ev.f;
             }
+            double *dxr = out->dx ? out->dx + r * k1 : NULL;
+            const float *xr = m->x + r * k1;
             for (int64_t j = 0; j < n1; j++) {
-                double d = dh[r * n1 + j];
+                const double d = dh[r * n1 + j];
+                const float *w1j = w1 + j * k1;
                 if (out->db1) out->db1[g * n1 + j] += d;
-                for (int64_t i = 0; i < k1; i++) {
-                    if (out->dx) out->dx[r * k1 + i] += d * w1[j * k1 + i];
-                    if (out->dw1) out->dw1[(g * n1 + j) * k1 + i] += d * m->x[r * k1 + i];
+                if (dxr)
+                    for (int64_t i = 0; i < k1; i++)
+                        dxr[i] += d * w1j[i];
+                if (out->dw1) {
+                    double *dw = out->dw1 + (g * n1 + j) * k1;
+                    for (int64_t i = 0; i < k1; i++)
+                        dw[i] += d * xr[i];
                 }
             }
         }
