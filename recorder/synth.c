@@ -1081,6 +1081,24 @@ static int schedule_step(gen *g, int64_t step)
     return FT_OK;
 }
 
+/* The router learns: each step every expert's popularity takes a log-normal step. */
+static void drift_routing(gen *g)
+{
+    uint32_t E = (uint32_t)g->c.experts;
+    for (uint32_t l = 0; l < g->n_layers; l++) {
+        slayer *L = &g->layers[l];
+        if (!L->moe) continue;
+        double sum = 0.0;
+        for (uint32_t e = 0; e < E; e++) {
+            L->pop[e] *= det_exp(g->c.drift * rng_normal(&g->r));
+            sum += L->pop[e];
+        }
+        for (uint32_t e = 0; e < E; e++)
+            L->pop[e] /= sum;
+        route_tables(g, L);
+    }
+}
+
 /* Per-layer requires_grad state for this step: frozen layers, the boundary inputs. */
 static void grad_state(gen *g, int64_t step)
 {
@@ -1522,6 +1540,7 @@ int ft_synth_run(const char *name, const ft_synth_param *params, uint32_t n_para
     for (int64_t step = 0; step < g->c.steps; step++) {
         if ((rc = schedule_step(g, step))) goto done;
         grad_state(g, step);
+        if (g->c.drift > 0.0 && step > 0) drift_routing(g);
         if (g->c.graphs ? step == 0 && (rc = graph_setup(g, step)) : (rc = run_pass(g, step, 0)))
             goto done;
         if (g->c.eval_every && (step + 1) % g->c.eval_every == 0 && (rc = run_pass(g, step, 1)))

@@ -29,6 +29,7 @@ typedef struct synth_cfg {
     int64_t shared_expert; /* bool: MoE layers also run a dense shared-expert MLP */
     int64_t tp;            /* tensor-parallel size of the dense MLPs */
     double skew;           /* Zipf exponent of expert popularity (0 = uniform) */
+    double drift;          /* per-step log-normal random walk of expert popularity (sigma) */
     /* loop */
     int64_t steps, microbatches, stages;
     int64_t recompute;         /* bool: full activation recompute */

@@ -49,6 +49,8 @@ static const key_def keys[] = {
      "tensor-parallel size of dense MLPs (column fc1, row fc2 when > 1)"},
     {"skew", K_F64, OFF(skew), 0, 8, "1.0",
      "Zipf exponent of per-layer expert popularity (0 = uniform)"},
+    {"drift", K_F64, OFF(drift), 0, 4, "0.0",
+     "per-step random walk of expert popularity (log-normal sigma; 0 = fixed routing)"},
     {"steps", K_INT, OFF(steps), 0, BIG, "4", "training steps"},
     {"microbatches", K_INT, OFF(microbatches), 1, 65536, "4", "microbatches per step"},
     {"stages", K_INT, OFF(stages), 1, 1024, "1",

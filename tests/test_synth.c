@@ -1027,6 +1027,43 @@ static void test_synth_edge_configs(void **state)
     }
 }
 
+/* drift moves each expert's share between steps; without it the shares stay put. */
+static double share_shift(double drift)
+{
+    coll c = {0};
+    ft_err err = {0};
+    char d[32];
+    snprintf(d, sizeof d, "drift=%g", drift);
+    assert_int_equal(run(&c, "demo", 5, &err, d, "tokens=65536", "skew=0.5", "steps=12", NULL),
+                     FT_OK);
+    /* fuser 3 (layer 1 experts): mean split per expert over steps 0-1 vs 10-11 */
+    double a[8] = {0}, b[8] = {0};
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_CALL || r->fuser != 3 || strcmp(r->phase, "fwd")) continue;
+        for (int e = 0; e < 8; e++) {
+            if (r->step < 2) a[e] += (double)r->splits[e];
+            if (r->step >= 10) b[e] += (double)r->splits[e];
+        }
+    }
+    double dist = 0.0, tot = 0.0;
+    for (int e = 0; e < 8; e++) {
+        dist += a[e] > b[e] ? a[e] - b[e] : b[e] - a[e];
+        tot += a[e];
+    }
+    coll_free(&c);
+    return dist / tot;
+}
+
+static void test_synth_routing_drift(void **state)
+{
+    (void)state;
+    double still = share_shift(0.0), moving = share_shift(0.3);
+    print_message("share shift over 10 steps: drift 0 -> %.4f, drift 0.3 -> %.4f\n", still, moving);
+    assert_true(still < 0.02);
+    assert_true(moving > 3 * still && moving > 0.05);
+}
+
 static void expect_bad(const char *scen, int want_rc, const char *needle, const char *kv)
 {
     coll c = {0};
@@ -1440,6 +1477,7 @@ int main(void)
         cmocka_unit_test(test_synth_fuser_ops),
         cmocka_unit_test(test_synth_splits_skewed),
         cmocka_unit_test(test_synth_edge_configs),
+        cmocka_unit_test(test_synth_routing_drift),
         cmocka_unit_test(test_synth_bad_keys_rejected),
         cmocka_unit_test(test_synth_sink_failure_propagates),
         cmocka_unit_test(test_synth_alloc_failure_clean),
