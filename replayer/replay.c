@@ -413,7 +413,10 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
 
     rc = ft_model_new(fusers, n_fusers, recipes, n_recipes, header ? header->env_json : NULL,
                       opts->env, opts->n_env, &r->model, err);
-    if (rc) goto fail;
+    if (rc) {
+        if (!err->msg[0]) ft_err_set(err, rc, "building the fuser model: %s", ft_strerror(rc));
+        goto fail;
+    }
     r->n_ops = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->n_ops);
     r->ri = ft_calloc(n_recipes + 1, sizeof *r->ri);
     r->mru = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->mru);

@@ -762,6 +762,41 @@ static void test_replay_rejects_bad_batch(void **state)
     mini_free(m);
 }
 
+/* Every allocation failure on the way through setup, batches and results is reported and leaks
+ * nothing (the engine and the model both allocate through ft_malloc). */
+static void test_replay_alloc_failures_leak_nothing(void **state)
+{
+    (void)state;
+    ft_sink s;
+    mini *m = mini_new(&s);
+    emit_s_setup(&s);
+    static const int64_t rs[] = {1, 3, 2, -1, 1, 2, 3};
+    for (int i = 0; i < 28; i++)
+        emit_call(&s, 7, 3, rs[i % 7], i % 2, i, i % 3 ? 1 : -1);
+    ft_replay_opts o = {0};
+    o.capacity = 1;
+    int ok = 0;
+    for (long n = 0; n < 2000 && !ok; n++) {
+        long live = ft_alloc_live();
+        ft_replay *r = NULL;
+        ft_err err = {0};
+        ft_alloc_fail_after(n);
+        int rc = ft_replay_new(m->fusers, m->nf, m->recipes, m->nr, &m->hdr, &o, &r, &err);
+        for (uint32_t lo = 0; !rc && lo < m->n; lo += 5) {
+            ft_batch b;
+            mini_batch(m, lo, lo + 5 < m->n ? lo + 5 : m->n, &b);
+            rc = ft_replay_batch(r, &b, &err);
+        }
+        ft_alloc_fail_after(-1);
+        if (rc && !err.msg[0]) fail_msg("allocation %ld: rc %d without a message", n, rc);
+        ok = rc == FT_OK;
+        ft_replay_free(r);
+        assert_int_equal(ft_alloc_live(), live);
+    }
+    assert_true(ok); /* eventually enough allocations succeed */
+    mini_free(m);
+}
+
 static void test_explain_names_changed_component(void **state)
 {
     (void)state;
@@ -1072,6 +1107,7 @@ int main(void)
         cmocka_unit_test(test_registry_parse_list),
         cmocka_unit_test(test_replay_batch_split_and_merge_agree),
         cmocka_unit_test(test_replay_rejects_bad_batch),
+        cmocka_unit_test(test_replay_alloc_failures_leak_nothing),
         cmocka_unit_test(test_explain_names_changed_component),
         cmocka_unit_test(test_canned_traces_match_golden),
         cmocka_unit_test(test_trace_file_replay_matches_in_memory),
