@@ -13,9 +13,11 @@
  *
  * Records go to an ft_sink in stream order: header, then each fuser and recipe declaration right
  * before its first use, calls and backward records with one strictly increasing seq. Output is a
- * pure function of (scenario, keys, seed): the generator has its own PRNG (xoshiro256** seeded by
- * splitmix64) and reads no clock. The seed moves expert popularity, split sizes and timing
- * jitter; structure (which calls, recipes, order) depends on the keys only.
+ * pure function of (scenario, keys, seed): the generator has its own PRNGs (xoshiro256** seeded by
+ * splitmix64; one stream for routing, one for timestamp noise) and reads no clock. The seed moves
+ * expert popularity, split sizes and timestamp noise; structure (which calls and backward
+ * records, recipes, order) depends on the keys only, because the pipeline order comes from a
+ * noise-free timing model.
  *
  * Limits: one stream holds every pipeline stage (one process would record one stage per rank);
  * pipeline stages interleave at the granularity of one stage's forward or backward of one
@@ -23,7 +25,8 @@
  * split sizes are multinomial-like rather than exact multinomial draws (per expert a Poisson
  * count for small means or a rounded normal with the binomial variance, then the surplus or
  * deficit moved token by token to experts picked by popularity), exact in their sum;
- * `fuse_ns`/`rebuilt` are never emitted (policies are the replayer's).
+ * `fuse_ns`/`rebuilt` are emitted only with captured=te-pre3410|te-3410, where rebuilt follows
+ * spec §1.3/§1.4 exactly and fuse_ns is a modelled figure, not a measurement.
  */
 #include "synth_int.h"
 
@@ -291,7 +294,8 @@ typedef struct gen {
     const char *scen;
     ft_sink *sink;
     ft_err *err;
-    rng r;
+    rng r;           /* routing: popularity, split sizes */
+    rng rt;          /* timestamp and fuse_ns noise */
     int64_t seq;     /* next seq */
     int64_t last_ns; /* last timestamp emitted */
     int64_t next_recipe_id, n_obj_made;
@@ -553,9 +557,11 @@ static int64_t stamp(gen *g, int64_t t)
     return t;
 }
 
+/* d with +-5% noise from the timing stream (never the routing stream, so that the timestamps
+ * and captured keys do not move split sizes). */
 static int64_t jitter(gen *g, int64_t d)
 {
-    return d + (int64_t)((double)d * 0.1 * (rng_unif(&g->r) - 0.5));
+    return d + (int64_t)((double)d * 0.1 * (rng_unif(&g->rt) - 0.5));
 }
 
 static int bo_code(const robj *o)
@@ -615,8 +621,7 @@ static int captured_rebuilt(gen *g, sfuser *f, const robj *rec, int grad, int in
         s->bo = bo;
         s->hist = hist;
     }
-    *fuse_ns = jitter(g, 4000 + (reset ? 30000 * (int64_t)n : 0) +
-                             (build ? 150000 + 20000 * (int64_t)n : 0));
+    *fuse_ns = 4000 + (reset ? 30000 * (int64_t)n : 0) + (build ? 150000 + 20000 * (int64_t)n : 0);
     return build;
 }
 
@@ -657,16 +662,17 @@ static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, con
     c.phase = phase;
     c.ns = 0;
     c.fuse_ns = 0;
+    int64_t fuse = 0; /* model time of the fusion decision, noise-free */
     if (f->cap) {
         c.flags |= FT_CF_HAS_REBUILT | FT_CF_HAS_FUSE_NS;
-        if (captured_rebuilt(g, f, rec, grad, input_rg, op_rg, &c.fuse_ns))
-            c.flags |= FT_CF_REBUILT;
+        if (captured_rebuilt(g, f, rec, grad, input_rg, op_rg, &fuse)) c.flags |= FT_CF_REBUILT;
+        c.fuse_ns = jitter(g, fuse);
     }
     if (g->c.timestamps) {
         c.flags |= FT_CF_HAS_NS;
-        c.ns = stamp(g, *t);
+        c.ns = stamp(g, *t + jitter(g, g->dur_fwd[f->kind] / 10));
     }
-    *t += jitter(g, g->dur_fwd[f->kind]) + c.fuse_ns;
+    *t += g->dur_fwd[f->kind] + fuse;
     rc = g->sink->call_fn(g->sink->ctx, &c);
     if (rc) return sink_fail(g, rc, "call", c.seq);
     if (seq_out) *seq_out = c.seq;
@@ -679,8 +685,8 @@ static int emit_backward(gen *g, int64_t call, int kind, int64_t *t)
     b.seq = g->seq++;
     b.call = call;
     b.has_ns = g->c.timestamps != 0;
-    b.ns = b.has_ns ? stamp(g, *t) : 0;
-    *t += jitter(g, 2 * g->dur_fwd[kind]);
+    b.ns = b.has_ns ? stamp(g, *t + jitter(g, g->dur_fwd[kind] / 5)) : 0;
+    *t += 2 * g->dur_fwd[kind];
     int rc = g->sink->backward_fn(g->sink->ctx, &b);
     if (rc) return sink_fail(g, rc, "backward", b.seq);
     return FT_OK;
@@ -1533,6 +1539,7 @@ int ft_synth_run(const char *name, const ft_synth_param *params, uint32_t n_para
     g->n_layers = (uint32_t)g->c.layers;
     g->n_stages = (uint32_t)g->c.stages;
     rng_seed(&g->r, seed);
+    rng_seed(&g->rt, seed ^ 0x5eed7153a11d0c5ull);
     call_once(&inv_k_once, init_inv_k);
     if ((rc = check_cfg(g)) || (rc = setup_recipes(g)) || (rc = build_model(g))) goto done;
     if ((rc = emit_header(g, params, n_params, seed))) goto done;

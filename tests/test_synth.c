@@ -475,6 +475,27 @@ static void test_synth_deterministic_per_seed(void **state)
     coll_free(&a);
     coll_free(&b);
     coll_free(&d);
+
+    /* pipeline order comes from a noise-free timing model: the seed moves no record; and the
+     * timestamp/captured keys draw from their own stream, so they move no split */
+    assert_int_equal(run(&a, "pipeline-2dev", 1, &err, NULL), FT_OK);
+    assert_int_equal(run(&d, "pipeline-2dev", 2, &err, NULL), FT_OK);
+    assert_int_equal(run(&b, "pipeline-2dev", 1, &err, "timestamps=0", "captured=te-3410", NULL),
+                     FT_OK);
+    assert_int_equal(a.n, d.n);
+    assert_int_equal(a.n, b.n);
+    for (size_t i = 0; i < a.n; i++) {
+        assert_int_equal(a.r[i].kind, d.r[i].kind);
+        assert_int_equal(a.r[i].fuser, d.r[i].fuser);
+        assert_int_equal(a.r[i].call, d.r[i].call);
+        assert_int_equal(a.r[i].device, d.r[i].device);
+        assert_int_equal(a.r[i].mb, d.r[i].mb);
+        if (a.r[i].splits)
+            assert_memory_equal(a.r[i].splits, b.r[i].splits, a.r[i].n_splits * sizeof(int64_t));
+    }
+    coll_free(&a);
+    coll_free(&b);
+    coll_free(&d);
 }
 
 /* The demo is small, has recompute, evals, BF16 layers and NVFP4 with and without RHT. */
