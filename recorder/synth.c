@@ -454,9 +454,9 @@ static int robj_set(gen *g, robj *o, const char *name, const char *v, const char
     }
     return FT_OK;
 bad:
-    return ft_err_set(g->err, FT_EINVAL, "synth %s: key '%s': bad value '%s' for %s.%s%s%s",
+    return ft_err_set(g->err, FT_EINVAL, "synth %s: key '%s': bad value '%s' for %s.%s%s%s%s",
                       g->scen, ctx, v, rtypes[o->type].cls, name, f->enums ? " (one of " : "",
-                      f->enums ? f->enums : "");
+                      f->enums ? f->enums : "", f->enums ? ")" : "");
 }
 
 /* Parse a recipe spec "TYPE[:attr=value...]" into a new object; bf16/none gives *out = NULL. */
@@ -520,7 +520,10 @@ static int recipe_declare(gen *g, robj *o)
     for (uint32_t i = 0; i < rtypes[o->type].n_fields; i++) {
         int n = snprintf(g->attrs + len, sizeof g->attrs - len, "%s\"%s\":%s", i ? "," : "",
                          rtypes[o->type].fields[i].name, o->vals[i]);
-        len += (size_t)n; /* fits: sized for RF_MAX fields of RV_MAX values */
+        if (n < 0 || (size_t)n + 2 >= sizeof g->attrs - len) /* sized to fit: a table bug */
+            return ft_err_set(g->err, FT_ESTATE, "synth %s: %s attributes overflow", g->scen,
+                              rtypes[o->type].cls);
+        len += (size_t)n;
     }
     g->attrs[len++] = '}';
     g->attrs[len] = '\0';
