@@ -56,10 +56,12 @@ typedef struct ft_replay_opts {
     uint32_t capacity;    /* LRU capacity of dict stores per fuser; 0 = unbounded */
     const ft_env_kv *env; /* [n_env] --env overrides of the trace header's env */
     uint32_t n_env;
-    const char *captured; /* policy whose decisions the captured run made; NULL = from te_version */
-    FILE *per_call;       /* one JSON line per call and policy, or NULL */
-    FILE *explain;        /* one line per build naming what changed, or NULL */
-    uint32_t n_threads;   /* ft_replay_traces: 0 = one per online core */
+    const char
+        *captured;      /* policy whose decisions the captured run made; NULL = from the header:
+                         * extra field fuser_cache ("single" | "dict" | "type"), else te_version */
+    FILE *per_call;     /* one JSON line per call and policy, or NULL */
+    FILE *explain;      /* one line per build naming what changed, or NULL */
+    uint32_t n_threads; /* ft_replay_traces: 0 = one per online core */
 } ft_replay_opts;
 
 /* ---- results (plain data, mergeable) ------------------------------------------------------ */
@@ -104,6 +106,9 @@ typedef struct ft_replay_result {
     int captured_policy;                     /* registry index, -1 if unknown / not captured */
     uint64_t cap_build_n, cap_build_fuse_ns; /* captured builds with fuse_ns: count, sum */
     uint64_t cap_hit_n, cap_hit_fuse_ns;     /* captured non-builds with fuse_ns */
+    /* calls whose fresh plan itself raises in TE (whatever the policy), by message */
+    uint64_t fresh_raises;
+    ft_raise_text fresh_raise_texts[FT_MAX_RAISE_TEXTS];
     uint32_t n_policies;
     ft_policy_result pol[FT_MAX_POLICIES];
 } ft_replay_result;

@@ -17,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "replay_int.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,20 +232,25 @@ void ft_replay_result_init(ft_replay_result *r, const uint32_t *policies, uint32
     }
 }
 
-static void add_raise(ft_policy_result *p, const char *text, uint64_t count)
+static void add_raise_text(ft_raise_text *t, const char *text, uint64_t count)
 {
     if (!text) text = "(no message)";
     for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++) {
-        if (p->raises[i].count && !strncmp(p->raises[i].text, text, sizeof p->raises[i].text - 1)) {
-            p->raises[i].count += count;
+        if (t[i].count && !strncmp(t[i].text, text, sizeof t[i].text - 1)) {
+            t[i].count += count;
             return;
         }
-        if (!p->raises[i].count) {
-            ft_strlcpy(p->raises[i].text, text, sizeof p->raises[i].text);
-            p->raises[i].count = count;
+        if (!t[i].count) {
+            ft_strlcpy(t[i].text, text, sizeof t[i].text);
+            t[i].count = count;
             return;
         }
     }
+}
+
+static void add_raise(ft_policy_result *p, const char *text, uint64_t count)
+{
+    add_raise_text(p->raises, text, count);
 }
 
 int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, ft_err *err)
@@ -268,6 +274,11 @@ int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, f
     dst->cap_build_fuse_ns += src->cap_build_fuse_ns;
     dst->cap_hit_n += src->cap_hit_n;
     dst->cap_hit_fuse_ns += src->cap_hit_fuse_ns;
+    dst->fresh_raises += src->fresh_raises;
+    for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++)
+        if (src->fresh_raise_texts[i].count)
+            add_raise_text(dst->fresh_raise_texts, src->fresh_raise_texts[i].text,
+                           src->fresh_raise_texts[i].count);
     for (uint32_t p = 0; p < dst->n_policies; p++) {
         ft_policy_result *d = &dst->pol[p];
         const ft_policy_result *s = &src->pol[p];
@@ -384,6 +395,30 @@ static int setup_recipes(ft_replay *r, ft_err *err)
     return rc;
 }
 
+/* The captured run's policy: the header field `fuser_cache` when the capture recorded which plan
+ * cache TE had ("single": before PR 3410, "dict": PR 3410, "type": its first commit), else from
+ * te_version. */
+static int captured_from_header(const ft_header *h)
+{
+    static const struct {
+        const char *value, *policy;
+    } caches[] = {{"single", "te-pre3410"}, {"dict", "te-3410"}, {"type", "te-3410-commit1"}};
+    if (!h) return -1;
+    if (h->extra_json) {
+        json_t *x = json_loads(h->extra_json, 0, NULL);
+        const char *v = json_string_value(json_object_get(x, "fuser_cache"));
+        int found = -1;
+        for (size_t i = 0; v && i < FT_ARRAY_LEN(caches); i++) {
+            uint32_t idx;
+            if (!strcmp(v, caches[i].value) && !ft_policy_find(caches[i].policy, &idx, NULL))
+                found = (int)idx;
+        }
+        json_decref(x);
+        if (found >= 0) return found;
+    }
+    return ft_replay_captured_policy(h->te_version);
+}
+
 int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_def *recipes,
                   uint32_t n_recipes, const ft_header *header, const ft_replay_opts *opts,
                   ft_replay **out, ft_err *err)
@@ -430,6 +465,7 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
         }
         r->mru[u].recipe[0] = r->mru[u].recipe[1] = -2;
         r->mru[u].n_ops = r->n_ops[u];
+        memset(r->mru[u].raises, -1, sizeof r->mru[u].raises);
         r->mru[u].fa_recipe = -2;
     }
     r->n_qdirect = FT_QDIRECT;
@@ -479,7 +515,7 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
         if (rc) goto fail;
         r->base.captured_policy = (int)cap;
     } else {
-        r->base.captured_policy = ft_replay_captured_policy(header ? header->te_version : NULL);
+        r->base.captured_policy = captured_from_header(header);
     }
     *out = r;
     return FT_OK;
@@ -549,8 +585,11 @@ static int fresh_plan(ft_replay *r, uint32_t u, int32_t recipe, uint32_t f, int6
         *plan = m->plan[0];
         return FT_OK;
     }
+    int8_t raises[8];
+    memset(raises, -1, sizeof raises);
     if (m->recipe[1] == recipe && m->f[1] == f) {
         *plan = m->plan[1];
+        memcpy(raises, m->raises[1], sizeof raises);
     } else {
         uint64_t key =
             ((uint64_t)u << 40) | ((uint64_t)(uint32_t)(recipe + 1) << FT_KEY_F_BITS) | f;
@@ -573,10 +612,41 @@ static int fresh_plan(ft_replay *r, uint32_t u, int32_t recipe, uint32_t f, int6
     m->recipe[1] = m->recipe[0];
     m->f[1] = m->f[0];
     m->plan[1] = m->plan[0];
+    memcpy(m->raises[1], m->raises[0], sizeof raises);
     m->recipe[0] = recipe;
     m->f[0] = f;
     m->plan[0] = *plan;
+    memcpy(m->raises[0], raises, sizeof raises);
     return FT_OK;
+}
+
+/* Whether the call's fresh plan itself raises in TE (policy-independent: e.g. an unfused
+ * ScaledSReLU with activation_recompute_in_mlp, a fused plan with T % 128 != 0); counted by
+ * message. The MRU slot 0 of the fuser holds the call's (recipe, f). */
+static void fresh_raise(ft_replay *r, oracle_mru *m, uint32_t u, int32_t recipe, uint32_t f,
+                        uint8_t tok, int64_t n_tokens)
+{
+    int8_t *known = &m->raises[0][tok & 7];
+    const char *text = NULL;
+    if (*known < 0) {
+        ft_qstate q = r->qs[r->ri[recipe + 1].fresh_q];
+        *known = (int8_t)(ft_model_run_raises(r->model, u, recipe, m->plan[0], &q, n_tokens, f,
+                                              &text) != 0);
+        if (!*known) return;
+    } else if (!*known) {
+        return;
+    } else {
+        ft_qstate q = r->qs[r->ri[recipe + 1].fresh_q];
+        ft_model_run_raises(r->model, u, recipe, m->plan[0], &q, n_tokens, f, &text);
+    }
+    r->base.fresh_raises++;
+    for (int k = 0; k < FT_MAX_RAISE_TEXTS; k++) {
+        if (r->fresh_texts[k] == text || !r->fresh_texts[k]) {
+            r->fresh_texts[k] = text;
+            r->fresh_counts[k]++;
+            return;
+        }
+    }
 }
 
 static int fa_id(ft_replay *r, uint32_t u, int32_t recipe, int32_t *id)
@@ -660,6 +730,7 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
                 return ft_err_set(err, rc, "replay: out of memory");
         }
         TOK[j] = (uint8_t)(token_class(fl, TOKENS[i]) | (f < m->n_ops) << 2);
+        if (m->raises[0][TOK[j]]) fresh_raise(r, m, u, recipe, f, TOK[j], TOKENS[i]);
         CAP[j] = (uint8_t)((fl & FT_CF_HAS_REBUILT ? 1 : 0) | (fl & FT_CF_REBUILT ? 2 : 0));
         any_cap |= CAP[j];
         if ((fl & FT_CF_HAS_REBUILT) && (fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0) {
@@ -806,6 +877,9 @@ int ft_replay_batch(ft_replay *r, const ft_batch *b, ft_err *err)
 void ft_replay_get(const ft_replay *r, ft_replay_result *out)
 {
     *out = r->base;
+    for (int k = 0; k < FT_MAX_RAISE_TEXTS; k++)
+        if (r->fresh_counts[k])
+            add_raise_text(out->fresh_raise_texts, r->fresh_texts[k], r->fresh_counts[k]);
     for (uint32_t p = 0; p < r->n_pol; p++) {
         ft_policy_result *d = &out->pol[p];
         *d = r->pol[p].res;

@@ -149,7 +149,8 @@ typedef struct oracle_mru {
     uint32_t prev_f;
     int prev_seen;
     uint32_t n_ops; /* the fuser's op count */
-    uint32_t spare[4];
+    int8_t raises[2]
+                 [8]; /* per MRU slot and token byte: the fresh plan raises (1), not (0), ? (-1) */
 } oracle_mru;
 _Static_assert(sizeof(oracle_mru) == 64, "oracle_mru is indexed by a shift");
 
@@ -194,6 +195,8 @@ struct ft_replay {
     class_memo *cm;
     uint32_t n_cm, cap_cm;
     int64_t tok_rep[4]; /* a representative token count per token class, -2 = unset */
+    const char *fresh_texts[FT_MAX_RAISE_TEXTS]; /* TE's errors of fresh plans (model-owned) */
+    uint64_t fresh_counts[FT_MAX_RAISE_TEXTS];
     int needs_fa;
     /* policies */
     uint32_t n_pol;

@@ -74,6 +74,14 @@ static int write_text(FILE *f, const ft_replay_result *r)
             fprintf(f, "%s: %llu LRU evictions\n", ft_policy_name(q->policy),
                     (unsigned long long)q->evictions);
     }
+    if (r->fresh_raises) {
+        fprintf(f, "%llu calls raise in TE whatever the policy (their fresh plan raises):\n",
+                (unsigned long long)r->fresh_raises);
+        for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++)
+            if (r->fresh_raise_texts[i].count)
+                fprintf(f, "  %llu x \"%s\"\n", (unsigned long long)r->fresh_raise_texts[i].count,
+                        r->fresh_raise_texts[i].text);
+    }
     int any_cap = 0;
     for (uint32_t p = 0; p < r->n_policies; p++)
         any_cap |= r->pol[p].cap_calls > 0;
@@ -198,6 +206,17 @@ static int write_json(FILE *f, const ft_replay_result *r)
     json_object_set_new(cap, "hit_mean_ns", json_real(ratio(r->cap_hit_fuse_ns, r->cap_hit_n)));
     json_object_set_new(cap, "total_fuse_ns", json_real(captured_total_ns(r)));
     json_object_set_new(root, "captured", cap);
+    json_t *fr = json_object(), *frt = json_array();
+    for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++) {
+        if (!r->fresh_raise_texts[i].count) continue;
+        json_t *x = json_object();
+        json_object_set_new(x, "text", json_string(r->fresh_raise_texts[i].text));
+        json_object_set_new(x, "calls", json_integer((json_int_t)r->fresh_raise_texts[i].count));
+        json_array_append_new(frt, x);
+    }
+    json_object_set_new(fr, "calls", json_integer((json_int_t)r->fresh_raises));
+    json_object_set_new(fr, "texts", frt);
+    json_object_set_new(root, "fresh_raises", fr);
     for (uint32_t p = 0; p < r->n_policies; p++)
         json_array_append_new(pols, policy_json(r, &r->pol[p]));
     json_object_set_new(root, "policies", pols);
@@ -350,6 +369,11 @@ int ft_report_reading(FILE *f, const ft_replay_result *r, ft_err *err)
         fprintf(f, ".\n");
     }
     if (!any) fprintf(f, "- No policy ran a stale plan on this trace.\n");
+    if (r->fresh_raises)
+        fprintf(f,
+                "- %llu calls would raise in TE under every policy: their fresh plan itself "
+                "raises (\"%s\").\n",
+                (unsigned long long)r->fresh_raises, r->fresh_raise_texts[0].text);
     for (uint32_t p = 0; p < r->n_policies; p++) {
         const ft_policy_result *q = &r->pol[p];
         if (q->qdrift)

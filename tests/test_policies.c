@@ -575,6 +575,37 @@ static void test_scenario_mutated_object(void **state)
     mini_free(m);
 }
 
+/* A fused grouped MLP raises in TE when T % 128 != 0, whatever the policy: counted apart. */
+static void test_fresh_plan_raises_counted_apart(void **state)
+{
+    (void)state;
+    ft_sink s;
+    mini *m = mini_new(&s);
+    emit_s_setup(&s);
+    static const uint8_t rg[3] = {1, 0, 1};
+    static const int64_t odd[4] = {30, 32, 32, 32}, good[4] = {32, 32, 32, 32}; /* T 126, 128 */
+    for (int i = 0; i < 6; i++) {
+        ft_call c = {0};
+        c.seq = seq_ctr++;
+        c.fuser = 7;
+        c.recipe = 3; /* MXFP8: fused */
+        c.flags = FT_CF_GRAD | FT_CF_INPUT_RG | FT_CF_HAS_RECIPE | FT_CF_HAS_SPLITS;
+        c.n_op_rg = 3;
+        c.op_rg = rg;
+        c.n_splits = 4;
+        c.m_splits = i % 2 ? odd : good;
+        assert_int_equal(s.call_fn(s.ctx, &c), FT_OK);
+    }
+    ft_replay_result res;
+    mini_replay(m, NULL, 4, &res);
+    assert_int_equal(res.fresh_raises, 3);
+    assert_int_equal(res.fresh_raise_texts[0].count, 3);
+    assert_non_null(strstr(res.fresh_raise_texts[0].text, "Unsupported input shape"));
+    for (uint32_t p = 0; p < res.n_policies; p++)
+        assert_int_equal(res.pol[p].stale[FT_STALE_NONE], 6);
+    mini_free(m);
+}
+
 /* ---- LRU capacity --------------------------------------------------------------------------- */
 static void test_lru_capacity_bounds_plans(void **state)
 {
@@ -681,6 +712,20 @@ static void test_captured_policy_from_version(void **state)
     assert_int_equal(ft_replay_captured_policy("2.20.0.dev0+pr3410"), (int)neu);
     assert_int_equal(ft_replay_captured_policy("2.21.0"), (int)neu);
     assert_int_equal(ft_replay_captured_policy("3.0"), (int)neu);
+    /* a header that says which plan cache the captured TE had wins over its version */
+    ft_sink s;
+    mini *m = mini_new(&s);
+    ft_header h = {0};
+    h.te_version = "2.20.2";
+    h.env_json = "{}";
+    h.extra_json = "{\"fuser_cache\":\"dict\"}";
+    assert_int_equal(s.header_fn(s.ctx, &h), FT_OK);
+    m->hdr.extra_json = h.extra_json;
+    emit_fuser(&s, 1, "[{\"type\":\"Identity\"}]");
+    ft_replay_result res;
+    mini_replay(m, NULL, 0, &res);
+    assert_int_equal(res.captured_policy, (int)neu);
+    mini_free(m);
 }
 
 /* ---- registry ------------------------------------------------------------------------------- */
@@ -1100,6 +1145,7 @@ int main(void)
         cmocka_unit_test(test_scenario_s4_stale_unfused_is_slower),
         cmocka_unit_test(test_scenario_s6_object_key_survives_round_trips),
         cmocka_unit_test(test_scenario_mutated_object),
+        cmocka_unit_test(test_fresh_plan_raises_counted_apart),
         cmocka_unit_test(test_lru_capacity_bounds_plans),
         cmocka_unit_test(test_step_histogram_folds_long_runs),
         cmocka_unit_test(test_captured_agreement_and_modeled_time),
