@@ -64,6 +64,26 @@ int ft_rec_call_flat(ft_rec *r, int64_t seq, int64_t fuser, int64_t recipe, uint
                      const int64_t *m_splits, int64_t step, int64_t mb, const char *phase,
                      int64_t ns, int64_t fuse_ns);
 
+/* Append records packed back to back in buf[0, n_bytes), in order (the Python capture hook packs
+ * records with struct and hands over a few hundred at a time: one ctypes call instead of one per
+ * record). Each record starts 8-byte aligned, native byte order:
+ *   offset size  field
+ *   0      8     seq
+ *   8      8     call: fuser id;  backward: seq of the forward call
+ *   16     8     recipe id (call; read only with FT_CF_HAS_RECIPE)
+ *   24     8     step          32  8  mb         40  8  ns        48  8  fuse_ns
+ *   56     4     call: flags (FT_CF_*; HAS_SPLITS/HAS_PHASE follow the fields below);
+ *                backward: 1 if ns is present
+ *   60     4     device        64  4  n_op_rg    68  4  n_splits (int32, -1 = absent)
+ *   72     4     phase length in bytes (read only with FT_CF_HAS_PHASE)
+ *   76     4     kind: FT_REC_CALL or FT_REC_BACKWARD (a backward record ends here)
+ *   80     n_op_rg bytes of 0/1, zero-padded to a multiple of 8
+ *          n_splits int64 split sizes
+ *          with FT_CF_HAS_PHASE: the phase, a NUL, zero-padded to a multiple of 8
+ * *n_done (may be NULL) = records appended. A bad length or kind is FT_EINVAL naming the record
+ * and byte offset; a record the recorder rejects stops the batch with its message in err. */
+int ft_rec_append_packed(ft_rec *r, const void *buf, size_t n_bytes, uint32_t *n_done, ft_err *err);
+
 /* ---- sinks -------------------------------------------------------------------------------- */
 typedef struct ft_sink ft_sink;
 struct ft_sink {

@@ -162,7 +162,7 @@ class _Capture:
             if d["type"] == "GroupedLinear":
                 gidx = i
                 break
-        st = (fid, params, gidx, len(ops))
+        st = (fid, params, gidx, {})  # {} caches op_rg bytes by bit mask
         fuser._ft = st
         return st
 
@@ -196,26 +196,28 @@ class _Capture:
 
     # -- split sizes --
     def _splits(self, t):
-        """(bytes, n) now, ('async', (pinned, event)) later, or (None, 0) when not recorded."""
+        """How this call's split sizes are recorded: (address, n) of an int64 host array that
+        stays valid during the call, (bytes, n), ("async", (pinned, event)) to be read when the
+        copy is done, or (None, -1) when they are not recorded."""
         mode = self.splits
         if mode == "off" or t is None:
-            return None, 0
+            return None, -1
         if isinstance(t, (list, tuple)):
             vals = [int(v) for v in t]
             return array("q", vals).tobytes(), len(vals)
         if not t.is_cuda:
-            n = t.numel()
             if t.dtype is _TORCH_INT64 and t.is_contiguous():
-                return ctypes.string_at(t.data_ptr(), 8 * n), n
-            return array("q", t.reshape(-1).tolist()).tobytes(), n
+                return t.data_ptr(), t.numel()
+            vals = t.reshape(-1).tolist()
+            return array("q", vals).tobytes(), len(vals)
         if mode == "host":
             if self.allow_sync:  # blocking device sync, only when asked for
                 vals = t.reshape(-1).tolist()
                 return array("q", vals).tobytes(), len(vals)
-            return None, 0
+            return None, -1
         torch = sys.modules["torch"]
         if torch.cuda.is_current_stream_capturing():
-            return None, 0  # a copy would be captured into the graph
+            return None, -1  # a copy would be captured into the graph
         pinned = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
         pinned.copy_(t, non_blocking=True)
         ev = torch.cuda.Event()
@@ -225,14 +227,15 @@ class _Capture:
     # -- records --
     def on_call(self, fuser, grad, recipe, x, extra, t0: int, fuse_ns: int,
                 rebuilt: bool) -> None:
+        """Record one maybe_fuse_ops call (the hot path: keep it lean)."""
         with self.lock:
             if self.closed:
                 return
             st = fuser.__dict__.get("_ft")
             if st is None:
                 st = self._declare(fuser)
-            fid, params, gidx, n = st
-            flags = CF_HAS_NS | CF_HAS_FUSE_NS | CF_HAS_REBUILT
+            fid, params, gidx, rg_bytes = st
+            flags = _BASE_FLAGS
             if rebuilt:
                 flags |= CF_REBUILT
             rid = None
@@ -243,17 +246,23 @@ class _Capture:
                 flags |= CF_GRAD
             if x.requires_grad:
                 flags |= CF_INPUT_RG
-            rg = [0] * n
-            for i in range(n):
-                for p in params[i]:
+            mask = 0
+            bit = 1
+            for ps, es in zip(params, extra):
+                for p in ps:
                     if p.requires_grad:
-                        rg[i] = 1
+                        mask |= bit
                         break
                 else:
-                    for e in extra[i]:
+                    for e in es:
                         if e is not None and e.requires_grad:
-                            rg[i] = 1
+                            mask |= bit
                             break
+                bit <<= 1
+            rg = rg_bytes.get(mask)
+            if rg is None:
+                rg = bytes((mask >> i) & 1 for i in range(len(params)))
+                rg_bytes[mask] = rg
             device = 0
             if x.is_cuda:
                 device = x.device.index or 0
@@ -263,11 +272,10 @@ class _Capture:
             sp, n_sp = None, -1
             if gidx >= 0:
                 ex = extra[gidx]
-                sp, n_sp = self._splits(ex[0] if ex else None)
-                if sp is not None:
-                    flags |= CF_HAS_SPLITS
-                else:
-                    n_sp = -1
+                if ex:
+                    sp, n_sp = self._splits(ex[0])
+                    if sp is not None:
+                        flags |= CF_HAS_SPLITS
             step, mb, phase = _CTX
             if step is not None:
                 flags |= CF_HAS_STEP
@@ -283,13 +291,15 @@ class _Capture:
             self.seq = seq + 1
             fuser._ft_last_seq = seq
             self.n_calls += 1
-            rec = (seq, fid, rid, flags, device, bytes(rg), sp, n_sp, step, mb, phase, t0,
-                   fuse_ns)
-            if sp == "async" or self._pending:
-                self._pending.append(rec)
-                self._drain(False)
+            if sp.__class__ is not str and not self._pending:
+                self._writer().call(seq, fid, rid, flags, device, rg, sp, n_sp, step, mb, phase,
+                                    t0, fuse_ns)
             else:
-                self._writer().call(*rec)
+                if sp.__class__ is int:  # the tensor may be gone by the time it is written
+                    sp = ctypes.string_at(sp, 8 * n_sp)
+                self._pending.append((seq, fid, rid, flags, device, rg, sp, n_sp, step, mb,
+                                      phase, t0, fuse_ns))
+                self._drain(False)
             if t0 - self._last_flush >= self._flush_ns:
                 # Commit periodically, so that a killed process loses little.
                 self._last_flush = t0
@@ -366,6 +376,7 @@ class _Capture:
 
 
 _TORCH_INT64 = None
+_BASE_FLAGS = CF_HAS_NS | CF_HAS_FUSE_NS | CF_HAS_REBUILT
 
 
 def _graph_capturing() -> bool:

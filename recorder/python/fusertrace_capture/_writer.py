@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import struct
 from typing import Optional, Sequence
 
 # Call flag bits: schema/ft_trace.h (FT_CF_*).
@@ -35,7 +36,14 @@ CF_HAS_RECIPE = 1 << 12
 LIB_NAME = "libfusertrace_rec.so"
 _ERR_MAX = 512  # FT_ERR_MAX in common/ft_common.h
 _SYMBOLS = ("ft_rec_open", "ft_rec_header", "ft_rec_fuser", "ft_rec_recipe", "ft_rec_call_flat",
-            "ft_rec_backward", "ft_rec_flush", "ft_rec_close", "ft_rec_abort", "ft_rec_error")
+            "ft_rec_backward", "ft_rec_flush", "ft_rec_close", "ft_rec_abort", "ft_rec_error",
+            "ft_rec_append_packed")
+# The fixed part of a packed record (ft_rec_append_packed in recorder/ft_recorder.h): seq,
+# fuser|call, recipe, step, mb, ns, fuse_ns, flags, device, n_op_rg, n_splits, phase_len, kind.
+_PACKED = struct.Struct("=qqqqqqqIiIiII")
+assert _PACKED.size == 80
+_REC_CALL, _REC_BACKWARD = 0, 1
+_ZEROS = b"\0" * 8
 
 
 class WriterError(RuntimeError):
@@ -68,11 +76,6 @@ class _FtHeader(ctypes.Structure):  # schema/ft_trace.h: ft_header
         ("env_json", ctypes.c_char_p),
         ("extra_json", ctypes.c_char_p),
     ]
-
-
-class _FtBackward(ctypes.Structure):  # schema/ft_trace.h: ft_backward
-    _fields_ = [("seq", ctypes.c_int64), ("call", ctypes.c_int64), ("has_ns", ctypes.c_int),
-                ("ns", ctypes.c_int64)]
 
 
 _lib_cache: dict = {}
@@ -138,28 +141,33 @@ def _load(path: str):
     lib.ft_rec_recipe.argtypes = [c_rec, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64,
                                   ctypes.c_char_p]
     lib.ft_rec_recipe.restype = ctypes.c_int
-    # op_rg and m_splits are passed as bytes objects (uint8 / native int64 arrays): c_char_p
-    # hands the C side a pointer to the bytes' buffer without a copy.
+    # op_rg is passed as a bytes object (c_char_p hands C a pointer to its buffer, no copy);
+    # m_splits as the address of an int64 array (see CRecorder.call).
     lib.ft_rec_call_flat.argtypes = [
         c_rec, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint32, ctypes.c_int32,
-        ctypes.c_uint32, ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int64,
+        ctypes.c_uint32, ctypes.c_char_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64,
         ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64]
     lib.ft_rec_call_flat.restype = ctypes.c_int
-    lib.ft_rec_backward.argtypes = [c_rec, ctypes.POINTER(_FtBackward)]
-    lib.ft_rec_backward.restype = ctypes.c_int
     lib.ft_rec_flush.argtypes = [c_rec]
     lib.ft_rec_flush.restype = ctypes.c_int
+    lib.ft_rec_append_packed.argtypes = [c_rec, ctypes.c_void_p, ctypes.c_size_t,
+                                         ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(_FtErr)]
+    lib.ft_rec_append_packed.restype = ctypes.c_int
     res = (lib, "")
     _lib_cache[path] = res
     return res
 
 
 class CRecorder:
-    """Writes rank{R}.ftdb through libfusertrace_rec.so."""
+    """Writes rank{R}.ftdb through libfusertrace_rec.so.
+
+    Calls and backward records are packed into a buffer (struct, a fraction of a microsecond
+    each) and handed to ft_rec_append_packed every `batch` records, on flush() and before any
+    declaration, so the stream order is kept and one ctypes call serves many records."""
 
     kind = "ftdb"
 
-    def __init__(self, lib_path: str, path: str) -> None:
+    def __init__(self, lib_path: str, path: str, batch: int = 256) -> None:
         lib, why = _load(lib_path)
         if lib is None:
             raise WriterError(f"{lib_path}: {why}")
@@ -171,14 +179,32 @@ class CRecorder:
         if rc != 0 or not handle.value:
             raise WriterError(f"{path}: {err.msg.decode(errors='replace') or f'rc {rc}'}")
         self._h = handle
-        self._call = lib.ft_rec_call_flat
-        self._bwd = _FtBackward()
+        self._buf = bytearray()
+        self._n = 0
+        self._batch = max(1, batch)
+        self._pad: dict = {}  # op_rg / phase bytes -> padded form
+        self._append = lib.ft_rec_append_packed
+        self._done = ctypes.c_uint32()
+        self._err = _FtErr()
 
     def _check(self, rc: int, what: str) -> None:
         if rc != 0:
             e = self._lib.ft_rec_error(self._h)
             msg = e.contents.msg.decode(errors="replace") if e else ""
             raise WriterError(f"{self.path}: {what}: {msg or f'rc {rc}'}")
+
+    def _send(self) -> None:
+        """Hand the packed records to the recorder."""
+        if not self._n:
+            return
+        buf, n = self._buf, self._n
+        self._buf, self._n = bytearray(), 0
+        arr = (ctypes.c_char * len(buf)).from_buffer(buf)
+        rc = self._append(self._h, arr, len(buf), ctypes.byref(self._done),
+                          ctypes.byref(self._err))
+        if rc != 0:
+            raise WriterError(f"{self.path}: {self._err.msg.decode(errors='replace')} "
+                              f"({self._done.value} of {n} records written)")
 
     def header(self, h: dict) -> None:
         known = ("te_version", "torch_version", "host", "started_at", "rank", "world_size", "env")
@@ -193,40 +219,65 @@ class CRecorder:
         self._check(self._lib.ft_rec_header(self._h, ctypes.byref(hs)), "header")
 
     def fuser(self, fid: int, label: Optional[str], ops_json: str) -> None:
+        self._send()
         self._check(self._lib.ft_rec_fuser(self._h, fid, _b(label), ops_json.encode()),
                     f"fuser {fid}")
 
     def recipe(self, rid: int, rtype: str, obj: int, attrs_json: str) -> None:
+        self._send()
         self._check(self._lib.ft_rec_recipe(self._h, rid, rtype.encode(), obj,
                                             attrs_json.encode()), f"recipe {rid}")
 
-    def call(self, seq, fuser, recipe, flags, device, op_rg: bytes, splits: Optional[bytes],
-             n_splits, step, mb, phase: Optional[bytes], ns, fuse_ns) -> None:
-        rc = self._call(self._h, seq, fuser, -1 if recipe is None else recipe, flags, device,
-                        len(op_rg), op_rg, n_splits, splits, step, mb, phase, ns, fuse_ns)
-        if rc != 0:
-            self._check(rc, f"call {seq}")
+    def call(self, seq, fuser, recipe, flags, device, op_rg: bytes, splits, n_splits, step, mb,
+             phase: Optional[bytes], ns, fuse_ns) -> None:
+        """splits: None, the address of n_splits int64 values valid during the call, or bytes
+        holding them."""
+        pad = self._pad
+        rg = pad.get(op_rg)
+        if rg is None:
+            rg = pad[op_rg] = op_rg + _ZEROS[:(-len(op_rg)) & 7]
+        buf = self._buf
+        buf += _PACKED.pack(seq, fuser, -1 if recipe is None else recipe, step, mb, ns, fuse_ns,
+                            flags, device, len(op_rg), n_splits,
+                            0 if phase is None else len(phase), _REC_CALL)
+        buf += rg
+        if splits is not None:
+            buf += ctypes.string_at(splits, 8 * n_splits) if splits.__class__ is int else splits
+        if phase is not None:
+            ph = pad.get(phase)
+            if ph is None:
+                ph = pad[phase] = phase + _ZEROS[:8 - (len(phase) & 7)]
+            buf += ph
+        self._n += 1
+        if self._n >= self._batch:
+            self._send()
 
     def backward(self, seq: int, call: int, ns: Optional[int]) -> None:
-        b = self._bwd
-        b.seq, b.call = seq, call
-        b.has_ns, b.ns = (0, 0) if ns is None else (1, ns)
-        self._check(self._lib.ft_rec_backward(self._h, ctypes.byref(b)), f"backward {seq}")
+        self._buf += _PACKED.pack(seq, call, 0, 0, 0, 0 if ns is None else ns, 0,
+                                  0 if ns is None else 1, 0, 0, -1, 0, _REC_BACKWARD)
+        self._n += 1
+        if self._n >= self._batch:
+            self._send()
 
     def flush(self) -> None:
+        self._send()
         self._check(self._lib.ft_rec_flush(self._h), "flush")
 
     def close(self) -> None:
         if self._h is None:
             return
-        h, self._h = self._h, None
-        rc = self._lib.ft_rec_close(h)
+        try:
+            self._send()
+        finally:
+            h, self._h = self._h, None
+            rc = self._lib.ft_rec_close(h)
         if rc != 0:
             raise WriterError(f"{self.path}: close failed (rc {rc})")
 
     def abandon(self) -> None:
         """Forget the handle without touching the file (a forked child)."""
         self._h = None
+        self._buf, self._n = bytearray(), 0
 
 
 # ---- JSON Lines fallback ----------------------------------------------------------------------
@@ -313,8 +364,10 @@ class JsonlWriter:
         self._fd = None
 
 
-def splits_list(splits: Optional[bytes], n: int) -> Sequence[int]:
-    """The int64 values packed in `splits` (native order)."""
-    if not splits or n <= 0:
+def splits_list(splits, n: int) -> Sequence[int]:
+    """The int64 values of `splits`: bytes (native order) or the address of an array."""
+    if splits is None or n <= 0:
         return []
+    if splits.__class__ is int:
+        return (ctypes.c_int64 * n).from_address(splits)[:]
     return memoryview(splits).cast("q").tolist()

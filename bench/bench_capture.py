@@ -1,0 +1,121 @@
+"""bench_capture.py - time added per TE fuser call by fusertrace_capture, against the same calls
+without the hook, in one run.
+
+    PYTHONPATH=recorder/python:tests/python/standin /usr/bin/python3 bench/bench_capture.py \
+        [--lib build/recorder/libfusertrace_rec.so] [--calls 20000] [--rounds 7] [--device cpu|cuda]
+
+Workload: OperationFuser.maybe_fuse_ops of the TE stand-in on a grouped MLP (GroupedLinear(G),
+ScaledSwiGLU, GroupedLinear(G); 3G parameters), grad enabled, one MXFP8 recipe object, split
+sizes as an int64 tensor on --device: the cache-hit call a training step makes per fuser. The
+stand-in's maybe_fuse_ops does what TE's does on a hit (boundary scan, key compare, dict lookup),
+so the baseline is of the same order as TE's.
+
+Variants, interleaved round by round (ns per call; best and median of rounds: the machine's noise
+only ever adds time, so the best round is the estimate and the median shows the spread):
+  baseline        the original maybe_fuse_ops, no wrapper
+  dormant         wrapper installed, capture disabled
+  C recorder      capture on, libfusertrace_rec.so (splits as FUSERTRACE_SPLITS, default host)
+  C rec splits=off
+  C rec splits=async  (CUDA only: pinned copy + event per call)
+  JSONL           capture on, JSON Lines fallback
+Each prints the added ns per call (variant - baseline) and the ratio variant / baseline.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default=os.environ.get("FUSERTRACE_LIB"))
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--groups", type=int, default=8)
+    ap.add_argument("--device", default="cpu")
+    ns = ap.parse_args()
+
+    import torch
+    import fusertrace_capture as fc
+    from fusertrace_capture import _capture, _writer
+    import transformer_engine.pytorch as te
+    from transformer_engine.pytorch.ops import fuser as fuser_mod
+    from transformer_engine.common.recipe import MXFP8BlockScaling
+
+    dev = torch.device(ns.device)
+    g, d, t = ns.groups, 64, 256
+    m = te.ops.Sequential(te.ops.GroupedLinear(g, d, 4 * d, bias=False, device=dev),
+                          te.ops.ScaledSwiGLU(glu_interleave_size=32),
+                          te.ops.GroupedLinear(g, 2 * d, d, bias=True, device=dev))
+    m._module_groups = m._make_module_groups(m._modules.values())
+    fz = m._module_groups[0]
+    x = torch.randn(t, d, device=dev)
+    splits = torch.full((g,), t // g, dtype=torch.int64, device=dev)
+    probs = torch.rand(t, device=dev)
+    extra = [[splits], [probs], [splits]]
+    recipe = MXFP8BlockScaling()
+
+    orig = fuser_mod.OperationFuser.maybe_fuse_ops
+    _capture.patch(fuser_mod)
+    wrapped = fuser_mod.OperationFuser.maybe_fuse_ops
+    n = ns.calls
+
+    def timed(fn) -> float:
+        fn(fz, True, recipe, x, extra)  # warm (first call declares / builds)
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn(fz, True, recipe, x, extra)
+        return (time.perf_counter_ns() - t0) / n
+
+    lib_path, why = _writer.find_library(ns.lib)
+    tmp = tempfile.TemporaryDirectory()
+    k = [0]
+
+    def capture_run(**kw):
+        def run():
+            k[0] += 1
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fc.enable(os.path.join(tmp.name, str(k[0])), **kw)
+            fz.__dict__.pop("_ft", None)
+            try:
+                return timed(wrapped)
+            finally:
+                fc.disable()
+        return run
+
+    variants = [("baseline", lambda: timed(orig)), ("dormant", lambda: timed(wrapped))]
+    if lib_path:
+        variants.append(("C recorder", capture_run(lib=lib_path)))
+        variants.append(("C rec splits=off", capture_run(lib=lib_path, splits="off")))
+        if dev.type == "cuda":
+            variants.append(("C rec splits=async", capture_run(lib=lib_path, splits="async")))
+    else:
+        print(f"# C recorder not available: {why}")
+    variants.append(("JSONL", capture_run(jsonl=True)))
+
+    res = {name: [] for name, _ in variants}
+    for _ in range(ns.rounds):
+        for name, fn in variants:
+            res[name].append(fn())
+    tmp.cleanup()
+
+    base = min(res["baseline"])
+    base_med = statistics.median(res["baseline"])
+    print(f"# bench_capture: torch {torch.__version__}, python {sys.version.split()[0]}, "
+          f"device {dev}, G={g}, {n} calls x {ns.rounds} rounds")
+    print(f"{'variant':<22}{'best ns':>9}{'added':>8}{'ratio':>7}{'median ns':>11}{'added':>8}")
+    for name, _ in variants:
+        best, med = min(res[name]), statistics.median(res[name])
+        print(f"{name:<22}{best:>9.0f}{best - base:>8.0f}{best / base:>7.2f}{med:>11.0f}"
+              f"{med - base_med:>8.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
