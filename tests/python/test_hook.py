@@ -392,6 +392,60 @@ class TestWriters(unittest.TestCase):
                 self.assertTrue(os.path.exists(os.path.join(d, "rank0.jsonl")))
 
 
+@unittest.skipIf(ftutil.recorder_usable(), f"C recorder: {ftutil.recorder_usable()}")
+class TestPackedRecords(unittest.TestCase):
+    """ft_rec_append_packed checks every length and names the record that is wrong."""
+
+    def setUp(self):
+        import ctypes  # noqa: PLC0415
+        self.ct = ctypes
+        self.tmp = tempfile.TemporaryDirectory()
+        self.w = _writer.CRecorder(ftutil.LIB, os.path.join(self.tmp.name, "t.ftdb"))
+        self.w.header({"rank": 0, "world_size": 1, "env": {}})
+        self.w.fuser(0, None, '[{"type":"ReLU","attrs":{}},{"type":"ReLU","attrs":{}}]')
+
+    def tearDown(self):
+        self.w.close()
+        self.tmp.cleanup()
+
+    def append(self, data: bytes):
+        done, err = self.ct.c_uint32(), _writer._FtErr()
+        rc = self.w._lib.ft_rec_append_packed(self.w._h, data, len(data),
+                                              self.ct.byref(done), self.ct.byref(err))
+        return rc, done.value, err.msg.decode()
+
+    def call(self, seq, fuser=0, n_rg=2, n_sp=-1, kind=0, tail=None):
+        head = _writer._PACKED.pack(seq, fuser, -1, 0, 0, 0, 0, 0, 0, n_rg, n_sp, 0, kind)
+        return head + (tail if tail is not None else b"\1\0" + b"\0" * 6)
+
+    def test_good_batch(self):
+        rc, done, _ = self.append(self.call(0) + self.call(1, n_sp=1, tail=b"\1\1" + bytes(6)
+                                                          + (7).to_bytes(8, "little")))
+        self.assertEqual((rc, done), (0, 2))
+
+    def test_truncated_record(self):
+        rc, done, msg = self.append(self.call(0) + bytes(40))
+        self.assertNotEqual(rc, 0)
+        self.assertEqual(done, 1)
+        self.assertIn("record 1 at byte 88", msg)
+
+    def test_unknown_kind(self):
+        rc, _, msg = self.append(self.call(0, kind=7))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("unknown kind 7", msg)
+
+    def test_lengths_past_the_end(self):
+        rc, _, msg = self.append(self.call(0, n_sp=5))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("exceed", msg)
+
+    def test_recorder_rejection_names_record(self):
+        rc, done, msg = self.append(self.call(0) + self.call(1, fuser=9))
+        self.assertNotEqual(rc, 0)
+        self.assertEqual(done, 1)
+        self.assertIn("packed record 1", msg)
+
+
 class TestActivation(unittest.TestCase):
     SCRIPT = ("import torch, transformer_engine.pytorch as te\n"
               "m = te.ops.Sequential(te.ops.BasicLinear(8, 8), te.ops.Bias(8))\n"
