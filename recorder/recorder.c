@@ -15,9 +15,10 @@
 #include <string.h>
 
 #define DEFAULT_CHUNK_RECORDS 65536u
-#define DEFAULT_ZSTD_LEVEL    3
+#define DEFAULT_ZSTD_LEVEL    2
 #define CF_ALL                ((1u << 13) - 1u)
 #define SEQ_BLOCK             128
+#define SEQ_RECENT            4096 /* recent call seqs kept plain (a power of two) */
 
 /* The seqs of every call so far, for checking backward references with bounded cost: strictly
  * increasing values delta-varint coded in blocks of SEQ_BLOCK with an index of block starts. */
@@ -32,6 +33,8 @@ typedef struct seqset {
     size_t n_blk, cap;
     uint32_t in_last; /* values in the last block */
     int64_t last;
+    int64_t recent[SEQ_RECENT]; /* ring of the last SEQ_RECENT values */
+    uint64_t n;                 /* values added */
 } seqset;
 
 struct ft_rec {
@@ -53,6 +56,7 @@ struct ft_rec {
 /* ---- seq set ------------------------------------------------------------------------------ */
 static int seqset_add(seqset *s, int64_t v)
 {
+    s->recent[s->n++ & (SEQ_RECENT - 1)] = v;
     if (!s->n_blk || s->in_last == SEQ_BLOCK) {
         if (s->n_blk == s->cap) {
             size_t nc = s->cap ? s->cap * 2 : 64;
@@ -84,6 +88,21 @@ static int seqset_add(seqset *s, int64_t v)
 static int seqset_has(const seqset *s, int64_t v)
 {
     if (!s->n_blk || v < s->blk[0].first || v > s->last) return 0;
+    uint64_t n_recent = s->n < SEQ_RECENT ? s->n : SEQ_RECENT;
+    uint64_t lo_i = s->n - n_recent; /* logical indices [lo_i, n) are in the ring */
+    if (v >= s->recent[lo_i & (SEQ_RECENT - 1)]) {
+        uint64_t lo = lo_i, hi = s->n;
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            int64_t x = s->recent[mid & (SEQ_RECENT - 1)];
+            if (x == v) return 1;
+            if (x < v)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        return 0;
+    }
     size_t lo = 0, hi = s->n_blk; /* last block with first <= v */
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;

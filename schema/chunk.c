@@ -70,12 +70,7 @@ static inline uint64_t get_u64(const uint8_t *p)
 
 static inline size_t varint_len(uint64_t v)
 {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
+    return (size_t)(70 - __builtin_clzll(v | 1)) / 7; /* 1..10 */
 }
 
 /* Write a varint at p (room for 10 bytes assumed); returns bytes written. */
@@ -215,15 +210,17 @@ static uint64_t sp_key(uint32_t fuser, int has_mb, int64_t mb)
     return ft_hash_mix(((uint64_t)fuser << 1) | (uint64_t)(has_mb != 0), has_mb ? (uint64_t)mb : 0);
 }
 
-/* pred[0..k-1] for a vector of k values summing to T. */
+/* pred[0..k-1] for a vector of k values summing to T: T * acc[i] / acc_total in 31-bit fixed
+ * point (one division per vector). Encoder and decoder share this exact integer arithmetic. */
 static int sp_predict(sp_state *s, const sp_fuser *f, uint32_t k, uint64_t T)
 {
     int rc = grow((void **)&s->pred, &s->pred_cap, k ? k : 1, sizeof *s->pred);
     if (rc) return rc;
     if (f->acc_k == k && f->acc_tot > 0 && T <= PRED_T_LIMIT) {
         const uint64_t *acc = s->acc + f->acc_off;
+        uint64_t scale = (T << 31) / f->acc_tot; /* acc[i] <= acc_total: no overflow below */
         for (uint32_t i = 0; i < k; i++)
-            s->pred[i] = (int64_t)((acc[i] * T + f->acc_tot / 2) / f->acc_tot);
+            s->pred[i] = (int64_t)((acc[i] * scale + (1ull << 30)) >> 31);
     } else {
         int64_t p = k ? (int64_t)(T / k) : 0;
         for (uint32_t i = 0; i < k; i++)
@@ -280,8 +277,10 @@ struct ft_chunk_enc {
     oprg_ent *oprg;   /* [n_oprg] */
     size_t oprg_cap;
     uint32_t n_oprg;
-    ft_hmap oprg_map; /* pattern hash -> index */
-    uint8_t *bits;    /* [bits_cap] scratch bitmap */
+    ft_hmap oprg_map;                /* pattern hash -> index */
+    uint32_t last_oprg, last_oprg_n; /* one-entry cache: index and length of the last pattern */
+    uint8_t last_oprg_v[64];         /* ... and its values */
+    uint8_t *bits;                   /* [bits_cap] scratch bitmap */
     size_t bits_cap;
     sp_state sp;
     int64_t *vals; /* [vals_len] distinct split vectors of this chunk */
@@ -302,6 +301,7 @@ static void enc_start(ft_chunk_enc *e)
     e->n_phases = 0;
     e->oprg_dict.len = 0;
     e->n_oprg = 0;
+    e->last_oprg = UINT32_MAX;
     ft_hmap_clear(&e->oprg_map);
     sp_reset(&e->sp);
     e->vals_len = 0;
@@ -385,7 +385,7 @@ static int enc_phase(ft_chunk_enc *e, const char *phase, uint32_t *idx)
 }
 
 /* Index of the op_rg pattern in the chunk's dictionary, adding it. */
-static int enc_oprg(ft_chunk_enc *e, const uint8_t *op_rg, uint32_t n_ops, uint32_t *idx)
+static int enc_oprg_find(ft_chunk_enc *e, const uint8_t *op_rg, uint32_t n_ops, uint32_t *idx)
 {
     size_t nb = (n_ops + 7) / 8;
     int rc = grow((void **)&e->bits, &e->bits_cap, nb ? nb : 1, 1);
@@ -416,6 +416,24 @@ static int enc_oprg(ft_chunk_enc *e, const uint8_t *op_rg, uint32_t n_ops, uint3
     return FT_OK;
 }
 
+/* enc_oprg_find behind a one-entry cache (consecutive calls mostly repeat a pattern). */
+static int enc_oprg(ft_chunk_enc *e, const uint8_t *op_rg, uint32_t n_ops, uint32_t *idx)
+{
+    if (e->last_oprg < e->n_oprg && e->last_oprg_n == n_ops && n_ops <= sizeof e->last_oprg_v &&
+        !memcmp(e->last_oprg_v, op_rg, n_ops)) {
+        *idx = e->last_oprg;
+        return FT_OK;
+    }
+    int rc = enc_oprg_find(e, op_rg, n_ops, idx);
+    if (rc) return rc;
+    if (n_ops <= sizeof e->last_oprg_v) {
+        e->last_oprg = *idx;
+        e->last_oprg_n = n_ops;
+        memcpy(e->last_oprg_v, op_rg, n_ops);
+    }
+    return FT_OK;
+}
+
 static int vec_equal(const int64_t *a, const int64_t *b, uint32_t k)
 {
     return k == 0 || !memcmp(a, b, (size_t)k * sizeof *a);
@@ -430,12 +448,12 @@ static int enc_splits(ft_chunk_enc *e, uint32_t fuser, int has_mb, int64_t mb, c
     int rc = sp_fuser_get(s, fuser, &f);
     if (rc) return rc;
     uint64_t key = sp_key(fuser, has_mb, mb);
-    uint64_t h = ft_hash64_seed(v, (size_t)k * sizeof *v, k);
     uint32_t j = ft_hmap_get(&s->key_map, key);
     if (j != UINT32_MAX && s->vecs[j].k == k && vec_equal(e->vals + s->vecs[j].off, v, k)) {
         rc = buf_varint(&e->splits, 0);
         goto done_ref;
     }
+    uint64_t h = ft_hash64_seed(v, (size_t)k * sizeof *v, k);
     j = ft_hmap_get(&s->dict_map, h);
     if (j != UINT32_MAX && s->vecs[j].k == k && vec_equal(e->vals + s->vecs[j].off, v, k)) {
         rc = buf_varint(&e->splits, 3 + (uint64_t)(s->n_vecs - 1 - j));
@@ -577,20 +595,19 @@ static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
 {
     size_t vsz = 0, rsz = 0;
     uint64_t max = 0;
-    for (uint32_t i = 0; i < n;) {
-        uint32_t j = i + 1;
-        while (j < n && v[j] == v[i])
-            j++;
-        rsz += varint_len(v[i]) + varint_len(j - i - 1);
-        for (uint32_t m = i; m < j; m++)
-            vsz += varint_len(v[m]);
-        if (v[i] > max) max = v[i];
-        i = j;
+    for (uint32_t i = 0; i < n; i++) {
+        size_t l = varint_len(v[i]);
+        vsz += l;
+        max = v[i] > max ? v[i] : max;
+        /* a run starts where the value changes; its length varint is counted as 1 byte (runs
+         * over 127 only make the run layout look larger than it is) */
+        rsz += (i == 0 || v[i] != v[i - 1]) ? l + 1 : 0;
     }
     uint32_t w = max < 0x100 ? 1 : max < 0x10000 ? 2 : max < 0x100000000ull ? 4 : 8;
     size_t fsz = 1 + (size_t)w * n;
     int mode = rsz * 2 < vsz && rsz * 2 < fsz ? 1 : fsz * 4 <= vsz * 5 ? 2 : 0;
-    int rc = ft_buf_reserve(b, 1 + (mode == 1 ? rsz : mode == 2 ? fsz : vsz));
+    /* room: run lengths take up to 4 bytes (n <= FT_CHUNK_MAX_RECORDS), rsz counted 1 */
+    int rc = ft_buf_reserve(b, 2 + (mode == 1 ? rsz * 4 : mode == 2 ? fsz : vsz));
     if (rc) return rc;
     uint8_t *p = b->data + b->len;
     *p++ = (uint8_t)mode;

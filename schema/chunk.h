@@ -68,9 +68,10 @@
  *   2      literal, varint k follows (<= FT_MAX_SPLITS)
  *   3 + d  the (d+1)-th most recent distinct vector of this chunk (dedup)
  * A literal holds k-1 varints zz(v[i] - pred[i]); the last value is n_tokens - sum(v[0..k-2])
- * (NTOK column) and must be >= 0. pred[i] = round(T * acc[i] / acc_total) where acc is the
- * per-fuser sum of this chunk's earlier literal vectors of the same k (halved whenever
- * acc_total exceeds 2^31) and T = n_tokens; with no history (or T > 2^32) pred[i] = T / k.
+ * (NTOK column) and must be >= 0. pred[i] = (acc[i] * s + 2^30) >> 31 with
+ * s = (T << 31) / acc_total, where acc is the per-fuser sum of this chunk's earlier literal
+ * vectors of the same k (halved whenever acc_total exceeds 2^31) and T = n_tokens; with no
+ * history (or T > 2^32) pred[i] = T / k. (Integer arithmetic only, so every machine agrees.)
  * Every entry becomes (or repeats) a distinct vector and becomes the vector of its key.
  */
 #ifndef FT_CHUNK_H
