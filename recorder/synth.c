@@ -633,14 +633,14 @@ static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, con
                      int64_t *seq_out)
 {
     sfuser *f = &g->fusers[fi];
-    int rc;
-    if (!f->declared) {
+    int rc, keep = g->c.stage_only < 0 || f->stage == g->c.stage_only;
+    if (keep && !f->declared) {
         ft_fuser_def fd = {f->id, f->label, g->ops_json[f->kind], g->n_ops[f->kind]};
         rc = g->sink->fuser_fn(g->sink->ctx, &fd);
         if (rc) return sink_fail(g, rc, "fuser declaration", g->seq);
         f->declared = 1;
     }
-    if (rec && !rec->decl && (rc = recipe_declare(g, rec))) return rc;
+    if (keep && rec && !rec->decl && (rc = recipe_declare(g, rec))) return rc;
     ft_call c;
     c.seq = g->seq++;
     c.fuser = f->id;
@@ -676,20 +676,22 @@ static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, con
         c.ns = stamp(g, *t + jitter(g, g->dur_fwd[f->kind] / 10));
     }
     *t += g->dur_fwd[f->kind] + fuse;
-    rc = g->sink->call_fn(g->sink->ctx, &c);
-    if (rc) return sink_fail(g, rc, "call", c.seq);
+    /* another rank's stage: numbered, timed and modelled as in the full stream, not written */
+    if (keep && (rc = g->sink->call_fn(g->sink->ctx, &c))) return sink_fail(g, rc, "call", c.seq);
     if (seq_out) *seq_out = c.seq;
     return FT_OK;
 }
 
-static int emit_backward(gen *g, int64_t call, int kind, int64_t *t)
+static int emit_backward(gen *g, int64_t call, const sfuser *f, int64_t *t)
 {
+    int kind = f->kind;
     ft_backward b;
     b.seq = g->seq++;
     b.call = call;
     b.has_ns = g->c.timestamps != 0;
     b.ns = b.has_ns ? stamp(g, *t + jitter(g, g->dur_fwd[kind] / 5)) : 0;
     *t += 2 * g->dur_fwd[kind];
+    if (g->c.stage_only >= 0 && f->stage != g->c.stage_only) return FT_OK;
     int rc = g->sink->backward_fn(g->sink->ctx, &b);
     if (rc) return sink_fail(g, rc, "backward", b.seq);
     return FT_OK;
@@ -878,7 +880,7 @@ static int layer_backward(gen *g, uint32_t l, uint32_t m, int64_t *t)
     for (uint32_t k = L->n_fusers; k-- > 0;) {
         int64_t call = g->bwd_seq[((size_t)l * g->c.microbatches + m) * 2 + k];
         if (call < 0) continue;
-        int rc = emit_backward(g, call, g->fusers[L->fuser[k]].kind, t);
+        int rc = emit_backward(g, call, &g->fusers[L->fuser[k]], t);
         if (rc) return rc;
     }
     return FT_OK;
@@ -1403,6 +1405,7 @@ static int check_cfg(gen *g)
     } rules[] = {
         {c->stages > c->layers, "stages", "must not exceed layers"},
         {c->graphs && c->recompute, "graphs", "cannot be combined with recompute"},
+        {c->stage_only >= c->stages, "stage_only", "must be below stages"},
         {c->dense_ffn % c->tp != 0, "tp", "must divide dense_ffn"},
         {strcmp(c->frozen_ops, "all") && strcmp(c->frozen_ops, "fc1"), "frozen_ops",
          "must be all or fc1"},
@@ -1482,7 +1485,7 @@ static int emit_header(gen *g, const ft_synth_param *params, uint32_t n_params, 
     memset(&h, 0, sizeof h);
     h.te_version = c->te_version;
     h.has_rank = h.has_world_size = 1;
-    h.rank = c->rank;
+    h.rank = c->rank >= 0 ? c->rank : c->stage_only >= 0 ? c->stage_only : 0;
     h.world_size = ws;
     h.env_json = env;
     h.extra_json = extra;

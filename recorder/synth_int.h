@@ -66,6 +66,7 @@ typedef struct synth_cfg {
     int64_t fused_mlp;     /* NVTE_CUTEDSL_FUSED_GROUPED_MLP */
     int64_t disable_wgrad; /* NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP */
     int64_t rank, world_size;
+    int64_t stage_only;           /* write only this stage's records (one rank's trace), -1 = all */
     int64_t timestamps;           /* bool: emit ns */
     char captured[SYNTH_STR_MAX]; /* none | te-pre3410 | te-3410: emit rebuilt and fuse_ns */
 } synth_cfg;

@@ -112,7 +112,10 @@ static const key_def keys[] = {
     {"disable_wgrad", K_INT, OFF(disable_wgrad), 0, 1 << 30, "0",
      "env NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP"},
     {"te_version", K_STR, OFF(te_version), 0, 0, "2.20.0", "header te_version"},
-    {"rank", K_INT, OFF(rank), 0, 1 << 30, "0", "header rank"},
+    {"stage_only", K_INT, OFF(stage_only), -1, 1023, "-1",
+     "write only this pipeline stage's records, as its rank would record them (seq, ns and "
+     "splits as in the full stream); -1 = every stage"},
+    {"rank", K_INT, OFF(rank), -1, 1 << 30, "-1", "header rank (-1 = stage_only if set, else 0)"},
     {"world_size", K_INT, OFF(world_size), 0, 1 << 30, "0",
      "header world_size and env world_size (0 = stages)"},
     {"timestamps", K_BOOL, OFF(timestamps), 0, 1, "1", "emit ns timestamps"},

@@ -787,6 +787,48 @@ static void test_synth_pipeline_1f1b(void **state)
     coll_free(&c);
 }
 
+/* stage_only=K writes what rank K would record: exactly the full stream's records of device K,
+ * with their seq, splits and references, and declarations only for what it uses. */
+static void test_synth_stage_only(void **state)
+{
+    (void)state;
+    coll full = {0}, part[2] = {{0}, {0}};
+    ft_err err = {0};
+    assert_int_equal(run(&full, "pipeline-2dev", 4, &err, "steps=2", NULL), FT_OK);
+    assert_int_equal(run(&part[0], "pipeline-2dev", 4, &err, "steps=2", "stage_only=0", NULL),
+                     FT_OK);
+    assert_int_equal(run(&part[1], "pipeline-2dev", 4, &err, "steps=2", "stage_only=1", NULL),
+                     FT_OK);
+    assert_int_equal(part[0].header_rank, 0);
+    assert_int_equal(part[1].header_rank, 1);
+    size_t idx[2] = {0, 0}, n_records = 0;
+    for (size_t i = 0; i < full.n; i++) {
+        const rec *r = &full.r[i];
+        if (r->kind != R_CALL && r->kind != R_BWD) continue;
+        n_records++;
+        int dev = r->kind == R_CALL ? r->device : find_call(&full, r->call)->device;
+        coll *p = &part[dev];
+        while (idx[dev] < p->n && p->r[idx[dev]].kind != R_CALL && p->r[idx[dev]].kind != R_BWD)
+            idx[dev]++;
+        assert_true(idx[dev] < p->n);
+        const rec *q = &p->r[idx[dev]++];
+        assert_int_equal(q->kind, r->kind);
+        assert_int_equal(q->seq, r->seq);
+        assert_int_equal(q->call, r->call);
+        assert_int_equal(q->fuser, r->fuser);
+        assert_int_equal(q->ns, r->ns);
+        if (r->splits) assert_memory_equal(q->splits, r->splits, r->n_splits * sizeof(int64_t));
+    }
+    assert_true(n_records > 0);
+    for (int d = 0; d < 2; d++) {
+        check_stream(&part[d], 1024);
+        for (size_t i = 0; i < part[d].n; i++)
+            if (part[d].r[i].kind == R_CALL) assert_int_equal(part[d].r[i].device, d);
+        coll_free(&part[d]);
+    }
+    coll_free(&full);
+}
+
 static void test_synth_eval_phase(void **state)
 {
     (void)state;
@@ -1120,6 +1162,7 @@ static void test_synth_bad_keys_rejected(void **state)
     expect_bad("demo", FT_EINVAL, "te_version", "te_version=2\"0");
     expect_bad("demo", FT_EINVAL, "frozen_ops", "frozen_ops=fc2");
     expect_bad("demo", FT_EINVAL, "captured", "captured=te-9999");
+    expect_bad("pipeline-2dev", FT_EINVAL, "stage_only", "stage_only=2");
     expect_bad("demo", FT_EINVAL, "backward_override",
                "recipe=delayed:backward_override=dequantized");
 }
@@ -1490,6 +1533,7 @@ int main(void)
         cmocka_unit_test(test_synth_amax_history_changes),
         cmocka_unit_test(test_synth_frozen_boundary_moves),
         cmocka_unit_test(test_synth_pipeline_1f1b),
+        cmocka_unit_test(test_synth_stage_only),
         cmocka_unit_test(test_synth_eval_phase),
         cmocka_unit_test(test_synth_cuda_graphs),
         cmocka_unit_test(test_synth_recipe_zoo),
