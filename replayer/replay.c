@@ -577,73 +577,59 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
 #undef GROW
 
 /* ---- oracle pass ---------------------------------------------------------------------------- */
-static int fresh_plan(ft_replay *r, uint32_t u, int32_t recipe, uint32_t f, int64_t seq,
-                      uint32_t *plan, ft_err *err)
+/* Fill MRU slot `victim` of fuser u with the fresh plan of (recipe, f): from the memo, or a real
+ * build (timed). */
+static int fresh_plan_miss(ft_replay *r, oracle_mru *m, uint32_t u, int32_t recipe, uint32_t f,
+                           int64_t seq, ft_err *err)
 {
-    oracle_mru *m = &r->mru[u];
-    if (m->recipe[0] == recipe && m->f[0] == f) {
-        *plan = m->plan[0];
-        return FT_OK;
-    }
-    int8_t raises[8];
-    memset(raises, -1, sizeof raises);
-    if (m->recipe[1] == recipe && m->f[1] == f) {
-        *plan = m->plan[1];
-        memcpy(raises, m->raises[1], sizeof raises);
-    } else {
-        uint64_t key =
-            ((uint64_t)u << 40) | ((uint64_t)(uint32_t)(recipe + 1) << FT_KEY_F_BITS) | f;
-        if (!u64map_get(&r->plan_memo, key, plan)) {
-            uint64_t t0 = ft_now_ns();
-            int rc = ft_model_build(r->model, u, recipe, f, plan, err);
-            r->base.model_build_ns += ft_now_ns() - t0;
-            r->base.model_builds++;
-            if (rc) {
-                char msg[FT_ERR_MAX];
-                ft_strlcpy(msg, ft_err_msg(err), sizeof msg);
-                return ft_err_set(err, rc, "seq %lld, fuser %lld: plan build failed: %s",
-                                  (long long)seq, (long long)r->fusers[u].id, msg);
-            }
-            if (u64map_put(&r->plan_memo, key, *plan))
-                return ft_err_set(err, FT_ENOMEM, "replay: out of memory");
+    const int k = m->victim;
+    uint32_t plan;
+    uint64_t key = ((uint64_t)u << 40) | ((uint64_t)(uint32_t)(recipe + 1) << FT_KEY_F_BITS) | f;
+    if (!u64map_get(&r->plan_memo, key, &plan)) {
+        uint64_t t0 = ft_now_ns();
+        int rc = ft_model_build(r->model, u, recipe, f, &plan, err);
+        r->base.model_build_ns += ft_now_ns() - t0;
+        r->base.model_builds++;
+        if (rc) {
+            char msg[FT_ERR_MAX];
+            ft_strlcpy(msg, ft_err_msg(err), sizeof msg);
+            return ft_err_set(err, rc, "seq %lld, fuser %lld: plan build failed: %s",
+                              (long long)seq, (long long)r->fusers[u].id, msg);
         }
+        if (u64map_put(&r->plan_memo, key, plan))
+            return ft_err_set(err, FT_ENOMEM, "replay: out of memory");
     }
-    /* move to the front */
-    m->recipe[1] = m->recipe[0];
-    m->f[1] = m->f[0];
-    m->plan[1] = m->plan[0];
-    memcpy(m->raises[1], m->raises[0], sizeof raises);
-    m->recipe[0] = recipe;
-    m->f[0] = f;
-    m->plan[0] = *plan;
-    memcpy(m->raises[0], raises, sizeof raises);
+    m->recipe[k] = recipe;
+    m->f[k] = f;
+    m->plan[k] = plan;
+    memset(m->raises[k], -1, sizeof m->raises[k]);
     return FT_OK;
 }
 
 /* Whether the call's fresh plan itself raises in TE (policy-independent: e.g. an unfused
  * ScaledSReLU with activation_recompute_in_mlp, a fused plan with T % 128 != 0); counted by
- * message. The MRU slot 0 of the fuser holds the call's (recipe, f). */
-static void fresh_raise(ft_replay *r, oracle_mru *m, uint32_t u, int32_t recipe, uint32_t f,
+ * message. MRU slot k of the fuser holds the call's (recipe, f). */
+static void fresh_raise(ft_replay *r, oracle_mru *m, int k, uint32_t u, int32_t recipe, uint32_t f,
                         uint8_t tok, int64_t n_tokens)
 {
-    int8_t *known = &m->raises[0][tok & 7];
+    int8_t *known = &m->raises[k][tok & 7];
     const char *text = NULL;
     if (*known < 0) {
         ft_qstate q = r->qs[r->ri[recipe + 1].fresh_q];
-        *known = (int8_t)(ft_model_run_raises(r->model, u, recipe, m->plan[0], &q, n_tokens, f,
+        *known = (int8_t)(ft_model_run_raises(r->model, u, recipe, m->plan[k], &q, n_tokens, f,
                                               &text) != 0);
         if (!*known) return;
     } else if (!*known) {
         return;
     } else {
         ft_qstate q = r->qs[r->ri[recipe + 1].fresh_q];
-        ft_model_run_raises(r->model, u, recipe, m->plan[0], &q, n_tokens, f, &text);
+        ft_model_run_raises(r->model, u, recipe, m->plan[k], &q, n_tokens, f, &text);
     }
     r->base.fresh_raises++;
-    for (int k = 0; k < FT_MAX_RAISE_TEXTS; k++) {
-        if (r->fresh_texts[k] == text || !r->fresh_texts[k]) {
-            r->fresh_texts[k] = text;
-            r->fresh_counts[k]++;
+    for (int t = 0; t < FT_MAX_RAISE_TEXTS; t++) {
+        if (r->fresh_texts[t] == text || !r->fresh_texts[t]) {
+            r->fresh_texts[t] = text;
+            r->fresh_counts[t]++;
             return;
         }
     }
@@ -670,27 +656,31 @@ static int fa_id(ft_replay *r, uint32_t u, int32_t recipe, int32_t *id)
     return FT_OK;
 }
 
-/* Step buckets of the batch's calls. Every histogram is folded first so that the largest step
- * of the batch fits; the call counts per bucket are shared by all policies. */
-static void step_buckets(ft_replay *r, const ft_batch *b)
+/* Halve the step resolution of every histogram (and of the buckets already assigned to the first
+ * n_done calls of the batch) until `step` fits. Rare: log2(steps / FT_STEP_BUCKETS) times. */
+static void step_widen(ft_replay *r, int64_t step, uint32_t n_done, uint32_t max_sb)
 {
-    int64_t max = -1;
-    for (uint32_t i = 0; i < b->n; i++)
-        if ((b->flags[i] & FT_CF_HAS_STEP) && b->step[i] > max) max = b->step[i];
-    while (max >= 0 && max / r->step_width >= FT_STEP_BUCKETS) {
+    /* buckets counted so far in this batch are in use too */
+    if (max_sb > r->step_calls.n) r->step_calls.n = max_sb;
+    for (uint32_t p = 0; p < r->n_pol; p++)
+        if (max_sb > r->pol[p].res.steps.n) r->pol[p].res.steps.n = max_sb;
+    while (step / r->step_width >= FT_STEP_BUCKETS) {
         for (uint32_t p = 0; p < r->n_pol; p++)
             step_fold(&r->pol[p].res.steps);
         step_fold(&r->step_calls);
         r->step_width *= 2;
+        for (uint32_t k = 0; k < n_done; k++)
+            if (r->sb[k] != FT_NO_ENTRY) r->sb[k] /= 2;
     }
 }
 
 static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
 {
-    step_buckets(r, b); /* first: it may widen the buckets */
     const int rec = r->per_call || r->explain, needs_fa = r->needs_fa;
     const uint32_t n = b->n, n_fusers = r->n_fusers, n_recipes1 = r->n_recipes + 1;
-    const int64_t width = r->step_width;
+    int shift = 0; /* step_width is a power of two: buckets by shift, not division */
+    while ((INT64_C(1) << shift) < r->step_width)
+        shift++;
     const uint8_t *K = b->kind;
     const uint32_t *BU = b->fuser, *FL = b->flags, *FRG = b->first_rg;
     const int32_t *BR = b->recipe;
@@ -718,10 +708,15 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
         CU[j] = u;
         CR[j] = recipe;
         F[j] = f;
-        if (m->recipe[0] == recipe && m->f[0] == f)
-            FRESH[j] = m->plan[0];
-        else if ((rc = fresh_plan(r, u, recipe, f, b->seq[i], &FRESH[j], err)))
-            return rc;
+        int k = m->recipe[0] == recipe && m->f[0] == f   ? 0
+                : m->recipe[1] == recipe && m->f[1] == f ? 1
+                                                         : -1;
+        if (k < 0) {
+            if ((rc = fresh_plan_miss(r, m, u, recipe, f, b->seq[i], err))) return rc;
+            k = m->victim;
+        }
+        m->victim = (uint8_t)(k ^ 1);
+        FRESH[j] = m->plan[k];
         FA[j] = 0;
         if (needs_fa) {
             if (m->fa_recipe == recipe)
@@ -730,8 +725,8 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
                 return ft_err_set(err, rc, "replay: out of memory");
         }
         TOK[j] = (uint8_t)(token_class(fl, TOKENS[i]) | (f < m->n_ops) << 2);
-        if (m->raises[0][TOK[j]]) fresh_raise(r, m, u, recipe, f, TOK[j], TOKENS[i]);
-        CAP[j] = (uint8_t)((fl & FT_CF_HAS_REBUILT ? 1 : 0) | (fl & FT_CF_REBUILT ? 2 : 0));
+        if (m->raises[k][TOK[j]]) fresh_raise(r, m, k, u, recipe, f, TOK[j], TOKENS[i]);
+        CAP[j] = (uint8_t)((fl & FT_CF_HAS_REBUILT) >> 5 | (fl & FT_CF_REBUILT) >> 2);
         any_cap |= CAP[j];
         if ((fl & FT_CF_HAS_REBUILT) && (fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0) {
             if (fl & FT_CF_REBUILT) {
@@ -744,7 +739,13 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
         }
         SB[j] = FT_NO_ENTRY;
         if ((fl & FT_CF_HAS_STEP) && STEP[i] >= 0) {
-            const uint32_t sb = (uint32_t)(STEP[i] / width);
+            if ((STEP[i] >> shift) >= FT_STEP_BUCKETS) {
+                step_widen(r, STEP[i], j, max_sb);
+                while ((INT64_C(1) << shift) < r->step_width)
+                    shift++;
+                max_sb = r->step_calls.n;
+            }
+            const uint32_t sb = (uint32_t)(STEP[i] >> shift);
             SB[j] = sb;
             step_calls[sb]++;
             if (sb + 1 > max_sb) max_sb = sb + 1;

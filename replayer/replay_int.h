@@ -140,14 +140,15 @@ void store_free(plan_store *st);
 /* ---- engine state (replay.c owns it; the policy loops in policy.c read it)
  * ---------------------------------------------------------------------------- */
 typedef struct oracle_mru {
-    int32_t recipe[2]; /* two most recent (recipe, f) of this fuser; recipe -2 = empty */
+    int32_t recipe[2]; /* two recent (recipe, f) of this fuser and their plans; -2 = empty */
     uint32_t f[2];
     uint32_t plan[2];
     int32_t fa_recipe; /* last recipe whose fusion-attrs id is in fa_id; -2 = none */
     int32_t fa_id;
     int32_t prev_recipe; /* previous call's recipe and f (explain); prev_seen 0 = first sight */
     uint32_t prev_f;
-    int prev_seen;
+    uint8_t prev_seen;
+    uint8_t victim; /* the slot a miss replaces (the one not used last) */
     uint32_t n_ops; /* the fuser's op count */
     int8_t raises[2]
                  [8]; /* per MRU slot and token byte: the fresh plan raises (1), not (0), ? (-1) */
