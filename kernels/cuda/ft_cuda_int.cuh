@@ -1,0 +1,132 @@
+// ft_cuda_int.cuh - private helpers of the CUDA back end: error reporting, bf16 and activation
+// math shared by the kernels. Not part of the public contract.
+#ifndef FT_CUDA_INT_CUH
+#define FT_CUDA_INT_CUH
+
+#include "ft_kernels_cuda.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+// Record a failed CUDA call in err; returns FT_ECUDA (or FT_OK when e == cudaSuccess).
+static inline int cu_fail(cudaError_t e, ft_err *err, const char *what)
+{
+    if (e == cudaSuccess) return FT_OK;
+    return ft_err_set(err, FT_ECUDA, "%s: %s (%s)", what, cudaGetErrorString(e),
+                      cudaGetErrorName(e));
+}
+
+// After a launch: picks up configuration errors (bad grid, too much shared memory).
+static inline int cu_launched(ft_err *err, const char *kernel)
+{
+    return cu_fail(cudaGetLastError(), err, kernel);
+}
+
+static inline unsigned cu_blocks(int64_t n, int per)
+{
+    int64_t b = (n + per - 1) / per;
+    if (b < 1) b = 1;
+    if (b > 1048576) b = 1048576; // grid-stride loops cover the rest
+    return (unsigned)b;
+}
+
+// ---- bf16 ---------------------------------------------------------------------------------
+
+__device__ __forceinline__ float bf16_to_f(uint16_t b)
+{
+    return __uint_as_float((uint32_t)b << 16);
+}
+
+__device__ __forceinline__ uint16_t f_to_bf16(float f)
+{
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+// ---- activations (spec §4.3, fp32 math) ---------------------------------------------------
+
+struct act_params {
+    int kind;       // ft_act_kind
+    int interleave; // 0 or 32
+    float limit, alpha, offset;
+};
+
+__device__ __forceinline__ float sigmoidf_(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+// f(u, v): GLU value (unary SReLU ignores v).
+__device__ __forceinline__ float act_f(const act_params &a, float u, float v)
+{
+    if (a.kind == FT_ACT_SWIGLU) return u * sigmoidf_(u) * v;
+    if (a.kind == FT_ACT_CLAMPED_QGEGLU) {
+        float uc = fminf(u, a.limit);
+        float vc = fminf(fmaxf(v, -a.limit), a.limit);
+        return uc * sigmoidf_(a.alpha * uc) * (vc + a.offset);
+    }
+    float r = fmaxf(u, 0.0f);
+    return r * r;
+}
+
+// Derivatives of f at (u, v): *du, *dv (dv = 0 for unary).
+__device__ __forceinline__ void act_df(const act_params &a, float u, float v, float *du,
+                                       float *dv)
+{
+    if (a.kind == FT_ACT_SWIGLU) {
+        float s = sigmoidf_(u);
+        *du = (s + u * s * (1.0f - s)) * v;
+        *dv = u * s;
+    } else if (a.kind == FT_ACT_CLAMPED_QGEGLU) {
+        float uc = fminf(u, a.limit);
+        float vc = fminf(fmaxf(v, -a.limit), a.limit);
+        float s = sigmoidf_(a.alpha * uc);
+        *du = u <= a.limit ? (s + a.alpha * uc * s * (1.0f - s)) * (vc + a.offset) : 0.0f;
+        *dv = fabsf(v) <= a.limit ? uc * s : 0.0f;
+    } else {
+        *du = 2.0f * fmaxf(u, 0.0f);
+        *dv = 0.0f;
+    }
+}
+
+// Local copy of ft_act_is_glu: ft_kernels_cuda must not call back into ft_kernels (static
+// libraries linked one way).
+static inline int act_is_glu(ft_act_kind k)
+{
+    return k == FT_ACT_SWIGLU || k == FT_ACT_CLAMPED_QGEGLU;
+}
+
+static inline act_params act_from(const ft_act *a)
+{
+    act_params p;
+    p.kind = a ? (int)a->kind : -1;
+    p.interleave = a ? a->interleave : 0;
+    p.limit = a ? a->limit : 0.0f;
+    p.alpha = a ? a->alpha : 0.0f;
+    p.offset = a ? a->offset : 0.0f;
+    return p;
+}
+
+// Column of u (act half) and v (gate half) in h for output column j of z (GLU).
+__host__ __device__ __forceinline__ void glu_cols(int interleave, int64_t k2, int64_t j,
+                                                  int64_t *cu, int64_t *cv)
+{
+    if (interleave > 0) {
+        int64_t t = j / interleave, l = j % interleave;
+        *cu = t * 2 * interleave + l;
+        *cv = *cu + interleave;
+    } else {
+        *cu = j;
+        *cv = k2 + j;
+    }
+}
+
+// Internal entry points shared between the .cu files.
+int ft_cuda_wgmma_gemm(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err);
+int ft_cuda_wgmma_supported(const ft_cuda_bf16_gemm *g, ft_err *err);
+int ft_cuda_simt_gemm_f32(const ft_gemm *g, cudaStream_t st, ft_err *err);
+int ft_cuda_bf16_act_forward(const ft_act *a, int64_t rows, int64_t k2, const uint16_t *h,
+                             const float *probs, uint16_t *z, cudaStream_t st, ft_err *err);
+int ft_cuda_simt_gemm_bf16(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err);
+
+#endif

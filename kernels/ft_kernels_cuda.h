@@ -1,0 +1,146 @@
+/*
+ * ft_kernels_cuda.h - native bf16 entry points of the CUDA back end (kernels/cuda/), next to the
+ * float32 emulation contract of ft_kernels.h (whose ft_cuda_* functions it also implements).
+ *
+ * ft_kernels.h stores every tensor as float32 so that the CPU and CUDA back ends can be compared
+ * value for value. That is right for numerics and wrong for speed. The functions here take the
+ * storage a training run has: bf16 activations and weights (uint16_t bit patterns), float32
+ * probabilities, int64 row splits, all DEVICE pointers (splits too: nothing is read back to the
+ * host, so every launch can be captured in a CUDA graph). Shapes follow ft_gemm / ft_mlp.
+ *
+ * The grouped GEMM is one persistent sm_90a kernel (TMA loads, wgmma, warp-specialised; see
+ * gemm_wgmma.cu) with the FC1 epilogue (bias, activation x probs) fused. Limits: n_groups <=
+ * FT_CUDA_MAX_GROUPS; k1, n1, k2, n2 multiples of 8 (16-byte rows for TMA); interleaved GLU needs
+ * n1 % 64 == 0. Outside them FT_EUNSUPPORTED. Device code needs compute capability 9.0.
+ */
+#ifndef FT_KERNELS_CUDA_H
+#define FT_KERNELS_CUDA_H
+
+#include "ft_kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FT_CUDA_MAX_GROUPS 1024
+
+/* ==== device memory and timing helpers (so C tests and benches need no CUDA headers) ===== */
+
+int ft_cuda_malloc(void **p, size_t bytes, ft_err *err);
+void ft_cuda_free(void *p);
+int ft_cuda_memset(void *p, int byte, size_t bytes, ft_err *err);
+int ft_cuda_h2d(void *dst, const void *src, size_t bytes, ft_err *err);
+int ft_cuda_d2h(void *dst, const void *src, size_t bytes, ft_err *err);
+int ft_cuda_sync(ft_err *err);
+/* Device name and multiprocessor count of the current device. */
+int ft_cuda_device_info(char *name, size_t cap, int *n_sm, ft_err *err);
+
+typedef struct ft_cuda_timer ft_cuda_timer; /* a pair of CUDA events */
+int ft_cuda_timer_new(ft_cuda_timer **t, ft_err *err);
+void ft_cuda_timer_free(ft_cuda_timer *t);
+int ft_cuda_timer_start(ft_cuda_timer *t, void *stream, ft_err *err);
+int ft_cuda_timer_stop(ft_cuda_timer *t, void *stream, float *ms, ft_err *err); /* syncs */
+
+/* ==== bf16 grouped GEMM ================================================================== */
+
+/* Which implementation ft_cuda_bf16_gemm runs. AUTO = WGMMA where its limits hold, else SIMT. */
+typedef enum ft_cuda_impl {
+    FT_CUDA_IMPL_AUTO = 0,
+    FT_CUDA_IMPL_WGMMA, /* persistent TMA + wgmma kernel (sm_90a) */
+    FT_CUDA_IMPL_SIMT   /* plain tiled fp32 FMA kernel: slow, simple, any shape */
+} ft_cuda_impl;
+
+typedef struct ft_cuda_bf16_gemm {
+    ft_gemm_kind kind;
+    uint32_t n_groups;
+    const int64_t *splits; /* device [n_groups] rows per group; sum <= m */
+    int64_t m;             /* token rows */
+    int64_t n, k;          /* each W_g is [n][k] */
+    const uint16_t *a;     /* FPROP: X[m][k]; DGRAD, WGRAD: dY[m][n] */
+    const uint16_t *b;     /* FPROP, DGRAD: W[n_groups][n][k]; WGRAD: X[m][k] */
+    uint16_t *c;           /* FPROP: Y[m][n]; DGRAD: dX[m][k]; WGRAD: dW[n_groups][n][k] */
+    const uint16_t *bias;  /* FPROP: [n_groups][n] or NULL */
+    const float *bias_scale; /* FPROP: [m] per-row bias multiplier or NULL */
+    /* FPROP only: fused FC1 epilogue. With act != NULL, c receives h = A W^T + bias (bf16) and
+     * z[m][k2] = probs * act(h) (bf16, activation of the fp32 value before rounding). */
+    const ft_act *act;
+    const float *probs; /* [m] or NULL (p = 1) */
+    uint16_t *z;
+    ft_cuda_impl impl;
+} ft_cuda_bf16_gemm;
+
+int ft_cuda_bf16_gemm_run(const ft_cuda_bf16_gemm *g, void *stream, ft_err *err);
+
+/* ==== bf16 grouped MLP (no quantization; FC1 epilogue fused) ============================== */
+
+typedef struct ft_cuda_bf16_mlp {
+    uint32_t n_groups;
+    const int64_t *splits; /* device [n_groups] */
+    int64_t t, k1, n1, k2, n2;
+    ft_act act;
+    uint8_t scale_bias;
+    const uint16_t *x, *w1, *b1, *w2, *b2; /* b1, b2 may be NULL */
+    const float *probs;                    /* [t] or NULL */
+    ft_cuda_impl impl;
+} ft_cuda_bf16_mlp;
+
+typedef struct ft_cuda_bf16_mlp_out {
+    uint16_t *h; /* [t][n1] */
+    uint16_t *z; /* [t][k2] */
+    uint16_t *y; /* [t][n2] */
+} ft_cuda_bf16_mlp_out;
+
+typedef struct ft_cuda_bf16_mlp_grads {
+    uint16_t *dz;     /* [t][k2] scratch: FC2 dgrad output */
+    uint16_t *dh;     /* [t][n1] scratch */
+    uint16_t *dx;     /* [t][k1] */
+    uint16_t *dw1;    /* [G][n1][k1] */
+    uint16_t *dw2;    /* [G][n2][k2] */
+    float *db1;       /* [G][n1] or NULL */
+    float *db2;       /* [G][n2] or NULL */
+    float *dprobs;    /* [t] or NULL */
+} ft_cuda_bf16_mlp_grads;
+
+int ft_cuda_bf16_mlp_forward(const ft_cuda_bf16_mlp *m, const ft_cuda_bf16_mlp_out *out,
+                             void *stream, ft_err *err);
+/* dy[t][n2]; fwd holds h and z of the forward. Rows past sum(splits) of dx, dprobs are left
+ * untouched. */
+int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m, const ft_cuda_bf16_mlp_out *fwd,
+                              const uint16_t *dy, const ft_cuda_bf16_mlp_grads *g, void *stream,
+                              ft_err *err);
+
+/* ==== bf16 activation backward (dGLU / dSReLU with dprobs), used by the MLP backward ======= */
+
+int ft_cuda_bf16_act_backward(const ft_act *a, int64_t rows, int64_t k2, const uint16_t *h,
+                              const float *probs, const uint16_t *dz, uint16_t *dh,
+                              float *dprobs, void *stream, ft_err *err);
+
+/* ==== quantization of bf16 tensors to packed codes (TE storage) =========================== */
+
+/* MXFP8: x[rows][cols] bf16 -> rowwise codes [rows][cols] + E8M0 scales [rows][ceil(cols/32)],
+ * columnwise codes [rows][cols] (same layout) + scales [ceil(rows/32)][cols]. Either output
+ * pair may be NULL. */
+int ft_cuda_mxfp8_quantize(const uint16_t *x, int64_t rows, int64_t cols, ft_fp8 fp8,
+                           uint8_t *q_row, uint8_t *s_row, uint8_t *q_col, uint8_t *s_col,
+                           void *stream, ft_err *err);
+/* FP8 current scaling: amax pass then cast; scale = fp8_max / amax (power of two when pow2),
+ * q = sat(x * scale); *scale_inv_dev receives 1/scale. ws: device float[1] scratch. */
+int ft_cuda_fp8_current_quantize(const uint16_t *x, int64_t n, ft_fp8 fp8, int pow2, uint8_t *q,
+                                 float *scale_inv_dev, float *ws, void *stream, ft_err *err);
+/* FP8 block scaling, 1x128 blocks along rows (two_d: 128x128 tiles): q [rows][cols], scale_inv
+ * [rows][ceil(cols/128)] (two_d: [ceil(rows/128)][ceil(cols/128)]). */
+int ft_cuda_fp8_block_quantize(const uint16_t *x, int64_t rows, int64_t cols, int two_d,
+                               int pow2, uint8_t *q, float *scale_inv, void *stream, ft_err *err);
+/* NVFP4, one group per split (per-group global amax). Rowwise: codes [rows][cols/2] (even index
+ * low nibble), E4M3 scales [rows][cols/16]. Columnwise (rht: RHT first): stored transposed,
+ * codes [cols][rows/2], scales [cols][rows/16]; group sizes must be multiples of 16. amax_row,
+ * amax_col: device float[n_groups] outputs (also used as scratch). cols % 16 == 0. */
+int ft_cuda_nvfp4_quantize(const uint16_t *x, int64_t rows, int64_t cols, const int64_t *splits,
+                           uint32_t n_groups, int rht, uint8_t *q_row, uint8_t *s_row,
+                           uint8_t *q_col, uint8_t *s_col, float *amax_row, float *amax_col,
+                           void *stream, ft_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FT_KERNELS_CUDA_H */
