@@ -53,16 +53,17 @@ typedef enum ft_cuda_impl {
 typedef struct ft_cuda_bf16_gemm {
     ft_gemm_kind kind;
     uint32_t n_groups;
-    const int64_t *splits; /* device [n_groups] rows per group; sum <= m */
-    int64_t m;             /* token rows */
-    int64_t n, k;          /* each W_g is [n][k] */
-    const uint16_t *a;     /* FPROP: X[m][k]; DGRAD, WGRAD: dY[m][n] */
-    const uint16_t *b;     /* FPROP, DGRAD: W[n_groups][n][k]; WGRAD: X[m][k] */
-    uint16_t *c;           /* FPROP: Y[m][n]; DGRAD: dX[m][k]; WGRAD: dW[n_groups][n][k] */
-    const uint16_t *bias;  /* FPROP: [n_groups][n] or NULL */
+    const int64_t *splits;   /* device [n_groups] rows per group; sum <= m */
+    int64_t m;               /* token rows */
+    int64_t n, k;            /* each W_g is [n][k] */
+    const uint16_t *a;       /* FPROP: X[m][k]; DGRAD, WGRAD: dY[m][n] */
+    const uint16_t *b;       /* FPROP, DGRAD: W[n_groups][n][k]; WGRAD: X[m][k] */
+    uint16_t *c;             /* FPROP: Y[m][n]; DGRAD: dX[m][k]; WGRAD: dW[n_groups][n][k] */
+    const uint16_t *bias;    /* FPROP: [n_groups][n] or NULL */
     const float *bias_scale; /* FPROP: [m] per-row bias multiplier or NULL */
     /* FPROP only: fused FC1 epilogue. With act != NULL, c receives h = A W^T + bias (bf16) and
-     * z[m][k2] = probs * act(h) (bf16, activation of the fp32 value before rounding). */
+     * z[m][k2] = probs * act(h) (bf16; the activation reads the bf16-rounded h, as the unfused
+     * reference does). */
     const ft_act *act;
     const float *probs; /* [m] or NULL (p = 1) */
     uint16_t *z;
@@ -91,14 +92,14 @@ typedef struct ft_cuda_bf16_mlp_out {
 } ft_cuda_bf16_mlp_out;
 
 typedef struct ft_cuda_bf16_mlp_grads {
-    uint16_t *dz;     /* [t][k2] scratch: FC2 dgrad output */
-    uint16_t *dh;     /* [t][n1] scratch */
-    uint16_t *dx;     /* [t][k1] */
-    uint16_t *dw1;    /* [G][n1][k1] */
-    uint16_t *dw2;    /* [G][n2][k2] */
-    float *db1;       /* [G][n1] or NULL */
-    float *db2;       /* [G][n2] or NULL */
-    float *dprobs;    /* [t] or NULL */
+    uint16_t *dz;  /* [t][k2] scratch: FC2 dgrad output */
+    uint16_t *dh;  /* [t][n1] scratch */
+    uint16_t *dx;  /* [t][k1] */
+    uint16_t *dw1; /* [G][n1][k1] */
+    uint16_t *dw2; /* [G][n2][k2] */
+    float *db1;    /* [G][n1] or NULL */
+    float *db2;    /* [G][n2] or NULL */
+    float *dprobs; /* [t] or NULL */
 } ft_cuda_bf16_mlp_grads;
 
 int ft_cuda_bf16_mlp_forward(const ft_cuda_bf16_mlp *m, const ft_cuda_bf16_mlp_out *out,
@@ -112,33 +113,8 @@ int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m, const ft_cuda_bf16_mlp_
 /* ==== bf16 activation backward (dGLU / dSReLU with dprobs), used by the MLP backward ======= */
 
 int ft_cuda_bf16_act_backward(const ft_act *a, int64_t rows, int64_t k2, const uint16_t *h,
-                              const float *probs, const uint16_t *dz, uint16_t *dh,
-                              float *dprobs, void *stream, ft_err *err);
-
-/* ==== quantization of bf16 tensors to packed codes (TE storage) =========================== */
-
-/* MXFP8: x[rows][cols] bf16 -> rowwise codes [rows][cols] + E8M0 scales [rows][ceil(cols/32)],
- * columnwise codes [rows][cols] (same layout) + scales [ceil(rows/32)][cols]. Either output
- * pair may be NULL. */
-int ft_cuda_mxfp8_quantize(const uint16_t *x, int64_t rows, int64_t cols, ft_fp8 fp8,
-                           uint8_t *q_row, uint8_t *s_row, uint8_t *q_col, uint8_t *s_col,
-                           void *stream, ft_err *err);
-/* FP8 current scaling: amax pass then cast; scale = fp8_max / amax (power of two when pow2),
- * q = sat(x * scale); *scale_inv_dev receives 1/scale. ws: device float[1] scratch. */
-int ft_cuda_fp8_current_quantize(const uint16_t *x, int64_t n, ft_fp8 fp8, int pow2, uint8_t *q,
-                                 float *scale_inv_dev, float *ws, void *stream, ft_err *err);
-/* FP8 block scaling, 1x128 blocks along rows (two_d: 128x128 tiles): q [rows][cols], scale_inv
- * [rows][ceil(cols/128)] (two_d: [ceil(rows/128)][ceil(cols/128)]). */
-int ft_cuda_fp8_block_quantize(const uint16_t *x, int64_t rows, int64_t cols, int two_d,
-                               int pow2, uint8_t *q, float *scale_inv, void *stream, ft_err *err);
-/* NVFP4, one group per split (per-group global amax). Rowwise: codes [rows][cols/2] (even index
- * low nibble), E4M3 scales [rows][cols/16]. Columnwise (rht: RHT first): stored transposed,
- * codes [cols][rows/2], scales [cols][rows/16]; group sizes must be multiples of 16. amax_row,
- * amax_col: device float[n_groups] outputs (also used as scratch). cols % 16 == 0. */
-int ft_cuda_nvfp4_quantize(const uint16_t *x, int64_t rows, int64_t cols, const int64_t *splits,
-                           uint32_t n_groups, int rht, uint8_t *q_row, uint8_t *s_row,
-                           uint8_t *q_col, uint8_t *s_col, float *amax_row, float *amax_col,
-                           void *stream, ft_err *err);
+                              const float *probs, const uint16_t *dz, uint16_t *dh, float *dprobs,
+                              void *stream, ft_err *err);
 
 #ifdef __cplusplus
 }

@@ -70,8 +70,7 @@ __device__ __forceinline__ float act_f(const act_params &a, float u, float v)
 }
 
 // Derivatives of f at (u, v): *du, *dv (dv = 0 for unary).
-__device__ __forceinline__ void act_df(const act_params &a, float u, float v, float *du,
-                                       float *dv)
+__device__ __forceinline__ void act_df(const act_params &a, float u, float v, float *du, float *dv)
 {
     if (a.kind == FT_ACT_SWIGLU) {
         float s = sigmoidf_(u);

@@ -4,7 +4,8 @@
 // the bf16 path where the wgmma kernel's limits do not hold. Same device-side tile scheduler.
 #include "sched.cuh"
 
-namespace {
+namespace
+{
 
 constexpr int TM = 64, TN = 64, TK = 16, THREADS = 256;
 
@@ -163,6 +164,6 @@ int ft_cuda_simt_gemm_f32(const ft_gemm *g, cudaStream_t st, ft_err *err)
 
 int ft_cuda_simt_gemm_bf16(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err)
 {
-    return simt_gemm<uint16_t>(g->kind, g->n_groups, g->splits, g->m, g->n, g->k, g->a, g->b,
-                               g->c, g->bias, g->bias_scale, 0, st, err);
+    return simt_gemm<uint16_t>(g->kind, g->n_groups, g->splits, g->m, g->n, g->k, g->a, g->b, g->c,
+                               g->bias, g->bias_scale, 0, st, err);
 }

@@ -20,7 +20,8 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-namespace {
+namespace
+{
 
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
 constexpr int A_BYTES = BM * BK * 2;
@@ -28,15 +29,16 @@ constexpr int B_BYTES = BN * BK * 2;
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;
 constexpr int THREADS = 384;
+constexpr int RASTER = 8; // m-tiles per raster band
 
 enum { EPI_PLAIN = 0, EPI_GLU_INTERLEAVED, EPI_GLU_SPLIT, EPI_UNARY };
 
 struct wg_params {
     int G;
-    int64_t m, n, k;    // ft_gemm shape
-    int64_t out_cols;   // columns of C (FPROP n, DGRAD/WGRAD k)
-    int64_t contract;   // contraction length for FPROP/DGRAD (k resp. n)
-    int64_t n_tiles;    // tiles along output columns
+    int64_t m, n, k;  // ft_gemm shape
+    int64_t out_cols; // columns of C (FPROP n, DGRAD/WGRAD k)
+    int64_t contract; // contraction length for FPROP/DGRAD (k resp. n)
+    int64_t n_tiles;  // tiles along output columns
     const int64_t *splits;
     uint16_t *c;
     const uint16_t *bias;
@@ -112,6 +114,10 @@ __device__ __forceinline__ void wg_wait0()
 {
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
+__device__ __forceinline__ void wg_wait1()
+{
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+}
 
 // Decoded tile: group, first row of the group, rows in the group, m/n tile indices.
 struct tile_pos {
@@ -126,16 +132,23 @@ __device__ __forceinline__ tile_pos decode(const wg_params &p, const int64_t *of
 {
     tile_pos tp;
     tp.g = sched_group(tiles, p.G, t);
-    int64_t local = t - tiles[tp.g];
-    tp.mt = local / p.n_tiles;
-    tp.nt = local % p.n_tiles;
+    const int64_t local = t - tiles[tp.g];
     tp.row0 = off[tp.g];
     tp.rows = off[tp.g + 1] - off[tp.g];
+    // Bands of RASTER m-tiles, walked n-tile by n-tile: the CTAs working at the same time share
+    // a few A panels and a few B panels, so both stay in L2 (nt-fastest order re-read all of
+    // W_g from memory for every m-tile).
+    const int64_t m_tiles = KIND == FT_GEMM_WGRAD ? (p.n + BM - 1) / BM : (tp.rows + BM - 1) / BM;
+    const int64_t band = local / (RASTER * p.n_tiles);
+    const int64_t first = band * RASTER;
+    const int64_t h = m_tiles - first < RASTER ? m_tiles - first : RASTER;
+    const int64_t r = local - band * RASTER * p.n_tiles;
+    tp.mt = first + r % h;
+    tp.nt = r / h;
     return tp;
 }
 
-template <int KIND>
-__device__ __forceinline__ int n_ktiles(const wg_params &p, const tile_pos &tp)
+template <int KIND> __device__ __forceinline__ int n_ktiles(const wg_params &p, const tile_pos &tp)
 {
     if (KIND == FT_GEMM_WGRAD) return (int)((tp.rows + BK - 1) / BK);
     return (int)((p.contract + BK - 1) / BK);
@@ -184,92 +197,145 @@ __device__ __forceinline__ void zero_rows(uint8_t *box, int valid, int tid)
         reinterpret_cast<uint4 *>(box)[i] = zero;
 }
 
-template <int EPI>
-__device__ __forceinline__ void store_pair(const wg_params &p, int64_t grow, int64_t gcol, int g,
-                                           float v0, float v1)
+__device__ __forceinline__ uint32_t pack_bf16(float v0, float v1)
 {
-    if (p.bias) {
-        float bs = p.bias_scale ? p.bias_scale[grow] : 1.0f;
-        v0 += bf16_to_f(p.bias[(int64_t)g * p.n + gcol]) * bs;
-        v1 += bf16_to_f(p.bias[(int64_t)g * p.n + gcol + 1]) * bs;
-    }
-    uint32_t packed = (uint32_t)f_to_bf16(v0) | ((uint32_t)f_to_bf16(v1) << 16);
-    *reinterpret_cast<uint32_t *>(p.c + grow * p.out_cols + gcol) = packed;
+    return (uint32_t)f_to_bf16(v0) | ((uint32_t)f_to_bf16(v1) << 16);
 }
 
-// FC1 epilogue for one row pair of columns: u (act half) and v (gate half) at h columns cu, cv;
-// writes h (bf16) and z[zc] = p * f(bf16(u), bf16(v)).
-__device__ __forceinline__ void glu_store(const wg_params &p, int64_t grow, int g, int64_t cu,
-                                          int64_t cv, int64_t zc, float u0, float u1, float v0,
-                                          float v1, float prob)
+__device__ __forceinline__ uint32_t sel4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, int i)
 {
-    const uint16_t *b = p.bias ? p.bias + (int64_t)g * p.n : nullptr;
-    if (b) {
-        u0 += bf16_to_f(b[cu]);
-        u1 += bf16_to_f(b[cu + 1]);
-        v0 += bf16_to_f(b[cv]);
-        v1 += bf16_to_f(b[cv + 1]);
-    }
-    uint16_t hu0 = f_to_bf16(u0), hu1 = f_to_bf16(u1), hv0 = f_to_bf16(v0), hv1 = f_to_bf16(v1);
-    uint16_t *h = p.c + grow * p.n;
-    *reinterpret_cast<uint32_t *>(h + cu) = (uint32_t)hu0 | ((uint32_t)hu1 << 16);
-    *reinterpret_cast<uint32_t *>(h + cv) = (uint32_t)hv0 | ((uint32_t)hv1 << 16);
-    float z0 = prob * act_f(p.act, bf16_to_f(hu0), bf16_to_f(hv0));
-    float z1 = prob * act_f(p.act, bf16_to_f(hu1), bf16_to_f(hv1));
-    *reinterpret_cast<uint32_t *>(p.z + grow * p.k2 + zc) =
-        (uint32_t)f_to_bf16(z0) | ((uint32_t)f_to_bf16(z1) << 16);
+    return i == 0 ? a : (i == 1 ? b : (i == 2 ? c : d));
 }
 
+// The 4 lanes of a quad each hold one packed bf16 pair (4 bytes) of 4 consecutive 8-column
+// chunks of the same row: w[c] = columns 8c + 2q, +1. Transpose within the quad so that lane q
+// holds all 8 columns of chunk q, then store them as one 16-byte vector at row_ptr + 8q (a warp
+// writes 8 rows x 64 contiguous bytes: whole sectors). limit: columns valid from row_ptr.
+__device__ __forceinline__ void store_quad(uint16_t *row_ptr, int64_t limit, uint32_t w0,
+                                           uint32_t w1, uint32_t w2, uint32_t w3, int q)
+{
+    uint32_t o0 = 0, o1 = 0, o2 = 0, o3 = 0;
+    const int base = (threadIdx.x % 32) & ~3;
+    const unsigned mask = 0xFu << base; // rows outside the group skip by whole quads
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        uint32_t send = sel4(w0, w1, w2, w3, (q - r) & 3);
+        int src = (q + r) & 3;
+        uint32_t v = __shfl_sync(mask, send, base + src);
+        o0 = src == 0 ? v : o0;
+        o1 = src == 1 ? v : o1;
+        o2 = src == 2 ? v : o2;
+        o3 = src == 3 ? v : o3;
+    }
+    if (8 * q + 8 <= limit)
+        *reinterpret_cast<uint4 *>(row_ptr + 8 * q) = make_uint4(o0, o1, o2, o3);
+}
+
+// Epilogue of one consumer warpgroup: its 64 x 256 fragment (rows 64*wg + 16*warp + lane/4 +
+// 8i, columns 8j + 2(lane%4) + e in acc[4j + 2i + e]). Rows outside the group (or past n for
+// WGRAD) are skipped by whole quads, so the shuffles stay convergent within a quad.
 template <int KIND, int EPI>
 __device__ __forceinline__ void epilogue(const wg_params &p, const tile_pos &tp, float (&acc)[128],
                                          int wg, int tid)
 {
-    const int w = tid / 32, lane = tid % 32;
-    const int q2 = 2 * (lane % 4);
+    const int w = tid / 32, lane = tid % 32, q = lane % 4;
+    const uint16_t *bias =
+        (KIND == FT_GEMM_FPROP && p.bias) ? p.bias + (int64_t)tp.g * p.n : nullptr;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int64_t trow = tp.mt * BM + 64 * wg + 16 * w + lane / 4 + 8 * i;
         int64_t grow;
+        bool valid;
         if (KIND == FT_GEMM_WGRAD) {
-            if (trow >= p.n) continue;
+            valid = trow < p.n;
             grow = (int64_t)tp.g * p.n + trow;
         } else {
-            if (trow >= tp.rows) continue;
+            valid = trow < tp.rows;
             grow = tp.row0 + trow;
         }
-        const float prob = (EPI != EPI_PLAIN && p.probs) ? p.probs[grow] : 1.0f;
-        if (EPI == EPI_PLAIN || EPI == EPI_UNARY) {
+        // a quad shares its row, so whole quads skip together
+        if (!valid) continue;
+        if (EPI == EPI_PLAIN) {
+            const float bs = (bias && p.bias_scale) ? p.bias_scale[grow] : 1.0f;
+            uint16_t *crow = p.c + grow * p.out_cols;
 #pragma unroll
-            for (int j = 0; j < 32; j++) {
-                const int64_t col = tp.nt * BN + 8 * j + q2;
-                if (col >= p.out_cols) continue;
-                float v0 = acc[4 * j + 2 * i], v1 = acc[4 * j + 2 * i + 1];
-                if (EPI == EPI_PLAIN) {
-                    store_pair<EPI>(p, grow, col, tp.g, v0, v1);
-                } else {
-                    glu_store(p, grow, tp.g, col, col, col, v0, v1, v0, v1, prob);
+            for (int jb = 0; jb < 8; jb++) {
+                uint32_t wv[4];
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++) {
+                    const int j = 4 * jb + jj;
+                    const int64_t col = tp.nt * BN + 8 * j + 2 * q;
+                    float v0 = acc[4 * j + 2 * i], v1 = acc[4 * j + 2 * i + 1];
+                    if (bias && col < p.out_cols) {
+                        v0 += bf16_to_f(bias[col]) * bs;
+                        v1 += bf16_to_f(bias[col + 1]) * bs;
+                    }
+                    wv[jj] = pack_bf16(v0, v1);
                 }
+                const int64_t c0 = tp.nt * BN + 32 * jb;
+                store_quad(crow + c0, p.out_cols - c0, wv[0], wv[1], wv[2], wv[3], q);
             }
-        } else if (EPI == EPI_GLU_INTERLEAVED) {
+            continue;
+        }
+        const float prob = p.probs ? p.probs[grow] : 1.0f;
+        uint16_t *hrow = p.c + grow * p.n, *zrow = p.z + grow * p.k2;
+        // h = acc + bias, rounded to bf16 (the activation reads the rounded values)
+        float hv[32][2];
 #pragma unroll
-            for (int j = 0; j < 32; j++) {
-                if ((j % 8) >= 4) continue;
-                const int64_t cu = tp.nt * BN + 8 * j + q2;
-                if (cu >= p.n) continue;
-                const int64_t zc = tp.nt * (BN / 2) + (j / 8) * 32 + (j % 8) * 8 + q2;
-                glu_store(p, grow, tp.g, cu, cu + 32, zc, acc[4 * j + 2 * i],
-                          acc[4 * j + 2 * i + 1], acc[4 * (j + 4) + 2 * i],
-                          acc[4 * (j + 4) + 2 * i + 1], prob);
+        for (int j = 0; j < 32; j++) {
+            int64_t col;
+            if (EPI == EPI_GLU_SPLIT)
+                col = (j < 16 ? 0 : p.k2) + tp.nt * (BN / 2) + 8 * (j % 16) + 2 * q;
+            else
+                col = tp.nt * BN + 8 * j + 2 * q;
+            float v0 = acc[4 * j + 2 * i], v1 = acc[4 * j + 2 * i + 1];
+            const bool in =
+                EPI == EPI_GLU_SPLIT ? (tp.nt * (BN / 2) + 8 * (j % 16) < p.k2) : col < p.n;
+            if (bias && in) {
+                v0 += bf16_to_f(bias[col]);
+                v1 += bf16_to_f(bias[col + 1]);
             }
-        } else {
+            hv[j][0] = bf16_to_f(f_to_bf16(v0));
+            hv[j][1] = bf16_to_f(f_to_bf16(v1));
+        }
 #pragma unroll
-            for (int j = 0; j < 16; j++) {
-                const int64_t zc = tp.nt * (BN / 2) + 8 * j + q2;
-                if (zc >= p.k2) continue;
-                glu_store(p, grow, tp.g, zc, p.k2 + zc, zc, acc[4 * j + 2 * i],
-                          acc[4 * j + 2 * i + 1], acc[4 * (j + 16) + 2 * i],
-                          acc[4 * (j + 16) + 2 * i + 1], prob);
+        for (int jb = 0; jb < 8; jb++) {
+            int64_t c0, lim;
+            if (EPI == EPI_GLU_SPLIT) {
+                const int64_t a0 = tp.nt * (BN / 2) + 32 * (jb % 4);
+                c0 = (jb < 4 ? 0 : p.k2) + a0;
+                lim = p.k2 - a0;
+            } else {
+                c0 = tp.nt * BN + 32 * jb;
+                lim = p.n - c0;
             }
+            store_quad(hrow + c0, lim, pack_bf16(hv[4 * jb][0], hv[4 * jb][1]),
+                       pack_bf16(hv[4 * jb + 1][0], hv[4 * jb + 1][1]),
+                       pack_bf16(hv[4 * jb + 2][0], hv[4 * jb + 2][1]),
+                       pack_bf16(hv[4 * jb + 3][0], hv[4 * jb + 3][1]), q);
+        }
+        // z = p * f(u, v): 16 z chunks (GLU) or 32 (unary) per tile row
+        constexpr int ZB = EPI == EPI_UNARY ? 8 : 4;
+#pragma unroll
+        for (int zb = 0; zb < ZB; zb++) {
+            uint32_t wv[4];
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                int ju, jv;
+                if (EPI == EPI_GLU_INTERLEAVED) {
+                    ju = 8 * zb + jj;
+                    jv = ju + 4;
+                } else if (EPI == EPI_GLU_SPLIT) {
+                    ju = 4 * zb + jj;
+                    jv = ju + 16;
+                } else {
+                    ju = jv = 4 * zb + jj;
+                }
+                wv[jj] = pack_bf16(prob * act_f(p.act, hv[ju][0], hv[jv][0]),
+                                   prob * act_f(p.act, hv[ju][1], hv[jv][1]));
+            }
+            const int64_t z0 = EPI == EPI_UNARY ? tp.nt * BN + 32 * zb : tp.nt * (BN / 2) + 32 * zb;
+            store_quad(zrow + z0, p.k2 - z0, wv[0], wv[1], wv[2], wv[3], q);
         }
     }
 }
@@ -358,8 +424,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                     wgmma_256<TA, TB>(acc, da, db, 1);
                 }
                 wg_commit();
+                // keep one batch in flight: retire the previous stage's batch and release it
+                if (kt > 0) {
+                    wg_wait1();
+                    if ((tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
+                }
+            }
+            if (nk > 0) {
                 wg_wait0();
-                if ((tid % 32) == 0) mbar_arrive(&empty[s]);
+                if ((tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
             }
             epilogue<KIND, EPI>(p, tp, acc, cw, tid);
         }
@@ -397,8 +470,8 @@ int make_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int b
     cuuint64_t strides[1] = {(cuuint64_t)cols * 2};
     cuuint32_t box[2] = {(cuuint32_t)box_c, (cuuint32_t)box_r};
     cuuint32_t estr[2] = {1, 1};
-    CUresult r = fn(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dims,
-                    strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+    CUresult r = fn(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dims, strides,
+                    box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
         return ft_err_set(err, FT_ECUDA, "cuTensorMapEncodeTiled failed (%d) for %lld x %lld",
@@ -413,9 +486,9 @@ int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cud
     static int attr_done = 0;
     auto kern = wg_gemm_kernel<KIND, EPI>;
     if (!attr_done) {
-        int rc = cu_fail(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              SMEM_BYTES),
-                         err, "cudaFuncSetAttribute(wg_gemm_kernel)");
+        int rc = cu_fail(
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES),
+            err, "cudaFuncSetAttribute(wg_gemm_kernel)");
         if (rc) return rc;
         attr_done = 1;
     }
@@ -447,10 +520,12 @@ int ft_cuda_wgmma_supported(const ft_cuda_bf16_gemm *g, ft_err *err)
         return ft_err_set(err, FT_EUNSUPPORTED, "wgmma gemm: n=%lld k=%lld not multiples of 8",
                           (long long)g->n, (long long)g->k);
     uintptr_t ptrs = (uintptr_t)g->a | (uintptr_t)g->b | (uintptr_t)g->c | (uintptr_t)g->z;
-    if (ptrs & 15) return ft_err_set(err, FT_EUNSUPPORTED, "wgmma gemm: pointers not 16-byte aligned");
+    if (ptrs & 15)
+        return ft_err_set(err, FT_EUNSUPPORTED, "wgmma gemm: pointers not 16-byte aligned");
     if (g->m > INT32_MAX || (int64_t)g->n_groups * g->n > INT32_MAX)
-        return ft_err_set(err, FT_EUNSUPPORTED, "wgmma gemm: tensor too large for 32-bit TMA "
-                                                "coordinates");
+        return ft_err_set(err, FT_EUNSUPPORTED,
+                          "wgmma gemm: tensor too large for 32-bit TMA "
+                          "coordinates");
     if (g->act) {
         if (g->kind != FT_GEMM_FPROP)
             return ft_err_set(err, FT_EINVAL, "gemm: activation epilogue needs FPROP");
@@ -510,11 +585,14 @@ int ft_cuda_wgmma_gemm(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err)
     if (rc) return rc;
     if (g->kind == FT_GEMM_FPROP) {
         switch (epi) {
-        case EPI_PLAIN: return launch<FT_GEMM_FPROP, EPI_PLAIN>(ta, tb, p, st, err);
+        case EPI_PLAIN:
+            return launch<FT_GEMM_FPROP, EPI_PLAIN>(ta, tb, p, st, err);
         case EPI_GLU_INTERLEAVED:
             return launch<FT_GEMM_FPROP, EPI_GLU_INTERLEAVED>(ta, tb, p, st, err);
-        case EPI_GLU_SPLIT: return launch<FT_GEMM_FPROP, EPI_GLU_SPLIT>(ta, tb, p, st, err);
-        default: return launch<FT_GEMM_FPROP, EPI_UNARY>(ta, tb, p, st, err);
+        case EPI_GLU_SPLIT:
+            return launch<FT_GEMM_FPROP, EPI_GLU_SPLIT>(ta, tb, p, st, err);
+        default:
+            return launch<FT_GEMM_FPROP, EPI_UNARY>(ta, tb, p, st, err);
         }
     }
     if (g->kind == FT_GEMM_DGRAD) return launch<FT_GEMM_DGRAD, EPI_PLAIN>(ta, tb, p, st, err);

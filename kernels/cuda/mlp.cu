@@ -117,8 +117,7 @@ extern "C" int ft_cuda_bf16_gemm_run(const ft_cuda_bf16_gemm *g, void *stream, f
     if (impl == FT_CUDA_IMPL_AUTO) {
         ft_err quiet;
         ft_err_clear(&quiet);
-        impl = ft_cuda_wgmma_supported(g, &quiet) == FT_OK ? FT_CUDA_IMPL_WGMMA
-                                                            : FT_CUDA_IMPL_SIMT;
+        impl = ft_cuda_wgmma_supported(g, &quiet) == FT_OK ? FT_CUDA_IMPL_WGMMA : FT_CUDA_IMPL_SIMT;
     }
     if (impl == FT_CUDA_IMPL_WGMMA) return ft_cuda_wgmma_gemm(g, st, err);
     if (!g->act) return ft_cuda_simt_gemm_bf16(g, st, err);
@@ -145,7 +144,8 @@ extern "C" int ft_cuda_gemm(const ft_gemm *g, void *stream, ft_err *err)
 
 // ==== activations =========================================================================
 
-namespace {
+namespace
+{
 
 __device__ __forceinline__ float ldv(const float *p, int64_t i)
 {
@@ -238,8 +238,8 @@ __global__ void group_colsum_kernel(const T *x, int64_t cols, const int64_t *off
 
 // dprobs[r] += dy[r] . b2[g(r)] (scale_bias); one warp per row.
 template <typename T>
-__global__ void dprobs_bias_kernel(const T *dy, int64_t n2, const T *b2, const int64_t *offs,
-                                   int G, float *dprobs)
+__global__ void dprobs_bias_kernel(const T *dy, int64_t n2, const T *b2, const int64_t *offs, int G,
+                                   float *dprobs)
 {
     const int lane = threadIdx.x % 32;
     const int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
@@ -283,8 +283,8 @@ int act_forward(const ft_act *a, int64_t rows, int64_t k2, const T *h, const flo
 {
     int rc = check_act(a, -1, k2, err);
     if (rc || rows <= 0 || k2 <= 0) return rc;
-    act_fwd_kernel<T><<<cu_blocks(rows * k2, 256), 256, 0, st>>>(act_from(a), rows, k2, h, probs,
-                                                                 z);
+    act_fwd_kernel<T>
+        <<<cu_blocks(rows * k2, 256), 256, 0, st>>>(act_from(a), rows, k2, h, probs, z);
     return cu_launched(err, "act_fwd_kernel");
 }
 
@@ -295,7 +295,7 @@ int act_backward(const ft_act *a, int64_t rows, int64_t k2, const T *h, const fl
     int rc = check_act(a, -1, k2, err);
     if (rc || rows <= 0 || k2 <= 0) return rc;
     act_bwd_kernel<T><<<cu_blocks(rows * 32, 256), 256, 0, st>>>(act_from(a), rows, k2, h, probs,
-                                                                  dz, dh, dprobs);
+                                                                 dz, dh, dprobs);
     return cu_launched(err, "act_bwd_kernel");
 }
 
@@ -324,24 +324,23 @@ extern "C" int ft_cuda_act_forward(const ft_act *a, int64_t rows, int64_t k2, co
 }
 
 extern "C" int ft_cuda_act_backward(const ft_act *a, int64_t rows, int64_t k2, const float *h,
-                                    const float *probs, const float *dz, float *dh,
-                                    float *dprobs, void *stream, ft_err *err)
+                                    const float *probs, const float *dz, float *dh, float *dprobs,
+                                    void *stream, ft_err *err)
 {
     return act_backward<float>(a, rows, k2, h, probs, dz, dh, dprobs, (cudaStream_t)stream, err);
 }
 
 extern "C" int ft_cuda_bf16_act_backward(const ft_act *a, int64_t rows, int64_t k2,
-                                         const uint16_t *h, const float *probs,
-                                         const uint16_t *dz, uint16_t *dh, float *dprobs,
-                                         void *stream, ft_err *err)
+                                         const uint16_t *h, const float *probs, const uint16_t *dz,
+                                         uint16_t *dh, float *dprobs, void *stream, ft_err *err)
 {
-    return act_backward<uint16_t>(a, rows, k2, h, probs, dz, dh, dprobs, (cudaStream_t)stream,
-                                  err);
+    return act_backward<uint16_t>(a, rows, k2, h, probs, dz, dh, dprobs, (cudaStream_t)stream, err);
 }
 
 // ==== grouped MLP ==========================================================================
 
-namespace {
+namespace
+{
 
 // Shared by both storages: shape checks against ft_mlp's rules.
 int check_mlp(uint32_t G, int64_t t, int64_t k1, int64_t n1, int64_t k2, int64_t n2,
@@ -351,12 +350,11 @@ int check_mlp(uint32_t G, int64_t t, int64_t k1, int64_t n1, int64_t k2, int64_t
         return ft_err_set(err, FT_EINVAL, "cuda mlp: n_groups %u outside 1..%d", G,
                           FT_CUDA_MAX_GROUPS);
     if (t < 0 || k1 <= 0 || n1 <= 0 || k2 <= 0 || n2 <= 0)
-        return ft_err_set(err, FT_EINVAL, "cuda mlp: bad shape t=%lld k1=%lld n1=%lld k2=%lld "
-                                          "n2=%lld",
-                          (long long)t, (long long)k1, (long long)n1, (long long)k2,
-                          (long long)n2);
-    if (scale_bias && !probs)
-        return ft_err_set(err, FT_EINVAL, "cuda mlp: scale_bias needs probs");
+        return ft_err_set(err, FT_EINVAL,
+                          "cuda mlp: bad shape t=%lld k1=%lld n1=%lld k2=%lld "
+                          "n2=%lld",
+                          (long long)t, (long long)k1, (long long)n1, (long long)k2, (long long)n2);
+    if (scale_bias && !probs) return ft_err_set(err, FT_EINVAL, "cuda mlp: scale_bias needs probs");
     return check_act(act, n1, k2, err);
 }
 
@@ -400,10 +398,9 @@ extern "C" int ft_cuda_bf16_mlp_forward(const ft_cuda_bf16_mlp *m, const ft_cuda
     return ft_cuda_bf16_gemm_run(&g2, stream, err);
 }
 
-extern "C" int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m,
-                                         const ft_cuda_bf16_mlp_out *fwd, const uint16_t *dy,
-                                         const ft_cuda_bf16_mlp_grads *gr, void *stream,
-                                         ft_err *err)
+extern "C" int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m, const ft_cuda_bf16_mlp_out *fwd,
+                                         const uint16_t *dy, const ft_cuda_bf16_mlp_grads *gr,
+                                         void *stream, ft_err *err)
 {
     cudaStream_t st = (cudaStream_t)stream;
     int rc = check_mlp(m->n_groups, m->t, m->k1, m->n1, m->k2, m->n2, &m->act, m->scale_bias,
@@ -457,8 +454,7 @@ extern "C" int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m,
     offsets_kernel<<<1, 1, 0, st>>>(m->splits, (int)m->n_groups, m->t, offs);
     rc = cu_launched(err, "offsets_kernel");
     if (!rc && gr->db1)
-        rc = group_colsum<uint16_t>(gr->dh, m->n1, offs, (int)m->n_groups, NULL, gr->db1, st,
-                                    err);
+        rc = group_colsum<uint16_t>(gr->dh, m->n1, offs, (int)m->n_groups, NULL, gr->db1, st, err);
     if (!rc && gr->db2)
         rc = group_colsum<uint16_t>(dy, m->n2, offs, (int)m->n_groups,
                                     m->scale_bias ? m->probs : NULL, gr->db2, st, err);
@@ -473,7 +469,8 @@ extern "C" int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m,
 
 // ---- float32 contract: unquantized, unfused path ------------------------------------------
 
-namespace {
+namespace
+{
 
 __global__ void round_bf16_kernel(float *x, int64_t n)
 {
@@ -497,9 +494,10 @@ int check_contract_mlp(const ft_mlp *m, ft_err *err)
                           "only; the CUDA back end runs the unquantized path",
                           (int)m->quant.fmt);
     if (m->path != FT_MLP_UNFUSED)
-        return ft_err_set(err, FT_EUNSUPPORTED, "cuda mlp: the fused path exists only for "
-                                                "MXFP8/NVFP4, which the CUDA back end does not "
-                                                "emulate");
+        return ft_err_set(err, FT_EUNSUPPORTED,
+                          "cuda mlp: the fused path exists only for "
+                          "MXFP8/NVFP4, which the CUDA back end does not "
+                          "emulate");
     return check_mlp(m->n_groups, m->t, m->k1, m->n1, m->k2, m->n2, &m->act, m->scale_bias,
                      m->probs, err);
 }
@@ -558,8 +556,8 @@ extern "C" int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, cons
         rc = cu_fail(cudaMallocAsync((void **)&dh, (size_t)(m->t * m->n1 + 1) * 4, st), err,
                      "cudaMallocAsync");
     if (!rc)
-        rc = cu_fail(cudaMallocAsync((void **)&offs, (m->n_groups + 1) * sizeof(int64_t), st),
-                     err, "cudaMallocAsync");
+        rc = cu_fail(cudaMallocAsync((void **)&offs, (m->n_groups + 1) * sizeof(int64_t), st), err,
+                     "cudaMallocAsync");
     if (rc) goto done;
     g.kind = FT_GEMM_DGRAD;
     g.n = m->n2;
@@ -598,8 +596,8 @@ extern "C" int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, cons
     if (!rc && out->db1)
         rc = group_colsum<float>(dh, m->n1, offs, (int)m->n_groups, NULL, out->db1, st, err);
     if (!rc && out->db2)
-        rc = group_colsum<float>(dy, m->n2, offs, (int)m->n_groups,
-                                 m->scale_bias ? m->probs : NULL, out->db2, st, err);
+        rc = group_colsum<float>(dy, m->n2, offs, (int)m->n_groups, m->scale_bias ? m->probs : NULL,
+                                 out->db2, st, err);
     if (!rc && m->scale_bias && m->b2 && out->dprobs && m->t > 0) {
         dprobs_bias_kernel<float><<<cu_blocks(m->t * 32, 256), 256, 0, st>>>(
             dy, m->n2, m->b2, offs, (int)m->n_groups, out->dprobs);

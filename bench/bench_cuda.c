@@ -1,0 +1,456 @@
+/*
+ * bench_cuda.c - times the CUDA grouped MLP (bf16, forward fc1+SwiGLU+fc2 and backward) and the
+ * quantization kernels on MoE shapes. The baselines (torch._grouped_mm + SwiGLU, autograd) are
+ * measured in the same device run by bench/gpu/torch_baseline.py, which bench/gpu/run.sh runs
+ * next to this program; the routing (splits) is the same formula in both.
+ *
+ * Usage: bench_cuda [iters]. Prints one line per case: median ms, TFLOP/s (or TB/s).
+ * Without a CUDA build or device it says so and exits 0.
+ */
+#include "ft_kernels.h"
+#ifdef FT_HAVE_CUDA
+#include "ft_kernels_cuda.h"
+#include <cublas_v2.h>
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef FT_HAVE_CUDA
+
+typedef struct shape {
+    const char *name;
+    uint32_t g;
+    int64_t t, hidden, ffn;
+} shape;
+
+/* Skewed routing, multiples of 16: weight of expert e is 1/(1 + e % 8); rounding remainder to
+ * expert 0. Same formula in torch_baseline.py. */
+static void make_splits(uint32_t g, int64_t t, int64_t *s)
+{
+    double wsum = 0.0;
+    for (uint32_t e = 0; e < g; e++)
+        wsum += 1.0 / (1.0 + (double)(e % 8));
+    int64_t used = 0;
+    for (uint32_t e = 0; e < g; e++) {
+        int64_t v = (int64_t)((double)t * (1.0 / (1.0 + (double)(e % 8))) / wsum) / 16 * 16;
+        s[e] = v;
+        used += v;
+    }
+    s[0] += t - used;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static uint16_t *rand_bits(int64_t n, float scale, uint64_t seed)
+{
+    uint16_t *p = malloc((size_t)n * 2);
+    if (!p) return NULL;
+    uint64_t s = seed;
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        float v = ((float)((s >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f) * scale;
+        p[i] = ft_bf16_bits(v);
+    }
+    return p;
+}
+
+static void *dev_rand(int64_t n, float scale, uint64_t seed, ft_err *err)
+{
+    uint16_t *h = rand_bits(n, scale, seed);
+    void *d = NULL;
+    if (!h || ft_cuda_malloc(&d, (size_t)n * 2, err) || ft_cuda_h2d(d, h, (size_t)n * 2, err)) {
+        free(h);
+        ft_cuda_free(d);
+        return NULL;
+    }
+    free(h);
+    return d;
+}
+
+typedef int (*run_fn)(void *ctx, ft_err *err);
+
+static float time_median(run_fn fn, void *ctx, int iters, ft_cuda_timer *tm, ft_err *err)
+{
+    float ms[64];
+    if (iters > 64) iters = 64;
+    for (int i = 0; i < 2; i++)
+        if (fn(ctx, err)) return -1.0f;
+    for (int i = 0; i < iters; i++) {
+        if (ft_cuda_timer_start(tm, NULL, err) || fn(ctx, err) ||
+            ft_cuda_timer_stop(tm, NULL, &ms[i], err))
+            return -1.0f;
+    }
+    qsort(ms, (size_t)iters, sizeof ms[0], cmp_float);
+    return ms[iters / 2];
+}
+
+typedef struct mlp_ctx {
+    ft_cuda_bf16_mlp m;
+    ft_cuda_bf16_mlp_out out;
+    ft_cuda_bf16_mlp_grads gr;
+    const uint16_t *dy;
+    ft_cuda_bf16_gemm fc1;
+} mlp_ctx;
+
+static int run_fwd(void *c, ft_err *err)
+{
+    mlp_ctx *x = c;
+    return ft_cuda_bf16_mlp_forward(&x->m, &x->out, NULL, err);
+}
+
+static int run_bwd(void *c, ft_err *err)
+{
+    mlp_ctx *x = c;
+    return ft_cuda_bf16_mlp_backward(&x->m, &x->out, x->dy, &x->gr, NULL, err);
+}
+
+static int run_fc1(void *c, ft_err *err)
+{
+    mlp_ctx *x = c;
+    return ft_cuda_bf16_gemm_run(&x->fc1, NULL, err);
+}
+
+/* cuBLAS baselines of FC1 (h = x W1_g^T per group), row-major via the usual swap: column-major
+ * C^T[n1][rows] = W1_g (op T) x x_g^T. */
+typedef struct cublas_ctx {
+    cublasHandle_t h;
+    uint32_t g;
+    int64_t k1, n1;
+    const int64_t *splits; /* host */
+    const uint16_t *x, *w1;
+    uint16_t *out;
+    void **ptrs_dev; /* [3 g] A, B, C pointers for the grouped-batched call */
+    int *m, *n, *k, *lda, *ldb, *ldc, *gsize;
+    cublasOperation_t *ta, *tb;
+    float *alpha, *beta;
+    int n_nonempty;
+} cublas_ctx;
+
+static int run_cublas_loop(void *c, ft_err *err)
+{
+    cublas_ctx *x = c;
+    const float one = 1.0f, zero = 0.0f;
+    int64_t r0 = 0;
+    for (uint32_t e = 0; e < x->g; e++) {
+        const int64_t rows = x->splits[e];
+        if (rows > 0) {
+            cublasStatus_t st =
+                cublasGemmEx(x->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)x->n1, (int)rows, (int)x->k1,
+                             &one, x->w1 + (size_t)e * x->n1 * x->k1, CUDA_R_16BF, (int)x->k1,
+                             x->x + r0 * x->k1, CUDA_R_16BF, (int)x->k1, &zero, x->out + r0 * x->n1,
+                             CUDA_R_16BF, (int)x->n1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            if (st != CUBLAS_STATUS_SUCCESS)
+                return ft_err_set(err, FT_ECUDA, "cublasGemmEx: status %d", (int)st);
+        }
+        r0 += rows;
+    }
+    return FT_OK;
+}
+
+static int run_cublas_grouped(void *c, ft_err *err)
+{
+    cublas_ctx *x = c;
+    void **p = x->ptrs_dev;
+    const int n = x->n_nonempty;
+    cublasStatus_t st = cublasGemmGroupedBatchedEx(
+        x->h, x->ta, x->tb, x->m, x->n, x->k, x->alpha, (const void *const *)p, CUDA_R_16BF, x->lda,
+        (const void *const *)(p + n), CUDA_R_16BF, x->ldb, x->beta, p + 2 * n, CUDA_R_16BF, x->ldc,
+        n, x->gsize, CUBLAS_COMPUTE_32F);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return ft_err_set(err, FT_ECUDA, "cublasGemmGroupedBatchedEx: status %d", (int)st);
+    return FT_OK;
+}
+
+static int bench_cublas(const char *name, uint32_t g, int64_t k1, int64_t n1, const int64_t *splits,
+                        const uint16_t *x, const uint16_t *w1, uint16_t *out, int iters,
+                        ft_cuda_timer *tm, ft_err *err)
+{
+    cublas_ctx c;
+    memset(&c, 0, sizeof c);
+    c.g = g;
+    c.k1 = k1;
+    c.n1 = n1;
+    c.splits = splits;
+    c.x = x;
+    c.w1 = w1;
+    c.out = out;
+    if (cublasCreate(&c.h) != CUBLAS_STATUS_SUCCESS)
+        return ft_err_set(err, FT_ECUDA, "cublasCreate failed");
+    int rc = FT_OK;
+    size_t ng = g;
+    void **host_ptrs = calloc(3 * ng, sizeof *host_ptrs);
+    c.m = calloc(ng, sizeof(int));
+    c.n = calloc(ng, sizeof(int));
+    c.k = calloc(ng, sizeof(int));
+    c.lda = calloc(ng, sizeof(int));
+    c.ldb = calloc(ng, sizeof(int));
+    c.ldc = calloc(ng, sizeof(int));
+    c.gsize = calloc(ng, sizeof(int));
+    c.ta = calloc(ng, sizeof *c.ta);
+    c.tb = calloc(ng, sizeof *c.tb);
+    c.alpha = calloc(ng, sizeof(float));
+    c.beta = calloc(ng, sizeof(float));
+    if (!host_ptrs || !c.m || !c.n || !c.k || !c.lda || !c.ldb || !c.ldc || !c.gsize || !c.ta ||
+        !c.tb || !c.alpha || !c.beta)
+        rc = FT_ENOMEM;
+    int64_t r0 = 0, total = 0;
+    int ne = 0;
+    for (uint32_t e = 0; !rc && e < g; e++) {
+        if (splits[e] > 0) {
+            c.ta[ne] = CUBLAS_OP_T;
+            c.tb[ne] = CUBLAS_OP_N;
+            c.m[ne] = (int)n1;
+            c.n[ne] = (int)splits[e];
+            c.k[ne] = (int)k1;
+            c.lda[ne] = c.ldb[ne] = (int)k1;
+            c.ldc[ne] = (int)n1;
+            c.gsize[ne] = 1;
+            c.alpha[ne] = 1.0f;
+            c.beta[ne] = 0.0f;
+            ne++;
+        }
+        total += splits[e];
+    }
+    c.n_nonempty = ne;
+    for (uint32_t e = 0, i = 0; !rc && e < g; e++) {
+        if (splits[e] > 0) {
+            host_ptrs[i] = (void *)(w1 + (size_t)e * n1 * k1);
+            host_ptrs[ne + i] = (void *)(x + r0 * k1);
+            host_ptrs[2 * ne + i] = (void *)(out + r0 * n1);
+            i++;
+        }
+        r0 += splits[e];
+    }
+    if (!rc) rc = ft_cuda_malloc((void **)&c.ptrs_dev, 3 * ng * sizeof(void *), err);
+    if (!rc) rc = ft_cuda_h2d(c.ptrs_dev, host_ptrs, 3 * (size_t)ne * sizeof(void *), err);
+    const double f = 2.0 * (double)total * (double)n1 * (double)k1;
+    if (!rc) {
+        float ms = time_median(run_cublas_loop, &c, iters, tm, err);
+        if (ms > 0)
+            printf("RESULT cublas %s fc1 per-expert cublasGemmEx %.3f ms %.1f TFLOP/s\n", name, ms,
+                   f / ms / 1e9);
+        else
+            printf("RESULT cublas %s per-expert FAILED: %s\n", name, ft_err_msg(err));
+        ms = time_median(run_cublas_grouped, &c, iters, tm, err);
+        if (ms > 0)
+            printf("RESULT cublas %s fc1 cublasGemmGroupedBatchedEx %.3f ms %.1f TFLOP/s\n", name,
+                   ms, f / ms / 1e9);
+        else
+            printf("RESULT cublas %s grouped FAILED: %s\n", name, ft_err_msg(err));
+        ft_err_clear(err);
+    }
+    ft_cuda_free(c.ptrs_dev);
+    cublasDestroy(c.h);
+    free(host_ptrs);
+    free(c.m);
+    free(c.n);
+    free(c.k);
+    free(c.lda);
+    free(c.ldb);
+    free(c.ldc);
+    free(c.gsize);
+    free(c.ta);
+    free(c.tb);
+    free(c.alpha);
+    free(c.beta);
+    return rc;
+}
+
+static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *tm, ft_err *err)
+{
+    const uint32_t G = s->g;
+    const int64_t t = s->t, k1 = s->hidden, k2 = s->ffn, n1 = 2 * k2, n2 = s->hidden;
+    int64_t splits[256];
+    make_splits(G, t, splits);
+    mlp_ctx c;
+    memset(&c, 0, sizeof c);
+    int rc = FT_OK;
+    void *bufs[16] = {0};
+    int nb = 0;
+    c.m.n_groups = G;
+    c.m.t = t;
+    c.m.k1 = k1;
+    c.m.n1 = n1;
+    c.m.k2 = k2;
+    c.m.n2 = n2;
+    c.m.act = (ft_act){FT_ACT_SWIGLU, interleave, 0, 0, 0};
+#define ALLOC(dst, bytes)                                                                          \
+    do {                                                                                           \
+        void *p_ = NULL;                                                                           \
+        rc = ft_cuda_malloc(&p_, (size_t)(bytes), err);                                            \
+        bufs[nb++] = p_;                                                                           \
+        (dst) = p_;                                                                                \
+    } while (0)
+    void *dsp = NULL;
+    ALLOC(dsp, G * 8);
+    if (!rc) rc = ft_cuda_h2d(dsp, splits, G * 8, err);
+    c.m.splits = dsp;
+    bufs[nb++] = (void *)(c.m.x = dev_rand(t * k1, 1.0f, 1, err));
+    bufs[nb++] = (void *)(c.m.w1 = dev_rand(G * n1 * k1, 0.05f, 2, err));
+    bufs[nb++] = (void *)(c.m.w2 = dev_rand(G * n2 * k2, 0.05f, 3, err));
+    bufs[nb++] = (void *)(c.dy = dev_rand(t * n2, 1.0f, 4, err));
+    if (!c.m.x || !c.m.w1 || !c.m.w2 || !c.dy) rc = rc ? rc : FT_ENOMEM;
+    float *probs = NULL;
+    if (!rc) ALLOC(probs, t * 4);
+    if (!rc) rc = ft_cuda_memset(probs, 0x3f, (size_t)t * 4, err); /* ~0.75 */
+    c.m.probs = probs;
+    if (!rc) ALLOC(c.out.h, t * n1 * 2);
+    if (!rc) ALLOC(c.out.z, t * k2 * 2);
+    if (!rc) ALLOC(c.out.y, t * n2 * 2);
+    if (!rc) ALLOC(c.gr.dz, t * k2 * 2);
+    if (!rc) ALLOC(c.gr.dh, t * n1 * 2);
+    if (!rc) ALLOC(c.gr.dx, t * k1 * 2);
+    if (!rc) ALLOC(c.gr.dw1, G * n1 * k1 * 2);
+    if (!rc) ALLOC(c.gr.dw2, G * n2 * k2 * 2);
+    if (!rc) ALLOC(c.gr.dprobs, t * 4);
+#undef ALLOC
+    if (!rc) {
+        c.fc1.kind = FT_GEMM_FPROP;
+        c.fc1.n_groups = G;
+        c.fc1.splits = dsp;
+        c.fc1.m = t;
+        c.fc1.n = n1;
+        c.fc1.k = k1;
+        c.fc1.a = c.m.x;
+        c.fc1.b = c.m.w1;
+        c.fc1.c = c.out.h;
+        const double f1 = 2.0 * (double)t * (double)n1 * (double)k1;
+        const double ffwd = f1 + 2.0 * (double)t * (double)n2 * (double)k2;
+        float ms_fc1 = time_median(run_fc1, &c, iters, tm, err);
+        float ms_fwd = time_median(run_fwd, &c, iters, tm, err);
+        float ms_bwd = time_median(run_bwd, &c, iters, tm, err);
+        if (ms_fc1 < 0 || ms_fwd < 0 || ms_bwd < 0) {
+            rc = err->rc ? err->rc : FT_ECUDA;
+        } else {
+            printf("RESULT ft %s il=%d fc1 %.3f ms %.1f TFLOP/s | fwd %.3f ms %.1f TFLOP/s | "
+                   "bwd %.3f ms %.1f TFLOP/s\n",
+                   s->name, interleave, ms_fc1, f1 / ms_fc1 / 1e9, ms_fwd, ffwd / ms_fwd / 1e9,
+                   ms_bwd, 2.0 * ffwd / ms_bwd / 1e9);
+        }
+        if (!rc && interleave == 0)
+            rc = bench_cublas(s->name, G, k1, n1, splits, c.m.x, c.m.w1, c.out.h, iters, tm, err);
+    }
+    for (int i = 0; i < nb; i++)
+        ft_cuda_free(bufs[i]);
+    return rc;
+}
+
+typedef struct q_ctx {
+    ft_qcfg q;
+    float *x, *out;
+    int64_t rows, cols;
+} q_ctx;
+
+static int run_q(void *c, ft_err *err)
+{
+    q_ctx *x = c;
+    return ft_cuda_quantize(&x->q, x->x, x->rows, x->cols, NULL, 0, x->out, NULL, err);
+}
+
+static int bench_quant(int iters, ft_cuda_timer *tm, ft_err *err)
+{
+    q_ctx c;
+    memset(&c, 0, sizeof c);
+    c.rows = 32768;
+    c.cols = 7168;
+    size_t bytes = (size_t)(c.rows * c.cols) * 4;
+    int rc = ft_cuda_malloc((void **)&c.x, bytes, err);
+    if (!rc) rc = ft_cuda_malloc((void **)&c.out, bytes, err);
+    if (!rc) rc = ft_cuda_memset(c.x, 0x3e, bytes, err);
+    struct {
+        const char *name;
+        ft_qfmt fmt;
+        int col, rht;
+        double passes; /* reads of x (amax pass) */
+    } cfg[] = {
+        {"fp8-current", FT_QF_FP8_CURRENT, 0, 0, 2}, {"fp8-block-1x128", FT_QF_FP8_BLOCK, 0, 0, 1},
+        {"mxfp8-row", FT_QF_MXFP8, 0, 0, 1},         {"mxfp8-col", FT_QF_MXFP8, 1, 0, 1},
+        {"nvfp4-row", FT_QF_NVFP4, 0, 0, 2},         {"nvfp4-col-rht", FT_QF_NVFP4, 1, 1, 2}};
+    for (size_t i = 0; !rc && i < sizeof cfg / sizeof cfg[0]; i++) {
+        memset(&c.q, 0, sizeof c.q);
+        c.q.fmt = cfg[i].fmt;
+        c.q.columnwise = (uint8_t)cfg[i].col;
+        c.q.rht = (uint8_t)cfg[i].rht;
+        float ms = time_median(run_q, &c, iters, tm, err);
+        if (ms < 0) {
+            rc = err->rc ? err->rc : FT_ECUDA;
+            break;
+        }
+        double moved = (double)bytes * (1.0 + cfg[i].passes); /* fp32 in (x passes) + fp32 out */
+        printf("RESULT quant %s fp32 %lldx%lld %.3f ms %.2f TB/s (%.0f%% of 4.3)\n", cfg[i].name,
+               (long long)c.rows, (long long)c.cols, ms, moved / ms / 1e9,
+               100.0 * moved / ms / 1e9 / 4.3);
+    }
+    ft_cuda_free(c.x);
+    ft_cuda_free(c.out);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    int iters = 10;
+    if (argc > 1) {
+        char *end = NULL;
+        long v = strtol(argv[1], &end, 10);
+        if (!end || *end || v < 1 || v > 64) {
+            fprintf(stderr, "bench_cuda: iterations must be 1..64, got '%s'\n", argv[1]);
+            return 2;
+        }
+        iters = (int)v;
+    }
+    if (ft_cuda_device_count() <= 0) {
+        printf("bench_cuda: no CUDA device, nothing to time\n");
+        return 0;
+    }
+    ft_err err;
+    ft_err_clear(&err);
+    char name[256];
+    int n_sm = 0;
+    ft_cuda_timer *tm = NULL;
+    if (ft_cuda_device_info(name, sizeof name, &n_sm, &err) || ft_cuda_timer_new(&tm, &err)) {
+        fprintf(stderr, "bench_cuda: %s\n", ft_err_msg(&err));
+        return 1;
+    }
+    printf("device %s, %d SMs, %d iterations (median)\n", name, n_sm, iters);
+    const shape shapes[] = {{"deepseek-v3", 32, 32768, 7168, 2048},
+                            {"mixtral", 8, 16384, 4096, 14336},
+                            {"qwen3-30b-a3b", 128, 32768, 2048, 768},
+                            {"gpt-oss", 32, 16384, 2880, 2880},
+                            {"decode-deepseek", 32, 256, 7168, 2048}};
+    const char *only = getenv("FT_BENCH_ONLY");
+    int rc = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        if (only && !strstr(only, shapes[i].name)) continue;
+        for (int il = 0; il <= 32; il += 32) {
+            if (bench_mlp(&shapes[i], il, iters, tm, &err)) {
+                printf("RESULT ft %s il=%d FAILED: %s\n", shapes[i].name, il, ft_err_msg(&err));
+                ft_err_clear(&err);
+                rc = 1;
+            }
+        }
+    }
+    if (!only || strstr(only, "quant")) {
+        if (bench_quant(iters, tm, &err)) {
+            printf("RESULT quant FAILED: %s\n", ft_err_msg(&err));
+            rc = 1;
+        }
+    }
+    ft_cuda_timer_free(tm);
+    return rc;
+}
+
+#else
+
+int main(void)
+{
+    printf("bench_cuda: built without CUDA, nothing to time\n");
+    return 0;
+}
+
+#endif

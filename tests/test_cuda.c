@@ -1,0 +1,774 @@
+/*
+ * test_cuda.c - the CUDA back end against the CPU reference (kernels/cpu/): grouped GEMM (float32
+ * contract, bf16 wgmma and SIMT paths, all three kinds), the fused FC1 epilogue, activation
+ * backward, the grouped MLP forward/backward, and quantization (exact to the reference). Shapes
+ * cover ragged splits, empty groups, padding rows, token counts and widths that are not tile
+ * multiples, 1 group and 128 groups. Every GPU test skip()s without a device or a CUDA build.
+ * FT_CUDA_TEST_SMALL=1 shrinks the shapes (for compute-sanitizer runs).
+ *
+ * Tolerances (|gpu - ref| <= atol + rtol |ref|): float32 GEMM 1e-4 relative to sum |a||b| (only
+ * the accumulation order differs); bf16 outputs rtol 1/128 (one bf16 ulp plus order); values
+ * derived through an activation of a bf16-rounded input 2/128; quantization exact.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft_kernels.h"
+#ifdef FT_HAVE_CUDA
+#include "ft_kernels_cuda.h"
+#endif
+
+#ifdef FT_HAVE_CUDA
+
+static int small_shapes(void)
+{
+    const char *s = getenv("FT_CUDA_TEST_SMALL");
+    return s && s[0] == '1';
+}
+
+static void need_gpu(void)
+{
+    if (ft_cuda_device_count() <= 0) skip();
+}
+
+/* ---- host helpers ------------------------------------------------------------------------ */
+
+static uint64_t rng_state = 0x1234567ull;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+
+static float *rand_bf16(int64_t n, float scale)
+{
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = ft_bf16_round(frand() * scale);
+    return p;
+}
+
+static uint16_t *to_bits(const float *p, int64_t n)
+{
+    uint16_t *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+    assert_non_null(b);
+    for (int64_t i = 0; i < n; i++)
+        b[i] = ft_bf16_bits(p[i]);
+    return b;
+}
+
+static void *dev_copy(const void *src, size_t bytes)
+{
+    void *d = NULL;
+    ft_err err;
+    ft_err_clear(&err);
+    assert_int_equal(ft_cuda_malloc(&d, bytes, &err), FT_OK);
+    if (bytes) assert_int_equal(ft_cuda_h2d(d, src, bytes, &err), FT_OK);
+    return d;
+}
+
+static void *dev_poison(size_t bytes)
+{
+    void *d = NULL;
+    ft_err err;
+    ft_err_clear(&err);
+    assert_int_equal(ft_cuda_malloc(&d, bytes, &err), FT_OK);
+    assert_int_equal(ft_cuda_memset(d, 0xFF, bytes, &err), FT_OK); /* NaN in float and bf16 */
+    return d;
+}
+
+static float *host_f32(const void *d, int64_t n)
+{
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
+    ft_err err;
+    ft_err_clear(&err);
+    assert_non_null(h);
+    if (n) assert_int_equal(ft_cuda_d2h(h, d, (size_t)n * sizeof *h, &err), FT_OK);
+    return h;
+}
+
+static float *host_bf16(const void *d, int64_t n)
+{
+    uint16_t *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
+    ft_err err;
+    ft_err_clear(&err);
+    assert_non_null(b);
+    assert_non_null(h);
+    if (n) assert_int_equal(ft_cuda_d2h(b, d, (size_t)n * sizeof *b, &err), FT_OK);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = ft_bf16_value(b[i]);
+    free(b);
+    return h;
+}
+
+/* Count mismatches of got vs ref over rows [0, rows) of width cols (a row stride of cols). */
+static int64_t compare(const char *what, const float *got, const float *ref, int64_t n, double atol,
+                       double rtol)
+{
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)ref[i]);
+        if (!(d <= atol + rtol * fabs((double)ref[i]))) {
+            if (bad < 3)
+                print_message("%s: [%lld] got %.8g ref %.8g\n", what, (long long)i, (double)got[i],
+                              (double)ref[i]);
+            bad++;
+        }
+    }
+    if (bad)
+        print_message("%s: %lld of %lld outside tolerance\n", what, (long long)bad, (long long)n);
+    return bad;
+}
+
+static int64_t sum_splits(const int64_t *s, uint32_t g)
+{
+    int64_t t = 0;
+    for (uint32_t i = 0; i < g; i++)
+        t += s[i];
+    return t;
+}
+
+/* Splits for a case: name picks a pattern. */
+typedef struct split_case {
+    const char *name;
+    uint32_t n_groups;
+    int64_t t;
+    int64_t splits[128];
+} split_case;
+
+static void make_cases(split_case *c, int *n)
+{
+    const int small = small_shapes();
+    int k = 0;
+    /* ragged with empty groups and padding rows */
+    c[k] = (split_case){"ragged", 5, small ? 300 : 777, {0}};
+    int64_t r5[5] = {0, small ? 130 : 300, 1, 0, small ? 150 : 400};
+    memcpy(c[k].splits, r5, sizeof r5);
+    k++;
+    c[k] = (split_case){"one-group", 1, small ? 200 : 645, {0}};
+    c[k].splits[0] = c[k].t;
+    k++;
+    c[k] = (split_case){"128-groups", 128, small ? 600 : 2100, {0}};
+    int64_t left = c[k].t - 37;
+    for (int g = 0; g < 128; g++) {
+        int64_t s = (g % 7 == 3) ? 0 : (int64_t)((frand() + 1.0f) * (small ? 4 : 15));
+        if (s > left) s = left;
+        c[k].splits[g] = s;
+        left -= s;
+    }
+    k++;
+    *n = k;
+}
+
+/* ---- GEMM -------------------------------------------------------------------------------- */
+
+/* Reference and operands of one GEMM case (float values exactly bf16). */
+static void gemm_shapes(ft_gemm_kind kind, const split_case *sc, int64_t n, int64_t k, int64_t *na,
+                        int64_t *nb, int64_t *nc)
+{
+    const int64_t t = sc->t, G = sc->n_groups;
+    *na = kind == FT_GEMM_FPROP ? t * k : t * n;
+    *nb = kind == FT_GEMM_WGRAD ? t * k : G * n * k;
+    *nc = kind == FT_GEMM_FPROP ? t * n : (kind == FT_GEMM_DGRAD ? t * k : G * n * k);
+}
+
+/* Elements of C that the reference defines: FPROP/DGRAD rows inside the splits, WGRAD all. */
+static int64_t defined_c(ft_gemm_kind kind, const split_case *sc, int64_t n, int64_t k)
+{
+    int64_t used = sum_splits(sc->splits, sc->n_groups);
+    if (kind == FT_GEMM_FPROP) return used * n;
+    if (kind == FT_GEMM_DGRAD) return used * k;
+    return (int64_t)sc->n_groups * n * k;
+}
+
+static void run_gemm_case(ft_gemm_kind kind, const split_case *sc, int64_t n, int64_t k,
+                          int with_bias)
+{
+    ft_err err;
+    ft_err_clear(&err);
+    int64_t na, nb, nc;
+    gemm_shapes(kind, sc, n, k, &na, &nb, &nc);
+    const uint32_t G = sc->n_groups;
+    float *a = rand_bf16(na, 1.0f), *b = rand_bf16(nb, 0.5f), *ref = calloc((size_t)nc, 4);
+    float *bias = with_bias ? rand_bf16(G * n, 1.0f) : NULL;
+    float *bscale = with_bias ? rand_bf16(sc->t, 1.0f) : NULL;
+    assert_non_null(ref);
+    ft_gemm g = {kind, G, sc->splits, sc->t, n, k, a, b, ref, bias, bscale, 0};
+    assert_int_equal(ft_cpu_gemm(&g, &err), FT_OK);
+    /* |a||b| bound for the fp32 tolerance */
+    const int64_t klen = kind == FT_GEMM_FPROP ? k : (kind == FT_GEMM_DGRAD ? n : sc->t);
+    const double scale = 0.5 * (double)klen;
+    const int64_t def = defined_c(kind, sc, n, k);
+    char what[160];
+
+    /* float32 contract */
+    void *da = dev_copy(a, (size_t)na * 4), *db = dev_copy(b, (size_t)nb * 4);
+    void *dsp = dev_copy(sc->splits, G * sizeof(int64_t));
+    void *dbias = bias ? dev_copy(bias, (size_t)(G * n) * 4) : NULL;
+    void *dbs = bscale ? dev_copy(bscale, (size_t)sc->t * 4) : NULL;
+    void *dc = dev_poison((size_t)nc * 4);
+    ft_gemm gd = {kind, G, dsp, sc->t, n, k, da, db, dc, dbias, dbs, 0};
+    assert_int_equal(ft_cuda_gemm(&gd, NULL, &err), FT_OK);
+    assert_int_equal(ft_cuda_sync(&err), FT_OK);
+    float *got = host_f32(dc, nc);
+    snprintf(what, sizeof what, "f32 gemm kind %d %s n=%lld k=%lld", kind, sc->name, (long long)n,
+             (long long)k);
+    assert_int_equal(compare(what, got, ref, def, 1e-4 * scale, 1e-4), 0);
+    free(got);
+
+    /* bf16 paths: wgmma (when its limits hold) and SIMT */
+    uint16_t *ab = to_bits(a, na), *bb = to_bits(b, nb);
+    uint16_t *biasb = bias ? to_bits(bias, G * n) : NULL;
+    void *dab = dev_copy(ab, (size_t)na * 2), *dbb = dev_copy(bb, (size_t)nb * 2);
+    void *dbiasb = biasb ? dev_copy(biasb, (size_t)(G * n) * 2) : NULL;
+    for (int impl = FT_CUDA_IMPL_WGMMA; impl <= FT_CUDA_IMPL_SIMT; impl++) {
+        void *dcb = dev_poison((size_t)nc * 2);
+        ft_cuda_bf16_gemm gb;
+        memset(&gb, 0, sizeof gb);
+        gb.kind = kind;
+        gb.n_groups = G;
+        gb.splits = dsp;
+        gb.m = sc->t;
+        gb.n = n;
+        gb.k = k;
+        gb.a = dab;
+        gb.b = dbb;
+        gb.c = dcb;
+        gb.bias = dbiasb;
+        gb.bias_scale = dbs;
+        gb.impl = (ft_cuda_impl)impl;
+        int rc = ft_cuda_bf16_gemm_run(&gb, NULL, &err);
+        if (rc == FT_EUNSUPPORTED) {
+            ft_cuda_free(dcb);
+            continue;
+        }
+        assert_int_equal(rc, FT_OK);
+        assert_int_equal(ft_cuda_sync(&err), FT_OK);
+        float *gotb = host_bf16(dcb, nc);
+        snprintf(what, sizeof what, "bf16 gemm impl %d kind %d %s n=%lld k=%lld", impl, kind,
+                 sc->name, (long long)n, (long long)k);
+        assert_int_equal(compare(what, gotb, ref, def, 1e-3 * scale / 64, 1.0 / 128), 0);
+        free(gotb);
+        ft_cuda_free(dcb);
+    }
+    ft_cuda_free(da);
+    ft_cuda_free(db);
+    ft_cuda_free(dsp);
+    ft_cuda_free(dbias);
+    ft_cuda_free(dbs);
+    ft_cuda_free(dc);
+    ft_cuda_free(dab);
+    ft_cuda_free(dbb);
+    ft_cuda_free(dbiasb);
+    free(a);
+    free(b);
+    free(ref);
+    free(bias);
+    free(bscale);
+    free(ab);
+    free(bb);
+    free(biasb);
+}
+
+static void test_cuda_gemm_matches_cpu(void **state)
+{
+    (void)state;
+    need_gpu();
+    split_case cases[4];
+    int nc = 0;
+    make_cases(cases, &nc);
+    const int small = small_shapes();
+    /* n, k not multiples of the tiles (k also not of 64); a second shape spans several tiles */
+    const int64_t shapes[2][2] = {{264, 328}, {small ? 136 : 520, small ? 200 : 1032}};
+    for (int c = 0; c < nc; c++)
+        for (int s = 0; s < (small ? 1 : 2); s++)
+            for (int kind = FT_GEMM_FPROP; kind <= FT_GEMM_WGRAD; kind++)
+                run_gemm_case((ft_gemm_kind)kind, &cases[c], shapes[s][0], shapes[s][1],
+                              kind == FT_GEMM_FPROP && s == 0);
+}
+
+/* ---- fused FC1 epilogue ------------------------------------------------------------------ */
+
+static void run_fc1_case(const split_case *sc, const ft_act *act, int64_t k1, int64_t k2)
+{
+    ft_err err;
+    ft_err_clear(&err);
+    const uint32_t G = sc->n_groups;
+    const int64_t t = sc->t, n1 = ft_act_is_glu(act->kind) ? 2 * k2 : k2;
+    float *x = rand_bf16(t * k1, 1.0f), *w = rand_bf16(G * n1 * k1, 0.2f);
+    float *b = rand_bf16(G * n1, 0.5f), *p = rand_bf16(t, 1.0f);
+    float *h = calloc((size_t)(t * n1), 4), *z = calloc((size_t)(t * k2), 4);
+    assert_non_null(h);
+    assert_non_null(z);
+    ft_gemm g = {FT_GEMM_FPROP, G, sc->splits, t, n1, k1, x, w, h, b, NULL, 0};
+    assert_int_equal(ft_cpu_gemm(&g, &err), FT_OK);
+    ft_bf16_round_n(h, (size_t)(t * n1));
+    assert_int_equal(ft_cpu_act_forward(act, t, k2, h, p, z, &err), FT_OK);
+    ft_bf16_round_n(z, (size_t)(t * k2));
+    const int64_t used = sum_splits(sc->splits, G);
+
+    uint16_t *xb = to_bits(x, t * k1), *wb = to_bits(w, G * n1 * k1), *bb = to_bits(b, G * n1);
+    void *dx = dev_copy(xb, (size_t)(t * k1) * 2), *dw = dev_copy(wb, (size_t)(G * n1 * k1) * 2);
+    void *db = dev_copy(bb, (size_t)(G * n1) * 2), *dp = dev_copy(p, (size_t)t * 4);
+    void *dsp = dev_copy(sc->splits, G * sizeof(int64_t));
+    for (int impl = FT_CUDA_IMPL_WGMMA; impl <= FT_CUDA_IMPL_SIMT; impl++) {
+        void *dh = dev_poison((size_t)(t * n1) * 2), *dz = dev_poison((size_t)(t * k2) * 2);
+        ft_cuda_bf16_gemm gb;
+        memset(&gb, 0, sizeof gb);
+        gb.kind = FT_GEMM_FPROP;
+        gb.n_groups = G;
+        gb.splits = dsp;
+        gb.m = t;
+        gb.n = n1;
+        gb.k = k1;
+        gb.a = dx;
+        gb.b = dw;
+        gb.c = dh;
+        gb.bias = db;
+        gb.act = act;
+        gb.probs = dp;
+        gb.z = dz;
+        gb.impl = (ft_cuda_impl)impl;
+        int rc = ft_cuda_bf16_gemm_run(&gb, NULL, &err);
+        if (rc == FT_EUNSUPPORTED) {
+            ft_cuda_free(dh);
+            ft_cuda_free(dz);
+            continue;
+        }
+        assert_int_equal(rc, FT_OK);
+        assert_int_equal(ft_cuda_sync(&err), FT_OK);
+        float *gh = host_bf16(dh, t * n1), *gz = host_bf16(dz, t * k2);
+        char what[160];
+        snprintf(what, sizeof what, "fc1 h impl %d act %s il %d %s", impl, ft_act_name(act->kind),
+                 act->interleave, sc->name);
+        assert_int_equal(compare(what, gh, h, used * n1, 1e-3, 1.0 / 128), 0);
+        snprintf(what, sizeof what, "fc1 z impl %d act %s il %d %s", impl, ft_act_name(act->kind),
+                 act->interleave, sc->name);
+        assert_int_equal(compare(what, gz, z, used * k2, 2e-3, 2.0 / 128), 0);
+        free(gh);
+        free(gz);
+        ft_cuda_free(dh);
+        ft_cuda_free(dz);
+    }
+    ft_cuda_free(dx);
+    ft_cuda_free(dw);
+    ft_cuda_free(db);
+    ft_cuda_free(dp);
+    ft_cuda_free(dsp);
+    free(x);
+    free(w);
+    free(b);
+    free(p);
+    free(h);
+    free(z);
+    free(xb);
+    free(wb);
+    free(bb);
+}
+
+static void test_cuda_fc1_epilogue_matches_cpu(void **state)
+{
+    (void)state;
+    need_gpu();
+    split_case cases[4];
+    int nc = 0;
+    make_cases(cases, &nc);
+    const ft_act acts[4] = {{FT_ACT_SWIGLU, 32, 0, 0, 0},
+                            {FT_ACT_SWIGLU, 0, 0, 0, 0},
+                            {FT_ACT_CLAMPED_QGEGLU, 32, 7.0f, 1.702f, 1.0f},
+                            {FT_ACT_SRELU, 0, 0, 0, 0}};
+    for (int c = 0; c < nc; c++)
+        for (int a = 0; a < 4; a++)
+            run_fc1_case(&cases[c], &acts[a], 200, acts[a].interleave ? 160 : 136);
+}
+
+/* ---- activation backward ----------------------------------------------------------------- */
+
+static void test_cuda_act_backward_matches_cpu(void **state)
+{
+    (void)state;
+    need_gpu();
+    ft_err err;
+    ft_err_clear(&err);
+    const ft_act acts[3] = {{FT_ACT_SWIGLU, 32, 0, 0, 0},
+                            {FT_ACT_CLAMPED_QGEGLU, 0, 7.0f, 1.702f, 1.0f},
+                            {FT_ACT_SRELU, 0, 0, 0, 0}};
+    const int64_t rows = small_shapes() ? 37 : 301, k2 = 96;
+    for (int i = 0; i < 3; i++) {
+        const int64_t n1 = ft_act_is_glu(acts[i].kind) ? 2 * k2 : k2;
+        float *h = rand_bf16(rows * n1, 8.0f), *p = rand_bf16(rows, 1.0f);
+        float *dz = rand_bf16(rows * k2, 1.0f);
+        float *dh = calloc((size_t)(rows * n1), 4), *dp = calloc((size_t)rows, 4);
+        float *z = calloc((size_t)(rows * k2), 4);
+        assert_int_equal(ft_cpu_act_backward(&acts[i], rows, k2, h, p, dz, dh, dp, &err), FT_OK);
+        assert_int_equal(ft_cpu_act_forward(&acts[i], rows, k2, h, p, z, &err), FT_OK);
+        ft_bf16_round_n(dh, (size_t)(rows * n1));
+        ft_bf16_round_n(z, (size_t)(rows * k2));
+        void *d_h = dev_copy(h, (size_t)(rows * n1) * 4), *d_p = dev_copy(p, (size_t)rows * 4);
+        void *d_dz = dev_copy(dz, (size_t)(rows * k2) * 4);
+        void *d_dh = dev_poison((size_t)(rows * n1) * 4), *d_dp = dev_poison((size_t)rows * 4);
+        void *d_z = dev_poison((size_t)(rows * k2) * 4);
+        assert_int_equal(
+            ft_cuda_act_backward(&acts[i], rows, k2, d_h, d_p, d_dz, d_dh, d_dp, NULL, &err),
+            FT_OK);
+        assert_int_equal(ft_cuda_act_forward(&acts[i], rows, k2, d_h, d_p, d_z, NULL, &err), FT_OK);
+        assert_int_equal(ft_cuda_sync(&err), FT_OK);
+        float *gdh = host_f32(d_dh, rows * n1), *gdp = host_f32(d_dp, rows);
+        float *gz = host_f32(d_z, rows * k2);
+        assert_int_equal(compare("act dh", gdh, dh, rows * n1, 1e-5, 1.0 / 128), 0);
+        assert_int_equal(compare("act dprobs", gdp, dp, rows, 1e-3, 1e-4), 0);
+        assert_int_equal(compare("act z", gz, z, rows * k2, 1e-6, 1.0 / 128), 0);
+        ft_cuda_free(d_h);
+        ft_cuda_free(d_p);
+        ft_cuda_free(d_dz);
+        ft_cuda_free(d_dh);
+        ft_cuda_free(d_dp);
+        ft_cuda_free(d_z);
+        free(h);
+        free(p);
+        free(dz);
+        free(dh);
+        free(dp);
+        free(z);
+        free(gdh);
+        free(gdp);
+        free(gz);
+    }
+}
+
+/* ---- grouped MLP --------------------------------------------------------------------------- */
+
+static void test_cuda_mlp_matches_cpu(void **state)
+{
+    (void)state;
+    need_gpu();
+    ft_err err;
+    ft_err_clear(&err);
+    split_case cases[4];
+    int nc = 0;
+    make_cases(cases, &nc);
+    for (int c = 0; c < nc; c++) {
+        const split_case *sc = &cases[c];
+        const uint32_t G = sc->n_groups;
+        const int64_t t = sc->t, k1 = 136, k2 = 96, n1 = 2 * k2, n2 = 136;
+        const int64_t used = sum_splits(sc->splits, G);
+        ft_mlp m;
+        memset(&m, 0, sizeof m);
+        m.n_groups = G;
+        m.splits = sc->splits;
+        m.t = t;
+        m.k1 = k1;
+        m.n1 = n1;
+        m.k2 = k2;
+        m.n2 = n2;
+        m.act = (ft_act){FT_ACT_SWIGLU, 32, 0, 0, 0};
+        m.scale_bias = 1;
+        m.path = FT_MLP_UNFUSED;
+        float *x = rand_bf16(t * k1, 1.0f), *w1 = rand_bf16(G * n1 * k1, 0.2f);
+        float *b1 = rand_bf16(G * n1, 0.2f), *w2 = rand_bf16(G * n2 * k2, 0.2f);
+        float *b2 = rand_bf16(G * n2, 0.2f), *p = rand_bf16(t, 1.0f), *dy = rand_bf16(t * n2, 1.0f);
+        m.x = x;
+        m.w1 = w1;
+        m.b1 = b1;
+        m.w2 = w2;
+        m.b2 = b2;
+        m.probs = p;
+        float *h = calloc((size_t)(t * n1), 4), *z = calloc((size_t)(t * k2), 4);
+        float *y = calloc((size_t)(t * n2), 4);
+        float *dx = calloc((size_t)(t * k1), 4), *dw1 = calloc((size_t)(G * n1 * k1), 4);
+        float *db1 = calloc((size_t)(G * n1), 4), *dw2 = calloc((size_t)(G * n2 * k2), 4);
+        float *db2 = calloc((size_t)(G * n2), 4), *dp = calloc((size_t)t, 4);
+        ft_mlp_fwd fo = {h, z, y};
+        ft_mlp_bwd bo = {dx, dw1, db1, dw2, db2, dp};
+        assert_int_equal(ft_cpu_mlp_forward(&m, &fo, &err), FT_OK);
+        assert_int_equal(ft_cpu_mlp_backward(&m, &fo, dy, &bo, &err), FT_OK);
+
+        /* the bf16 fast path on the same values */
+        uint16_t *xb = to_bits(x, t * k1), *w1b = to_bits(w1, G * n1 * k1);
+        uint16_t *b1b = to_bits(b1, G * n1), *w2b = to_bits(w2, G * n2 * k2);
+        uint16_t *b2b = to_bits(b2, G * n2), *dyb = to_bits(dy, t * n2);
+        ft_cuda_bf16_mlp bm;
+        memset(&bm, 0, sizeof bm);
+        bm.n_groups = G;
+        bm.splits = dev_copy(sc->splits, G * sizeof(int64_t));
+        bm.t = t;
+        bm.k1 = k1;
+        bm.n1 = n1;
+        bm.k2 = k2;
+        bm.n2 = n2;
+        bm.act = m.act;
+        bm.scale_bias = 1;
+        bm.x = dev_copy(xb, (size_t)(t * k1) * 2);
+        bm.w1 = dev_copy(w1b, (size_t)(G * n1 * k1) * 2);
+        bm.b1 = dev_copy(b1b, (size_t)(G * n1) * 2);
+        bm.w2 = dev_copy(w2b, (size_t)(G * n2 * k2) * 2);
+        bm.b2 = dev_copy(b2b, (size_t)(G * n2) * 2);
+        bm.probs = dev_copy(p, (size_t)t * 4);
+        ft_cuda_bf16_mlp_out bo16 = {dev_poison((size_t)(t * n1) * 2),
+                                     dev_poison((size_t)(t * k2) * 2),
+                                     dev_poison((size_t)(t * n2) * 2)};
+        ft_cuda_bf16_mlp_grads bg = {
+            dev_poison((size_t)(t * k2) * 2),      dev_poison((size_t)(t * n1) * 2),
+            dev_poison((size_t)(t * k1) * 2),      dev_poison((size_t)(G * n1 * k1) * 2),
+            dev_poison((size_t)(G * n2 * k2) * 2), dev_poison((size_t)(G * n1) * 4),
+            dev_poison((size_t)(G * n2) * 4),      dev_poison((size_t)t * 4)};
+        void *ddy = dev_copy(dyb, (size_t)(t * n2) * 2);
+        assert_int_equal(ft_cuda_bf16_mlp_forward(&bm, &bo16, NULL, &err), FT_OK);
+        assert_int_equal(ft_cuda_bf16_mlp_backward(&bm, &bo16, ddy, &bg, NULL, &err), FT_OK);
+        assert_int_equal(ft_cuda_sync(&err), FT_OK);
+        struct {
+            const char *name;
+            void *d;
+            int bf16;
+            const float *ref;
+            int64_t n;
+            double atol, rtol;
+        } chk[] = {
+            {"mlp y", bo16.y, 1, y, used * n2, 2e-2, 2.0 / 128},
+            {"mlp dx", bg.dx, 1, dx, used * k1, 2e-2, 3.0 / 128},
+            {"mlp dw1", bg.dw1, 1, dw1, G * n1 * k1, 3e-2, 3.0 / 128},
+            {"mlp dw2", bg.dw2, 1, dw2, G * n2 * k2, 3e-2, 3.0 / 128},
+            {"mlp db1", bg.db1, 0, db1, G * n1, 3e-2, 2.0 / 128},
+            {"mlp db2", bg.db2, 0, db2, G * n2, 1e-2, 2.0 / 128},
+            {"mlp dprobs", bg.dprobs, 0, dp, used, 5e-2, 2.0 / 128},
+        };
+        for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++) {
+            float *got = chk[i].bf16 ? host_bf16(chk[i].d, chk[i].n) : host_f32(chk[i].d, chk[i].n);
+            char what[96];
+            snprintf(what, sizeof what, "%s (%s)", chk[i].name, sc->name);
+            assert_int_equal(compare(what, got, chk[i].ref, chk[i].n, chk[i].atol, chk[i].rtol), 0);
+            free(got);
+        }
+        ft_cuda_free((void *)bm.splits);
+        ft_cuda_free((void *)bm.x);
+        ft_cuda_free((void *)bm.w1);
+        ft_cuda_free((void *)bm.b1);
+        ft_cuda_free((void *)bm.w2);
+        ft_cuda_free((void *)bm.b2);
+        ft_cuda_free((void *)bm.probs);
+        ft_cuda_free(bo16.h);
+        ft_cuda_free(bo16.z);
+        ft_cuda_free(bo16.y);
+        ft_cuda_free(bg.dz);
+        ft_cuda_free(bg.dh);
+        ft_cuda_free(bg.dx);
+        ft_cuda_free(bg.dw1);
+        ft_cuda_free(bg.dw2);
+        ft_cuda_free(bg.db1);
+        ft_cuda_free(bg.db2);
+        ft_cuda_free(bg.dprobs);
+        ft_cuda_free(ddy);
+
+        /* the float32 contract, same path */
+        ft_mlp md = m;
+        md.splits = dev_copy(sc->splits, G * sizeof(int64_t));
+        md.x = dev_copy(x, (size_t)(t * k1) * 4);
+        md.w1 = dev_copy(w1, (size_t)(G * n1 * k1) * 4);
+        md.b1 = dev_copy(b1, (size_t)(G * n1) * 4);
+        md.w2 = dev_copy(w2, (size_t)(G * n2 * k2) * 4);
+        md.b2 = dev_copy(b2, (size_t)(G * n2) * 4);
+        md.probs = dev_copy(p, (size_t)t * 4);
+        ft_mlp_fwd fd = {dev_poison((size_t)(t * n1) * 4), dev_poison((size_t)(t * k2) * 4),
+                         dev_poison((size_t)(t * n2) * 4)};
+        ft_mlp_bwd bd = {dev_poison((size_t)(t * k1) * 4), dev_poison((size_t)(G * n1 * k1) * 4),
+                         dev_poison((size_t)(G * n1) * 4), dev_poison((size_t)(G * n2 * k2) * 4),
+                         dev_poison((size_t)(G * n2) * 4), dev_poison((size_t)t * 4)};
+        void *ddy32 = dev_copy(dy, (size_t)(t * n2) * 4);
+        assert_int_equal(ft_cuda_mlp_forward(&md, &fd, NULL, &err), FT_OK);
+        assert_int_equal(ft_cuda_mlp_backward(&md, &fd, ddy32, &bd, NULL, &err), FT_OK);
+        assert_int_equal(ft_cuda_sync(&err), FT_OK);
+        float *gy = host_f32(fd.y, t * n2), *gdx = host_f32(bd.dx, t * k1);
+        float *gdw1 = host_f32(bd.dw1, G * n1 * k1), *gdp = host_f32(bd.dprobs, t);
+        assert_int_equal(compare("f32 mlp y", gy, y, used * n2, 1e-2, 1.0 / 128), 0);
+        assert_int_equal(compare("f32 mlp dx", gdx, dx, used * k1, 1e-2, 2.0 / 128), 0);
+        assert_int_equal(compare("f32 mlp dw1", gdw1, dw1, G * n1 * k1, 1e-2, 2.0 / 128), 0);
+        assert_int_equal(compare("f32 mlp dprobs", gdp, dp, used, 1e-2, 1.0 / 128), 0);
+        free(gy);
+        free(gdx);
+        free(gdw1);
+        free(gdp);
+        ft_cuda_free((void *)md.splits);
+        ft_cuda_free((void *)md.x);
+        ft_cuda_free((void *)md.w1);
+        ft_cuda_free((void *)md.b1);
+        ft_cuda_free((void *)md.w2);
+        ft_cuda_free((void *)md.b2);
+        ft_cuda_free((void *)md.probs);
+        ft_cuda_free(fd.h);
+        ft_cuda_free(fd.z);
+        ft_cuda_free(fd.y);
+        ft_cuda_free(bd.dx);
+        ft_cuda_free(bd.dw1);
+        ft_cuda_free(bd.db1);
+        ft_cuda_free(bd.dw2);
+        ft_cuda_free(bd.db2);
+        ft_cuda_free(bd.dprobs);
+        ft_cuda_free(ddy32);
+        free(x);
+        free(w1);
+        free(b1);
+        free(w2);
+        free(b2);
+        free(p);
+        free(dy);
+        free(h);
+        free(z);
+        free(y);
+        free(dx);
+        free(dw1);
+        free(db1);
+        free(dw2);
+        free(db2);
+        free(dp);
+        free(xb);
+        free(w1b);
+        free(b1b);
+        free(w2b);
+        free(b2b);
+        free(dyb);
+    }
+}
+
+/* ---- quantization ------------------------------------------------------------------------ */
+
+static void test_cuda_quantize_matches_cpu(void **state)
+{
+    (void)state;
+    need_gpu();
+    ft_err err;
+    ft_err_clear(&err);
+    const int64_t rows = small_shapes() ? 96 : 400, cols = 272;
+    /* groups multiples of 16 (RHT) with an empty one and 32 padding rows */
+    int64_t splits[4] = {160, 0, 48, 160};
+    if (small_shapes()) splits[0] = 32, splits[2] = 16, splits[3] = 16;
+    float *x = rand_bf16(rows * cols, 3.0f);
+    x[5] = 0.0f;
+    x[cols + 7] = 1e-30f; /* a denormal-range value */
+    void *dx = dev_copy(x, (size_t)(rows * cols) * 4);
+    void *dsp = dev_copy(splits, sizeof splits);
+    float *ref = malloc((size_t)(rows * cols) * 4);
+    assert_non_null(ref);
+    struct {
+        ft_qfmt fmt;
+        ft_fp8 fp8;
+        int col, two_d, rht, sr, pow2;
+    } cfgs[] = {
+        {FT_QF_FP8_CURRENT, FT_FP8_E4M3, 0, 0, 0, 0, 0},
+        {FT_QF_FP8_CURRENT, FT_FP8_E5M2, 0, 0, 0, 0, 1},
+        {FT_QF_FP8_DELAYED, FT_FP8_E4M3, 0, 0, 0, 0, 0},
+        {FT_QF_FP8_BLOCK, FT_FP8_E4M3, 0, 0, 0, 0, 0},
+        {FT_QF_FP8_BLOCK, FT_FP8_E4M3, 1, 0, 0, 0, 1},
+        {FT_QF_FP8_BLOCK, FT_FP8_E4M3, 0, 1, 0, 0, 0},
+        {FT_QF_MXFP8, FT_FP8_E4M3, 0, 0, 0, 0, 0},
+        {FT_QF_MXFP8, FT_FP8_E5M2, 1, 0, 0, 0, 0},
+        {FT_QF_MXFP8, FT_FP8_E4M3, 0, 1, 0, 0, 0},
+        {FT_QF_NVFP4, FT_FP8_E4M3, 0, 0, 0, 0, 0},
+        {FT_QF_NVFP4, FT_FP8_E4M3, 1, 0, 1, 0, 0},
+        {FT_QF_NVFP4, FT_FP8_E4M3, 1, 0, 1, 1, 0},
+        {FT_QF_NVFP4, FT_FP8_E4M3, 0, 0, 0, 1, 0},
+        {FT_QF_NVFP4, FT_FP8_E4M3, 0, 1, 0, 0, 0},
+        {FT_QF_NVFP4, FT_FP8_E4M3, 1, 0, 0, 0, 0},
+        {FT_QF_NONE, FT_FP8_E4M3, 0, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        ft_qcfg q;
+        memset(&q, 0, sizeof q);
+        q.fmt = cfgs[i].fmt;
+        q.fp8 = cfgs[i].fp8;
+        q.columnwise = (uint8_t)cfgs[i].col;
+        q.two_d = (uint8_t)cfgs[i].two_d;
+        q.rht = (uint8_t)cfgs[i].rht;
+        q.sr = (uint8_t)cfgs[i].sr;
+        q.pow2_scales = (uint8_t)cfgs[i].pow2;
+        q.scale = 3.5f;
+        q.seed = 42;
+        q.stream = 3;
+        for (int grouped = 0; grouped < 2; grouped++) {
+            const int64_t *sp = grouped ? splits : NULL;
+            uint32_t G = grouped ? 4 : 0;
+            int rc = ft_cpu_quantize(&q, x, rows, cols, sp, G, ref, NULL, &err);
+            if (rc) print_message("cpu quantize: %s\n", ft_err_msg(&err));
+            assert_int_equal(rc, FT_OK);
+            void *dout = dev_poison((size_t)(rows * cols) * 4);
+            rc = ft_cuda_quantize(&q, dx, rows, cols, grouped ? dsp : NULL, G, dout, NULL, &err);
+            if (rc) print_message("cuda quantize: %s\n", ft_err_msg(&err));
+            assert_int_equal(rc, FT_OK);
+            assert_int_equal(ft_cuda_sync(&err), FT_OK);
+            float *got = host_f32(dout, rows * cols);
+            char what[96];
+            snprintf(what, sizeof what, "quantize %s col %d 2d %d rht %d sr %d grouped %d",
+                     ft_qfmt_name(q.fmt), q.columnwise, q.two_d, q.rht, q.sr, grouped);
+            assert_int_equal(compare(what, got, ref, rows * cols, 0.0, 0.0), 0);
+            free(got);
+            ft_cuda_free(dout);
+        }
+    }
+    ft_cuda_free(dx);
+    ft_cuda_free(dsp);
+    free(x);
+    free(ref);
+}
+
+static void test_cuda_gemm_rejects_bad_shapes(void **state)
+{
+    (void)state;
+    need_gpu();
+    ft_err err;
+    ft_err_clear(&err);
+    ft_gemm g;
+    memset(&g, 0, sizeof g);
+    g.kind = FT_GEMM_FPROP;
+    g.n_groups = 1;
+    g.m = -1;
+    assert_int_equal(ft_cuda_gemm(&g, NULL, &err), FT_EINVAL);
+    assert_non_null(strstr(ft_err_msg(&err), "shape"));
+    ft_qcfg q;
+    memset(&q, 0, sizeof q);
+    q.fmt = FT_QF_MXFP8;
+    q.rht = 1;
+    assert_int_equal(ft_cuda_quantize(&q, NULL, 1, 1, NULL, 0, NULL, NULL, &err), FT_EINVAL);
+}
+
+#endif /* FT_HAVE_CUDA */
+
+static void test_cuda_device_count_is_sane(void **state)
+{
+    (void)state;
+    int n = ft_cuda_device_count();
+    assert_true(n >= 0);
+#ifndef FT_HAVE_CUDA
+    assert_int_equal(n, 0);
+    ft_err err;
+    ft_err_clear(&err);
+    ft_gemm g;
+    memset(&g, 0, sizeof g);
+    assert_int_equal(ft_cuda_gemm(&g, NULL, &err), FT_ENODEV);
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cuda_device_count_is_sane),
+#ifdef FT_HAVE_CUDA
+        cmocka_unit_test(test_cuda_gemm_rejects_bad_shapes),
+        cmocka_unit_test(test_cuda_gemm_matches_cpu),
+        cmocka_unit_test(test_cuda_fc1_epilogue_matches_cpu),
+        cmocka_unit_test(test_cuda_act_backward_matches_cpu),
+        cmocka_unit_test(test_cuda_mlp_matches_cpu),
+        cmocka_unit_test(test_cuda_quantize_matches_cpu),
+#endif
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
