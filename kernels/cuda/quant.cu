@@ -118,9 +118,13 @@ __device__ __forceinline__ uint64_t d_hash_mix(uint64_t h, uint64_t v)
     return x;
 }
 
+// key = mix(seed, stream), then one splitmix64 step per counter (formats_int.h rng_at).
 __device__ __forceinline__ uint32_t d_rng_bits(uint64_t seed, uint64_t stream, uint64_t counter)
 {
-    return (uint32_t)(d_hash_mix(d_hash_mix(seed, stream), counter) >> 32);
+    uint64_t z = d_hash_mix(seed, stream) + (counter + 1u) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (uint32_t)((z ^ (z >> 31)) >> 32);
 }
 
 __constant__ float rht_sign[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
