@@ -7,6 +7,7 @@ Tests that need a fusertrace subcommand or the recorder library that has not lan
 with the reason."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -84,6 +85,13 @@ class TrainedTraces(unittest.TestCase):
         wrong = [s for s in captured if captured[s] != built[s]]
         self.assertEqual(wrong, [], f"{POLICY[version]} disagrees with the captured rebuilt "
                                     f"flags at seq {wrong[:10]}")
+        # The replayer's own report: it recognizes the captured plan cache (header field
+        # fuser_cache) and finds 100% agreement for that policy.
+        rep = json.loads(ftutil.cli("replay", trace, "--json").stdout)
+        self.assertEqual(rep["captured"]["policy"], POLICY[version])
+        pol = next(p for p in rep["policies"] if p["policy"] == POLICY[version])
+        self.assertEqual(pol["captured"]["agreement"], 1.0)
+        self.assertEqual(pol["captured"]["calls"], len(captured))
 
     def test_3410_jsonl_agrees(self):
         self.check_agreement("3410", "jsonl")
@@ -114,7 +122,7 @@ class TrainedTraces(unittest.TestCase):
             if ftutil.NOT_YET in p.stderr:
                 self.skipTest(f"fusertrace export: {p.stderr.strip()}")
             self.assertEqual(p.returncode, 0, p.stderr)
-            rows = [__import__("json").loads(x) for x in p.stdout.splitlines()]
+            rows = [json.loads(x) for x in p.stdout.splitlines()]
             captured = self.captured(trace)
             self.assertEqual({r["seq"]: r["build"] for r in rows}, captured)
             self.assertTrue(all(r["policy"] == "te-installed" for r in rows))

@@ -88,7 +88,7 @@ class _Capture:
             self._next_fuser += 1
             return fid
 
-    def _open(self) -> None:
+    def _open(self, fuser=None) -> None:
         rank, world = _describe.rank_and_world()
         os.makedirs(self.out_dir, exist_ok=True)
         base = os.path.join(self.out_dir, f"rank{rank}")
@@ -116,13 +116,19 @@ class _Capture:
                       "(convert with `fusertrace import`)")
         self.writer = writer
         self.path = writer.path
-        writer.header(_describe.header(rank, world))
+        h = _describe.header(rank, world)
+        if fuser is not None:
+            # Which plan cache this TE has (the replayer picks the matching policy from it):
+            # PR 3410's dict of plans, or the single plan of the releases before it.
+            cache = fuser.__dict__.get("_fused_ops_cache")
+            h["fuser_cache"] = "dict" if isinstance(cache, dict) else "single"
+        writer.header(h)
 
-    def _writer(self):
+    def _writer(self, fuser=None):
         if self.writer is None:
             if self.closed:
                 raise WriterError("capture is closed")
-            self._open()
+            self._open(fuser)
         return self.writer
 
     def _label(self, ops) -> Optional[str]:
@@ -153,7 +159,7 @@ class _Capture:
         ops = list(getattr(fuser, "_basic_ops"))
         desc = [_describe.op_description(op) for op in ops]
         ops_json = json.dumps(desc, sort_keys=True, separators=(",", ":"))
-        self._writer().fuser(fid, self._label(ops), ops_json)
+        self._writer(fuser).fuser(fid, self._label(ops), ops_json)
         params = getattr(fuser, "_basic_op_params", None)
         if params is None or len(params) != len(ops):
             params = [list(op.parameters()) for op in ops]
