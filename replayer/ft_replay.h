@@ -49,6 +49,27 @@ int ft_policy_find(const char *name, uint32_t *idx, ft_err *err);
  * duplicates, registry order kept for "all", given order otherwise). */
 int ft_policy_parse_list(const char *list, uint32_t *idx, uint32_t *n, ft_err *err);
 
+/* ---- per-call decisions ------------------------------------------------------------------- */
+/* What one policy did on one call (the --per-call line as a struct, plus what the text omits). */
+typedef struct ft_replay_call {
+    const ft_batch *batch; /* the batch being replayed */
+    uint32_t i;            /* record index in the batch */
+    int64_t seq;
+    uint32_t fuser;       /* dense fuser index */
+    int32_t recipe;       /* dense recipe index, -1 = none */
+    uint32_t f;           /* first_op_requiring_backward */
+    uint32_t slot;        /* index into ft_replay_result.pol (the policy's position) */
+    uint32_t policy;      /* registry index */
+    int build, reset;     /* the fusion passes ran / reset_recipe_state ran */
+    uint32_t plan, fresh; /* model plan ids: the plan run, the oracle's */
+    ft_stale stale;
+    const ft_qstate *q; /* the policy's quantizer state after the call (valid during the call) */
+    const ft_qstate *fresh_q; /* a fresh fuser's quantizer state under the call's recipe */
+} ft_replay_call;
+/* Called for every call and policy, in call order then policy order; nonzero stops the replay
+ * with that status. */
+typedef int (*ft_replay_call_fn)(void *ctx, const ft_replay_call *c);
+
 /* ---- options ------------------------------------------------------------------------------ */
 typedef struct ft_replay_opts {
     const uint32_t *policies; /* [n_policies] registry indices; NULL/0 = all */
@@ -56,11 +77,13 @@ typedef struct ft_replay_opts {
     uint32_t capacity;    /* LRU capacity of dict stores per fuser; 0 = unbounded */
     const ft_env_kv *env; /* [n_env] --env overrides of the trace header's env */
     uint32_t n_env;
-    const char
-        *captured;      /* policy whose decisions the captured run made; NULL = from the header:
-                         * extra field fuser_cache ("single" | "dict" | "type"), else te_version */
-    FILE *per_call;     /* one JSON line per call and policy, or NULL */
-    FILE *explain;      /* one line per build naming what changed, or NULL */
+    /* the policy whose decisions the captured run made; NULL = from the header: its extra field
+     * fuser_cache ("single" | "dict" | "type") if present, else te_version */
+    const char *captured;
+    FILE *per_call;            /* one JSON line per call and policy, or NULL */
+    FILE *explain;             /* one line per build naming what changed, or NULL */
+    ft_replay_call_fn call_fn; /* per-call decisions as structs (e.g. numerics), or NULL */
+    void *call_ctx;
     uint32_t n_threads; /* ft_replay_traces: 0 = one per online core */
 } ft_replay_opts;
 

@@ -117,8 +117,7 @@ static int reset_obj(pstate *s, const rinfo *ri, const pcall *c)
 #define POLICY_LOOP(fn, reset, key, store, build_on_reset)                                         \
     static int fn(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err)                        \
     {                                                                                              \
-        if (r->per_call || r->explain)                                                             \
-            return policy_loop(r, p, b, err, reset, key, store, build_on_reset, 1);                \
+        if (r->rec_on) return policy_loop(r, p, b, err, reset, key, store, build_on_reset, 1);     \
         return policy_loop(r, p, b, err, reset, key, store, build_on_reset, 0);                    \
     }
 POLICY_LOOP(loop_rebuild_always, reset_always, key_none, FT_STORE_NONE, 1)

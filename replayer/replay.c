@@ -342,6 +342,7 @@ void ft_replay_free(ft_replay *r)
     ft_free(r->q_direct);
     ft_free(r->rec);
     ft_free(r->rec_plan);
+    ft_free(r->rec_q);
     ft_free(r->rec_stale);
     ft_free(r->prev_r);
     ft_free(r->prev_f);
@@ -440,6 +441,9 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
     r->n_fusers = n_fusers;
     r->n_recipes = n_recipes;
     r->per_call = opts->per_call;
+    r->call_fn = opts->call_fn;
+    r->call_ctx = opts->call_ctx;
+    r->rec_on = opts->per_call || opts->explain || opts->call_fn;
     r->explain = opts->explain;
     for (int k = 0; k < 4; k++)
         r->tok_rep[k] = -2;
@@ -564,8 +568,9 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
     GROW(tokc, cap);
     GROW(cap, cap);
     GROW(sb, cap);
-    if (r->per_call || r->explain) {
+    if (r->rec_on) {
         GROW(rec, (size_t)r->n_pol * cap);
+        GROW(rec_q, (size_t)r->n_pol * cap);
         GROW(rec_plan, (size_t)r->n_pol * cap);
         GROW(rec_stale, (size_t)r->n_pol * cap);
         GROW(prev_r, cap);
@@ -676,7 +681,7 @@ static void step_widen(ft_replay *r, int64_t step, uint32_t n_done, uint32_t max
 
 static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
 {
-    const int rec = r->per_call || r->explain, needs_fa = r->needs_fa;
+    const int rec = r->rec_on, needs_fa = r->needs_fa;
     const uint32_t n = b->n, n_fusers = r->n_fusers, n_recipes1 = r->n_recipes + 1;
     int shift = 0; /* step_width is a power of two: buckets by shift, not division */
     while ((INT64_C(1) << shift) < r->step_width)
@@ -831,7 +836,7 @@ static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t 
     fputc('\n', o);
 }
 
-static void write_records(ft_replay *r, const ft_batch *b)
+static int write_records(ft_replay *r, const ft_batch *b, ft_err *err)
 {
     for (uint32_t j = 0; j < r->n_calls; j++) {
         const uint32_t i = r->cidx[j];
@@ -839,6 +844,28 @@ static void write_records(ft_replay *r, const ft_batch *b)
             size_t k = (size_t)p * r->cap_batch + j;
             int build = r->rec[k] & 1, reset = r->rec[k] >> 1 & 1;
             if (r->explain && build) explain_build(r, p, b, j, reset);
+            if (r->call_fn) {
+                const int32_t recipe = r->cr[j];
+                ft_replay_call c = {b,
+                                    i,
+                                    b->seq[i],
+                                    r->cu[j],
+                                    recipe,
+                                    r->f[j],
+                                    p,
+                                    r->pol[p].idx,
+                                    build,
+                                    reset,
+                                    r->rec_plan[k],
+                                    r->fresh[j],
+                                    (ft_stale)r->rec_stale[k],
+                                    &r->qs[r->rec_q[k]],
+                                    &r->qs[r->ri[recipe + 1].fresh_q]};
+                int rc = r->call_fn(r->call_ctx, &c);
+                if (rc)
+                    return ft_err_set(err, rc, "seq %lld: the per-call consumer stopped: %s",
+                                      (long long)b->seq[i], ft_strerror(rc));
+            }
             if (!r->per_call) continue;
             FILE *o = r->per_call;
             fprintf(o,
@@ -851,6 +878,7 @@ static void write_records(ft_replay *r, const ft_batch *b)
             fprintf(o, ",\"stale\":\"%s\"}\n", ft_stale_name((ft_stale)r->rec_stale[k]));
         }
     }
+    return FT_OK;
 }
 
 int ft_replay_batch(ft_replay *r, const ft_batch *b, ft_err *err)
@@ -871,7 +899,7 @@ int ft_replay_batch(ft_replay *r, const ft_batch *b, ft_err *err)
         r->pol[p].res.loop_ns += t2 - t1;
         t1 = t2;
     }
-    if (r->per_call || r->explain) write_records(r, b);
+    if (r->rec_on) return write_records(r, b, err);
     return FT_OK;
 }
 
@@ -1011,7 +1039,8 @@ int ft_replay_traces(const char *const *paths, uint32_t n_paths, const ft_replay
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = nc > 0 ? (uint32_t)nc : 1;
     }
-    if (opts->per_call || opts->explain) n_threads = 1; /* keep the streams in trace order */
+    if (opts->per_call || opts->explain || opts->call_fn)
+        n_threads = 1; /* keep the streams in trace order */
     if (n_threads > n_paths) n_threads = n_paths;
     if (n_threads <= 1) {
         worker(&j);

@@ -59,8 +59,8 @@ typedef struct pstate {
     uint32_t q;          /* interned quantizer state */
     uint32_t head, tail; /* LRU list of this fuser's dict entries, most recent first */
     uint32_t count;      /* dict entries held */
-    /* front caches of the hot path (invalidated on eviction) */
-    uint64_t mru_key[2]; /* dict store: the two most recent keys and their plans */
+    /* front caches of the hot path */
+    uint64_t mru_key[2]; /* unbounded dict store: the two most recent keys and their plans */
     uint32_t mru_plan[2];
     class_cache cc[2]; /* last stale classification, by whether the backward runs */
     uint32_t spare[2];
@@ -86,6 +86,7 @@ typedef struct policy_def {
 #define FT_QDIRECT 64 /* quantizer states with a direct transition row */
 
 const policy_def *ft_policy_def(uint32_t idx);
+
 /* ---- integer map: uint64 key -> uint32 value, linear probing, backward-shift delete ------ */
 typedef struct u64map {
     uint64_t *keys; /* [cap]; UINT64_MAX = empty */
@@ -221,9 +222,13 @@ struct ft_replay {
     uint8_t *rec;            /* [n_pol * cap_batch] per-call bits: 1 build, 2 reset */
     uint32_t *rec_plan;      /* [n_pol * cap_batch] */
     uint8_t *rec_stale;      /* [n_pol * cap_batch] */
+    uint32_t *rec_q;         /* [n_pol * cap_batch] interned quantizer state after the call */
     int32_t *prev_r;         /* [cap_batch] explain: previous recipe of the fuser, -2 first sight */
     uint32_t *prev_f;        /* [cap_batch] */
     FILE *per_call, *explain;
+    ft_replay_call_fn call_fn;
+    void *call_ctx;
+    int rec_on; /* per-call records wanted (per_call, explain or call_fn) */
     /* results */
     ft_replay_result base; /* non-policy fields */
 };
@@ -356,6 +361,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             r->rec[k] = (uint8_t)(build | reset << 1);
             r->rec_plan[k] = plan;
             r->rec_stale[k] = (uint8_t)stale;
+            r->rec_q[k] = s->q;
         }
     }
     rc = FT_OK;

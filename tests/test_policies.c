@@ -429,6 +429,74 @@ static void test_te_pr_grad_off_on_off_on_restores_plans(void **state)
     mini_free(m);
 }
 
+typedef struct seen {
+    int n;
+    ft_replay_call c[32];
+    ft_qstate q[32], fq[32];
+    int stop_at;
+} seen;
+
+static int on_call(void *ctx, const ft_replay_call *c)
+{
+    seen *s = ctx;
+    if (s->n == s->stop_at) return FT_EINVAL;
+    s->q[s->n] = *c->q;
+    s->fq[s->n] = *c->fresh_q;
+    s->c[s->n++] = *c;
+    return FT_OK;
+}
+
+/* The per-call callback sees what --per-call writes, plus the quantizer states: in S1 the te-3410
+ * call under R2 still runs RHT quantizers while a fresh fuser would not. */
+static void test_call_callback_reports_decisions_and_qstate(void **state)
+{
+    (void)state;
+    ft_sink sk;
+    mini *m = mini_new(&sk);
+    emit_s_setup(&sk);
+    emit_call(&sk, 7, 3, 1, 1, 0, -1);
+    emit_call(&sk, 7, 3, 2, 1, 1, -1);
+    uint32_t idx[2];
+    assert_int_equal(ft_policy_find("te-3410", &idx[0], NULL), FT_OK);
+    assert_int_equal(ft_policy_find("recipe-hash", &idx[1], NULL), FT_OK);
+    static seen sn;
+    memset(&sn, 0, sizeof sn);
+    sn.stop_at = -1;
+    ft_replay_opts o = {0};
+    o.policies = idx;
+    o.n_policies = 2;
+    o.call_fn = on_call;
+    o.call_ctx = &sn;
+    ft_replay_result res;
+    mini_replay(m, &o, 0, &res);
+    assert_int_equal(sn.n, 4); /* 2 calls x 2 policies, call order then policy order */
+    assert_int_equal(sn.c[0].seq, 0);
+    assert_int_equal(sn.c[1].slot, 1);
+    assert_int_equal(sn.c[2].seq, 1);
+    assert_int_equal(sn.c[2].policy, idx[0]);
+    assert_int_equal(sn.c[2].build, 0);
+    assert_int_equal(sn.c[2].reset, 0);
+    assert_int_equal(sn.c[2].stale, FT_STALE_QUANT);
+    assert_int_not_equal(sn.c[2].plan, sn.c[2].fresh);
+    assert_int_equal(sn.q[2].rht, 1);  /* Q(R1) kept */
+    assert_int_equal(sn.fq[2].rht, 0); /* a fresh fuser under R2 */
+    assert_int_equal(sn.c[3].build, 1);
+    assert_int_equal(sn.c[3].plan, sn.c[3].fresh);
+    /* a consumer that fails stops the replay with its status */
+    memset(&sn, 0, sizeof sn);
+    sn.stop_at = 1;
+    ft_replay *r = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_replay_new(m->fusers, m->nf, m->recipes, m->nr, &m->hdr, &o, &r, &err),
+                     FT_OK);
+    ft_batch b;
+    mini_batch(m, 0, m->n, &b);
+    assert_int_equal(ft_replay_batch(r, &b, &err), FT_EINVAL);
+    assert_non_null(strstr(err.msg, "consumer stopped"));
+    ft_replay_free(r);
+    mini_free(m);
+}
+
 /* ---- spec §5 scenarios ---------------------------------------------------------------------- */
 static void run_s(const int64_t *recipes, const int *grads, int n, ft_replay_result *res)
 {
@@ -1138,6 +1206,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_te_pr_grad_off_on_off),
         cmocka_unit_test(test_te_pr_grad_off_on_off_on_restores_plans),
+        cmocka_unit_test(test_call_callback_reports_decisions_and_qstate),
         cmocka_unit_test(test_scenario_s1_same_type_switch_keeps_fused_plan),
         cmocka_unit_test(test_scenario_s2_type_round_trip_restores_stale_plan),
         cmocka_unit_test(test_scenario_s2_prime_bf16_round_trip),
