@@ -10,7 +10,9 @@
  *   import     ft_jsonl_import into a sink that drops records (parse + validate)
  *   import+w   ft_jsonl_import into the JSONL writer sink writing to /dev/null
  *   import+rec ft_jsonl_import into the recorder (a new .ftdb in $TMPDIR or /tmp)
- * and prints lines/s with each figure's ratio to the jansson parse-only baseline.
+ * and prints lines/s (wall) and lines per CPU second, with each pass's ratio to the jansson
+ * parse-only baseline in CPU time (CPU time moves less than wall time on a shared machine; the
+ * recorder pass's CPU time excludes time waiting for the disk).
  *
  * usage: bench_import [N_LINES (default 300000)] [EXPERTS (default 64)]
  */
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define REPS 3
@@ -181,8 +184,18 @@ static void import_into(const char *s, size_t len, ft_sink *sink)
 enum { P_SCAN, P_JANSSON, P_IMPORT, P_WRITER, P_REC, N_PASSES };
 static const char *const pass_name[] = {"scan", "jansson", "import", "import+w", "import+rec"};
 
-static double run_pass(int p, const char *s, size_t len)
+/* CPU time of this process in seconds: on a shared machine it moves less than wall time. */
+static double cpu_s(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Run pass p once; returns wall seconds, *cpu gets CPU seconds. */
+static double run_pass(int p, const char *s, size_t len, double *cpu)
+{
+    double c0 = cpu_s();
     uint64_t t0 = ft_now_ns();
     switch (p) {
     case P_SCAN:
@@ -226,6 +239,7 @@ static double run_pass(int p, const char *s, size_t len)
         break;
     }
     }
+    *cpu = cpu_s() - c0;
     return (double)(ft_now_ns() - t0) / 1e9;
 }
 
@@ -246,21 +260,25 @@ int main(int argc, char **argv)
            "core\n",
            n, (int)experts, (double)b.len / 1e6, (double)b.len / (double)n, REPS);
 
-    double best[N_PASSES];
+    double best[N_PASSES], best_cpu[N_PASSES];
     int n_passes = N_PASSES;
     for (int p = 0; p < n_passes; p++) {
-        best[p] = 1e30;
+        best[p] = best_cpu[p] = 1e30;
         for (int r = 0; r < REPS; r++) {
-            double t = run_pass(p, (const char *)b.data, b.len);
+            double cpu, t = run_pass(p, (const char *)b.data, b.len, &cpu);
             if (t < best[p]) best[p] = t;
+            if (cpu < best_cpu[p]) best_cpu[p] = cpu;
         }
     }
-    printf("%-11s %12s %10s %14s\n", "pass", "lines/s", "MB/s", "vs jansson");
+    printf("%-11s %12s %10s %12s %14s\n", "pass", "lines/s", "MB/s", "lines/cpu-s",
+           "vs jansson(cpu)");
     for (int p = 0; p < n_passes; p++)
-        printf("%-11s %12.0f %10.1f %13.2fx\n", pass_name[p], (double)n / best[p],
-               (double)b.len / 1e6 / best[p], best[P_JANSSON] / best[p]);
-    printf("target: import >= 500000 lines/s: %s (import %.0f lines/s)\n",
-           (double)n / best[P_IMPORT] >= 500000 ? "met" : "MISSED", (double)n / best[P_IMPORT]);
+        printf("%-11s %12.0f %10.1f %12.0f %14.2fx\n", pass_name[p], (double)n / best[p],
+               (double)b.len / 1e6 / best[p], (double)n / best_cpu[p],
+               best_cpu[P_JANSSON] / best_cpu[p]);
+    double rate = (double)n / best_cpu[P_IMPORT];
+    printf("target: import >= 500000 lines/s on one core: %s (import %.0f lines per CPU second)\n",
+           rate >= 500000 ? "met" : "MISSED", rate);
     ft_buf_free(&b);
     return 0;
 }
