@@ -302,6 +302,30 @@ static void test_quantize_matches_scalar_formats(void **state)
             assert_float_equal(out[idx], want, 0.0f);
         }
     }
+    /* columnwise SR: blocks of 16 rows of a column, stream 2*3+1, counter = row-major index */
+    sr.columnwise = 1;
+    float xc[32 * 4], oc[32 * 4];
+    for (int i = 0; i < 32 * 4; i++)
+        xc[i] = x[i];
+    assert_int_equal(ft_cpu_quantize(&sr, xc, 32, 4, NULL, 0, oc, NULL, NULL), FT_OK);
+    float Ac = 0;
+    for (int i = 0; i < 32 * 4; i++)
+        Ac = fabsf(xc[i]) > Ac ? fabsf(xc[i]) : Ac;
+    float Sc = 2688.0f / Ac, Sdc = 1.0f / Sc;
+    for (int c = 0; c < 4; c++)
+        for (int r0 = 0; r0 < 32; r0 += 16) {
+            float amax = 0;
+            for (int r = r0; r < r0 + 16; r++)
+                amax = fabsf(xc[r * 4 + c]) > amax ? fabsf(xc[r * 4 + c]) : amax;
+            float d = ft_fp8_round(FT_FP8_E4M3, amax * (Sc * (1.0f / 6.0f)));
+            float m = fminf(1.0f / (d * Sdc), FLT_MAX);
+            for (int r = r0; r < r0 + 16; r++) {
+                uint32_t bits = ft_rng_bits(9, 7, (uint64_t)(r * 4 + c));
+                float want = ft_e2m1_decode(ft_e2m1_encode_sr(xc[r * 4 + c] * m, bits)) *
+                             ((d * Ac) * (1.0f / 2688.0f));
+                assert_float_equal(oc[r * 4 + c], want, 0.0f);
+            }
+        }
 }
 
 static void test_fp8_current_and_block_scales(void **state)
@@ -381,6 +405,39 @@ static void test_quantize_columnwise_is_transposed_rowwise(void **state)
                 assert_float_equal(a[i * C + j], b[j * R + i], 0.0f);
     }
     ft_free(x), ft_free(xt), ft_free(a), ft_free(b);
+}
+
+/* 2D tiles: columnwise usage equals rowwise; one scale per tile (a tile's values all scale
+ * with its own maximum, not with a neighbour's). */
+static void test_quantize_2d_tiles(void **state)
+{
+    (void)state;
+    const int64_t R = 40, C = 72; /* partial tiles at both edges */
+    seed_rng(31);
+    float *x = randv(R * C, 1.0f), *a = randv(R * C, 1), *b = randv(R * C, 1);
+    const ft_qfmt fmts[] = {FT_QF_MXFP8, FT_QF_NVFP4, FT_QF_FP8_BLOCK};
+    for (size_t f = 0; f < FT_ARRAY_LEN(fmts); f++) {
+        ft_qcfg row = {.fmt = fmts[f], .two_d = 1, .pow2_scales = 1}, col = row;
+        col.columnwise = 1;
+        assert_int_equal(ft_cpu_quantize(&row, x, R, C, NULL, 0, a, NULL, NULL), FT_OK);
+        assert_int_equal(ft_cpu_quantize(&col, x, R, C, NULL, 0, b, NULL, NULL), FT_OK);
+        assert_memory_equal(a, b, (size_t)(R * C) * sizeof *a);
+    }
+    /* MXFP8 32x32: a large value in tile (0,0) coarsens its whole tile, and only it */
+    ft_qcfg q = {.fmt = FT_QF_MXFP8, .two_d = 1};
+    float *base = randv(R * C, 1);
+    assert_int_equal(ft_cpu_quantize(&q, x, R, C, NULL, 0, base, NULL, NULL), FT_OK);
+    x[0] = 1000.0f;
+    assert_int_equal(ft_cpu_quantize(&q, x, R, C, NULL, 0, a, NULL, NULL), FT_OK);
+    int coarse = 0;
+    for (int64_t i = 1; i < 32; i++)
+        for (int64_t j = 0; j < 32; j++)
+            coarse += a[i * C + j] != base[i * C + j];
+    assert_true(coarse > 0);
+    for (int64_t i = 0; i < R; i++)
+        for (int64_t j = 0; j < C; j++)
+            if (i >= 32 || j >= 32) assert_float_equal(a[i * C + j], base[i * C + j], 0.0f);
+    ft_free(x), ft_free(a), ft_free(b), ft_free(base);
 }
 
 /* M = diag(s) H16 / 4 is orthogonal: M M^T = I exactly (entries +-1/4). */
@@ -694,6 +751,7 @@ int main(void)
                                         check_leaks),
         cmocka_unit_test_setup_teardown(test_quantize_columnwise_is_transposed_rowwise, note_live,
                                         check_leaks),
+        cmocka_unit_test_setup_teardown(test_quantize_2d_tiles, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_rht_orthogonal, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_sr_unbiased, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_quantize_bad_input, note_live, check_leaks),
