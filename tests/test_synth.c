@@ -739,6 +739,22 @@ static void test_synth_frozen_boundary_moves(void **state)
     }
     assert_true(seen);
     coll_free(&c);
+
+    /* with recompute, a frozen layer has no backward, so its checkpoint is not recomputed */
+    assert_int_equal(run(&c, "frozen", 5, &err, "recompute=1", NULL), FT_OK);
+    size_t rec_frozen = 0, rec_after = 0;
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i];
+        if (r->kind != R_CALL || r->fuser != 1 || strcmp(r->phase, "recompute")) continue;
+        if (r->step < 3)
+            rec_frozen++;
+        else
+            rec_after++;
+    }
+    assert_int_equal(rec_frozen, 0);
+    assert_true(rec_after > 0);
+    check_stream(&c, 1024);
+    coll_free(&c);
 }
 
 /* pipeline-2dev: per device, the order of forward (F) and backward (B) microbatches is 1F1B,
