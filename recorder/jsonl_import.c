@@ -1,18 +1,21 @@
 /*
  * jsonl_import.c - capture-jsonl v1 (spec/capture-jsonl.md) -> any ft_sink.
  *
- * The stream is read line by line into one fixed buffer of FT_JSONL_MAX_LINE bytes; a longer line
- * is an error. Each line is parsed with jansson (json_loadb), validated strictly and handed to the
- * sink as one record, then freed. Memory therefore does not grow with the input except for what
- * validation must remember: the declared fuser ids (with their op counts), the declared recipe
- * ids and (obj, attrs) pairs, and the call seqs that a later `backward` may name, kept as runs of
- * consecutive seqs in a window of at most 16 MiB (see seq_runs).
+ * The stream is read line by line into one buffer that grows up to FT_JSONL_MAX_LINE bytes; a
+ * longer line is an error. Each line is parsed with jansson (json_loadb), validated strictly and
+ * handed to the sink as one record, then freed. Memory therefore does not grow with the input
+ * except for what validation must remember: the declared fuser ids (with their op counts), the
+ * declared recipe ids and (obj, attrs) pairs, and the call seqs that a later `backward` may name,
+ * kept as runs of consecutive seqs in a window of at most 16 MiB (see seq_runs).
  *
  * Every failure is FT_EINVAL (or the sink's own status) with "NAME:LINE: field 'x': what is
  * wrong" in err. Header fields that the format does not name are kept in ft_header.extra_json;
  * unknown fields of other records are ignored with one warning per (record type, field name).
  * Optional fields must be absent rather than null (null is accepted only where the format says
  * "or null"), so that export gives back exactly what was imported.
+ *
+ * Speed is bounded by jansson's own parse (one heap node per JSON value); bench/bench_import.c
+ * measures both, bench/RESULTS.md has the figures.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_recorder.h"
@@ -196,7 +199,8 @@ typedef struct importer {
     int have_seq;
     int64_t last_seq;
     idmap fusers;  /* id -> op count */
-    idmap recipes; /* id -> index into rstates */
+    idmap recipes; /* declared recipe ids */
+    idmap states;  /* hash of (obj, attrs) -> index into rstates */
     recipe_state *rstates;
     size_t n_rstates, cap_rstates;
     seq_runs calls;
@@ -560,15 +564,29 @@ static int do_recipe(importer *im, json_t *o)
     char *attrs = dump_canonical(a);
     if (!attrs) return fail_nomem(im);
     uint64_t hash = ft_hash64(attrs, strlen(attrs));
-    for (size_t i = 0; i < im->n_rstates; i++) {
-        recipe_state *s = &im->rstates[i];
-        if (s->obj == r.obj && s->hash == hash && !strcmp(s->attrs, attrs)) {
+    int64_t skey = (int64_t)ft_hash_mix(hash, (uint64_t)r.obj);
+    uint32_t at;
+    int in_map = idmap_find(&im->states, skey, &at);
+    if (in_map) {
+        /* the map holds one state per key; on a (practically impossible) 64-bit key collision
+         * fall back to scanning them all */
+        recipe_state *s = &im->rstates[at];
+        int same = s->obj == r.obj && s->hash == hash && !strcmp(s->attrs, attrs);
+        for (size_t i = 0; !same && i < im->n_rstates; i++) {
+            s = &im->rstates[i];
+            same = s->obj == r.obj && s->hash == hash && !strcmp(s->attrs, attrs);
+        }
+        if (same) {
             free_dump(attrs);
             return fail(im, "attrs",
                         "recipe state (obj %" PRId64 ", these attrs) is already declared as id "
                         "%" PRId64,
                         r.obj, s->id);
         }
+    }
+    if (im->n_rstates == UINT32_MAX) {
+        free_dump(attrs);
+        return fail(im, "id", "more than %u recipe states", UINT32_MAX);
     }
     if (im->n_rstates == im->cap_rstates) {
         size_t cap = im->cap_rstates ? im->cap_rstates * 2 : 16;
@@ -589,6 +607,7 @@ static int do_recipe(importer *im, json_t *o)
     rc = im->sink->recipe_fn ? im->sink->recipe_fn(im->sink->ctx, &r) : FT_OK;
     free_dump(attrs);
     if (!rc && idmap_put(&im->recipes, r.id, 0)) rc = FT_ENOMEM;
+    if (!rc && !in_map && idmap_put(&im->states, skey, (uint32_t)im->n_rstates)) rc = FT_ENOMEM;
     if (rc) {
         ft_free(copy);
         return rc == FT_ENOMEM ? fail_nomem(im) : fail_sink(im, rc, "recipe");
@@ -988,6 +1007,7 @@ int ft_jsonl_import(FILE *in, const char *name, ft_sink *sink, FILE *warn, ft_er
     ft_free(im.buf);
     idmap_free(&im.fusers);
     idmap_free(&im.recipes);
+    idmap_free(&im.states);
     for (size_t i = 0; i < im.n_rstates; i++)
         ft_free(im.rstates[i].attrs);
     ft_free(im.rstates);
