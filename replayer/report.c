@@ -19,6 +19,12 @@ static double ratio(uint64_t a, uint64_t b)
     return b ? (double)a / (double)b : 0.0;
 }
 
+/* a/b in percent, rounded down to 0.01 so that 99.998% does not print as 100.00% */
+static double pct_floor(uint64_t a, uint64_t b)
+{
+    return b ? (double)(a * 10000 / b) / 100.0 : 0.0;
+}
+
 double ft_report_modeled_ns(const ft_replay_result *r, const ft_policy_result *p)
 {
     if (!r->cap_build_n) return -1.0;
@@ -51,7 +57,7 @@ static int write_text(FILE *f, const ft_replay_result *r)
         fprintf(
             f, "%-16s %10llu %10llu %10llu %6.2f%% %10llu %9llu %9llu %9llu %9llu %9llu %8.1f\n",
             ft_policy_name(q->policy), (unsigned long long)q->calls, (unsigned long long)q->builds,
-            (unsigned long long)q->hits, 100.0 * ratio(q->hits, q->calls),
+            (unsigned long long)q->hits, pct_floor(q->hits, q->calls),
             (unsigned long long)q->resets, (unsigned long long)q->stale[FT_STALE_HARMLESS],
             (unsigned long long)q->stale[FT_STALE_SLOWER],
             (unsigned long long)q->stale[FT_STALE_QUANT],
@@ -321,9 +327,9 @@ int ft_report_reading(FILE *f, const ft_replay_result *r, ft_err *err)
             fprintf(f, "%s%s", first ? "" : ", ", ft_policy_name(r->pol[p].policy));
             first = 0;
         }
-    fprintf(f, " (%llu builds for %llu calls, %.1f%% hits); most: %s (%llu).\n",
+    fprintf(f, " (%llu builds for %llu calls, %.2f%% hits); most: %s (%llu).\n",
             (unsigned long long)least->builds, (unsigned long long)least->calls,
-            100.0 * ratio(least->hits, least->calls), ft_policy_name(most->policy),
+            pct_floor(least->hits, least->calls), ft_policy_name(most->policy),
             (unsigned long long)most->builds);
     if (least_safe && least_safe->builds == least->builds && n_stale(least))
         fprintf(f, "- %s builds as few and never runs a stale plan.\n",
@@ -374,14 +380,17 @@ int ft_report_reading(FILE *f, const ft_replay_result *r, ft_err *err)
                 "- %llu calls would raise in TE under every policy: their fresh plan itself "
                 "raises (\"%s\").\n",
                 (unsigned long long)r->fresh_raises, r->fresh_raise_texts[0].text);
+    int drift = 0;
     for (uint32_t p = 0; p < r->n_policies; p++) {
         const ft_policy_result *q = &r->pol[p];
-        if (q->qdrift)
-            fprintf(f,
-                    "- %s ran a fresh plan with quantizers left over from an earlier recipe of "
-                    "the same type on %llu calls (reset_recipe_state keeps RHT/SR/2D flags on "
-                    "a same-type switch).\n",
-                    ft_policy_name(q->policy), (unsigned long long)q->qdrift);
+        if (!q->qdrift) continue;
+        if (!drift++)
+            fprintf(f, "- Quantizer drift: a fresh plan ran with quantizers left over from an "
+                       "earlier recipe of the same type (reset_recipe_state keeps RHT/SR/2D flags "
+                       "on a same-type switch; DelayedScaling history length) on:");
+        fprintf(f, "%s %s %llu", drift > 1 ? "," : "", ft_policy_name(q->policy),
+                (unsigned long long)q->qdrift);
     }
+    if (drift) fprintf(f, " calls.\n");
     return ferror(f) ? ft_err_set(err, FT_EIO, "writing the reading failed") : FT_OK;
 }
