@@ -975,7 +975,7 @@ static int dec_splits(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uint
             k = s->vecs[j].k;
             if (pos + k > FT_CHUNK_MAX_SPLIT_VALUES)
                 return CORRUPT("chunk %llu: too many split sizes", (unsigned long long)id);
-            rc = grow((void **)&d->splits, &d->splits_cap, pos + k, sizeof *d->splits);
+            rc = grow((void **)&d->splits, &d->splits_cap, pos + k + 1, sizeof *d->splits);
             if (rc) return rc;
             const int64_t *src = d->splits + s->vecs[j].off;
             uint64_t sum = 0;
@@ -1008,7 +1008,7 @@ static int dec_splits(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uint
             if (k == 0 && T != 0)
                 return CORRUPT("chunk %llu: record %u: empty split vector with tokens",
                                (unsigned long long)id, i);
-            rc = grow((void **)&d->splits, &d->splits_cap, pos + k, sizeof *d->splits);
+            rc = grow((void **)&d->splits, &d->splits_cap, pos + k + 1, sizeof *d->splits);
             if (!rc) rc = grow((void **)&s->vecs, &s->vecs_cap, s->n_vecs + 1, sizeof *s->vecs);
             if (!rc) rc = sp_predict(s, f, k, T);
             if (rc) return rc;
