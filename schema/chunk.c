@@ -605,7 +605,7 @@ static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
     }
     uint32_t w = max < 0x100 ? 1 : max < 0x10000 ? 2 : max < 0x100000000ull ? 4 : 8;
     size_t fsz = 1 + (size_t)w * n;
-    int mode = rsz * 2 < vsz && rsz * 2 < fsz ? 1 : fsz * 4 <= vsz * 5 ? 2 : 0;
+    int mode = rsz * 2 < vsz && rsz * 2 < fsz ? 1 : fsz <= vsz * 2 ? 2 : 0;
     /* room: run lengths take up to 4 bytes (n <= FT_CHUNK_MAX_RECORDS), rsz counted 1 */
     int rc = ft_buf_reserve(b, 2 + (mode == 1 ? rsz * 4 : mode == 2 ? fsz : vsz));
     if (rc) return rc;
@@ -729,7 +729,8 @@ struct ft_chunk_dec {
     ZSTD_DCtx *dctx;
     uint8_t *main, *spbuf; /* decoded sections */
     size_t main_cap, spbuf_cap;
-    uint64_t *tmp[N_INTCOL]; /* [rec_cap] column codes */
+    uint32_t *kind32, *oprg32; /* [rec_cap] KIND and OPRG codes */
+    uint64_t *bwd64;           /* [rec_cap] BWD codes */
     size_t rec_cap;
     /* outputs, [rec_cap] (offset arrays [rec_cap + 1]) */
     uint8_t *kind;
@@ -771,8 +772,9 @@ void ft_chunk_dec_free(ft_chunk_dec *d)
     ZSTD_freeDCtx(d->dctx);
     ft_free(d->main);
     ft_free(d->spbuf);
-    for (int c = 0; c < N_INTCOL; c++)
-        ft_free(d->tmp[c]);
+    ft_free(d->kind32);
+    ft_free(d->oprg32);
+    ft_free(d->bwd64);
     ft_free(d->kind);
     ft_free(d->seq);
     ft_free(d->step);
@@ -814,63 +816,75 @@ static int dec_reserve(ft_chunk_dec *d, size_t n)
         {(void **)&d->bwd_call, 8},   {(void **)&d->ntok, 8},     {(void **)&d->fuser, 4},
         {(void **)&d->flags, 4},      {(void **)&d->first_rg, 4}, {(void **)&d->op_rg_off, 4},
         {(void **)&d->splits_off, 4}, {(void **)&d->recipe, 4},   {(void **)&d->device, 4},
-        {(void **)&d->phase, 4},
+        {(void **)&d->phase, 4},      {(void **)&d->kind32, 4},   {(void **)&d->oprg32, 4},
+        {(void **)&d->bwd64, 8},
     };
     for (size_t i = 0; i < FT_ARRAY_LEN(arrs); i++) {
         void *q = ft_realloc(*arrs[i].p, (cap + 1) * arrs[i].sz);
         if (!q) return FT_ENOMEM;
         *arrs[i].p = q;
     }
-    for (int c = 0; c < N_INTCOL; c++) {
-        void *q = ft_realloc(d->tmp[c], cap * sizeof(uint64_t));
-        if (!q) return FT_ENOMEM;
-        d->tmp[c] = q;
-    }
     d->rec_cap = cap;
     return FT_OK;
 }
 
-/* Decode an integer column of exactly n values spanning exactly [p, end). */
-static int get_intcol(const uint8_t *p, const uint8_t *end, uint64_t *out, uint32_t n)
-{
-    if (p >= end) return -1;
-    uint8_t mode = *p++;
-    if (mode == 0) {
-        for (uint32_t i = 0; i < n; i++)
-            if (varint_get(&p, end, &out[i])) return -1;
-    } else if (mode == 1) {
-        uint32_t i = 0;
-        while (i < n) {
-            uint64_t v, run;
-            if (varint_get(&p, end, &v) || varint_get(&p, end, &run)) return -1;
-            if (run >= (uint64_t)(n - i)) return -1;
-            for (uint64_t r = 0; r <= run; r++)
-                out[i++] = v;
-        }
-    } else if (mode == 2) {
-        if (p >= end) return -1;
-        uint32_t w = *p++;
-        if ((w != 1 && w != 2 && w != 4 && w != 8) || (uint64_t)(end - p) != (uint64_t)w * n)
-            return -1;
-        if (w == 1) {
-            for (uint32_t i = 0; i < n; i++)
-                out[i] = p[i];
-        } else if (w == 2) {
-            for (uint32_t i = 0; i < n; i++)
-                out[i] = (uint64_t)p[2 * i] | (uint64_t)p[2 * i + 1] << 8;
-        } else if (w == 4) {
-            for (uint32_t i = 0; i < n; i++)
-                out[i] = get_u32(p + 4 * i);
-        } else {
-            for (uint32_t i = 0; i < n; i++)
-                out[i] = get_u64(p + 8 * i);
-        }
-        return 0;
-    } else {
-        return -1;
+/* Decode an integer column of exactly n values spanning exactly [p, end) into T out[n]
+ * (values with a bit of HIGH set are an error). Run fills and fixed-width copies are plain loops
+ * the compiler vectorizes. */
+#define DEFINE_GET_INTCOL(NAME, T, HIGH)                                                           \
+    static int NAME(const uint8_t *p, const uint8_t *end, T *out, uint32_t n)                      \
+    {                                                                                              \
+        if (p >= end) return -1;                                                                   \
+        uint8_t mode = *p++;                                                                       \
+        uint64_t v, run, big = 0;                                                                  \
+        if (mode == 0) {                                                                           \
+            for (uint32_t i = 0; i < n; i++) {                                                     \
+                if (varint_get(&p, end, &v)) return -1;                                            \
+                big |= v & (HIGH);                                                                 \
+                out[i] = (T)v;                                                                     \
+            }                                                                                      \
+        } else if (mode == 1) {                                                                    \
+            uint32_t i = 0;                                                                        \
+            while (i < n) {                                                                        \
+                if (varint_get(&p, end, &v) || varint_get(&p, end, &run)) return -1;               \
+                if (run >= (uint64_t)(n - i)) return -1;                                           \
+                big |= v & (HIGH);                                                                 \
+                T x = (T)v, *o = out + i;                                                          \
+                uint32_t len = (uint32_t)run + 1;                                                  \
+                for (uint32_t r = 0; r < len; r++)                                                 \
+                    o[r] = x;                                                                      \
+                i += len;                                                                          \
+            }                                                                                      \
+        } else if (mode == 2) {                                                                    \
+            if (p >= end) return -1;                                                               \
+            uint32_t w = *p++;                                                                     \
+            if ((w != 1 && w != 2 && w != 4 && w != 8) || (uint64_t)(end - p) != (uint64_t)w * n)  \
+                return -1;                                                                         \
+            if (w == 1) {                                                                          \
+                for (uint32_t i = 0; i < n; i++)                                                   \
+                    out[i] = p[i];                                                                 \
+            } else if (w == 2) {                                                                   \
+                for (uint32_t i = 0; i < n; i++)                                                   \
+                    out[i] = (T)((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8);                \
+            } else if (w == 4) {                                                                   \
+                for (uint32_t i = 0; i < n; i++)                                                   \
+                    out[i] = (T)get_u32(p + 4 * i);                                                \
+            } else {                                                                               \
+                for (uint32_t i = 0; i < n; i++) {                                                 \
+                    v = get_u64(p + 8 * i);                                                        \
+                    big |= v & (HIGH);                                                             \
+                    out[i] = (T)v;                                                                 \
+                }                                                                                  \
+            }                                                                                      \
+            return big ? -1 : 0;                                                                   \
+        } else {                                                                                   \
+            return -1;                                                                             \
+        }                                                                                          \
+        return p == end && !big ? 0 : -1;                                                          \
     }
-    return p == end ? 0 : -1;
-}
+
+DEFINE_GET_INTCOL(get_intcol64, uint64_t, 0)
+DEFINE_GET_INTCOL(get_intcol32, uint32_t, ~(uint64_t)UINT32_MAX)
 
 #define CORRUPT(...) ft_err_set(err, FT_ECORRUPT, __VA_ARGS__)
 
@@ -1106,62 +1120,75 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
     rc = dec_reserve(d, n);
     if (rc) return rc;
     uint32_t n_bwd = n - n_calls;
-    for (int c = 0; c < N_INTCOL; c++)
-        if (get_intcol(col[c], col[c + 1], d->tmp[c], c == C_BWD ? n_bwd : n))
-            return CORRUPT("chunk %llu: column %d is malformed", id, c);
+    /* columns decode straight into the output arrays (or small code arrays), then the passes
+     * below undo the codes in place */
+    struct {
+        int c;
+        uint32_t *out32;
+        uint64_t *out64;
+    } dst[N_INTCOL] = {
+        {C_KIND, d->kind32, NULL},           {C_SEQ, NULL, (uint64_t *)d->seq},
+        {C_FUSER, d->fuser, NULL},           {C_RECIPE, (uint32_t *)d->recipe, NULL},
+        {C_FLAGS, d->flags, NULL},           {C_DEVICE, (uint32_t *)d->device, NULL},
+        {C_OPRG, d->oprg32, NULL},           {C_STEP, NULL, (uint64_t *)d->step},
+        {C_MB, NULL, (uint64_t *)d->mb},     {C_PHASE, (uint32_t *)d->phase, NULL},
+        {C_NS, NULL, (uint64_t *)d->ns},     {C_FUSE_NS, NULL, (uint64_t *)d->fuse_ns},
+        {C_NTOK, NULL, (uint64_t *)d->ntok}, {C_BWD, NULL, d->bwd64},
+    };
+    for (int k = 0; k < N_INTCOL; k++) {
+        int c = dst[k].c;
+        uint32_t cnt = c == C_BWD ? n_bwd : n;
+        int bad_col = dst[k].out32 ? get_intcol32(col[c], col[c + 1], dst[k].out32, cnt)
+                                   : get_intcol64(col[c], col[c + 1], dst[k].out64, cnt);
+        if (bad_col) return CORRUPT("chunk %llu: column %d is malformed", id, c);
+    }
     rc = dec_dicts(d, info->id, col[C_PHASES], col[C_PHASES + 1], n_phases, col[C_OPRGDICT],
                    col[C_OPRGDICT + 1], n_oprg, err);
     if (rc) return rc;
 
-    /* column passes: undo the codes, check every value and reference (bad accumulates) */
-    const uint64_t *K = d->tmp[C_KIND], *F = d->tmp[C_FLAGS], *S = d->tmp[C_SEQ];
-    uint64_t bad = 0;
-    uint32_t calls = 0;
+    /* kinds and flags */
+    uint32_t bad = 0, calls = 0;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t kd = K[i], fl = F[i];
-        bad |= (kd >> 1) | (fl >> 13) | (kd & ((fl & ~(uint64_t)FT_CF_HAS_NS) != 0));
+        uint32_t kd = d->kind32[i], fl = d->flags[i];
+        bad |= (kd >> 1) | (fl >> 13) | (kd & ((fl & ~(uint32_t)FT_CF_HAS_NS) != 0));
         d->kind[i] = (uint8_t)kd;
-        d->flags[i] = (uint32_t)fl;
-        calls += (uint32_t)(kd ^ 1) & 1;
+        calls += (kd ^ 1) & 1;
     }
     if (bad || calls != n_calls)
         return CORRUPT("chunk %llu: record kinds or flags are invalid", id);
 
     /* seq: strictly increasing, never past INT64_MAX */
+    uint64_t *S = (uint64_t *)d->seq;
     if (S[0] != 0) return CORRUPT("chunk %llu: first record's seq disagrees", id);
     uint64_t room = (uint64_t)INT64_MAX - (uint64_t)first_seq, cur = (uint64_t)first_seq;
-    d->seq[0] = first_seq;
+    S[0] = cur;
     for (uint32_t i = 1; i < n; i++) {
         uint64_t sd = S[i];
         if (sd >= room) return CORRUPT("chunk %llu: record %u: seq overflows", id, i);
         room -= sd + 1;
         cur += sd + 1;
-        d->seq[i] = (int64_t)cur;
+        S[i] = cur;
     }
 
     /* references: fuser, recipe, device, phase (backward records hold 0 codes) */
-    const uint64_t *FU = d->tmp[C_FUSER], *RE = d->tmp[C_RECIPE], *DV = d->tmp[C_DEVICE];
-    const uint64_t *PH = d->tmp[C_PHASE];
-    uint64_t nf = lim->n_fusers, nr = lim->n_recipes, np = n_phases ? n_phases : 1;
+    uint32_t nf = lim->n_fusers, nr = lim->n_recipes, np = n_phases ? n_phases : 1;
+    uint32_t *RE = (uint32_t *)d->recipe, *DV = (uint32_t *)d->device, *PH = (uint32_t *)d->phase;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t kd = d->kind[i], fl = d->flags[i], fu = FU[i], re = RE[i], dv = DV[i];
-        int64_t dev = unzz(dv);
+        uint32_t kd = d->kind32[i], fl = d->flags[i], fu = d->fuser[i], re = RE[i], dv = DV[i];
+        uint32_t ph = PH[i];
         bad |= ((fu >= nf) & (kd ^ 1)) | ((fu != 0) & kd) | (re > nr) |
-               ((re != 0) != ((fl >> 12) & 1)) | (dev < INT32_MIN) | (dev > INT32_MAX) |
-               ((dv != 0) & kd) | (PH[i] >= np);
-        d->fuser[i] = (uint32_t)fu;
+               ((re != 0) != ((fl >> 12) & 1)) | ((dv != 0) & kd) | (ph >= np);
         d->recipe[i] = (int32_t)re - 1;
-        d->device[i] = (int32_t)dev;
-        d->phase[i] = (fl & FT_CF_HAS_PHASE) ? (int32_t)PH[i] : -1;
+        d->device[i] = (int32_t)((dv >> 1) ^ (~(dv & 1) + 1));
+        d->phase[i] = (fl & FT_CF_HAS_PHASE) ? (int32_t)ph : -1;
     }
     if (bad) return CORRUPT("chunk %llu: a fuser, recipe, device or phase is out of range", id);
 
     /* op_rg: dictionary entry 0 is the empty pattern of backward records */
-    const uint64_t *OP = d->tmp[C_OPRG];
     size_t oppos = 0;
     if ((rc = grow((void **)&d->op_rg, &d->op_rg_cap, 1, 1))) return rc;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t op = OP[i];
+        uint32_t op = d->oprg32[i];
         if (op > n_oprg) return CORRUPT("chunk %llu: record %u: op_rg index out of range", id, i);
         const dict_ent *de = &d->dict[op];
         uint32_t want = d->kind[i] ? 0 : lim->fuser_n_ops[d->fuser[i]];
@@ -1181,9 +1208,9 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
     d->op_rg_off[n] = (uint32_t)oppos;
 
     /* running values: absent fields carry code 0, so plain prefix sums keep the last value */
-    const uint64_t *ST = d->tmp[C_STEP], *MB = d->tmp[C_MB], *NS = d->tmp[C_NS];
-    const uint64_t *FN = d->tmp[C_FUSE_NS], *NT = d->tmp[C_NTOK];
-    uint64_t step = 0, mb = 0, ns = 0, nt = 0;
+    uint64_t *ST = (uint64_t *)d->step, *MB = (uint64_t *)d->mb, *NS = (uint64_t *)d->ns;
+    uint64_t *FN = (uint64_t *)d->fuse_ns, *NT = (uint64_t *)d->ntok;
+    uint64_t step = 0, mb = 0, ns = 0, nt = 0, neg = 0;
     uint32_t n_splits_calls = 0;
     for (uint32_t i = 0; i < n; i++) {
         step += (uint64_t)unzz(ST[i]);
@@ -1191,25 +1218,24 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
         ns += (uint64_t)unzz(NS[i]);
         nt += (uint64_t)unzz(NT[i]);
         uint32_t hs = (d->flags[i] >> 6) & 1;
-        d->step[i] = (int64_t)step;
-        d->mb[i] = (int64_t)mb;
-        d->ns[i] = (int64_t)ns;
-        d->fuse_ns[i] = unzz(FN[i]);
-        d->ntok[i] = hs ? (int64_t)nt : 0;
-        bad |= (nt >> 63) & hs;
+        ST[i] = step;
+        MB[i] = mb;
+        NS[i] = ns;
+        FN[i] = (uint64_t)unzz(FN[i]);
+        NT[i] = hs ? nt : 0;
+        neg |= (nt >> 63) & hs;
         n_splits_calls += hs;
     }
-    if (bad) return CORRUPT("chunk %llu: negative token count", id);
+    if (neg) return CORRUPT("chunk %llu: negative token count", id);
 
     /* backward -> call */
-    const uint64_t *BW = d->tmp[C_BWD];
     uint32_t bwds = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (!d->kind[i]) {
             d->bwd_call[i] = -1;
             continue;
         }
-        uint64_t bd = BW[bwds++];
+        uint64_t bd = d->bwd64[bwds++];
         if (bd >= (uint64_t)d->seq[i] - (uint64_t)INT64_MIN)
             return CORRUPT("chunk %llu: record %u: backward call seq out of range", id, i);
         d->bwd_call[i] = (int64_t)((uint64_t)d->seq[i] - 1 - bd);
