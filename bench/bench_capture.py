@@ -100,7 +100,6 @@ def main() -> int:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 cap = fc.enable(os.path.join(tmp.name, str(k[0])), **kw)
-            fz.__dict__.pop("_ft", None)
             if null:
                 wrapped(fz, True, recipe, x, extra)  # declares the fuser and recipe
                 cap.writer = NullWriter()

@@ -333,6 +333,21 @@ class TestBehaviour(unittest.TestCase):
             recs = ftutil.read_jsonl(os.path.join(d, "rank0.jsonl"))
             self.assertEqual(sum(r["t"] == "call" for r in recs), 1)
 
+    def test_fuser_used_across_two_captures_is_declared_in_each(self):
+        m = mlp()
+        x, s, p = mlp_inputs()
+        with tempfile.TemporaryDirectory() as d1, tempfile.TemporaryDirectory() as d2:
+            for d in (d1, d2):
+                fc.enable(d, jsonl=True)
+                te.ops.ReLU()(x)  # a fuser created and declared first in this capture
+                m(x, s, p, s)
+                fc.disable()
+                recs = ftutil.read_jsonl(os.path.join(d, "rank0.jsonl"))
+                ids = [r["id"] for r in recs if r["t"] == "fuser"]
+                self.assertEqual(len(ids), 2)
+                self.assertEqual(len(set(ids)), 2)
+                self.assertEqual({r["fuser"] for r in recs if r["t"] == "call"}, set(ids))
+
     def test_second_run_in_same_folder_gets_new_file(self):
         with tempfile.TemporaryDirectory() as d:
             for _ in range(2):

@@ -71,8 +71,8 @@ class _Capture:
         self.path: Optional[str] = None
         self.closed = False
         self.seq = 0
-        self.n_calls = 0
-        self.n_backwards = 0
+        self._pinned_free: dict = {}  # (numel, dtype) -> pinned host tensors to reuse
+        self._events: list = []  # CUDA events to reuse
         self._next_fuser = 0
         self._next_recipe = 0
         self._next_obj = 1
@@ -152,10 +152,12 @@ class _Capture:
 
     def _declare(self, fuser) -> tuple:
         """Declare the fuser (at its first call) and cache what each call needs."""
-        fid = fuser.__dict__.get("_ft_id")
-        if fid is None:
+        tid = fuser.__dict__.get("_ft_id")  # (capture, id) given at __init__
+        if tid is not None and tid[0] is self:
+            fid = tid[1]
+        else:
             fid = self.new_fuser_id()
-            fuser._ft_id = fid
+            fuser._ft_id = (self, fid)
         ops = list(getattr(fuser, "_basic_ops"))
         desc = [_describe.op_description(op) for op in ops]
         ops_json = json.dumps(desc, sort_keys=True, separators=(",", ":"))
@@ -168,7 +170,7 @@ class _Capture:
             if d["type"] == "GroupedLinear":
                 gidx = i
                 break
-        st = (fid, params, gidx, {})  # {} caches op_rg bytes by bit mask
+        st = (self, fid, params, gidx, {})  # {} caches op_rg bytes by bit mask
         fuser._ft = st
         return st
 
@@ -222,11 +224,13 @@ class _Capture:
                 return array("q", vals).tobytes(), len(vals)
             return None, -1
         torch = sys.modules["torch"]
-        if torch.cuda.is_current_stream_capturing():
+        if _STREAM_CAPTURING[0]():
             return None, -1  # a copy would be captured into the graph
-        pinned = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-        pinned.copy_(t, non_blocking=True)
-        ev = torch.cuda.Event()
+        key = (t.numel(), t.dtype)
+        free = self._pinned_free.get(key)
+        pinned = free.pop() if free else torch.empty(key[0], dtype=t.dtype, pin_memory=True)
+        pinned.copy_(t.reshape(-1), non_blocking=True)
+        ev = self._events.pop() if self._events else torch.cuda.Event()
         ev.record()
         return "async", (pinned, ev)
 
@@ -238,9 +242,9 @@ class _Capture:
             if self.closed:
                 return
             st = fuser.__dict__.get("_ft")
-            if st is None:
+            if st is None or st[0] is not self:  # first call in this capture
                 st = self._declare(fuser)
-            fid, params, gidx, rg_bytes = st
+            _, fid, params, gidx, rg_bytes = st
             flags = _BASE_FLAGS
             if rebuilt:
                 flags |= CF_REBUILT
@@ -269,12 +273,13 @@ class _Capture:
             if rg is None:
                 rg = bytes((mask >> i) & 1 for i in range(len(params)))
                 rg_bytes[mask] = rg
-            device = 0
-            if x.is_cuda:
-                device = x.device.index or 0
+            device = x.get_device()  # -1 on the CPU
+            if device >= 0:
                 flags |= CF_HAS_GRAPH
                 if _graph_capturing():
                     flags |= CF_GRAPH
+            else:
+                device = 0
             sp, n_sp = None, -1
             if gidx >= 0:
                 ex = extra[gidx]
@@ -295,11 +300,11 @@ class _Capture:
                 flags |= CF_HAS_PHASE
             seq = self.seq
             self.seq = seq + 1
-            fuser._ft_last_seq = seq
-            self.n_calls += 1
+            if grad:  # for the backward record (only grad calls have one)
+                fuser._ft_last_seq = seq
             if sp.__class__ is not str and not self._pending:
-                self._writer().call(seq, fid, rid, flags, device, rg, sp, n_sp, step, mb, phase,
-                                    t0, fuse_ns)
+                self.writer.call(seq, fid, rid, flags, device, rg, sp, n_sp, step, mb, phase, t0,
+                                 fuse_ns)
             else:
                 if sp.__class__ is int:  # the tensor may be gone by the time it is written
                     sp = ctypes.string_at(sp, 8 * n_sp)
@@ -317,7 +322,6 @@ class _Capture:
                 return
             seq = self.seq
             self.seq = seq + 1
-            self.n_backwards += 1
             rec = (seq, call_seq, perf_counter_ns())
             if self._pending:
                 self._pending.append(rec)
@@ -340,8 +344,10 @@ class _Capture:
                     if not wait:
                         return
                     ev.synchronize()
-                vals = pinned.reshape(-1).tolist()
+                vals = pinned.tolist()
                 w.call(*rec[:6], array("q", vals).tobytes(), len(vals), *rec[8:])
+                self._pinned_free.setdefault((pinned.numel(), pinned.dtype), []).append(pinned)
+                self._events.append(ev)
             else:
                 w.call(*rec)
             q.popleft()
@@ -386,14 +392,18 @@ _BASE_FLAGS = CF_HAS_NS | CF_HAS_FUSE_NS | CF_HAS_REBUILT
 
 
 def _graph_capturing() -> bool:
-    torch = sys.modules["torch"]
-    if torch.cuda.is_current_stream_capturing():
+    if _STREAM_CAPTURING[0]():
         return True
     fn = _TE_GRAPH_CAPTURING[0]
     return bool(fn()) if fn is not None else False
 
 
-_TE_GRAPH_CAPTURING: list = [None]
+def _no() -> bool:
+    return False
+
+
+_TE_GRAPH_CAPTURING: list = [None]  # TE's graph.is_graph_capturing (make_graphed_callables)
+_STREAM_CAPTURING: list = [_no]  # torch's "current stream is capturing", bound at patch()
 
 
 # ---- wrappers ---------------------------------------------------------------------------------
@@ -403,7 +413,7 @@ def _wrap_init(orig):
         orig(self, *args, **kwargs)
         cap = _ACTIVE[0]
         if cap is not None:
-            self._ft_id = cap.new_fuser_id()
+            self._ft_id = (cap, cap.new_fuser_id())
 
     return __init__
 
@@ -505,6 +515,9 @@ def patch(module) -> bool:
         return True
     torch = sys.modules.get("torch")
     _TORCH_INT64 = getattr(torch, "int64", None)
+    cuda = getattr(torch, "cuda", None)
+    _STREAM_CAPTURING[0] = getattr(getattr(torch, "_C", None), "_cuda_isCurrentStreamCapturing",
+                                   None) or getattr(cuda, "is_current_stream_capturing", _no)
     counted = isinstance(cls.__dict__.get("_apply_fusions"), staticmethod)
     if counted:
         cls._apply_fusions = staticmethod(_wrap_apply_fusions(cls.__dict__["_apply_fusions"]
