@@ -5,14 +5,16 @@
  * The trace is recorded under a temporary name in the output's directory and renamed over OUT
  * only when complete, so OUT is never half-written: on any error the temporary file (and its
  * SQLite side files) is removed, the message (naming the line and field) printed, and the exit
- * status is 2 for bad input (3 for an I/O or SQLite failure, per cli.h). An interrupted run
- * (SIGKILL) can leave the temporary `OUT.tmp-XXXXXX`, never a partial OUT.
+ * status is 2 for bad input (3 for an I/O or SQLite failure, per cli.h). SIGINT, SIGTERM and
+ * SIGHUP remove the temporary too; only SIGKILL (or a crash) can leave `OUT.tmp-XXXXXX` behind,
+ * and never a partial OUT.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "ft_recorder.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,15 +28,38 @@ static void usage(FILE *f)
                "  left behind. --chunk-calls N: records per chunk (default 65536).\n");
 }
 
-/* Remove path and the side files SQLite may have made next to it. */
-static void remove_db(const char *path)
+/* The temporary trace and the side files SQLite may make next to it, precomputed so that the
+ * signal handler can remove them with async-signal-safe calls only. */
+static const char *const side_ext[] = {"", "-wal", "-shm", "-journal"};
+static char tmp_files[4][4200];
+static volatile sig_atomic_t have_tmp;
+
+static void remove_tmp(void)
 {
-    static const char *const side[] = {"", "-wal", "-shm", "-journal"};
-    char p[4096];
-    for (size_t i = 0; i < FT_ARRAY_LEN(side); i++) {
-        snprintf(p, sizeof p, "%s%s", path, side[i]);
-        unlink(p);
-    }
+    for (size_t i = 0; i < FT_ARRAY_LEN(side_ext); i++)
+        unlink(tmp_files[i]);
+}
+
+/* SIGINT/SIGTERM/SIGHUP while importing: remove the temporary, then die of the signal. */
+static void on_signal(int sig)
+{
+    if (have_tmp) remove_tmp();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void guard_tmp(const char *tmp)
+{
+    for (size_t i = 0; i < FT_ARRAY_LEN(side_ext); i++)
+        snprintf(tmp_files[i], sizeof tmp_files[i], "%s%s", tmp, side_ext[i]);
+    have_tmp = 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 int cmd_import(int argc, char **argv)
@@ -107,13 +132,14 @@ int cmd_import(int argc, char **argv)
     }
     close(fd);
     unlink(tmp);
+    guard_tmp(tmp);
 
     ft_err err = {0, ""};
     ft_rec *rec = NULL;
     int rc = ft_rec_open(tmp, &opts, &rec, &err);
     if (rc) {
         fprintf(stderr, "fusertrace import: %s\n", ft_err_msg(&err));
-        remove_db(tmp);
+        remove_tmp();
         if (in != stdin) fclose(in);
         return cli_exit_code(rc) == FT_EXIT_OK ? FT_EXIT_INTERNAL : cli_exit_code(rc);
     }
@@ -136,8 +162,9 @@ int cmd_import(int argc, char **argv)
     if (!rc && rename(tmp, out_path)) {
         rc = ft_err_set(&err, FT_EIO, "cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
     }
+    if (!rc) have_tmp = 0;
     if (rc) {
-        remove_db(tmp);
+        remove_tmp();
         fprintf(stderr, "fusertrace import: %s\n", ft_err_msg(&err));
         return cli_exit_code(rc);
     }

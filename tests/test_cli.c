@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <jansson.h>
 #include <spawn.h>
 #include <sqlite3.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <setjmp.h>
@@ -352,6 +354,48 @@ static void test_cli_import_usage_errors(void **state)
     assert_string_equal(ls, "");
 }
 
+static int has_tmp_file(fx *f)
+{
+    char ls[4096];
+    listing(f, ls, sizeof ls);
+    return strstr(ls, "out.ftdb.tmp-") != NULL;
+}
+
+/* SIGTERM while import waits for more input removes its temporary file. */
+static void test_cli_import_signal_leaves_nothing(void **state)
+{
+    fx *f = *state;
+    const char *cli = getenv("FT_CLI");
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    char a_import[] = "import", a_stdin[] = "-", a_o[] = "-o";
+    char *argv[] = {(char *)cli, a_import, a_stdin, a_o, (char *)in_dir(f, "out.ftdb"), NULL};
+    posix_spawn_file_actions_t fa;
+    assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+    posix_spawn_file_actions_adddup2(&fa, p[0], 0);
+    posix_spawn_file_actions_addclose(&fa, p[1]);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, cli, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(p[0]);
+    const char *head = "{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1}\n";
+    assert_int_equal(write(p[1], head, strlen(head)), (ssize_t)strlen(head));
+    for (int i = 0; i < 500 && !has_tmp_file(f); i++) /* up to 5 s for the recorder to start */
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    assert_true(has_tmp_file(f));
+    kill(pid, SIGTERM);
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        assert_int_equal(errno, EINTR);
+    close(p[1]);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGTERM);
+    char ls[4096];
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "");
+}
+
 /* ---- damaged traces ------------------------------------------------------------------------ */
 /* Import spec-example into name and damage it with sql (run through the SQLite API). */
 static void make_damaged(fx *f, const char *name, int flip_chunk, const char *sql)
@@ -453,6 +497,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_import_error_keeps_existing_output, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_import_usage_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_import_signal_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_export_damaged_chunk, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_export_damaged_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_export_not_a_trace, setup, teardown),
