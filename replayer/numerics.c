@@ -169,6 +169,7 @@ int ft_numerics_wants(const ft_numerics *nx, uint32_t fuser)
 
 /* ---- run configurations ------------------------------------------------------------------- */
 
+/* The configuration a choice runs. */
 static void make_cfg(const ft_numerics *nx, int32_t recipe, uint32_t plan, const ft_qstate *q,
                      runcfg *c)
 {
@@ -215,11 +216,17 @@ static int cfg_equal(const runcfg *a, const runcfg *b)
            a->q.two_d == b->q.two_d && a->q.pow2_scales == b->q.pow2_scales;
 }
 
-static int quant_equal(const runcfg *a, const runcfg *b)
+/* Same quantization as far as this call's numbers can tell: a forward-only call never sees the
+ * backward-only settings (RHT and SR act on wgrad/dgrad operands; the grad element type). */
+static int quant_equal(const runcfg *a, const runcfg *b, int grad)
 {
-    runcfg x = *a;
-    x.fused = b->fused;
-    return cfg_equal(&x, b);
+    runcfg x = *a, y = *b;
+    x.fused = y.fused;
+    if (!grad) {
+        x.q.rht = y.q.rht = x.q.sr = y.q.sr = 0;
+        x.q.fp8_bwd = y.q.fp8_bwd;
+    }
+    return cfg_equal(&x, &y);
 }
 
 /* ---- the problem of one call -------------------------------------------------------------- */
@@ -474,6 +481,7 @@ int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err)
     }
     runcfg fresh_cfg, cfg[FT_NUMERICS_MAX_POLICIES];
     const char *raise[FT_NUMERICS_MAX_POLICIES], *fresh_raise = NULL;
+    const int grad = c->f <= d->first + 2;
     make_cfg(nx, c->recipe, c->fresh_plan, c->fresh_q, &fresh_cfg);
     ft_model_run_raises(nx->m, c->fuser, c->recipe, c->fresh_plan, c->fresh_q, n_tok, c->f,
                         &fresh_raise);
@@ -555,9 +563,9 @@ int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err)
         double ma = 0, dv = divergence(&P, o, fr, &ma);
         band_add(&pol->div, dv);
         pol->div_max_abs = ma > pol->div_max_abs ? ma : pol->div_max_abs;
-        if (cfg_equal(&cfg[p], &fresh_cfg)) {
+        if (cfg[p].fused == fresh_cfg.fused && quant_equal(&cfg[p], &fresh_cfg, grad)) {
             pol->same++;
-        } else if (quant_equal(&cfg[p], &fresh_cfg)) {
+        } else if (quant_equal(&cfg[p], &fresh_cfg, grad)) {
             pol->harmless++;
             band_add(&nx->res.harmless_band, dv);
         } else {
@@ -663,7 +671,9 @@ int ft_numerics_report(FILE *f, const ft_numerics_result *r, int json, ft_err *e
         fprintf(
             f,
             "\n  (err: vs float64; div: vs the fresh plan; both relative L2, worst of y, dx, dW1, "
-            "dW2)");
+            "dW2;\n   quant includes quantizer drift that every policy shares, e.g. a same-type "
+            "recipe switch\n   keeps the old quantizers: compare a policy's quant count with "
+            "rebuild-always's)");
         fprintf(f, "\n  %-16s %6s %6s %8s %6s %6s %6s %10s %10s %10s %9s\n", "policy", "calls",
                 "same", "harmless", "quant", "raised", "stale", "err max", "div max", "max abs",
                 "nonfinite");

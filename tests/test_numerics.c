@@ -487,6 +487,46 @@ static void test_mlp_bad_input(void **state)
 
 /* ---- numerical replay of a synthetic trace ------------------------------------------------ */
 
+/* Synthesize rht-switch with the given overrides into path (removed first). */
+static void synth_trace(const char *path, const ft_synth_param *sets, uint32_t n_sets)
+{
+    remove(path);
+    ft_rec *rec = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_rec_open(path, NULL, &rec, &err), FT_OK);
+    ft_sink sink;
+    ft_rec_sink(rec, &sink);
+    int rc = ft_synth_run("rht-switch", sets, n_sets, 1, &sink, &err);
+    if (rc) print_error("%s\n", ft_err_msg(&err));
+    assert_int_equal(rc, FT_OK);
+    assert_int_equal(ft_rec_close(rec), FT_OK);
+}
+
+static ft_numerics_result *numerics_of(const char *path, uint32_t shrink)
+{
+    ft_trace *t = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    ft_numerics_result *nr = ft_calloc(1, sizeof *nr);
+    assert_non_null(nr);
+    ft_replay_opts ro = {0};
+    ft_numerics_opts no = {.shrink = shrink, .sample = 0, .seed = 3};
+    int rc = ft_numerics_replay_trace(t, &ro, &no, NULL, nr, &err);
+    if (rc) print_error("%s\n", ft_err_msg(&err));
+    assert_int_equal(rc, FT_OK);
+    ft_trace_close(t);
+    remove(path);
+    return nr;
+}
+
+static const ft_numerics_policy *policy_of(const ft_numerics_result *nr, const char *name)
+{
+    for (uint32_t p = 0; p < nr->n_policies; p++)
+        if (!strcmp(nr->pol[p].name, name)) return &nr->pol[p];
+    fail_msg("policy %s missing", name);
+    return NULL;
+}
+
 /* rht-switch (S1 flips, S2 detours, recompute) end to end: every policy's choice runs, rebuild-
  * always never diverges from the fresh plan, te-3410 runs stale plans that raise where the fresh
  * plan runs (S2), and the harmless band stays small. */
@@ -494,63 +534,38 @@ static void test_numerics_replay_rht_switch(void **state)
 {
     (void)state;
     const char *path = FT_BINARY_DIR "/test_numerics_rht.ftdb";
-    remove(path);
     const ft_synth_param sets[] = {{"layers", "2"},       {"experts", "4"},     {"tokens", "256"},
                                    {"hidden", "128"},     {"ffn", "64"},        {"steps", "8"},
                                    {"microbatches", "2"}, {"detour_every", "5"}};
-    ft_rec *rec = NULL;
-    ft_err err = {0};
-    assert_int_equal(ft_rec_open(path, NULL, &rec, &err), FT_OK);
-    ft_sink sink;
-    ft_rec_sink(rec, &sink);
-    int rc = ft_synth_run("rht-switch", sets, FT_ARRAY_LEN(sets), 1, &sink, &err);
-    if (rc) print_error("%s\n", ft_err_msg(&err));
-    assert_int_equal(rc, FT_OK);
-    assert_int_equal(ft_rec_close(rec), FT_OK);
-
-    ft_trace *t = NULL;
-    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
-    ft_replay_result *rr = ft_calloc(1, sizeof *rr);
-    ft_numerics_result *nr = ft_calloc(1, sizeof *nr);
-    assert_true(rr && nr);
-    ft_replay_opts ro = {0};
-    ft_numerics_opts no = {.shrink = 2, .sample = 0, .seed = 3};
-    rc = ft_numerics_replay_trace(t, &ro, &no, rr, nr, &err);
-    if (rc) print_error("%s\n", ft_err_msg(&err));
-    assert_int_equal(rc, FT_OK);
+    synth_trace(path, sets, FT_ARRAY_LEN(sets));
+    ft_numerics_result *nr = numerics_of(path, 2);
     assert_true(nr->calls_run > 0);
     assert_int_equal(nr->calls_run, nr->calls_seen);
     assert_true(nr->harmless_band.n > 0);
     assert_true(nr->harmless_band.max < 0.1);
-    int saw_te3410 = 0;
     for (uint32_t p = 0; p < nr->n_policies; p++) {
-        const ft_numerics_policy *q = &nr->pol[p];
-        assert_int_equal(q->calls, nr->calls_run);
-        assert_int_equal(q->nonfinite, 0);
-        if (!strcmp(q->name, "rebuild-always")) {
-            assert_int_equal(q->raised_stale, 0);
-            assert_int_equal(q->harmless + q->quant, 0);
-            assert_true(q->div.n == 0 || q->div.max == 0.0);
-        }
-        if (!strcmp(q->name, "te-3410")) {
-            saw_te3410 = 1;
-            assert_true(q->raised_stale > 0);
-            assert_non_null(strstr(q->raise_text, "non-RHT"));
-        }
+        assert_int_equal(nr->pol[p].calls, nr->calls_run);
+        assert_int_equal(nr->pol[p].nonfinite, 0);
     }
-    assert_true(saw_te3410);
+    const ft_numerics_policy *ra = policy_of(nr, "rebuild-always");
+    assert_int_equal(ra->raised_stale, 0);
+    assert_int_equal(ra->harmless + ra->quant, 0);
+    assert_true(ra->div.n == 0 || ra->div.max == 0.0);
+    const ft_numerics_policy *te = policy_of(nr, "te-3410");
+    assert_true(te->raised_stale > 0);
+    assert_non_null(strstr(te->raise_text, "non-RHT"));
+
     /* the JSON report is one valid object */
-    char *buf = NULL;
-    size_t len = 0;
+    ft_err err = {0};
     FILE *mf = tmpfile();
     assert_non_null(mf);
     assert_int_equal(ft_numerics_report(mf, nr, 1, &err), FT_OK);
     long n = ftell(mf);
     assert_true(n > 0);
     rewind(mf);
-    buf = ft_malloc((size_t)n + 1);
+    char *buf = ft_malloc((size_t)n + 1);
     assert_non_null(buf);
-    len = fread(buf, 1, (size_t)n, mf);
+    size_t len = fread(buf, 1, (size_t)n, mf);
     fclose(mf);
     json_error_t je;
     json_t *o = json_loadb(buf, len, 0, &je);
@@ -558,10 +573,37 @@ static void test_numerics_replay_rht_switch(void **state)
     assert_true(json_is_object(json_object_get(o, "harmless_band")));
     json_decref(o);
     ft_free(buf);
-    ft_free(rr);
     ft_free(nr);
-    ft_trace_close(t);
-    remove(path);
+}
+
+/* S3-style switch to a new NVFP4 object with disable_rht=True, with recompute: TE keeps the RHT
+ * quantizers (same-type reset), so every policy runs RHT where a fresh fuser would not, and
+ * te-3410 also restores the fused plan. The quant band must sit clearly above the harmless
+ * band. */
+static void test_numerics_replay_quant_band_above_harmless(void **state)
+{
+    (void)state;
+    const char *path = FT_BINARY_DIR "/test_numerics_s3.ftdb";
+    const ft_synth_param sets[] = {{"layers", "2"},
+                                   {"experts", "4"},
+                                   {"tokens", "256"},
+                                   {"hidden", "128"},
+                                   {"ffn", "64"},
+                                   {"steps", "4"},
+                                   {"microbatches", "2"},
+                                   {"detour_every", "0"},
+                                   {"rht_flip_every", "0"},
+                                   {"switch_step", "2"},
+                                   {"switch_recipe", "nvfp4:disable_rht=1"}};
+    synth_trace(path, sets, FT_ARRAY_LEN(sets));
+    ft_numerics_result *nr = numerics_of(path, 2);
+    print_message("harmless band [%.4g, %.4g], quant band [%.4g, %.4g]\n", nr->harmless_band.min,
+                  nr->harmless_band.max, nr->quant_band.min, nr->quant_band.max);
+    assert_true(nr->harmless_band.n > 0 && nr->quant_band.n > 0);
+    assert_true(nr->quant_band.min > 2.0 * nr->harmless_band.max);
+    const ft_numerics_policy *te = policy_of(nr, "te-3410");
+    assert_true(te->quant > 0);
+    ft_free(nr);
 }
 
 int main(void)
@@ -579,6 +621,8 @@ int main(void)
                                         check_leaks),
         cmocka_unit_test_setup_teardown(test_mlp_bad_input, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_replay_rht_switch, note_live, check_leaks),
+        cmocka_unit_test_setup_teardown(test_numerics_replay_quant_band_above_harmless, note_live,
+                                        check_leaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
