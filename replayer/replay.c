@@ -330,15 +330,7 @@ void ft_replay_free(ft_replay *r)
         ft_free(r->pol[p].st);
         store_free(&r->pol[p].store);
     }
-    ft_free(r->cidx);
-    ft_free(r->cu);
-    ft_free(r->cr);
-    ft_free(r->cap);
-    ft_free(r->f);
-    ft_free(r->fresh);
-    ft_free(r->fa);
-    ft_free(r->tokc);
-    ft_free(r->sb);
+    ft_free(r->cc);
     ft_free(r->q_direct);
     ft_free(r->rec);
     ft_free(r->rec_plan);
@@ -559,15 +551,7 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
     uint32_t cap = r->cap_batch ? r->cap_batch : 1024;
     while (cap < n)
         cap *= 2;
-    GROW(cidx, cap);
-    GROW(cu, cap);
-    GROW(cr, cap);
-    GROW(f, cap);
-    GROW(fresh, cap);
-    GROW(fa, cap);
-    GROW(tokc, cap);
-    GROW(cap, cap);
-    GROW(sb, cap);
+    GROW(cc, cap);
     if (r->rec_on) {
         GROW(rec, (size_t)r->n_pol * cap);
         GROW(rec_q, (size_t)r->n_pol * cap);
@@ -675,7 +659,7 @@ static void step_widen(ft_replay *r, int64_t step, uint32_t n_done, uint32_t max
         step_fold(&r->step_calls);
         r->step_width *= 2;
         for (uint32_t k = 0; k < n_done; k++)
-            if (r->sb[k] != FT_NO_ENTRY) r->sb[k] /= 2;
+            if (r->cc[k].sb != FT_NO_ENTRY) r->cc[k].sb /= 2;
     }
 }
 
@@ -690,9 +674,7 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
     const uint32_t *BU = b->fuser, *FL = b->flags, *FRG = b->first_rg;
     const int32_t *BR = b->recipe;
     const int64_t *STEP = b->step, *TOKENS = b->n_tokens;
-    uint32_t *CIDX = r->cidx, *CU = r->cu, *F = r->f, *FRESH = r->fresh, *SB = r->sb;
-    int32_t *CR = r->cr, *FA = r->fa;
-    uint8_t *TOK = r->tokc, *CAP = r->cap;
+    ccall *CC = r->cc;
     uint64_t *step_calls = r->step_calls.calls;
     oracle_mru *mru = r->mru;
     uint32_t j = 0, max_sb = 0, any_cap = 0;
@@ -709,10 +691,11 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
             if (f > m->n_ops) goto bad;
         }
         int rc;
-        CIDX[j] = i;
-        CU[j] = u;
-        CR[j] = recipe;
-        F[j] = f;
+        ccall *cj = &CC[j];
+        cj->i = i;
+        cj->fuser = u;
+        cj->recipe = recipe;
+        cj->f = f;
         int k = m->recipe[0] == recipe && m->f[0] == f   ? 0
                 : m->recipe[1] == recipe && m->f[1] == f ? 1
                                                          : -1;
@@ -721,18 +704,18 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
             k = m->victim;
         }
         m->victim = (uint8_t)(k ^ 1);
-        FRESH[j] = m->plan[k];
-        FA[j] = 0;
+        cj->fresh = m->plan[k];
+        cj->fa = 0;
         if (needs_fa) {
             if (m->fa_recipe == recipe)
-                FA[j] = m->fa_id;
-            else if ((rc = fa_id(r, u, recipe, &FA[j])))
+                cj->fa = m->fa_id;
+            else if ((rc = fa_id(r, u, recipe, &cj->fa)))
                 return ft_err_set(err, rc, "replay: out of memory");
         }
-        TOK[j] = (uint8_t)(token_class(fl, TOKENS[i]) | (f < m->n_ops) << 2);
-        if (m->raises[k][TOK[j]]) fresh_raise(r, m, k, u, recipe, f, TOK[j], TOKENS[i]);
-        CAP[j] = (uint8_t)((fl & FT_CF_HAS_REBUILT) >> 5 | (fl & FT_CF_REBUILT) >> 2);
-        any_cap |= CAP[j];
+        cj->tok = (uint8_t)(token_class(fl, TOKENS[i]) | (f < m->n_ops) << 2);
+        if (m->raises[k][cj->tok]) fresh_raise(r, m, k, u, recipe, f, cj->tok, TOKENS[i]);
+        cj->cap = (uint8_t)((fl & FT_CF_HAS_REBUILT) >> 5 | (fl & FT_CF_REBUILT) >> 2);
+        any_cap |= cj->cap;
         if ((fl & FT_CF_HAS_REBUILT) && (fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0) {
             if (fl & FT_CF_REBUILT) {
                 r->base.cap_build_n++;
@@ -742,7 +725,7 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
                 r->base.cap_hit_fuse_ns += (uint64_t)b->fuse_ns[i];
             }
         }
-        SB[j] = FT_NO_ENTRY;
+        cj->sb = FT_NO_ENTRY;
         if ((fl & FT_CF_HAS_STEP) && STEP[i] >= 0) {
             if ((STEP[i] >> shift) >= FT_STEP_BUCKETS) {
                 step_widen(r, STEP[i], j, max_sb);
@@ -751,7 +734,7 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
                 max_sb = r->step_calls.n;
             }
             const uint32_t sb = (uint32_t)(STEP[i] >> shift);
-            SB[j] = sb;
+            cj->sb = sb;
             step_calls[sb]++;
             if (sb + 1 > max_sb) max_sb = sb + 1;
         }
@@ -802,7 +785,7 @@ static const char *rtype_name(const ft_replay *r, int32_t recipe)
 
 static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t j, int reset)
 {
-    const uint32_t i = r->cidx[j];
+    const uint32_t i = r->cc[j].i;
     FILE *o = r->explain;
     uint32_t u = b->fuser[i];
     int32_t rc = b->recipe[i], pr = r->prev_r[j];
@@ -820,8 +803,8 @@ static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t 
     if (a->type != c->type)
         n += fprintf(o, "%srecipe type %s -> %s", n ? ", " : "", rtype_name(r, pr),
                      rtype_name(r, rc)) > 0;
-    if (r->prev_f[j] != r->f[j])
-        n += fprintf(o, "%sf %u -> %u", n ? ", " : "", r->prev_f[j], r->f[j]) > 0;
+    if (r->prev_f[j] != r->cc[j].f)
+        n += fprintf(o, "%sf %u -> %u", n ? ", " : "", r->prev_f[j], r->cc[j].f) > 0;
     if (a->bo != c->bo)
         n += fprintf(o, "%sbackward_override %s -> %s", n ? ", " : "", bo_names[a->bo],
                      bo_names[c->bo]) > 0;
@@ -839,25 +822,26 @@ static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t 
 static int write_records(ft_replay *r, const ft_batch *b, ft_err *err)
 {
     for (uint32_t j = 0; j < r->n_calls; j++) {
-        const uint32_t i = r->cidx[j];
+        const ccall *cj = &r->cc[j];
+        const uint32_t i = cj->i;
         for (uint32_t p = 0; p < r->n_pol; p++) {
             size_t k = (size_t)p * r->cap_batch + j;
             int build = r->rec[k] & 1, reset = r->rec[k] >> 1 & 1;
             if (r->explain && build) explain_build(r, p, b, j, reset);
             if (r->call_fn) {
-                const int32_t recipe = r->cr[j];
+                const int32_t recipe = cj->recipe;
                 ft_replay_call c = {b,
                                     i,
                                     b->seq[i],
-                                    r->cu[j],
+                                    cj->fuser,
                                     recipe,
-                                    r->f[j],
+                                    cj->f,
                                     p,
                                     r->pol[p].idx,
                                     build,
                                     reset,
                                     r->rec_plan[k],
-                                    r->fresh[j],
+                                    cj->fresh,
                                     (ft_stale)r->rec_stale[k],
                                     &r->qs[r->rec_q[k]],
                                     &r->qs[r->ri[recipe + 1].fresh_q]};

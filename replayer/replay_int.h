@@ -33,6 +33,21 @@ typedef struct rinfo {
     uint32_t fresh_q; /* interned quantizer state of a fresh fuser under this recipe */
 } rinfo;
 
+/* One call of the current batch after the oracle pass (32 bytes: one stream for the loops). */
+typedef struct ccall {
+    uint32_t fuser; /* dense fuser index */
+    int32_t recipe; /* dense recipe index, -1 = none */
+    uint32_t f;     /* boundary */
+    uint32_t fresh; /* oracle plan */
+    int32_t fa;     /* fusion-attrs id (0 unless a policy needs it) */
+    uint32_t sb;    /* step bucket, FT_NO_ENTRY when the call has no step */
+    uint32_t i;     /* position in the batch */
+    uint8_t tok;    /* token class | (backward runs) << 2 */
+    uint8_t cap;    /* captured: 1 = has `rebuilt`, 2 = rebuilt */
+    uint8_t spare[2];
+} ccall;
+_Static_assert(sizeof(ccall) == 32, "ccall is 32 bytes");
+
 /* One call as the policies see it, from the oracle pass. */
 typedef struct pcall {
     uint32_t fuser; /* dense fuser index */
@@ -208,15 +223,7 @@ struct ft_replay {
     uint32_t cap_batch;
     uint32_t n_calls;        /* calls in the current batch */
     int any_cap;             /* some call of the batch carries a captured `rebuilt` */
-    uint32_t *cidx;          /* [cap_batch] batch position */
-    uint32_t *cu;            /* [cap_batch] fuser */
-    int32_t *cr;             /* [cap_batch] recipe */
-    uint32_t *f;             /* [cap_batch] boundary */
-    uint32_t *fresh;         /* [cap_batch] oracle plan */
-    int32_t *fa;             /* [cap_batch] fusion-attrs id (0 unless a policy needs it) */
-    uint8_t *tokc;           /* [cap_batch] token class */
-    uint8_t *cap;            /* [cap_batch] captured: 1 = has `rebuilt`, 2 = rebuilt */
-    uint32_t *sb;            /* [cap_batch] step bucket, FT_NO_ENTRY when the call has no step */
+    ccall *cc;               /* [cap_batch] the batch's calls */
     int64_t step_width;      /* steps per bucket, shared by every histogram */
     ft_step_hist step_calls; /* calls per step bucket (the same for every policy) */
     uint8_t *rec;            /* [n_pol * cap_batch] per-call bits: 1 build, 2 reset */
@@ -255,10 +262,8 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
     policy_run *pr = &r->pol[p];
     ft_policy_result *res = &pr->res;
     const uint32_t n = r->n_calls, nr1 = r->n_recipes + 1, n_qdirect = r->n_qdirect;
-    const uint32_t *CU = r->cu, *F = r->f, *FRESH = r->fresh, *SB = r->sb;
+    const ccall *CC = r->cc;
     const uint32_t *q_direct = r->q_direct;
-    const int32_t *CR = r->cr, *FA = r->fa;
-    const uint8_t *TOK = r->tokc, *CAP = r->cap;
     const rinfo *RI = r->ri;
     pstate *ST = pr->st;
     uint64_t *step_builds = res->steps.hits;
@@ -267,11 +272,12 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
     uint64_t resets = 0, builds = 0, qdrift = 0, stale_n[FT_STALE_COUNT] = {0};
     int rc = FT_OK;
     for (uint32_t j = 0; j < n; j++) {
-        const uint32_t u = CU[j];
-        const pcall c = {u, CR[j], F[j], FA[j]};
+        const ccall *cj = &CC[j];
+        const uint32_t u = cj->fuser;
+        const pcall c = {u, cj->recipe, cj->f, cj->fa};
         const rinfo *ri = &RI[c.recipe + 1];
         pstate *s = &ST[u];
-        const uint32_t fresh = FRESH[j];
+        const uint32_t fresh = cj->fresh;
         uint32_t plan = fresh;
         int build;
         const int reset = reset_fn(s, ri, &c);
@@ -317,18 +323,18 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         s->plan = plan;
         if (build) {
             builds++;
-            if (SB[j] != FT_NO_ENTRY) step_builds[SB[j]]++;
+            if (cj->sb != FT_NO_ENTRY) step_builds[cj->sb]++;
         }
         uint32_t stale = FT_STALE_NONE;
         if (plan != fresh) {
-            const uint8_t tok = TOK[j];
+            const uint8_t tok = cj->tok;
             class_cache *cc = &s->cc[tok >> 2];
             if (cc->plan == plan && cc->fresh == fresh && cc->q == s->q && cc->recipe == c.recipe &&
                 cc->tok == tok) {
                 stale = cc->stale;
             } else {
                 const class_memo *cm = replay_classify(r, u, c.recipe, plan, s->q, fresh, tok,
-                                                       b->n_tokens[r->cidx[j]], &rc);
+                                                       b->n_tokens[cj->i], &rc);
                 if (!cm) goto fail;
                 stale = (uint32_t)cm->stale;
                 cc->plan = plan;
@@ -350,11 +356,11 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             qdrift += (uint64_t)!eq;
         }
         stale_n[stale]++;
-        if (any_cap && CAP[j]) {
-            const int agree = (CAP[j] >> 1) == build;
+        if (any_cap && cj->cap) {
+            const int agree = (cj->cap >> 1) == build;
             res->cap_calls++;
             res->cap_agree += (uint64_t)agree;
-            if (!agree && res->first_disagree_seq < 0) res->first_disagree_seq = b->seq[r->cidx[j]];
+            if (!agree && res->first_disagree_seq < 0) res->first_disagree_seq = b->seq[cj->i];
         }
         if (rec) {
             const size_t k = (size_t)p * r->cap_batch + j;
