@@ -497,6 +497,155 @@ static void test_call_callback_reports_decisions_and_qstate(void **state)
     mini_free(m);
 }
 
+/* ---- TE's algorithms as written in spec §1.3 / §1.4, against the engine on random calls ---- */
+typedef struct ref_fuser {
+    int seen;              /* recipe_type is not None */
+    int type, bo, f_saved; /* saved key parts */
+    int64_t last_hist;
+    int n_keys; /* NEW: the dict's keys (type, f, bo) */
+    int keys[64][3];
+} ref_fuser;
+
+typedef struct ref_recipe {
+    const char *type, *attrs;
+    int type_id, bo, delayed;
+    int64_t hist;
+} ref_recipe;
+
+static const ref_recipe REF_RECIPES[] = {
+    {"DelayedScaling", "{\"amax_history_len\":1024,\"backward_override\":null}", 1, 0, 1, 1024},
+    {"DelayedScaling", "{\"amax_history_len\":16,\"backward_override\":null}", 1, 0, 1, 16},
+    {"Float8CurrentScaling", "{\"backward_override\":null}", 2, 0, 0, 0},
+    {"Float8CurrentScaling", "{\"backward_override\":\"dequantized\"}", 2, 2, 0, 0},
+    {"MXFP8BlockScaling", "{\"backward_override\":null}", 3, 0, 0, 0},
+    {"NVFP4BlockScaling", "{\"backward_override\":null,\"disable_rht\":true}", 5, 0, 0, 0},
+};
+
+typedef struct ref_run {
+    int n;
+    uint8_t build[3][600], reset[3][600]; /* per policy slot (pre3410, 3410, commit1), call */
+} ref_run;
+
+static int ref_on_call(void *ctx, const ft_replay_call *c)
+{
+    ref_run *rr = ctx;
+    if (c->slot == 0) rr->n++;
+    rr->build[c->slot][rr->n - 1] = (uint8_t)c->build;
+    rr->reset[c->slot][rr->n - 1] = (uint8_t)c->reset;
+    return FT_OK;
+}
+
+static void test_te_algorithms_match_spec_pseudocode_on_random_calls(void **state)
+{
+    (void)state;
+    unsigned seed = (unsigned)(getenv("FT_SEED") ? strtoul(getenv("FT_SEED"), NULL, 10) : 12345);
+    printf("seed %u (FT_SEED to repeat)\n", seed);
+    ft_sink s;
+    mini *m = mini_new(&s);
+    seq_ctr = 0;
+    emit_header(&s, NULL);
+    emit_fuser(&s, 1, MLP_OPS);
+    emit_fuser(&s, 2, "[{\"type\":\"Identity\"},{\"type\":\"Bias\",\"attrs\":{\"size\":8}}]");
+    for (size_t k = 0; k < FT_ARRAY_LEN(REF_RECIPES); k++)
+        emit_recipe(&s, (int64_t)k, REF_RECIPES[k].type, 500 + (int64_t)k, REF_RECIPES[k].attrs);
+    ref_fuser old[3] = {{0}}, neu[3] = {{0}}, c1[3] = {{0}};
+    static ref_run want;
+    memset(&want, 0, sizeof want);
+    const int n_calls = 600;
+    for (int i = 0; i < n_calls; i++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned x = seed >> 8;
+        int fz = 1 + (int)(x % 2), n_ops = fz == 1 ? 3 : 2;
+        int rk = (int)((x >> 2) % (FT_ARRAY_LEN(REF_RECIPES) + 1)) - 1; /* -1 = no recipe */
+        int grad = (x >> 6) & 1, in_rg = (x >> 7) & 1;
+        uint8_t rg[3] = {(uint8_t)((x >> 8) & 1), (uint8_t)((x >> 9) & 1),
+                         (uint8_t)((x >> 10) & 1)};
+        ft_call c = {0};
+        c.seq = seq_ctr++;
+        c.fuser = fz;
+        c.recipe = rk < 0 ? 0 : rk;
+        c.flags = (grad ? FT_CF_GRAD : 0) | (in_rg ? FT_CF_INPUT_RG : 0) |
+                  (rk >= 0 ? FT_CF_HAS_RECIPE : 0);
+        c.n_op_rg = (uint32_t)n_ops;
+        c.op_rg = rg;
+        assert_int_equal(s.call_fn(s.ctx, &c), FT_OK);
+        /* spec §1.2 */
+        int f = n_ops;
+        if (grad && in_rg)
+            f = 0;
+        else if (grad)
+            for (int k = n_ops - 1; k >= 0; k--)
+                if (rg[k]) f = k;
+        int type = rk < 0 ? 0 : REF_RECIPES[rk].type_id, bo = rk < 0 ? 0 : REF_RECIPES[rk].bo;
+        int delayed = rk >= 0 && REF_RECIPES[rk].delayed;
+        int64_t hist = delayed ? REF_RECIPES[rk].hist : 0;
+        /* OLD (§1.3) */
+        ref_fuser *o = &old[fz];
+        int reset = !o->seen || type != o->type || f != o->f_saved || bo != o->bo ||
+                    (delayed && o->last_hist != hist);
+        if (reset) {
+            o->seen = 1;
+            o->type = type;
+            o->f_saved = f;
+            o->bo = bo;
+            o->last_hist = hist;
+        }
+        want.build[0][i] = want.reset[0][i] = (uint8_t)reset;
+        /* NEW (§1.4) */
+        ref_fuser *nw = &neu[fz];
+        reset = !nw->seen || type != nw->type || bo != nw->bo;
+        if (!reset && delayed && nw->last_hist != hist) reset = 1;
+        if (reset) {
+            nw->seen = 1;
+            nw->type = type;
+            nw->bo = bo;
+            nw->last_hist = hist;
+        }
+        int hit = 0;
+        for (int k = 0; k < nw->n_keys; k++)
+            hit |= nw->keys[k][0] == type && nw->keys[k][1] == f && nw->keys[k][2] == bo;
+        if (!hit) {
+            assert_true(nw->n_keys < 64);
+            nw->keys[nw->n_keys][0] = type;
+            nw->keys[nw->n_keys][1] = f;
+            nw->keys[nw->n_keys++][2] = bo;
+        }
+        want.reset[1][i] = (uint8_t)reset;
+        want.build[1][i] = (uint8_t)!hit;
+        /* PR 3410 commit 1: key (type, bo), build with every reset */
+        ref_fuser *q = &c1[fz];
+        reset = !q->seen || type != q->type || bo != q->bo || (delayed && q->last_hist != hist);
+        if (reset) {
+            q->seen = 1;
+            q->type = type;
+            q->bo = bo;
+            q->last_hist = hist;
+        }
+        want.build[2][i] = want.reset[2][i] = (uint8_t)reset;
+    }
+    uint32_t idx[3];
+    assert_int_equal(ft_policy_find("te-pre3410", &idx[0], NULL), FT_OK);
+    assert_int_equal(ft_policy_find("te-3410", &idx[1], NULL), FT_OK);
+    assert_int_equal(ft_policy_find("te-3410-commit1", &idx[2], NULL), FT_OK);
+    static ref_run got;
+    memset(&got, 0, sizeof got);
+    ft_replay_opts o = {0};
+    o.policies = idx;
+    o.n_policies = 3;
+    o.call_fn = ref_on_call;
+    o.call_ctx = &got;
+    ft_replay_result res;
+    mini_replay(m, &o, 97, &res);
+    assert_int_equal(got.n, n_calls);
+    static const char *const names[3] = {"te-pre3410", "te-3410", "te-3410-commit1"};
+    for (int p = 0; p < 3; p++)
+        for (int i = 0; i < n_calls; i++)
+            if (got.build[p][i] != want.build[p][i] || got.reset[p][i] != want.reset[p][i])
+                fail_msg("%s, call %d: engine build/reset %d/%d, spec %d/%d", names[p], i,
+                         got.build[p][i], got.reset[p][i], want.build[p][i], want.reset[p][i]);
+    mini_free(m);
+}
+
 /* ---- spec §5 scenarios ---------------------------------------------------------------------- */
 static void run_s(const int64_t *recipes, const int *grads, int n, ft_replay_result *res)
 {
@@ -1207,6 +1356,7 @@ int main(void)
         cmocka_unit_test(test_te_pr_grad_off_on_off),
         cmocka_unit_test(test_te_pr_grad_off_on_off_on_restores_plans),
         cmocka_unit_test(test_call_callback_reports_decisions_and_qstate),
+        cmocka_unit_test(test_te_algorithms_match_spec_pseudocode_on_random_calls),
         cmocka_unit_test(test_scenario_s1_same_type_switch_keeps_fused_plan),
         cmocka_unit_test(test_scenario_s2_type_round_trip_restores_stale_plan),
         cmocka_unit_test(test_scenario_s2_prime_bf16_round_trip),
