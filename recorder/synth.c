@@ -5,11 +5,12 @@
  * OperationFuser sees it (spec/te-fuser.md §6): L layers, each with its own fusers (grouped MLP
  * `GroupedLinear, ScaledSwiGLU, GroupedLinear`, and a dense `BasicLinear, Bias, GELU, BasicLinear,
  * Bias` for dense layers and shared experts); steps of microbatches over pipeline stages with the
- * 1F1B schedule (device = stage); full activation recompute (no_grad forward, then in the backward
- * the recompute with grad under the same recipe object and split sizes, then its backward); eval
- * passes; frozen layers; recipe schedules (BF16 first/last layers, per-layer recipes, global
- * switches, NVFP4 disable_rht mutated in place or changed across a detour, backward_override and
- * amax_history_len changes). Scenarios (synth_keys.c) are rows of defaults for it.
+ * 1F1B schedule, plain or interleaved over virtual stages (device = stage); full activation
+ * recompute (no_grad forward, then in the backward the recompute with grad under the same recipe
+ * object and split sizes, then its backward); eval passes; frozen layers; recipe schedules (BF16
+ * first/last layers, per-layer recipes, global switches, NVFP4 disable_rht mutated in place or
+ * changed across a detour, backward_override and amax_history_len changes). Scenarios
+ * (synth_keys.c) are rows of defaults for it.
  *
  * Records go to an ft_sink in stream order: header, then each fuser and recipe declaration right
  * before its first use, calls and backward records with one strictly increasing seq. Output is a
@@ -300,9 +301,10 @@ typedef struct gen {
     int64_t last_ns; /* last timestamp emitted */
     int64_t next_recipe_id, n_obj_made;
     uint32_t n_layers, n_stages, n_fusers;
-    slayer *layers;     /* [n_layers] */
-    sfuser *fusers;     /* [n_fusers] */
-    uint32_t *stage_lo; /* [n_stages+1] first layer of each stage */
+    uint32_t n_virtual, n_chunks; /* model chunks per stage; chunks = stages * n_virtual */
+    slayer *layers;               /* [n_layers] */
+    sfuser *fusers;               /* [n_fusers] */
+    uint32_t *chunk_lo; /* [n_chunks+1] first layer of each model chunk (chunk c on stage c%S) */
     char *ops_json[2];  /* per FK_*: canonical op list */
     uint32_t n_ops[2];
     int64_t dur_fwd[2]; /* modelled forward time per FK_*, ns */
@@ -846,13 +848,13 @@ static robj *eval_recipe(const gen *g, uint32_t l, int64_t step)
 }
 
 /* ---- one stage's forward / backward of one microbatch ------------------------------------- */
-static int stage_forward(gen *g, uint32_t s, uint32_t m, int64_t step, int eval, int64_t *t)
+static int chunk_forward(gen *g, uint32_t ch, uint32_t m, int64_t step, int eval, int64_t *t)
 {
     int grad = !eval && !g->c.recompute;
     const char *phase = eval ? "eval" : g->graph_phase ? g->graph_phase : "fwd";
     int64_t mb = g->graph_phase ? g->graph_iter : (int64_t)m;
     uint32_t M = (uint32_t)g->c.microbatches, E = (uint32_t)g->c.experts;
-    for (uint32_t l = g->stage_lo[s]; l < g->stage_lo[s + 1]; l++) {
+    for (uint32_t l = g->chunk_lo[ch]; l < g->chunk_lo[ch + 1]; l++) {
         slayer *L = &g->layers[l];
         robj *rec = eval ? eval_recipe(g, l, step) : train_recipe(g, l, step);
         if (!eval) g->fwd_rec[(size_t)l * M + m] = rec;
@@ -886,9 +888,9 @@ static int layer_backward(gen *g, uint32_t l, uint32_t m, int64_t *t)
     return FT_OK;
 }
 
-static int stage_backward(gen *g, uint32_t s, uint32_t m, int64_t step, int64_t *t)
+static int chunk_backward(gen *g, uint32_t ch, uint32_t m, int64_t step, int64_t *t)
 {
-    uint32_t lo = g->stage_lo[s], hi = g->stage_lo[s + 1], M = (uint32_t)g->c.microbatches;
+    uint32_t lo = g->chunk_lo[ch], hi = g->chunk_lo[ch + 1], M = (uint32_t)g->c.microbatches;
     uint32_t E = (uint32_t)g->c.experts;
     int rc;
     if (!g->c.recompute) {
@@ -926,37 +928,62 @@ static int stage_backward(gen *g, uint32_t s, uint32_t m, int64_t step, int64_t 
 }
 
 /* ---- pipeline: 1F1B per stage, stages interleaved by a timing model ------------------------ */
+#define OP(m, v, bwd) (((uint32_t)(m) << 7) | ((uint32_t)(v) << 1) | (uint32_t)(bwd))
+#define OP_MB(op)     ((op) >> 7)
+#define OP_V(op)      (((op) >> 1) & 63u)
+#define OP_BWD(op)    ((op)&1u)
+
+/* The k-th forward (or backward) of one stage in Megatron's interleaved order: microbatches in
+ * groups of S, each group through every model chunk (backward: chunks in reverse). */
+static uint32_t interleaved_op(uint32_t k, uint32_t S, uint32_t V, uint32_t M, int bwd)
+{
+    uint32_t group = k / (S * V), in = k % (S * V), g0 = group * S;
+    uint32_t width = M - g0 < S ? M - g0 : S; /* a ragged last group when S does not divide M */
+    uint32_t v = in / width, m = g0 + in % width;
+    return OP(m, bwd ? V - 1 - v : v, bwd);
+}
+
+/* One stage's schedule of a pass: Megatron 1F1B (V == 1: S-s-1 warm-up forwards; interleaved:
+ * 2(S-s-1) + (V-1)S), steady one-forward-one-backward, cool-down backwards; eval is forwards. */
+static uint32_t stage_ops(uint32_t s, uint32_t S, uint32_t V, uint32_t M, int eval, uint32_t *o)
+{
+    uint32_t total = M * V, n = 0, w;
+    if (eval) {
+        for (uint32_t k = 0; k < total; k++)
+            o[n++] = interleaved_op(k, S, V, M, 0);
+        return n;
+    }
+    if (V == 1)
+        w = S - s - 1;
+    else
+        w = M == S ? total : 2 * (S - s - 1) + (V - 1) * S;
+    if (w > total) w = total;
+    for (uint32_t k = 0; k < w; k++)
+        o[n++] = interleaved_op(k, S, V, M, 0);
+    for (uint32_t k = 0; k < total - w; k++) {
+        o[n++] = interleaved_op(w + k, S, V, M, 0);
+        o[n++] = interleaved_op(k, S, V, M, 1);
+    }
+    for (uint32_t k = total - w; k < total; k++)
+        o[n++] = interleaved_op(k, S, V, M, 1);
+    return n;
+}
+
 static int run_pass(gen *g, int64_t step, int eval)
 {
-    uint32_t S = g->n_stages;
+    uint32_t S = g->n_stages, V = g->n_virtual, C = g->n_chunks;
     uint32_t M = (uint32_t)(eval ? g->c.eval_microbatches : g->c.microbatches);
-    uint32_t cap =
-        2 * (uint32_t)(g->c.microbatches > g->c.eval_microbatches ? g->c.microbatches
-                                                                  : g->c.eval_microbatches);
+    uint32_t cap = 2 * V *
+                   (uint32_t)(g->c.microbatches > g->c.eval_microbatches ? g->c.microbatches
+                                                                         : g->c.eval_microbatches);
     uint32_t total = 0;
     for (uint32_t s = 0; s < S; s++) {
-        uint32_t *o = g->ops + (size_t)s * cap, n = 0;
-        if (eval) {
-            for (uint32_t m = 0; m < M; m++)
-                o[n++] = m << 1;
-        } else {
-            /* Megatron 1F1B: warm-up forwards, steady one-forward-one-backward, cool-down */
-            uint32_t w = S - s - 1 < M ? S - s - 1 : M;
-            for (uint32_t m = 0; m < w; m++)
-                o[n++] = m << 1;
-            for (uint32_t i = 0; i < M - w; i++) {
-                o[n++] = (w + i) << 1;
-                o[n++] = (i << 1) | 1;
-            }
-            for (uint32_t m = M - w; m < M; m++)
-                o[n++] = (m << 1) | 1;
-        }
-        g->n_sops[s] = n;
+        g->n_sops[s] = stage_ops(s, S, V, M, eval, g->ops + (size_t)s * cap);
         g->idx[s] = 0;
         g->free_at[s] = g->t;
-        total += n;
+        total += g->n_sops[s];
     }
-    for (size_t i = 0; i < (size_t)S * M; i++)
+    for (size_t i = 0; i < (size_t)C * M; i++)
         g->finF[i] = g->finB[i] = -1;
     int64_t end = g->t;
     for (uint32_t done = 0; done < total; done++) {
@@ -964,12 +991,13 @@ static int run_pass(gen *g, int64_t step, int eval)
         int64_t best_start = 0;
         for (uint32_t s = 0; s < S; s++) {
             if (g->idx[s] == g->n_sops[s]) continue;
-            uint32_t op = g->ops[(size_t)s * cap + g->idx[s]], m = op >> 1;
+            uint32_t op = g->ops[(size_t)s * cap + g->idx[s]], m = OP_MB(op);
+            uint32_t ch = OP_V(op) * S + s;
             int64_t dep;
-            if (!(op & 1))
-                dep = s == 0 ? g->t : g->finF[(size_t)(s - 1) * M + m];
+            if (!OP_BWD(op))
+                dep = ch == 0 ? g->t : g->finF[(size_t)(ch - 1) * M + m];
             else
-                dep = s + 1 == S ? g->finF[(size_t)s * M + m] : g->finB[(size_t)(s + 1) * M + m];
+                dep = ch + 1 == C ? g->finF[(size_t)ch * M + m] : g->finB[(size_t)(ch + 1) * M + m];
             if (dep < 0) continue;
             int64_t start = dep > g->free_at[s] ? dep : g->free_at[s];
             if (best < 0 || start < best_start) {
@@ -980,13 +1008,14 @@ static int run_pass(gen *g, int64_t step, int eval)
         if (best < 0) /* a 1F1B schedule cannot deadlock; this is a bug, not bad input */
             return ft_err_set(g->err, FT_ESTATE, "synth %s: pipeline schedule stalled at step %lld",
                               g->scen, (long long)step);
-        uint32_t s = (uint32_t)best, op = g->ops[(size_t)s * cap + g->idx[s]], m = op >> 1;
+        uint32_t s = (uint32_t)best, op = g->ops[(size_t)s * cap + g->idx[s]], m = OP_MB(op);
+        uint32_t ch = OP_V(op) * S + s;
         int64_t t = best_start;
-        int rc =
-            (op & 1) ? stage_backward(g, s, m, step, &t) : stage_forward(g, s, m, step, eval, &t);
+        int rc = OP_BWD(op) ? chunk_backward(g, ch, m, step, &t)
+                            : chunk_forward(g, ch, m, step, eval, &t);
         if (rc) return rc;
         if (t == best_start) t++; /* a stage with nothing to do still takes a tick */
-        ((op & 1) ? g->finB : g->finF)[(size_t)s * M + m] = t;
+        (OP_BWD(op) ? g->finB : g->finF)[(size_t)ch * M + m] = t;
         g->free_at[s] = t;
         g->idx[s]++;
         if (t > end) end = t;
@@ -1004,10 +1033,10 @@ static int graph_setup(gen *g, int64_t step)
     for (int64_t it = 0; it <= g->c.graph_warmup && !rc; it++) {
         g->graph_phase = it < g->c.graph_warmup ? "graph-warmup" : "graph-capture";
         g->graph_iter = it;
-        for (uint32_t s = 0; s < g->n_stages && !rc; s++)
-            rc = stage_forward(g, s, 0, step, 0, &t);
-        for (uint32_t s = g->n_stages; s-- > 0 && !rc;)
-            rc = stage_backward(g, s, 0, step, &t);
+        for (uint32_t ch = 0; ch < g->n_chunks && !rc; ch++)
+            rc = chunk_forward(g, ch, 0, step, 0, &t);
+        for (uint32_t ch = g->n_chunks; ch-- > 0 && !rc;)
+            rc = chunk_backward(g, ch, 0, step, &t);
     }
     g->graph_phase = NULL;
     g->t = t + 200000;
@@ -1209,22 +1238,22 @@ oom:
 static int build_model(gen *g)
 {
     const synth_cfg *c = &g->c;
-    uint32_t L = g->n_layers, S = g->n_stages, E = (uint32_t)c->experts;
+    uint32_t L = g->n_layers, S = g->n_stages, C = g->n_chunks, E = (uint32_t)c->experts;
     g->layers = ft_calloc(L, sizeof *g->layers);
     g->fusers = ft_calloc(2 * (size_t)L, sizeof *g->fusers);
-    g->stage_lo = ft_calloc(S + 1, sizeof *g->stage_lo);
+    g->chunk_lo = ft_calloc(C + 1, sizeof *g->chunk_lo);
     g->scratch_u32 = ft_malloc(2 * (size_t)E * sizeof *g->scratch_u32);
     g->scratch_z = ft_malloc((size_t)E * sizeof *g->scratch_z);
-    if (!g->layers || !g->fusers || !g->stage_lo || !g->scratch_u32 || !g->scratch_z) goto oom;
-    /* stages get L/S layers each, the first L%S stages one more */
-    for (uint32_t s = 0, l = 0; s < S; s++) {
-        g->stage_lo[s] = l;
-        l += L / S + (s < L % S);
-        g->stage_lo[s + 1] = l;
+    if (!g->layers || !g->fusers || !g->chunk_lo || !g->scratch_u32 || !g->scratch_z) goto oom;
+    /* model chunks get L/C layers each, the first L%C one more; chunk c runs on stage c % S */
+    for (uint32_t ch = 0, l = 0; ch < C; ch++) {
+        g->chunk_lo[ch] = l;
+        l += L / C + (ch < L % C);
+        g->chunk_lo[ch + 1] = l;
     }
-    for (uint32_t s = 0; s < S; s++)
-        for (uint32_t l = g->stage_lo[s]; l < g->stage_lo[s + 1]; l++)
-            g->layers[l].stage = (int32_t)s;
+    for (uint32_t ch = 0; ch < C; ch++)
+        for (uint32_t l = g->chunk_lo[ch]; l < g->chunk_lo[ch + 1]; l++)
+            g->layers[l].stage = (int32_t)(ch % S);
     for (uint32_t l = 0; l < L; l++) {
         slayer *ly = &g->layers[l];
         ly->moe = (int64_t)l >= c->dense_layers;
@@ -1271,8 +1300,9 @@ static int build_model(gen *g)
         route_tables(g, ly);
     }
     size_t M = (size_t)c->microbatches,
-           cap = 2 * (size_t)(c->microbatches > c->eval_microbatches ? c->microbatches
-                                                                     : c->eval_microbatches);
+           cap = 2 * (size_t)g->n_virtual *
+                 (size_t)(c->microbatches > c->eval_microbatches ? c->microbatches
+                                                                 : c->eval_microbatches);
     size_t EM =
         (size_t)(c->microbatches > c->eval_microbatches ? c->microbatches : c->eval_microbatches);
     g->splits = ft_malloc((size_t)L * M * E * sizeof *g->splits);
@@ -1282,8 +1312,8 @@ static int build_model(gen *g)
     g->ops = ft_malloc((size_t)S * cap * sizeof *g->ops);
     g->n_sops = ft_malloc(S * sizeof *g->n_sops);
     g->idx = ft_malloc(S * sizeof *g->idx);
-    g->finF = ft_malloc((size_t)S * EM * sizeof *g->finF);
-    g->finB = ft_malloc((size_t)S * EM * sizeof *g->finB);
+    g->finF = ft_malloc((size_t)C * EM * sizeof *g->finF);
+    g->finB = ft_malloc((size_t)C * EM * sizeof *g->finB);
     g->free_at = ft_malloc(S * sizeof *g->free_at);
     if (!g->splits || !g->eval_splits || !g->bwd_seq || !g->fwd_rec || !g->ops || !g->n_sops ||
         !g->idx || !g->finF || !g->finB || !g->free_at)
@@ -1403,7 +1433,8 @@ static int check_cfg(gen *g)
         int bad;
         const char *key, *why;
     } rules[] = {
-        {c->stages > c->layers, "stages", "must not exceed layers"},
+        {c->stages * c->virtual_stages > c->layers, "virtual_stages",
+         "times stages must not exceed layers"},
         {c->graphs && c->recompute, "graphs", "cannot be combined with recompute"},
         {c->stage_only >= c->stages, "stage_only", "must be below stages"},
         {c->dense_ffn % c->tp != 0, "tp", "must divide dense_ffn"},
@@ -1503,7 +1534,7 @@ static void gen_free(gen *g)
     for (uint32_t i = 0; g->fusers && i < g->n_fusers; i++)
         ft_free(g->fusers[i].cap);
     ft_free(g->fusers);
-    ft_free(g->stage_lo);
+    ft_free(g->chunk_lo);
     ft_free(g->scratch_u32);
     ft_free(g->scratch_z);
     ft_free(g->ops_json[0]);
@@ -1544,6 +1575,8 @@ int ft_synth_run(const char *name, const ft_synth_param *params, uint32_t n_para
     g->err = err;
     g->n_layers = (uint32_t)g->c.layers;
     g->n_stages = (uint32_t)g->c.stages;
+    g->n_virtual = (uint32_t)g->c.virtual_stages;
+    g->n_chunks = g->n_stages * g->n_virtual;
     rng_seed(&g->r, seed);
     rng_seed(&g->rt, seed ^ 0x5eed7153a11d0c5ull);
     call_once(&inv_k_once, init_inv_k);

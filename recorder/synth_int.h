@@ -32,6 +32,7 @@ typedef struct synth_cfg {
     double drift;          /* per-step log-normal random walk of expert popularity (sigma) */
     /* loop */
     int64_t steps, microbatches, stages;
+    int64_t virtual_stages;    /* model chunks per stage (interleaved 1F1B when > 1) */
     int64_t recompute;         /* bool: full activation recompute */
     int64_t recompute_layers;  /* layers per checkpointed chunk */
     int64_t eval_every;        /* run an eval pass after every N-th step, 0 = never */

@@ -55,6 +55,8 @@ static const key_def keys[] = {
     {"microbatches", K_INT, OFF(microbatches), 1, 65536, "4", "microbatches per step"},
     {"stages", K_INT, OFF(stages), 1, 1024, "1",
      "pipeline stages, one device each (device = stage), 1F1B schedule"},
+    {"virtual_stages", K_INT, OFF(virtual_stages), 1, 64, "1",
+     "model chunks per stage: interleaved 1F1B (Megatron virtual pipeline) when > 1"},
     {"recompute", K_BOOL, OFF(recompute), 0, 1, "0",
      "full activation recompute (no_grad forward, recompute with grad in backward)"},
     {"recompute_layers", K_INT, OFF(recompute_layers), 1, 4096, "1",

@@ -803,6 +803,55 @@ static void test_synth_pipeline_1f1b(void **state)
     coll_free(&c);
 }
 
+/* virtual_stages=2: Megatron's interleaved 1F1B per device (4 layers = 4 chunks of one layer,
+ * chunk c on device c % 2, virtual index c / 2); tokens are F|B, virtual chunk, microbatch. */
+static void test_synth_pipeline_interleaved(void **state)
+{
+    (void)state;
+    coll c = {0};
+    ft_err err = {0};
+    assert_int_equal(
+        run(&c, "pipeline-2dev", 8, &err, "steps=1", "microbatches=4", "virtual_stages=2", NULL),
+        FT_OK);
+    char seq[2][64][32];
+    size_t n[2] = {0, 0};
+    for (size_t i = 0; i < c.n; i++) {
+        const rec *r = &c.r[i], *k = r;
+        if (r->kind == R_BWD)
+            k = find_call(&c, r->call);
+        else if (r->kind != R_CALL)
+            continue;
+        const rec *f = find_decl(&c, R_FUSER, k->fuser, c.n);
+        int layer = atoi(f->text2 + strlen("decoder.layers."));
+        int dev = k->device, back = r->kind == R_BWD || !strcmp(k->phase, "recompute");
+        assert_int_equal(dev, layer % 2);
+        char tok[32];
+        snprintf(tok, sizeof tok, "%c%d.%d", back ? 'B' : 'F', layer / 2, (int)k->mb);
+        if (!n[dev] || strcmp(seq[dev][n[dev] - 1], tok)) {
+            assert_true(n[dev] < 64);
+            snprintf(seq[dev][n[dev]++], sizeof seq[0][0], "%s", tok);
+        }
+    }
+    const char *want0[] = {"F0.0", "F0.1", "F1.0", "F1.1", "F0.2", "B1.0", "F0.3", "B1.1",
+                           "F1.2", "B0.0", "F1.3", "B0.1", "B1.2", "B1.3", "B0.2", "B0.3"};
+    const char *want1[] = {"F0.0", "F0.1", "F1.0", "B1.0", "F1.1", "B1.1", "F0.2", "B0.0",
+                           "F0.3", "B0.1", "F1.2", "B1.2", "F1.3", "B1.3", "B0.2", "B0.3"};
+    assert_int_equal(n[0], 16);
+    assert_int_equal(n[1], 16);
+    for (size_t i = 0; i < 16; i++) {
+        assert_string_equal(seq[0][i], want0[i]);
+        assert_string_equal(seq[1][i], want1[i]);
+    }
+    check_stream(&c, 1024);
+    coll_free(&c);
+    /* a ragged last group (S does not divide M) and an eval still schedule */
+    assert_int_equal(run(&c, "pipeline-2dev", 8, &err, "steps=2", "microbatches=5",
+                         "virtual_stages=2", "eval_every=1", "eval_microbatches=3", NULL),
+                     FT_OK);
+    check_stream(&c, 1024);
+    coll_free(&c);
+}
+
 /* stage_only=K writes what rank K would record: exactly the full stream's records of device K,
  * with their seq, splits and references, and declarations only for what it uses. */
 static void test_synth_stage_only(void **state)
@@ -1173,7 +1222,8 @@ static void test_synth_bad_keys_rejected(void **state)
     expect_bad("recompute", FT_EINVAL, "rht_flip_every", "rht_flip_every=2");
     expect_bad("demo", FT_EINVAL, "bo_values", "bo_values=none,sometimes");
     expect_bad("demo", FT_EINVAL, "amax_lens", "amax_lens=16,x");
-    expect_bad("demo", FT_EINVAL, "stages", "stages=7");
+    expect_bad("demo", FT_EINVAL, "virtual_stages", "stages=7");
+    expect_bad("pipeline-2dev", FT_EINVAL, "virtual_stages", "virtual_stages=3");
     expect_bad("demo", FT_EINVAL, "cc", "cc=ten point zero");
     expect_bad("demo", FT_EINVAL, "te_version", "te_version=2\"0");
     expect_bad("demo", FT_EINVAL, "frozen_ops", "frozen_ops=fc2");
@@ -1549,6 +1599,7 @@ int main(void)
         cmocka_unit_test(test_synth_amax_history_changes),
         cmocka_unit_test(test_synth_frozen_boundary_moves),
         cmocka_unit_test(test_synth_pipeline_1f1b),
+        cmocka_unit_test(test_synth_pipeline_interleaved),
         cmocka_unit_test(test_synth_stage_only),
         cmocka_unit_test(test_synth_eval_phase),
         cmocka_unit_test(test_synth_cuda_graphs),
