@@ -33,10 +33,10 @@
 #define MAX_WARNED        64         /* distinct unknown field names reported */
 
 /* ---- small containers -------------------------------------------------------------------- */
-/* Open-addressing map int64 id -> uint32 value (fuser op counts; recipes store 0). */
+/* Open-addressing map int64 key -> uint64 value (fuser op count and groups, state indices). */
 typedef struct idmap {
     int64_t *keys;  /* [cap] */
-    uint32_t *vals; /* [cap] */
+    uint64_t *vals; /* [cap] */
     uint8_t *used;  /* [cap] */
     size_t n, cap;  /* entries, slots (power of two) */
 } idmap;
@@ -46,7 +46,7 @@ static uint64_t mix64(uint64_t x)
     return ft_hash_mix(0x5bd1e995u, x);
 }
 
-static int idmap_find(const idmap *m, int64_t key, uint32_t *val)
+static int idmap_find(const idmap *m, int64_t key, uint64_t *val)
 {
     if (!m->cap) return 0;
     size_t mask = m->cap - 1;
@@ -59,7 +59,7 @@ static int idmap_find(const idmap *m, int64_t key, uint32_t *val)
     }
 }
 
-static int idmap_put(idmap *m, int64_t key, uint32_t val);
+static int idmap_put(idmap *m, int64_t key, uint64_t val);
 
 static int idmap_grow(idmap *m)
 {
@@ -84,7 +84,7 @@ static int idmap_grow(idmap *m)
 }
 
 /* Insert a key known to be absent. */
-static int idmap_put(idmap *m, int64_t key, uint32_t val)
+static int idmap_put(idmap *m, int64_t key, uint64_t val)
 {
     if ((m->n + 1) * 4 > m->cap * 3) {
         int rc = idmap_grow(m);
@@ -511,6 +511,8 @@ static int do_fuser(importer *im, json_t *o)
     if (!ops) return fail(im, "ops", "missing");
     if (!json_is_array(ops)) return fail(im, "ops", "expected an array, got %s", type_name(ops));
     size_t n = json_array_size(ops);
+    uint32_t groups = 0; /* num_groups shared by the grouped ops, 0 if none (or they differ) */
+    int mixed = 0;
     if (n == 0) return fail(im, "ops", "must hold at least one op");
     if (n > MAX_OPS) return fail(im, "ops", "%zu ops, more than the limit %d", n, MAX_OPS);
     for (size_t i = 0; i < n; i++) {
@@ -530,7 +532,22 @@ static int do_fuser(importer *im, json_t *o)
             snprintf(field, sizeof field, "ops[%zu].attrs", i);
             return fail(im, field, "expected an object, got %s", type_name(a));
         }
+        json_t *g = a ? json_object_get(a, "num_groups") : NULL;
+        if (g) {
+            snprintf(field, sizeof field, "ops[%zu].attrs.num_groups", i);
+            if (!json_is_integer(g))
+                return fail(im, field, "expected an integer, got %s", type_name(g));
+            json_int_t v = json_integer_value(g);
+            if (v < 1 || v > INT32_MAX)
+                return fail(im, field, "%" JSON_INTEGER_FORMAT " is out of range [1, %d]", v,
+                            INT32_MAX);
+            if (groups == 0)
+                groups = (uint32_t)v;
+            else if (groups != (uint32_t)v)
+                mixed = 1;
+        }
     }
+    if (mixed) groups = 0; /* grouped ops disagree: m_splits lengths are not checked */
     check_unknown(im, o, "fuser", fuser_known, count_present(o, fuser_known));
 
     char *ops_json = dump_canonical(ops);
@@ -540,7 +557,7 @@ static int do_fuser(importer *im, json_t *o)
     rc = im->sink->fuser_fn ? im->sink->fuser_fn(im->sink->ctx, &f) : FT_OK;
     free_dump(ops_json);
     if (rc) return fail_sink(im, rc, "fuser");
-    if (idmap_put(&im->fusers, f.id, (uint32_t)n)) return fail_nomem(im);
+    if (idmap_put(&im->fusers, f.id, (uint64_t)n | (uint64_t)groups << 32)) return fail_nomem(im);
     return FT_OK;
 }
 
@@ -565,7 +582,7 @@ static int do_recipe(importer *im, json_t *o)
     if (!attrs) return fail_nomem(im);
     uint64_t hash = ft_hash64(attrs, strlen(attrs));
     int64_t skey = (int64_t)ft_hash_mix(hash, (uint64_t)r.obj);
-    uint32_t at;
+    uint64_t at;
     int in_map = idmap_find(&im->states, skey, &at);
     if (in_map) {
         /* the map holds one state per key; on a (practically impossible) 64-bit key collision
@@ -650,15 +667,16 @@ static int do_call(importer *im, json_t *o)
     size_t n_known = 1; /* "t" */
     ft_call c;
     memset(&c, 0, sizeof c);
-    uint32_t n_ops = 0;
+    uint64_t finfo = 0; /* op count | num_groups << 32 */
     char field[48];
 
     if ((rc = get_seq(im, o, &c.seq))) return rc;
     n_known++;
     if ((rc = get_int(im, o, "fuser", 1, 0, INT64_MAX, &c.fuser, NULL))) return rc;
     n_known++;
-    if (!idmap_find(&im->fusers, c.fuser, &n_ops))
+    if (!idmap_find(&im->fusers, c.fuser, &finfo))
         return fail(im, "fuser", "fuser %" PRId64 " is not declared", c.fuser);
+    uint32_t n_ops = (uint32_t)finfo, groups = (uint32_t)(finfo >> 32);
 
     json_t *r = json_object_get(o, "recipe");
     if (!r) return fail(im, "recipe", "missing (use null when quantization is disabled)");
@@ -709,6 +727,10 @@ static int do_call(importer *im, json_t *o)
         if (!json_is_array(ms))
             return fail(im, "m_splits", "expected an array, got %s", type_name(ms));
         size_t n = json_array_size(ms);
+        if (groups && n != groups)
+            return fail(im, "m_splits",
+                        "has %zu entries but fuser %" PRId64 " has num_groups %" PRIu32, n, c.fuser,
+                        groups);
         if ((rc = grow(im, (void **)&im->splits, &im->cap_splits, n, sizeof(int64_t)))) return rc;
         for (size_t i = 0; i < n; i++) {
             json_t *v = json_array_get(ms, i);

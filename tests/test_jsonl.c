@@ -282,6 +282,37 @@ static void test_import_op_rg_length(void **state)
                4, "op_rg[1]", "expected true or false");
 }
 
+static void test_import_m_splits_length(void **state)
+{
+    (void)state;
+#define GROUPED                                                                                    \
+    "{\"t\":\"fuser\",\"id\":1,\"ops\":[{\"type\":\"GroupedLinear\",\"attrs\":{\"num_groups\":4}}" \
+    ","                                                                                            \
+    "{\"type\":\"GroupedLinear\",\"attrs\":{\"num_groups\":4}}]}\n"
+    expect_bad(HDR GROUPED REC CALL_WITH(",\"m_splits\":[1,2,3]"), 4, "m_splits",
+               "has 3 entries but fuser 1 has num_groups 4");
+    expect_bad(HDR GROUPED REC CALL_WITH(",\"m_splits\":[]"), 4, "m_splits",
+               "has 0 entries but fuser 1 has num_groups 4");
+    expect_bad(HDR "{\"t\":\"fuser\",\"id\":1,\"ops\":[{\"type\":\"GroupedLinear\",\"attrs\":{"
+                   "\"num_groups\":\"4\"}}]}\n",
+               2, "ops[0].attrs.num_groups", "expected an integer");
+    expect_bad(HDR "{\"t\":\"fuser\",\"id\":1,\"ops\":[{\"type\":\"GroupedLinear\",\"attrs\":{"
+                   "\"num_groups\":0}}]}\n",
+               2, "ops[0].attrs.num_groups", "out of range");
+    /* the right length, and any length where the grouped ops disagree, are accepted */
+    result r;
+    import_text(HDR GROUPED REC CALL_WITH(",\"m_splits\":[1,2,3,4]"), &r);
+    assert_int_equal(r.rc, FT_OK);
+    result_free(&r);
+    import_text(HDR "{\"t\":\"fuser\",\"id\":1,\"ops\":[{\"type\":\"GroupedLinear\",\"attrs\":{"
+                    "\"num_groups\":4}},{\"type\":\"GroupedLinear\",\"attrs\":{\"num_groups\":2}}]}"
+                    "\n" REC CALL_WITH(",\"m_splits\":[1]"),
+                &r);
+    assert_int_equal(r.rc, FT_OK);
+    result_free(&r);
+#undef GROUPED
+}
+
 static void test_import_empty_ops(void **state)
 {
     (void)state;
@@ -712,6 +743,7 @@ int main(void)
         cmocka_unit_test(test_import_wrong_field_type),
         cmocka_unit_test(test_import_null_for_optional_field),
         cmocka_unit_test(test_import_op_rg_length),
+        cmocka_unit_test(test_import_m_splits_length),
         cmocka_unit_test(test_import_empty_ops),
         cmocka_unit_test(test_import_negative_split),
         cmocka_unit_test(test_import_invalid_utf8),
