@@ -334,8 +334,9 @@ static int problem_init(const ft_numerics *nx, const mlp_desc *d, const ft_numer
     ft_mlp_ref r = {.y = P->ry, .dx = P->rdx, .dw1 = P->rdw1, .dw2 = P->rdw2};
     return ft_cpu_mlp_ref(&P->m, P->grad ? P->dy : NULL, &r, err);
 nomem:
-    return ft_err_set(err, FT_ENOMEM, "numerics: no memory for fuser %u seq %lld", c->fuser,
-                      (long long)c->seq);
+    return ft_err_set(err, FT_ENOMEM,
+                      "numerics: no memory for fuser %u seq %lld (a larger --shrink helps)",
+                      c->fuser, (long long)c->seq);
 }
 
 static void runout_free(runout *o)
