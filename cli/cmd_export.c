@@ -81,7 +81,7 @@ int cmd_export(int argc, char **argv)
                 unlink(tmp);
             }
             ft_trace_close(t);
-            return FT_EXIT_INTERNAL;
+            return FT_EXIT_INPUT; /* most likely a bad -o */
         }
     }
 

@@ -128,7 +128,7 @@ int cmd_import(int argc, char **argv)
         fprintf(stderr, "fusertrace import: cannot create a file beside %s: %s\n", out_path,
                 strerror(errno));
         if (in != stdin) fclose(in);
-        return FT_EXIT_INTERNAL;
+        return FT_EXIT_INPUT; /* most likely a bad -o (no such directory, not writable) */
     }
     close(fd);
     unlink(tmp);

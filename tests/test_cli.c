@@ -345,6 +345,12 @@ static void test_cli_import_usage_errors(void **state)
         2);
     assert_non_null(strstr(f->err, "missing.jsonl"));
     assert_int_equal(run(f, NULL, NULL, "import", src, "-o", "-", NULL), 2);
+    assert_int_equal(run(f, NULL, NULL, "import", src, "-o", in_dir(f, "no/such/dir.ftdb"), NULL),
+                     2);
+    assert_non_null(strstr(f->err, "no/such/dir.ftdb"));
+    assert_int_equal(run(f, NULL, NULL, "export", FT_SOURCE_DIR "/traces/spec-example.jsonl", "-o",
+                         in_dir(f, "x.jsonl"), NULL),
+                     2); /* not a trace */
     assert_int_equal(run(f, NULL, NULL, "import", "--help", NULL), 0);
     assert_int_equal(run(f, NULL, NULL, "export", NULL), 2);
     assert_int_equal(run(f, NULL, NULL, "export", in_dir(f, "missing.ftdb"), NULL), 2);
