@@ -23,6 +23,16 @@ static void usage(FILE *f)
                "  Write the trace as a capture stream (capture-jsonl v1), to stdout by default.\n");
 }
 
+/* Print the error, naming the trace unless the message already starts with its name. */
+static void report(const char *in_path, const ft_err *err)
+{
+    const char *msg = ft_err_msg(err);
+    if (!strncmp(msg, in_path, strlen(in_path)))
+        fprintf(stderr, "fusertrace export: %s\n", msg);
+    else
+        fprintf(stderr, "fusertrace export: %s: %s\n", in_path, msg);
+}
+
 int cmd_export(int argc, char **argv)
 {
     const char *in_path = NULL, *out_path = NULL;
@@ -54,7 +64,7 @@ int cmd_export(int argc, char **argv)
     ft_trace *t = NULL;
     int rc = ft_trace_open(in_path, FT_OPEN_READ, &t, &err);
     if (rc) {
-        fprintf(stderr, "fusertrace export: %s\n", ft_err_msg(&err));
+        report(in_path, &err);
         return cli_exit_code(rc);
     }
 
@@ -110,7 +120,7 @@ int cmd_export(int argc, char **argv)
         if (rc) unlink(tmp);
     }
     if (rc) {
-        fprintf(stderr, "fusertrace export: %s\n", ft_err_msg(&err));
+        report(in_path, &err);
         return cli_exit_code(rc);
     }
     return FT_EXIT_OK;

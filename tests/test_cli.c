@@ -447,7 +447,7 @@ static void test_cli_export_damaged_chunk(void **state)
     char out[1400];
     snprintf(out, sizeof out, "%s/d.jsonl", f->dir);
     assert_int_equal(run(f, NULL, NULL, "export", in_dir(f, "d.ftdb"), "-o", out, NULL), 1);
-    assert_non_null(strstr(f->err, "chunk"));
+    assert_non_null(strstr(f->err, "d.ftdb: chunk"));
     assert_false(exists(out));
     char ls[4096];
     listing(f, ls, sizeof ls);
