@@ -158,7 +158,8 @@ void ft_replay_free(ft_replay *r);
 /* Replay an open trace; results into out. */
 int ft_replay_trace(ft_trace *t, const ft_replay_opts *opts, ft_replay_result *out, ft_err *err);
 /* Replay several trace files (one per rank), one thread per trace, reduced into out. With
- * per_call or explain set, traces run one after another so that the streams stay in order. */
+ * per_call, explain or call_fn set, traces run one after another so that the streams stay in
+ * order. */
 int ft_replay_traces(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
                      ft_replay_result *out, ft_err *err);
 /* The policy whose decisions the captured run made, from the header's te_version: -1 if

@@ -70,6 +70,11 @@ static int write_text(FILE *f, const ft_replay_result *r)
             "ns/call: measured key + lookup per call (oracle %.1f ns/call extra); plan build "
             "(fusion passes) %.0f ns each over %llu builds.\n",
             ratio(r->oracle_ns, r->calls), ns_per_build(r), (unsigned long long)r->model_builds);
+    fprintf(f, "modeled plan-build time in this replayer (builds x ns/build):");
+    for (uint32_t p = 0; p < r->n_policies; p++)
+        fprintf(f, "%s %s %.3f ms", p ? "," : "", ft_policy_name(r->pol[p].policy),
+                (double)r->pol[p].builds * ns_per_build(r) / 1e6);
+    fprintf(f, "\n");
     for (uint32_t p = 0; p < r->n_policies; p++) {
         const ft_policy_result *q = &r->pol[p];
         for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++)
@@ -159,6 +164,7 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q)
     json_object_set_new(o, "qdrift", json_integer((json_int_t)q->qdrift));
     json_object_set_new(o, "raises", raises);
     json_object_set_new(o, "ns_per_call", json_real(ratio(q->loop_ns, q->calls)));
+    json_object_set_new(o, "modeled_build_ns", json_real((double)q->builds * ns_per_build(r)));
     json_object_set_new(o, "max_plans_per_fuser", json_integer((json_int_t)q->max_entries));
     json_object_set_new(o, "evictions", json_integer((json_int_t)q->evictions));
     if (q->cap_calls) {
