@@ -60,12 +60,35 @@ static inline void put_u64(uint8_t *p, uint64_t v)
 
 static inline uint32_t get_u32(const uint8_t *p)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t v; /* the format is little-endian: a plain load on such hosts */
+    memcpy(&v, p, 4);
+    return v;
+#else
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+#endif
+}
+
+static inline uint16_t get_u16(const uint8_t *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+#else
+    return (uint16_t)(p[0] | p[1] << 8);
+#endif
 }
 
 static inline uint64_t get_u64(const uint8_t *p)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+#else
     return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
+#endif
 }
 
 static inline size_t varint_len(uint64_t v)
@@ -865,7 +888,7 @@ static int dec_reserve(ft_chunk_dec *d, size_t n)
                     out[i] = p[i];                                                                 \
             } else if (w == 2) {                                                                   \
                 for (uint32_t i = 0; i < n; i++)                                                   \
-                    out[i] = (T)((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8);                \
+                    out[i] = get_u16(p + 2 * i);                                                   \
             } else if (w == 4) {                                                                   \
                 for (uint32_t i = 0; i < n; i++)                                                   \
                     out[i] = (T)get_u32(p + 4 * i);                                                \

@@ -13,7 +13,9 @@ struct ft_reader {
     unsigned flags;    /* FT_READ_* */
     uint64_t pos, end; /* next chunk position, one past the last */
     ft_chunk_dec *dec;
-    sqlite3_stmt *st; /* SELECT data FROM chunks WHERE id = ? */
+    sqlite3_blob *blob; /* open on chunks.data, moved from row to row */
+    uint8_t *buf;       /* [cap] the stored chunk being decoded */
+    size_t cap;
     ft_batch batch;
 };
 
@@ -29,14 +31,6 @@ int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out)
     if (rc) {
         ft_free(r);
         return ft_err_set(ft_trace_err(t), rc, "out of memory");
-    }
-    rc = sqlite3_prepare_v2(ft_trace_db(t), "SELECT data FROM chunks WHERE id = ?", -1, &r->st,
-                            NULL);
-    if (rc != SQLITE_OK) {
-        ft_err_set(ft_trace_err(t), FT_ESQL, "%s: cannot read chunks: %s", ft_trace_path(t),
-                   sqlite3_errmsg(ft_trace_db(t)));
-        ft_reader_close(r);
-        return FT_ESQL;
     }
     *out = r;
     return FT_OK;
@@ -61,22 +55,32 @@ int ft_reader_next(ft_reader *r, const ft_batch **out_batch)
     if (r->pos >= r->end) return FT_OK;
     const ft_chunk_info *ci = ft_trace_chunk(r->t, r->pos);
     ft_err *err = ft_trace_err(r->t);
-    sqlite3_reset(r->st);
-    int rc = sqlite3_bind_int64(r->st, 1, (int64_t)ci->id);
-    if (rc == SQLITE_OK) rc = sqlite3_step(r->st);
-    if (rc != SQLITE_ROW) {
-        if (rc == SQLITE_DONE)
-            return ft_err_set(err, FT_ECORRUPT, "%s: chunk %llu is missing", ft_trace_path(r->t),
-                              (unsigned long long)ci->id);
-        return ft_err_set(err, FT_ESQL, "%s: reading chunk %llu: %s", ft_trace_path(r->t),
-                          (unsigned long long)ci->id, sqlite3_errmsg(ft_trace_db(r->t)));
+    sqlite3 *db = ft_trace_db(r->t);
+    /* read the stored bytes straight into a reused buffer (no per-chunk allocation) */
+    int rc = r->blob ? sqlite3_blob_reopen(r->blob, (int64_t)ci->id)
+                     : sqlite3_blob_open(db, "main", "chunks", "data", (int64_t)ci->id, 0,
+                                         &r->blob);
+    if (rc != SQLITE_OK) {
+        int missing = rc == SQLITE_ERROR;
+        ft_err_set(err, missing ? FT_ECORRUPT : FT_ESQL, "%s: chunk %llu %s: %s",
+                   ft_trace_path(r->t), (unsigned long long)ci->id,
+                   missing ? "is missing" : "cannot be read", sqlite3_errmsg(db));
+        sqlite3_blob_close(r->blob); /* a failed reopen leaves the handle unusable */
+        r->blob = NULL;
+        return missing ? FT_ECORRUPT : FT_ESQL;
     }
-    const void *data = sqlite3_column_blob(r->st, 0);
-    int len = sqlite3_column_bytes(r->st, 0);
-    if (!data) len = 0;
-    rc = ft_chunk_decode(r->dec, ci, data ? data : "", (size_t)len, ft_trace_limits(r->t), r->flags,
-                         &r->batch, err);
-    sqlite3_reset(r->st);
+    size_t len = (size_t)sqlite3_blob_bytes(r->blob);
+    if (len > r->cap) {
+        uint8_t *q = ft_realloc(r->buf, len);
+        if (!q) return ft_err_set(err, FT_ENOMEM, "out of memory reading chunk");
+        r->buf = q;
+        r->cap = len;
+    }
+    if (len && (rc = sqlite3_blob_read(r->blob, r->buf, (int)len, 0)) != SQLITE_OK)
+        return ft_err_set(err, FT_ESQL, "%s: reading chunk %llu: %s", ft_trace_path(r->t),
+                          (unsigned long long)ci->id, sqlite3_errmsg(db));
+    rc = ft_chunk_decode(r->dec, ci, len ? r->buf : (const uint8_t *)"", len,
+                         ft_trace_limits(r->t), r->flags, &r->batch, err);
     if (rc) {
         if (rc == FT_ENOMEM) ft_err_set(err, rc, "out of memory decoding chunk");
         return rc;
@@ -89,7 +93,8 @@ int ft_reader_next(ft_reader *r, const ft_batch **out_batch)
 void ft_reader_close(ft_reader *r)
 {
     if (!r) return;
-    sqlite3_finalize(r->st);
+    sqlite3_blob_close(r->blob);
+    ft_free(r->buf);
     ft_chunk_dec_free(r->dec);
     ft_free(r);
 }

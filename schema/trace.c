@@ -648,6 +648,8 @@ static int open_read(ft_trace *t)
                           t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
     sqlite3_busy_timeout(t->db, 5000);
     if ((rc = check_identity(t))) return rc;
+    /* chunks are read through the OS page cache without a copy into SQLite's own cache */
+    if ((rc = exec(t, "PRAGMA mmap_size=1073741824"))) return rc;
     /* one read transaction so every table is seen at the same commit */
     if ((rc = exec(t, "BEGIN"))) return rc;
     if (!(rc = load_meta(t)) && !(rc = load_oplists(t)) && !(rc = load_fusers(t)) &&
