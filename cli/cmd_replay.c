@@ -23,7 +23,8 @@ static void usage(FILE *f)
             "  --json, --csv    machine-readable summary (CSV: summary and per-step rows)\n"
             "  --per-call FILE  one JSON line per call and policy (- for stdout)\n"
             "  --explain        for every build, name the key component that changed\n"
-            "  --captured P     the policy the captured run used (default: from te_version)\n"
+            "  --captured P     the policy the captured run used (default: the header's\n"
+            "                   fuser_cache field, else its te_version)\n"
             "  --threads N      worker threads, one trace each (default: one per core)\n"
             "\npolicies:\n");
     for (uint32_t i = 0; i < ft_policy_count(); i++)
