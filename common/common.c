@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,27 +78,32 @@ const char *ft_err_msg(const ft_err *e)
 }
 
 /* ---- allocation wrapper ------------------------------------------------------------------ */
-/* Counters are plain longs: the wrapper is thread-safe for allocation itself (malloc is), but the
- * test-only counters are not atomic. Recorder and replay threads do not race on them in tests. */
-static long fail_after = -1;
-static long live_allocs;
+/* The counters are atomic so that replay and numerics threads may allocate concurrently; fault
+ * injection itself is meant for single-threaded tests (which allocation fails is only
+ * deterministic there). */
+static _Atomic long fail_after = -1;
+static _Atomic long live_allocs;
 
 static int should_fail(void)
 {
-    if (fail_after < 0) return 0;
-    if (fail_after == 0) return 1;
-    fail_after--;
+    long n = atomic_load_explicit(&fail_after, memory_order_relaxed);
+    while (n >= 0) {
+        if (n == 0) return 1;
+        if (atomic_compare_exchange_weak_explicit(&fail_after, &n, n - 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return 0;
+    }
     return 0;
 }
 
 void ft_alloc_fail_after(long n)
 {
-    fail_after = n;
+    atomic_store(&fail_after, n);
 }
 
 long ft_alloc_live(void)
 {
-    return live_allocs;
+    return atomic_load(&live_allocs);
 }
 
 void *ft_malloc(size_t n)
