@@ -196,6 +196,38 @@ class TestCalls(CaptureCase):
         self.assertEqual(sorted(b["call"] for b in bwd), calls)
         self.assertTrue(all(b["seq"] > b["call"] for b in bwd))
 
+    def test_rebuilt_is_per_thread(self):
+        """A plan built in one thread while another thread's call is inside maybe_fuse_ops does
+        not mark that call as rebuilt."""
+        import threading  # noqa: PLC0415
+
+        entered, built = threading.Event(), threading.Event()
+
+        class Gate(list):  # extra inputs of op 0: blocks the boundary scan once
+            armed = True
+
+            def __iter__(self):
+                if Gate.armed:
+                    Gate.armed = False
+                    entered.set()
+                    built.wait(10)
+                return iter(())
+
+        b = te.ops.Sequential(te.ops.BasicLinear(8, 8), te.ops.ReLU())
+        for prm in b.parameters():
+            prm.requires_grad_(False)
+        x = torch.randn(2, 8)
+        b(x)  # builds B's plan
+        fz_b = b._module_groups[0]
+        t = threading.Thread(target=fz_b.maybe_fuse_ops, args=(True, None, x, [Gate(), []]))
+        t.start()
+        self.assertTrue(entered.wait(10))
+        te.ops.Sequential(te.ops.ReLU())(x)  # a new fuser: builds in this thread
+        built.set()
+        t.join(10)
+        calls = self.records("call")
+        self.assertEqual([c["rebuilt"] for c in calls], [True, True, False])
+
     def test_step_and_phase_context(self):
         m = mlp()
         x, s, p = mlp_inputs()

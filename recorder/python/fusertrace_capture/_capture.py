@@ -39,8 +39,14 @@ SPLIT_MODES = ("off", "host", "async")
 
 # Caller-provided context, read on every call: [step, mb, phase (bytes)]; None when unknown.
 _CTX: list = [None, None, None]
-# Plan builds seen so far (incremented by the _apply_fusions wrapper).
-_BUILDS = [0]
+class _Builds(threading.local):
+    """Plan builds seen so far in this thread (incremented by the _apply_fusions wrapper), so
+    that a build in one thread never marks another thread's call as rebuilt."""
+
+    n = 0
+
+
+_BUILDS = _Builds()
 _ACTIVE: list = [None]  # [the enabled _Capture or None]
 
 
@@ -425,13 +431,13 @@ def _wrap_maybe_fuse_ops(orig, counted: bool):
             cap = _ACTIVE[0]
             if cap is None:
                 return orig(self, is_grad_enabled, recipe, input_, extra_inputs)
-            n0 = _BUILDS[0]
+            n0 = _BUILDS.n
             t0 = perf_counter_ns()
             ret = orig(self, is_grad_enabled, recipe, input_, extra_inputs)
             t1 = perf_counter_ns()
             try:
                 cap.on_call(self, is_grad_enabled, recipe, input_, extra_inputs, t0, t1 - t0,
-                            _BUILDS[0] != n0)
+                            _BUILDS.n != n0)
             except Exception as e:  # pylint: disable=broad-except
                 cap.fail(e)
             return ret
@@ -466,7 +472,7 @@ def _wrap_maybe_fuse_ops(orig, counted: bool):
 def _wrap_apply_fusions(orig):
     @functools.wraps(orig)
     def _apply_fusions(*args, **kwargs):
-        _BUILDS[0] += 1
+        _BUILDS.n += 1
         return orig(*args, **kwargs)
 
     return _apply_fusions
