@@ -95,7 +95,8 @@ typedef struct mlp_ctx {
     ft_cuda_bf16_mlp_out out;
     ft_cuda_bf16_mlp_grads gr;
     const uint16_t *dy;
-    ft_cuda_bf16_gemm fc1;
+    ft_cuda_bf16_gemm fc1, fc1act, fc2;
+    ft_cuda_bf16_gemm part; /* one backward GEMM at a time */
 } mlp_ctx;
 
 static int run_fwd(void *c, ft_err *err)
@@ -262,6 +263,63 @@ static int bench_cublas(const char *name, uint32_t g, int64_t k1, int64_t n1, co
     return rc;
 }
 
+static int run_fc1act(void *c, ft_err *err)
+{
+    mlp_ctx *x = c;
+    return ft_cuda_bf16_gemm_run(&x->fc1act, NULL, err);
+}
+
+static int run_fc2(void *c, ft_err *err)
+{
+    mlp_ctx *x = c;
+    return ft_cuda_bf16_gemm_run(&x->fc2, NULL, err);
+}
+
+static int run_part(void *c, ft_err *err)
+{
+    mlp_ctx *x = c;
+    return ft_cuda_bf16_gemm_run(&x->part, NULL, err);
+}
+
+static int run_actbwd(void *c, ft_err *err)
+{
+    mlp_ctx *x = c;
+    return ft_cuda_bf16_act_backward(&x->m.act, x->m.t, x->m.k2, x->out.h, x->m.probs, x->gr.dz,
+                                     x->gr.dh, x->gr.dprobs, NULL, err);
+}
+
+/* Backward pieces one by one: dgrad/wgrad of both GEMMs and the activation backward. */
+static void bench_bwd_parts(mlp_ctx *c, const char *name, int iters, ft_cuda_timer *tm, ft_err *err)
+{
+    const int64_t t = c->m.t, k1 = c->m.k1, n1 = c->m.n1, k2 = c->m.k2, n2 = c->m.n2;
+    struct {
+        const char *what;
+        ft_gemm_kind kind;
+        int64_t n, k;
+        const uint16_t *a, *b;
+        uint16_t *out;
+    } parts[4] = {{"dgrad2", FT_GEMM_DGRAD, n2, k2, c->dy, c->m.w2, c->gr.dz},
+                  {"wgrad2", FT_GEMM_WGRAD, n2, k2, c->dy, c->out.z, c->gr.dw2},
+                  {"dgrad1", FT_GEMM_DGRAD, n1, k1, c->gr.dh, c->m.w1, c->gr.dx},
+                  {"wgrad1", FT_GEMM_WGRAD, n1, k1, c->gr.dh, c->m.x, c->gr.dw1}};
+    printf("BWDPARTS ft %s", name);
+    for (int i = 0; i < 4; i++) {
+        c->part = c->fc1;
+        c->part.kind = parts[i].kind;
+        c->part.n = parts[i].n;
+        c->part.k = parts[i].k;
+        c->part.a = parts[i].a;
+        c->part.b = parts[i].b;
+        c->part.c = parts[i].out;
+        float ms = time_median(run_part, c, iters, tm, err);
+        double f = 2.0 * (double)t * (double)parts[i].n * (double)parts[i].k;
+        printf(" | %s %.3f ms %.1f TFLOP/s", parts[i].what, ms, f / ms / 1e9);
+    }
+    float ms = time_median(run_actbwd, c, iters, tm, err);
+    printf(" | act-bwd %.3f ms\n", ms);
+    ft_err_clear(err);
+}
+
 static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *tm, ft_err *err)
 {
     const uint32_t G = s->g;
@@ -322,6 +380,22 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
         c.fc1.c = c.out.h;
         const double f1 = 2.0 * (double)t * (double)n1 * (double)k1;
         const double ffwd = f1 + 2.0 * (double)t * (double)n2 * (double)k2;
+        c.fc1act = c.fc1;
+        c.fc1act.act = &c.m.act;
+        c.fc1act.probs = c.m.probs;
+        c.fc1act.z = c.out.z;
+        c.fc2 = c.fc1;
+        c.fc2.n = n2;
+        c.fc2.k = k2;
+        c.fc2.a = c.out.z;
+        c.fc2.b = c.m.w2;
+        c.fc2.c = c.out.y;
+        const double f2 = 2.0 * (double)t * (double)n2 * (double)k2;
+        float ms_fc1a = time_median(run_fc1act, &c, iters, tm, err);
+        float ms_fc2 = time_median(run_fc2, &c, iters, tm, err);
+        if (ms_fc1a > 0 && ms_fc2 > 0)
+            printf("PARTS ft %s il=%d fc1+act %.3f ms %.1f TFLOP/s | fc2 %.3f ms %.1f TFLOP/s\n",
+                   s->name, interleave, ms_fc1a, f1 / ms_fc1a / 1e9, ms_fc2, f2 / ms_fc2 / 1e9);
         float ms_fc1 = time_median(run_fc1, &c, iters, tm, err);
         float ms_fwd = time_median(run_fwd, &c, iters, tm, err);
         float ms_bwd = time_median(run_bwd, &c, iters, tm, err);
@@ -333,6 +407,7 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
                    s->name, interleave, ms_fc1, f1 / ms_fc1 / 1e9, ms_fwd, ffwd / ms_fwd / 1e9,
                    ms_bwd, 2.0 * ffwd / ms_bwd / 1e9);
         }
+        if (!rc && interleave == 0) bench_bwd_parts(&c, s->name, iters, tm, err);
         if (!rc && interleave == 0)
             rc = bench_cublas(s->name, G, k1, n1, splits, c.m.x, c.m.w1, c.out.h, iters, tm, err);
     }
@@ -427,7 +502,8 @@ int main(int argc, char **argv)
     int rc = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         if (only && !strstr(only, shapes[i].name)) continue;
-        for (int il = 0; il <= 32; il += 32) {
+        const int il_max = getenv("FT_BENCH_NO_INTERLEAVE") ? 0 : 32;
+        for (int il = 0; il <= il_max; il += 32) {
             if (bench_mlp(&shapes[i], il, iters, tm, &err)) {
                 printf("RESULT ft %s il=%d FAILED: %s\n", shapes[i].name, il, ft_err_msg(&err));
                 ft_err_clear(&err);

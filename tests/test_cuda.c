@@ -24,6 +24,7 @@
 #include "ft_kernels.h"
 #ifdef FT_HAVE_CUDA
 #include "ft_kernels_cuda.h"
+#include <cuda_runtime_api.h>
 #endif
 
 #ifdef FT_HAVE_CUDA
@@ -401,11 +402,12 @@ static void test_cuda_act_backward_matches_cpu(void **state)
     need_gpu();
     ft_err err;
     ft_err_clear(&err);
-    const ft_act acts[3] = {{FT_ACT_SWIGLU, 32, 0, 0, 0},
+    const ft_act acts[4] = {{FT_ACT_SWIGLU, 32, 0, 0, 0},
                             {FT_ACT_CLAMPED_QGEGLU, 0, 7.0f, 1.702f, 1.0f},
-                            {FT_ACT_SRELU, 0, 0, 0, 0}};
-    const int64_t rows = small_shapes() ? 37 : 301, k2 = 96;
-    for (int i = 0; i < 3; i++) {
+                            {FT_ACT_SRELU, 0, 0, 0, 0},
+                            {FT_ACT_SWIGLU, 0, 0, 0, 0}};
+    const int64_t rows = small_shapes() ? 37 : 301, k2 = 96 + 256; /* > one 256-column sweep */
+    for (int i = 0; i < 4; i++) {
         const int64_t n1 = ft_act_is_glu(acts[i].kind) ? 2 * k2 : k2;
         float *h = rand_bf16(rows * n1, 8.0f), *p = rand_bf16(rows, 1.0f);
         float *dz = rand_bf16(rows * k2, 1.0f);
@@ -429,6 +431,26 @@ static void test_cuda_act_backward_matches_cpu(void **state)
         assert_int_equal(compare("act dh", gdh, dh, rows * n1, 1e-5, 1.0 / 128), 0);
         assert_int_equal(compare("act dprobs", gdp, dp, rows, 1e-3, 1e-4), 0);
         assert_int_equal(compare("act z", gz, z, rows * k2, 1e-6, 1.0 / 128), 0);
+        /* bf16 storage (vectorised kernel: k2 % 8 == 0) */
+        uint16_t *hb = to_bits(h, rows * n1), *dzb = to_bits(dz, rows * k2);
+        void *b_h = dev_copy(hb, (size_t)(rows * n1) * 2),
+             *b_dz = dev_copy(dzb, (size_t)(rows * k2) * 2);
+        void *b_dh = dev_poison((size_t)(rows * n1) * 2), *b_dp = dev_poison((size_t)rows * 4);
+        assert_int_equal(
+            ft_cuda_bf16_act_backward(&acts[i], rows, k2, b_h, d_p, b_dz, b_dh, b_dp, NULL, &err),
+            FT_OK);
+        assert_int_equal(ft_cuda_sync(&err), FT_OK);
+        float *bdh = host_bf16(b_dh, rows * n1), *bdp = host_f32(b_dp, rows);
+        assert_int_equal(compare("bf16 act dh", bdh, dh, rows * n1, 1e-5, 1.0 / 128), 0);
+        assert_int_equal(compare("bf16 act dprobs", bdp, dp, rows, 1e-3, 1e-4), 0);
+        free(bdh);
+        free(bdp);
+        free(hb);
+        free(dzb);
+        ft_cuda_free(b_h);
+        ft_cuda_free(b_dz);
+        ft_cuda_free(b_dh);
+        ft_cuda_free(b_dp);
         ft_cuda_free(d_h);
         ft_cuda_free(d_p);
         ft_cuda_free(d_dz);
@@ -720,6 +742,86 @@ static void test_cuda_quantize_matches_cpu(void **state)
     free(ref);
 }
 
+/* The bf16 MLP forward captured once in a CUDA graph follows new split sizes written to the
+ * same device buffer between replays (nothing about the splits is baked in at capture). */
+static void test_cuda_mlp_forward_graph_follows_splits(void **state)
+{
+    (void)state;
+    need_gpu();
+    ft_err err;
+    ft_err_clear(&err);
+    const uint32_t G = 6;
+    const int64_t t = 640, k1 = 136, k2 = 96, n1 = 2 * k2, n2 = 136;
+    const int64_t sa[6] = {100, 0, 200, 37, 150, 153}, sb[6] = {0, 300, 1, 0, 250, 89};
+    float *x = rand_bf16(t * k1, 1.0f), *w1 = rand_bf16(G * n1 * k1, 0.2f);
+    float *w2 = rand_bf16(G * n2 * k2, 0.2f), *p = rand_bf16(t, 1.0f);
+    uint16_t *xb = to_bits(x, t * k1), *w1b = to_bits(w1, G * n1 * k1),
+             *w2b = to_bits(w2, G * n2 * k2);
+    ft_cuda_bf16_mlp m;
+    memset(&m, 0, sizeof m);
+    m.n_groups = G;
+    void *dsplits = dev_copy(sa, sizeof sa);
+    m.splits = dsplits;
+    m.t = t;
+    m.k1 = k1;
+    m.n1 = n1;
+    m.k2 = k2;
+    m.n2 = n2;
+    m.act = (ft_act){FT_ACT_SWIGLU, 32, 0, 0, 0};
+    m.x = dev_copy(xb, (size_t)(t * k1) * 2);
+    m.w1 = dev_copy(w1b, (size_t)(G * n1 * k1) * 2);
+    m.w2 = dev_copy(w2b, (size_t)(G * n2 * k2) * 2);
+    m.probs = dev_copy(p, (size_t)t * 4);
+    ft_cuda_bf16_mlp_out eager = {dev_poison((size_t)(t * n1) * 2),
+                                  dev_poison((size_t)(t * k2) * 2),
+                                  dev_poison((size_t)(t * n2) * 2)};
+    ft_cuda_bf16_mlp_out graph = {dev_poison((size_t)(t * n1) * 2),
+                                  dev_poison((size_t)(t * k2) * 2),
+                                  dev_poison((size_t)(t * n2) * 2)};
+    cudaStream_t st;
+    cudaGraph_t gr;
+    cudaGraphExec_t ex;
+    assert_int_equal(cudaStreamCreate(&st), cudaSuccess);
+    assert_int_equal(ft_cuda_bf16_mlp_forward(&m, &eager, st, &err), FT_OK); /* warm-up */
+    assert_int_equal(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    assert_int_equal(ft_cuda_bf16_mlp_forward(&m, &graph, st, &err), FT_OK);
+    assert_int_equal(cudaStreamEndCapture(st, &gr), cudaSuccess);
+    assert_int_equal(cudaGraphInstantiate(&ex, gr, 0), cudaSuccess);
+    for (int round = 0; round < 2; round++) {
+        const int64_t *sp = round ? sb : sa;
+        assert_int_equal(ft_cuda_h2d(dsplits, sp, sizeof sa, &err), FT_OK);
+        assert_int_equal(cudaGraphLaunch(ex, st), cudaSuccess);
+        assert_int_equal(ft_cuda_bf16_mlp_forward(&m, &eager, st, &err), FT_OK);
+        assert_int_equal(cudaStreamSynchronize(st), cudaSuccess);
+        const int64_t used = sum_splits(sp, G);
+        float *ye = host_bf16(eager.y, used * n2), *yg = host_bf16(graph.y, used * n2);
+        assert_int_equal(compare("graph y", yg, ye, used * n2, 0.0, 0.0), 0);
+        free(ye);
+        free(yg);
+    }
+    cudaGraphExecDestroy(ex);
+    cudaGraphDestroy(gr);
+    cudaStreamDestroy(st);
+    ft_cuda_free(dsplits);
+    ft_cuda_free((void *)m.x);
+    ft_cuda_free((void *)m.w1);
+    ft_cuda_free((void *)m.w2);
+    ft_cuda_free((void *)m.probs);
+    ft_cuda_free(eager.h);
+    ft_cuda_free(eager.z);
+    ft_cuda_free(eager.y);
+    ft_cuda_free(graph.h);
+    ft_cuda_free(graph.z);
+    ft_cuda_free(graph.y);
+    free(x);
+    free(w1);
+    free(w2);
+    free(p);
+    free(xb);
+    free(w1b);
+    free(w2b);
+}
+
 static void test_cuda_gemm_rejects_bad_shapes(void **state)
 {
     (void)state;
@@ -768,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_cuda_act_backward_matches_cpu),
         cmocka_unit_test(test_cuda_mlp_matches_cpu),
         cmocka_unit_test(test_cuda_quantize_matches_cpu),
+        cmocka_unit_test(test_cuda_mlp_forward_graph_follows_splits),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

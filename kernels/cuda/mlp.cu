@@ -209,6 +209,62 @@ __global__ void act_bwd_kernel(act_params a, int64_t rows, int64_t k2, const T *
     }
 }
 
+// bf16 storage, k2 % 8 == 0: the same per row, each lane 8 consecutive columns with 16-byte
+// loads and stores (the act and gate halves of 8 outputs are contiguous in both GLU layouts).
+__device__ __forceinline__ void unpack8(uint4 v, float *f)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+}
+
+__device__ __forceinline__ uint4 pack8(const float *f)
+{
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        w[i] = (uint32_t)f_to_bf16(f[2 * i]) | ((uint32_t)f_to_bf16(f[2 * i + 1]) << 16);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__global__ void act_bwd_bf16x8_kernel(act_params a, int64_t rows, int64_t k2, const uint16_t *h,
+                                      const float *probs, const uint16_t *dz, uint16_t *dh,
+                                      float *dprobs)
+{
+    const int glu = a.kind != FT_ACT_SRELU;
+    const int64_t n1 = glu ? 2 * k2 : k2;
+    const int lane = threadIdx.x % 32;
+    for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32; r < rows;
+         r += (int64_t)gridDim.x * blockDim.x / 32) {
+        const float p = probs ? probs[r] : 1.0f;
+        float dp = 0.0f;
+        for (int64_t j = 8 * lane; j < k2; j += 256) {
+            int64_t cu = j, cv = j;
+            if (glu) glu_cols(a.interleave, k2, j, &cu, &cv);
+            float u[8], v[8], g[8], du8[8], dv8[8];
+            unpack8(*reinterpret_cast<const uint4 *>(h + r * n1 + cu), u);
+            unpack8(*reinterpret_cast<const uint4 *>(h + r * n1 + cv), v);
+            unpack8(*reinterpret_cast<const uint4 *>(dz + r * k2 + j), g);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                float du, dv;
+                act_df(a, u[e], v[e], &du, &dv);
+                dp += g[e] * act_f(a, u[e], v[e]);
+                du8[e] = g[e] * p * du;
+                dv8[e] = g[e] * p * dv;
+            }
+            *reinterpret_cast<uint4 *>(dh + r * n1 + cu) = pack8(du8);
+            if (glu) *reinterpret_cast<uint4 *>(dh + r * n1 + cv) = pack8(dv8);
+        }
+        for (int d = 16; d; d >>= 1)
+            dp += __shfl_xor_sync(0xffffffffu, dp, d);
+        if (dprobs && lane == 0) dprobs[r] = dp;
+    }
+}
+
 // Row offsets from splits (clamped to m), one thread: offs[0..G].
 __global__ void offsets_kernel(const int64_t *splits, int G, int64_t m, int64_t *offs)
 {
@@ -294,6 +350,13 @@ int act_backward(const ft_act *a, int64_t rows, int64_t k2, const T *h, const fl
 {
     int rc = check_act(a, -1, k2, err);
     if (rc || rows <= 0 || k2 <= 0) return rc;
+    const uintptr_t ptrs = (uintptr_t)h | (uintptr_t)dz | (uintptr_t)dh;
+    if (sizeof(T) == 2 && k2 % 8 == 0 && (a->interleave % 8) == 0 && (ptrs & 15) == 0) {
+        act_bwd_bf16x8_kernel<<<cu_blocks(rows * 32, 256), 256, 0, st>>>(
+            act_from(a), rows, k2, (const uint16_t *)h, probs, (const uint16_t *)dz, (uint16_t *)dh,
+            dprobs);
+        return cu_launched(err, "act_bwd_bf16x8_kernel");
+    }
     act_bwd_kernel<T><<<cu_blocks(rows * 32, 256), 256, 0, st>>>(act_from(a), rows, k2, h, probs,
                                                                  dz, dh, dprobs);
     return cu_launched(err, "act_bwd_kernel");
