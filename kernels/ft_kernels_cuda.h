@@ -11,7 +11,14 @@
  * The grouped GEMM is one persistent sm_90a kernel (TMA loads, wgmma, warp-specialised; see
  * gemm_wgmma.cu) with the FC1 epilogue (bias, activation x probs) fused. Limits: n_groups <=
  * FT_CUDA_MAX_GROUPS; k1, n1, k2, n2 multiples of 8 (16-byte rows for TMA); interleaved GLU needs
- * n1 % 64 == 0. Outside them FT_EUNSUPPORTED. Device code needs compute capability 9.0.
+ * n1 % 64 == 0. Outside them AUTO falls back to the SIMT kernel (FT_EUNSUPPORTED when WGMMA is
+ * asked for). Device code is built for sm_90a only (H100/H200).
+ *
+ * Coverage of the float32 contract (ft_kernels.h): ft_cuda_gemm (exact fp32 SIMT GEMM),
+ * ft_cuda_act_forward/backward and ft_cuda_quantize (every format, usage, RHT, SR; bit-exact to
+ * ft_cpu_quantize) are complete. ft_cuda_mlp_forward/backward run the unquantized UNFUSED path
+ * only; quantized formats and the FUSED path return FT_EUNSUPPORTED (the CPU back end emulates
+ * them).
  */
 #ifndef FT_KERNELS_CUDA_H
 #define FT_KERNELS_CUDA_H

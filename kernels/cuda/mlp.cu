@@ -667,8 +667,12 @@ extern "C" int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, cons
         rc = cu_launched(err, "dprobs_bias_kernel");
     }
 done:
-    if (dz) cudaFreeAsync(dz, st);
-    if (dh) cudaFreeAsync(dh, st);
-    if (offs) cudaFreeAsync(offs, st);
+    // stream-ordered frees; a failure here is reported unless an earlier error is
+    for (int i = 0; i < 3; i++) {
+        void *ptr = i == 0 ? (void *)dz : (i == 1 ? (void *)dh : (void *)offs);
+        if (!ptr) continue;
+        int rf = cu_fail(cudaFreeAsync(ptr, st), rc ? NULL : err, "cudaFreeAsync");
+        if (!rc) rc = rf;
+    }
     return rc;
 }

@@ -569,8 +569,10 @@ extern "C" int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, 
     rc = cu_launched(err, "q_offsets_kernel");
     const int vec = cols % 4 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)out & 15) == 0;
     int dev = 0, n_sm = 132;
-    if (cudaGetDevice(&dev) == cudaSuccess)
-        cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev);
+    if (!rc) rc = cu_fail(cudaGetDevice(&dev), err, "cudaGetDevice");
+    if (!rc)
+        rc = cu_fail(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev), err,
+                     "cudaDeviceGetAttribute");
     const unsigned persistent = (unsigned)n_sm * 8;
     if (!rc && need_amax) {
         rc = cu_fail(cudaMemsetAsync(amax_bits, 0, (size_t)G * sizeof(uint32_t), st), err,
