@@ -314,6 +314,47 @@ class TestRecipes(CaptureCase):
         self.assertEqual(len(self.records("recipe")), 1)
 
 
+class TestReplayTe(CaptureCase):
+    """replay_te in process on a captured stream: real recipe objects per recorded identity,
+    mutations applied by setattr, decisions equal to the captured ones."""
+
+    def test_identity_and_mutation(self):
+        from fusertrace_capture import replay_te  # noqa: PLC0415
+        import io  # noqa: PLC0415
+
+        m = mlp()
+        x, s, p = mlp_inputs()
+        r1, r2 = NVFP4BlockScaling(), MXFP8BlockScaling()
+        seq = [r1, r2, r1, None, r1]
+        for i, r in enumerate(seq):
+            if i == 2:
+                r1.disable_rht = True  # same object, new state
+            with torch.set_grad_enabled(i % 2 == 0), te.autocast(enabled=r is not None,
+                                                                   recipe=r):
+                m(x, s, p, s)
+        recs = self.records()
+        factory = replay_te.RecipeFactory()
+        for r in recs:
+            if r["t"] == "recipe":
+                factory.declare(r)
+        ids = [c["recipe"] for c in recs if c["t"] == "call"]
+        objs = [factory.get(i) for i in ids]
+        self.assertIs(objs[0], objs[2])
+        self.assertIs(objs[2], objs[4])
+        self.assertIsNot(objs[0], objs[1])
+        self.assertIsNone(objs[3])
+        self.assertTrue(objs[4].disable_rht)
+        self.assertIsInstance(objs[1], MXFP8BlockScaling)
+        out = io.StringIO()
+        tot = replay_te.replay(iter(recs), out)
+        self.assertEqual(tot["calls"], 5)
+        self.assertEqual(tot["agree"], 5)
+        rows = [json.loads(line) for line in out.getvalue().splitlines()]
+        self.assertEqual([r["build"] for r in rows], [c["rebuilt"] for c in recs
+                                                      if c["t"] == "call"])
+        self.assertTrue(rows[0]["reset"] and rows[1]["reset"])
+
+
 class TestBehaviour(unittest.TestCase):
     def train(self, capture_dir):
         torch.manual_seed(0)
@@ -518,6 +559,19 @@ class TestActivation(unittest.TestCase):
             p = self.run_py(code, {})
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertEqual(len(ftutil.read_jsonl(os.path.join(d, "rank0.jsonl"))), 3)
+
+    def test_runner_with_module(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "ft_user_mod.py"), "w", encoding="utf-8") as f:
+                f.write("import sys\n" + self.SCRIPT + "assert sys.argv[1:] == ['--x', '1']\n")
+            env = ftutil.env_for(STANDIN_BEHAVIOUR, FUSERTRACE_JSONL="1")
+            env["PYTHONPATH"] = d + os.pathsep + env.get("PYTHONPATH", "")
+            out = os.path.join(d, "traces")
+            p = subprocess.run([sys.executable, "-W", "ignore", "-m", "fusertrace_capture.run",
+                                "-o", out, "-m", "ft_user_mod", "--x", "1"], env=env,
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(len(ftutil.read_jsonl(os.path.join(out, "rank0.jsonl"))), 3)
 
     def test_rank_from_launcher_environment(self):
         with tempfile.TemporaryDirectory() as d:
