@@ -105,7 +105,7 @@ class _Capture:
                 break
             n += 1
         if n:
-            _warn(f"{base}.ftdb exists; writing this run to {stem}.*")
+            _warn(f"{base}.* exists; writing this run to {stem}.*")
         why = "FUSERTRACE_JSONL is set"
         writer = None
         if not self.force_jsonl:
