@@ -192,6 +192,7 @@ typedef struct fuser_m {
     ft_op *ops; /* [n_ops] */
     uint32_t n_ops;
     uint32_t recipe_reads; /* ft_recipe_read bits in its fusion key */
+    uint64_t recipe_bytes; /* the same as a byte mask over ft_recipe_int.reads */
     uint64_t const_key;    /* hash of the op and env attributes in its fusion key */
     char *key_attrs;       /* the key's attribute names, comma separated */
 } fuser_m;
@@ -237,6 +238,17 @@ struct ft_model {
 void ft_model_set_audit(ft_model *m, uint8_t *flag)
 {
     m->audit = flag;
+}
+
+/* Every recipe read value (-1..2) + 1 in its own byte: the fusion key hashes the bytes of the
+ * reads a fuser's rules declare in one mix. */
+_Static_assert(FT_RR_COUNT <= 8, "recipe reads are packed one byte each");
+static uint64_t recipe_reads_packed(const ft_recipe_model *r)
+{
+    uint64_t v = 0;
+    for (unsigned a = 0; a < FT_RR_COUNT; a++)
+        v |= ((uint64_t)(ft_recipe_read_value(r, (ft_recipe_read)a) + 1) & 0xff) << (8 * a);
+    return v;
 }
 
 static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
@@ -288,6 +300,9 @@ static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
     if (rc || !fz->key_attrs)
         return ft_err_set(err, FT_ENOMEM, "fuser %lld: out of memory", (long long)fz->id);
     fz->recipe_reads = rmask;
+    fz->recipe_bytes = 0;
+    for (unsigned a = 0; a < FT_RR_COUNT; a++)
+        if (rmask & (1u << a)) fz->recipe_bytes |= 0xffull << (8 * a);
     fz->const_key = h;
     return FT_OK;
 }
@@ -306,6 +321,7 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
     for (uint32_t ri = 0; ri < ft_n_rules; ri++)
         m->registered[ri] = !ft_rules[ri].registered || ft_rules[ri].registered(&m->env);
     ft_recipe_none(&m->none);
+    m->none.reads = recipe_reads_packed(&m->none.pub);
 
     m->errs = ft_calloc(1, sizeof *m->errs);
     m->fusers = ft_calloc(n_fusers ? n_fusers : 1, sizeof *m->fusers);
@@ -338,6 +354,7 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
         /* NVFP4 QParams are derived once, in __post_init__: a later declaration of the same
          * object (mutated attributes, capture-jsonl "obj") keeps the flags of its first one. */
         ft_recipe_int *ri = &m->recipes[i];
+        ri->reads = recipe_reads_packed(&ri->pub);
         if (ri->pub.type != FT_RT_NVFP4 || ri->qparams_recorded) continue;
         for (uint32_t j = 0; j < i; j++) {
             const ft_recipe_int *rj = &m->recipes[j];
@@ -614,13 +631,9 @@ uint64_t ft_model_fusion_key(const ft_model *m, uint32_t fuser, int32_t recipe)
 {
     if (fuser >= m->n_fusers) return 0;
     const fuser_m *fz = &m->fusers[fuser];
-    const ft_recipe_model *r = &recipe_int(m, recipe)->pub;
+    const ft_recipe_int *r = recipe_int(m, recipe);
     uint64_t h = fz->const_key;
-    for (unsigned a = 0; a < FT_RR_COUNT; a++)
-        if (fz->recipe_reads & (1u << a))
-            h = ft_hash_mix(ft_hash_mix(h, a),
-                            (uint64_t)ft_recipe_read_value(r, (ft_recipe_read)a));
-    return h;
+    return ft_hash_mix(h, r->reads & fz->recipe_bytes);
 }
 
 const char *ft_model_fusion_key_attrs(const ft_model *m, uint32_t fuser)

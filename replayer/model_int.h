@@ -140,6 +140,7 @@ typedef struct ft_recipe_int {
     char *canon;         /* canonical encoding: Type{attr=value,...} with defaults filled */
     uint64_t qbase;      /* hash of the quantizer-baked attributes other than the QParams flags */
     uint8_t qparams_recorded; /* the capture recorded fp4_quant_* (else derived, see model.c) */
+    uint64_t reads;           /* ft_recipe_read_value + 1 of every ft_recipe_read, one byte each */
 } ft_recipe_int;
 /* Set the NVFP4 QParams flags and the qhash that covers them. */
 void ft_recipe_set_qflags(ft_recipe_int *r, uint8_t rht, uint8_t sr, uint8_t twod);
