@@ -33,10 +33,26 @@ typedef struct mem_stream {
     uint64_t limit_calls; /* stop accepting calls beyond this (0 = no limit) */
 } mem_stream;
 
+/* Record payloads (op_rg, split sizes, phases) are bump-allocated in stream order, so a replay
+ * reads memory sequentially like a producer handing over fresh data would. */
+static char *arena_cur, *arena_end;
+
 static char *dupn(const void *p, size_t n)
 {
-    char *d = malloc(n ? n : 1);
-    if (d && n) memcpy(d, p, n);
+    size_t need = (n + 15) & ~(size_t)15;
+    if (!need) need = 16;
+    if (!arena_cur || (size_t)(arena_end - arena_cur) < need) {
+        size_t cap = need > (64u << 20) ? need : (64u << 20);
+        arena_cur = malloc(cap); /* never freed: the benchmark exits */
+        if (!arena_cur) {
+            fprintf(stderr, "out of memory\n");
+            exit(3);
+        }
+        arena_end = arena_cur + cap;
+    }
+    char *d = arena_cur;
+    arena_cur += need;
+    if (n) memcpy(d, p, n);
     return d;
 }
 

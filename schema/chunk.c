@@ -616,21 +616,28 @@ int ft_chunk_enc_backward(ft_chunk_enc *e, const ft_backward *b)
  * else fixed width unless varints are clearly smaller (fixed width decodes fastest). */
 static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
 {
-    size_t vsz = 0, rsz = 0;
+    size_t rsz = 0, vsz = 0;
     uint64_t max = 0;
     for (uint32_t i = 0; i < n; i++) {
-        size_t l = varint_len(v[i]);
-        vsz += l;
         max = v[i] > max ? v[i] : max;
-        /* a run starts where the value changes; its length varint is counted as 1 byte (runs
-         * over 127 only make the run layout look larger than it is) */
-        rsz += (i == 0 || v[i] != v[i - 1]) ? l + 1 : 0;
+        /* a run starts where the value changes; sizes counted as if every varint took one
+         * byte, which is exact for the small values that make runs worth it */
+        rsz += (i == 0 || v[i] != v[i - 1]) ? 2 : 0;
     }
     uint32_t w = max < 0x100 ? 1 : max < 0x10000 ? 2 : max < 0x100000000ull ? 4 : 8;
-    size_t fsz = 1 + (size_t)w * n;
-    int mode = rsz * 2 < vsz && rsz * 2 < fsz ? 1 : fsz <= vsz * 2 ? 2 : 0;
-    /* room: run lengths take up to 4 bytes (n <= FT_CHUNK_MAX_RECORDS), rsz counted 1 */
-    int rc = ft_buf_reserve(b, 2 + (mode == 1 ? rsz * 4 : mode == 2 ? fsz : vsz));
+    size_t fsz = 2 + (size_t)w * n;
+    int mode;
+    if (rsz * 2 < fsz) {
+        mode = 1;
+    } else if (w == 1) {
+        mode = 2; /* never larger than varints */
+    } else {
+        for (uint32_t i = 0; i < n; i++)
+            vsz += varint_len(v[i]);
+        mode = fsz <= vsz * 2 ? 2 : 0;
+    }
+    /* room: a run takes up to 10 + 4 bytes (n <= FT_CHUNK_MAX_RECORDS) */
+    int rc = ft_buf_reserve(b, 2 + (mode == 1 ? (rsz / 2) * 14 : mode == 2 ? fsz : vsz));
     if (rc) return rc;
     uint8_t *p = b->data + b->len;
     *p++ = (uint8_t)mode;
@@ -645,9 +652,15 @@ static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
         }
     } else if (mode == 2) {
         *p++ = (uint8_t)w;
-        for (uint32_t i = 0; i < n; i++)
-            for (uint32_t k = 0; k < w; k++)
-                *p++ = (uint8_t)(v[i] >> (8 * k));
+        if (w == 1) {
+            for (uint32_t i = 0; i < n; i++)
+                p[i] = (uint8_t)v[i];
+            p += n;
+        } else {
+            for (uint32_t i = 0; i < n; i++)
+                for (uint32_t k = 0; k < w; k++)
+                    *p++ = (uint8_t)(v[i] >> (8 * k));
+        }
     } else {
         for (uint32_t i = 0; i < n; i++)
             p += varint_put(p, v[i]);
