@@ -3,8 +3,8 @@
  * SQLite baseline (one INSERT per record inside one transaction), same stream, same run; and the
  * reader's decode rate without and with split sizes.
  *
- * Usage: bench_recorder [CALLS] [EXPERTS]   (defaults 200000, 64). The stream is synth
- * `recompute` held in memory first, so generation is not timed. Thread CPU time.
+ * Usage: bench_recorder [CALLS] [EXPERTS]   (defaults 1000000, 64; ~1.5 GB of memory). The stream
+ * is synth `recompute` held in memory first, so generation is not timed. Thread CPU time.
  */
 #include "bench_rowdb.h"
 
@@ -17,7 +17,7 @@ static int parse_arg(const char *s, int64_t *v)
 
 int main(int argc, char **argv)
 {
-    int64_t calls = 200000, experts = 64;
+    int64_t calls = 1000000, experts = 64;
     if ((argc > 1 && parse_arg(argv[1], &calls)) || (argc > 2 && parse_arg(argv[2], &experts))) {
         fprintf(stderr, "usage: bench_recorder [CALLS] [EXPERTS]\n");
         return 2;

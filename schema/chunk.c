@@ -132,6 +132,32 @@ static inline int varint_get(const uint8_t **pp, const uint8_t *end, uint64_t *o
     return -1;
 }
 
+/* varint_put for the common small values without a data-dependent branch (split residuals
+ * hover around the 1/2-byte boundary, where a branch mispredicts half the time). */
+static inline size_t varint_put_small(uint8_t *p, uint64_t v)
+{
+    if (v >= 0x4000) return varint_put(p, v);
+    uint64_t big = v >= 0x80;
+    p[0] = (uint8_t)(v | (big << 7));
+    p[1] = (uint8_t)(v >> 7);
+    return 1 + (size_t)big;
+}
+
+/* varint_get likewise for values of one or two bytes. */
+static inline int varint_get_small(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+{
+    const uint8_t *p = *pp;
+    if (end - p >= 2) {
+        uint64_t b0 = p[0], b1 = p[1], c0 = b0 >> 7;
+        if (!(c0 & (b1 >> 7))) {
+            *out = (b0 & 0x7f) | (((b1 & 0x7f) << 7) & (0 - c0));
+            *pp = p + 1 + c0;
+            return 0;
+        }
+    }
+    return varint_get(pp, end, out);
+}
+
 static int buf_varint(ft_buf *b, uint64_t v)
 {
     int rc = ft_buf_reserve(b, 10);
@@ -501,7 +527,7 @@ static int enc_splits(ft_chunk_enc *e, uint32_t fuser, int has_mb, int64_t mb, c
     }
     uint8_t *p = e->splits.data + e->splits.len;
     for (uint32_t i = 0; i + 1 < k; i++)
-        p += varint_put(p, zz(v[i] - s->pred[i]));
+        p += varint_put_small(p, zz(v[i] - s->pred[i]));
     e->splits.len = (size_t)(p - e->splits.data);
     j = (uint32_t)s->n_vecs;
     s->vecs[j].off = e->vals_len;
@@ -1066,7 +1092,7 @@ static int dec_splits(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uint
             uint64_t left = T;
             for (uint32_t m = 0; m + 1 < k; m++) {
                 uint64_t r;
-                if (varint_get(&p, end, &r))
+                if (varint_get_small(&p, end, &r))
                     return CORRUPT("chunk %llu: record %u: split vector truncated",
                                    (unsigned long long)id, i);
                 uint64_t x = (uint64_t)s->pred[m] + (uint64_t)unzz(r);
