@@ -983,7 +983,7 @@ static int dec_dicts(ft_chunk_dec *d, uint64_t id, const uint8_t *ph, const uint
     }
 
     size_t pat_need = (size_t)(op_end - op) * 8;
-    rc = grow((void **)&d->oprg_pat, &d->oprg_pat_cap, pat_need ? pat_need : 1, 1);
+    rc = grow((void **)&d->oprg_pat, &d->oprg_pat_cap, pat_need + 8, 1); /* +8: word copies */
     if (!rc) rc = grow((void **)&d->dict, &d->dict_cap, (size_t)n_oprg + 1, sizeof *d->dict);
     if (rc) return rc;
     d->dict[0] = (dict_ent){0, 0, 0};
@@ -1012,6 +1012,7 @@ static int dec_dicts(ft_chunk_dec *d, uint64_t id, const uint8_t *ph, const uint
     }
     if (op != op_end)
         return CORRUPT("chunk %llu: op_rg dictionary has trailing bytes", (unsigned long long)id);
+    memset(d->oprg_pat + ppos, 0, 8); /* defined bytes for the 8-byte copies */
     return FT_OK;
 }
 
@@ -1248,7 +1249,7 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
 
     /* op_rg: dictionary entry 0 is the empty pattern of backward records */
     size_t oppos = 0;
-    if ((rc = grow((void **)&d->op_rg, &d->op_rg_cap, 1, 1))) return rc;
+    if ((rc = grow((void **)&d->op_rg, &d->op_rg_cap, 16, 1))) return rc;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t op = d->oprg32[i];
         if (op > n_oprg) return CORRUPT("chunk %llu: record %u: op_rg index out of range", id, i);
@@ -1256,14 +1257,17 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
         uint32_t want = d->kind[i] ? 0 : lim->fuser_n_ops[d->fuser[i]];
         if (de->n_ops != want || (d->kind[i] && op))
             return CORRUPT("chunk %llu: record %u: op_rg pattern does not fit its fuser", id, i);
-        if (oppos + de->n_ops > d->op_rg_cap) {
+        if (oppos + de->n_ops + 8 > d->op_rg_cap) { /* +8: room for the word copy below */
             if (oppos + de->n_ops > FT_CHUNK_MAX_OPRG_VALUES)
                 return CORRUPT("chunk %llu: too many op_rg values", id);
-            rc = grow((void **)&d->op_rg, &d->op_rg_cap, oppos + de->n_ops, 1);
+            rc = grow((void **)&d->op_rg, &d->op_rg_cap, oppos + de->n_ops + 8, 1);
             if (rc) return rc;
         }
         d->op_rg_off[i] = (uint32_t)oppos;
-        if (de->n_ops) memcpy(d->op_rg + oppos, d->oprg_pat + de->off, de->n_ops);
+        if (de->n_ops <= 8) /* one 8-byte copy; the bytes past n_ops are overwritten later */
+            memcpy(d->op_rg + oppos, d->oprg_pat + de->off, 8);
+        else
+            memcpy(d->op_rg + oppos, d->oprg_pat + de->off, de->n_ops);
         oppos += de->n_ops;
         d->first_rg[i] = de->first_rg;
     }
