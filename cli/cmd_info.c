@@ -346,7 +346,7 @@ static void print_text(ft_trace *t, const char *path, const stats *s, const ft_t
         printf(" %s %" PRIu64 "%s", s->phases[i].name, s->phases[i].n,
                i + 1 < s->n_phases ? "," : "");
     if (s->no_phase) printf("%s none %" PRIu64, s->n_phases ? "," : "", s->no_phase);
-    printf("\n");
+    printf("%s\n", s->n_phases || s->no_phase ? "" : " -");
     if (s->has_ns)
         printf("time span    %.6f s (ns %" PRId64 " .. %" PRId64 ")\n",
                (double)(s->ns_max - s->ns_min) * 1e-9, s->ns_min, s->ns_max);
