@@ -1,32 +1,50 @@
 /*
  * cmd_replay.c - `fusertrace replay TRACE...`: replay traces (one per rank) under plan-cache
- * policies and print one reduced report (text table, JSON or CSV).
+ * policies and print one reduced report (text table, JSON or CSV); with --numerics, also run the
+ * sampled grouped-MLP calls' chosen and fresh plans (numerics.h) and add the numerics section.
  */
 #include "cli.h"
 #include "ft_replay.h"
+#include "numerics.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: fusertrace replay TRACE... [--policy LIST|all] [--capacity N] [--env K=V]...\n"
-            "                         [--json | --csv] [--per-call FILE] [--explain]\n"
-            "                         [--captured POLICY] [--threads N]\n"
-            "\n"
-            "Replays every call of the traces (one per rank, reduced into one report) through a\n"
-            "model of TransformerEngine's fusion-plan cache under each policy, in one pass.\n"
-            "  --policy LIST    comma-separated policies, or all (default)\n"
-            "  --capacity N     LRU capacity of dict stores per fuser (default unbounded)\n"
-            "  --env K=V        override a key of the trace's env (device_cc, NVTE_*, ...)\n"
-            "  --json, --csv    machine-readable summary (CSV: summary and per-step rows)\n"
-            "  --per-call FILE  one JSON line per call and policy (- for stdout)\n"
-            "  --explain        for every build, name the key component that changed\n"
-            "  --captured P     the policy the captured run used (default: the header's\n"
-            "                   fuser_cache field, else its te_version)\n"
-            "  --threads N      worker threads, one trace each (default: one per core)\n"
-            "\npolicies:\n");
+    fprintf(
+        f,
+        "usage: fusertrace replay TRACE... [--policy LIST|all] [--capacity N] [--env K=V]...\n"
+        "                         [--json | --csv] [--per-call FILE] [--explain]\n"
+        "                         [--captured POLICY] [--threads N]\n"
+        "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
+        "                          [--seed S]]\n"
+        "\n"
+        "Replays every call of the traces (one per rank, reduced into one report) through a\n"
+        "model of TransformerEngine's fusion-plan cache under each policy, in one pass.\n"
+        "  --policy LIST    comma-separated policies, or all (default)\n"
+        "  --capacity N     LRU capacity of dict stores per fuser (default unbounded)\n"
+        "  --env K=V        override a key of the trace's env (device_cc, NVTE_*, ...)\n"
+        "  --json, --csv    machine-readable summary (CSV: summary and per-step rows)\n"
+        "  --per-call FILE  one JSON line per call and policy (- for stdout)\n"
+        "  --explain        for every build, name the key component that changed\n"
+        "  --captured P     the policy the captured run used (default: the header's\n"
+        "                   fuser_cache field, else its te_version)\n"
+        "  --threads N      worker threads, one trace each (default: one per core); with\n"
+        "                   --numerics, threads running sampled calls (results do not\n"
+        "                   depend on it)\n"
+        "  --numerics B     numerical replay on back end cpu or cuda: for sampled grouped-MLP\n"
+        "                   calls, run every policy's chosen plan and quantizer state and the\n"
+        "                   fresh plan (forward, and backward for grad calls) against a float64\n"
+        "                   reference; reports the harmless and quant bands per policy. cuda\n"
+        "                   runs what the CUDA back end supports on the device, the rest on the\n"
+        "                   CPU reference (the report counts both); no device: exit 3\n"
+        "  --sample N       at most N calls per trace, calls where a choice differs from the\n"
+        "                   fresh plan first (default 64)\n"
+        "  --all            every grouped-MLP call\n"
+        "  --shrink K       divide hidden sizes and split sizes by K (default 1: real sizes)\n"
+        "  --seed S         input seed (default 1)\n"
+        "\npolicies:\n");
     for (uint32_t i = 0; i < ft_policy_count(); i++)
         fprintf(f, "  %-16s %s\n", ft_policy_name(i), ft_policy_summary(i));
 }
@@ -42,6 +60,37 @@ static int parse_u32(const char *flag, const char *s, uint32_t *out)
     return FT_EXIT_OK;
 }
 
+/* The replay report's JSON object with a "numerics" member added: the report is written to a
+ * scratch file, its closing brace replaced. */
+static int write_json_with_numerics(const ft_replay_result *res, const ft_numerics_result *nres,
+                                    ft_err *err)
+{
+    FILE *tmp = tmpfile();
+    if (!tmp) return ft_err_set(err, FT_EIO, "cannot create a scratch file for the JSON report");
+    char *text = NULL;
+    int rc = ft_report_write(tmp, res, FT_REPORT_JSON, err);
+    long n = rc ? 0 : ftell(tmp);
+    if (!rc && (n <= 0 || fseek(tmp, 0, SEEK_SET))) rc = ft_err_set(err, FT_EIO, "scratch file");
+    if (!rc && !(text = ft_malloc((size_t)n + 1))) rc = ft_err_set(err, FT_ENOMEM, "no memory");
+    if (!rc && fread(text, 1, (size_t)n, tmp) != (size_t)n)
+        rc = ft_err_set(err, FT_EIO, "scratch file: short read");
+    if (!rc) {
+        while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
+            n--;
+        if (n < 2 || text[0] != '{' || text[n - 1] != '}')
+            rc = ft_err_set(err, FT_EINVAL, "replay JSON report is not one object");
+    }
+    if (!rc) {
+        fwrite(text, 1, (size_t)n - 1, stdout);
+        fputs(",\"numerics\":", stdout);
+        rc = ft_numerics_report(stdout, nres, 1, err); /* one object and a newline */
+        if (!rc) fputs("}\n", stdout);
+    }
+    ft_free(text);
+    fclose(tmp);
+    return rc;
+}
+
 int cmd_replay(int argc, char **argv)
 {
     const char **paths = ft_calloc((size_t)argc + 1, sizeof *paths);
@@ -53,8 +102,12 @@ int cmd_replay(int argc, char **argv)
     FILE *per_call = NULL;
     ft_replay_opts o = {0};
     ft_err err = {0};
+    const char *numerics = NULL;
+    int sample_set = 0, all = 0;
+    ft_numerics_opts no = {.shrink = 1, .sample = 64, .seed = 1};
     ft_replay_result *res = ft_malloc(sizeof *res);
-    if (!paths || !env || !env_keys || !res) {
+    ft_numerics_result *nres = ft_malloc(sizeof *nres);
+    if (!paths || !env || !env_keys || !res || !nres) {
         fprintf(stderr, "fusertrace replay: out of memory\n");
         status = FT_EXIT_INTERNAL;
         goto done;
@@ -107,6 +160,42 @@ int cmd_replay(int argc, char **argv)
                 status = FT_EXIT_INPUT;
                 goto done;
             }
+        } else if (!strcmp(a, "--numerics") && has_val) {
+            numerics = argv[++i];
+            if (strcmp(numerics, "cpu") && strcmp(numerics, "cuda")) {
+                fprintf(stderr, "fusertrace replay: --numerics wants cpu or cuda, got '%s'\n",
+                        numerics);
+                status = FT_EXIT_INPUT;
+                goto done;
+            }
+        } else if (!strcmp(a, "--sample") && has_val) {
+            if ((status = parse_u32(a, argv[++i], &no.sample))) goto done;
+            if (!no.sample) {
+                fprintf(stderr, "fusertrace replay: --sample wants N >= 1 (--all for every "
+                                "call)\n");
+                status = FT_EXIT_INPUT;
+                goto done;
+            }
+            sample_set = 1;
+        } else if (!strcmp(a, "--all")) {
+            all = 1;
+        } else if (!strcmp(a, "--shrink") && has_val) {
+            if ((status = parse_u32(a, argv[++i], &no.shrink))) goto done;
+            if (!no.shrink) {
+                fprintf(stderr, "fusertrace replay: --shrink wants K >= 1\n");
+                status = FT_EXIT_INPUT;
+                goto done;
+            }
+        } else if (!strcmp(a, "--seed") && has_val) {
+            int64_t v;
+            if (ft_parse_i64(argv[++i], &v) || v < 0) {
+                fprintf(stderr,
+                        "fusertrace replay: --seed wants a non-negative integer, got '%s'\n",
+                        argv[i]);
+                status = FT_EXIT_INPUT;
+                goto done;
+            }
+            no.seed = (uint64_t)v;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "fusertrace replay: unknown or incomplete option '%s'\n", a);
             usage(stderr);
@@ -122,6 +211,27 @@ int cmd_replay(int argc, char **argv)
         status = FT_EXIT_INPUT;
         goto done;
     }
+    if (!numerics && (sample_set || all || no.shrink != 1 || no.seed != 1)) {
+        fprintf(stderr, "fusertrace replay: --sample, --all, --shrink and --seed go with "
+                        "--numerics cpu|cuda\n");
+        status = FT_EXIT_INPUT;
+        goto done;
+    }
+    if (sample_set && all) {
+        fprintf(stderr, "fusertrace replay: --sample and --all exclude each other\n");
+        status = FT_EXIT_INPUT;
+        goto done;
+    }
+    if (numerics && format == FT_REPORT_CSV) {
+        fprintf(stderr, "fusertrace replay: --numerics has no CSV form (use --json or text)\n");
+        status = FT_EXIT_INPUT;
+        goto done;
+    }
+    if (all) no.sample = 0;
+    if (numerics) {
+        no.backend = strcmp(numerics, "cuda") ? FT_NUMERICS_CPU : FT_NUMERICS_CUDA;
+        no.n_threads = o.n_threads;
+    }
     if (per_call_path) {
         per_call = strcmp(per_call_path, "-") ? fopen(per_call_path, "w") : stdout;
         if (!per_call) {
@@ -136,17 +246,26 @@ int cmd_replay(int argc, char **argv)
     o.n_env = n_env;
     o.per_call = per_call;
     o.explain = explain ? stdout : NULL;
-    int rc = ft_replay_traces(paths, n_paths, &o, res, &err);
+    int rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, &err)
+                      : ft_replay_traces(paths, n_paths, &o, res, &err);
     if (rc) {
         fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));
         status = cli_exit_code(rc);
         goto done;
     }
     if (explain) fputc('\n', stdout);
-    rc = ft_report_write(stdout, res, format, &err);
-    if (!rc && format == FT_REPORT_TEXT) {
-        fputc('\n', stdout);
-        rc = ft_report_reading(stdout, res, &err);
+    if (numerics && format == FT_REPORT_JSON) {
+        rc = write_json_with_numerics(res, nres, &err);
+    } else {
+        rc = ft_report_write(stdout, res, format, &err);
+        if (!rc && format == FT_REPORT_TEXT) {
+            fputc('\n', stdout);
+            rc = ft_report_reading(stdout, res, &err);
+        }
+        if (!rc && numerics) {
+            fputc('\n', stdout);
+            rc = ft_numerics_report(stdout, nres, 0, &err);
+        }
     }
     if (rc) {
         fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));
@@ -163,5 +282,6 @@ done:
     ft_free(env);
     ft_free(paths);
     ft_free(res);
+    ft_free(nres);
     return status;
 }

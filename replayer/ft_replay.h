@@ -152,6 +152,9 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
 int ft_replay_batch(ft_replay *r, const ft_batch *b, ft_err *err);
 /* Copy the results so far into out (initialised by the engine). */
 void ft_replay_get(const ft_replay *r, ft_replay_result *out);
+/* The engine's fuser model: the plan ids of ft_replay_call are its ids (read it only from the
+ * thread that feeds the engine, e.g. inside call_fn). */
+const ft_model *ft_replay_model(const ft_replay *r);
 void ft_replay_free(ft_replay *r);
 
 /* ---- trace files ------------------------------------------------------------------------ */

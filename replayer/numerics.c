@@ -6,15 +6,25 @@
  * inputs, run a float64 reference, and fold the comparisons into per-policy figures and the two
  * bands. Limits: FP8 delayed scaling runs with scale 1; CustomRecipe quantizers run unquantized;
  * only the FC1 -> activation -> FC2 window is run (other ops of the fuser are ignored).
+ *
+ * A call goes through three phases: plan (call order, reads the model: configurations, raises,
+ * the sampling decision), execute (touches nothing shared: inputs, reference, runs, comparisons;
+ * any thread) and fold (call order, into the results). The trace driver queues planned calls
+ * from the engine's per-call hook and executes each full queue on a pool of threads.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "numerics.h"
 #include "ft_kernels.h"
 #include "model_int.h"
-
-#include <jansson.h>
+#ifdef FT_HAVE_CUDA
+#include "ft_kernels_cuda.h"
+#endif
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- per-fuser MLP description ------------------------------------------------------------ */
 
@@ -41,13 +51,44 @@ typedef struct runout { /* outputs of one configuration for the current call */
     float *y, *dx, *dw1, *dw2;
 } runout;
 
+/* What one policy's choice gave on one call. */
+enum { OUT_RAISED = 0, OUT_NOFRESH, OUT_SAME, OUT_HARMLESS, OUT_QUANT };
+typedef struct choice_out {
+    uint8_t kind;       /* OUT_* (OUT_NOFRESH: ran, but the fresh plan did not) */
+    double err, div;    /* vs float64, vs the fresh plan (relative L2, worst output) */
+    double max_abs;     /* largest absolute difference from the fresh plan */
+    uint64_t nonfinite; /* NaN/Inf output elements */
+    char text[160];     /* OUT_RAISED: TE's message */
+} choice_out;
+
+/* One sampled call: planned (call order), executed (any thread), folded (call order). */
+typedef struct job {
+    uint32_t fuser;
+    int64_t seq;
+    int grad;        /* the call runs the backward */
+    int64_t *splits; /* [groups] owned copy of the call's split sizes */
+    runcfg fresh_cfg, cfg[FT_NUMERICS_MAX_POLICIES];
+    const char *fresh_raise; /* TE's message if the fresh plan raises (model text), else NULL */
+    const char *raise[FT_NUMERICS_MAX_POLICIES];
+    /* results of execute */
+    int rc; /* FT_OK or a failure (err) */
+    ft_err err;
+    int fresh_ok; /* the fresh plan ran */
+    int has_ctl;  /* a fused/unfused control ran */
+    double fresh_err, ctl_div;
+    uint64_t runs, device_runs;
+    char fallback[160]; /* CUDA: first configuration the device declined, and why */
+    choice_out out[FT_NUMERICS_MAX_POLICIES];
+} job;
+
 struct ft_numerics {
     const ft_model *m;
     ft_numerics_opts o;
     uint32_t n_fusers;
-    mlp_desc *mlp;        /* [n_fusers] */
-    uint64_t n_diff_run;  /* sampled calls where a choice differed from fresh */
-    uint64_t n_plain_run; /* sampled calls where none did */
+    mlp_desc *mlp;            /* [n_fusers] */
+    uint64_t n_diff_run;      /* sampled calls where a choice differed from fresh */
+    uint64_t n_plain_run;     /* sampled calls where none did */
+    pthread_mutex_t gpu_lock; /* one thread at a time on the device */
     ft_numerics_result res;
 };
 
@@ -125,15 +166,36 @@ int ft_numerics_new(const ft_model *m, const ft_fuser_def *fusers, uint32_t n_fu
     if (n_policies > FT_NUMERICS_MAX_POLICIES)
         return ft_err_set(err, FT_ERANGE, "numerics: %u policies (at most %d)", n_policies,
                           FT_NUMERICS_MAX_POLICIES);
+    if (opts && opts->backend != FT_NUMERICS_CPU && opts->backend != FT_NUMERICS_CUDA)
+        return ft_err_set(err, FT_EINVAL, "numerics: unknown back end %d", (int)opts->backend);
+    char device[64] = "";
+    if (opts && opts->backend == FT_NUMERICS_CUDA) {
+#ifdef FT_HAVE_CUDA
+        if (ft_cuda_device_count() < 1)
+            return ft_err_set(err, FT_ENODEV,
+                              "numerics cuda: no CUDA device is visible (this build has CUDA, "
+                              "but cudaGetDeviceCount finds no device); use --numerics cpu");
+        int n_sm = 0, rc = ft_cuda_device_info(device, sizeof device, &n_sm, err);
+        if (rc) return rc;
+#else
+        return ft_err_set(err, FT_ENODEV,
+                          "numerics cuda: fusertrace was built without CUDA (nvcc not found "
+                          "at build time); use --numerics cpu");
+#endif
+    }
     ft_numerics *nx = ft_calloc(1, sizeof *nx);
     if (!nx) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
     nx->m = m;
     if (opts) nx->o = *opts;
     if (nx->o.shrink < 1) nx->o.shrink = 1;
     nx->n_fusers = n_fusers;
+    pthread_mutex_init(&nx->gpu_lock, NULL);
+    nx->res.backend = nx->o.backend;
+    nx->res.n_threads = 1;
+    ft_strlcpy(nx->res.device, device, sizeof nx->res.device);
     nx->mlp = ft_calloc(n_fusers ? n_fusers : 1, sizeof *nx->mlp);
     if (!nx->mlp) {
-        ft_free(nx);
+        ft_numerics_free(nx);
         return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
     }
     for (uint32_t i = 0; i < n_fusers; i++) {
@@ -158,6 +220,7 @@ int ft_numerics_new(const ft_model *m, const ft_fuser_def *fusers, uint32_t n_fu
 void ft_numerics_free(ft_numerics *nx)
 {
     if (!nx) return;
+    pthread_mutex_destroy(&nx->gpu_lock);
     ft_free(nx->mlp);
     ft_free(nx);
 }
@@ -272,8 +335,8 @@ static void problem_free(problem *P)
     memset(P, 0, sizeof *P);
 }
 
-static int problem_init(const ft_numerics *nx, const mlp_desc *d, const ft_numerics_call *c,
-                        problem *P, ft_err *err)
+static int problem_init(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P,
+                        ft_err *err)
 {
     memset(P, 0, sizeof *P);
     const int64_t K = nx->o.shrink;
@@ -304,7 +367,7 @@ static int problem_init(const ft_numerics *nx, const mlp_desc *d, const ft_numer
     if (P->p) /* router probabilities in (0, 1) */
         for (int64_t i = 0; i < t; i++)
             P->p[i] = ft_bf16_round(0.5f + 0.45f * tanhf(P->p[i]));
-    P->grad = c->f <= d->first + 2;
+    P->grad = c->grad;
     ft_mlp m = {.n_groups = G,
                 .splits = P->splits,
                 .t = t,
@@ -345,36 +408,24 @@ static void runout_free(runout *o)
     o->y = o->dx = o->dw1 = o->dw2 = NULL;
 }
 
-/* Run configuration o->cfg on P. A TE-style refusal from the kernel is kept in o->rc. */
-static int run_cfg(ft_numerics *nx, const problem *P, runout *o, ft_err *err)
+/* The CPU reference on m; a TE-style refusal from the kernel is kept in o->rc. */
+static int run_cpu(const ft_mlp *m, const problem *P, runout *o, ft_err *err)
 {
-    ft_mlp m = P->m;
-    uint64_t seed = m.quant.seed;
-    m.path = o->cfg.fused ? FT_MLP_FUSED : FT_MLP_UNFUSED;
-    m.quant = o->cfg.q;
-    m.quant.seed = seed;
-    const int64_t t = m.t, n1 = m.n1;
-    float *h = ft_malloc((size_t)(t * n1 > 0 ? t * n1 : 1) * sizeof *h);
-    float *z = ft_malloc((size_t)(t * m.k2 > 0 ? t * m.k2 : 1) * sizeof *z);
-    o->y = ft_malloc((size_t)(P->ny > 0 ? P->ny : 1) * sizeof *o->y);
-    if (P->grad) {
-        o->dx = ft_malloc((size_t)(P->ndx > 0 ? P->ndx : 1) * sizeof *o->dx);
-        o->dw1 = ft_malloc((size_t)P->ndw1 * sizeof *o->dw1);
-        o->dw2 = ft_malloc((size_t)P->ndw2 * sizeof *o->dw2);
-    }
+    const int64_t t = m->t;
+    float *h = ft_malloc((size_t)(t * m->n1 > 0 ? t * m->n1 : 1) * sizeof *h);
+    float *z = ft_malloc((size_t)(t * m->k2 > 0 ? t * m->k2 : 1) * sizeof *z);
     int rc = FT_OK;
-    if (!h || !z || !o->y || (P->grad && (!o->dx || !o->dw1 || !o->dw2))) {
+    if (!h || !z) {
         rc = ft_err_set(err, FT_ENOMEM, "numerics: no memory");
         goto done;
     }
     ft_err kerr = {0};
     ft_mlp_fwd f = {h, z, o->y};
-    o->rc = ft_cpu_mlp_forward(&m, &f, &kerr);
+    o->rc = ft_cpu_mlp_forward(m, &f, &kerr);
     if (!o->rc && P->grad) {
         ft_mlp_bwd b = {o->dx, o->dw1, NULL, o->dw2, NULL, NULL};
-        o->rc = ft_cpu_mlp_backward(&m, &f, P->dy, &b, &kerr);
+        o->rc = ft_cpu_mlp_backward(m, &f, P->dy, &b, &kerr);
     }
-    nx->res.mlp_runs++;
     if (o->rc == FT_ENOMEM) {
         rc = ft_err_set(err, FT_ENOMEM, "numerics: %s", ft_err_msg(&kerr));
     } else if (o->rc) {
@@ -384,6 +435,104 @@ done:
     ft_free(h);
     ft_free(z);
     return rc;
+}
+
+#ifdef FT_HAVE_CUDA
+/* m on the CUDA device through ft_cuda_mlp_forward/backward (device copies of every operand,
+ * outputs copied back; padding rows zeroed as the reference leaves them). FT_EUNSUPPORTED or
+ * FT_EINVAL: the CUDA back end does not run this configuration (nothing was written). */
+static int run_device(ft_numerics *nx, const ft_mlp *m, const problem *P, runout *o, ft_err *err)
+{
+    enum { SPL, X, W1, B1, W2, B2, PR, DY, H, Z, Y, DX, DW1, DW2, NB };
+    const size_t G = m->n_groups, t = (size_t)m->t, f4 = sizeof(float);
+    const size_t k1 = (size_t)m->k1, n1 = (size_t)m->n1, k2 = (size_t)m->k2, n2 = (size_t)m->n2;
+    const int g = P->grad;
+    struct {
+        int need;
+        const void *src; /* uploaded from */
+        float *dst;      /* downloaded to */
+        size_t bytes;
+        void *d;
+    } b[NB] = {
+        [SPL] = {1, m->splits, NULL, G * sizeof(int64_t), NULL},
+        [X] = {1, m->x, NULL, t * k1 * f4, NULL},
+        [W1] = {1, m->w1, NULL, G * n1 * k1 * f4, NULL},
+        [B1] = {m->b1 != NULL, m->b1, NULL, G * n1 * f4, NULL},
+        [W2] = {1, m->w2, NULL, G * n2 * k2 * f4, NULL},
+        [B2] = {m->b2 != NULL, m->b2, NULL, G * n2 * f4, NULL},
+        [PR] = {m->probs != NULL, m->probs, NULL, t * f4, NULL},
+        [DY] = {g, P->dy, NULL, t * n2 * f4, NULL},
+        [H] = {1, NULL, NULL, t * n1 * f4, NULL},
+        [Z] = {1, NULL, NULL, t * k2 * f4, NULL},
+        [Y] = {1, NULL, o->y, t * n2 * f4, NULL},
+        [DX] = {g, NULL, o->dx, t * k1 * f4, NULL},
+        [DW1] = {g, NULL, o->dw1, G * n1 * k1 * f4, NULL},
+        [DW2] = {g, NULL, o->dw2, G * n2 * k2 * f4, NULL},
+    };
+    int rc = FT_OK;
+    pthread_mutex_lock(&nx->gpu_lock);
+    for (int i = 0; i < NB && !rc; i++) {
+        if (!b[i].need) continue;
+        rc = ft_cuda_malloc(&b[i].d, b[i].bytes, err);
+        if (!rc && b[i].src) rc = ft_cuda_h2d(b[i].d, b[i].src, b[i].bytes, err);
+        if (!rc && !b[i].src) rc = ft_cuda_memset(b[i].d, 0, b[i].bytes, err);
+    }
+    if (!rc) {
+        ft_mlp dm = *m;
+        dm.splits = b[SPL].d, dm.x = b[X].d, dm.w1 = b[W1].d, dm.b1 = b[B1].d;
+        dm.w2 = b[W2].d, dm.b2 = b[B2].d, dm.probs = b[PR].d;
+        ft_mlp_fwd f = {b[H].d, b[Z].d, b[Y].d};
+        rc = ft_cuda_mlp_forward(&dm, &f, NULL, err);
+        if (!rc && g) {
+            ft_mlp_bwd bw = {b[DX].d, b[DW1].d, NULL, b[DW2].d, NULL, NULL};
+            rc = ft_cuda_mlp_backward(&dm, &f, b[DY].d, &bw, NULL, err);
+        }
+        if (!rc) rc = ft_cuda_sync(err);
+        for (int i = 0; i < NB && !rc; i++)
+            if (b[i].need && b[i].dst) rc = ft_cuda_d2h(b[i].dst, b[i].d, b[i].bytes, err);
+    }
+    for (int i = 0; i < NB; i++)
+        ft_cuda_free(b[i].d);
+    pthread_mutex_unlock(&nx->gpu_lock);
+    return rc;
+}
+#endif
+
+/* Run configuration o->cfg on P: on the device when the CUDA back end is chosen and runs it,
+ * else on the CPU reference. */
+static int run_cfg(ft_numerics *nx, const problem *P, job *j, runout *o, ft_err *err)
+{
+    ft_mlp m = P->m;
+    uint64_t seed = m.quant.seed;
+    m.path = o->cfg.fused ? FT_MLP_FUSED : FT_MLP_UNFUSED;
+    m.quant = o->cfg.q;
+    m.quant.seed = seed;
+    o->y = ft_malloc((size_t)(P->ny > 0 ? P->ny : 1) * sizeof *o->y);
+    if (P->grad) {
+        o->dx = ft_malloc((size_t)(P->ndx > 0 ? P->ndx : 1) * sizeof *o->dx);
+        o->dw1 = ft_malloc((size_t)P->ndw1 * sizeof *o->dw1);
+        o->dw2 = ft_malloc((size_t)P->ndw2 * sizeof *o->dw2);
+    }
+    if (!o->y || (P->grad && (!o->dx || !o->dw1 || !o->dw2)))
+        return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
+    j->runs++;
+#ifdef FT_HAVE_CUDA
+    if (nx->o.backend == FT_NUMERICS_CUDA) {
+        ft_err derr = {0};
+        int rc = run_device(nx, &m, P, o, &derr);
+        if (rc == FT_OK) {
+            j->device_runs++;
+            return FT_OK;
+        }
+        if (rc != FT_EUNSUPPORTED && rc != FT_EINVAL)
+            return ft_err_set(err, rc, "numerics cuda: fuser %u seq %lld: %s", j->fuser,
+                              (long long)j->seq, ft_err_msg(&derr));
+        if (!j->fallback[0]) ft_strlcpy(j->fallback, ft_err_msg(&derr), sizeof j->fallback);
+    }
+#else
+    (void)nx;
+#endif
+    return run_cpu(&m, P, o, err);
 }
 
 static double rel_ff(const float *a, const float *b, int64_t n, double *max_abs)
@@ -455,11 +604,19 @@ static uint64_t nonfinite(const problem *P, const runout *a)
     return n;
 }
 
-/* ---- one call ----------------------------------------------------------------------------- */
+/* ---- one call: plan, execute, fold --------------------------------------------------------- */
 
-int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err)
+static void job_free(job *j)
 {
-    if (!ft_numerics_wants(nx, c->fuser)) return FT_OK;
+    ft_free(j->splits);
+    j->splits = NULL;
+}
+
+/* Decide what every choice runs and whether the call is sampled (call order; reads the model).
+ * 1: sampled, j filled; 0: not sampled; < 0: an error. */
+static int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err)
+{
+    if (!ft_numerics_wants(nx, c->fuser)) return 0;
     const mlp_desc *d = &nx->mlp[c->fuser];
     const uint32_t np = nx->res.n_policies;
     if (c->n_splits != d->groups || !c->splits)
@@ -473,59 +630,67 @@ int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err)
                               (long long)c->seq, g);
     nx->res.calls_seen++;
 
-    /* what each choice would run, and whether TE would raise on it */
     int64_t n_tok = c->n_tokens;
     if (n_tok < 0) {
         n_tok = 0;
         for (uint32_t g = 0; g < c->n_splits; g++)
             n_tok += c->splits[g];
     }
-    runcfg fresh_cfg, cfg[FT_NUMERICS_MAX_POLICIES];
-    const char *raise[FT_NUMERICS_MAX_POLICIES], *fresh_raise = NULL;
-    const int grad = c->f <= d->first + 2;
-    make_cfg(nx, c->recipe, c->fresh_plan, c->fresh_q, &fresh_cfg);
+    memset(j, 0, sizeof *j);
+    j->fuser = c->fuser;
+    j->seq = c->seq;
+    j->grad = c->f <= d->first + 2;
+    make_cfg(nx, c->recipe, c->fresh_plan, c->fresh_q, &j->fresh_cfg);
     ft_model_run_raises(nx->m, c->fuser, c->recipe, c->fresh_plan, c->fresh_q, n_tok, c->f,
-                        &fresh_raise);
+                        &j->fresh_raise);
     int differs = 0;
     for (uint32_t p = 0; p < np; p++) {
-        make_cfg(nx, c->recipe, c->chosen[p].plan, c->chosen[p].q, &cfg[p]);
-        raise[p] = NULL;
+        make_cfg(nx, c->recipe, c->chosen[p].plan, c->chosen[p].q, &j->cfg[p]);
         ft_model_run_raises(nx->m, c->fuser, c->recipe, c->chosen[p].plan, c->chosen[p].q, n_tok,
-                            c->f, &raise[p]);
-        differs |= !cfg_equal(&cfg[p], &fresh_cfg) || (raise[p] != NULL) != (fresh_raise != NULL);
+                            c->f, &j->raise[p]);
+        differs |= !cfg_equal(&j->cfg[p], &j->fresh_cfg) ||
+                   (j->raise[p] != NULL) != (j->fresh_raise != NULL);
     }
     if (nx->o.sample) {
         uint64_t total = nx->n_diff_run + nx->n_plain_run;
         uint64_t plain_cap = nx->o.sample / 4 ? nx->o.sample / 4 : 1;
-        if (total >= nx->o.sample || (!differs && nx->n_plain_run >= plain_cap)) return FT_OK;
+        if (total >= nx->o.sample || (!differs && nx->n_plain_run >= plain_cap)) return 0;
     }
     *(differs ? &nx->n_diff_run : &nx->n_plain_run) += 1;
-    nx->res.calls_run++;
+    j->splits = ft_malloc(d->groups * sizeof *j->splits);
+    if (!j->splits) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
+    memcpy(j->splits, c->splits, d->groups * sizeof *j->splits);
+    return 1;
+}
 
-    uint64_t t0 = ft_now_ns();
+/* Inputs, reference, every distinct configuration, comparisons: into j only (any thread). */
+static void execute_call(ft_numerics *nx, job *j)
+{
+    const mlp_desc *d = &nx->mlp[j->fuser];
+    const uint32_t np = nx->res.n_policies;
     problem P;
     runout outs[FT_NUMERICS_MAX_POLICIES + 2];
     uint32_t n_outs = 0, fresh_i = 0, ctl_i = UINT32_MAX, which[FT_NUMERICS_MAX_POLICIES];
     memset(outs, 0, sizeof outs);
-    int rc = problem_init(nx, d, c, &P, err);
+    int rc = problem_init(nx, d, j, &P, &j->err);
     if (rc) goto done;
 
     /* fresh first, then every distinct choice, then the control (other topology, same quant) */
-    outs[n_outs++].cfg = fresh_cfg;
+    outs[n_outs++].cfg = j->fresh_cfg;
     for (uint32_t p = 0; p < np; p++) {
         which[p] = UINT32_MAX;
-        if (raise[p]) continue;
+        if (j->raise[p]) continue;
         for (uint32_t i = 0; i < n_outs; i++)
-            if (cfg_equal(&outs[i].cfg, &cfg[p])) which[p] = i;
+            if (cfg_equal(&outs[i].cfg, &j->cfg[p])) which[p] = i;
         if (which[p] == UINT32_MAX) {
             which[p] = n_outs;
-            outs[n_outs++].cfg = cfg[p];
+            outs[n_outs++].cfg = j->cfg[p];
         }
     }
-    if (!fresh_raise && (fresh_cfg.q.fmt == FT_QF_MXFP8 || fresh_cfg.q.fmt == FT_QF_NVFP4)) {
-        runcfg other = fresh_cfg;
+    const runcfg *fc = &j->fresh_cfg;
+    if (!j->fresh_raise && (fc->q.fmt == FT_QF_MXFP8 || fc->q.fmt == FT_QF_NVFP4)) {
+        runcfg other = *fc;
         other.fused = !other.fused;
-        ctl_i = UINT32_MAX;
         for (uint32_t i = 0; i < n_outs; i++)
             if (cfg_equal(&outs[i].cfg, &other)) ctl_i = i;
         if (ctl_i == UINT32_MAX) {
@@ -534,50 +699,141 @@ int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err)
         }
     }
     for (uint32_t i = 0; i < n_outs; i++) {
-        if (i == fresh_i && fresh_raise) continue;
-        if ((rc = run_cfg(nx, &P, &outs[i], err))) goto done;
+        if (i == fresh_i && j->fresh_raise) continue;
+        if ((rc = run_cfg(nx, &P, j, &outs[i], &j->err))) goto done;
     }
     const runout *fr = &outs[fresh_i];
-    const int fresh_ok = !fresh_raise && !fr->rc;
-    if (!fresh_ok) nx->res.fresh_raised++;
-    if (fresh_ok) band_add(&nx->res.fresh_err, error_vs_ref(&P, fr));
-    if (fresh_ok && ctl_i != UINT32_MAX && !outs[ctl_i].rc) {
+    j->fresh_ok = !j->fresh_raise && !fr->rc;
+    if (j->fresh_ok) j->fresh_err = error_vs_ref(&P, fr);
+    if (j->fresh_ok && ctl_i != UINT32_MAX && !outs[ctl_i].rc) {
         double ma = 0;
-        band_add(&nx->res.harmless_band, divergence(&P, &outs[ctl_i], fr, &ma));
+        j->has_ctl = 1;
+        j->ctl_div = divergence(&P, &outs[ctl_i], fr, &ma);
     }
-
     for (uint32_t p = 0; p < np; p++) {
-        ft_numerics_policy *pol = &nx->res.pol[p];
-        pol->calls++;
-        const char *why = raise[p];
+        choice_out *co = &j->out[p];
+        const char *why = j->raise[p];
         const runout *o = which[p] != UINT32_MAX ? &outs[which[p]] : NULL;
         if (!why && o && o->rc) why = o->msg;
         if (why) {
-            if (!pol->raised) ft_strlcpy(pol->raise_text, why, sizeof pol->raise_text);
-            pol->raised++;
-            pol->raised_stale += fresh_ok;
+            co->kind = OUT_RAISED;
+            ft_strlcpy(co->text, why, sizeof co->text);
             continue;
         }
-        band_add(&pol->err, error_vs_ref(&P, o));
-        pol->nonfinite += nonfinite(&P, o);
-        if (!fresh_ok) continue;
-        double ma = 0, dv = divergence(&P, o, fr, &ma);
-        band_add(&pol->div, dv);
-        pol->div_max_abs = ma > pol->div_max_abs ? ma : pol->div_max_abs;
-        if (cfg[p].fused == fresh_cfg.fused && quant_equal(&cfg[p], &fresh_cfg, grad)) {
-            pol->same++;
-        } else if (quant_equal(&cfg[p], &fresh_cfg, grad)) {
-            pol->harmless++;
-            band_add(&nx->res.harmless_band, dv);
-        } else {
-            pol->quant++;
-            band_add(&nx->res.quant_band, dv);
+        co->err = error_vs_ref(&P, o);
+        co->nonfinite = nonfinite(&P, o);
+        if (!j->fresh_ok) {
+            co->kind = OUT_NOFRESH;
+            continue;
         }
+        co->div = divergence(&P, o, fr, &co->max_abs);
+        if (!quant_equal(&j->cfg[p], fc, j->grad))
+            co->kind = OUT_QUANT;
+        else
+            co->kind = j->cfg[p].fused == fc->fused ? OUT_SAME : OUT_HARMLESS;
     }
 done:
+    j->rc = rc;
     for (uint32_t i = 0; i < n_outs; i++)
         runout_free(&outs[i]);
     problem_free(&P);
+}
+
+/* Add an executed call into the results (call order). */
+static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
+{
+    if (j->rc) return ft_err_set(err, j->rc, "%s", ft_err_msg(&j->err));
+    ft_numerics_result *r = &nx->res;
+    r->calls_run++;
+    r->mlp_runs += j->runs;
+    r->device_runs += j->device_runs;
+    if (j->fallback[0] && !r->fallback_text[0])
+        ft_strlcpy(r->fallback_text, j->fallback, sizeof r->fallback_text);
+    if (!j->fresh_ok) r->fresh_raised++;
+    if (j->fresh_ok) band_add(&r->fresh_err, j->fresh_err);
+    if (j->has_ctl) band_add(&r->harmless_band, j->ctl_div);
+    for (uint32_t p = 0; p < r->n_policies; p++) {
+        ft_numerics_policy *pol = &r->pol[p];
+        const choice_out *co = &j->out[p];
+        pol->calls++;
+        if (co->kind == OUT_RAISED) {
+            if (!pol->raised) ft_strlcpy(pol->raise_text, co->text, sizeof pol->raise_text);
+            pol->raised++;
+            pol->raised_stale += j->fresh_ok;
+            continue;
+        }
+        band_add(&pol->err, co->err);
+        pol->nonfinite += co->nonfinite;
+        if (co->kind == OUT_NOFRESH) continue;
+        band_add(&pol->div, co->div);
+        pol->div_max_abs = co->max_abs > pol->div_max_abs ? co->max_abs : pol->div_max_abs;
+        if (co->kind == OUT_SAME) {
+            pol->same++;
+        } else if (co->kind == OUT_HARMLESS) {
+            pol->harmless++;
+            band_add(&r->harmless_band, co->div);
+        } else {
+            pol->quant++;
+            band_add(&r->quant_band, co->div);
+        }
+    }
+    return FT_OK;
+}
+
+int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err)
+{
+    job *j = ft_malloc(sizeof *j);
+    if (!j) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
+    int rc = plan_call(nx, c, j, err);
+    if (rc == 1) {
+        uint64_t t0 = ft_now_ns();
+        execute_call(nx, j);
+        rc = fold_call(nx, j, err);
+        job_free(j);
+        nx->res.wall_ns += ft_now_ns() - t0;
+    }
+    ft_free(j);
+    return rc < 0 ? rc : FT_OK;
+}
+
+/* Execute jobs[0..n) on up to n_threads threads, then fold them in order. */
+typedef struct pool {
+    ft_numerics *nx;
+    job *jobs;
+    uint32_t n;
+    atomic_uint next;
+} pool;
+
+static void *pool_worker(void *arg)
+{
+    pool *pl = arg;
+    for (;;) {
+        unsigned k = atomic_fetch_add(&pl->next, 1u);
+        if (k >= pl->n) return NULL;
+        execute_call(pl->nx, &pl->jobs[k]);
+    }
+}
+
+static int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err)
+{
+    if (!n) return FT_OK;
+    uint64_t t0 = ft_now_ns();
+    pool pl = {nx, jobs, n, 0};
+    if (n_threads > n) n_threads = n;
+    pthread_t th[64];
+    uint32_t started = 0;
+    if (n_threads > FT_ARRAY_LEN(th)) n_threads = FT_ARRAY_LEN(th);
+    for (; n_threads > 1 && started < n_threads - 1; started++)
+        if (pthread_create(&th[started], NULL, pool_worker, &pl)) break;
+    pool_worker(&pl); /* this thread works too */
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (started + 1 > nx->res.n_threads) nx->res.n_threads = started + 1;
+    int rc = FT_OK;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!rc) rc = fold_call(nx, &jobs[i], err);
+        job_free(&jobs[i]);
+    }
     nx->res.wall_ns += ft_now_ns() - t0;
     return rc;
 }
@@ -623,11 +879,22 @@ int ft_numerics_report(FILE *f, const ft_numerics_result *r, int json, ft_err *e
 {
     if (json) {
         fprintf(f,
-                "{\"calls_seen\":%llu,\"calls_run\":%llu,\"fresh_raised\":%llu,"
-                "\"mlp_runs\":%llu,\"seconds\":%.3f,",
+                "{\"backend\":\"%s\",\"device\":", r->backend == FT_NUMERICS_CUDA ? "cuda" : "cpu");
+        if (r->device[0])
+            json_str(f, r->device);
+        else
+            fputs("null", f);
+        fprintf(f,
+                ",\"calls_seen\":%llu,\"calls_run\":%llu,\"fresh_raised\":%llu,"
+                "\"mlp_runs\":%llu,\"device_runs\":%llu,\"threads\":%u,\"seconds\":%.3f,",
                 (unsigned long long)r->calls_seen, (unsigned long long)r->calls_run,
                 (unsigned long long)r->fresh_raised, (unsigned long long)r->mlp_runs,
-                (double)r->wall_ns * 1e-9);
+                (unsigned long long)r->device_runs, r->n_threads, (double)r->wall_ns * 1e-9);
+        if (r->fallback_text[0]) {
+            fputs("\"cpu_fallback\":", f);
+            json_str(f, r->fallback_text);
+            fputc(',', f);
+        }
         band_json(f, "fresh_error", &r->fresh_err);
         fputc(',', f);
         band_json(f, "harmless_band", &r->harmless_band);
@@ -657,9 +924,20 @@ int ft_numerics_report(FILE *f, const ft_numerics_result *r, int json, ft_err *e
         }
         fprintf(f, "]}\n");
     } else {
-        fprintf(f, "numerics (cpu): %llu of %llu grouped-MLP calls run, %llu MLP runs, %.2f s\n",
-                (unsigned long long)r->calls_run, (unsigned long long)r->calls_seen,
-                (unsigned long long)r->mlp_runs, (double)r->wall_ns * 1e-9);
+        fprintf(f,
+                "numerics (%s): %llu of %llu grouped-MLP calls run, %llu MLP runs, %.2f s on %u "
+                "thread%s\n",
+                r->backend == FT_NUMERICS_CUDA ? "cuda" : "cpu", (unsigned long long)r->calls_run,
+                (unsigned long long)r->calls_seen, (unsigned long long)r->mlp_runs,
+                (double)r->wall_ns * 1e-9, r->n_threads, r->n_threads == 1 ? "" : "s");
+        if (r->backend == FT_NUMERICS_CUDA) {
+            fprintf(f, "  device %s: %llu of %llu MLP runs on the device", r->device,
+                    (unsigned long long)r->device_runs, (unsigned long long)r->mlp_runs);
+            if (r->device_runs < r->mlp_runs)
+                fprintf(f, ", the rest on the CPU reference (the CUDA back end: %s)",
+                        r->fallback_text[0] ? r->fallback_text : "?");
+            fputc('\n', f);
+        }
         fprintf(f, "  fresh plans vs float64 (rel L2, worst output): ");
         band_text(f, &r->fresh_err);
         fprintf(f, "\n  harmless band (fused vs unfused, same quantization): ");
@@ -699,37 +977,60 @@ int ft_numerics_report(FILE *f, const ft_numerics_result *r, int json, ft_err *e
 
 /* ---- trace driver ------------------------------------------------------------------------- */
 /*
- * Drives the replay engine batch by batch with its per-call stream (one JSON line per call and
- * policy: reset flag and plan text) going to a scratch file, and mirrors what each policy's
- * fuser holds: the quantizer state (ft_model_reset on every reset the engine reports) and the
- * plan (plan text -> plan id of this driver's own model, where every cached plan was once a
- * fresh build). This needs nothing from the engine beyond its public per-call stream.
+ * The engine calls drv_call for every call and policy, in call order then policy order. The
+ * driver keeps each policy's choice (plan id of the engine's model, a copy of its quantizer
+ * state) until the last policy of the call, plans the call, and queues it if sampled; a full
+ * queue is executed on the thread pool while the engine waits.
  */
 
-static int read_line(FILE *f, ft_buf *b)
+typedef struct drv {
+    ft_numerics *nx;
+    uint32_t np;
+    uint32_t n_threads;
+    ft_numerics_choice ch[FT_NUMERICS_MAX_POLICIES];
+    ft_qstate q[FT_NUMERICS_MAX_POLICIES]; /* copies: the engine's are valid during the call only */
+    job *jobs;                             /* [cap] queued calls */
+    uint32_t n_jobs, cap;
+    int rc; /* first failure, detail in err */
+    ft_err err;
+} drv;
+
+static int drv_call(void *ctx, const ft_replay_call *c)
 {
-    b->len = 0;
-    int ch;
-    while ((ch = fgetc(f)) != EOF && ch != '\n') {
-        uint8_t c8 = (uint8_t)ch;
-        if (ft_buf_append(b, &c8, 1)) return FT_ENOMEM;
+    drv *d = ctx;
+    if (!ft_numerics_wants(d->nx, c->fuser) || c->slot >= d->np) return FT_OK;
+    d->q[c->slot] = *c->q;
+    d->ch[c->slot].plan = c->plan;
+    d->ch[c->slot].q = &d->q[c->slot];
+    if (c->slot + 1 < d->np) return FT_OK;
+    const ft_batch *b = c->batch;
+    if (!b->splits_off) return FT_OK;
+    const uint32_t n_splits = b->splits_off[c->i + 1] - b->splits_off[c->i];
+    if (!n_splits) return FT_OK; /* a call without split sizes: nothing to run */
+    ft_qstate fq = *c->fresh_q;
+    ft_numerics_call nc = {.fuser = c->fuser,
+                           .recipe = c->recipe,
+                           .f = c->f,
+                           .seq = c->seq,
+                           .splits = b->splits + b->splits_off[c->i],
+                           .n_splits = n_splits,
+                           .n_tokens = -1,
+                           .fresh_plan = c->fresh,
+                           .fresh_q = &fq,
+                           .chosen = d->ch};
+    int rc = plan_call(d->nx, &nc, &d->jobs[d->n_jobs], &d->err);
+    if (rc == 1 && ++d->n_jobs == d->cap) {
+        rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, &d->err);
+        d->n_jobs = 0;
     }
-    if (ch == EOF && b->len == 0) return FT_ECORRUPT;
-    uint8_t z = 0;
-    if (ft_buf_append(b, &z, 1)) return FT_ENOMEM;
-    b->len--;
-    return FT_OK;
+    if (rc < 0) d->rc = rc;
+    return rc < 0 ? rc : FT_OK;
 }
 
-static int plan_id_of(const ft_model *m, const char *text, uint32_t *id)
+static uint32_t online_cores(void)
 {
-    uint32_t n = ft_model_n_plans(m);
-    for (uint32_t i = 0; i < n; i++)
-        if (!strcmp(ft_model_plan_text(m, i), text)) {
-            *id = i;
-            return 1;
-        }
-    return 0;
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    return nc > 0 ? (uint32_t)nc : 1;
 }
 
 int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
@@ -743,18 +1044,12 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
     ft_fuser_def *fusers = ft_calloc(n_fusers ? n_fusers : 1, sizeof *fusers);
     ft_recipe_def *recipes = ft_calloc(n_recipes ? n_recipes : 1, sizeof *recipes);
     ft_replay_result *rr = ft_calloc(1, sizeof *rr);
-    ft_qstate *qs = NULL;
-    uint32_t *plan_of = NULL;
+    drv *d = ft_calloc(1, sizeof *d);
     ft_replay *eng = NULL;
-    ft_model *m = NULL;
-    ft_numerics *nx = NULL;
     ft_reader *rd = NULL;
-    FILE *pc = NULL;
-    ft_buf line = {0};
     const char *names[FT_NUMERICS_MAX_POLICIES];
-    ft_numerics_choice ch[FT_NUMERICS_MAX_POLICIES];
     int rc = FT_OK;
-    if (!fusers || !recipes || !rr) {
+    if (!fusers || !recipes || !rr || !d) {
         rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
         goto done;
     }
@@ -762,37 +1057,28 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
         fusers[i] = *ft_trace_fuser(t, i);
     for (uint32_t i = 0; i < n_recipes; i++)
         recipes[i] = *ft_trace_recipe(t, i);
-    pc = tmpfile();
-    if (!pc) {
-        rc = ft_err_set(err, FT_EIO, "numerics: cannot create a scratch file");
-        goto done;
-    }
     ft_replay_opts ro = ropts ? *ropts : (ft_replay_opts){0};
-    ro.per_call = pc;
-    ro.explain = NULL;
+    ro.call_fn = drv_call;
+    ro.call_ctx = d;
     if ((rc = ft_replay_new(fusers, n_fusers, recipes, n_recipes, hdr, &ro, &eng, err))) goto done;
-    if ((rc = ft_model_new(fusers, n_fusers, recipes, n_recipes, hdr ? hdr->env_json : NULL, ro.env,
-                           ro.n_env, &m, err)))
-        goto done;
     ft_replay_get(eng, rr);
-    const uint32_t np = rr->n_policies;
-    if (np > FT_NUMERICS_MAX_POLICIES) {
-        rc = ft_err_set(err, FT_ERANGE, "numerics: too many policies (%u)", np);
+    d->np = rr->n_policies;
+    if (d->np > FT_NUMERICS_MAX_POLICIES) {
+        rc = ft_err_set(err, FT_ERANGE, "numerics: too many policies (%u)", d->np);
         goto done;
     }
-    for (uint32_t p = 0; p < np; p++)
+    for (uint32_t p = 0; p < d->np; p++)
         names[p] = ft_policy_name(rr->pol[p].policy);
     int64_t ws = hdr && hdr->has_world_size ? hdr->world_size : 1;
-    if ((rc = ft_numerics_new(m, fusers, n_fusers, ws, names, np, nopts, &nx, err))) goto done;
-    qs = ft_malloc((size_t)np * (n_fusers ? n_fusers : 1) * sizeof *qs);
-    plan_of = ft_malloc((size_t)np * (n_fusers ? n_fusers : 1) * sizeof *plan_of);
-    if (!qs || !plan_of) {
+    if ((rc = ft_numerics_new(ft_replay_model(eng), fusers, n_fusers, ws, names, d->np, nopts,
+                              &d->nx, err)))
+        goto done;
+    d->n_threads = nopts && nopts->n_threads ? nopts->n_threads : online_cores();
+    d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
+    d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
+    if (!d->jobs) {
         rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
         goto done;
-    }
-    for (size_t i = 0; i < (size_t)np * n_fusers; i++) {
-        ft_qstate_init(&qs[i]);
-        plan_of[i] = UINT32_MAX;
     }
     if ((rc = ft_reader_open(t, FT_READ_SPLITS, &rd))) {
         ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(t)));
@@ -805,89 +1091,117 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
             goto done;
         }
         if (!b) break;
-        rewind(pc);
-        if ((rc = ft_replay_batch(eng, b, err))) goto done;
-        if (fflush(pc) || fseek(pc, 0, SEEK_SET)) {
-            rc = ft_err_set(err, FT_EIO, "numerics: scratch file");
+        if ((rc = ft_replay_batch(eng, b, err))) {
+            if (d->rc) ft_err_set(err, d->rc, "%s", ft_err_msg(&d->err)); /* the real cause */
             goto done;
         }
-        for (uint32_t i = 0; i < b->n; i++) {
-            if (b->kind[i] != FT_REC_CALL) continue;
-            const uint32_t u = b->fuser[i];
-            const int32_t recipe = b->recipe[i];
-            const uint32_t n_ops = fusers[u].n_ops, fl = b->flags[i];
-            const uint32_t f = !(fl & FT_CF_GRAD)      ? n_ops
-                               : (fl & FT_CF_INPUT_RG) ? 0
-                                                       : b->first_rg[i];
-            uint32_t fresh;
-            if ((rc = ft_model_build(m, u, recipe, f, &fresh, err))) goto done;
-            for (uint32_t p = 0; p < np; p++) {
-                if ((rc = read_line(pc, &line))) {
-                    rc = ft_err_set(err, rc == FT_ENOMEM ? FT_ENOMEM : FT_ECORRUPT,
-                                    "numerics: engine per-call stream ended early at seq %lld",
-                                    (long long)b->seq[i]);
-                    goto done;
-                }
-                json_error_t je;
-                json_t *o = json_loadb((const char *)line.data, line.len, 0, &je);
-                json_t *js = o ? json_object_get(o, "seq") : NULL;
-                json_t *jr = o ? json_object_get(o, "reset") : NULL;
-                json_t *jp = o ? json_object_get(o, "plan") : NULL;
-                if (!js || !json_is_integer(js) || json_integer_value(js) != b->seq[i] ||
-                    !json_is_boolean(jr) || !json_is_string(jp)) {
-                    json_decref(o);
-                    rc = ft_err_set(err, FT_ECORRUPT,
-                                    "numerics: engine per-call line for seq %lld, policy %s "
-                                    "not understood",
-                                    (long long)b->seq[i], names[p]);
-                    goto done;
-                }
-                size_t k = (size_t)p * n_fusers + u;
-                if (json_is_true(jr)) ft_model_reset(m, &qs[k], recipe);
-                if (!plan_id_of(m, json_string_value(jp), &plan_of[k])) {
-                    rc = ft_err_set(err, FT_ESTATE,
-                                    "numerics: seq %lld, policy %s: plan '%s' was never built "
-                                    "fresh",
-                                    (long long)b->seq[i], names[p], json_string_value(jp));
-                    json_decref(o);
-                    goto done;
-                }
-                json_decref(o);
-                ch[p].plan = plan_of[k];
-                ch[p].q = &qs[k];
-            }
-            if (!ft_numerics_wants(nx, u) || !b->splits_off) continue;
-            ft_qstate fq;
-            ft_model_fresh_qstate(m, recipe, &fq);
-            ft_numerics_call c = {.fuser = u,
-                                  .recipe = recipe,
-                                  .f = f,
-                                  .seq = b->seq[i],
-                                  .splits = b->splits + b->splits_off[i],
-                                  .n_splits = b->splits_off[i + 1] - b->splits_off[i],
-                                  .n_tokens = -1,
-                                  .fresh_plan = fresh,
-                                  .fresh_q = &fq,
-                                  .chosen = ch};
-            if (c.n_splits == 0) continue; /* a call without split sizes: nothing to run */
-            if ((rc = ft_numerics_run(nx, &c, err))) goto done;
-        }
-        rewind(pc);
     }
+    if ((rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err))) goto done;
+    d->n_jobs = 0;
     ft_replay_get(eng, rr);
     if (rr_out) *rr_out = *rr;
-    ft_numerics_get(nx, out);
+    ft_numerics_get(d->nx, out);
 done:
-    ft_buf_free(&line);
+    if (d && d->jobs)
+        for (uint32_t i = 0; i < d->n_jobs; i++)
+            job_free(&d->jobs[i]);
     ft_reader_close(rd);
-    if (pc) fclose(pc);
-    ft_numerics_free(nx);
-    ft_model_free(m);
+    if (d) {
+        ft_numerics_free(d->nx);
+        ft_free(d->jobs);
+    }
     ft_replay_free(eng);
-    ft_free(qs);
-    ft_free(plan_of);
+    ft_free(d);
     ft_free(rr);
     ft_free(fusers);
     ft_free(recipes);
+    return rc;
+}
+
+static void band_merge(ft_band *dst, const ft_band *src)
+{
+    if (!src->n) return;
+    if (!dst->n || src->min < dst->min) dst->min = src->min;
+    if (!dst->n || src->max > dst->max) dst->max = src->max;
+    dst->n += src->n;
+    dst->sum += src->sum;
+}
+
+int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *src, ft_err *err)
+{
+    if (dst->n_policies != src->n_policies)
+        return ft_err_set(err, FT_EINVAL, "numerics: merging results of %u and %u policies",
+                          dst->n_policies, src->n_policies);
+    dst->calls_seen += src->calls_seen;
+    dst->calls_run += src->calls_run;
+    dst->fresh_raised += src->fresh_raised;
+    dst->mlp_runs += src->mlp_runs;
+    dst->device_runs += src->device_runs;
+    dst->wall_ns += src->wall_ns;
+    if (src->n_threads > dst->n_threads) dst->n_threads = src->n_threads;
+    if (!dst->device[0]) ft_strlcpy(dst->device, src->device, sizeof dst->device);
+    if (!dst->fallback_text[0])
+        ft_strlcpy(dst->fallback_text, src->fallback_text, sizeof dst->fallback_text);
+    band_merge(&dst->fresh_err, &src->fresh_err);
+    band_merge(&dst->harmless_band, &src->harmless_band);
+    band_merge(&dst->quant_band, &src->quant_band);
+    for (uint32_t p = 0; p < dst->n_policies; p++) {
+        ft_numerics_policy *a = &dst->pol[p];
+        const ft_numerics_policy *b = &src->pol[p];
+        if (!a->raised && b->raised) ft_strlcpy(a->raise_text, b->raise_text, sizeof a->raise_text);
+        a->calls += b->calls;
+        a->same += b->same;
+        a->harmless += b->harmless;
+        a->quant += b->quant;
+        a->raised += b->raised;
+        a->raised_stale += b->raised_stale;
+        band_merge(&a->err, &b->err);
+        band_merge(&a->div, &b->div);
+        if (b->div_max_abs > a->div_max_abs) a->div_max_abs = b->div_max_abs;
+        a->nonfinite += b->nonfinite;
+    }
+    return FT_OK;
+}
+
+int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
+                              const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
+                              ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err)
+{
+    static const ft_replay_opts no_opts = {0};
+    ft_err local;
+    if (!err) err = &local;
+    if (!ropts) ropts = &no_opts;
+    ft_replay_result_init(rr_out, ropts->policies, ropts->n_policies);
+    memset(out, 0, sizeof *out);
+    if (!n_paths) return ft_err_set(err, FT_EINVAL, "no trace given");
+    uint64_t t0 = ft_now_ns();
+    ft_replay_result *rr = ft_malloc(sizeof *rr);
+    ft_numerics_result *nr = ft_malloc(sizeof *nr);
+    int rc = FT_OK;
+    if (!rr || !nr) {
+        rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+        goto done;
+    }
+    for (uint32_t k = 0; k < n_paths; k++) {
+        ft_trace *t = NULL;
+        rc = ft_trace_open(paths[k], FT_OPEN_READ, &t, err);
+        if (!rc) rc = ft_numerics_replay_trace(t, ropts, nopts, rr, nr, err);
+        ft_trace_close(t);
+        if (rc) {
+            char msg[FT_ERR_MAX];
+            ft_strlcpy(msg, ft_err_msg(err), sizeof msg);
+            ft_err_set(err, rc, "%s: %s", paths[k], msg);
+            goto done;
+        }
+        if ((rc = ft_replay_result_merge(rr_out, rr, err))) goto done;
+        if (k == 0)
+            *out = *nr;
+        else if ((rc = ft_numerics_result_merge(out, nr, err)))
+            goto done;
+    }
+    rr_out->wall_ns = ft_now_ns() - t0;
+done:
+    ft_free(rr);
+    ft_free(nr);
     return rc;
 }

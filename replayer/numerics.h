@@ -3,11 +3,19 @@
  * plan and quantizer state each policy chose and the fresh plan (a build from the call's full
  * state), on deterministic inputs seeded by (fuser, seq), with the call's split sizes and the
  * fuser's op dimensions (optionally shrunk), forward and, for grad calls, backward; compare each
- * with a float64 reference and with the fresh plan. CPU back end (kernels/cpu).
+ * with a float64 reference and with the fresh plan.
  *
- * How the engine uses it: ft_numerics_new once per trace (after the model), then for every call
- * ft_numerics_wants(); when it says yes, collect each policy's chosen plan id and quantizer state
- * for that call and pass them to ft_numerics_run. Results: ft_numerics_get / ft_numerics_report.
+ * Two ways in: ft_numerics_replay_trace(s) drive the replay engine and take every call's
+ * decisions from its per-call hook (ft_replay_opts.call_fn), spreading the sampled calls over
+ * threads; or, per call, ft_numerics_new once (with the model whose plan ids the caller uses),
+ * ft_numerics_wants(), then ft_numerics_run with each policy's chosen plan id and quantizer state.
+ * Results: ft_numerics_get / ft_numerics_report. Every figure is independent of the thread
+ * count: which calls are sampled is decided in call order, and results are folded in call order.
+ *
+ * Back ends: CPU (kernels/cpu, the reference) or CUDA (the ft_cuda_* entry points): each
+ * configuration goes to the device when the CUDA back end runs it; configurations it declines
+ * (FT_EUNSUPPORTED/FT_EINVAL from ft_cuda_mlp_*) run on the CPU reference, and the report says
+ * how many ran where. TE run-time refusals are always decided by the reference.
  *
  * What a run means for each comparison of a policy's choice with the fresh plan:
  * - same: same topology and same quantization -> identical numbers (divergence 0);
@@ -41,19 +49,27 @@ extern "C" {
 
 #define FT_NUMERICS_MAX_POLICIES 16
 
+typedef enum ft_numerics_backend {
+    FT_NUMERICS_CPU = 0, /* kernels/cpu reference */
+    FT_NUMERICS_CUDA = 1 /* ft_cuda_* where they run the configuration, else the reference */
+} ft_numerics_backend;
+
 typedef struct ft_numerics_opts {
     uint32_t shrink; /* K >= 1: hidden sizes and split sizes divided by K (rounded up; hidden
                         sizes kept multiples of 32, the token total padded to 128) */
     uint32_t sample; /* 0: every grouped-MLP call; N: at most N calls, calls where some policy's
                         choice differs from the fresh plan first, plus up to N/4 others */
     uint64_t seed;   /* mixed into every input seed */
+    ft_numerics_backend backend;
+    uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core */
 } ft_numerics_opts;
 
 typedef struct ft_numerics ft_numerics;
 
 /* fusers[] as the model was built from (same order = dense fuser index); world_size as the
  * trace's env says (1 if unknown). policy_names[n_policies] label the results (strings must
- * outlive nx). Fusers that are not FC1 -> activation -> FC2 grouped MLPs are never run. */
+ * outlive nx). Fusers that are not FC1 -> activation -> FC2 grouped MLPs are never run.
+ * With the CUDA back end and no usable device (or a build without CUDA): FT_ENODEV. */
 int ft_numerics_new(const ft_model *m, const ft_fuser_def *fusers, uint32_t n_fusers,
                     int64_t world_size, const char *const *policy_names, uint32_t n_policies,
                     const ft_numerics_opts *opts, ft_numerics **out, ft_err *err);
@@ -80,8 +96,8 @@ typedef struct ft_numerics_call {
     const ft_numerics_choice *chosen; /* [n_policies], order of ft_numerics_new */
 } ft_numerics_call;
 
-/* Run one call if it is sampled (FT_OK also when it is skipped). Errors: FT_EINVAL (splits do
- * not match the fuser), FT_ENOMEM. */
+/* Run one call if it is sampled (FT_OK also when it is skipped), on the calling thread. Errors:
+ * FT_EINVAL (splits do not match the fuser), FT_ENOMEM, a CUDA failure. */
 int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err);
 
 /* ---- results ------------------------------------------------------------------------------ */
@@ -109,24 +125,38 @@ typedef struct ft_numerics_result {
     uint64_t calls_run;    /* sampled and run */
     uint64_t fresh_raised; /* calls whose fresh plan itself raises */
     uint64_t mlp_runs;     /* forward(+backward) executions */
-    uint64_t wall_ns;      /* time inside ft_numerics_run */
-    ft_band fresh_err;     /* error of the fresh plans vs float64 */
-    ft_band harmless_band; /* fused vs unfused, same quantization (controls and policies) */
-    ft_band quant_band;    /* different quantization from the fresh plan */
+    uint64_t device_runs;  /* of those, on the CUDA device */
+    uint64_t wall_ns;      /* wall time of the numerics work (threads overlap inside it) */
+    ft_numerics_backend backend;
+    uint32_t n_threads;      /* threads that ran sampled calls (the largest, after a merge) */
+    char device[64];         /* CUDA device name, "" on the CPU back end */
+    char fallback_text[160]; /* CUDA: why the first configuration ran on the CPU instead */
+    ft_band fresh_err;       /* error of the fresh plans vs float64 */
+    ft_band harmless_band;   /* fused vs unfused, same quantization (controls and policies) */
+    ft_band quant_band;      /* different quantization from the fresh plan */
     uint32_t n_policies;
     ft_numerics_policy pol[FT_NUMERICS_MAX_POLICIES];
 } ft_numerics_result;
 
 void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out);
 
-/* Replay a whole trace with numerics: the engine runs with ropts (its per-call stream is taken
- * over; explain is ignored) and every grouped-MLP call it sees is offered to ft_numerics_run with
- * each policy's chosen plan and quantizer state (mirrored from the engine's per-call reset flags
- * and plans). rr_out (may be NULL) receives the ordinary replay result. One trace, one thread. */
+/* Add src into dst (results of the same policy list, e.g. one per rank's trace). */
+int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *src, ft_err *err);
+
+/* Replay a whole trace with numerics: the engine runs with ropts (its call_fn is taken over;
+ * per_call and explain work as usual) and every grouped-MLP call is offered to the numerics with
+ * each policy's chosen plan and quantizer state from the engine's per-call hook. Sampled calls
+ * run on nopts->n_threads threads in groups while the engine waits. rr_out (may be NULL)
+ * receives the ordinary replay result. */
 int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
                              const ft_numerics_opts *nopts, ft_replay_result *rr_out,
                              ft_numerics_result *out, ft_err *err);
-/* Text (json = 0) or one JSON object (json = 1). */
+/* The same over several trace files (one per rank), one after another, reduced into rr_out and
+ * out (sampling applies per trace). Errors name the file. */
+int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
+                              const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
+                              ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err);
+/* Text (json = 0) or one JSON object (json = 1, ends with a newline). */
 int ft_numerics_report(FILE *f, const ft_numerics_result *r, int json, ft_err *err);
 
 #ifdef __cplusplus

@@ -887,6 +887,11 @@ int ft_replay_batch(ft_replay *r, const ft_batch *b, ft_err *err)
     return FT_OK;
 }
 
+const ft_model *ft_replay_model(const ft_replay *r)
+{
+    return r->model;
+}
+
 void ft_replay_get(const ft_replay *r, ft_replay_result *out)
 {
     *out = r->base;

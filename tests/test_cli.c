@@ -6,7 +6,8 @@
  * Covered: import/export round trip of every canned stream (multi-chunk, stdin, stdout), import
  * failures (exit 2, message naming line and field, no output and no temporary left, an existing
  * output untouched), usage errors, export of damaged traces (exit 1 naming the chunk or table),
- * info and verify exit codes.
+ * info and verify exit codes, replay --numerics (text and JSON sections, usage errors, the CUDA
+ * back end's exit 3 without a device).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_common.h"
@@ -490,6 +491,103 @@ static void test_cli_info_and_verify(void **state)
     assert_int_equal(run(f, NULL, NULL, "verify", in_dir(f, "x.ftdb"), NULL), 2);
 }
 
+/* ---- replay --numerics ------------------------------------------------------------------- */
+static void test_cli_replay_numerics(void **state)
+{
+    fx *f = *state;
+    char t[1400], out[1400];
+    snprintf(t, sizeof t, "%s/rs.ftdb", f->dir);
+    snprintf(out, sizeof out, "%s/out.txt", f->dir);
+    assert_int_equal(run(f, NULL, NULL, "synth", "rht-switch", "--set", "steps=4", "-o", t, NULL),
+                     0);
+
+    /* text: the replay summary, then the numerics section with both bands */
+    int rc = run(f, NULL, out, "replay", t, "--numerics", "cpu", "--shrink", "8", "--sample", "6",
+                 "--threads", "2", NULL);
+    if (rc) print_error("stderr: %s\n", f->err);
+    assert_int_equal(rc, 0);
+    char *text = slurp(out, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "te-3410"));
+    const char *sec = strstr(text, "numerics (cpu): 6 of ");
+    assert_non_null(sec);
+    assert_non_null(strstr(sec, "harmless band (fused vs unfused, same quantization): ["));
+    assert_non_null(strstr(sec, "quant band"));
+    assert_non_null(strstr(sec, "rebuild-always"));
+    free(text);
+
+    /* JSON: one object holding the replay report and a "numerics" object */
+    rc = run(f, NULL, out, "replay", t, "--numerics", "cpu", "--shrink", "8", "--all", "--json",
+             "--policy", "te-3410,rebuild-always", NULL);
+    assert_int_equal(rc, 0);
+    json_error_t je;
+    json_t *o = json_load_file(out, 0, &je);
+    if (!o) print_error("%s: %s (line %d)\n", out, je.text, je.line);
+    assert_non_null(o);
+    assert_non_null(json_object_get(o, "policies"));
+    json_t *nx = json_object_get(o, "numerics");
+    assert_true(json_is_object(nx));
+    assert_string_equal(json_string_value(json_object_get(nx, "backend")), "cpu");
+    assert_int_equal(json_integer_value(json_object_get(nx, "calls_run")),
+                     json_integer_value(json_object_get(nx, "calls_seen")));
+    assert_true(json_integer_value(json_object_get(nx, "calls_run")) > 6);
+    assert_true(json_is_object(json_object_get(nx, "harmless_band")));
+    assert_int_equal(json_array_size(json_object_get(nx, "policies")), 2);
+    json_decref(o);
+
+    /* bad values: exit 2 with a message */
+    static const char *const bad[][3] = {
+        {"--numerics", "gpu", NULL},    {"--numerics", "cpu", "--shrink"}, {"--sample", "4", NULL},
+        {"--numerics", "cpu", "--csv"}, {"--numerics", NULL, NULL},
+    };
+    for (size_t i = 0; i < FT_ARRAY_LEN(bad); i++) {
+        rc = run(f, NULL, NULL, "replay", t, bad[i][0], bad[i][1], bad[i][2], NULL);
+        if (rc != 2) print_error("case %zu: exit %d, stderr: %s\n", i, rc, f->err);
+        assert_int_equal(rc, 2);
+        assert_non_null(strstr(f->err, "fusertrace replay:"));
+    }
+    static const char *const bad_val[][2] = {
+        {"--shrink", "0"}, {"--sample", "0"}, {"--sample", "x"}, {"--seed", "-1"}};
+    for (size_t i = 0; i < FT_ARRAY_LEN(bad_val); i++) {
+        rc = run(f, NULL, NULL, "replay", t, "--numerics", "cpu", bad_val[i][0], bad_val[i][1],
+                 NULL);
+        if (rc != 2) print_error("case %s %s: exit %d\n", bad_val[i][0], bad_val[i][1], rc);
+        assert_int_equal(rc, 2);
+        assert_non_null(strstr(f->err, bad_val[i][0]));
+    }
+    rc = run(f, NULL, NULL, "replay", t, "--numerics", "cpu", "--sample", "3", "--all", NULL);
+    assert_int_equal(rc, 2);
+}
+
+/* --numerics cuda without a device (or a build without CUDA): exit 3, a message, nothing on
+ * stdout; with a device it runs like the CPU path. */
+static void test_cli_replay_numerics_cuda(void **state)
+{
+    fx *f = *state;
+    char t[1400], out[1400];
+    snprintf(t, sizeof t, "%s/rs.ftdb", f->dir);
+    snprintf(out, sizeof out, "%s/out.txt", f->dir);
+    assert_int_equal(run(f, NULL, NULL, "synth", "rht-switch", "--set", "steps=2", "-o", t, NULL),
+                     0);
+    int rc = run(f, NULL, out, "replay", t, "--numerics", "cuda", "--shrink", "8", "--sample", "4",
+                 NULL);
+    size_t len = 0;
+    char *text = slurp(out, &len);
+    assert_non_null(text);
+    if (rc == 3) {
+        print_message("no device: %s", f->err);
+        assert_non_null(strstr(f->err, "cuda"));
+        assert_non_null(strstr(f->err, "--numerics cpu"));
+        assert_int_equal(len, 0);
+    } else {
+        if (rc) print_error("exit %d, stderr: %s\n", rc, f->err);
+        assert_int_equal(rc, 0);
+        assert_non_null(strstr(text, "numerics (cuda): 4 of "));
+        assert_non_null(strstr(text, "harmless band"));
+    }
+    free(text);
+}
+
 int main(void)
 {
     if (!getenv("FT_CLI")) {
@@ -508,6 +606,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_export_damaged_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_export_not_a_trace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_info_and_verify, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_replay_numerics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_replay_numerics_cuda, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

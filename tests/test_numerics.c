@@ -502,7 +502,9 @@ static void synth_trace(const char *path, const ft_synth_param *sets, uint32_t n
     assert_int_equal(ft_rec_close(rec), FT_OK);
 }
 
-static ft_numerics_result *numerics_of(const char *path, uint32_t shrink)
+/* Numerical replay of the trace at path (left in place). */
+static ft_numerics_result *numerics_run(const char *path, uint32_t shrink, uint32_t sample,
+                                        uint32_t n_threads, ft_replay_result *rr)
 {
     ft_trace *t = NULL;
     ft_err err = {0};
@@ -510,11 +512,17 @@ static ft_numerics_result *numerics_of(const char *path, uint32_t shrink)
     ft_numerics_result *nr = ft_calloc(1, sizeof *nr);
     assert_non_null(nr);
     ft_replay_opts ro = {0};
-    ft_numerics_opts no = {.shrink = shrink, .sample = 0, .seed = 3};
-    int rc = ft_numerics_replay_trace(t, &ro, &no, NULL, nr, &err);
+    ft_numerics_opts no = {.shrink = shrink, .sample = sample, .seed = 3, .n_threads = n_threads};
+    int rc = ft_numerics_replay_trace(t, &ro, &no, rr, nr, &err);
     if (rc) print_error("%s\n", ft_err_msg(&err));
     assert_int_equal(rc, FT_OK);
     ft_trace_close(t);
+    return nr;
+}
+
+static ft_numerics_result *numerics_of(const char *path, uint32_t shrink)
+{
+    ft_numerics_result *nr = numerics_run(path, shrink, 0, 0, NULL);
     remove(path);
     return nr;
 }
@@ -606,6 +614,152 @@ static void test_numerics_replay_quant_band_above_harmless(void **state)
     ft_free(nr);
 }
 
+static void assert_band_equal(const ft_band *a, const ft_band *b)
+{
+    assert_int_equal(a->n, b->n);
+    assert_true(a->min == b->min && a->max == b->max && a->sum == b->sum);
+}
+
+/* Same figures, bit for bit, whatever the thread count (wall time and thread count aside). */
+static void assert_numerics_equal(const ft_numerics_result *a, const ft_numerics_result *b)
+{
+    assert_int_equal(a->calls_seen, b->calls_seen);
+    assert_int_equal(a->calls_run, b->calls_run);
+    assert_int_equal(a->fresh_raised, b->fresh_raised);
+    assert_int_equal(a->mlp_runs, b->mlp_runs);
+    assert_band_equal(&a->fresh_err, &b->fresh_err);
+    assert_band_equal(&a->harmless_band, &b->harmless_band);
+    assert_band_equal(&a->quant_band, &b->quant_band);
+    assert_int_equal(a->n_policies, b->n_policies);
+    for (uint32_t p = 0; p < a->n_policies; p++) {
+        const ft_numerics_policy *x = &a->pol[p], *y = &b->pol[p];
+        assert_string_equal(x->name, y->name);
+        assert_int_equal(x->calls, y->calls);
+        assert_int_equal(x->same, y->same);
+        assert_int_equal(x->harmless, y->harmless);
+        assert_int_equal(x->quant, y->quant);
+        assert_int_equal(x->raised, y->raised);
+        assert_int_equal(x->raised_stale, y->raised_stale);
+        assert_string_equal(x->raise_text, y->raise_text);
+        assert_band_equal(&x->err, &y->err);
+        assert_band_equal(&x->div, &y->div);
+        assert_true(x->div_max_abs == y->div_max_abs);
+        assert_int_equal(x->nonfinite, y->nonfinite);
+    }
+}
+
+/* Sampled calls spread over threads give the same report as one thread; the replay result is
+ * the engine's own (the numerics do not change its decisions). */
+static void test_numerics_replay_threads_deterministic(void **state)
+{
+    (void)state;
+    const char *path = FT_BINARY_DIR "/test_numerics_threads.ftdb";
+    const ft_synth_param sets[] = {{"layers", "2"},       {"experts", "4"},     {"tokens", "256"},
+                                   {"hidden", "128"},     {"ffn", "64"},        {"steps", "6"},
+                                   {"microbatches", "2"}, {"detour_every", "3"}};
+    synth_trace(path, sets, FT_ARRAY_LEN(sets));
+    ft_replay_result *rr = ft_calloc(3, sizeof *rr);
+    assert_non_null(rr);
+    ft_numerics_result *one = numerics_run(path, 2, 20, 1, &rr[0]);
+    ft_numerics_result *many = numerics_run(path, 2, 20, 3, &rr[1]);
+    assert_int_equal(one->n_threads, 1);
+    assert_int_equal(many->n_threads, 3);
+    assert_true(one->calls_run > 0 && one->calls_run <= 20);
+    assert_numerics_equal(one, many);
+
+    ft_trace *t = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    ft_replay_opts ro = {0};
+    assert_int_equal(ft_replay_trace(t, &ro, &rr[2], &err), FT_OK);
+    ft_trace_close(t);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(rr[k].calls, rr[2].calls);
+        assert_int_equal(rr[k].n_policies, rr[2].n_policies);
+        for (uint32_t p = 0; p < rr[2].n_policies; p++) {
+            assert_int_equal(rr[k].pol[p].builds, rr[2].pol[p].builds);
+            assert_memory_equal(rr[k].pol[p].stale, rr[2].pol[p].stale, sizeof rr[2].pol[p].stale);
+        }
+    }
+    remove(path);
+    ft_free(one);
+    ft_free(many);
+    ft_free(rr);
+}
+
+/* Several traces (ranks) are reduced: twice the same trace gives twice the counts and the same
+ * bands' extremes; a missing file is named. */
+static void test_numerics_replay_traces_merge(void **state)
+{
+    (void)state;
+    const char *path = FT_BINARY_DIR "/test_numerics_merge.ftdb";
+    const ft_synth_param sets[] = {{"layers", "2"},       {"experts", "4"},     {"tokens", "256"},
+                                   {"hidden", "128"},     {"ffn", "64"},        {"steps", "4"},
+                                   {"microbatches", "2"}, {"detour_every", "2"}};
+    synth_trace(path, sets, FT_ARRAY_LEN(sets));
+    ft_numerics_result *nr = ft_calloc(2, sizeof *nr);
+    ft_replay_result *rr = ft_calloc(1, sizeof *rr);
+    assert_non_null(nr);
+    assert_non_null(rr);
+    ft_numerics_opts no = {.shrink = 4, .sample = 6, .seed = 3, .n_threads = 2};
+    ft_err err = {0};
+    const char *one[1] = {path}, *two[2] = {path, path};
+    assert_int_equal(ft_numerics_replay_traces(one, 1, NULL, &no, rr, &nr[0], &err), FT_OK);
+    assert_int_equal(ft_numerics_replay_traces(two, 2, NULL, &no, rr, &nr[1], &err), FT_OK);
+    assert_int_equal(rr->n_traces, 2);
+    assert_true(nr[0].calls_run > 0);
+    assert_int_equal(nr[1].calls_run, 2 * nr[0].calls_run);
+    assert_int_equal(nr[1].harmless_band.n, 2 * nr[0].harmless_band.n);
+    assert_true(nr[1].harmless_band.max == nr[0].harmless_band.max);
+    for (uint32_t p = 0; p < nr[0].n_policies; p++)
+        assert_int_equal(nr[1].pol[p].same, 2 * nr[0].pol[p].same);
+    const char *bad[2] = {path, FT_BINARY_DIR "/no_such_trace.ftdb"};
+    assert_int_not_equal(ft_numerics_replay_traces(bad, 2, NULL, &no, rr, &nr[1], &err), FT_OK);
+    assert_non_null(strstr(ft_err_msg(&err), "no_such_trace.ftdb"));
+    remove(path);
+    ft_free(nr);
+    ft_free(rr);
+}
+
+/* The CUDA back end without a device (or without a CUDA build) is FT_ENODEV with a message,
+ * before any work; with a device it must agree with the CPU report on what raises. */
+static void test_numerics_cuda_backend(void **state)
+{
+    (void)state;
+    const char *path = FT_BINARY_DIR "/test_numerics_cuda.ftdb";
+    const ft_synth_param sets[] = {{"layers", "2"},       {"experts", "4"},     {"tokens", "256"},
+                                   {"hidden", "128"},     {"ffn", "64"},        {"steps", "3"},
+                                   {"microbatches", "2"}, {"detour_every", "2"}};
+    synth_trace(path, sets, FT_ARRAY_LEN(sets));
+    ft_trace *t = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    ft_numerics_result *nr = ft_calloc(2, sizeof *nr);
+    assert_non_null(nr);
+    ft_numerics_opts no = {.shrink = 2, .sample = 8, .seed = 3, .backend = FT_NUMERICS_CUDA};
+    int rc = ft_numerics_replay_trace(t, NULL, &no, NULL, &nr[0], &err);
+    if (ft_cuda_device_count() < 1) {
+        assert_int_equal(rc, FT_ENODEV);
+        assert_non_null(strstr(ft_err_msg(&err), "cuda"));
+    } else {
+        if (rc) print_error("%s\n", ft_err_msg(&err));
+        assert_int_equal(rc, FT_OK);
+        no.backend = FT_NUMERICS_CPU;
+        assert_int_equal(ft_numerics_replay_trace(t, NULL, &no, NULL, &nr[1], &err), FT_OK);
+        print_message("cuda: %llu of %llu runs on %s; harmless band cuda %.4g cpu %.4g\n",
+                      (unsigned long long)nr[0].device_runs, (unsigned long long)nr[0].mlp_runs,
+                      nr[0].device, nr[0].harmless_band.max, nr[1].harmless_band.max);
+        assert_int_equal(nr[0].calls_run, nr[1].calls_run);
+        assert_int_equal(nr[0].mlp_runs, nr[1].mlp_runs);
+        assert_int_equal(nr[0].fresh_raised, nr[1].fresh_raised);
+        for (uint32_t p = 0; p < nr[0].n_policies; p++)
+            assert_int_equal(nr[0].pol[p].raised, nr[1].pol[p].raised);
+    }
+    ft_trace_close(t);
+    remove(path);
+    ft_free(nr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -623,6 +777,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_numerics_replay_rht_switch, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_replay_quant_band_above_harmless, note_live,
                                         check_leaks),
+        cmocka_unit_test_setup_teardown(test_numerics_replay_threads_deterministic, note_live,
+                                        check_leaks),
+        cmocka_unit_test_setup_teardown(test_numerics_replay_traces_merge, note_live, check_leaks),
+        cmocka_unit_test_setup_teardown(test_numerics_cuda_backend, note_live, check_leaks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
