@@ -36,18 +36,23 @@
  *   104     *     the columns, back to back; their lengths sum to main_raw - 104
  *
  * Integer columns (0..13) hold one value per record (BWD: one per backward record) as an
- * unsigned 64-bit code; the first byte picks the layout: 0 = one LEB128 varint per value,
- * 1 = runs: pairs (varint value, varint run_length - 1) covering exactly the count. The encoder
- * takes the smaller. Codes per column ("zz" = zigzag; "prev" = the previous record's value, so
- * absent fields and backward records extend runs; HAS_* flags say what is real):
+ * unsigned code; the first byte picks the layout:
+ *   0  one LEB128 varint per value
+ *   1  runs: pairs (varint value, varint run_length - 1) covering exactly the count
+ *   2  fixed width: one byte w (1, 2, 4 or 8), then count x w bytes, little-endian
+ * The encoder takes runs when they are much smaller, else fixed width unless varints are under
+ * half its size (fixed width decodes fastest). KIND, FUSER, RECIPE, FLAGS, DEVICE, OPRG and PHASE
+ * codes must fit 32 bits. Codes per
+ * column ("zz" = zigzag; "prev" = the previous record's code, so absent fields extend runs;
+ * HAS_* flags say what is real):
  *
  *   0  KIND     FT_REC_CALL / FT_REC_BACKWARD
  *   1  SEQ      seq - previous seq - 1 (previous of the first record: first_seq - 1)
- *   2  FUSER    dense fuser index (backward: prev)
- *   3  RECIPE   dense recipe index + 1, 0 = null (backward: prev)
+ *   2  FUSER    dense fuser index (backward: 0)
+ *   3  RECIPE   dense recipe index + 1, 0 = null (backward: 0)
  *   4  FLAGS    FT_CF_* bits (backward: FT_CF_HAS_NS or 0)
- *   5  DEVICE   zz(device) (backward: prev)
- *   6  OPRG     index into the op_rg dictionary (backward: prev)
+ *   5  DEVICE   zz(device) (backward: 0)
+ *   6  OPRG     1 + index into the op_rg dictionary (backward: 0, the empty pattern)
  *   7  STEP     zz(step - previous present step), 0 when absent
  *   8  MB       zz(mb - previous present mb), 0 when absent
  *   9  PHASE    index into the phase dictionary (absent: prev)
@@ -56,7 +61,7 @@
  *   12 NTOK     zz(n_tokens - previous n_tokens of a call with splits), 0 without splits;
  *               n_tokens = sum of m_splits
  *   13 BWD      per backward record: seq - call - 1 (the forward call precedes it)
- *   14 PHASES   n_phases x (varint length 1..FT_CHUNK_MAX_PHASE_LEN, bytes without NUL)
+ *   14 PHASES   n_phases x (varint length 0..FT_CHUNK_MAX_PHASE_LEN, bytes without NUL)
  *   15 OPRGDICT n_oprg x (varint n_ops, ceil(n_ops/8) bytes: bit i of the pattern at bit i%8 of
  *               byte i/8, unused high bits 0)
  *
