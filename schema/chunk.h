@@ -41,10 +41,9 @@
  *   1  runs: pairs (varint value, varint run_length - 1) covering exactly the count
  *   2  fixed width: one byte w (1, 2, 4 or 8), then count x w bytes, little-endian
  * The encoder takes runs when they are much smaller, else fixed width unless varints are under
- * half its size (fixed width decodes fastest). KIND, FUSER, RECIPE, FLAGS, DEVICE, OPRG and PHASE
- * codes must fit 32 bits. Codes per
- * column ("zz" = zigzag; "prev" = the previous record's code, so absent fields extend runs;
- * HAS_* flags say what is real):
+ * half its size (fixed width decodes fastest). KIND, FUSER, RECIPE, FLAGS, DEVICE, OPRG and
+ * PHASE codes must fit 32 bits. Codes per column ("zz" = zigzag; "prev" = the previous record's
+ * code, so absent fields extend runs; HAS_* flags say what is real):
  *
  *   0  KIND     FT_REC_CALL / FT_REC_BACKWARD
  *   1  SEQ      seq - previous seq - 1 (previous of the first record: first_seq - 1)
