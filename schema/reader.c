@@ -57,9 +57,9 @@ int ft_reader_next(ft_reader *r, const ft_batch **out_batch)
     ft_err *err = ft_trace_err(r->t);
     sqlite3 *db = ft_trace_db(r->t);
     /* read the stored bytes straight into a reused buffer (no per-chunk allocation) */
-    int rc = r->blob ? sqlite3_blob_reopen(r->blob, (int64_t)ci->id)
-                     : sqlite3_blob_open(db, "main", "chunks", "data", (int64_t)ci->id, 0,
-                                         &r->blob);
+    int rc = r->blob
+                 ? sqlite3_blob_reopen(r->blob, (int64_t)ci->id)
+                 : sqlite3_blob_open(db, "main", "chunks", "data", (int64_t)ci->id, 0, &r->blob);
     if (rc != SQLITE_OK) {
         int missing = rc == SQLITE_ERROR;
         ft_err_set(err, missing ? FT_ECORRUPT : FT_ESQL, "%s: chunk %llu %s: %s",
@@ -79,8 +79,8 @@ int ft_reader_next(ft_reader *r, const ft_batch **out_batch)
     if (len && (rc = sqlite3_blob_read(r->blob, r->buf, (int)len, 0)) != SQLITE_OK)
         return ft_err_set(err, FT_ESQL, "%s: reading chunk %llu: %s", ft_trace_path(r->t),
                           (unsigned long long)ci->id, sqlite3_errmsg(db));
-    rc = ft_chunk_decode(r->dec, ci, len ? r->buf : (const uint8_t *)"", len,
-                         ft_trace_limits(r->t), r->flags, &r->batch, err);
+    rc = ft_chunk_decode(r->dec, ci, len ? r->buf : (const uint8_t *)"", len, ft_trace_limits(r->t),
+                         r->flags, &r->batch, err);
     if (rc) {
         if (rc == FT_ENOMEM) ft_err_set(err, rc, "out of memory decoding chunk");
         return rc;
