@@ -527,6 +527,27 @@ class TestPackedRecords(unittest.TestCase):
         self.assertNotEqual(rc, 0)
         self.assertIn("exceed", msg)
 
+    def test_random_buffers_are_rejected_or_taken(self):
+        """Seeded random records (lengths, kinds, flags, truncation): every buffer is either
+        taken or refused with a message; under ASan (run_tests.sh on a sanitizer build) any
+        out-of-bounds read fails the run."""
+        import random  # noqa: PLC0415
+        seed = int(os.environ.get("FT_TEST_SEED", "12345"))
+        rng = random.Random(seed)
+        seq = 1000
+        for i in range(300):
+            n_rg, n_sp = rng.choice([0, 1, 2, 3, 9]), rng.choice([-2, -1, 0, 1, 4, 1 << 20])
+            flags = rng.getrandbits(13)
+            plen = rng.choice([0, 3, 8, 1 << 16])
+            kind = rng.choice([0, 0, 0, 1, 2])
+            head = _writer._PACKED.pack(seq, rng.choice([0, 1]), rng.choice([-1, 0]), 0, 0, 0,
+                                        0, flags, 0, n_rg, n_sp, plen, kind)
+            body = bytes(rng.getrandbits(8) for _ in range(rng.choice([0, 8, 16, 40])))
+            data = (head + body)[:rng.choice([len(head) + len(body), 40, 80, 81])]
+            rc, _, msg = self.append(data)
+            self.assertTrue(rc == 0 or msg, f"seed {seed} case {i}: rc {rc} without message")
+            seq += 10
+
     def test_recorder_rejection_names_record(self):
         rc, done, msg = self.append(self.call(0) + self.call(1, fuser=9))
         self.assertNotEqual(rc, 0)
