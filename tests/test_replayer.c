@@ -3,8 +3,12 @@
  * plan interning, recipes and their hash, the quantizer-state model, stale classification, the
  * fusion-attrs key, and errors on bad ops/attrs JSON.
  */
+#define _POSIX_C_SOURCE 200809L
+#include "fuzz/fuzz_model.c"
 #include "model.h"
 #include "model_int.h"
+
+#include <dirent.h>
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1442,6 +1446,36 @@ static void test_recipe_mutated_object_keeps_qparams(void **state)
     ft_model_free(m);
 }
 
+/* The fuzz corpus (tests/fuzz/corpus/model) replayed: FT_OK or FT_EINVAL, no leak. */
+static void test_fuzz_model_corpus(void **state)
+{
+    (void)state;
+    const char *dir = FT_SOURCE_DIR "/tests/fuzz/corpus/model";
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int n_files = 0, n_ok = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        assert_non_null(f);
+        static uint8_t buf[1 << 16];
+        size_t len = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        long live = ft_alloc_live();
+        int rc = fuzz_model_run(buf, len);
+        if (rc != FT_OK && rc != FT_EINVAL) fail_msg("%s: status %d", e->d_name, rc);
+        assert_int_equal(ft_alloc_live(), live);
+        n_files++;
+        n_ok += rc == FT_OK;
+    }
+    closedir(d);
+    assert_true(n_files >= 5);
+    assert_true(n_ok >= 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1470,6 +1504,7 @@ int main(void)
         cmocka_unit_test(test_bad_input_errors_name_id_and_field),
         cmocka_unit_test(test_unknown_op_type_is_opaque),
         cmocka_unit_test(test_model_alloc_failures),
+        cmocka_unit_test(test_fuzz_model_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
