@@ -19,11 +19,13 @@
 /* ---- in-memory stream --------------------------------------------------------------------- */
 typedef struct mem_rec {
     int kind; /* FT_REC_CALL / FT_REC_BACKWARD / 2 fuser / 3 recipe / 4 header */
-    ft_call c;
-    ft_backward b;
-    ft_fuser_def f;
-    ft_recipe_def r;
-    ft_header h;
+    union {   /* compact, so replaying touches little memory besides the payloads */
+        ft_call c;
+        ft_backward b;
+        ft_fuser_def f;
+        ft_recipe_def r;
+        ft_header *h;
+    } u;
 } mem_rec;
 
 typedef struct mem_stream {
@@ -80,13 +82,16 @@ static int ms_header(void *ctx, const ft_header *h)
 {
     mem_rec *r = ms_push(ctx);
     r->kind = 4;
-    r->h = *h;
-    r->h.te_version = dups(h->te_version);
-    r->h.torch_version = dups(h->torch_version);
-    r->h.host = dups(h->host);
-    r->h.started_at = dups(h->started_at);
-    r->h.env_json = dups(h->env_json);
-    r->h.extra_json = dups(h->extra_json);
+    ft_header *c = malloc(sizeof *c);
+    if (!c) return FT_ENOMEM;
+    *c = *h;
+    c->te_version = dups(h->te_version);
+    c->torch_version = dups(h->torch_version);
+    c->host = dups(h->host);
+    c->started_at = dups(h->started_at);
+    c->env_json = dups(h->env_json);
+    c->extra_json = dups(h->extra_json);
+    r->u.h = c;
     return FT_OK;
 }
 
@@ -94,9 +99,9 @@ static int ms_fuser(void *ctx, const ft_fuser_def *f)
 {
     mem_rec *r = ms_push(ctx);
     r->kind = 2;
-    r->f = *f;
-    r->f.label = dups(f->label);
-    r->f.ops_json = dups(f->ops_json);
+    r->u.f = *f;
+    r->u.f.label = dups(f->label);
+    r->u.f.ops_json = dups(f->ops_json);
     return FT_OK;
 }
 
@@ -104,9 +109,9 @@ static int ms_recipe(void *ctx, const ft_recipe_def *d)
 {
     mem_rec *r = ms_push(ctx);
     r->kind = 3;
-    r->r = *d;
-    r->r.type = dups(d->type);
-    r->r.attrs_json = dups(d->attrs_json);
+    r->u.r = *d;
+    r->u.r.type = dups(d->type);
+    r->u.r.attrs_json = dups(d->attrs_json);
     return FT_OK;
 }
 
@@ -116,10 +121,10 @@ static int ms_call(void *ctx, const ft_call *c)
     if (m->limit_calls && m->n_calls >= m->limit_calls) return FT_ERANGE; /* enough */
     mem_rec *r = ms_push(m);
     r->kind = FT_REC_CALL;
-    r->c = *c;
-    r->c.op_rg = (const uint8_t *)dupn(c->op_rg, c->n_op_rg);
-    r->c.m_splits = (const int64_t *)dupn(c->m_splits, c->n_splits * sizeof(int64_t));
-    r->c.phase = dups(c->phase);
+    r->u.c = *c;
+    r->u.c.op_rg = (const uint8_t *)dupn(c->op_rg, c->n_op_rg);
+    r->u.c.m_splits = (const int64_t *)dupn(c->m_splits, c->n_splits * sizeof(int64_t));
+    r->u.c.phase = c->phase ? dups(c->phase) : NULL;
     m->n_calls++;
     return FT_OK;
 }
@@ -129,7 +134,7 @@ static int ms_backward(void *ctx, const ft_backward *b)
     mem_stream *m = ctx;
     mem_rec *r = ms_push(m);
     r->kind = FT_REC_BACKWARD;
-    r->b = *b;
+    r->u.b = *b;
     m->n_bwd++;
     return FT_OK;
 }
@@ -153,19 +158,19 @@ static int mem_stream_play(const mem_stream *m, ft_sink *s)
         const mem_rec *r = &m->v[i];
         switch (r->kind) {
         case FT_REC_CALL:
-            rc = s->call_fn(s->ctx, &r->c);
+            rc = s->call_fn(s->ctx, &r->u.c);
             break;
         case FT_REC_BACKWARD:
-            rc = s->backward_fn(s->ctx, &r->b);
+            rc = s->backward_fn(s->ctx, &r->u.b);
             break;
         case 2:
-            rc = s->fuser_fn(s->ctx, &r->f);
+            rc = s->fuser_fn(s->ctx, &r->u.f);
             break;
         case 3:
-            rc = s->recipe_fn(s->ctx, &r->r);
+            rc = s->recipe_fn(s->ctx, &r->u.r);
             break;
         default:
-            rc = s->header_fn(s->ctx, &r->h);
+            rc = s->header_fn(s->ctx, r->u.h);
             break;
         }
     }
