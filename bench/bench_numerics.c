@@ -3,7 +3,8 @@
  * the report (bands, per-policy divergence), next to the plain replay of the same trace measured
  * in the same run (the baseline: what --numerics adds on top of a policy replay).
  *
- * usage: bench_numerics TRACE [--shrink K] [--sample N] [--json]
+ * usage: bench_numerics TRACE [--shrink K] [--sample N] [--threads N] [--json]
+ * (--threads 0, the default: one per online core; the figures do not depend on it, the time does)
  */
 #include "ft_replay.h"
 #include "numerics.h"
@@ -14,7 +15,8 @@
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_numerics TRACE [--shrink K] [--sample N] [--json]\n");
+        fprintf(stderr,
+                "usage: bench_numerics TRACE [--shrink K] [--sample N] [--threads N] [--json]\n");
         return 2;
     }
     ft_numerics_opts no = {.shrink = 4, .sample = 0, .seed = 1};
@@ -23,12 +25,16 @@ int main(int argc, char **argv)
         int64_t v;
         if (!strcmp(argv[i], "--json")) {
             json = 1;
-        } else if (i + 1 < argc && (!strcmp(argv[i], "--shrink") || !strcmp(argv[i], "--sample")) &&
+        } else if (i + 1 < argc &&
+                   (!strcmp(argv[i], "--shrink") || !strcmp(argv[i], "--sample") ||
+                    !strcmp(argv[i], "--threads")) &&
                    !ft_parse_i64(argv[i + 1], &v) && v >= 0 && v < (1 << 30)) {
-            if (argv[i][2] == 's' && argv[i][3] == 'h')
+            if (!strcmp(argv[i], "--shrink"))
                 no.shrink = (uint32_t)v;
-            else
+            else if (!strcmp(argv[i], "--sample"))
                 no.sample = (uint32_t)v;
+            else
+                no.n_threads = (uint32_t)v;
             i++;
         } else {
             fprintf(stderr, "bench_numerics: bad argument '%s'\n", argv[i]);
@@ -58,7 +64,8 @@ int main(int argc, char **argv)
         return 3;
     }
     double s_base = (double)(t1 - t0) * 1e-9, s_num = (double)(t2 - t1) * 1e-9;
-    printf("bench_numerics: %s, shrink %u, sample %u (0 = all)\n", argv[1], no.shrink, no.sample);
+    printf("bench_numerics: %s, shrink %u, sample %u (0 = all), threads %u\n", argv[1], no.shrink,
+           no.sample, nr.n_threads);
     printf("baseline replay (policies only): %.3f s for %llu calls\n", s_base,
            (unsigned long long)base[0].calls);
     printf("replay with numerics:            %.3f s (%.1fx the baseline), %llu calls run, "

@@ -38,6 +38,8 @@ typedef struct mlp_desc {
     ft_act act;
 } mlp_desc;
 
+#define SIT_SLOTS 1024 /* distinct situations the sampler tells apart (more: treated as seen) */
+
 /* One configuration to run: topology + quantization. */
 typedef struct runcfg {
     uint8_t fused;
@@ -85,9 +87,12 @@ struct ft_numerics {
     const ft_model *m;
     ft_numerics_opts o;
     uint32_t n_fusers;
-    mlp_desc *mlp;            /* [n_fusers] */
-    uint64_t n_diff_run;      /* sampled calls where a choice differed from fresh */
-    uint64_t n_plain_run;     /* sampled calls where none did */
+    mlp_desc *mlp;             /* [n_fusers] */
+    uint64_t n_diff_run;       /* sampled calls where a choice differed from fresh */
+    uint64_t n_plain_run;      /* sampled calls where none did */
+    uint64_t sit[SIT_SLOTS];   /* situations seen (hash + 1; 0 = empty slot), open addressing */
+    uint32_t sit_n[SIT_SLOTS]; /* sampled calls per situation */
+    uint32_t n_sits;
     pthread_mutex_t gpu_lock; /* one thread at a time on the device */
     ft_numerics_result res;
 };
@@ -612,6 +617,45 @@ static void job_free(job *j)
     j->splits = NULL;
 }
 
+static uint64_t cfg_hash(uint64_t h, const runcfg *c, int raises)
+{
+    const uint64_t v[] = {
+        c->fused, (uint64_t)c->q.fmt, (uint64_t)c->q.fp8_fwd, (uint64_t)c->q.fp8_bwd, c->q.rht,
+        c->q.sr,  c->q.two_d,         c->q.pow2_scales,       (uint64_t)raises};
+    for (size_t i = 0; i < FT_ARRAY_LEN(v); i++)
+        h = ft_hash_mix(h, v[i]);
+    return h;
+}
+
+/* --sample N, in call order: a call is a "situation" (backward or not, what the fresh plan and
+ * every choice run, which of them raise). The first call of every situation is taken, then more
+ * of the same situation up to N/8 each, calls where no choice differs from the fresh plan at most
+ * N/4 in all, N in all. So rare situations (a stale plan that raises) are not crowded out by
+ * common ones. */
+static int sample_call(ft_numerics *nx, const job *j, uint32_t np, int differs)
+{
+    const uint64_t n = nx->o.sample;
+    if (nx->n_diff_run + nx->n_plain_run >= n) return 0;
+    uint64_t h =
+        cfg_hash(ft_hash_mix(0x5a17u, (uint64_t)j->grad), &j->fresh_cfg, j->fresh_raise != NULL);
+    for (uint32_t p = 0; p < np; p++)
+        h = cfg_hash(h, &j->cfg[p], j->raise[p] != NULL);
+    h += !(h + 1); /* 0 marks an empty slot */
+    uint32_t k = (uint32_t)(h % SIT_SLOTS), probes = 0;
+    while (nx->sit[k] && nx->sit[k] != h && probes++ < SIT_SLOTS)
+        k = (k + 1) % SIT_SLOTS;
+    if (probes >= SIT_SLOTS) return 0; /* table full: an unseen situation counts as seen */
+    if (!nx->sit[k]) {                 /* first of its kind */
+        nx->sit[k] = h;
+        nx->n_sits++;
+    } else {
+        const uint64_t per = n / 8 ? n / 8 : 1, plain_cap = n / 4 ? n / 4 : 1;
+        if (nx->sit_n[k] >= per || (!differs && nx->n_plain_run >= plain_cap)) return 0;
+    }
+    nx->sit_n[k]++;
+    return 1;
+}
+
 /* Decide what every choice runs and whether the call is sampled (call order; reads the model).
  * 1: sampled, j filled; 0: not sampled; < 0: an error. */
 static int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err)
@@ -651,11 +695,7 @@ static int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err 
         differs |= !cfg_equal(&j->cfg[p], &j->fresh_cfg) ||
                    (j->raise[p] != NULL) != (j->fresh_raise != NULL);
     }
-    if (nx->o.sample) {
-        uint64_t total = nx->n_diff_run + nx->n_plain_run;
-        uint64_t plain_cap = nx->o.sample / 4 ? nx->o.sample / 4 : 1;
-        if (total >= nx->o.sample || (!differs && nx->n_plain_run >= plain_cap)) return 0;
-    }
+    if (nx->o.sample && !sample_call(nx, j, np, differs)) return 0;
     *(differs ? &nx->n_diff_run : &nx->n_plain_run) += 1;
     j->splits = ft_malloc(d->groups * sizeof *j->splits);
     if (!j->splits) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");

@@ -57,8 +57,10 @@ typedef enum ft_numerics_backend {
 typedef struct ft_numerics_opts {
     uint32_t shrink; /* K >= 1: hidden sizes and split sizes divided by K (rounded up; hidden
                         sizes kept multiples of 32, the token total padded to 128) */
-    uint32_t sample; /* 0: every grouped-MLP call; N: at most N calls, calls where some policy's
-                        choice differs from the fresh plan first, plus up to N/4 others */
+    uint32_t sample; /* 0: every grouped-MLP call; N: at most N calls, in call order: the first
+                        call of every situation (grad or not, what the fresh plan and each choice
+                        run, which raise), more of one situation up to N/8, calls where no
+                        choice differs from the fresh plan at most N/4 */
     uint64_t seed;   /* mixed into every input seed */
     ft_numerics_backend backend;
     uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core */
@@ -152,7 +154,7 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
                              const ft_numerics_opts *nopts, ft_replay_result *rr_out,
                              ft_numerics_result *out, ft_err *err);
 /* The same over several trace files (one per rank), one after another, reduced into rr_out and
- * out (sampling applies per trace). Errors name the file. */
+ * out (both required; sampling applies per trace). Errors name the file. */
 int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
                               const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
                               ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err);

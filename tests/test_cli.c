@@ -509,8 +509,11 @@ static void test_cli_replay_numerics(void **state)
     char *text = slurp(out, NULL);
     assert_non_null(text);
     assert_non_null(strstr(text, "te-3410"));
-    const char *sec = strstr(text, "numerics (cpu): 6 of ");
+    const char *sec = strstr(text, "numerics (cpu): ");
     assert_non_null(sec);
+    unsigned run_n = 0, seen_n = 0;
+    assert_int_equal(sscanf(sec, "numerics (cpu): %u of %u", &run_n, &seen_n), 2);
+    assert_true(run_n > 0 && run_n <= 6 && seen_n > run_n);
     assert_non_null(strstr(sec, "harmless band (fused vs unfused, same quantization): ["));
     assert_non_null(strstr(sec, "quant band"));
     assert_non_null(strstr(sec, "rebuild-always"));
@@ -582,7 +585,8 @@ static void test_cli_replay_numerics_cuda(void **state)
     } else {
         if (rc) print_error("exit %d, stderr: %s\n", rc, f->err);
         assert_int_equal(rc, 0);
-        assert_non_null(strstr(text, "numerics (cuda): 4 of "));
+        assert_non_null(strstr(text, "numerics (cuda): "));
+        assert_non_null(strstr(text, "MLP runs on the device"));
         assert_non_null(strstr(text, "harmless band"));
     }
     free(text);

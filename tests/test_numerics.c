@@ -687,6 +687,29 @@ static void test_numerics_replay_threads_deterministic(void **state)
     ft_free(rr);
 }
 
+/* --sample keeps rare situations: on rht-switch the calls where te-3410's stale plan raises
+ * (S2, after a detour) come late and are few; a small sample must still hold one, and never more
+ * calls than asked. */
+static void test_numerics_sample_covers_rare_situations(void **state)
+{
+    (void)state;
+    const char *path = FT_BINARY_DIR "/test_numerics_sample.ftdb";
+    const ft_synth_param sets[] = {{"layers", "2"},       {"experts", "4"},     {"tokens", "256"},
+                                   {"hidden", "128"},     {"ffn", "64"},        {"steps", "8"},
+                                   {"microbatches", "2"}, {"detour_every", "5"}};
+    synth_trace(path, sets, FT_ARRAY_LEN(sets));
+    for (uint32_t n = 4; n <= 16; n *= 2) {
+        ft_numerics_result *nr = numerics_run(path, 2, n, 1, NULL);
+        assert_true(nr->calls_run > 0 && nr->calls_run <= n);
+        if (n >= 8) {
+            const ft_numerics_policy *te = policy_of(nr, "te-3410");
+            if (te->raised_stale == 0) fail_msg("--sample %u missed te-3410's stale raises", n);
+        }
+        ft_free(nr);
+    }
+    remove(path);
+}
+
 /* Several traces (ranks) are reduced: twice the same trace gives twice the counts and the same
  * bands' extremes; a missing file is named. */
 static void test_numerics_replay_traces_merge(void **state)
@@ -778,6 +801,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_numerics_replay_quant_band_above_harmless, note_live,
                                         check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_replay_threads_deterministic, note_live,
+                                        check_leaks),
+        cmocka_unit_test_setup_teardown(test_numerics_sample_covers_rare_situations, note_live,
                                         check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_replay_traces_merge, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_cuda_backend, note_live, check_leaks),
