@@ -642,19 +642,17 @@ int ft_chunk_enc_backward(ft_chunk_enc *e, const ft_backward *b)
  * else fixed width unless varints are clearly smaller (fixed width decodes fastest). */
 static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
 {
-    size_t rsz = 0, vsz = 0;
+    size_t runs = 0, vsz = 0;
     uint64_t max = 0;
     for (uint32_t i = 0; i < n; i++) {
         max = v[i] > max ? v[i] : max;
-        /* a run starts where the value changes; sizes counted as if every varint took one
-         * byte, which is exact for the small values that make runs worth it */
-        rsz += (i == 0 || v[i] != v[i - 1]) ? 2 : 0;
+        runs += i == 0 || v[i] != v[i - 1];
     }
     uint32_t w = max < 0x100 ? 1 : max < 0x10000 ? 2 : max < 0x100000000ull ? 4 : 8;
     size_t fsz = 2 + (size_t)w * n;
     int mode;
-    if (rsz * 2 < fsz) {
-        mode = 1;
+    if (runs * 4 <= n) {
+        mode = 1; /* runs average >= 4 values: smaller and faster than the alternatives */
     } else if (w == 1) {
         mode = 2; /* never larger than varints */
     } else {
@@ -663,7 +661,7 @@ static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
         mode = fsz <= vsz * 2 ? 2 : 0;
     }
     /* room: a run takes up to 10 + 4 bytes (n <= FT_CHUNK_MAX_RECORDS) */
-    int rc = ft_buf_reserve(b, 2 + (mode == 1 ? (rsz / 2) * 14 : mode == 2 ? fsz : vsz));
+    int rc = ft_buf_reserve(b, 2 + (mode == 1 ? runs * 14 : mode == 2 ? fsz : vsz));
     if (rc) return rc;
     uint8_t *p = b->data + b->len;
     *p++ = (uint8_t)mode;

@@ -40,8 +40,8 @@
  *   0  one LEB128 varint per value
  *   1  runs: pairs (varint value, varint run_length - 1) covering exactly the count
  *   2  fixed width: one byte w (1, 2, 4 or 8), then count x w bytes, little-endian
- * The encoder takes runs when they are much smaller, else fixed width unless varints are under
- * half its size (fixed width decodes fastest). KIND, FUSER, RECIPE, FLAGS, DEVICE, OPRG and
+ * The encoder takes runs when they average 4 or more values, else fixed width unless varints are
+ * under half its size (fixed width decodes fastest). KIND, FUSER, RECIPE, FLAGS, DEVICE, OPRG and
  * PHASE codes must fit 32 bits. Codes per column ("zz" = zigzag; "prev" = the previous record's
  * code, so absent fields extend runs; HAS_* flags say what is real):
  *
