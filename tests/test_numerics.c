@@ -687,6 +687,99 @@ static void test_numerics_replay_threads_deterministic(void **state)
     ft_free(rr);
 }
 
+/* The per-call entry, driven by a test's own call_fn (one thread, ft_numerics_run on the last
+ * policy of every call), gives the trace driver's figures exactly. */
+typedef struct direct_ctx {
+    ft_numerics *nx;
+    uint32_t np;
+    ft_numerics_choice ch[FT_NUMERICS_MAX_POLICIES];
+    ft_qstate q[FT_NUMERICS_MAX_POLICIES];
+} direct_ctx;
+
+static int direct_call(void *ctx, const ft_replay_call *c)
+{
+    direct_ctx *d = ctx;
+    d->q[c->slot] = *c->q;
+    d->ch[c->slot].plan = c->plan;
+    d->ch[c->slot].q = &d->q[c->slot];
+    if (c->slot + 1 < d->np || !ft_numerics_wants(d->nx, c->fuser)) return FT_OK;
+    const ft_batch *b = c->batch;
+    ft_numerics_call nc = {.fuser = c->fuser,
+                           .recipe = c->recipe,
+                           .f = c->f,
+                           .seq = c->seq,
+                           .splits = b->splits + b->splits_off[c->i],
+                           .n_splits = b->splits_off[c->i + 1] - b->splits_off[c->i],
+                           .n_tokens = -1,
+                           .fresh_plan = c->fresh,
+                           .fresh_q = c->fresh_q,
+                           .chosen = d->ch};
+    ft_err err = {0};
+    int rc = ft_numerics_run(d->nx, &nc, &err);
+    if (rc) print_error("%s\n", ft_err_msg(&err));
+    return rc;
+}
+
+static void test_numerics_run_matches_driver(void **state)
+{
+    (void)state;
+    const char *path = FT_BINARY_DIR "/test_numerics_direct.ftdb";
+    const ft_synth_param sets[] = {{"layers", "2"},       {"experts", "4"},     {"tokens", "256"},
+                                   {"hidden", "128"},     {"ffn", "64"},        {"steps", "4"},
+                                   {"microbatches", "2"}, {"detour_every", "2"}};
+    synth_trace(path, sets, FT_ARRAY_LEN(sets));
+    ft_numerics_result *want = numerics_run(path, 2, 10, 2, NULL);
+    ft_trace *t = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    uint32_t nf = ft_trace_n_fusers(t), nrc = ft_trace_n_recipes(t);
+    ft_fuser_def *fusers = ft_calloc(nf, sizeof *fusers);
+    ft_recipe_def *recipes = ft_calloc(nrc ? nrc : 1, sizeof *recipes);
+    direct_ctx *d = ft_calloc(1, sizeof *d);
+    ft_numerics_result *got = ft_calloc(1, sizeof *got);
+    ft_replay_result *rr = ft_calloc(1, sizeof *rr);
+    assert_true(fusers && recipes && d && got && rr);
+    for (uint32_t i = 0; i < nf; i++)
+        fusers[i] = *ft_trace_fuser(t, i);
+    for (uint32_t i = 0; i < nrc; i++)
+        recipes[i] = *ft_trace_recipe(t, i);
+    ft_replay_opts ro = {.call_fn = direct_call, .call_ctx = d};
+    ft_replay *eng = NULL;
+    assert_int_equal(ft_replay_new(fusers, nf, recipes, nrc, ft_trace_header(t), &ro, &eng, &err),
+                     FT_OK);
+    ft_replay_get(eng, rr);
+    d->np = rr->n_policies;
+    const char *names[FT_NUMERICS_MAX_POLICIES];
+    for (uint32_t p = 0; p < d->np; p++)
+        names[p] = ft_policy_name(rr->pol[p].policy);
+    ft_numerics_opts no = {.shrink = 2, .sample = 10, .seed = 3};
+    assert_int_equal(
+        ft_numerics_new(ft_replay_model(eng), fusers, nf, 1, names, d->np, &no, &d->nx, &err),
+        FT_OK);
+    ft_reader *rd = NULL;
+    assert_int_equal(ft_reader_open(t, FT_READ_SPLITS, &rd), FT_OK);
+    for (;;) {
+        const ft_batch *b = NULL;
+        assert_int_equal(ft_reader_next(rd, &b), FT_OK);
+        if (!b) break;
+        assert_int_equal(ft_replay_batch(eng, b, &err), FT_OK);
+    }
+    ft_numerics_get(d->nx, got);
+    assert_true(got->calls_run > 0);
+    assert_numerics_equal(want, got);
+    ft_reader_close(rd);
+    ft_numerics_free(d->nx);
+    ft_replay_free(eng);
+    ft_trace_close(t);
+    remove(path);
+    ft_free(fusers);
+    ft_free(recipes);
+    ft_free(d);
+    ft_free(got);
+    ft_free(rr);
+    ft_free(want);
+}
+
 /* --sample keeps rare situations: on rht-switch the calls where te-3410's stale plan raises
  * (S2, after a detour) come late and are few; a small sample must still hold one, and never more
  * calls than asked. */
@@ -802,6 +895,7 @@ int main(void)
                                         check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_replay_threads_deterministic, note_live,
                                         check_leaks),
+        cmocka_unit_test_setup_teardown(test_numerics_run_matches_driver, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_sample_covers_rare_situations, note_live,
                                         check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_replay_traces_merge, note_live, check_leaks),
