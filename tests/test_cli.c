@@ -498,7 +498,7 @@ static void test_cli_replay_numerics(void **state)
     char t[1400], out[1400];
     snprintf(t, sizeof t, "%s/rs.ftdb", f->dir);
     snprintf(out, sizeof out, "%s/out.txt", f->dir);
-    assert_int_equal(run(f, NULL, NULL, "synth", "rht-switch", "--set", "steps=4", "-o", t, NULL),
+    assert_int_equal(run(f, NULL, NULL, "synth", "rht-switch", "--set", "steps=2", "-o", t, NULL),
                      0);
 
     /* text: the replay summary, then the numerics section with both bands */
@@ -520,7 +520,7 @@ static void test_cli_replay_numerics(void **state)
     free(text);
 
     /* JSON: one object holding the replay report and a "numerics" object */
-    rc = run(f, NULL, out, "replay", t, "--numerics", "cpu", "--shrink", "8", "--all", "--json",
+    rc = run(f, NULL, out, "replay", t, "--numerics", "cpu", "--shrink", "16", "--all", "--json",
              "--policy", "te-3410,rebuild-always", NULL);
     assert_int_equal(rc, 0);
     json_error_t je;
