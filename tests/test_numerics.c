@@ -780,6 +780,38 @@ static void test_numerics_run_matches_driver(void **state)
     ft_free(want);
 }
 
+/* An allocation failing anywhere in the driver (engine, planning, a worker thread's inputs or
+ * outputs) gives FT_ENOMEM, nothing leaked, nothing crashed; past the last allocation it runs. */
+static void test_numerics_replay_alloc_failures(void **state)
+{
+    (void)state;
+    const char *path = FT_BINARY_DIR "/test_numerics_nomem.ftdb";
+    const ft_synth_param sets[] = {{"layers", "2"},       {"experts", "4"},     {"tokens", "256"},
+                                   {"hidden", "128"},     {"ffn", "64"},        {"steps", "2"},
+                                   {"microbatches", "2"}, {"detour_every", "2"}};
+    synth_trace(path, sets, FT_ARRAY_LEN(sets));
+    ft_trace *t = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    ft_numerics_result *nr = ft_calloc(1, sizeof *nr);
+    assert_non_null(nr);
+    ft_numerics_opts no = {.shrink = 4, .sample = 6, .seed = 3, .n_threads = 2};
+    int ran = 0, failed = 0;
+    for (long n = 0; n < 20000 && !ran; n += n < 64 ? 1 : 61) {
+        ft_alloc_fail_after(n);
+        int rc = ft_numerics_replay_trace(t, NULL, &no, NULL, nr, &err);
+        ft_alloc_fail_after(-1);
+        if (rc != FT_OK && rc != FT_ENOMEM) fail_msg("fail after %ld: %s", n, ft_err_msg(&err));
+        ran = rc == FT_OK;
+        failed += rc == FT_ENOMEM;
+    }
+    assert_true(ran && failed > 64);
+    assert_true(nr->calls_run > 0);
+    ft_trace_close(t);
+    remove(path);
+    ft_free(nr);
+}
+
 /* --sample keeps rare situations: on rht-switch the calls where te-3410's stale plan raises
  * (S2, after a detour) come late and are few; a small sample must still hold one, and never more
  * calls than asked. */
@@ -896,6 +928,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_numerics_replay_threads_deterministic, note_live,
                                         check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_run_matches_driver, note_live, check_leaks),
+        cmocka_unit_test_setup_teardown(test_numerics_replay_alloc_failures, note_live,
+                                        check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_sample_covers_rare_situations, note_live,
                                         check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_replay_traces_merge, note_live, check_leaks),
