@@ -246,6 +246,57 @@ int ft_buf_printf(ft_buf *b, const char *fmt, ...)
     return FT_OK;
 }
 
+int ft_buf_json_str(ft_buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (n > (SIZE_MAX - 2) / 6) return FT_ENOMEM;
+    int rc = ft_buf_reserve(b, n * 6 + 2); /* the longest escape, \u00xx, is 6 bytes */
+    if (rc) return rc;
+    uint8_t *o = b->data + b->len;
+    *o++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char e = 0;
+        switch (c) {
+        case '"':
+        case '\\':
+            e = (char)c;
+            break;
+        case '\b':
+            e = 'b';
+            break;
+        case '\f':
+            e = 'f';
+            break;
+        case '\n':
+            e = 'n';
+            break;
+        case '\r':
+            e = 'r';
+            break;
+        case '\t':
+            e = 't';
+            break;
+        default:
+            break;
+        }
+        if (e) {
+            *o++ = '\\';
+            *o++ = (uint8_t)e;
+        } else if (c < 0x20) {
+            memcpy(o, "\\u00", 4);
+            o[4] = (uint8_t)hex[c >> 4];
+            o[5] = (uint8_t)hex[c & 15];
+            o += 6;
+        } else {
+            *o++ = c;
+        }
+    }
+    *o++ = '"';
+    b->len = (size_t)(o - b->data);
+    return FT_OK;
+}
+
 void ft_buf_free(ft_buf *b)
 {
     ft_free(b->data);

@@ -112,6 +112,12 @@ int ft_buf_printf(ft_buf *b, const char *fmt, ...)
 #endif
     ;
 void ft_buf_free(ft_buf *b);
+/* Append s[0..n) as a JSON string literal, quotes included: '"' and '\\' are backslashed, \b \f
+ * \n \r \t get their short escapes, the other bytes below 0x20 (NUL too) become \u00xx in
+ * lower-case hex, and bytes >= 0x20 are copied as they are (the caller supplies UTF-8). The one
+ * escaper for the JSON fusertrace writes: canonical JSON (recorder/canon.c), capture-jsonl export
+ * and the replayer's per-call lines. FT_OK, or FT_ENOMEM with b unchanged. */
+int ft_buf_json_str(ft_buf *b, const char *s, size_t n);
 
 #define FT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

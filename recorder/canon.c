@@ -16,44 +16,6 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static int put_string(ft_buf *b, const char *s, size_t n)
-{
-    int rc = ft_buf_append(b, "\"", 1);
-    for (size_t i = 0; i < n && !rc; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            rc = ft_buf_append(b, e, 2);
-        } else if (c < 0x20) {
-            const char *e = NULL;
-            switch (c) {
-            case '\n':
-                e = "\\n";
-                break;
-            case '\t':
-                e = "\\t";
-                break;
-            case '\r':
-                e = "\\r";
-                break;
-            case '\b':
-                e = "\\b";
-                break;
-            case '\f':
-                e = "\\f";
-                break;
-            default:
-                break;
-            }
-            rc = e ? ft_buf_append(b, e, 2) : ft_buf_printf(b, "\\u%04x", c);
-        } else {
-            rc = ft_buf_append(b, &s[i], 1);
-        }
-    }
-    if (!rc) rc = ft_buf_append(b, "\"", 1);
-    return rc;
-}
-
 static int put_real(ft_buf *b, double v)
 {
     char txt[40];
@@ -83,7 +45,7 @@ static int dump(ft_buf *b, const json_t *j)
         rc = ft_buf_append(b, "{", 1);
         for (i = 0; i < n && !rc; i++) {
             if (i) rc = ft_buf_append(b, ",", 1);
-            if (!rc) rc = put_string(b, keys[i], strlen(keys[i]));
+            if (!rc) rc = ft_buf_json_str(b, keys[i], strlen(keys[i]));
             if (!rc) rc = ft_buf_append(b, ":", 1);
             if (!rc) rc = dump(b, json_object_get(j, keys[i]));
         }
@@ -101,7 +63,7 @@ static int dump(ft_buf *b, const json_t *j)
         return rc;
     }
     case JSON_STRING:
-        return put_string(b, json_string_value(j), json_string_length(j));
+        return ft_buf_json_str(b, json_string_value(j), json_string_length(j));
     case JSON_INTEGER:
         return ft_buf_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(j));
     case JSON_REAL:

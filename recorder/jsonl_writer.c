@@ -61,40 +61,11 @@ static int i64(ft_jsonl_writer *w, int64_t v)
     return rc;
 }
 
-/* A JSON string literal; bytes >= 0x80 pass through (the input was valid UTF-8). */
+/* A JSON string literal. */
 static int str(ft_jsonl_writer *w, const char *s)
 {
-    size_t n = strlen(s);
-    int rc = room(w, n * 6 + 2);
-    if (rc) return rc;
-    ft_buf *b = &w->line;
-    b->data[b->len++] = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') {
-            b->data[b->len++] = '\\';
-            b->data[b->len++] = c;
-        } else if (c < 0x20) {
-            static const char hex[] = "0123456789abcdef";
-            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            switch (c) {
-            case '\n':
-                put(b, "\\n", 2);
-                break;
-            case '\t':
-                put(b, "\\t", 2);
-                break;
-            case '\r':
-                put(b, "\\r", 2);
-                break;
-            default:
-                put(b, e, 6);
-            }
-        } else {
-            b->data[b->len++] = c;
-        }
-    }
-    b->data[b->len++] = '"';
+    if (ft_buf_json_str(&w->line, s, strlen(s)))
+        return ft_err_set(&w->err, FT_ENOMEM, "out of memory");
     return FT_OK;
 }
 

@@ -338,6 +338,7 @@ void ft_replay_free(ft_replay *r)
     ft_free(r->rec_stale);
     ft_free(r->prev_r);
     ft_free(r->prev_f);
+    ft_buf_free(&r->esc);
     ft_free(r);
 }
 
@@ -763,21 +764,6 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
 }
 
 /* ---- per-call output and explanations ------------------------------------------------------- */
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static const char *rtype_name(const ft_replay *r, int32_t recipe)
 {
     return recipe_type_names[r->ri[recipe + 1].type];
@@ -852,13 +838,17 @@ static int write_records(ft_replay *r, const ft_batch *b, ft_err *err)
             }
             if (!r->per_call) continue;
             FILE *o = r->per_call;
+            const char *plan = ft_model_plan_text(r->model, r->rec_plan[k]);
+            r->esc.len = 0;
+            if (ft_buf_json_str(&r->esc, plan ? plan : "", plan ? strlen(plan) : 0))
+                return ft_err_set(err, FT_ENOMEM, "out of memory");
             fprintf(o,
                     "{\"seq\":%lld,\"fuser\":%lld,\"policy\":\"%s\",\"build\":%s,\"reset\":%s,"
                     "\"plan\":",
                     (long long)b->seq[i], (long long)r->fusers[b->fuser[i]].id,
                     ft_policy_name(r->pol[p].idx), build ? "true" : "false",
                     reset ? "true" : "false");
-            json_str(o, ft_model_plan_text(r->model, r->rec_plan[k]));
+            fwrite(r->esc.data, 1, r->esc.len, o);
             fprintf(o, ",\"stale\":\"%s\"}\n", ft_stale_name((ft_stale)r->rec_stale[k]));
         }
     }

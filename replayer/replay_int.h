@@ -233,6 +233,7 @@ struct ft_replay {
     int32_t *prev_r;         /* [cap_batch] explain: previous recipe of the fuser, -2 first sight */
     uint32_t *prev_f;        /* [cap_batch] */
     FILE *per_call, *explain;
+    ft_buf esc; /* scratch: a per-call line's escaped plan text */
     ft_replay_call_fn call_fn;
     void *call_ctx;
     int rec_on; /* per-call records wanted (per_call, explain or call_fn) */

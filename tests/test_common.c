@@ -1,7 +1,7 @@
 /*
  * test_common.c - common/: status texts, the last-error buffer, the counting and
  * fault-injecting allocator, hashing (stable values), number parsing, bounded copy, the
- * growable buffer and the monotonic clock.
+ * growable buffer, the JSON string escaper and the monotonic clock.
  */
 #include "ft_common.h"
 
@@ -173,6 +173,36 @@ static void test_buf_grows(void **state)
     ft_buf_free(&b);
 }
 
+static void test_buf_json_str_escapes(void **state)
+{
+    (void)state;
+    ft_buf b = {0};
+    assert_int_equal(ft_buf_append(&b, "x=", 2), FT_OK);
+    /* quote, backslash, the five short escapes, NUL, other controls, DEL and UTF-8 as is */
+    static const char in[] = "a\"b\\c\b\f\n\r\t\0\x01\x1f\x7f/\xc3\xa9";
+    static const char want[] = "x=\"a\\\"b\\\\c\\b\\f\\n\\r\\t\\u0000\\u0001\\u001f\x7f/\xc3\xa9\"";
+    assert_int_equal(ft_buf_json_str(&b, in, sizeof in - 1), FT_OK);
+    assert_int_equal(b.len, sizeof want - 1);
+    assert_memory_equal(b.data, want, sizeof want - 1);
+    /* only n bytes are read; an empty string is "" */
+    b.len = 0;
+    assert_int_equal(ft_buf_json_str(&b, "abc", 1), FT_OK);
+    assert_int_equal(ft_buf_json_str(&b, "", 0), FT_OK);
+    assert_int_equal(b.len, 5);
+    assert_memory_equal(b.data, "\"a\"\"\"", 5);
+    /* a failed reserve leaves the buffer as it was */
+    static char big[4096];
+    memset(big, '\n', sizeof big);
+    ft_alloc_fail_after(0);
+    assert_int_equal(ft_buf_json_str(&b, big, sizeof big), FT_ENOMEM);
+    ft_alloc_fail_after(-1);
+    assert_int_equal(b.len, 5);
+    assert_int_equal(ft_buf_json_str(&b, big, sizeof big), FT_OK);
+    assert_int_equal(b.len, 5 + 2 + 2 * sizeof big);
+    assert_memory_equal(b.data + 6, "\\n\\n", 4);
+    ft_buf_free(&b);
+}
+
 static void test_now_ns_monotonic(void **state)
 {
     (void)state;
@@ -192,6 +222,7 @@ int main(void)
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_strlcpy_truncates),
         cmocka_unit_test(test_buf_grows),
+        cmocka_unit_test(test_buf_json_str_escapes),
         cmocka_unit_test(test_now_ns_monotonic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
