@@ -43,7 +43,8 @@ static void usage(FILE *f)
         "                   call of every situation (what the fresh plan and each policy's\n"
         "                   choice run, which raise), then more of each up to N/8\n"
         "  --all            every grouped-MLP call\n"
-        "  --shrink K       divide hidden sizes and split sizes by K (default 1: real sizes)\n"
+        "  --shrink K       divide hidden sizes and split sizes by K (default 1: the real\n"
+        "                   sizes, slow on the CPU for large models; 8 or 16 for a quick look)\n"
         "  --seed S         input seed (default 1)\n"
         "\npolicies:\n");
     for (uint32_t i = 0; i < ft_policy_count(); i++)
