@@ -8,27 +8,27 @@
 set -e
 cd "$(dirname "$0")"
 JOBS=$(nproc 2>/dev/null || echo 2)
-build() { # dir, extra cmake args...
-  dir=$1; shift
+build() { # dir, target (or all), extra cmake args...
+  dir=$1; target=$2; shift 2
   cmake -S . -B "$dir" -DFT_WERROR=ON "$@" >/dev/null
-  cmake --build "$dir" -j"$JOBS"
+  cmake --build "$dir" -j"$JOBS" --target "$target"
 }
 case "${1:-demo}" in
   demo)
     scripts/deps.sh
-    build build -DFT_BENCH=OFF
+    build build fusertrace -DFT_BENCH=OFF
     ./build/cli/fusertrace demo
     ;;
   build)
     scripts/deps.sh
-    build build
+    build build all
     ;;
   test)
     scripts/deps.sh test
     scripts/check-format.sh
-    build build
+    build build all
     (cd build && ctest --output-on-failure -j"$JOBS")
-    build build-asan -DCMAKE_BUILD_TYPE=Asan -DFT_BENCH=OFF
+    build build-asan all -DCMAKE_BUILD_TYPE=Asan -DFT_BENCH=OFF
     (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j"$JOBS")
     ;;
