@@ -16,7 +16,7 @@ build() { # dir, target (or all), extra cmake args...
 case "${1:-demo}" in
   demo)
     scripts/deps.sh
-    build build fusertrace -DFT_BENCH=OFF
+    build build fusertrace
     ./build/cli/fusertrace demo
     ;;
   build)
