@@ -3,8 +3,8 @@
  * (capture-jsonl v1), record for record.
  *
  * To stdout by default (or `-o -`); to a file through a temporary name in its directory, renamed
- * over OUT only when complete. A damaged trace (checksum, decode or reference failure) exits 1
- * with the message naming the chunk or table; not a trace / wrong version exits 2.
+ * over OUT only when complete (cli_out, out_file.c). A damaged trace (checksum, decode or reference
+ * failure) exits 1 with the message naming the chunk or table; not a trace / wrong version exits 2.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static void usage(FILE *f)
@@ -54,7 +53,6 @@ int cmd_export(int argc, char **argv)
         }
     }
     if (!in_path) goto bad_usage;
-    if (out_path && !strcmp(out_path, "-")) out_path = NULL;
     if (access(in_path, R_OK)) {
         fprintf(stderr, "fusertrace export: cannot open %s: %s\n", in_path, strerror(errno));
         return FT_EXIT_INPUT;
@@ -68,35 +66,16 @@ int cmd_export(int argc, char **argv)
         return cli_exit_code(rc);
     }
 
-    FILE *out = stdout;
-    char tmp[4096] = "";
-    if (out_path) {
-        if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", out_path) >= sizeof tmp) {
-            fprintf(stderr, "fusertrace export: output path too long\n");
-            ft_trace_close(t);
-            return FT_EXIT_INPUT;
-        }
-        int fd = mkstemp(tmp);
-        if (fd >= 0) { /* mkstemp makes it 0600; give it the mode a plain create would */
-            mode_t mask = umask(0);
-            umask(mask);
-            fchmod(fd, 0666 & ~mask);
-        }
-        out = fd < 0 ? NULL : fdopen(fd, "w");
-        if (!out) {
-            fprintf(stderr, "fusertrace export: cannot create a file beside %s: %s\n", out_path,
-                    strerror(errno));
-            if (fd >= 0) {
-                close(fd);
-                unlink(tmp);
-            }
-            ft_trace_close(t);
-            return FT_EXIT_INPUT; /* most likely a bad -o */
-        }
+    cli_out out;
+    rc = cli_out_open(&out, out_path, CLI_OUT_STREAM, &err);
+    if (rc) {
+        fprintf(stderr, "fusertrace export: %s\n", ft_err_msg(&err));
+        ft_trace_close(t);
+        return cli_exit_code(rc); /* most likely a bad -o */
     }
 
     ft_jsonl_writer *w = NULL;
-    rc = ft_jsonl_writer_new(out, &w);
+    rc = ft_jsonl_writer_new(out.f, &w);
     if (rc) {
         ft_err_set(&err, rc, "out of memory");
     } else {
@@ -107,18 +86,7 @@ int cmd_export(int argc, char **argv)
     }
     ft_trace_close(t);
 
-    /* what stdio still holds must reach the file too */
-    if (!rc && (fflush(out) || ferror(out)))
-        rc = ft_err_set(&err, FT_EIO, "writing %s failed: %s", out_path ? out_path : "stdout",
-                        strerror(errno));
-    if (out_path) {
-        if (fclose(out) && !rc)
-            rc = ft_err_set(&err, FT_EIO, "writing %s failed: %s", out_path, strerror(errno));
-        if (!rc && rename(tmp, out_path))
-            rc = ft_err_set(&err, FT_EIO, "cannot rename %s to %s: %s", tmp, out_path,
-                            strerror(errno));
-        if (rc) unlink(tmp);
-    }
+    rc = cli_out_close(&out, rc, &err);
     if (rc) {
         report(in_path, &err);
         return cli_exit_code(rc);

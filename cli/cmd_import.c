@@ -6,15 +6,14 @@
  * only when complete, so OUT is never half-written: on any error the temporary file (and its
  * SQLite side files) is removed, the message (naming the line and field) printed, and the exit
  * status is 2 for bad input (3 for an I/O or SQLite failure, per cli.h). SIGINT, SIGTERM and
- * SIGHUP remove the temporary too; only SIGKILL (or a crash) can leave `OUT.tmp-XXXXXX` behind,
- * and never a partial OUT.
+ * SIGHUP remove the temporary too (cli_out, out_file.c); only SIGKILL (or a crash) can leave
+ * `OUT.tmp-XXXXXX` behind, and never a partial OUT.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "ft_recorder.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,40 +25,6 @@ static void usage(FILE *f)
                "  Read a capture stream (capture-jsonl v1; - for stdin) into a new trace.\n"
                "  OUT is replaced only when the whole stream imported; on any error nothing is\n"
                "  left behind. --chunk-calls N: records per chunk (default 65536).\n");
-}
-
-/* The temporary trace and the side files SQLite may make next to it, precomputed so that the
- * signal handler can remove them with async-signal-safe calls only. */
-static const char *const side_ext[] = {"", "-wal", "-shm", "-journal"};
-static char tmp_files[4][4200];
-static volatile sig_atomic_t have_tmp;
-
-static void remove_tmp(void)
-{
-    for (size_t i = 0; i < FT_ARRAY_LEN(side_ext); i++)
-        unlink(tmp_files[i]);
-}
-
-/* SIGINT/SIGTERM/SIGHUP while importing: remove the temporary, then die of the signal. */
-static void on_signal(int sig)
-{
-    if (have_tmp) remove_tmp();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static void guard_tmp(const char *tmp)
-{
-    for (size_t i = 0; i < FT_ARRAY_LEN(side_ext); i++)
-        snprintf(tmp_files[i], sizeof tmp_files[i], "%s%s", tmp, side_ext[i]);
-    have_tmp = 1;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
 }
 
 int cmd_import(int argc, char **argv)
@@ -116,30 +81,20 @@ int cmd_import(int argc, char **argv)
         name = in_path;
     }
 
-    /* a fresh temporary name beside OUT (mkstemp reserves it; the recorder creates it anew) */
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", out_path) >= sizeof tmp) {
-        fprintf(stderr, "fusertrace import: output path too long\n");
-        if (in != stdin) fclose(in);
-        return FT_EXIT_INPUT;
-    }
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "fusertrace import: cannot create a file beside %s: %s\n", out_path,
-                strerror(errno));
-        if (in != stdin) fclose(in);
-        return FT_EXIT_INPUT; /* most likely a bad -o (no such directory, not writable) */
-    }
-    close(fd);
-    unlink(tmp);
-    guard_tmp(tmp);
-
+    /* a fresh temporary name beside OUT, renamed over it only when the import is complete */
     ft_err err = {0, ""};
-    ft_rec *rec = NULL;
-    int rc = ft_rec_open(tmp, &opts, &rec, &err);
+    cli_out out;
+    int rc = cli_out_open(&out, out_path, CLI_OUT_DB, &err);
     if (rc) {
         fprintf(stderr, "fusertrace import: %s\n", ft_err_msg(&err));
-        remove_tmp();
+        if (in != stdin) fclose(in);
+        return cli_exit_code(rc);
+    }
+    ft_rec *rec = NULL;
+    rc = ft_rec_open(out.tmp, &opts, &rec, &err);
+    if (rc) {
+        fprintf(stderr, "fusertrace import: %s\n", ft_err_msg(&err));
+        cli_out_close(&out, rc, &err);
         if (in != stdin) fclose(in);
         return cli_exit_code(rc) == FT_EXIT_OK ? FT_EXIT_INTERNAL : cli_exit_code(rc);
     }
@@ -159,12 +114,8 @@ int cmd_import(int argc, char **argv)
             ft_err_set(&err, rc, "%s: closing the trace failed: %s", out_path, ft_strerror(rc));
         }
     }
-    if (!rc && rename(tmp, out_path)) {
-        rc = ft_err_set(&err, FT_EIO, "cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
-    }
-    if (!rc) have_tmp = 0;
+    rc = cli_out_close(&out, rc, &err);
     if (rc) {
-        remove_tmp();
         fprintf(stderr, "fusertrace import: %s\n", ft_err_msg(&err));
         return cli_exit_code(rc);
     }

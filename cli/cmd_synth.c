@@ -5,9 +5,9 @@
  *   fusertrace synth --list [SCENARIO]
  *
  * -o records through the recorder into OUT.ftdb; --jsonl writes capture-jsonl v1 (`-` = stdout).
- * Files are written under a temporary name and renamed into place only when complete, so a
- * failed run leaves no output behind. Exit status: 0 ok, 2 unknown scenario/key or bad value or
- * usage, 3 I/O or other failures.
+ * Files are written under a temporary name and renamed into place only when complete (cli_out,
+ * out_file.c), so a failed or interrupted run leaves no output behind. Exit status: 0 ok, 2 unknown
+ * scenario/key or bad value or usage, 3 I/O or other failures.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define MAX_SETS 256
 
@@ -68,74 +67,39 @@ static int parse_seed(const char *s, uint64_t *out)
     return FT_OK;
 }
 
-/* Remove path and SQLite's side files of it; missing files are fine. */
-static void remove_db(const char *path)
-{
-    char side[4096];
-    unlink(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-journal", path);
-    unlink(side);
-}
-
 static int run_ftdb(const char *scen, const ft_synth_param *sets, uint32_t n_sets, uint64_t seed,
                     const char *out, ft_err *err)
 {
-    char tmp[4096];
-    int n = snprintf(tmp, sizeof tmp, "%s.synth-tmp", out);
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        return ft_err_set(err, FT_EINVAL, "%s: path too long", out);
-    remove_db(tmp); /* a leftover of an earlier failed run */
-    ft_rec *r;
-    int rc = ft_rec_open(tmp, NULL, &r, err);
+    cli_out o;
+    int rc = cli_out_open(&o, out, CLI_OUT_DB, err);
     if (rc) return rc;
+    ft_rec *r;
+    rc = ft_rec_open(o.tmp, NULL, &r, err);
+    if (rc) return cli_out_close(&o, rc, err);
     ft_sink sink;
     ft_rec_sink(r, &sink);
     rc = ft_synth_run(scen, sets, n_sets, seed, &sink, err);
     if (rc) {
         ft_rec_abort(r);
-        remove_db(tmp);
-        return rc;
-    }
-    rc = ft_rec_flush(r); /* r, and so its error detail, is gone after close */
-    if (rc) {
+    } else if ((rc = ft_rec_flush(r))) { /* r, and so its error detail, is gone after close */
         ft_err_set(err, rc, "%s: %s", out, ft_err_msg(ft_rec_error(r)));
         ft_rec_abort(r);
-        remove_db(tmp);
-        return rc;
-    }
-    rc = ft_rec_close(r);
-    if (rc) {
+    } else if ((rc = ft_rec_close(r))) {
         ft_err_set(err, rc, "%s: closing the trace failed: %s", out, ft_strerror(rc));
-        remove_db(tmp);
-        return rc;
     }
-    remove_db(out); /* a stale WAL beside an old OUT would be replayed into the new file */
-    if (rename(tmp, out)) {
-        rc = ft_err_set(err, FT_EIO, "%s: rename from %s failed: %s", out, tmp, strerror(errno));
-        remove_db(tmp);
-    }
-    return rc;
+    if (!rc)
+        cli_remove_db(out); /* a stale WAL beside an old OUT would be replayed into the new file */
+    return cli_out_close(&o, rc, err);
 }
 
 static int run_jsonl(const char *scen, const ft_synth_param *sets, uint32_t n_sets, uint64_t seed,
                      const char *out, ft_err *err)
 {
-    int to_stdout = !strcmp(out, "-");
-    char tmp[4096];
-    FILE *f = stdout;
-    if (!to_stdout) {
-        int n = snprintf(tmp, sizeof tmp, "%s.synth-tmp", out);
-        if (n < 0 || (size_t)n >= sizeof tmp)
-            return ft_err_set(err, FT_EINVAL, "%s: path too long", out);
-        f = fopen(tmp, "w");
-        if (!f) return ft_err_set(err, FT_EIO, "%s: cannot create: %s", tmp, strerror(errno));
-    }
+    cli_out o;
+    int rc = cli_out_open(&o, out, CLI_OUT_STREAM, err);
+    if (rc) return rc;
     ft_jsonl_writer *w = NULL;
-    int rc = ft_jsonl_writer_new(f, &w);
+    rc = ft_jsonl_writer_new(o.f, &w);
     if (rc) {
         ft_err_set(err, rc, "%s: cannot start the JSONL writer", out);
     } else {
@@ -144,17 +108,7 @@ static int run_jsonl(const char *scen, const ft_synth_param *sets, uint32_t n_se
         rc = ft_synth_run(scen, sets, n_sets, seed, &sink, err);
         ft_jsonl_writer_free(w);
     }
-    int werr = fflush(f) || ferror(f);
-    if (!rc && werr) rc = ft_err_set(err, FT_EIO, "%s: write failed: %s", out, strerror(errno));
-    if (!to_stdout) {
-        if (fclose(f) && !rc)
-            rc = ft_err_set(err, FT_EIO, "%s: write failed: %s", out, strerror(errno));
-        if (!rc && rename(tmp, out))
-            rc =
-                ft_err_set(err, FT_EIO, "%s: rename from %s failed: %s", out, tmp, strerror(errno));
-        if (rc) unlink(tmp);
-    }
-    return rc;
+    return cli_out_close(&o, rc, err);
 }
 
 int cmd_synth(int argc, char **argv)
