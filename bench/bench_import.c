@@ -17,6 +17,7 @@
  * usage: bench_import [N_LINES (default 300000)] [EXPERTS (default 64)]
  */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_util.h"
 #include "ft_recorder.h"
 
 #include <jansson.h>
@@ -143,32 +144,6 @@ static size_t jansson_only(const char *s, size_t len)
     return n;
 }
 
-static int drop_h(void *c, const ft_header *h)
-{
-    (void)c, (void)h;
-    return FT_OK;
-}
-static int drop_f(void *c, const ft_fuser_def *f)
-{
-    (void)c, (void)f;
-    return FT_OK;
-}
-static int drop_r(void *c, const ft_recipe_def *r)
-{
-    (void)c, (void)r;
-    return FT_OK;
-}
-static int drop_c(void *c, const ft_call *x)
-{
-    (void)c, (void)x;
-    return FT_OK;
-}
-static int drop_b(void *c, const ft_backward *x)
-{
-    (void)c, (void)x;
-    return FT_OK;
-}
-
 static void import_into(const char *s, size_t len, ft_sink *sink)
 {
     FILE *in = fmemopen((void *)s, len, "r");
@@ -205,7 +180,9 @@ static double run_pass(int p, const char *s, size_t len, double *cpu)
         jansson_only(s, len);
         break;
     case P_IMPORT: {
-        ft_sink sink = {NULL, drop_h, drop_f, drop_r, drop_c, drop_b, NULL};
+        bench_count n;
+        ft_sink sink;
+        bench_count_sink(&n, &sink);
         import_into(s, len, &sink);
         break;
     }

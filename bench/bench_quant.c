@@ -6,27 +6,20 @@
  * usage: bench_quant [ROWS COLS [REPS]]   (default 2048 x 2048, best of 5)
  */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_util.h"
 #include "ft_kernels.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-/* Thread CPU time: the figure is per core, and the CI machine is shared. */
-static double cpu_seconds(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0.0;
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double best_of(int reps, int (*fn)(void *), void *arg)
 {
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        double t0 = cpu_seconds();
+        double t0 = bench_thread_seconds();
         if (fn(arg)) return -1;
-        double s = cpu_seconds() - t0;
+        double s = bench_thread_seconds() - t0;
         best = s < best ? s : best;
     }
     return best;

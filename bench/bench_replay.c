@@ -12,6 +12,7 @@
  * Targets (issue 3): all seven >= 10M calls/s, one policy >= 20M calls/s, on one core.
  */
 #define _XOPEN_SOURCE 700
+#include "bench_util.h"
 #include "ft_recorder.h"
 #include "ft_replay.h"
 
@@ -22,15 +23,6 @@
 #include <unistd.h>
 
 #define N_LAYERS 24
-
-/* CPU time of this thread: the machine the benchmark runs on is often shared, and wall time
- * then counts time spent descheduled. Both are printed. */
-static uint64_t cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 typedef struct timing {
     uint64_t wall, cpu;
@@ -123,7 +115,7 @@ static int decode_only(const char *path, timing *tm, uint64_t *calls, ft_err *er
 {
     ft_trace *t = NULL;
     ft_reader *rd = NULL;
-    uint64_t t0 = ft_now_ns(), c0 = cpu_ns(), sink = 0;
+    uint64_t t0 = ft_now_ns(), c0 = bench_thread_ns(), sink = 0;
     int rc = ft_trace_open(path, FT_OPEN_READ, &t, err);
     if (!rc) rc = ft_reader_open(t, 0, &rd);
     *calls = 0;
@@ -139,7 +131,7 @@ static int decode_only(const char *path, timing *tm, uint64_t *calls, ft_err *er
     ft_reader_close(rd);
     ft_trace_close(t);
     tm->wall = ft_now_ns() - t0;
-    tm->cpu = cpu_ns() - c0;
+    tm->cpu = bench_thread_ns() - c0;
     if (sink == 42) fprintf(stderr, " "); /* keep the loop */
     return rc;
 }
@@ -148,7 +140,7 @@ static int replay(const char *path, const uint32_t *pol, uint32_t n_pol, timing 
                   ft_replay_result *res, ft_err *err)
 {
     ft_trace *t = NULL;
-    uint64_t t0 = ft_now_ns(), c0 = cpu_ns();
+    uint64_t t0 = ft_now_ns(), c0 = bench_thread_ns();
     ft_replay_opts o = {0};
     o.policies = pol;
     o.n_policies = n_pol;
@@ -156,7 +148,7 @@ static int replay(const char *path, const uint32_t *pol, uint32_t n_pol, timing 
     if (!rc) rc = ft_replay_trace(t, &o, res, err);
     ft_trace_close(t);
     tm->wall = ft_now_ns() - t0;
-    tm->cpu = cpu_ns() - c0;
+    tm->cpu = bench_thread_ns() - c0;
     return rc;
 }
 
@@ -253,11 +245,7 @@ int main(int argc, char **argv)
     printf("\n");
 done:
     if (!keep) {
-        static const char *const sides[] = {"", "-wal", "-shm"};
-        char side[1200];
-        for (size_t i = 0; i < FT_ARRAY_LEN(sides); i++)
-            if ((size_t)snprintf(side, sizeof side, "%s%s", path, sides[i]) < sizeof side)
-                remove(side);
+        bench_remove_db(path);
         rmdir(dir);
     }
     return rc ? 1 : 0;

@@ -9,57 +9,12 @@
  * and each time as a ratio to the baseline.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_util.h"
 #include "ft_recorder.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-typedef struct counts {
-    uint64_t calls, backwards;
-} counts;
-
-static int n_call(void *ctx, const ft_call *c)
-{
-    (void)c;
-    ((counts *)ctx)->calls++;
-    return FT_OK;
-}
-static int n_bwd(void *ctx, const ft_backward *b)
-{
-    (void)b;
-    ((counts *)ctx)->backwards++;
-    return FT_OK;
-}
-static int n_hdr(void *ctx, const ft_header *h)
-{
-    (void)ctx;
-    (void)h;
-    return FT_OK;
-}
-static int n_fuser(void *ctx, const ft_fuser_def *f)
-{
-    (void)ctx;
-    (void)f;
-    return FT_OK;
-}
-static int n_recipe(void *ctx, const ft_recipe_def *d)
-{
-    (void)ctx;
-    (void)d;
-    return FT_OK;
-}
-
-static void unlink_db(const char *path)
-{
-    char side[4096];
-    unlink(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
-}
 
 int main(int argc, char **argv)
 {
@@ -70,8 +25,9 @@ int main(int argc, char **argv)
     ft_err err = {0};
 
     /* baseline: null sink */
-    counts n = {0};
-    ft_sink null = {&n, n_hdr, n_fuser, n_recipe, n_call, n_bwd, NULL};
+    bench_count n;
+    ft_sink null;
+    bench_count_sink(&n, &null);
     uint64_t t0 = ft_now_ns();
     int rc = ft_synth_run("recompute", p, 2, 1, &null, &err);
     double t_null = (double)(ft_now_ns() - t0) / 1e9;
@@ -101,7 +57,7 @@ int main(int argc, char **argv)
     }
 
     /* recorder */
-    unlink_db(path);
+    bench_remove_db(path);
     ft_rec *r;
     if ((rc = ft_rec_open(path, NULL, &r, &err))) {
         fprintf(stderr, "bench_synth: %s\n", ft_err_msg(&err));
@@ -117,7 +73,7 @@ int main(int argc, char **argv)
     long bytes = -1;
     if (db && !fseek(db, 0, SEEK_END)) bytes = ftell(db);
     if (db) fclose(db);
-    unlink_db(path);
+    bench_remove_db(path);
     if (crc) {
         fprintf(stderr, "bench_synth: recorder: %s\n", rc ? ft_err_msg(&err) : ft_strerror(crc));
         return 1;

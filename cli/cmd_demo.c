@@ -21,14 +21,6 @@ static void usage(FILE *f)
             "plan-cache policy and explains the result. Nothing is left on disk.\n");
 }
 
-static void remove_trace(const char *path)
-{
-    static const char *const sides[] = {"", "-wal", "-shm", "-journal"};
-    char side[1200];
-    for (size_t i = 0; i < FT_ARRAY_LEN(sides); i++)
-        if ((size_t)snprintf(side, sizeof side, "%s%s", path, sides[i]) < sizeof side) remove(side);
-}
-
 int cmd_demo(int argc, char **argv)
 {
     uint64_t seed = 1;
@@ -114,7 +106,7 @@ int cmd_demo(int argc, char **argv)
     }
 done:
     ft_free(res);
-    remove_trace(path);
+    cli_remove_db(path);
     rmdir(dir);
     return status;
 }
