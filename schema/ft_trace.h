@@ -171,7 +171,9 @@ int ft_reader_next(ft_reader *r, const ft_batch **out_batch);
 int ft_reader_range(ft_reader *r, uint64_t first_chunk, uint64_t n_chunks);
 void ft_reader_close(ft_reader *r);
 
-/* Fill an ft_call / ft_backward view of record i of a batch (pointers into the batch). */
+/* Fill an ft_call / ft_backward view of record i of a batch (pointers into the batch). Split
+ * sizes are filled only when the reader was opened with FT_READ_SPLITS (else n_splits is 0 and
+ * m_splits NULL even where FT_CF_HAS_SPLITS is set). */
 void ft_batch_call(const ft_trace *t, const ft_batch *b, uint32_t i, ft_call *out);
 void ft_batch_backward(const ft_batch *b, uint32_t i, ft_backward *out);
 
