@@ -11,6 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_common.h"
+#include "test_util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -70,18 +71,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    DIR *d = opendir(f->dir);
-    if (d) {
-        struct dirent *e;
-        char p[2048];
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-                snprintf(p, sizeof p, "%s/%s", f->dir, e->d_name);
-                unlink(p);
-            }
-        closedir(d);
-    }
-    rmdir(f->dir);
+    tu_dir_remove(f->dir);
     free(f);
     return 0;
 }
@@ -160,28 +150,6 @@ static int run(fx *f, const char *in_path, const char *out_path, ...)
     return WEXITSTATUS(status);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0, got;
-    do {
-        if (n + 4096 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *p = realloc(buf, cap + 1);
-            assert_non_null(p);
-            buf = p;
-        }
-        got = fread(buf + n, 1, cap - n, f);
-        n += got;
-    } while (got);
-    fclose(f);
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
-}
-
 static void put_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "wb");
@@ -199,31 +167,12 @@ static int exists(const char *path)
 /* Two JSONL files hold the same records (parsed JSON, in order). */
 static void assert_same_jsonl(const char *a_path, const char *b_path)
 {
-    char *a = slurp(a_path, NULL), *b = slurp(b_path, NULL);
+    char *a = tu_read_file(a_path, NULL), *b = tu_read_file(b_path, NULL);
     assert_non_null(a);
     assert_non_null(b);
-    char *sa = NULL, *sb = NULL;
-    char *la = strtok_r(a, "\n", &sa), *lb = strtok_r(b, "\n", &sb);
-    int n = 0;
-    while (la || lb) {
-        n++;
-        if (!la || !lb) {
-            print_error("%s vs %s: record %d only in one\n", a_path, b_path, n);
-            fail();
-        }
-        json_error_t je;
-        json_t *ja = json_loads(la, 0, &je), *jb = json_loads(lb, 0, &je);
-        assert_non_null(ja);
-        assert_non_null(jb);
-        if (!json_equal(ja, jb)) {
-            print_error("%s record %d differs:\n  in:  %s\n  out: %s\n", a_path, n, la, lb);
-            fail();
-        }
-        json_decref(ja);
-        json_decref(jb);
-        la = strtok_r(NULL, "\n", &sa);
-        lb = strtok_r(NULL, "\n", &sb);
-    }
+    char name[2100];
+    snprintf(name, sizeof name, "%s vs %s", a_path, b_path);
+    tu_assert_same_records(name, a, b);
     free(a);
     free(b);
 }
@@ -314,9 +263,9 @@ static void test_cli_import_error_keeps_existing_output(void **state)
         run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/spec-example.jsonl", "-o", db, NULL),
         0);
     size_t len0, len1;
-    char *before = slurp(db, &len0);
+    char *before = tu_read_file(db, &len0);
     assert_int_equal(run(f, NULL, NULL, "import", bad, "-o", db, NULL), 2);
-    char *after = slurp(db, &len1);
+    char *after = tu_read_file(db, &len1);
     assert_non_null(after);
     assert_int_equal(len0, len1);
     assert_memory_equal(before, after, len0);
@@ -506,7 +455,7 @@ static void test_cli_replay_numerics(void **state)
                  "--threads", "2", NULL);
     if (rc) print_error("stderr: %s\n", f->err);
     assert_int_equal(rc, 0);
-    char *text = slurp(out, NULL);
+    char *text = tu_read_file(out, NULL);
     assert_non_null(text);
     assert_non_null(strstr(text, "te-3410"));
     const char *sec = strstr(text, "numerics (cpu): ");
@@ -575,7 +524,7 @@ static void test_cli_replay_numerics_cuda(void **state)
     int rc = run(f, NULL, out, "replay", t, "--numerics", "cuda", "--shrink", "8", "--sample", "4",
                  NULL);
     size_t len = 0;
-    char *text = slurp(out, &len);
+    char *text = tu_read_file(out, &len);
     assert_non_null(text);
     if (rc == 3) {
         print_message("no device: %s", f->err);

@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_recorder.h"
+#include "test_util.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -547,33 +548,11 @@ static void test_writer_write_error(void **state)
 }
 
 /* ---- allocation failures ------------------------------------------------------------------- */
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0, got;
-    do {
-        if (n + 4096 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *p = realloc(buf, cap + 1);
-            assert_non_null(p);
-            buf = p;
-        }
-        got = fread(buf + n, 1, cap - n, f);
-        n += got;
-    } while (got);
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 static void test_import_alloc_failures(void **state)
 {
     (void)state;
     size_t len;
-    char *text = read_file(FT_SOURCE_DIR "/traces/all-fields.jsonl", &len);
+    char *text = tu_read_file(FT_SOURCE_DIR "/traces/all-fields.jsonl", &len);
     assert_non_null(text);
     int ok = 0;
     for (long n = 0; n < 10000 && !ok; n++) {
@@ -594,38 +573,6 @@ static void test_import_alloc_failures(void **state)
 }
 
 /* ---- round trips over traces/ ------------------------------------------------------------- */
-/* Compare two JSONL texts record by record as parsed JSON. */
-static void assert_same_records(const char *name, const char *a, const char *b)
-{
-    size_t line = 0;
-    while (*a || *b) {
-        line++;
-        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
-        size_t la = ea ? (size_t)(ea - a) : strlen(a), lb = eb ? (size_t)(eb - b) : strlen(b);
-        if (!la && !*a) {
-            print_error("%s: record %zu: missing after the round trip\n", name, line);
-            fail();
-        }
-        if (!lb && !*b) {
-            print_error("%s: record %zu: extra after the round trip\n", name, line);
-            fail();
-        }
-        json_error_t je;
-        json_t *ja = json_loadb(a, la, 0, &je), *jb = json_loadb(b, lb, 0, &je);
-        assert_non_null(ja);
-        assert_non_null(jb);
-        if (!json_equal(ja, jb)) {
-            print_error("%s: record %zu differs:\n  in:  %.*s\n  out: %.*s\n", name, line, (int)la,
-                        a, (int)lb, b);
-            fail();
-        }
-        json_decref(ja);
-        json_decref(jb);
-        a += la + (ea != NULL);
-        b += lb + (eb != NULL);
-    }
-}
-
 static void test_roundtrip_traces_writer(void **state)
 {
     (void)state;
@@ -639,13 +586,13 @@ static void test_roundtrip_traces_writer(void **state)
         char path[1024];
         snprintf(path, sizeof path, "%s/traces/%s", FT_SOURCE_DIR, e->d_name);
         size_t len;
-        char *text = read_file(path, &len);
+        char *text = tu_read_file(path, &len);
         assert_non_null(text);
         result r1, r2;
         import_n(text, len, &r1);
         if (r1.rc) print_error("%s: %s\n", e->d_name, r1.err.msg);
         assert_int_equal(r1.rc, FT_OK);
-        assert_same_records(e->d_name, text, r1.out);
+        tu_assert_same_records(e->d_name, text, r1.out);
         /* writing what was written gives the same text again */
         import_n(r1.out, r1.out_len, &r2);
         assert_int_equal(r2.rc, FT_OK);
@@ -677,7 +624,7 @@ static void test_roundtrip_traces_recorder(void **state)
                  e->d_name);
         unlink(db);
         size_t len;
-        char *text = read_file(path, &len);
+        char *text = tu_read_file(path, &len);
         assert_non_null(text);
 
         ft_rec_opts opts = {2, 0};
@@ -709,7 +656,7 @@ static void test_roundtrip_traces_recorder(void **state)
         ft_jsonl_writer_free(w);
         fclose(of);
         ft_trace_close(t);
-        assert_same_records(e->d_name, text, out);
+        tu_assert_same_records(e->d_name, text, out);
         free(out);
         free(text);
         unlink(db);

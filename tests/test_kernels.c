@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "ft_kernels.h"
+#include "test_util.h"
 
 #include <float.h>
 #include <math.h>
@@ -664,15 +665,14 @@ static void test_act_interleave32_layout(void **state)
 
 /* ---- the CLI ------------------------------------------------------------------------------ */
 
+/* Run `fusertrace kernels quantize ARGS < in > out`; the exit status, -1 without the CLI. */
 static int run_cli(const char *args, const char *in, const char *out)
 {
-    const char *cli = getenv("FT_CLI");
-    if (!cli) return -1;
+    if (!tu_cli()) return -1;
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "\"%s\" kernels quantize %s < \"%s\" > \"%s\" 2>/dev/null", cli, args,
-             in, out);
-    int st = system(cmd);
-    return st == -1 ? -1 : (st >> 8) & 0xFF;
+    snprintf(cmd, sizeof cmd, "\"%s\" kernels quantize %s < \"%s\" > \"%s\" 2>/dev/null", tu_cli(),
+             args, in, out);
+    return tu_sh(cmd, NULL, 0);
 }
 
 static void test_cli_quantize_matches_library(void **state)

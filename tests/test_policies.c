@@ -21,6 +21,7 @@
 
 #include "ft_recorder.h"
 #include "ft_replay.h"
+#include "test_util.h"
 
 #include <dirent.h>
 #include <sys/wait.h>
@@ -1238,23 +1239,14 @@ static void import_trace(const char *name, char *out, size_t cap)
     assert_int_equal(ft_rec_close(rec), FT_OK);
 }
 
-/* Run the CLI with args; its stdout into a malloc'd string, exit status into *status. */
+/* Run `fusertrace ARGS 2>&1`; its output as an ft_malloc'd string, exit status into *status. */
 static char *run_cli(const char *args, int *status)
 {
-    const char *cli = getenv("FT_CLI");
-    if (!cli) return NULL;
+    if (!tu_cli()) return NULL;
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", cli, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", tu_cli(), args);
     ft_buf b = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, p)) > 0)
-        assert_int_equal(ft_buf_append(&b, chunk, n), FT_OK);
-    assert_int_equal(ft_buf_append(&b, "", 1), FT_OK);
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    *status = tu_sh_buf(cmd, &b);
     return (char *)b.data;
 }
 

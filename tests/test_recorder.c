@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "ft_recorder.h"
 #include "stream_gen.h"
+#include "test_util.h"
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -24,25 +25,19 @@ static char tmpdir[256];
 
 static void tmp_path(char *buf, size_t cap, const char *name)
 {
-    snprintf(buf, cap, "%s/%s", tmpdir, name);
-    unlink(buf);
+    tu_dir_path(buf, cap, tmpdir, name);
 }
 
 static int setup_dir(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/test_recorder_tmp", FT_BINARY_DIR);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", tmpdir, tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_dir_fresh(tmpdir, sizeof tmpdir, "test_recorder_tmp");
 }
 
 static int teardown_dir(void **state)
 {
     (void)state;
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_dir_remove(tmpdir);
 }
 
 static void record_stream(const char *path, const gen_params *p, const ft_rec_opts *o)

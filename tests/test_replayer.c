@@ -7,8 +7,7 @@
 #include "fuzz/fuzz_model.c"
 #include "model.h"
 #include "model_int.h"
-
-#include <dirent.h>
+#include "test_util.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1450,28 +1449,8 @@ static void test_recipe_mutated_object_keeps_qparams(void **state)
 static void test_fuzz_model_corpus(void **state)
 {
     (void)state;
-    const char *dir = FT_SOURCE_DIR "/tests/fuzz/corpus/model";
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    struct dirent *e;
-    int n_files = 0, n_ok = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        FILE *f = fopen(path, "rb");
-        assert_non_null(f);
-        static uint8_t buf[1 << 16];
-        size_t len = fread(buf, 1, sizeof buf, f);
-        fclose(f);
-        long live = ft_alloc_live();
-        int rc = fuzz_model_run(buf, len);
-        if (rc != FT_OK && rc != FT_EINVAL) fail_msg("%s: status %d", e->d_name, rc);
-        assert_int_equal(ft_alloc_live(), live);
-        n_files++;
-        n_ok += rc == FT_OK;
-    }
-    closedir(d);
+    int n_files, n_ok;
+    tu_replay_corpus(FT_SOURCE_DIR "/tests/fuzz/corpus/model", fuzz_model_run, &n_files, &n_ok);
     assert_true(n_files >= 5);
     assert_true(n_ok >= 4);
 }

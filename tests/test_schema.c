@@ -8,6 +8,7 @@
 #include "chunk.h"
 #include "ft_recorder.h"
 #include "stream_gen.h"
+#include "test_util.h"
 #include "trace_int.h"
 
 #include <setjmp.h>
@@ -29,25 +30,19 @@ static char tmpdir[512];
 
 static void tmp_path(char *buf, size_t cap, const char *name)
 {
-    snprintf(buf, cap, "%s/%s", tmpdir, name);
-    unlink(buf);
+    tu_dir_path(buf, cap, tmpdir, name);
 }
 
 static int setup_dir(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/test_schema_tmp", FT_BINARY_DIR);
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", tmpdir, tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_dir_fresh(tmpdir, sizeof tmpdir, "test_schema_tmp");
 }
 
 static int teardown_dir(void **state)
 {
     (void)state;
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_dir_remove(tmpdir);
 }
 
 /* ---- randomized codec round trip ---------------------------------------------------------- */
@@ -728,18 +723,13 @@ static void test_reader_range_and_totals(void **state)
 }
 
 /* ---- the verify and info commands --------------------------------------------------------- */
+/* Run `fusertrace ARGS 2>&1`; output into out. The exit status, -1 without the CLI. */
 static int run_cli(const char *args, char *out, size_t cap)
 {
-    const char *cli = getenv("FT_CLI");
-    if (!cli) return -1;
+    if (!tu_cli()) return -1;
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", cli, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", tu_cli(), args);
+    return tu_sh(cmd, out, cap);
 }
 
 static void test_cli_verify_and_info(void **state)

@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_recorder.h"
+#include "test_util.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -1380,39 +1381,14 @@ static void test_synth_recompute_scales(void **state)
 }
 
 /* ---- CLI ---------------------------------------------------------------------------------- */
-static const char *cli(void)
-{
-    const char *p = getenv("FT_CLI");
-    return p && *p ? p : NULL;
-}
-
-/* Run a shell command; return its exit status, output in out (may be NULL). */
-static int sh(const char *cmd, char *out, size_t cap)
-{
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t n = 0;
-    char tmp[4096];
-    size_t got;
-    while ((got = fread(tmp, 1, sizeof tmp, f)) > 0)
-        if (out && n + 1 < cap) {
-            size_t k = got < cap - 1 - n ? got : cap - 1 - n;
-            memcpy(out + n, tmp, k);
-            n += k;
-        }
-    if (out) out[n] = '\0';
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void test_synth_cli_list_covers_every_scenario(void **state)
 {
     (void)state;
-    if (!cli()) skip();
+    if (!tu_cli()) skip();
     static char out[1 << 20];
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' synth --list 2>&1", cli());
-    assert_int_equal(sh(cmd, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "'%s' synth --list 2>&1", tu_cli());
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
     for (uint32_t j = 0; j < ft_synth_n_scenarios(); j++) {
         const ft_synth_scenario *s = ft_synth_scenario_at(j);
         assert_non_null(strstr(out, s->name));
@@ -1425,23 +1401,23 @@ static void test_synth_cli_list_covers_every_scenario(void **state)
 static void test_synth_cli_bad_input_exit2(void **state)
 {
     (void)state;
-    if (!cli()) skip();
+    if (!tu_cli()) skip();
     char out[4096], cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' synth nosuch --jsonl - 2>&1", cli());
-    assert_int_equal(sh(cmd, out, sizeof out), 2);
+    snprintf(cmd, sizeof cmd, "'%s' synth nosuch --jsonl - 2>&1", tu_cli());
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
     assert_non_null(strstr(out, "nosuch"));
-    snprintf(cmd, sizeof cmd, "'%s' synth demo --set colour=red --jsonl - 2>&1", cli());
-    assert_int_equal(sh(cmd, out, sizeof out), 2);
+    snprintf(cmd, sizeof cmd, "'%s' synth demo --set colour=red --jsonl - 2>&1", tu_cli());
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
     assert_non_null(strstr(out, "colour"));
-    snprintf(cmd, sizeof cmd, "'%s' synth demo --set layers=x --jsonl - 2>&1", cli());
-    assert_int_equal(sh(cmd, out, sizeof out), 2);
+    snprintf(cmd, sizeof cmd, "'%s' synth demo --set layers=x --jsonl - 2>&1", tu_cli());
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
     assert_non_null(strstr(out, "layers"));
-    snprintf(cmd, sizeof cmd, "'%s' synth demo --seed -3 --jsonl - 2>&1", cli());
-    assert_int_equal(sh(cmd, out, sizeof out), 2);
-    snprintf(cmd, sizeof cmd, "'%s' synth demo --set layers 2>&1", cli());
-    assert_int_equal(sh(cmd, out, sizeof out), 2);
-    snprintf(cmd, sizeof cmd, "'%s' synth demo 2>&1", cli()); /* no output named */
-    assert_int_equal(sh(cmd, out, sizeof out), 2);
+    snprintf(cmd, sizeof cmd, "'%s' synth demo --seed -3 --jsonl - 2>&1", tu_cli());
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
+    snprintf(cmd, sizeof cmd, "'%s' synth demo --set layers 2>&1", tu_cli());
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
+    snprintf(cmd, sizeof cmd, "'%s' synth demo 2>&1", tu_cli()); /* no output named */
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
 }
 
 /* The file the CLI writes holds exactly the generator's stream: export it (.ftdb) or import it
@@ -1451,9 +1427,9 @@ static void cli_round_trip(const char *out_flag, const char *path)
     char cmd[2048], out[4096];
     snprintf(cmd, sizeof cmd,
              "'%s' synth pipeline-2dev --set steps=2 --set microbatches=3 --seed 3 %s '%s' 2>&1",
-             cli(), out_flag, path);
+             tu_cli(), out_flag, path);
     remove(path);
-    int st = sh(cmd, out, sizeof out);
+    int st = tu_sh(cmd, out, sizeof out);
     if (st) fail_msg("%s -> %d: %s", cmd, st, out);
     coll direct = {0}, back = {0};
     ft_err err = {0};
@@ -1551,14 +1527,14 @@ static void test_synth_round_trip_every_scenario(void **state)
 static void test_synth_cli_ftdb_round_trip(void **state)
 {
     (void)state;
-    if (!cli()) skip();
+    if (!tu_cli()) skip();
     cli_round_trip("-o", FT_BINARY_DIR "/test_synth_rt.ftdb");
 }
 
 static void test_synth_cli_jsonl_round_trip(void **state)
 {
     (void)state;
-    if (!cli()) skip();
+    if (!tu_cli()) skip();
     cli_round_trip("--jsonl", FT_BINARY_DIR "/test_synth_rt.jsonl");
 }
 
@@ -1566,15 +1542,15 @@ static void test_synth_cli_jsonl_round_trip(void **state)
 static void test_synth_cli_failure_leaves_nothing(void **state)
 {
     (void)state;
-    if (!cli()) skip();
+    if (!tu_cli()) skip();
     const char *flags[] = {"-o", "--jsonl"};
     for (size_t i = 0; i < 2; i++) {
         char cmd[2048], out[4096], path[1024];
         snprintf(path, sizeof path, "%s/test_synth_fail%zu.out", FT_BINARY_DIR, i);
         remove(path);
-        snprintf(cmd, sizeof cmd, "'%s' synth demo --set recipe=fp6 %s '%s' 2>&1", cli(), flags[i],
-                 path);
-        assert_int_equal(sh(cmd, out, sizeof out), 2);
+        snprintf(cmd, sizeof cmd, "'%s' synth demo --set recipe=fp6 %s '%s' 2>&1", tu_cli(),
+                 flags[i], path);
+        assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
         assert_non_null(strstr(out, "recipe"));
         /* neither OUT nor a temporary beside it (OUT.tmp-XXXXXX, its -wal, ...) */
         const char *base = strrchr(path, '/') + 1;
