@@ -64,13 +64,12 @@ static inline int bench_count_backward(void *ctx, const ft_backward *b)
 static inline void bench_count_sink(bench_count *n, ft_sink *s)
 {
     memset(n, 0, sizeof *n);
-    memset(s, 0, sizeof *s);
-    s->ctx = n;
-    s->header_fn = bench_count_header;
-    s->fuser_fn = bench_count_fuser;
-    s->recipe_fn = bench_count_recipe;
-    s->call_fn = bench_count_call;
-    s->backward_fn = bench_count_backward;
+    *s = (ft_sink){.ctx = n,
+                   .header_fn = bench_count_header,
+                   .fuser_fn = bench_count_fuser,
+                   .recipe_fn = bench_count_recipe,
+                   .call_fn = bench_count_call,
+                   .backward_fn = bench_count_backward};
 }
 
 /* Remove a trace and the SQLite side files beside it; missing ones are fine. */
