@@ -31,7 +31,10 @@ export PYTHONPATH
 # not instrumented, so leak checking (of Python) is off for these tests.
 asan=$(ldd "$FT_REC_LIB" 2>/dev/null | awk '/libasan/ {print $3; exit}')
 if [ -n "$asan" ]; then
-  LD_PRELOAD="$asan${LD_PRELOAD:+:$LD_PRELOAD}"
+  # libstdc++ must be loaded with the ASan runtime: otherwise ASan's __cxa_throw interceptor finds
+  # no real __cxa_throw and aborts when libtorch throws (e.g. KeyboardInterrupt in autograd).
+  cxx=$(/sbin/ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+  LD_PRELOAD="$asan${cxx:+:$cxx}${LD_PRELOAD:+:$LD_PRELOAD}"
   ASAN_OPTIONS="detect_leaks=0:abort_on_error=1"
   export LD_PRELOAD ASAN_OPTIONS
 fi
