@@ -901,18 +901,15 @@ static void band_json(FILE *f, const char *name, const ft_band *b)
             b->n ? b->sum / (double)b->n : 0.0);
 }
 
+/* A JSON string literal through the project's one escaper; on allocation failure "null". */
 static void json_str(FILE *f, const char *s)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f), fputc(*s, f);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", (unsigned)(unsigned char)*s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
+    ft_buf b = {0};
+    if (ft_buf_json_str(&b, s, strlen(s)) == FT_OK)
+        fwrite(b.data, 1, b.len, f);
+    else
+        fputs("null", f);
+    ft_buf_free(&b);
 }
 
 int ft_numerics_report(FILE *f, const ft_numerics_result *r, int json, ft_err *err)
