@@ -286,7 +286,7 @@ def edge_traces():
         for seq, (u, r, g, irg, org) in enumerate(calls):
             out.append(dict(t="call", seq=seq, fuser=u, recipe=r, grad=g, input_rg=irg,
                             op_rg=org, device=0))
-        return "\n".join(json.dumps(x) for x in out) + "\n"
+        return "\n".join(json.dumps(x, separators=(",", ":")) for x in out) + "\n"
     env = {"device_cc": "10.0"}
     F3 = ["BasicLinear", "GELU", "BasicLinear"]
     yield "edge-boundary", trace(env, [F3], [], [
@@ -389,6 +389,9 @@ def main():
                     help="ref and the policy that models it (repeatable; default: the three "
                     "refs of PR 3410)")
     ap.add_argument("--edge", action="store_true", help="also check the built-in edge cases")
+    ap.add_argument("--write-edge", metavar="DIR",
+                    help="write the edge cases as DIR/te-NAME.jsonl and exit (traces/ holds "
+                    "them as canned traces with golden counts)")
     ap.add_argument("--scenarios", type=int, default=0, metavar="STEPS",
                     help="also check every synth scenario with steps=STEPS (0: none)")
     ap.add_argument("--random", type=int, default=0, metavar="N",
@@ -398,6 +401,10 @@ def main():
     ap.add_argument("--max-print", type=int, default=20, help="mismatches printed per trace")
     a = ap.parse_args()
     refs = [tuple(r.split("=", 1)) for r in a.ref] or DEFAULT_REFS
+    if a.write_edge:
+        for name, text in edge_traces():
+            with open(os.path.join(a.write_edge, f"te-{name}.jsonl"), "w") as f: f.write(text)
+        return 0
     total_bad = 0
     totals = {ref: [0, 0, 0, 0] for ref, _ in refs}  # calls, mismatches, builds, resets
     n_traces = skipped = 0
