@@ -1,17 +1,35 @@
 #!/bin/sh
 # Build the libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined) into build-fuzz/.
-# Not part of CI. Run:  tests/fuzz/build.sh && build-fuzz/fuzz_jsonl -max_total_time=60 \
-#   -dict=tests/fuzz/jsonl.dict build-fuzz/corpus-jsonl tests/fuzz/corpus/jsonl
-# (new inputs go to the first folder; copy interesting ones into tests/fuzz/corpus/jsonl/).
+# Not part of CI (needs clang and libclang-rt-14-dev). Run, for example:
+#   tests/fuzz/build.sh && build-fuzz/fuzz_jsonl -max_total_time=60 \
+#     -dict=tests/fuzz/jsonl.dict build-fuzz/corpus-jsonl tests/fuzz/corpus/jsonl
+# and likewise fuzz_model, fuzz_chunk, fuzz_packed with their corpus folders (fuzz_packed
+# writes a scratch trace under $TMPDIR). New inputs go to the first folder; merge interesting
+# ones into tests/fuzz/corpus/NAME/ with -merge=1.
 set -e
 cd "$(dirname "$0")/../.."
 CC=${CC:-clang}
 out=build-fuzz
-mkdir -p "$out/corpus-jsonl"
+for t in jsonl model chunk packed; do mkdir -p "$out/corpus-$t"; done
+# trace.sql embedded as a C string, as schema/CMakeLists.txt does
+cmake -DIN=schema/trace.sql -DOUT="$out/trace_sql.h" -P schema/embed_sql.cmake
 flags="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
-inc="-Icommon -Ischema -Irecorder"
-# shellcheck disable=SC2046,SC2086
-$CC $flags $inc tests/fuzz/fuzz_jsonl.c common/common.c recorder/jsonl_import.c \
-  recorder/jsonl_writer.c $(pkg-config --cflags --libs jansson libxxhash) -lm \
-  -o "$out/fuzz_jsonl"
-echo "built $out/fuzz_jsonl"
+inc="-Icommon -Ischema -Irecorder -Ireplayer -I$out"
+libs="$(pkg-config --cflags --libs jansson libxxhash libzstd sqlite3) -lm"
+schema="schema/chunk.c schema/trace.c schema/reader.c schema/verify.c"
+recorder="recorder/recorder.c recorder/canon.c recorder/rec_packed.c"
+# shellcheck disable=SC2086
+build() {
+  name=$1
+  shift
+  $CC $flags $inc "$@" $libs -o "$out/$name"
+  echo "built $out/$name"
+}
+# shellcheck disable=SC2086
+build fuzz_jsonl tests/fuzz/fuzz_jsonl.c common/common.c recorder/jsonl_import.c \
+  recorder/jsonl_writer.c
+build fuzz_model tests/fuzz/fuzz_model.c replayer/model.c replayer/rules.c replayer/recipe.c \
+  common/common.c
+build fuzz_chunk tests/fuzz/fuzz_chunk.c common/common.c schema/chunk.c
+# shellcheck disable=SC2086
+build fuzz_packed tests/fuzz/fuzz_packed.c common/common.c $schema $recorder
