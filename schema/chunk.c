@@ -1231,14 +1231,16 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
         S[i] = cur;
     }
 
-    /* references: fuser, recipe, device, phase (backward records hold 0 codes) */
+    /* references: fuser, recipe, device, phase (backward records hold 0 codes; a record without
+     * a phase repeats the previous code, 0 before any, so only HAS_PHASE needs an entry) */
     uint32_t nf = lim->n_fusers, nr = lim->n_recipes, np = n_phases ? n_phases : 1;
     uint32_t *RE = (uint32_t *)d->recipe, *DV = (uint32_t *)d->device, *PH = (uint32_t *)d->phase;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t kd = d->kind32[i], fl = d->flags[i], fu = d->fuser[i], re = RE[i], dv = DV[i];
         uint32_t ph = PH[i];
         bad |= ((fu >= nf) & (kd ^ 1)) | ((fu != 0) & kd) | (re > nr) |
-               ((re != 0) != ((fl >> 12) & 1)) | ((dv != 0) & kd) | (ph >= np);
+               ((re != 0) != ((fl >> 12) & 1)) | ((dv != 0) & kd) | (ph >= np) |
+               (((fl & FT_CF_HAS_PHASE) != 0) & (ph >= n_phases));
         d->recipe[i] = (int32_t)re - 1;
         d->device[i] = (int32_t)((dv >> 1) ^ (~(dv & 1) + 1));
         d->phase[i] = (fl & FT_CF_HAS_PHASE) ? (int32_t)ph : -1;
