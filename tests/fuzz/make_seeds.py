@@ -3,10 +3,14 @@
 
 chunk seeds: every chunk of a few small synthetic traces (fusertrace synth), turned into the
 fuzz_chunk input format (fuzz_chunk.c header), in built mode with and without split sizes and
-in raw mode. packed seeds: record batches in the ft_rec_append_packed layout
-(ft_recorder.h) against fuzz_packed.c's declarations, plus edge cases.
-Usage: make_seeds.py FUSERTRACE_BINARY SCRATCH_DIR   (run from the repository root)
+in raw mode; plus the chunks of the packed seeds recorded through libfusertrace_rec (fusers of
+0 and 12 ops, chunks without split sizes, extreme values), which synth never writes.
+packed seeds: record batches in the ft_rec_append_packed layout (ft_recorder.h) against
+fuzz_packed.c's declarations, plus edge cases.
+Usage: make_seeds.py BUILD_DIR SCRATCH_DIR   (run from the repository root; BUILD_DIR holds
+cli/fusertrace and recorder/libfusertrace_rec.so)
 """
+import ctypes
 import hashlib
 import os
 import sqlite3
@@ -42,30 +46,35 @@ def chunk_seeds(cli, scratch):
         for s in sets:
             args += ["--set", s]
         subprocess.run(args, check=True)
-        db = sqlite3.connect(path)
-        n_ops = [r[0] for r in db.execute(
-            "SELECT o.n_ops FROM fusers f JOIN oplists o ON o.id = f.oplist ORDER BY f.id")]
-        n_recipes = db.execute("SELECT count(*) FROM recipes").fetchone()[0]
-        lim = struct.pack("<BH", len(n_ops), n_recipes) + b"".join(
-            struct.pack("<H", k) for k in n_ops)
-        for first_seq, n_rec, n_calls, raw, checksum, data in db.execute(
-                "SELECT first_seq, n_records, n_calls, raw_bytes, checksum, data FROM chunks"):
-            main_raw, main_z, sp_raw, sp_z = struct.unpack_from("<4I", data, 4)
-            main = unzstd(data[20:20 + main_z])
-            sp = unzstd(data[20 + main_z:]) if sp_z else b""
-            assert len(main) == main_raw and len(sp) == sp_raw
-            body = struct.pack("<I", len(main)) + main + sp
-            put("chunk", bytes([1]) + lim + body)
-            put("chunk", bytes([0]) + lim + body)
-            row = struct.pack("<qIIQq", first_seq, n_rec, n_calls, raw, checksum)
-            put("chunk", bytes([3]) + lim + row + data)
-        db.close()
+        trace_chunks(path)
         os.unlink(path)
     # edge cases: no input, limits only, a header with no records, a main section only
     put("chunk", b"")
     put("chunk", bytes([1, 0, 0, 0]))
     hdr = b"FTC1" + struct.pack("<IIqIqII", 0, 0, 0, 0, 0, 0, 0) + bytes(64)
     put("chunk", bytes([1, 1, 1, 0, 3, 0]) + struct.pack("<I", len(hdr)) + hdr)
+
+
+def trace_chunks(path):
+    """Add every chunk of the trace at path as chunk seeds."""
+    db = sqlite3.connect(path)
+    n_ops = [r[0] for r in db.execute(
+        "SELECT o.n_ops FROM fusers f JOIN oplists o ON o.id = f.oplist ORDER BY f.id")]
+    n_recipes = db.execute("SELECT count(*) FROM recipes").fetchone()[0]
+    lim = struct.pack("<BH", len(n_ops), n_recipes) + b"".join(
+        struct.pack("<H", k) for k in n_ops)
+    for first_seq, n_rec, n_calls, raw, checksum, data in db.execute(
+            "SELECT first_seq, n_records, n_calls, raw_bytes, checksum, data FROM chunks"):
+        main_raw, main_z, sp_raw, sp_z = struct.unpack_from("<4I", data, 4)
+        main = unzstd(data[20:20 + main_z])
+        sp = unzstd(data[20 + main_z:]) if sp_z else b""
+        assert len(main) == main_raw and len(sp) == sp_raw
+        body = struct.pack("<I", len(main)) + main + sp
+        put("chunk", bytes([1]) + lim + body)
+        put("chunk", bytes([0]) + lim + body)
+        row = struct.pack("<qIIQq", first_seq, n_rec, n_calls, raw, checksum)
+        put("chunk", bytes([3]) + lim + row + data)
+    db.close()
 
 
 # ---- packed ------------------------------------------------------------------------------
@@ -101,6 +110,45 @@ def bwd(seq, of, ns=None):
                        0, 0, 0, BWD)
 
 
+def record_packed(lib, scratch, name, chunk_calls, recs):
+    """Record recs (packed bytes) like fuzz_packed does and add the trace's chunks as seeds."""
+    path = os.path.join(scratch, "seed_packed_%s.ftdb" % name)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.unlink(path + suffix)
+    lib.ft_rec_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
+                                ctypes.c_void_p]
+    lib.ft_rec_fuser.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p,
+                                 ctypes.c_char_p]
+    lib.ft_rec_recipe.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p,
+                                  ctypes.c_int64, ctypes.c_char_p]
+    lib.ft_rec_append_packed.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
+                                         ctypes.c_void_p, ctypes.c_void_p]
+    lib.ft_rec_close.argtypes = [ctypes.c_void_p]
+    opts = (ctypes.c_uint32 * 2)(chunk_calls, 0)
+    rec = ctypes.c_void_p()
+    assert lib.ft_rec_open(path.encode(), opts, ctypes.byref(rec), None) == 0
+    ops = {1: '[{"type":"GroupedLinear","attrs":{"num_groups":4}},{"type":"ScaledSwiGLU"},'
+              '{"type":"GroupedLinear","attrs":{"num_groups":4}}]',
+           2: '[{"type":"BasicLinear"}]', 5: '[]',
+           9: "[" + ",".join('{"type":"%s"}' % t for t in (
+               "LayerNorm", "BasicLinear", "Bias", "GELU", "BasicLinear", "Bias", "Dropout",
+               "AddExtraInput", "RMSNorm", "BasicLinear", "SiLU", "Identity")) + "]"}
+    for fid, js in ops.items():
+        assert lib.ft_rec_fuser(rec, fid, None, js.encode()) == 0
+    for rid, obj, typ, attrs in ((1, 100, "NVFP4BlockScaling", '{"disable_rht":false}'),
+                                 (2, 100, "NVFP4BlockScaling", '{"disable_rht":true}'),
+                                 (3, 200, "MXFP8BlockScaling", "{}")):
+        assert lib.ft_rec_recipe(rec, rid, typ.encode(), obj, attrs.encode()) == 0
+    buf = b"".join(recs)
+    assert lib.ft_rec_append_packed(rec, buf, len(buf), None, None) == 0
+    assert lib.ft_rec_close(rec) == 0
+    trace_chunks(path)
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.unlink(path + suffix)
+
+
 def training(steps, mbs, recompute):
     out, seq, ns = [], 1, 1000
     for step in range(steps):
@@ -129,6 +177,27 @@ def training(steps, mbs, recompute):
     return out
 
 
+def packed_chunk_seeds(lib, scratch):
+    fl = GRAD | HAS_STEP | HAS_NS | HAS_RECIPE
+    record_packed(lib, scratch, "big", 16, [
+        call(10, 9, fl, 3, step=1, ns=5, rg=[0] * 11 + [1]),
+        call(11, 9, fl, 3, step=1, ns=6, rg=[1] * 12),
+        bwd(12, 11, 9), bwd(13, 10),
+        call(14, 5, HAS_NS, ns=-2**63),
+        call(15, 5, HAS_NS | HAS_FUSE_NS, ns=2**63 - 1, fuse_ns=-1, device=-3, phase="eval"),
+        bwd(2**62, 15, 0),
+        call(2**63 - 1, 2, HAS_STEP | HAS_MB, step=-2**63, mb=2**63 - 1, rg=[1])])
+    record_packed(lib, scratch, "splits", 8, [
+        call(1, 1, HAS_MB, mb=0, splits=[5, 0, 7, 2**40]),
+        call(2, 1, HAS_MB, mb=0, splits=[5, 0, 7, 2**40]),
+        call(3, 1, HAS_MB, mb=1, splits=[1, 2, 3, 4]),
+        call(4, 1, 0, splits=[]),
+        call(5, 1, HAS_MB, mb=0, splits=[5, 0, 7, 2**40]),
+        call(6, 9, 0, splits=[2**62, 2**62 - 1]),
+        call(7, 1, HAS_MB, mb=1, splits=[4, 3, 2, 1])])
+    record_packed(lib, scratch, "train", 5, training(1, 2, True))
+
+
 def packed_seeds():
     recs = training(2, 2, False)
     put("packed", bytes([0]) + b"".join(recs))
@@ -147,8 +216,10 @@ def packed_seeds():
 
 
 def main():
-    cli, scratch = sys.argv[1], sys.argv[2]
-    chunk_seeds(cli, scratch)
+    build, scratch = sys.argv[1], sys.argv[2]
+    chunk_seeds(os.path.join(build, "cli", "fusertrace"), scratch)
+    packed_chunk_seeds(ctypes.CDLL(os.path.join(build, "recorder", "libfusertrace_rec.so")),
+                       scratch)
     packed_seeds()
 
 
