@@ -22,7 +22,8 @@ recorder="recorder/recorder.c recorder/canon.c recorder/rec_packed.c"
 build() {
   name=$1
   shift
-  $CC $flags $inc "$@" $libs -o "$out/$name"
+  $CC $flags $inc "$@" $libs -o "$out/$name.new"
+  mv "$out/$name.new" "$out/$name" # a running fuzzer keeps its old binary
   echo "built $out/$name"
 }
 # shellcheck disable=SC2086
