@@ -38,9 +38,9 @@ int main(int argc, char **argv)
     ft_sink s;
     double t0, t_rec = 1e30;
     for (int rep = 0; rep < 3; rep++) {
-        remove(path);
+        bench_remove_db(path);
         ft_rec *r = NULL;
-        t0 = thread_seconds();
+        t0 = bench_thread_seconds();
         if (ft_rec_open(path, NULL, &r, &err)) {
             fprintf(stderr, "%s\n", ft_err_msg(&err));
             return 3;
@@ -51,27 +51,27 @@ int main(int argc, char **argv)
             return 3;
         }
         if (ft_rec_close(r)) return 3;
-        double dt = thread_seconds() - t0;
+        double dt = bench_thread_seconds() - t0;
         if (dt < t_rec) t_rec = dt;
     }
 
     if (getenv("FT_BENCH_RECORDER_ONLY")) {
         printf("recorder: %.1f ns/call\n", t_rec * 1e9 / (double)m.n_calls);
-        remove(path);
+        bench_remove_db(path);
         return 0;
     }
     /* baseline: best of 3 */
     double t_base = 1e30;
     for (int rep = 0; rep < 3; rep++) {
         rowdb rd;
-        t0 = thread_seconds();
+        t0 = bench_thread_seconds();
         if (rowdb_open(&rd, base)) return 3;
         rowdb_sink(&rd, &s);
         if (mem_stream_play(&m, &s) || rowdb_close(&rd)) {
             fprintf(stderr, "baseline failed\n");
             return 3;
         }
-        double dt = thread_seconds() - t0;
+        double dt = bench_thread_seconds() - t0;
         if (dt < t_base) t_base = dt;
     }
     double ns_rec = t_rec * 1e9 / (double)m.n_calls, ns_base = t_base * 1e9 / (double)m.n_calls;
@@ -94,10 +94,10 @@ int main(int argc, char **argv)
             if (ft_reader_open(t, with ? FT_READ_SPLITS : 0, &rdr)) return 3;
             const ft_batch *b;
             n = 0;
-            t0 = thread_seconds();
+            t0 = bench_thread_seconds();
             while (!ft_reader_next(rdr, &b) && b)
                 n += b->n;
-            double dt = thread_seconds() - t0;
+            double dt = bench_thread_seconds() - t0;
             if (dt < best) best = dt;
             ft_reader_close(rdr);
         }
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
                best * 1e9 / (double)n);
     }
     ft_trace_close(t);
-    remove(path);
-    remove(base);
+    bench_remove_db(path);
+    bench_remove_db(base);
     return 0;
 }

@@ -8,6 +8,7 @@
 #define FT_BENCH_ROWDB_H
 
 #define _POSIX_C_SOURCE 200809L
+#include "bench_util.h"
 #include "ft_recorder.h"
 
 #include <sqlite3.h>
@@ -192,13 +193,6 @@ static int mem_stream_synth(mem_stream *m, const char *scenario, const ft_synth_
     return rc;
 }
 
-static double thread_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- row-per-call SQLite baseline --------------------------------------------------------- */
 typedef struct rowdb {
     sqlite3 *db;
@@ -208,7 +202,7 @@ typedef struct rowdb {
 static int rowdb_open(rowdb *r, const char *path)
 {
     memset(r, 0, sizeof *r);
-    remove(path);
+    bench_remove_db(path);
     if (sqlite3_open(path, &r->db) != SQLITE_OK) return -1;
     const char *ddl = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                       "CREATE TABLE calls(seq INTEGER PRIMARY KEY, kind INTEGER, fuser INTEGER,"

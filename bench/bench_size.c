@@ -71,7 +71,7 @@ int main(int argc, char **argv)
     snprintf(trace, sizeof trace, "bench_size_%d.ftdb", (int)getpid());
     snprintf(jsonl, sizeof jsonl, "bench_size_%d.jsonl", (int)getpid());
     snprintf(rows, sizeof rows, "bench_size_%d.rows.db", (int)getpid());
-    remove(trace);
+    bench_remove_db(trace);
 
     ft_rec *r = NULL;
     ft_err err = {0};
@@ -100,9 +100,9 @@ int main(int argc, char **argv)
     rowdb_sink(&rd, &s);
     if (mem_stream_play(&m, &s) || rowdb_close(&rd)) return 3;
 
-    double t0 = thread_seconds();
+    double t0 = bench_thread_seconds();
     uint64_t z19 = zstd19_size(jsonl);
-    double tz = thread_seconds() - t0;
+    double tz = bench_thread_seconds() - t0;
     uint64_t b_trace = file_size(trace), b_jsonl = file_size(jsonl), b_rows = file_size(rows);
     double n = (double)m.n_calls;
     printf("stream: synth recompute, %llu calls + %llu backward events, %lld experts\n",
@@ -118,8 +118,8 @@ int main(int argc, char **argv)
            (double)b_rows / n, (double)b_rows / (double)z19);
     printf("target: .ftdb <= 0.5x JSONL + zstd -19: %s\n",
            (double)b_trace <= 0.5 * (double)z19 ? "met" : "MISSED");
-    remove(trace);
+    bench_remove_db(trace);
     remove(jsonl);
-    remove(rows);
+    bench_remove_db(rows);
     return 0;
 }
