@@ -280,6 +280,11 @@ typedef struct ft_mlp_bwd {
     float *dprobs; /* [t] or NULL to skip (fp32) */
 } ft_mlp_bwd;
 
+/* The checks both MLP calls start with, on m with HOST splits: shapes, splits, operands, and the
+ * errors TE raises for this configuration (FT_EUNSUPPORTED with TE's text: fused T % 128, fused
+ * non-RHT NVFP4 with G > 1; backward: fused NVFP4 with a plain FC2 bias). */
+int ft_mlp_check(const ft_mlp *m, int backward, ft_err *err);
+
 /* Forward; fills every array of out. Validates shapes (FT_EINVAL naming the field). */
 int ft_cpu_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, ft_err *err);
 /* Backward from dy[t][n2] (bf16 values) given this path's forward output. Weight and bias grads

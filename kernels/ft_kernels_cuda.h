@@ -16,9 +16,10 @@
  *
  * Coverage of the float32 contract (ft_kernels.h): ft_cuda_gemm (exact fp32 SIMT GEMM),
  * ft_cuda_act_forward/backward and ft_cuda_quantize (every format, usage, RHT, SR; bit-exact to
- * ft_cpu_quantize) are complete. ft_cuda_mlp_forward/backward run the unquantized UNFUSED path
- * only; quantized formats and the FUSED path return FT_EUNSUPPORTED (the CPU back end emulates
- * them).
+ * ft_cpu_quantize) are complete. ft_cuda_mlp_forward/backward run every format on both paths,
+ * step for step as ft_cpu_mlp_* (kernels/cuda/mlp.cu); they read the splits back to the host
+ * once per call (not graph safe) and leave FP8 delayed scaling with amax histories to the CPU
+ * (FT_EUNSUPPORTED).
  */
 #ifndef FT_KERNELS_CUDA_H
 #define FT_KERNELS_CUDA_H

@@ -532,7 +532,16 @@ static int run_cfg(ft_numerics *nx, const problem *P, job *j, runout *o, ft_err 
         if (rc != FT_EUNSUPPORTED && rc != FT_EINVAL)
             return ft_err_set(err, rc, "numerics cuda: fuser %u seq %lld: %s", j->fuser,
                               (long long)j->seq, ft_err_msg(&derr));
-        if (!j->fallback[0]) ft_strlcpy(j->fallback, ft_err_msg(&derr), sizeof j->fallback);
+        /* Both back ends start with ft_mlp_check: an error TE raises for this configuration
+         * comes back from the device too. The CPU run then fails with the same text, and that
+         * is the run's outcome, not a fallback. */
+        rc = run_cpu(&m, P, o, err);
+        if (rc) return rc;
+        if (o->rc && strncmp(o->msg, ft_err_msg(&derr), sizeof o->msg - 1) == 0)
+            j->device_runs++;
+        else if (!j->fallback[0])
+            ft_strlcpy(j->fallback, ft_err_msg(&derr), sizeof j->fallback);
+        return FT_OK;
     }
 #else
     (void)nx;

@@ -662,6 +662,222 @@ static void test_cuda_mlp_matches_cpu(void **state)
     }
 }
 
+/* The float32 contract on the device for m (host operands): y, dx, dw1, dw2, db1, db2, dprobs
+ * copied back into the caller's arrays; returns the first failing call's code. */
+typedef struct mlp_out32 {
+    float *y, *dx, *dw1, *dw2, *db1, *db2, *dp;
+} mlp_out32;
+
+static int run_f32_device(const ft_mlp *m, const float *dy, mlp_out32 *o, ft_err *err)
+{
+    const int64_t t = m->t, k1 = m->k1, n1 = m->n1, k2 = m->k2, n2 = m->n2;
+    const uint32_t G = m->n_groups;
+    ft_mlp md = *m;
+    md.splits = dev_copy(m->splits, G * sizeof(int64_t));
+    md.x = dev_copy(m->x, (size_t)(t * k1) * 4);
+    md.w1 = dev_copy(m->w1, (size_t)(G * n1 * k1) * 4);
+    md.b1 = m->b1 ? dev_copy(m->b1, (size_t)(G * n1) * 4) : NULL;
+    md.w2 = dev_copy(m->w2, (size_t)(G * n2 * k2) * 4);
+    md.b2 = m->b2 ? dev_copy(m->b2, (size_t)(G * n2) * 4) : NULL;
+    md.probs = m->probs ? dev_copy(m->probs, (size_t)t * 4) : NULL;
+    ft_mlp_fwd fd = {dev_poison((size_t)(t * n1) * 4), dev_poison((size_t)(t * k2) * 4),
+                     dev_poison((size_t)(t * n2) * 4)};
+    ft_mlp_bwd bd = {dev_poison((size_t)(t * k1) * 4), dev_poison((size_t)(G * n1 * k1) * 4),
+                     dev_poison((size_t)(G * n1) * 4), dev_poison((size_t)(G * n2 * k2) * 4),
+                     dev_poison((size_t)(G * n2) * 4), dev_poison((size_t)t * 4)};
+    void *ddy = dev_copy(dy, (size_t)(t * n2) * 4);
+    int rc = ft_cuda_mlp_forward(&md, &fd, NULL, err);
+    if (!rc) rc = ft_cuda_mlp_backward(&md, &fd, ddy, &bd, NULL, err);
+    if (!rc) rc = ft_cuda_sync(err);
+    if (!rc) {
+        struct {
+            float *dst;
+            void *src;
+            int64_t n;
+        } cp[] = {{o->y, fd.y, t * n2},          {o->dx, bd.dx, t * k1},
+                  {o->dw1, bd.dw1, G * n1 * k1}, {o->dw2, bd.dw2, G * n2 * k2},
+                  {o->db1, bd.db1, G * n1},      {o->db2, bd.db2, G * n2},
+                  {o->dp, bd.dprobs, t}};
+        for (size_t i = 0; i < sizeof cp / sizeof cp[0] && !rc; i++)
+            rc = ft_cuda_d2h(cp[i].dst, cp[i].src, (size_t)cp[i].n * 4, err);
+    }
+    void *all[] = {(void *)md.splits,
+                   (void *)md.x,
+                   (void *)md.w1,
+                   (void *)md.b1,
+                   (void *)md.w2,
+                   (void *)md.b2,
+                   (void *)md.probs,
+                   fd.h,
+                   fd.z,
+                   fd.y,
+                   bd.dx,
+                   bd.dw1,
+                   bd.db1,
+                   bd.dw2,
+                   bd.db2,
+                   bd.dprobs,
+                   ddy};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ft_cuda_free(all[i]);
+    return rc;
+}
+
+/* ||got - ref|| / ||ref|| over n values (NaN in either counts as a failure: returns 1e9). */
+static double rel_l2(const float *got, const float *ref, int64_t n, int64_t *exact)
+{
+    double num = 0, den = 0;
+    *exact = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (got[i] != got[i] || ref[i] != ref[i]) return 1e9;
+        double d = (double)got[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+        *exact += got[i] == ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static mlp_out32 alloc_out32(const ft_mlp *m)
+{
+    const int64_t G = m->n_groups;
+    mlp_out32 o = {calloc((size_t)(m->t * m->n2), 4),
+                   calloc((size_t)(m->t * m->k1), 4),
+                   calloc((size_t)(G * m->n1 * m->k1), 4),
+                   calloc((size_t)(G * m->n2 * m->k2), 4),
+                   calloc((size_t)(G * m->n1), 4),
+                   calloc((size_t)(G * m->n2), 4),
+                   calloc((size_t)m->t, 4)};
+    assert_true(o.y && o.dx && o.dw1 && o.dw2 && o.db1 && o.db2 && o.dp);
+    return o;
+}
+
+static void free_out32(mlp_out32 *o)
+{
+    free(o->y);
+    free(o->dx);
+    free(o->dw1);
+    free(o->dw2);
+    free(o->db1);
+    free(o->db2);
+    free(o->dp);
+}
+
+/* The quantized and fused emulation paths of the float32 contract against ft_cpu_mlp_*: the
+ * same fake-quantized operands (the quantizers are bit-exact), so only the GEMMs' accumulation
+ * order differs, which can flip a rare rounding decision of a later quantizer: hence an L2
+ * tolerance (1% FP8/MXFP8, 3% NVFP4) rather than an element bound. TE's errors (fused T % 128,
+ * fused non-RHT NVFP4 with several groups, fused NVFP4 backward with a plain FC2 bias) come back
+ * from both back ends with the same code and text. */
+static void test_cuda_mlp_quantized_matches_cpu(void **state)
+{
+    (void)state;
+    need_gpu();
+    ft_err err, cerr;
+    ft_err_clear(&err);
+    ft_err_clear(&cerr);
+    const uint32_t G = 4;
+    int64_t splits[4] = {96, 0, 37, 100}; /* 233 of 256 rows used; 37 not a block multiple */
+    const int64_t t = 256, k1 = 160, k2 = 96, n1 = 2 * k2, n2 = 136, used = 233;
+    float *x = rand_bf16(t * k1, 1.0f), *w1 = rand_bf16(G * n1 * k1, 0.2f);
+    float *b1 = rand_bf16(G * n1, 0.2f), *w2 = rand_bf16(G * n2 * k2, 0.2f);
+    float *b2 = rand_bf16(G * n2, 0.2f), *p = rand_bf16(t, 1.0f), *dy = rand_bf16(t * n2, 1.0f);
+    x[5] = 0x1p12f; /* one outlier: block scales must follow it */
+    struct {
+        const char *name;
+        ft_qfmt fmt;
+        ft_mlp_path path;
+        uint8_t rht, sr, two_d, pow2, scale_bias, e5m2;
+        int64_t t;
+        int want; /* FT_OK or the expected error of both back ends */
+        double tol;
+    } cfg[] = {
+        {"fp8-delayed", FT_QF_FP8_DELAYED, FT_MLP_UNFUSED, 0, 0, 0, 0, 1, 0, 256, FT_OK, 1e-2},
+        {"fp8-current pow2", FT_QF_FP8_CURRENT, FT_MLP_UNFUSED, 0, 0, 0, 1, 0, 1, 256, FT_OK, 1e-2},
+        {"fp8-block", FT_QF_FP8_BLOCK, FT_MLP_UNFUSED, 0, 0, 0, 0, 1, 0, 256, FT_OK, 1e-2},
+        {"mxfp8 unfused", FT_QF_MXFP8, FT_MLP_UNFUSED, 0, 0, 0, 0, 1, 1, 256, FT_OK, 1e-2},
+        {"mxfp8 fused 2d", FT_QF_MXFP8, FT_MLP_FUSED, 0, 0, 1, 0, 0, 0, 256, FT_OK, 1e-2},
+        {"nvfp4 fused rht sr", FT_QF_NVFP4, FT_MLP_FUSED, 1, 1, 1, 0, 1, 0, 256, FT_OK, 3e-2},
+        {"nvfp4 unfused rht", FT_QF_NVFP4, FT_MLP_UNFUSED, 1, 0, 0, 0, 0, 0, 256, FT_OK, 3e-2},
+        {"nvfp4 fused non-rht", FT_QF_NVFP4, FT_MLP_FUSED, 0, 0, 0, 0, 1, 0, 256, FT_EUNSUPPORTED,
+         0},
+        {"nvfp4 fused plain fc2 bias", FT_QF_NVFP4, FT_MLP_FUSED, 1, 0, 0, 0, 0, 0, 256,
+         FT_EUNSUPPORTED, 0},
+        {"mxfp8 fused t%128", FT_QF_MXFP8, FT_MLP_FUSED, 0, 0, 0, 0, 0, 0, 240, FT_EUNSUPPORTED, 0},
+    };
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        ft_mlp m;
+        memset(&m, 0, sizeof m);
+        m.n_groups = G;
+        m.splits = splits;
+        m.t = cfg[c].t;
+        m.k1 = k1;
+        m.n1 = n1;
+        m.k2 = k2;
+        m.n2 = n2;
+        m.act = (ft_act){FT_ACT_SWIGLU, 32, 0, 0, 0};
+        m.scale_bias = cfg[c].scale_bias;
+        m.path = cfg[c].path;
+        m.quant.fmt = cfg[c].fmt;
+        m.quant.fp8_fwd = FT_FP8_E4M3;
+        m.quant.fp8_bwd = cfg[c].e5m2 ? FT_FP8_E5M2 : FT_FP8_E4M3;
+        m.quant.rht = cfg[c].rht;
+        m.quant.sr = cfg[c].sr;
+        m.quant.two_d = cfg[c].two_d;
+        m.quant.pow2_scales = cfg[c].pow2;
+        m.quant.seed = 77;
+        m.x = x, m.w1 = w1, m.b1 = b1, m.w2 = w2, m.b2 = b2, m.probs = p;
+        const int64_t tt = m.t;
+        float *h = calloc((size_t)(tt * n1), 4), *z = calloc((size_t)(tt * k2), 4);
+        mlp_out32 ref = alloc_out32(&m), got = alloc_out32(&m);
+        ft_mlp_fwd fo = {h, z, ref.y};
+        ft_mlp_bwd bo = {ref.dx, ref.dw1, ref.db1, ref.dw2, ref.db2, ref.dp};
+        int rc_cpu = ft_cpu_mlp_forward(&m, &fo, &cerr);
+        if (!rc_cpu) rc_cpu = ft_cpu_mlp_backward(&m, &fo, dy, &bo, &cerr);
+        int rc_gpu = run_f32_device(&m, dy, &got, &err);
+        print_message("%s: cpu %d gpu %d %s\n", cfg[c].name, rc_cpu, rc_gpu,
+                      rc_gpu ? ft_err_msg(&err) : "");
+        assert_int_equal(rc_cpu, cfg[c].want);
+        assert_int_equal(rc_gpu, cfg[c].want);
+        if (cfg[c].want) {
+            assert_string_equal(ft_err_msg(&err), ft_err_msg(&cerr));
+        } else {
+            struct {
+                const char *what;
+                const float *g, *r;
+                int64_t n;
+            } chk[] = {
+                {"y", got.y, ref.y, used * n2},         {"dx", got.dx, ref.dx, used * k1},
+                {"dw1", got.dw1, ref.dw1, G * n1 * k1}, {"dw2", got.dw2, ref.dw2, G * n2 * k2},
+                {"db1", got.db1, ref.db1, G * n1},      {"db2", got.db2, ref.db2, G * n2},
+                {"dprobs", got.dp, ref.dp, used}};
+            for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++) {
+                int64_t exact = 0;
+                double e = rel_l2(chk[i].g, chk[i].r, chk[i].n, &exact);
+                print_message("  %-6s rel L2 %.2e, %lld of %lld bit-equal\n", chk[i].what, e,
+                              (long long)exact, (long long)chk[i].n);
+                assert_true(e <= cfg[c].tol);
+            }
+            /* padding rows are cleared as the reference clears them */
+            for (int64_t i = used * n2; i < tt * n2; i++)
+                assert_true(got.y[i] == 0.0f && ref.y[i] == 0.0f);
+        }
+        ft_err_clear(&err);
+        ft_err_clear(&cerr);
+        free(h);
+        free(z);
+        free_out32(&ref);
+        free_out32(&got);
+    }
+    free(x);
+    free(w1);
+    free(b1);
+    free(w2);
+    free(b2);
+    free(p);
+    free(dy);
+}
+
 /* ---- quantization ------------------------------------------------------------------------ */
 
 static void test_cuda_quantize_matches_cpu(void **state)
@@ -869,6 +1085,7 @@ int main(void)
         cmocka_unit_test(test_cuda_fc1_epilogue_matches_cpu),
         cmocka_unit_test(test_cuda_act_backward_matches_cpu),
         cmocka_unit_test(test_cuda_mlp_matches_cpu),
+        cmocka_unit_test(test_cuda_mlp_quantized_matches_cpu),
         cmocka_unit_test(test_cuda_quantize_matches_cpu),
         cmocka_unit_test(test_cuda_mlp_forward_graph_follows_splits),
 #endif

@@ -63,7 +63,7 @@ static void ws_free(ws *w)
 
 /* ---- validation --------------------------------------------------------------------------- */
 
-static int check_mlp(const ft_mlp *m, ft_err *err)
+int ft_mlp_check(const ft_mlp *m, int backward, ft_err *err)
 {
     if (!m) return ft_err_set(err, FT_EINVAL, "mlp: no descriptor");
     if (m->n_groups == 0 || !m->splits) return ft_err_set(err, FT_EINVAL, "mlp: no groups");
@@ -102,6 +102,10 @@ static int check_mlp(const ft_mlp *m, ft_err *err)
                 (long long)m->t);
         if (m->quant.fmt == FT_QF_NVFP4 && !m->quant.rht && m->n_groups > 1 && m->t > 0)
             return ft_err_set(err, FT_EUNSUPPORTED, "%s", TE_NONRHT_MSG);
+        if (backward && m->quant.fmt == FT_QF_NVFP4 && m->b2 && !m->scale_bias)
+            return ft_err_set(err, FT_EUNSUPPORTED,
+                              "bgrad_group_quantize: NVFP4 quantizer is not supported (fused "
+                              "grouped MLP backward with a plain FC2 bias)");
     }
     return FT_OK;
 }
@@ -161,7 +165,7 @@ static void round_bf16(float *p, int64_t n)
 
 int ft_cpu_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, ft_err *err)
 {
-    int rc = check_mlp(m, err);
+    int rc = ft_mlp_check(m, 0, err);
     if (rc) return rc;
     if (!out || !out->h || !out->z || !out->y)
         return ft_err_set(err, FT_EINVAL, "mlp forward: NULL output array");
@@ -274,15 +278,11 @@ done:
 int ft_cpu_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out,
                         ft_err *err)
 {
-    int rc = check_mlp(m, err);
+    int rc = ft_mlp_check(m, 1, err);
     if (rc) return rc;
     if (!fwd || !fwd->h || !fwd->z || !dy || !out || !out->dx || !out->dw1 || !out->dw2)
         return ft_err_set(err, FT_EINVAL, "mlp backward: NULL input or output array");
     const int fused = m->path == FT_MLP_FUSED;
-    if (fused && m->quant.fmt == FT_QF_NVFP4 && m->b2 && !m->scale_bias)
-        return ft_err_set(err, FT_EUNSUPPORTED,
-                          "bgrad_group_quantize: NVFP4 quantizer is not supported (fused grouped "
-                          "MLP backward with a plain FC2 bias)");
     const int64_t t = m->t, k1 = m->k1, n1 = m->n1, k2 = m->k2, n2 = m->n2;
     const uint32_t G = m->n_groups;
     ws w = {0};

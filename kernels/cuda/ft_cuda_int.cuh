@@ -88,13 +88,6 @@ __device__ __forceinline__ void act_df(const act_params &a, float u, float v, fl
     }
 }
 
-// Local copy of ft_act_is_glu: ft_kernels_cuda must not call back into ft_kernels (static
-// libraries linked one way).
-static inline int act_is_glu(ft_act_kind k)
-{
-    return k == FT_ACT_SWIGLU || k == FT_ACT_CLAMPED_QGEGLU;
-}
-
 static inline act_params act_from(const ft_act *a)
 {
     act_params p;

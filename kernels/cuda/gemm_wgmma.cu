@@ -505,7 +505,7 @@ int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cud
 int epi_of(const ft_cuda_bf16_gemm *g)
 {
     if (!g->act) return EPI_PLAIN;
-    if (!act_is_glu(g->act->kind)) return EPI_UNARY;
+    if (!ft_act_is_glu(g->act->kind)) return EPI_UNARY;
     return g->act->interleave > 0 ? EPI_GLU_INTERLEAVED : EPI_GLU_SPLIT;
 }
 
@@ -532,11 +532,11 @@ int ft_cuda_wgmma_supported(const ft_cuda_bf16_gemm *g, ft_err *err)
         if (g->act->interleave != 0 && g->act->interleave != 32)
             return ft_err_set(err, FT_EUNSUPPORTED, "wgmma gemm: GLU interleave %d (0 or 32)",
                               g->act->interleave);
-        if (act_is_glu(g->act->kind) && g->act->interleave && g->n % 64)
+        if (ft_act_is_glu(g->act->kind) && g->act->interleave && g->n % 64)
             return ft_err_set(err, FT_EUNSUPPORTED,
                               "wgmma gemm: interleaved GLU needs n %% 64 == 0 (n=%lld)",
                               (long long)g->n);
-        if (act_is_glu(g->act->kind) && (g->n % 16))
+        if (ft_act_is_glu(g->act->kind) && (g->n % 16))
             return ft_err_set(err, FT_EUNSUPPORTED, "wgmma gemm: GLU needs n %% 16 == 0");
     }
     return FT_OK;
