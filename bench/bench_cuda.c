@@ -96,7 +96,8 @@ typedef struct mlp_ctx {
     ft_cuda_bf16_mlp_grads gr;
     const uint16_t *dy;
     ft_cuda_bf16_gemm fc1, fc1act, fc2;
-    ft_cuda_bf16_gemm part; /* one backward GEMM at a time */
+    ft_cuda_bf16_gemm fc1mx; /* fc1act with the MXFP8 quantize-on-store epilogue */
+    ft_cuda_bf16_gemm part;  /* one backward GEMM at a time */
 } mlp_ctx;
 
 static int run_fwd(void *c, ft_err *err)
@@ -269,6 +270,12 @@ static int run_fc1act(void *c, ft_err *err)
     return ft_cuda_bf16_gemm_run(&x->fc1act, NULL, err);
 }
 
+static int run_fc1mx(void *c, ft_err *err)
+{
+    mlp_ctx *x = c;
+    return ft_cuda_bf16_gemm_run(&x->fc1mx, NULL, err);
+}
+
 static int run_fc2(void *c, ft_err *err)
 {
     mlp_ctx *x = c;
@@ -367,6 +374,8 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
     if (!rc) ALLOC(c.gr.dw1, G * n1 * k1 * 2);
     if (!rc) ALLOC(c.gr.dw2, G * n2 * k2 * 2);
     if (!rc) ALLOC(c.gr.dprobs, t * 4);
+    uint16_t *zc = NULL;
+    if (!rc) ALLOC(zc, t * k2 * 2);
 #undef ALLOC
     if (!rc) {
         c.fc1.kind = FT_GEMM_FPROP;
@@ -396,6 +405,19 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
         if (ms_fc1a > 0 && ms_fc2 > 0)
             printf("PARTS ft %s il=%d fc1+act %.3f ms %.1f TFLOP/s | fc2 %.3f ms %.1f TFLOP/s\n",
                    s->name, interleave, ms_fc1a, f1 / ms_fc1a / 1e9, ms_fc2, f2 / ms_fc2 / 1e9);
+        /* the fused MXFP8 epilogue: z quantized on store, rowwise and columnwise copies */
+        c.fc1mx = c.fc1act;
+        c.fc1mx.z_mxfp8 = 1;
+        c.fc1mx.z_fp8 = FT_FP8_E4M3;
+        c.fc1mx.zc = zc;
+        float ms_mx = time_median(run_fc1mx, &c, iters, tm, err);
+        if (ms_mx > 0 && ms_fc1a > 0)
+            printf("MXFP8 ft %s il=%d fc1+act+mxfp8 row+col %.3f ms %.1f TFLOP/s | vs fc1+act bf16 "
+                   "%.2fx time\n",
+                   s->name, interleave, ms_mx, f1 / ms_mx / 1e9, ms_mx / ms_fc1a);
+        else
+            printf("MXFP8 ft %s FAILED: %s\n", s->name, ft_err_msg(err));
+        ft_err_clear(err);
         float ms_fc1 = time_median(run_fc1, &c, iters, tm, err);
         float ms_fwd = time_median(run_fwd, &c, iters, tm, err);
         float ms_bwd = time_median(run_bwd, &c, iters, tm, err);

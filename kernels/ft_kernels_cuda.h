@@ -75,6 +75,16 @@ typedef struct ft_cuda_bf16_gemm {
     const ft_act *act;
     const float *probs; /* [m] or NULL (p = 1) */
     uint16_t *z;
+    /* FPROP with act: the fused GroupedMLP's MXFP8 FC1 epilogue (quantize on store; the CPU's
+     * FT_MLP_FUSED MXFP8 path). With z_mxfp8, z = p * act(acc + bias) is evaluated on the fp32
+     * accumulator (h is still stored bf16) and stored MXFP8 fake-quantized along rows (1x32
+     * blocks, E8M0 scales, element type z_fp8); zc, when not NULL, receives the columnwise copy
+     * (32x1 blocks down the tokens, restarting at each group's first row). Both are bf16 arrays:
+     * bf16 holds every FP8 value times a power of two exactly (for block amaxes >= 2^-118).
+     * WGMMA only (the SIMT path returns FT_EUNSUPPORTED). */
+    uint8_t z_mxfp8;
+    ft_fp8 z_fp8;
+    uint16_t *zc;
     ft_cuda_impl impl;
 } ft_cuda_bf16_gemm;
 
@@ -90,13 +100,20 @@ typedef struct ft_cuda_bf16_mlp {
     uint8_t scale_bias;
     const uint16_t *x, *w1, *b1, *w2, *b2; /* b1, b2 may be NULL */
     const float *probs;                    /* [t] or NULL */
+    /* 1: the fused MXFP8 FC1 epilogue (ft_cuda_bf16_gemm.z_mxfp8): z is stored MXFP8
+     * fake-quantized for FC2, and zc (if given) columnwise for the dW2 wgrad. The other operands
+     * (x, W1, W2, dy, dh) are used as given: pass them fake-quantized to emulate the whole
+     * recipe (ft_cuda_mlp_forward does all of it in float32 storage). */
+    uint8_t z_mxfp8;
+    ft_fp8 z_fp8;
     ft_cuda_impl impl;
 } ft_cuda_bf16_mlp;
 
 typedef struct ft_cuda_bf16_mlp_out {
-    uint16_t *h; /* [t][n1] */
-    uint16_t *z; /* [t][k2] */
-    uint16_t *y; /* [t][n2] */
+    uint16_t *h;  /* [t][n1] */
+    uint16_t *z;  /* [t][k2] */
+    uint16_t *y;  /* [t][n2] */
+    uint16_t *zc; /* [t][k2] columnwise MXFP8 copy of z (z_mxfp8 only; NULL: none) */
 } ft_cuda_bf16_mlp_out;
 
 typedef struct ft_cuda_bf16_mlp_grads {

@@ -396,6 +396,134 @@ static void test_cuda_fc1_epilogue_matches_cpu(void **state)
 
 /* ---- activation backward ----------------------------------------------------------------- */
 
+/* The fused MXFP8 FC1 epilogue (quantize on store) against the CPU's fused MXFP8 forward
+ * pieces: fp32 GEMM + bias, activation x probs on the fp32 accumulator, ft_cpu_quantize rowwise
+ * and columnwise with the splits. The GEMMs differ in accumulation order (and expf in the last
+ * bit), which can move a value across an FP8 rounding midpoint: at most one FP8 step apart, and
+ * at least 99.9% of the values bit-equal. */
+static int64_t fp8_steps_apart(const char *what, const float *got, const float *ref, int64_t n,
+                               ft_fp8 f)
+{
+    int64_t diff = 0, far = 0;
+    const double step = f == FT_FP8_E5M2 ? 0.25 : 0.125; /* relative spacing, normal range */
+    for (int64_t i = 0; i < n; i++) {
+        if (got[i] == ref[i]) continue;
+        diff++;
+        if (!(fabs((double)got[i] - ref[i]) <= step * fabs((double)ref[i]) * 1.0001)) {
+            if (far < 3)
+                print_message("%s: [%lld] got %.8g ref %.8g\n", what, (long long)i, (double)got[i],
+                              (double)ref[i]);
+            far++;
+        }
+    }
+    print_message("%s: %lld of %lld differ, %lld by more than one FP8 step\n", what,
+                  (long long)diff, (long long)n, (long long)far);
+    return far > 0 || diff * 1000 > n ? 1 : 0;
+}
+
+static void run_fc1_mx_case(const split_case *sc, const ft_act *act, ft_fp8 f, int64_t k1,
+                            int64_t k2)
+{
+    ft_err err;
+    ft_err_clear(&err);
+    const uint32_t G = sc->n_groups;
+    const int64_t t = sc->t, n1 = ft_act_is_glu(act->kind) ? 2 * k2 : k2;
+    const int64_t used = sum_splits(sc->splits, G);
+    float *x = rand_bf16(t * k1, 1.0f), *w = rand_bf16(G * n1 * k1, 0.2f);
+    float *b = rand_bf16(G * n1, 0.5f), *p = rand_bf16(t, 1.0f);
+    float *acc = calloc((size_t)(t * n1), 4), *h = calloc((size_t)(t * n1), 4);
+    float *z = calloc((size_t)(t * k2), 4), *zr = calloc((size_t)(t * k2), 4);
+    float *zcol = calloc((size_t)(t * k2), 4);
+    assert_true(acc && h && z && zr && zcol);
+    ft_gemm g = {FT_GEMM_FPROP, G, sc->splits, t, n1, k1, x, w, acc, b, NULL, 0};
+    assert_int_equal(ft_cpu_gemm(&g, &err), FT_OK);
+    memcpy(h, acc, (size_t)(t * n1) * 4);
+    ft_bf16_round_n(h, (size_t)(t * n1));
+    assert_int_equal(ft_cpu_act_forward(act, t, k2, acc, p, z, &err), FT_OK);
+    ft_qcfg q;
+    memset(&q, 0, sizeof q);
+    q.fmt = FT_QF_MXFP8;
+    q.fp8 = f;
+    q.scale = 1.0f;
+    assert_int_equal(ft_cpu_quantize(&q, z, t, k2, sc->splits, G, zr, NULL, &err), FT_OK);
+    q.columnwise = 1;
+    assert_int_equal(ft_cpu_quantize(&q, z, t, k2, sc->splits, G, zcol, NULL, &err), FT_OK);
+
+    uint16_t *xb = to_bits(x, t * k1), *wb = to_bits(w, G * n1 * k1), *bb = to_bits(b, G * n1);
+    void *dx = dev_copy(xb, (size_t)(t * k1) * 2), *dw = dev_copy(wb, (size_t)(G * n1 * k1) * 2);
+    void *db = dev_copy(bb, (size_t)(G * n1) * 2), *dp = dev_copy(p, (size_t)t * 4);
+    void *dsp = dev_copy(sc->splits, G * sizeof(int64_t));
+    void *dh = dev_poison((size_t)(t * n1) * 2), *dz = dev_poison((size_t)(t * k2) * 2);
+    void *dzc = dev_poison((size_t)(t * k2) * 2);
+    ft_cuda_bf16_gemm gb;
+    memset(&gb, 0, sizeof gb);
+    gb.kind = FT_GEMM_FPROP;
+    gb.n_groups = G;
+    gb.splits = dsp;
+    gb.m = t;
+    gb.n = n1;
+    gb.k = k1;
+    gb.a = dx;
+    gb.b = dw;
+    gb.c = dh;
+    gb.bias = db;
+    gb.act = act;
+    gb.probs = dp;
+    gb.z = dz;
+    gb.z_mxfp8 = 1;
+    gb.z_fp8 = f;
+    gb.zc = dzc;
+    gb.impl = FT_CUDA_IMPL_WGMMA;
+    assert_int_equal(ft_cuda_bf16_gemm_run(&gb, NULL, &err), FT_OK);
+    assert_int_equal(ft_cuda_sync(&err), FT_OK);
+    float *gh = host_bf16(dh, t * n1), *gz = host_bf16(dz, t * k2), *gzc = host_bf16(dzc, t * k2);
+    char what[160];
+    snprintf(what, sizeof what, "mx fc1 h %s il %d %s", ft_act_name(act->kind), act->interleave,
+             sc->name);
+    assert_int_equal(compare(what, gh, h, used * n1, 1e-3, 1.0 / 128), 0);
+    snprintf(what, sizeof what, "mx fc1 z rowwise %s il %d fp8 %d %s", ft_act_name(act->kind),
+             act->interleave, (int)f, sc->name);
+    assert_int_equal(fp8_steps_apart(what, gz, zr, used * k2, f), 0);
+    snprintf(what, sizeof what, "mx fc1 z columnwise %s il %d fp8 %d %s", ft_act_name(act->kind),
+             act->interleave, (int)f, sc->name);
+    assert_int_equal(fp8_steps_apart(what, gzc, zcol, used * k2, f), 0);
+    /* without zc only the rowwise copy is written */
+    ft_cuda_free(dzc);
+    gb.zc = NULL;
+    assert_int_equal(ft_cuda_bf16_gemm_run(&gb, NULL, &err), FT_OK);
+    assert_int_equal(ft_cuda_sync(&err), FT_OK);
+    float *gz2 = host_bf16(dz, t * k2);
+    assert_memory_equal(gz2, gz, (size_t)(used * k2) * 4);
+    /* the SIMT path has no quantizing epilogue */
+    gb.impl = FT_CUDA_IMPL_SIMT;
+    assert_int_equal(ft_cuda_bf16_gemm_run(&gb, NULL, &err), FT_EUNSUPPORTED);
+    free(gz2);
+    free(gh);
+    free(gz);
+    free(gzc);
+    void *dev[] = {dx, dw, db, dp, dsp, dh, dz};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        ft_cuda_free(dev[i]);
+    void *host[] = {x, w, b, p, acc, h, z, zr, zcol, xb, wb, bb};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        free(host[i]);
+}
+
+static void test_cuda_fc1_mxfp8_epilogue_matches_cpu(void **state)
+{
+    (void)state;
+    need_gpu();
+    split_case cases[4];
+    int nc = 0;
+    make_cases(cases, &nc);
+    const ft_act acts[3] = {
+        {FT_ACT_SWIGLU, 32, 0, 0, 0}, {FT_ACT_SWIGLU, 0, 0, 0, 0}, {FT_ACT_SRELU, 0, 0, 0, 0}};
+    for (int c = 0; c < nc; c++)
+        for (int a = 0; a < 3; a++)
+            run_fc1_mx_case(&cases[c], &acts[a], a == 1 ? FT_FP8_E5M2 : FT_FP8_E4M3, 200,
+                            acts[a].interleave ? 160 : 136);
+}
+
 static void test_cuda_act_backward_matches_cpu(void **state)
 {
     (void)state;
@@ -539,7 +667,7 @@ static void test_cuda_mlp_matches_cpu(void **state)
         bm.probs = dev_copy(p, (size_t)t * 4);
         ft_cuda_bf16_mlp_out bo16 = {dev_poison((size_t)(t * n1) * 2),
                                      dev_poison((size_t)(t * k2) * 2),
-                                     dev_poison((size_t)(t * n2) * 2)};
+                                     dev_poison((size_t)(t * n2) * 2), NULL};
         ft_cuda_bf16_mlp_grads bg = {
             dev_poison((size_t)(t * k2) * 2),      dev_poison((size_t)(t * n1) * 2),
             dev_poison((size_t)(t * k1) * 2),      dev_poison((size_t)(G * n1 * k1) * 2),
@@ -990,10 +1118,10 @@ static void test_cuda_mlp_forward_graph_follows_splits(void **state)
     m.probs = dev_copy(p, (size_t)t * 4);
     ft_cuda_bf16_mlp_out eager = {dev_poison((size_t)(t * n1) * 2),
                                   dev_poison((size_t)(t * k2) * 2),
-                                  dev_poison((size_t)(t * n2) * 2)};
+                                  dev_poison((size_t)(t * n2) * 2), NULL};
     ft_cuda_bf16_mlp_out graph = {dev_poison((size_t)(t * n1) * 2),
                                   dev_poison((size_t)(t * k2) * 2),
-                                  dev_poison((size_t)(t * n2) * 2)};
+                                  dev_poison((size_t)(t * n2) * 2), NULL};
     cudaStream_t st;
     cudaGraph_t gr;
     cudaGraphExec_t ex;
@@ -1083,6 +1211,7 @@ int main(void)
         cmocka_unit_test(test_cuda_gemm_rejects_bad_shapes),
         cmocka_unit_test(test_cuda_gemm_matches_cpu),
         cmocka_unit_test(test_cuda_fc1_epilogue_matches_cpu),
+        cmocka_unit_test(test_cuda_fc1_mxfp8_epilogue_matches_cpu),
         cmocka_unit_test(test_cuda_act_backward_matches_cpu),
         cmocka_unit_test(test_cuda_mlp_matches_cpu),
         cmocka_unit_test(test_cuda_mlp_quantized_matches_cpu),

@@ -15,6 +15,7 @@
 // shared memory before the wgmma (WGRAD's token tail).
 // Limits (checked by ft_cuda_wgmma_supported): n, k multiples of 8, 16-byte aligned pointers,
 // n_groups <= FT_CUDA_MAX_GROUPS, GLU interleave 0 or 32 with n % 64 == 0 when interleaved.
+#include "quant_dev.cuh"
 #include "sched.cuh"
 
 #include <cuda.h>
@@ -32,6 +33,9 @@ constexpr int THREADS = 384;
 constexpr int RASTER = 8; // m-tiles per raster band
 
 enum { EPI_PLAIN = 0, EPI_GLU_INTERLEAVED, EPI_GLU_SPLIT, EPI_UNARY };
+// Flag on the three activation epilogues: the fused MXFP8 FC1 epilogue (quantize z on store).
+constexpr int EPI_MX = 4;
+constexpr int MX_RED_BYTES = 2 * 4 * 256 * 4; // per consumer warpgroup: 4 warps x 256 columns
 
 struct wg_params {
     int G;
@@ -47,6 +51,8 @@ struct wg_params {
     const float *probs;
     uint16_t *z;
     int64_t k2;
+    uint16_t *zc; // EPI_MX: columnwise MXFP8 copy of z (NULL: rowwise only)
+    int z_fp8;    // EPI_MX: element type of z
 };
 
 #include "wgmma_256.inc"
@@ -340,6 +346,180 @@ __device__ __forceinline__ void epilogue(const wg_params &p, const tile_pos &tp,
     }
 }
 
+// MXFP8 block of 32 values along a row: the 4 lanes of a quad hold 8 values each (v, with
+// columns past k2 already zeroed); returns the fake-quantized values packed as 4 bf16 pairs in
+// the quad's store_quad layout. E8M0 scale and rounding as quant_dev.cuh's block_params.
+__device__ __forceinline__ void mx_row_block(const float (&v)[8], float inv_fmax, int fp8,
+                                             uint32_t (&wv)[4])
+{
+    float a = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        a = fmaxf(a, fabsf(v[e]));
+    a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, 1));
+    a = fmaxf(a, __shfl_xor_sync(0xFFFFFFFFu, a, 2));
+    const uint8_t code = d_e8m0_from_float(__fmul_rn(a, inv_fmax));
+    const float mult = d_e8m0_quant(code), deq = d_e8m0_dequant(code);
+#pragma unroll
+    for (int jj = 0; jj < 4; jj++)
+        wv[jj] = pack_bf16(__fmul_rn(d_fp8_round(fp8, __fmul_rn(v[2 * jj], mult)), deq),
+                           __fmul_rn(d_fp8_round(fp8, __fmul_rn(v[2 * jj + 1], mult)), deq));
+}
+
+// The fused MXFP8 FC1 epilogue of one consumer warpgroup (the CPU's FT_MLP_FUSED MXFP8 path):
+// h = acc + bias is stored as bf16, z = p * f(h) is evaluated on the fp32 h, and z is stored
+// MXFP8 fake-quantized (bf16 storage holds every FP8 value times a power of two exactly) along
+// rows (1x32 blocks: one quad, 8 values per lane) and, into zc, down columns (32x1 blocks: the
+// 32 rows of two warps; the tile starts at a multiple of 128 rows of its group, so blocks restart
+// at the group's first row as in the reference). Rows outside the group and columns past k2
+// count as zero in every amax. Every thread takes part in the shuffles and the two named
+// barriers (id 2 + warpgroup) whether or not its rows are stored. red: this warpgroup's
+// [4 warps][256] floats of shared memory.
+template <int EPI>
+__device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &tp,
+                                            float (&acc)[128], int wg, int tid, float *red)
+{
+    const int w = tid / 32, lane = tid % 32, q = lane % 4;
+    const uint16_t *bias = p.bias ? p.bias + (int64_t)tp.g * p.n : nullptr;
+    const float inv_fmax = __fdiv_rn(1.0f, p.z_fp8 == FT_FP8_E5M2 ? FT_E5M2_MAX : FT_E4M3_MAX);
+    constexpr int ZB = EPI == EPI_UNARY ? 8 : 4;
+    bool valid[2];
+    int64_t grow[2];
+    // 1. h = acc + bias in place; store bf16 h; z = p f(h) in place into the u columns' slots
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int64_t trow = tp.mt * BM + 64 * wg + 16 * w + lane / 4 + 8 * i;
+        valid[i] = trow < tp.rows;
+        grow[i] = tp.row0 + trow;
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            int64_t col;
+            bool in;
+            if (EPI == EPI_GLU_SPLIT) {
+                col = (j < 16 ? 0 : p.k2) + tp.nt * (BN / 2) + 8 * (j % 16) + 2 * q;
+                in = tp.nt * (BN / 2) + 8 * (j % 16) < p.k2;
+            } else {
+                col = tp.nt * BN + 8 * j + 2 * q;
+                in = col < p.n;
+            }
+            if (bias && in) {
+                acc[4 * j + 2 * i] += bf16_to_f(bias[col]);
+                acc[4 * j + 2 * i + 1] += bf16_to_f(bias[col + 1]);
+            }
+        }
+        if (valid[i]) {
+            uint16_t *hrow = p.c + grow[i] * p.n;
+#pragma unroll
+            for (int jb = 0; jb < 8; jb++) {
+                int64_t c0, lim;
+                if (EPI == EPI_GLU_SPLIT) {
+                    const int64_t a0 = tp.nt * (BN / 2) + 32 * (jb % 4);
+                    c0 = (jb < 4 ? 0 : p.k2) + a0;
+                    lim = p.k2 - a0;
+                } else {
+                    c0 = tp.nt * BN + 32 * jb;
+                    lim = p.n - c0;
+                }
+                const int j0 = 4 * jb;
+                store_quad(hrow + c0, lim, pack_bf16(acc[4 * j0 + 2 * i], acc[4 * j0 + 2 * i + 1]),
+                           pack_bf16(acc[4 * j0 + 4 + 2 * i], acc[4 * j0 + 4 + 2 * i + 1]),
+                           pack_bf16(acc[4 * j0 + 8 + 2 * i], acc[4 * j0 + 8 + 2 * i + 1]),
+                           pack_bf16(acc[4 * j0 + 12 + 2 * i], acc[4 * j0 + 12 + 2 * i + 1]), q);
+            }
+        }
+        const float prob = (valid[i] && p.probs) ? p.probs[grow[i]] : 1.0f;
+#pragma unroll
+        for (int zb = 0; zb < ZB; zb++)
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                int ju, jv;
+                if (EPI == EPI_GLU_INTERLEAVED) {
+                    ju = 8 * zb + jj;
+                    jv = ju + 4;
+                } else if (EPI == EPI_GLU_SPLIT) {
+                    ju = 4 * zb + jj;
+                    jv = ju + 16;
+                } else {
+                    ju = jv = 4 * zb + jj;
+                }
+                const int64_t zc0 =
+                    (EPI == EPI_UNARY ? tp.nt * BN : tp.nt * (BN / 2)) + 32 * zb + 8 * jj;
+                const bool keep = valid[i] && zc0 < p.k2;
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const float zv =
+                        prob * act_f(p.act, acc[4 * ju + 2 * i + e], acc[4 * jv + 2 * i + e]);
+                    acc[4 * ju + 2 * i + e] = keep ? zv : 0.0f;
+                }
+            }
+    }
+    // z slot of (zb, jj) in acc: 4 * ju
+#define ZSLOT(zb, jj) (EPI == EPI_GLU_INTERLEAVED ? 4 * (8 * (zb) + (jj)) : 4 * (4 * (zb) + (jj)))
+    // 2. rowwise blocks
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        uint16_t *zrow = p.z + grow[i] * p.k2;
+#pragma unroll
+        for (int zb = 0; zb < ZB; zb++) {
+            float v[8];
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                v[2 * jj] = acc[ZSLOT(zb, jj) + 2 * i];
+                v[2 * jj + 1] = acc[ZSLOT(zb, jj) + 2 * i + 1];
+            }
+            uint32_t wv[4];
+            mx_row_block(v, inv_fmax, p.z_fp8, wv);
+            const int64_t z0 = (EPI == EPI_UNARY ? tp.nt * BN : tp.nt * (BN / 2)) + 32 * zb;
+            if (valid[i]) store_quad(zrow + z0, p.k2 - z0, wv[0], wv[1], wv[2], wv[3], q);
+        }
+    }
+    if (!p.zc) return; // uniform over the kernel
+    // 3. columnwise blocks: amax over this warp's 16 rows, then over the partner warp's
+    const unsigned all = 0xFFFFFFFFu;
+#pragma unroll
+    for (int zb = 0; zb < ZB; zb++)
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float a = fmaxf(fabsf(acc[ZSLOT(zb, jj) + e]), fabsf(acc[ZSLOT(zb, jj) + 2 + e]));
+                a = fmaxf(a, __shfl_xor_sync(all, a, 4));
+                a = fmaxf(a, __shfl_xor_sync(all, a, 8));
+                a = fmaxf(a, __shfl_xor_sync(all, a, 16));
+                if (lane < 4) red[w * 256 + 32 * zb + 8 * jj + 2 * q + e] = a;
+            }
+    asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory");
+#pragma unroll
+    for (int zb = 0; zb < ZB; zb++) {
+        uint32_t wv[2][4];
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++) {
+            float r[2][2];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int c = 32 * zb + 8 * jj + 2 * q + e;
+                const float a = fmaxf(red[w * 256 + c], red[(w ^ 1) * 256 + c]);
+                const uint8_t code = d_e8m0_from_float(__fmul_rn(a, inv_fmax));
+                const float mult = d_e8m0_quant(code), deq = d_e8m0_dequant(code);
+#pragma unroll
+                for (int i = 0; i < 2; i++)
+                    r[i][e] = __fmul_rn(
+                        d_fp8_round(p.z_fp8, __fmul_rn(acc[ZSLOT(zb, jj) + 2 * i + e], mult)), deq);
+            }
+            wv[0][jj] = pack_bf16(r[0][0], r[0][1]);
+            wv[1][jj] = pack_bf16(r[1][0], r[1][1]);
+        }
+        const int64_t z0 = (EPI == EPI_UNARY ? tp.nt * BN : tp.nt * (BN / 2)) + 32 * zb;
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            if (valid[i]) // whole quads
+                store_quad(p.zc + grow[i] * p.k2 + z0, p.k2 - z0, wv[i][0], wv[i][1], wv[i][2],
+                           wv[i][3], q);
+    }
+    asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory"); // red is free for the next tile
+#undef ZSLOT
+}
+
 template <int KIND, int EPI>
 __global__ void __launch_bounds__(THREADS, 1)
     wg_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
@@ -434,7 +614,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                 wg_wait0();
                 if ((tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
             }
-            epilogue<KIND, EPI>(p, tp, acc, cw, tid);
+            if constexpr ((EPI & EPI_MX) != 0)
+                epilogue_mx<EPI & 3>(p, tp, acc, cw, tid,
+                                     reinterpret_cast<float *>(smem + STAGES * STAGE_BYTES) +
+                                         cw * 4 * 256);
+            else
+                epilogue<KIND, EPI>(p, tp, acc, cw, tid);
         }
     }
 #endif
@@ -485,10 +670,11 @@ int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cud
 {
     static int attr_done = 0;
     auto kern = wg_gemm_kernel<KIND, EPI>;
+    constexpr int smem = SMEM_BYTES + ((EPI & EPI_MX) ? MX_RED_BYTES : 0);
     if (!attr_done) {
-        int rc = cu_fail(
-            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES),
-            err, "cudaFuncSetAttribute(wg_gemm_kernel)");
+        int rc =
+            cu_fail(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+                    err, "cudaFuncSetAttribute(wg_gemm_kernel)");
         if (rc) return rc;
         attr_done = 1;
     }
@@ -498,15 +684,16 @@ int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cud
     rc = cu_fail(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev), err,
                  "cudaDeviceGetAttribute");
     if (rc) return rc;
-    kern<<<n_sm, THREADS, SMEM_BYTES, st>>>(ta, tb, p);
+    kern<<<n_sm, THREADS, smem, st>>>(ta, tb, p);
     return cu_launched(err, "wg_gemm_kernel");
 }
 
 int epi_of(const ft_cuda_bf16_gemm *g)
 {
     if (!g->act) return EPI_PLAIN;
-    if (!ft_act_is_glu(g->act->kind)) return EPI_UNARY;
-    return g->act->interleave > 0 ? EPI_GLU_INTERLEAVED : EPI_GLU_SPLIT;
+    const int mx = g->z_mxfp8 ? EPI_MX : 0;
+    if (!ft_act_is_glu(g->act->kind)) return EPI_UNARY | mx;
+    return (g->act->interleave > 0 ? EPI_GLU_INTERLEAVED : EPI_GLU_SPLIT) | mx;
 }
 
 } // namespace
@@ -519,7 +706,8 @@ int ft_cuda_wgmma_supported(const ft_cuda_bf16_gemm *g, ft_err *err)
     if (g->n % 8 || g->k % 8 || g->n <= 0 || g->k <= 0)
         return ft_err_set(err, FT_EUNSUPPORTED, "wgmma gemm: n=%lld k=%lld not multiples of 8",
                           (long long)g->n, (long long)g->k);
-    uintptr_t ptrs = (uintptr_t)g->a | (uintptr_t)g->b | (uintptr_t)g->c | (uintptr_t)g->z;
+    uintptr_t ptrs =
+        (uintptr_t)g->a | (uintptr_t)g->b | (uintptr_t)g->c | (uintptr_t)g->z | (uintptr_t)g->zc;
     if (ptrs & 15)
         return ft_err_set(err, FT_EUNSUPPORTED, "wgmma gemm: pointers not 16-byte aligned");
     if (g->m > INT32_MAX || (int64_t)g->n_groups * g->n > INT32_MAX)
@@ -559,14 +747,17 @@ int ft_cuda_wgmma_gemm(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err)
     p.probs = g->probs;
     p.z = g->z;
     p.k2 = 0;
+    p.zc = g->z_mxfp8 ? g->zc : nullptr;
+    p.z_fp8 = (int)g->z_fp8;
     const int epi = epi_of(g);
     CUtensorMap ta, tb;
     if (g->kind == FT_GEMM_FPROP) {
         p.out_cols = g->n;
         p.contract = g->k;
-        if (epi == EPI_GLU_SPLIT || epi == EPI_GLU_INTERLEAVED) p.k2 = g->n / 2;
-        if (epi == EPI_UNARY) p.k2 = g->n;
-        p.n_tiles = epi == EPI_GLU_SPLIT ? (p.k2 + BN / 2 - 1) / (BN / 2) : (g->n + BN - 1) / BN;
+        const int base = epi & 3;
+        if (base == EPI_GLU_SPLIT || base == EPI_GLU_INTERLEAVED) p.k2 = g->n / 2;
+        if (base == EPI_UNARY) p.k2 = g->n;
+        p.n_tiles = base == EPI_GLU_SPLIT ? (p.k2 + BN / 2 - 1) / (BN / 2) : (g->n + BN - 1) / BN;
         rc = make_map(&ta, g->a, g->m, g->k, 64, 128, err);
         if (!rc) rc = make_map(&tb, g->b, (int64_t)g->n_groups * g->n, g->k, 64, 128, err);
     } else if (g->kind == FT_GEMM_DGRAD) {
@@ -591,8 +782,14 @@ int ft_cuda_wgmma_gemm(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err)
             return launch<FT_GEMM_FPROP, EPI_GLU_INTERLEAVED>(ta, tb, p, st, err);
         case EPI_GLU_SPLIT:
             return launch<FT_GEMM_FPROP, EPI_GLU_SPLIT>(ta, tb, p, st, err);
-        default:
+        case EPI_UNARY:
             return launch<FT_GEMM_FPROP, EPI_UNARY>(ta, tb, p, st, err);
+        case EPI_GLU_INTERLEAVED | EPI_MX:
+            return launch<FT_GEMM_FPROP, EPI_GLU_INTERLEAVED | EPI_MX>(ta, tb, p, st, err);
+        case EPI_GLU_SPLIT | EPI_MX:
+            return launch<FT_GEMM_FPROP, EPI_GLU_SPLIT | EPI_MX>(ta, tb, p, st, err);
+        default:
+            return launch<FT_GEMM_FPROP, EPI_UNARY | EPI_MX>(ta, tb, p, st, err);
         }
     }
     if (g->kind == FT_GEMM_DGRAD) return launch<FT_GEMM_DGRAD, EPI_PLAIN>(ta, tb, p, st, err);

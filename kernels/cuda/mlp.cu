@@ -120,6 +120,10 @@ extern "C" int ft_cuda_bf16_gemm_run(const ft_cuda_bf16_gemm *g, void *stream, f
         impl = ft_cuda_wgmma_supported(g, &quiet) == FT_OK ? FT_CUDA_IMPL_WGMMA : FT_CUDA_IMPL_SIMT;
     }
     if (impl == FT_CUDA_IMPL_WGMMA) return ft_cuda_wgmma_gemm(g, st, err);
+    if (g->act && g->z_mxfp8)
+        return ft_err_set(err, FT_EUNSUPPORTED,
+                          "cuda gemm: the MXFP8 quantize-on-store epilogue needs the WGMMA path "
+                          "(its shape limits: see ft_kernels_cuda.h)");
     if (!g->act) return ft_cuda_simt_gemm_bf16(g, st, err);
     // SIMT with an activation: plain FPROP into h, then the activation kernel.
     ft_cuda_bf16_gemm plain = *g;
@@ -446,6 +450,9 @@ extern "C" int ft_cuda_bf16_mlp_forward(const ft_cuda_bf16_mlp *m, const ft_cuda
     g1.act = &m->act;
     g1.probs = m->probs;
     g1.z = out->z;
+    g1.z_mxfp8 = m->z_mxfp8;
+    g1.z_fp8 = m->z_fp8;
+    g1.zc = out->zc;
     g1.impl = m->impl;
     rc = ft_cuda_bf16_gemm_run(&g1, stream, err);
     if (rc) return rc;
@@ -460,6 +467,8 @@ extern "C" int ft_cuda_bf16_mlp_forward(const ft_cuda_bf16_mlp *m, const ft_cuda
     g2.act = NULL;
     g2.probs = NULL;
     g2.z = NULL;
+    g2.z_mxfp8 = 0;
+    g2.zc = NULL;
     return ft_cuda_bf16_gemm_run(&g2, stream, err);
 }
 
@@ -494,7 +503,7 @@ extern "C" int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m, const ft_cud
     // dW2 = dy^T z, dx = dh W1, dW1 = dh^T x
     g.kind = FT_GEMM_WGRAD;
     g.a = dy;
-    g.b = fwd->z;
+    g.b = (m->z_mxfp8 && fwd->zc) ? fwd->zc : fwd->z; // wgrad takes z's columnwise usage
     g.c = gr->dw2;
     rc = ft_cuda_bf16_gemm_run(&g, stream, err);
     if (rc) return rc;
