@@ -4,7 +4,8 @@
  * backward, the grouped MLP forward/backward, and quantization (exact to the reference). Shapes
  * cover ragged splits, empty groups, padding rows, token counts and widths that are not tile
  * multiples, 1 group and 128 groups. Every GPU test skip()s without a device or a CUDA build.
- * FT_CUDA_TEST_SMALL=1 shrinks the shapes (for compute-sanitizer runs).
+ * FT_CUDA_TEST_SMALL=1 shrinks the shapes and FT_CUDA_TEST_FILTER=PATTERN picks tests (for
+ * compute-sanitizer runs).
  *
  * Tolerances (|gpu - ref| <= atol + rtol |ref|): float32 GEMM 1e-4 relative to sum |a||b| (only
  * the accumulation order differs); bf16 outputs rtol 1/128 (one bf16 ulp plus order); values
@@ -1219,5 +1220,9 @@ int main(void)
         cmocka_unit_test(test_cuda_mlp_forward_graph_follows_splits),
 #endif
     };
+    /* FT_CUDA_TEST_FILTER=PATTERN runs the matching tests only (cmocka's wildcard pattern): lets
+     * a compute-sanitizer run cover a few tests within its time limit */
+    const char *filter = getenv("FT_CUDA_TEST_FILTER");
+    if (filter && filter[0]) cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
