@@ -4,6 +4,9 @@
  * measured in the same device run by bench/gpu/torch_baseline.py, which bench/gpu/run.sh runs
  * next to this program; the routing (splits) is the same formula in both.
  *
+ * Packed quantization (bf16 in, codes + scales out) is timed against a device-to-device copy of
+ * the same input in the same run (bytes read + written; the copy moves 2 x its size).
+ *
  * Usage: bench_cuda [iters]. Prints one line per case: median ms, TFLOP/s (or TB/s).
  * Without a CUDA build or device it says so and exits 0.
  */
@@ -489,6 +492,146 @@ static int bench_quant(int iters, ft_cuda_timer *tm, ft_err *err)
     return rc;
 }
 
+/* ---- packed quantization (bf16 in -> codes + scales out) against a device copy ------------- */
+
+typedef struct qp_ctx {
+    ft_qcfg q;
+    const uint16_t *x;
+    int64_t rows, cols;
+    const int64_t *splits; /* device or NULL */
+    uint32_t g;
+    ft_qpacked *row, *col;
+    void *copy_dst;
+} qp_ctx;
+
+static int run_qp(void *c, ft_err *err)
+{
+    qp_ctx *x = c;
+    return ft_cuda_bf16_quantize(&x->q, x->x, x->rows, x->cols, x->splits, x->g, x->row, x->col,
+                                 NULL, err);
+}
+
+static int run_copy(void *c, ft_err *err)
+{
+    qp_ctx *x = c;
+    cudaError_t e = cudaMemcpyAsync(x->copy_dst, x->x, (size_t)(x->rows * x->cols) * 2,
+                                    cudaMemcpyDeviceToDevice, NULL);
+    if (e != cudaSuccess)
+        return ft_err_set(err, FT_ECUDA, "cudaMemcpyAsync: %s", cudaGetErrorString(e));
+    return FT_OK;
+}
+
+/* Allocates one usage's buffers; *written: bytes the kernel writes (codes + scales actually
+ * used when every group is a multiple of the block). */
+static int qp_alloc(const ft_qcfg *q, int col, int64_t rows, int64_t cols, uint32_t g,
+                    ft_qpacked *o, double *written, ft_err *err)
+{
+    ft_qpacked_sizes sz;
+    memset(o, 0, sizeof *o);
+    int rc = ft_qpacked_layout(q, col, rows, cols, g, &sz, err);
+    if (!rc) rc = ft_cuda_malloc((void **)&o->data, sz.data, err);
+    if (!rc && sz.scales) rc = ft_cuda_malloc(&o->scales, sz.scales, err);
+    if (!rc && sz.amax) rc = ft_cuda_malloc((void **)&o->amax, sz.amax, err);
+    const double elem =
+        sz.scale_rows ? (double)sz.scales / (double)(sz.scale_rows * sz.scale_cols) : 0.0;
+    const double srows = col ? (double)(sz.scale_rows - (g ? g : 1)) : (double)sz.scale_rows;
+    *written += (double)sz.data + srows * (double)sz.scale_cols * elem;
+    return rc;
+}
+
+static void qp_release(ft_qpacked *o)
+{
+    ft_cuda_free(o->data);
+    ft_cuda_free(o->scales);
+    ft_cuda_free(o->amax);
+    memset(o, 0, sizeof *o);
+}
+
+static int bench_qpacked(int iters, ft_cuda_timer *tm, ft_err *err)
+{
+    const struct {
+        const char *name;
+        int64_t rows, cols;
+        uint32_t g; /* 0: no splits */
+    } shapes[] = {{"deepseek-x", 32768, 7168, 0}, {"qwen3-x-128g", 32768, 2048, 128}};
+    const struct {
+        const char *name;
+        ft_qfmt fmt;
+        ft_fp8 fp8;
+        int row, col, rht, sr;
+        int reads; /* passes over x */
+    } cfg[] = {
+        {"mxfp8-e4m3 row+col", FT_QF_MXFP8, FT_FP8_E4M3, 1, 1, 0, 0, 1},
+        {"mxfp8-e4m3 row", FT_QF_MXFP8, FT_FP8_E4M3, 1, 0, 0, 0, 1},
+        {"mxfp8-e5m2 col", FT_QF_MXFP8, FT_FP8_E5M2, 0, 1, 0, 0, 1},
+        {"nvfp4 row (amax+cast)", FT_QF_NVFP4, FT_FP8_E4M3, 1, 0, 0, 0, 2},
+        {"nvfp4 col rht (amax+cast)", FT_QF_NVFP4, FT_FP8_E4M3, 0, 1, 1, 0, 2},
+        {"nvfp4 col rht sr (amax+cast)", FT_QF_NVFP4, FT_FP8_E4M3, 0, 1, 1, 1, 2},
+        {"fp8-current (amax+cast)", FT_QF_FP8_CURRENT, FT_FP8_E4M3, 1, 0, 0, 0, 2},
+        {"fp8-block-1x128", FT_QF_FP8_BLOCK, FT_FP8_E4M3, 1, 0, 0, 0, 1},
+    };
+    int rc = FT_OK;
+    for (size_t s = 0; !rc && s < sizeof shapes / sizeof shapes[0]; s++) {
+        qp_ctx c;
+        memset(&c, 0, sizeof c);
+        c.rows = shapes[s].rows;
+        c.cols = shapes[s].cols;
+        c.g = shapes[s].g;
+        const double in_bytes = (double)(c.rows * c.cols) * 2;
+        void *dsp = NULL;
+        c.x = dev_rand(c.rows * c.cols, 4.0f, 7, err);
+        if (!c.x) rc = err->rc ? err->rc : FT_ENOMEM;
+        if (!rc) rc = ft_cuda_malloc(&c.copy_dst, (size_t)in_bytes, err);
+        if (!rc && c.g) {
+            int64_t splits[256];
+            make_splits(c.g, c.rows, splits);
+            rc = ft_cuda_malloc(&dsp, c.g * sizeof(int64_t), err);
+            if (!rc) rc = ft_cuda_h2d(dsp, splits, c.g * sizeof(int64_t), err);
+            c.splits = dsp;
+        }
+        float ms_copy = rc ? -1.0f : time_median(run_copy, &c, iters, tm, err);
+        if (ms_copy < 0) rc = rc ? rc : (err->rc ? err->rc : FT_ECUDA);
+        if (!rc)
+            printf("RESULT qpacked %s copy baseline (cudaMemcpy D2D, bf16 %lldx%lld) %.3f ms "
+                   "%.2f TB/s\n",
+                   shapes[s].name, (long long)c.rows, (long long)c.cols, ms_copy,
+                   2.0 * in_bytes / ms_copy / 1e9);
+        for (size_t i = 0; !rc && i < sizeof cfg / sizeof cfg[0]; i++) {
+            ft_qpacked row, col;
+            double written = 0.0;
+            memset(&c.q, 0, sizeof c.q);
+            c.q.fmt = cfg[i].fmt;
+            c.q.fp8 = cfg[i].fp8;
+            c.q.rht = (uint8_t)cfg[i].rht;
+            c.q.sr = (uint8_t)cfg[i].sr;
+            c.q.seed = 1;
+            memset(&row, 0, sizeof row);
+            memset(&col, 0, sizeof col);
+            if (cfg[i].row) rc = qp_alloc(&c.q, 0, c.rows, c.cols, c.g, &row, &written, err);
+            if (!rc && cfg[i].col) rc = qp_alloc(&c.q, 1, c.rows, c.cols, c.g, &col, &written, err);
+            c.row = cfg[i].row ? &row : NULL;
+            c.col = cfg[i].col ? &col : NULL;
+            float ms = rc ? -1.0f : time_median(run_qp, &c, iters, tm, err);
+            if (ms < 0) {
+                printf("RESULT qpacked %s %s FAILED: %s\n", shapes[s].name, cfg[i].name,
+                       ft_err_msg(err));
+                rc = err->rc ? err->rc : FT_ECUDA;
+            } else {
+                const double moved = in_bytes * cfg[i].reads + written;
+                printf("RESULT qpacked %s %s %.3f ms %.2f TB/s (%.0f%% of 4.3) %.2fx copy\n",
+                       shapes[s].name, cfg[i].name, ms, moved / ms / 1e9,
+                       100.0 * moved / ms / 1e9 / 4.3, (moved / ms) / (2.0 * in_bytes / ms_copy));
+            }
+            qp_release(&row);
+            qp_release(&col);
+        }
+        ft_cuda_free((void *)c.x);
+        ft_cuda_free(c.copy_dst);
+        ft_cuda_free(dsp);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int iters = 10;
@@ -536,6 +679,11 @@ int main(int argc, char **argv)
     if (!only || strstr(only, "quant")) {
         if (bench_quant(iters, tm, &err)) {
             printf("RESULT quant FAILED: %s\n", ft_err_msg(&err));
+            rc = 1;
+        }
+        ft_err_clear(&err);
+        if (bench_qpacked(iters, tm, &err)) {
+            printf("RESULT qpacked FAILED: %s\n", ft_err_msg(&err));
             rc = 1;
         }
     }

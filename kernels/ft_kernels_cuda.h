@@ -141,6 +141,72 @@ int ft_cuda_bf16_act_backward(const ft_act *a, int64_t rows, int64_t k2, const u
                               const float *probs, const uint16_t *dz, uint16_t *dh, float *dprobs,
                               void *stream, ft_err *err);
 
+/* ==== packed quantization (bf16 in -> codes + scales out; quant_packed.cu) ================= */
+
+/*
+ * What a training run stores: x[rows][cols] bf16 (device) quantized into element codes plus
+ * block scales, for one or both usages (rowwise: blocks along a row; columnwise: blocks down a
+ * column, restarting at each group's first row). Decoding the result with ft_qpacked_decode gives
+ * exactly ft_cpu_quantize's float32 output on the same (bf16-valued) input, bit for bit, for the
+ * config whose columnwise flag names the usage.
+ *
+ * Layouts (one per format, the same row-major order as x for both usages; B = block size):
+ *   data    codes [rows][cols]: 1 byte per element (FP8 E4M3/E5M2 as ft_fp8_encode), NVFP4 2 per
+ *           byte (E2M1 as ft_e2m1_encode; low nibble = even column). Columnwise data is NOT
+ *           transposed (TE stores FP8/NVFP4 columnwise data as [cols][rows]).
+ *   scales  rowwise [rows][ceil(cols/B)]; columnwise [scale_rows][cols] where the block of group
+ *           g that starts at row offs[g] + B*k is scale row (sum over groups h < g of
+ *           ceil(split_h/B)) + k; scale_rows = rows/B + n_groups bounds that sum for any splits.
+ *           MXFP8 (B = 32): E8M0 bytes (ft_e8m0_dequant gives the dequantization factor).
+ *           NVFP4 (B = 16): E4M3 bytes d; the factor is (d * amax[g]) / (448 * 6), as TE.
+ *           FP8 block (B = 128, rowwise only): float32 dequantization factors 1/scale.
+ *           FP8 current scaling: none (the factor comes from amax[g]).
+ *   amax    [n_groups] float32 per-group max |x| (NVFP4 columnwise with RHT: after the RHT),
+ *           written for FP8 current scaling and NVFP4 (n_groups = 1 without splits).
+ * Rows past sum(splits) are not written. NaN inputs (NaN-ignoring block amax, as the reference):
+ * FP8 codes keep them; E2M1 has no NaN code, so a NaN in NVFP4 is stored as +-6 (code 7) and
+ * does not decode to the reference's NaN.
+ *
+ * Formats: MXFP8 (E4M3/E5M2) rowwise and/or columnwise from one read of x; NVFP4 rowwise and
+ * columnwise (with or without RHT; stochastic rounding with q->sr) - q->rht applies to the
+ * columnwise output only; FP8 current scaling and FP8 block 1x128, rowwise only. Not done: 2D
+ * tiles, FP8 delayed, FP8 block columnwise, NONE (FT_EUNSUPPORTED).
+ * Limits: cols % 32 == 0; x, data and scales 16-byte aligned; n_groups <= FT_CUDA_MAX_GROUPS;
+ * NVFP4 with RHT needs group sizes that are multiples of 16 (not checked on the device: the
+ * splits stay there; a ragged group's last chunk is rotated with zero rows).
+ */
+typedef struct ft_qpacked {
+    uint8_t *data; /* codes, layout above */
+    void *scales;  /* scales, layout above; NULL where the format has none */
+    float *amax;   /* [n_groups] per-group amax; NULL where the format has none */
+} ft_qpacked;
+
+/* Sizes of one usage's buffers in bytes (0: buffer not used) for ft_qpacked allocation. */
+typedef struct ft_qpacked_sizes {
+    size_t data, scales, amax;
+    int64_t scale_rows, scale_cols; /* scales as [scale_rows][scale_cols] elements */
+} ft_qpacked_sizes;
+
+/* Sizes for format q (its columnwise flag ignored; columnwise: the usage). FT_EUNSUPPORTED for a
+ * format/usage ft_cuda_bf16_quantize does not produce, FT_EINVAL for a bad shape. Host only. */
+int ft_qpacked_layout(const ft_qcfg *q, int columnwise, int64_t rows, int64_t cols,
+                      uint32_t n_groups, ft_qpacked_sizes *sz, ft_err *err);
+
+/* Quantize bf16 x[rows][cols] (device) into rowwise and/or colwise (either may be NULL; device
+ * pointers). splits: device [n_groups] or NULL (one group). Nothing is read back to the host,
+ * so the call can be captured in a CUDA graph. SR counters, seeds and streams as ft_cpu_quantize
+ * (stream id q->stream * 2 + usage). */
+int ft_cuda_bf16_quantize(const ft_qcfg *q, const uint16_t *x, int64_t rows, int64_t cols,
+                          const int64_t *splits, uint32_t n_groups, const ft_qpacked *rowwise,
+                          const ft_qpacked *colwise, void *stream, ft_err *err);
+
+/* Host: decode one usage's buffers (host copies; splits on the host) into float32 out[rows][cols]
+ * as ft_cpu_quantize would write it. Rows past sum(splits) are copied from x (float32 bf16
+ * values) when x is not NULL, else left untouched. */
+int ft_qpacked_decode(const ft_qcfg *q, int columnwise, int64_t rows, int64_t cols,
+                      const int64_t *splits, uint32_t n_groups, const ft_qpacked *p, const float *x,
+                      float *out, ft_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1187,6 +1187,260 @@ static void test_cuda_gemm_rejects_bad_shapes(void **state)
     assert_int_equal(ft_cuda_quantize(&q, NULL, 1, 1, NULL, 0, NULL, NULL, &err), FT_EINVAL);
 }
 
+/* ---- packed quantization (bf16 in -> codes + scales out) --------------------------------- */
+
+typedef struct qp_buf {
+    ft_qpacked d; /* device buffers */
+    ft_qpacked_sizes sz;
+} qp_buf;
+
+static void qp_alloc(const ft_qcfg *q, int col, int64_t rows, int64_t cols, uint32_t G, qp_buf *o)
+{
+    ft_err err;
+    ft_err_clear(&err);
+    assert_int_equal(ft_qpacked_layout(q, col, rows, cols, G, &o->sz, &err), FT_OK);
+    o->d.data = dev_poison(o->sz.data ? o->sz.data : 1);
+    o->d.scales = o->sz.scales ? dev_poison(o->sz.scales) : NULL;
+    o->d.amax = o->sz.amax ? dev_poison(o->sz.amax) : NULL;
+}
+
+static void qp_free(qp_buf *o)
+{
+    ft_cuda_free(o->d.data);
+    ft_cuda_free(o->d.scales);
+    ft_cuda_free(o->d.amax);
+}
+
+static void *host_bytes(const void *d, size_t n)
+{
+    void *h = malloc(n ? n : 1);
+    ft_err err;
+    ft_err_clear(&err);
+    assert_non_null(h);
+    if (n) assert_int_equal(ft_cuda_d2h(h, d, n, &err), FT_OK);
+    return h;
+}
+
+/* One usage of a packed quantization against ft_cpu_quantize: decode(packed) == reference bit
+ * for bit, per-group amax == the reference's amax of that group alone, and the codes of rows past
+ * sum(splits) untouched (poison). */
+static void qp_check(const char *what, const ft_qcfg *q, int col, const float *x, int64_t rows,
+                     int64_t cols, const int64_t *splits, uint32_t G, const qp_buf *o)
+{
+    ft_err err;
+    ft_err_clear(&err);
+    ft_qcfg qc = *q;
+    qc.columnwise = (uint8_t)col;
+    if (!col) qc.rht = 0;
+    const int64_t n = rows * cols;
+    float *ref = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
+    assert_non_null(ref);
+    assert_non_null(got);
+    int rc = ft_cpu_quantize(&qc, x, rows, cols, splits, G, ref, NULL, &err);
+    if (rc) print_message("%s: cpu quantize: %s\n", what, ft_err_msg(&err));
+    assert_int_equal(rc, FT_OK);
+    ft_qpacked h = {host_bytes(o->d.data, o->sz.data),
+                    o->sz.scales ? host_bytes(o->d.scales, o->sz.scales) : NULL,
+                    o->sz.amax ? host_bytes(o->d.amax, o->sz.amax) : NULL};
+    rc = ft_qpacked_decode(&qc, col, rows, cols, splits, G, &h, x, got, &err);
+    if (rc) print_message("%s: decode: %s\n", what, ft_err_msg(&err));
+    assert_int_equal(rc, FT_OK);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &ref[i], 4)) {
+            if (bad < 3)
+                print_message("%s: [%lld][%lld] got %.9g ref %.9g (x %.9g)\n", what,
+                              (long long)(i / cols), (long long)(i % cols), (double)got[i],
+                              (double)ref[i], (double)x[i]);
+            bad++;
+        }
+    if (bad) print_message("%s: %lld of %lld differ\n", what, (long long)bad, (long long)n);
+    assert_int_equal(bad, 0);
+    const int64_t one = rows, *sp = splits ? splits : &one;
+    const uint32_t ng = splits ? G : 1;
+    int64_t row0 = 0;
+    for (uint32_t g = 0; g < ng; g++) {
+        if (h.amax) {
+            ft_qstats st;
+            float *tmp = malloc((size_t)(sp[g] * cols + 1) * 4);
+            assert_non_null(tmp);
+            assert_int_equal(
+                ft_cpu_quantize(&qc, x + row0 * cols, sp[g], cols, NULL, 0, tmp, &st, &err), FT_OK);
+            if (memcmp(&h.amax[g], &st.amax, 4))
+                print_message("%s: group %u amax got %.9g ref %.9g\n", what, g, (double)h.amax[g],
+                              (double)st.amax);
+            assert_memory_equal(&h.amax[g], &st.amax, 4);
+            free(tmp);
+        }
+        row0 += sp[g];
+    }
+    const size_t per_row = (size_t)(q->fmt == FT_QF_NVFP4 ? cols / 2 : cols);
+    const uint8_t *d = h.data;
+    for (size_t i = (size_t)row0 * per_row; i < (size_t)rows * per_row; i++)
+        if (d[i] != 0xFF) {
+            print_message("%s: padding code byte %zu written\n", what, i);
+            fail();
+        }
+    free(h.data);
+    free(h.scales);
+    free(h.amax);
+    free(ref);
+    free(got);
+}
+
+static void test_cuda_qpacked_matches_cpu(void **state)
+{
+    (void)state;
+    need_gpu();
+    ft_err err;
+    ft_err_clear(&err);
+    const int small = small_shapes();
+    /* cols: a partial 256-column tile and a partial 1x128 block */
+    const int64_t rows = small ? 96 : 400, cols = 288;
+    /* s16: multiples of 16 (RHT) with an empty group and padding rows; rag: groups that are not
+     * multiples of any block, an empty one and a 1-row one */
+    int64_t s16[4] = {160, 0, 48, 160}, rag[5] = {37, 0, 150, 1, 180};
+    if (small) {
+        const int64_t a[4] = {32, 0, 16, 16}, b[5] = {7, 0, 45, 1, 20};
+        memcpy(s16, a, sizeof a);
+        memcpy(rag, b, sizeof b);
+    }
+    /* xa: zeros, an all-zero 1x64 run and 32x1 run, huge values, a denormal-range value, a NaN
+     * (MXFP8, FP8); xb: the same without NaN and huge values (NVFP4: E2M1 has no NaN, and one
+     * huge value would flush the rest of its group) */
+    float *xa = rand_bf16(rows * cols, 3.0f);
+    xa[5] = 0.0f;
+    for (int64_t c = 64; c < 128; c++)
+        xa[2 * cols + c] = 0.0f;
+    for (int64_t r = 0; r < 32; r++)
+        xa[r * cols + 10] = 0.0f;
+    xa[3 * cols + 40] = ft_bf16_round(3.0e38f);
+    xa[4 * cols + 41] = ft_bf16_round(-2.5e38f);
+    xa[cols + 7] = ft_bf16_round(1e-30f);
+    xa[7 * cols + 100] = NAN;
+    float *xb = malloc((size_t)(rows * cols) * 4);
+    assert_non_null(xb);
+    memcpy(xb, xa, (size_t)(rows * cols) * 4);
+    xb[3 * cols + 40] = 1000.0f;
+    xb[4 * cols + 41] = -1000.0f;
+    xb[7 * cols + 100] = 1.0f;
+    uint16_t *ba = to_bits(xa, rows * cols), *bb = to_bits(xb, rows * cols);
+    void *dxa = dev_copy(ba, (size_t)(rows * cols) * 2),
+         *dxb = dev_copy(bb, (size_t)(rows * cols) * 2);
+    void *ds16 = dev_copy(s16, sizeof s16), *drag = dev_copy(rag, sizeof rag);
+    struct {
+        ft_qfmt fmt;
+        ft_fp8 fp8;
+        int row, col, rht, sr, pow2;
+        float eps;
+    } cfgs[] = {
+        {FT_QF_MXFP8, FT_FP8_E4M3, 1, 1, 0, 0, 0, 0.0f},
+        {FT_QF_MXFP8, FT_FP8_E5M2, 1, 1, 0, 0, 0, 0.0f},
+        {FT_QF_MXFP8, FT_FP8_E4M3, 1, 0, 0, 0, 0, 0.0f},
+        {FT_QF_MXFP8, FT_FP8_E5M2, 0, 1, 0, 0, 0, 0.0f},
+        {FT_QF_NVFP4, FT_FP8_E4M3, 1, 1, 1, 0, 0, 0.0f},
+        {FT_QF_NVFP4, FT_FP8_E4M3, 1, 1, 1, 1, 0, 0.0f},
+        {FT_QF_NVFP4, FT_FP8_E4M3, 1, 1, 0, 0, 0, 0.0f},
+        {FT_QF_NVFP4, FT_FP8_E4M3, 0, 1, 0, 1, 0, 0.0f},
+        {FT_QF_FP8_CURRENT, FT_FP8_E4M3, 1, 0, 0, 0, 0, 0.0f},
+        {FT_QF_FP8_CURRENT, FT_FP8_E5M2, 1, 0, 0, 0, 1, 1e-3f},
+        {FT_QF_FP8_BLOCK, FT_FP8_E4M3, 1, 0, 0, 0, 0, 0.0f},
+        {FT_QF_FP8_BLOCK, FT_FP8_E5M2, 1, 0, 0, 0, 1, 0.0f},
+    };
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        ft_qcfg q;
+        memset(&q, 0, sizeof q);
+        q.fmt = cfgs[i].fmt;
+        q.fp8 = cfgs[i].fp8;
+        q.rht = (uint8_t)cfgs[i].rht;
+        q.sr = (uint8_t)cfgs[i].sr;
+        q.pow2_scales = (uint8_t)cfgs[i].pow2;
+        q.amax_epsilon = cfgs[i].eps;
+        q.seed = 42;
+        q.stream = 3;
+        const int nv = q.fmt == FT_QF_NVFP4;
+        const float *x = nv ? xb : xa;
+        for (int s = 0; s < 3; s++) {
+            if (s == 2 && q.rht) continue; /* RHT needs groups in multiples of 16 */
+            const int64_t *sp = s == 0 ? NULL : (s == 1 ? s16 : rag);
+            void *dsp = s == 0 ? NULL : (s == 1 ? ds16 : drag);
+            const uint32_t G = s == 0 ? 0 : (s == 1 ? 4 : 5);
+            qp_buf rb, cb;
+            memset(&rb, 0, sizeof rb);
+            memset(&cb, 0, sizeof cb);
+            if (cfgs[i].row) qp_alloc(&q, 0, rows, cols, G, &rb);
+            if (cfgs[i].col) qp_alloc(&q, 1, rows, cols, G, &cb);
+            int rc = ft_cuda_bf16_quantize(&q, nv ? dxb : dxa, rows, cols, dsp, G,
+                                           cfgs[i].row ? &rb.d : NULL, cfgs[i].col ? &cb.d : NULL,
+                                           NULL, &err);
+            if (rc) print_message("cuda packed quantize: %s\n", ft_err_msg(&err));
+            assert_int_equal(rc, FT_OK);
+            assert_int_equal(ft_cuda_sync(&err), FT_OK);
+            char what[128];
+            for (int col = 0; col < 2; col++) {
+                if (!(col ? cfgs[i].col : cfgs[i].row)) continue;
+                snprintf(what, sizeof what, "packed %s %s %s rht %d sr %d pow2 %d splits %d",
+                         ft_qfmt_name(q.fmt), q.fp8 == FT_FP8_E5M2 ? "e5m2" : "e4m3",
+                         col ? "col" : "row", q.rht, q.sr, q.pow2_scales, s);
+                qp_check(what, &q, col, x, rows, cols, sp, G, col ? &cb : &rb);
+            }
+            if (cfgs[i].row) qp_free(&rb);
+            if (cfgs[i].col) qp_free(&cb);
+        }
+    }
+    ft_cuda_free(dxa);
+    ft_cuda_free(dxb);
+    ft_cuda_free(ds16);
+    ft_cuda_free(drag);
+    free(xa);
+    free(xb);
+    free(ba);
+    free(bb);
+}
+
+static void test_cuda_qpacked_rejects_bad_input(void **state)
+{
+    (void)state;
+    need_gpu();
+    ft_err err;
+    ft_err_clear(&err);
+    ft_qcfg q;
+    memset(&q, 0, sizeof q);
+    q.fmt = FT_QF_MXFP8;
+    qp_buf b;
+    memset(&b, 0, sizeof b);
+    qp_alloc(&q, 0, 64, 64, 0, &b);
+    void *dx = dev_poison(64 * 64 * 2);
+    /* cols not a multiple of 32 */
+    assert_int_equal(ft_cuda_bf16_quantize(&q, dx, 64, 48, NULL, 0, &b.d, NULL, NULL, &err),
+                     FT_EINVAL);
+    assert_non_null(strstr(ft_err_msg(&err), "multiple of 32"));
+    /* no usage */
+    assert_int_equal(ft_cuda_bf16_quantize(&q, dx, 64, 64, NULL, 0, NULL, NULL, NULL, &err),
+                     FT_EINVAL);
+    /* not implemented: 2D tiles, FP8 block columnwise, FP8 delayed */
+    q.two_d = 1;
+    assert_int_equal(ft_cuda_bf16_quantize(&q, dx, 64, 64, NULL, 0, &b.d, NULL, NULL, &err),
+                     FT_EUNSUPPORTED);
+    q.two_d = 0;
+    q.fmt = FT_QF_FP8_BLOCK;
+    assert_int_equal(ft_cuda_bf16_quantize(&q, dx, 64, 64, NULL, 0, NULL, &b.d, NULL, &err),
+                     FT_EUNSUPPORTED);
+    ft_qpacked_sizes sz;
+    assert_int_equal(ft_qpacked_layout(&q, 1, 64, 64, 1, &sz, &err), FT_EUNSUPPORTED);
+    q.fmt = FT_QF_FP8_DELAYED;
+    assert_int_equal(ft_cuda_bf16_quantize(&q, dx, 64, 64, NULL, 0, &b.d, NULL, NULL, &err),
+                     FT_EUNSUPPORTED);
+    /* a misaligned output */
+    q.fmt = FT_QF_MXFP8;
+    ft_qpacked bad = b.d;
+    bad.data = (uint8_t *)b.d.data + 1;
+    assert_int_equal(ft_cuda_bf16_quantize(&q, dx, 64, 64, NULL, 0, &bad, NULL, NULL, &err),
+                     FT_EINVAL);
+    ft_cuda_free(dx);
+    qp_free(&b);
+}
+
 #endif /* FT_HAVE_CUDA */
 
 static void test_cuda_device_count_is_sane(void **state)
@@ -1218,6 +1472,8 @@ int main(void)
         cmocka_unit_test(test_cuda_mlp_quantized_matches_cpu),
         cmocka_unit_test(test_cuda_quantize_matches_cpu),
         cmocka_unit_test(test_cuda_mlp_forward_graph_follows_splits),
+        cmocka_unit_test(test_cuda_qpacked_matches_cpu),
+        cmocka_unit_test(test_cuda_qpacked_rejects_bad_input),
 #endif
     };
     /* FT_CUDA_TEST_FILTER=PATTERN runs the matching tests only (cmocka's wildcard pattern): lets

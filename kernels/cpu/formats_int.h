@@ -134,6 +134,18 @@ static inline float e8m0_quant(uint8_t code)
     return u2f((uint32_t)(254 - code) << 23);
 }
 
+/* TE compute_scale_from_amax (recipe_common.cuh): FP8 current, delayed-free, and block scales
+ * (quant.c; the packed-layout decoder in qpacked.c). */
+static inline float fp8_scale_from_amax(float amax, float max_fp8, int pow2, float eps)
+{
+    if (amax < eps) amax = eps;
+    if (isinf(amax) || amax == 0.0f || isnan(amax)) return 1.0f;
+    float scale = max_fp8 / amax;
+    if (isinf(scale)) scale = FLT_MAX;
+    if (pow2) scale = u2f(f2u(scale) & 0xFF800000u);
+    return scale;
+}
+
 /* RNG: key = mix(seed, stream) once per tensor usage, then one splitmix64 step per counter. */
 static inline uint64_t rng_key(uint64_t seed, uint64_t stream)
 {

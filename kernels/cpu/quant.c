@@ -26,17 +26,6 @@ const char *ft_qfmt_name(ft_qfmt f)
 
 /* ---- scale computations ------------------------------------------------------------------- */
 
-/* TE compute_scale_from_amax (recipe_common.cuh): FP8 current, delayed-free, and block scales. */
-static float fp8_scale_from_amax(float amax, float max_fp8, int pow2, float eps)
-{
-    if (amax < eps) amax = eps;
-    if (isinf(amax) || amax == 0.0f || isnan(amax)) return 1.0f;
-    float scale = max_fp8 / amax;
-    if (isinf(scale)) scale = FLT_MAX;
-    if (pow2) scale = u2f(f2u(scale) & 0xFF800000u);
-    return scale;
-}
-
 /* TE compute_global_encode_scaling_factor_FP4: S = 448*6/A, FLT_MAX cap, 1 for A = 0 or inf. */
 static float nvfp4_global_scale(float amax)
 {

@@ -3,7 +3,7 @@
 // for value the CPU reference's results (kernels/cpu/quant.c, spec §4.5-4.6).
 //
 // Two passes where a per-group amax is needed (FP8 current, NVFP4): an amax kernel (atomicMax on
-// the float's bits; NaN wins, as in the reference) and the quantize kernel. One thread owns one
+// the float's bits; NaN ignored, as in the reference) and the quantize kernel. One thread owns one
 // scaling block (1D blocks along a row or down a column, or a 2D tile), so the amax and the
 // rounding of a block never cross threads. Columnwise and 2D blocks restart at each group's
 // first row. Row offsets and per-group block counts are computed on the device from the splits.
@@ -13,38 +13,6 @@
 
 namespace
 {
-
-// offs[0..G] row offsets, rb[0..G] prefix of row blocks (side bs) per group.
-__global__ void q_offsets_kernel(const int64_t *splits, int G, int64_t rows, int bs, int64_t *offs,
-                                 int64_t *rb)
-{
-    if (blockIdx.x || threadIdx.x) return;
-    int64_t o = 0, b = 0;
-    for (int g = 0; g < G; g++) {
-        offs[g] = o;
-        rb[g] = b;
-        int64_t s = splits ? splits[g] : rows;
-        if (s < 0) s = 0;
-        if (o + s > rows) s = rows - o;
-        o += s;
-        b += bs > 0 ? (s + bs - 1) / bs : 0;
-    }
-    offs[G] = o;
-    rb[G] = b;
-}
-
-__device__ __forceinline__ int group_of(const int64_t *offs, int G, int64_t r)
-{
-    int lo = 0, hi = G - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) >> 1;
-        if (offs[mid] <= r)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
 
 // Per-group amax of the source (RHT'd 16-row chunks when rht). Thread: 64 columns of one row, or
 // (rht) one 16-row chunk of one column.

@@ -1,7 +1,8 @@
 // quant_dev.cuh - device versions of the scalar number formats and the scaling-block rules of
 // kernels/cpu/formats_int.h and kernels/cpu/quant.c (same float operations in the same order, so
-// results are bit-exact to the CPU reference). Shared by the quantization kernels (quant.cu) and
-// the GEMM epilogue that quantizes on store (gemm_wgmma.cu). Private to kernels/cuda.
+// results are bit-exact to the CPU reference). Shared by the quantization kernels (quant.cu,
+// quant_packed.cu) and the GEMM epilogue that quantizes on store (gemm_wgmma.cu). Private to
+// kernels/cuda.
 #ifndef FT_QUANT_DEV_CUH
 #define FT_QUANT_DEV_CUH
 
@@ -114,13 +115,19 @@ __device__ __forceinline__ uint64_t d_hash_mix(uint64_t h, uint64_t v)
     return x;
 }
 
-// key = mix(seed, stream), then one splitmix64 step per counter (formats_int.h rng_at).
-__device__ __forceinline__ uint32_t d_rng_bits(uint64_t seed, uint64_t stream, uint64_t counter)
+// key = mix(seed, stream) once per tensor usage, then one splitmix64 step per counter
+// (formats_int.h rng_key / rng_at).
+__device__ __forceinline__ uint32_t d_rng_at(uint64_t key, uint64_t counter)
 {
-    uint64_t z = d_hash_mix(seed, stream) + (counter + 1u) * 0x9e3779b97f4a7c15ull;
+    uint64_t z = key + (counter + 1u) * 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+
+__device__ __forceinline__ uint32_t d_rng_bits(uint64_t seed, uint64_t stream, uint64_t counter)
+{
+    return d_rng_at(d_hash_mix(seed, stream), counter);
 }
 
 __constant__ float rht_sign[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
@@ -162,9 +169,30 @@ __device__ __forceinline__ float nvfp4_global_scale(float amax)
     return s;
 }
 
+// max(m, a) ignoring a NaN a, as the reference's max_abs (a > m ? a : m) does; so an amax is
+// never NaN and its float bits order like the values (atomicMax on the bits).
 __device__ __forceinline__ float amax_merge(float m, float a)
 {
-    return (a > m || isnan(a)) ? a : m;
+    return fmaxf(m, a);
+}
+
+// MXFP8 block: E8M0 code of a block with max |x| = amax (element format max fmax).
+__device__ __forceinline__ uint8_t mxfp8_code(float amax, float fmax)
+{
+    return d_e8m0_from_float(__fmul_rn(amax, __fdiv_rn(1.0f, fmax)));
+}
+
+// NVFP4 block: E4M3-rounded decode scale d of a block with max |x| = amax, global scale S.
+__device__ __forceinline__ float nvfp4_block_scale(float amax, float S)
+{
+    return d_fp8_round(FT_FP8_E4M3,
+                       fminf(__fmul_rn(amax, __fmul_rn(S, __fdiv_rn(1.0f, FT_E2M1_MAX))), FLT_MAX));
+}
+
+// NVFP4 block multiplier from the block scale d and the group's 1/S.
+__device__ __forceinline__ float nvfp4_block_mult(float d, float Sdec)
+{
+    return fminf(__fdiv_rn(1.0f, __fmul_rn(d, Sdec)), FLT_MAX);
 }
 
 // Block multiplier and dequantization factor (quant.c block_params). gamax: the group's amax.
@@ -172,16 +200,13 @@ __device__ __forceinline__ void block_params(const qdev &q, float amax, float ga
                                              float *deq)
 {
     if (q.fmt == FT_QF_MXFP8) {
-        uint8_t code = d_e8m0_from_float(__fmul_rn(amax, __fdiv_rn(1.0f, q.fmax)));
+        uint8_t code = mxfp8_code(amax, q.fmax);
         *mult = d_e8m0_quant(code);
         *deq = d_e8m0_dequant(code);
     } else if (q.fmt == FT_QF_NVFP4) {
         float S = nvfp4_global_scale(gamax);
-        float Sdec = __fdiv_rn(1.0f, S);
-        float d = d_fp8_round(
-            FT_FP8_E4M3,
-            fminf(__fmul_rn(amax, __fmul_rn(S, __fdiv_rn(1.0f, FT_E2M1_MAX))), FLT_MAX));
-        *mult = fminf(__fdiv_rn(1.0f, __fmul_rn(d, Sdec)), FLT_MAX);
+        float d = nvfp4_block_scale(amax, S);
+        *mult = nvfp4_block_mult(d, __fdiv_rn(1.0f, S));
         *deq = __fmul_rn(__fmul_rn(d, gamax), __fdiv_rn(1.0f, FT_E4M3_MAX * FT_E2M1_MAX));
     } else if (q.fmt == FT_QF_FP8_BLOCK) {
         float s = fp8_scale_from_amax(amax, q.fmax, q.pow2, q.eps);
@@ -205,6 +230,38 @@ __device__ __forceinline__ float quant_one(const qdev &q, float x, float mult, f
     else
         r = d_fp8_round(q.fp8, v);
     return __fmul_rn(r, deq);
+}
+
+// offs[0..G] row offsets, rb[0..G] prefix of row blocks (side bs) per group.
+__global__ void q_offsets_kernel(const int64_t *splits, int G, int64_t rows, int bs, int64_t *offs,
+                                 int64_t *rb)
+{
+    if (blockIdx.x || threadIdx.x) return;
+    int64_t o = 0, b = 0;
+    for (int g = 0; g < G; g++) {
+        offs[g] = o;
+        rb[g] = b;
+        int64_t s = splits ? splits[g] : rows;
+        if (s < 0) s = 0;
+        if (o + s > rows) s = rows - o;
+        o += s;
+        b += bs > 0 ? (s + bs - 1) / bs : 0;
+    }
+    offs[G] = o;
+    rb[G] = b;
+}
+
+__device__ __forceinline__ int group_of(const int64_t *offs, int G, int64_t r)
+{
+    int lo = 0, hi = G - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (offs[mid] <= r)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
 }
 
 } // namespace
