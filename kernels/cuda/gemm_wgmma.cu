@@ -474,10 +474,11 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
         }
     }
     if (!p.zc) return; // uniform over the kernel
-    // 3. columnwise blocks: amax over this warp's 16 rows, then over the partner warp's
+    // 3. columnwise blocks, one 32-column chunk at a time (keeps few values live): amax over
+    // this warp's 16 rows (shuffles across lane / 4), then with the partner warp's through red
     const unsigned all = 0xFFFFFFFFu;
 #pragma unroll
-    for (int zb = 0; zb < ZB; zb++)
+    for (int zb = 0; zb < ZB; zb++) {
 #pragma unroll
         for (int jj = 0; jj < 4; jj++)
 #pragma unroll
@@ -488,9 +489,7 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
                 a = fmaxf(a, __shfl_xor_sync(all, a, 16));
                 if (lane < 4) red[w * 256 + 32 * zb + 8 * jj + 2 * q + e] = a;
             }
-    asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory");
-#pragma unroll
-    for (int zb = 0; zb < ZB; zb++) {
+        asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory");
         uint32_t wv[2][4];
 #pragma unroll
         for (int jj = 0; jj < 4; jj++) {
@@ -516,7 +515,8 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
                 store_quad(p.zc + grow[i] * p.k2 + z0, p.k2 - z0, wv[i][0], wv[i][1], wv[i][2],
                            wv[i][3], q);
     }
-    asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory"); // red is free for the next tile
+    // each chunk's columns of red are distinct; this last barrier frees red for the next tile
+    asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory");
 #undef ZSLOT
 }
 
@@ -610,10 +610,10 @@ __global__ void __launch_bounds__(THREADS, 1)
                     if ((tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
                 }
             }
-            if (nk > 0) {
-                wg_wait0();
-                if ((tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
-            }
+            // unconditional: a wait_group inside a branch (WGRAD tiles of empty groups have no
+            // k-blocks) makes ptxas serialise every wgmma of the kernel (C7518)
+            wg_wait0();
+            if (nk > 0 && (tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
             if constexpr ((EPI & EPI_MX) != 0)
                 epilogue_mx<EPI & 3>(p, tp, acc, cw, tid,
                                      reinterpret_cast<float *>(smem + STAGES * STAGE_BYTES) +
