@@ -65,7 +65,9 @@ static float block_deq(const ft_qcfg *q, int columnwise, const ft_qpacked *p, in
                        int64_t r, int64_t c, int64_t srow, float gamax)
 {
     const int64_t bs = packed_block(q->fmt);
-    const int64_t si = columnwise ? srow * cols + c : r * ((cols + bs - 1) / bs) + c / bs;
+    /* FP8 current has no blocks (bs 0) and no scales: si is not used (nor computed: c / 0) */
+    const int64_t si =
+        columnwise ? srow * cols + c : (bs ? r * ((cols + bs - 1) / bs) + c / bs : 0);
     switch (q->fmt) {
     case FT_QF_MXFP8:
         return ft_e8m0_dequant(((const uint8_t *)p->scales)[si]);

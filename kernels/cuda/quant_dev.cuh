@@ -8,6 +8,8 @@
 
 #include "ft_cuda_int.cuh"
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <float.h>
 
 namespace
@@ -44,6 +46,17 @@ __device__ __forceinline__ float d_fp8_round(int fp8, float x)
     }
     if (!(a < FT_E4M3_MAX)) return isnan(x) ? x : copysignf(FT_E4M3_MAX, x);
     return copysignf(rne_mant(a, 20, 0x1p-6f, 0x1p14f), x);
+}
+
+// d_fp8_round of two values with the sm_89+ conversion instructions (cvt.rn.satfinite to
+// E4M3/E5M2 pairs and back through f16, which holds every FP8 value): the same RNE, +-max on
+// overflow and infinity, NaN kept. Short code for unrolled epilogues.
+__device__ __forceinline__ float2 d_fp8_round2(int fp8, float a, float b)
+{
+    const __nv_fp8_interpretation_t k = fp8 == FT_FP8_E5M2 ? __NV_E5M2 : __NV_E4M3;
+    const __nv_fp8x2_storage_t c = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, k);
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(c, k);
+    return __half22float2(*reinterpret_cast<const __half2 *>(&h));
 }
 
 __device__ __forceinline__ float d_e2m1_round(float x)
