@@ -354,9 +354,9 @@ __device__ __forceinline__ void epilogue(const wg_params &p, const tile_pos &tp,
 // rows of its group, so blocks restart at the group's first row as in the reference). Rows
 // outside the group and columns past k2 count as zero in every amax. The quantization works on
 // one 64 x 32 chunk of z at a time staged in shared memory (zs, this warpgroup's), with short
-// loops: warps 0-1 take the 64 column blocks, warps 2-3 the 64 row blocks. (Doing it on the
-// register fragment instead unrolls into ~240 KB of code, and the instruction fetches made the
-// kernel 1.9-3.1x slower than the bf16 epilogue.)
+// loops: each thread takes half of one row block and half of one column block. (On the
+// register fragment instead, with the software FP8 rounding, the epilogue unrolled into ~240 KB
+// of code and the kernel ran 1.9-3.1x slower than with the bf16 epilogue.)
 template <int EPI>
 __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &tp,
                                             float (&acc)[128], int wg, int tid, float *zs)
@@ -450,46 +450,57 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
                         acc[ZSLOT(zb, jj) + 2 * i + e];
         asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory");
         const int64_t z0 = (EPI == EPI_UNARY ? tp.nt * BN : tp.nt * (BN / 2)) + 32 * zb;
-        if (w >= 2) { // rowwise: one thread per row block
-            const int r = tid - 64;
-            const int64_t trow = row_base + r;
-            float amax = 0.0f;
-#pragma unroll 8
-            for (int c = 0; c < 32; c++)
-                amax = fmaxf(amax, fabsf(zs[r * MX_LD + c]));
+        // every thread: half (16 values) of one row block and half of one column block; the two
+        // halves of a block sit in lanes l and l ^ 1
+        const int half = lane & 1;
+        {
+            const int r = tid / 2; // rowwise: row r, columns 16 half ..
+            const float *src = zs + r * MX_LD + 16 * half;
+            float v[16], amax = 0.0f;
+#pragma unroll
+            for (int c = 0; c < 16; c++) {
+                v[c] = src[c];
+                amax = fmaxf(amax, fabsf(v[c]));
+            }
+            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
             const uint8_t code = mxfp8_code(amax, fmax);
             const float mult = d_e8m0_quant(code), deq = d_e8m0_dequant(code);
-            if (trow < tp.rows && p.z) {
-                uint16_t *dst = p.z + (tp.row0 + trow) * p.k2 + z0;
-#pragma unroll 1
-                for (int c8 = 0; c8 < 32 && z0 + c8 < p.k2; c8 += 8) {
-                    uint32_t wv[4];
+            uint32_t wv[8];
 #pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const float2 f =
-                            d_fp8_round2(p.z_fp8, __fmul_rn(zs[r * MX_LD + c8 + 2 * e], mult),
-                                         __fmul_rn(zs[r * MX_LD + c8 + 2 * e + 1], mult));
-                        wv[e] = pack_bf16(__fmul_rn(f.x, deq), __fmul_rn(f.y, deq));
-                    }
-                    *reinterpret_cast<uint4 *>(dst + c8) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
-                }
+            for (int e = 0; e < 8; e++) {
+                const float2 f =
+                    d_fp8_round2(p.z_fp8, __fmul_rn(v[2 * e], mult), __fmul_rn(v[2 * e + 1], mult));
+                wv[e] = pack_bf16(__fmul_rn(f.x, deq), __fmul_rn(f.y, deq));
             }
-        } else if (p.zc) { // columnwise: one thread per 32 x 1 block (column c, rows 32 b ..)
-            const int c = tid % 32, b = tid / 32;
-            float amax = 0.0f;
-#pragma unroll 8
-            for (int r = 0; r < 32; r++)
-                amax = fmaxf(amax, fabsf(zs[(32 * b + r) * MX_LD + c]));
+            const int64_t trow = row_base + r, c0 = z0 + 16 * half;
+            if (trow < tp.rows) {
+                uint16_t *dst = p.z + (tp.row0 + trow) * p.k2 + c0;
+                if (c0 < p.k2)
+                    *reinterpret_cast<uint4 *>(dst) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
+                if (c0 + 8 < p.k2)
+                    *reinterpret_cast<uint4 *>(dst + 8) = make_uint4(wv[4], wv[5], wv[6], wv[7]);
+            }
+        }
+        if (p.zc) { // columnwise: column c, rows 32 b + 16 half ..
+            const int c = 16 * (w & 1) + lane / 2, b = w / 2, r0 = 32 * b + 16 * half;
+            float v[16], amax = 0.0f;
+#pragma unroll
+            for (int r = 0; r < 16; r++) {
+                v[r] = zs[(r0 + r) * MX_LD + c];
+                amax = fmaxf(amax, fabsf(v[r]));
+            }
+            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
             const uint8_t code = mxfp8_code(amax, fmax);
             const float mult = d_e8m0_quant(code), deq = d_e8m0_dequant(code);
             if (z0 + c < p.k2) {
-#pragma unroll 4
-                for (int r = 0; r < 32; r++) {
-                    const int64_t trow = row_base + 32 * b + r;
-                    if (trow >= tp.rows) break;
+#pragma unroll
+                for (int r = 0; r < 16; r += 2) {
                     const float2 f =
-                        d_fp8_round2(p.z_fp8, __fmul_rn(zs[(32 * b + r) * MX_LD + c], mult), 0.0f);
-                    p.zc[(tp.row0 + trow) * p.k2 + z0 + c] = f_to_bf16(__fmul_rn(f.x, deq));
+                        d_fp8_round2(p.z_fp8, __fmul_rn(v[r], mult), __fmul_rn(v[r + 1], mult));
+                    const int64_t trow = row_base + r0 + r;
+                    uint16_t *dst = p.zc + (tp.row0 + trow) * p.k2 + z0 + c;
+                    if (trow < tp.rows) dst[0] = f_to_bf16(__fmul_rn(f.x, deq));
+                    if (trow + 1 < tp.rows) dst[p.k2] = f_to_bf16(__fmul_rn(f.y, deq));
                 }
             }
         }
