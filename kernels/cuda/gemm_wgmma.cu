@@ -20,8 +20,6 @@
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
-#include <stdlib.h>
-#include <string.h>
 
 namespace
 {
@@ -104,42 +102,6 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *tm, uint6
                  : "memory");
 }
 
-// The same copy, landing at the same shared-memory offset in every CTA of the cluster in mask and
-// completing bytes on each one's mbarrier at bar's offset.
-__device__ __forceinline__ void tma_load_mc(void *dst, const CUtensorMap *tm, uint64_t *bar, int c0,
-                                            int c1, uint16_t mask)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_u32(dst)),
-                 "l"((uint64_t)tm), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "h"(mask)
-                 : "memory");
-}
-
-// Arrive on the mbarrier at bar's offset in CTA `cta` of the cluster (this one included).
-__device__ __forceinline__ void mbar_arrive_cta(uint64_t *bar, uint32_t cta)
-{
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-                 : "=r"(remote)
-                 : "r"(smem_u32(bar)), "r"(cta));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
-                 : "memory");
-}
-
-__device__ __forceinline__ uint32_t cluster_rank()
-{
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-__device__ __forceinline__ void cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;" ::
-                     : "memory");
-}
-
 // Shared-memory matrix descriptor, 128-byte swizzle.
 __device__ __forceinline__ uint64_t sdesc(uint32_t addr, uint32_t lbo, uint32_t sbo)
 {
@@ -171,11 +133,9 @@ struct tile_pos {
     int64_t mt, nt;
 };
 
-// With clusters of CL CTAs, t numbers tiles of CL x BM rows; CTA `rank` takes m-tile
-// CL * mt + rank of it (an m-tile past the group's rows is fully masked, its loads harmless).
-template <int KIND, int CL>
+template <int KIND>
 __device__ __forceinline__ tile_pos decode(const wg_params &p, const int64_t *off,
-                                           const int64_t *tiles, int64_t t, int rank)
+                                           const int64_t *tiles, int64_t t)
 {
     tile_pos tp;
     tp.g = sched_group(tiles, p.G, t);
@@ -185,14 +145,12 @@ __device__ __forceinline__ tile_pos decode(const wg_params &p, const int64_t *of
     // Bands of RASTER m-tiles, walked n-tile by n-tile: the CTAs working at the same time share
     // a few A panels and a few B panels, so both stay in L2 (nt-fastest order re-read all of
     // W_g from memory for every m-tile).
-    constexpr int64_t BMC = (int64_t)BM * CL;
-    const int64_t m_tiles =
-        KIND == FT_GEMM_WGRAD ? (p.n + BMC - 1) / BMC : (tp.rows + BMC - 1) / BMC;
+    const int64_t m_tiles = KIND == FT_GEMM_WGRAD ? (p.n + BM - 1) / BM : (tp.rows + BM - 1) / BM;
     const int64_t band = local / (RASTER * p.n_tiles);
     const int64_t first = band * RASTER;
     const int64_t h = m_tiles - first < RASTER ? m_tiles - first : RASTER;
     const int64_t r = local - band * RASTER * p.n_tiles;
-    tp.mt = (first + r % h) * CL + rank;
+    tp.mt = first + r % h;
     tp.nt = r / h;
     return tp;
 }
@@ -203,12 +161,10 @@ template <int KIND> __device__ __forceinline__ int n_ktiles(const wg_params &p, 
     return (int)((p.contract + BK - 1) / BK);
 }
 
-// One stage: A (this CTA's rows) and B. With CL == 2 the two CTAs of a cluster share B (same
-// n-tile, same k-block): each loads half of B's boxes and multicasts them to both.
-template <int KIND, int EPI, int CL>
+template <int KIND, int EPI>
 __device__ __forceinline__ void produce(const wg_params &p, const CUtensorMap *ta,
                                         const CUtensorMap *tb, const tile_pos &tp, int kt,
-                                        uint8_t *st, uint64_t *full, int rank)
+                                        uint8_t *st, uint64_t *full)
 {
     uint8_t *sa = st, *sb = st + A_BYTES;
     mbar_expect_tx(full, STAGE_BYTES);
@@ -223,32 +179,20 @@ __device__ __forceinline__ void produce(const wg_params &p, const CUtensorMap *t
             r0 = (int64_t)tp.g * p.n + tp.nt * BN;
             r1 = r0 + BN / 2;
         }
-        if (CL == 1) {
-            tma_load(sb, tb, full, k0, (int)r0);
-            tma_load(sb + B_BYTES / 2, tb, full, k0, (int)r1);
-        } else {
-            tma_load_mc(sb + rank * (B_BYTES / 2), tb, full, k0, (int)(rank ? r1 : r0), 3);
-        }
+        tma_load(sb, tb, full, k0, (int)r0);
+        tma_load(sb + B_BYTES / 2, tb, full, k0, (int)r1);
     } else if (KIND == FT_GEMM_DGRAD) {
         int k0 = kt * BK;
         tma_load(sa, ta, full, k0, (int)(tp.row0 + tp.mt * BM));
         int brow = (int)((int64_t)tp.g * p.n + k0);
-        for (int c = 0; c < 4; c++) {
-            if (CL == 1)
-                tma_load(sb + c * (B_BYTES / 4), tb, full, (int)(tp.nt * BN + 64 * c), brow);
-            else if (c / 2 == rank)
-                tma_load_mc(sb + c * (B_BYTES / 4), tb, full, (int)(tp.nt * BN + 64 * c), brow, 3);
-        }
+        for (int c = 0; c < 4; c++)
+            tma_load(sb + c * (B_BYTES / 4), tb, full, (int)(tp.nt * BN + 64 * c), brow);
     } else {
         int tok = (int)(tp.row0 + (int64_t)kt * BK);
         for (int c = 0; c < 2; c++)
             tma_load(sa + c * (A_BYTES / 2), ta, full, (int)(tp.mt * BM + 64 * c), tok);
-        for (int c = 0; c < 4; c++) {
-            if (CL == 1)
-                tma_load(sb + c * (B_BYTES / 4), tb, full, (int)(tp.nt * BN + 64 * c), tok);
-            else if (c / 2 == rank)
-                tma_load_mc(sb + c * (B_BYTES / 4), tb, full, (int)(tp.nt * BN + 64 * c), tok, 3);
-        }
+        for (int c = 0; c < 4; c++)
+            tma_load(sb + c * (B_BYTES / 4), tb, full, (int)(tp.nt * BN + 64 * c), tok);
     }
 }
 
@@ -565,17 +509,7 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
 #undef ZSLOT
 }
 
-// A consumer warp is done with a stage: release it in every CTA that writes into it.
-template <int CL> __device__ __forceinline__ void release(uint64_t *empty)
-{
-    if (CL == 1)
-        mbar_arrive(empty);
-    else
-        for (int c = 0; c < CL; c++)
-            mbar_arrive_cta(empty, (uint32_t)c);
-}
-
-template <int KIND, int EPI, int CL>
+template <int KIND, int EPI>
 __global__ void __launch_bounds__(THREADS, 1)
     wg_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                    const wg_params p)
@@ -589,35 +523,31 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     sched_shape sh;
     sh.wgrad = KIND == FT_GEMM_WGRAD;
-    sh.bm = BM * CL;
+    sh.bm = BM;
     sh.n_tiles = p.n_tiles;
     sh.m_fixed = p.n;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 8 * CL); // every consumer warp of the cluster releases it
+            mbar_init(&empty[s], 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     sched_build(p.splits, p.G, p.m, sh, off, tiles);
     const int64_t total = tiles[p.G];
     const int wg = threadIdx.x / 128;
-    const int rank = CL > 1 ? (int)cluster_rank() : 0;
-    const int64_t t0 = blockIdx.x / CL, t_step = gridDim.x / CL;
-    if (CL > 1) cluster_sync(); // the peer's barriers exist before anything lands in them
 
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0) {
             uint32_t it = 0;
-            for (int64_t t = t0; t < total; t += t_step) {
-                tile_pos tp = decode<KIND, CL>(p, off, tiles, t, rank);
+            for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+                tile_pos tp = decode<KIND>(p, off, tiles, t);
                 int nk = n_ktiles<KIND>(p, tp);
                 for (int kt = 0; kt < nk; kt++, it++) {
                     int s = it % STAGES;
                     if (it >= STAGES) mbar_wait(&empty[s], ((it / STAGES) - 1) & 1);
-                    produce<KIND, EPI, CL>(p, &ta, &tb, tp, kt, smem + s * STAGE_BYTES, &full[s],
-                                           rank);
+                    produce<KIND, EPI>(p, &ta, &tb, tp, kt, smem + s * STAGE_BYTES, &full[s]);
                 }
             }
         }
@@ -628,8 +558,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         constexpr int TB = KIND == FT_GEMM_FPROP ? 0 : 1;
         uint32_t it = 0;
         float acc[128];
-        for (int64_t t = t0; t < total; t += t_step) {
-            tile_pos tp = decode<KIND, CL>(p, off, tiles, t, rank);
+        for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+            tile_pos tp = decode<KIND>(p, off, tiles, t);
             int nk = n_ktiles<KIND>(p, tp);
 #pragma unroll
             for (int r = 0; r < 128; r++)
@@ -666,13 +596,13 @@ __global__ void __launch_bounds__(THREADS, 1)
                 // keep one batch in flight: retire the previous stage's batch and release it
                 if (kt > 0) {
                     wg_wait1();
-                    if ((tid % 32) == 0) release<CL>(&empty[(it - 1) % STAGES]);
+                    if ((tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
                 }
             }
             // unconditional: a wait_group inside a branch (WGRAD tiles of empty groups have no
             // k-blocks) makes ptxas serialise every wgmma of the kernel (C7518)
             wg_wait0();
-            if (nk > 0 && (tid % 32) == 0) release<CL>(&empty[(it - 1) % STAGES]);
+            if (nk > 0 && (tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
             if constexpr ((EPI & EPI_MX) != 0)
                 epilogue_mx<EPI & 3>(p, tp, acc, cw, tid,
                                      reinterpret_cast<float *>(smem + STAGES * STAGE_BYTES) +
@@ -681,8 +611,6 @@ __global__ void __launch_bounds__(THREADS, 1)
                 epilogue<KIND, EPI>(p, tp, acc, cw, tid);
         }
     }
-    // no CTA leaves while its peer may still multicast into it or release its stages
-    if (CL > 1) cluster_sync();
 #endif
 }
 
@@ -725,70 +653,28 @@ int make_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int b
     return FT_OK;
 }
 
-// Persistent launch: one CTA per SM, or (CL == 2) as many 2-CTA clusters as fit at once.
-template <int KIND, int EPI, int CL>
-int launch_cl(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cudaStream_t st,
-              ft_err *err)
+template <int KIND, int EPI>
+int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cudaStream_t st,
+           ft_err *err)
 {
-    static int grid = 0; // per instantiation, first launch
-    auto kern = wg_gemm_kernel<KIND, EPI, CL>;
+    static int attr_done = 0;
+    auto kern = wg_gemm_kernel<KIND, EPI>;
     constexpr int smem = SMEM_BYTES + ((EPI & EPI_MX) ? MX_RED_BYTES : 0);
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cudaLaunchAttribute attr;
-    memset(&attr, 0, sizeof attr);
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = CL;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.blockDim = dim3(THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    if (!grid) {
+    if (!attr_done) {
         int rc =
             cu_fail(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                     err, "cudaFuncSetAttribute(wg_gemm_kernel)");
-        int dev = 0, n_sm = 0;
-        if (!rc) rc = cu_fail(cudaGetDevice(&dev), err, "cudaGetDevice");
-        if (!rc)
-            rc = cu_fail(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev), err,
-                         "cudaDeviceGetAttribute");
         if (rc) return rc;
-        int g = n_sm / CL * CL;
-        if (CL > 1) {
-            int clusters = 0;
-            cfg.gridDim = dim3((unsigned)g);
-            rc = cu_fail(cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg), err,
-                         "cudaOccupancyMaxActiveClusters");
-            if (rc) return rc;
-            if (clusters * CL < g) g = clusters * CL;
-            if (g < CL) return ft_err_set(err, FT_ECUDA, "wgmma gemm: no 2-CTA cluster fits");
-        }
-        grid = g;
+        attr_done = 1;
     }
-    cfg.gridDim = dim3((unsigned)grid);
-    return cu_fail(cudaLaunchKernelEx(&cfg, kern, ta, tb, p), err, "wg_gemm_kernel");
-}
-
-template <int KIND, int EPI>
-int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, int cl,
-           cudaStream_t st, ft_err *err)
-{
-    if (cl == 2) return launch_cl<KIND, EPI, 2>(ta, tb, p, st, err);
-    return launch_cl<KIND, EPI, 1>(ta, tb, p, st, err);
-}
-
-// 2-CTA clusters sharing B through TMA multicast: FT_CUDA_CLUSTER=1 forces them, =0 forbids them;
-// otherwise the default below (see bench/gpu/NOTES.md for the measurements behind it).
-int cluster_of(const ft_cuda_bf16_gemm *g)
-{
-    const char *e = getenv("FT_CUDA_CLUSTER");
-    if (e && e[0] == '1') return 2;
-    if (e && e[0] == '0') return 1;
-    (void)g;
-    return 1;
+    int dev = 0, n_sm = 0;
+    int rc = cu_fail(cudaGetDevice(&dev), err, "cudaGetDevice");
+    if (rc) return rc;
+    rc = cu_fail(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev), err,
+                 "cudaDeviceGetAttribute");
+    if (rc) return rc;
+    kern<<<n_sm, THREADS, smem, st>>>(ta, tb, p);
+    return cu_launched(err, "wg_gemm_kernel");
 }
 
 int epi_of(const ft_cuda_bf16_gemm *g)
@@ -877,25 +763,24 @@ int ft_cuda_wgmma_gemm(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err)
         if (!rc) rc = make_map(&tb, g->b, g->m, g->k, 64, 64, err);
     }
     if (rc) return rc;
-    const int cl = cluster_of(g);
     if (g->kind == FT_GEMM_FPROP) {
         switch (epi) {
         case EPI_PLAIN:
-            return launch<FT_GEMM_FPROP, EPI_PLAIN>(ta, tb, p, cl, st, err);
+            return launch<FT_GEMM_FPROP, EPI_PLAIN>(ta, tb, p, st, err);
         case EPI_GLU_INTERLEAVED:
-            return launch<FT_GEMM_FPROP, EPI_GLU_INTERLEAVED>(ta, tb, p, cl, st, err);
+            return launch<FT_GEMM_FPROP, EPI_GLU_INTERLEAVED>(ta, tb, p, st, err);
         case EPI_GLU_SPLIT:
-            return launch<FT_GEMM_FPROP, EPI_GLU_SPLIT>(ta, tb, p, cl, st, err);
+            return launch<FT_GEMM_FPROP, EPI_GLU_SPLIT>(ta, tb, p, st, err);
         case EPI_UNARY:
-            return launch<FT_GEMM_FPROP, EPI_UNARY>(ta, tb, p, cl, st, err);
+            return launch<FT_GEMM_FPROP, EPI_UNARY>(ta, tb, p, st, err);
         case EPI_GLU_INTERLEAVED | EPI_MX:
-            return launch<FT_GEMM_FPROP, EPI_GLU_INTERLEAVED | EPI_MX>(ta, tb, p, cl, st, err);
+            return launch<FT_GEMM_FPROP, EPI_GLU_INTERLEAVED | EPI_MX>(ta, tb, p, st, err);
         case EPI_GLU_SPLIT | EPI_MX:
-            return launch<FT_GEMM_FPROP, EPI_GLU_SPLIT | EPI_MX>(ta, tb, p, cl, st, err);
+            return launch<FT_GEMM_FPROP, EPI_GLU_SPLIT | EPI_MX>(ta, tb, p, st, err);
         default:
-            return launch<FT_GEMM_FPROP, EPI_UNARY | EPI_MX>(ta, tb, p, cl, st, err);
+            return launch<FT_GEMM_FPROP, EPI_UNARY | EPI_MX>(ta, tb, p, st, err);
         }
     }
-    if (g->kind == FT_GEMM_DGRAD) return launch<FT_GEMM_DGRAD, EPI_PLAIN>(ta, tb, p, cl, st, err);
-    return launch<FT_GEMM_WGRAD, EPI_PLAIN>(ta, tb, p, cl, st, err);
+    if (g->kind == FT_GEMM_DGRAD) return launch<FT_GEMM_DGRAD, EPI_PLAIN>(ta, tb, p, st, err);
+    return launch<FT_GEMM_WGRAD, EPI_PLAIN>(ta, tb, p, st, err);
 }
