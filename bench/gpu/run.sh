@@ -1,53 +1,87 @@
 #!/bin/sh
-# bench/gpu/run.sh - build, check and time the CUDA kernels in one device run.
+# bench/gpu/run.sh - check and time the CUDA back end in one device run.
 #
-# Builds without CMake (the GPU image lacks the project's -dev packages): nvcc for kernels/cuda,
-# gcc for common/, kernels/cpu, tests/test_cuda.c and bench/bench_cuda.c. Needs cmocka.h,
-# xxhash.h and libcmocka.so in $FT_GPU_DEPS/{include,lib} when the machine has no cmocka
-# (copy them from a Debian machine with libcmocka-dev and libxxhash-dev).
-# Then: test_cuda, compute-sanitizer memcheck and racecheck on small shapes, bench_cuda and the
-# torch baselines (same routing), a SASS check for HGMMA. Logs go to $OUT (or ./gpu-out).
-# Usage: sh bench/gpu/run.sh [iters]
+# Binaries: FT_GPU_BIN=DIR uses the ones bench/gpu/prebuild.sh gathered (test_cuda, bench_cuda,
+# fusertrace and their libraries in DIR/lib); otherwise test_cuda and bench_cuda are built here
+# without CMake (nvcc for kernels/cuda, gcc for the C parts; the GPU image lacks the project's -dev
+# packages, so cmocka.h, xxhash.h and libcmocka.so must be in $FT_GPU_DEPS/{include,lib}), and
+# the numerical replay is skipped (fusertrace needs SQLite, zstd and jansson).
+# Steps: test_cuda; `replay --numerics cuda` and `cpu` on two synth traces (same report, both
+# back ends); ROUNDS rounds (default 2) of bench_cuda then the torch baselines, alternating, so
+# both sides see the card in the same state; compute-sanitizer memcheck over the suite and
+# racecheck test by test (the kernels with shared memory), on small shapes. Logs go to $OUT (or ./gpu-out).
+# Usage: [FT_GPU_BIN=DIR] [ROUNDS=N] sh bench/gpu/run.sh [iters]
 set -u
 ITERS=${1:-10}
+ROUNDS=${ROUNDS:-2}
 OUT=${OUT:-gpu-out}
-DEPS=${FT_GPU_DEPS:-.gpudeps}
-B=build-gpu
-mkdir -p "$B" "$OUT"
-NVCC=${NVCC:-nvcc}
-command -v "$NVCC" >/dev/null 2>&1 || NVCC=/usr/local/cuda/bin/nvcc
-CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v "$NVCC")")")}
-CFLAGS="-O2 -std=c11 -DFT_HAVE_CUDA=1 -Icommon -Ikernels -I$DEPS/include -I$CUDA_HOME/include -I/usr/local/cuda/include"
+mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
-echo "== build"
-set -e
-for f in kernels/cuda/*.cu; do
-  "$NVCC" -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -lineinfo --expt-relaxed-constexpr \
-    -Icommon -Ikernels -Xptxas -v -c "$f" -o "$B/$(basename "$f").o" 2>>"$OUT/ptxas.txt"
-done
-for f in common/common.c kernels/cpu/*.c; do
-  gcc $CFLAGS -c "$f" -o "$B/$(basename "$f").o"
-done
-gcc $CFLAGS -c tests/test_cuda.c -o "$B/test_cuda.o"
-gcc $CFLAGS -c bench/bench_cuda.c -o "$B/bench_cuda.o"
-LIBS="$B/common.c.o $B/"*.cu.o
-CPU=$(ls "$B"/*.c.o | grep -v common.c.o)
-"$NVCC" -o "$B/test_cuda" "$B/test_cuda.o" $CPU $LIBS -L"$DEPS/lib" -lcmocka -lcublas -lm
-"$NVCC" -o "$B/bench_cuda" "$B/bench_cuda.o" $CPU $LIBS -lcublas -lm
-set +e
-grep -i "spill\|registers" "$OUT/ptxas.txt" | sort | uniq -c | sort -rn | head -5
-cuobjdump --dump-sass "$B/gemm_wgmma.cu.o" 2>/dev/null | grep -c HGMMA | sed 's/^/HGMMA instructions: /'
-export LD_LIBRARY_PATH="$DEPS/lib:${LD_LIBRARY_PATH:-}"
+if [ -n "${FT_GPU_BIN:-}" ]; then
+  B=$FT_GPU_BIN
+  export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+else
+  DEPS=${FT_GPU_DEPS:-.gpudeps}
+  B=build-gpu
+  mkdir -p "$B"
+  NVCC=${NVCC:-nvcc}
+  command -v "$NVCC" >/dev/null 2>&1 || NVCC=/usr/local/cuda/bin/nvcc
+  CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v "$NVCC")")")}
+  CFLAGS="-O2 -std=c11 -DFT_HAVE_CUDA=1 -Icommon -Ikernels -I$DEPS/include -I$CUDA_HOME/include"
+  echo "== build"
+  set -e
+  for f in kernels/cuda/*.cu; do
+    "$NVCC" -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -lineinfo \
+      --expt-relaxed-constexpr -Icommon -Ikernels -Xptxas -v -c "$f" \
+      -o "$B/$(basename "$f").o" 2>>"$OUT/ptxas.txt"
+  done
+  for f in common/common.c kernels/cpu/*.c; do
+    gcc $CFLAGS -c "$f" -o "$B/$(basename "$f").o"
+  done
+  gcc $CFLAGS -c tests/test_cuda.c -o "$B/test_cuda.o"
+  gcc $CFLAGS -c bench/bench_cuda.c -o "$B/bench_cuda.o"
+  LIBS="$B/common.c.o $B/"*.cu.o
+  CPU=$(ls "$B"/*.c.o | grep -v common.c.o)
+  "$NVCC" -o "$B/test_cuda" "$B/test_cuda.o" $CPU $LIBS -L"$DEPS/lib" -lcmocka -lcublas -lm
+  "$NVCC" -o "$B/bench_cuda" "$B/bench_cuda.o" $CPU $LIBS -lcublas -lm
+  set +e
+  grep -i "spill" "$OUT/ptxas.txt" | sort | uniq -c | sort -rn | head -5
+  export LD_LIBRARY_PATH="$DEPS/lib:${LD_LIBRARY_PATH:-}"
+fi
 echo "== test_cuda"
-timeout 150 "$B/test_cuda" >"$OUT/test_cuda.txt" 2>&1; echo "test_cuda rc=$?"
-grep -v "^\[ *\(RUN\|OK\) *\]" "$OUT/test_cuda.txt" | tail -30
-echo "== bench"
-timeout 200 "$B/bench_cuda" "$ITERS" 2>&1 | tee "$OUT/bench_cuda.txt"
-PYTHONUNBUFFERED=1 timeout 150 python3 bench/gpu/torch_baseline.py "$ITERS" 2>&1 | tee "$OUT/torch.txt"
+timeout 200 "$B/test_cuda" >"$OUT/test_cuda.txt" 2>&1; echo "test_cuda rc=$?"
+grep -v "^\[ *\(RUN\|OK\) *\]" "$OUT/test_cuda.txt" | grep -v "bit-equal\|: cpu 0 gpu 0" | tail -30
+if [ -x "$B/fusertrace" ]; then
+  echo "== numerical replay, both back ends"
+  T=$(mktemp -d)
+  "$B/fusertrace" synth rht-switch -o "$T/rs.ftdb"
+  "$B/fusertrace" synth rht-switch --set detour_every=0 --set rht_flip_every=0 \
+    --set switch_step=3 --set switch_recipe=nvfp4:disable_rht=1 -o "$T/s3.ftdb"
+  for tr in rs s3; do
+    for be in cuda cpu; do
+      "$B/fusertrace" replay "$T/$tr.ftdb" --numerics $be --shrink 8 --all \
+        >"$OUT/numerics_${tr}_$be.txt" 2>&1
+      echo "$tr $be rc=$?"; grep -A4 "^numerics" "$OUT/numerics_${tr}_$be.txt"
+    done
+  done
+  rm -rf "$T"
+fi
+echo "== bench: $ROUNDS rounds of ours then torch"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+  timeout 240 "$B/bench_cuda" "$ITERS" >"$OUT/bench_cuda_$r.txt" 2>&1
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/torch_baseline.py "$ITERS" >"$OUT/torch_$r.txt" 2>&1
+  grep -h "RESULT\|MXFP8\|BWDPARTS" "$OUT/bench_cuda_$r.txt" "$OUT/torch_$r.txt" | sed "s/^/round $r: /"
+  r=$((r + 1))
+done
 echo "== compute-sanitizer (small shapes)"
-FT_CUDA_TEST_SMALL=1 timeout ${FT_SAN_TIMEOUT:-90} compute-sanitizer --tool memcheck --print-limit 5 \
-  "$B/test_cuda" >"$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$?"; tail -4 "$OUT/memcheck.txt"
-FT_CUDA_TEST_SMALL=1 timeout ${FT_SAN_TIMEOUT:-90} compute-sanitizer --tool racecheck --print-limit 5 \
-  "$B/test_cuda" >"$OUT/racecheck.txt" 2>&1; echo "racecheck rc=$?"; tail -4 "$OUT/racecheck.txt"
-echo "== summary"
-grep RESULT "$OUT/bench_cuda.txt" "$OUT/torch.txt" | sed 's/^[^:]*://'
+FT_CUDA_TEST_SMALL=1 timeout ${FT_SAN_TIMEOUT:-150} compute-sanitizer --tool memcheck --print-limit 5 \
+  "$B/test_cuda" >"$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.txt"
+# racecheck only looks at shared memory: the tests of the kernels that use it, one at a time
+RACE_TESTS=${RACE_TESTS:-"test_cuda_gemm_matches_cpu test_cuda_fc1_epilogue_matches_cpu
+  test_cuda_fc1_mxfp8_epilogue_matches_cpu test_cuda_qpacked_matches_cpu"}
+for t in $RACE_TESTS; do
+  FT_CUDA_TEST_SMALL=1 FT_CUDA_TEST_FILTER="$t" timeout ${FT_RACE_TIMEOUT:-60} compute-sanitizer \
+    --tool racecheck --print-limit 5 "$B/test_cuda" >"$OUT/racecheck.txt" 2>&1
+  echo "racecheck $t rc=$? $(grep -o 'RACECHECK SUMMARY.*' "$OUT/racecheck.txt")"
+done
