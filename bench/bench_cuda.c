@@ -100,6 +100,7 @@ typedef struct mlp_ctx {
     const uint16_t *dy;
     ft_cuda_bf16_gemm fc1, fc1act, fc2;
     ft_cuda_bf16_gemm fc1mx; /* fc1act with the MXFP8 quantize-on-store epilogue */
+    ft_cuda_bf16_gemm fc1nv; /* fc1act with the NVFP4 epilogue (bf16 z, group amaxes) */
     ft_cuda_bf16_gemm part;  /* one backward GEMM at a time */
 } mlp_ctx;
 
@@ -279,6 +280,12 @@ static int run_fc1mx(void *c, ft_err *err)
     return ft_cuda_bf16_gemm_run(&x->fc1mx, NULL, err);
 }
 
+static int run_fc1nv(void *c, ft_err *err)
+{
+    mlp_ctx *x = c;
+    return ft_cuda_bf16_gemm_run(&x->fc1nv, NULL, err);
+}
+
 static int run_fc2(void *c, ft_err *err)
 {
     mlp_ctx *x = c;
@@ -379,6 +386,8 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
     if (!rc) ALLOC(c.gr.dprobs, t * 4);
     uint16_t *zc = NULL;
     if (!rc) ALLOC(zc, t * k2 * 2);
+    float *zamax = NULL;
+    if (!rc) ALLOC(zamax, G * 8);
 #undef ALLOC
     if (!rc) {
         c.fc1.kind = FT_GEMM_FPROP;
@@ -429,6 +438,10 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
         c.fc1mx.z_fp8 = FT_FP8_E4M3;
         c.fc1mx.zc = zc;
         float ms_mx = time_median(run_fc1mx, &c, iters, tm, err);
+        c.fc1nv = c.fc1act;
+        c.fc1nv.z_nvfp4 = 1;
+        c.fc1nv.z_amax = zamax;
+        float ms_nv = time_median(run_fc1nv, &c, iters, tm, err);
         float ms_fc1b = time_median(run_fc1act, &c, iters, tm, err);
         if (ms_mx > 0 && ms_fc1a > 0 && ms_fc1b > 0)
             printf("MXFP8 ft %s il=%d fc1+act+mxfp8 row+col %.3f ms %.1f TFLOP/s | fc1+act bf16 "
@@ -437,6 +450,10 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
                    2.0 * ms_mx / (ms_fc1a + ms_fc1b));
         else
             printf("MXFP8 ft %s FAILED: %s\n", s->name, ft_err_msg(err));
+        if (ms_nv > 0 && ms_fc1a > 0 && ms_fc1b > 0)
+            printf("NVFP4 ft %s il=%d fc1+act+nvfp4 amaxes %.3f ms %.1f TFLOP/s | %.2fx the bf16 "
+                   "fc1+act time\n",
+                   s->name, interleave, ms_nv, f1 / ms_nv / 1e9, 2.0 * ms_nv / (ms_fc1a + ms_fc1b));
         ft_err_clear(err);
         if (!rc && interleave == 0) bench_bwd_parts(&c, s->name, iters, tm, err);
         if (!rc && interleave == 0)

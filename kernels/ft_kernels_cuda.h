@@ -85,6 +85,15 @@ typedef struct ft_cuda_bf16_gemm {
     uint8_t z_mxfp8;
     ft_fp8 z_fp8;
     uint16_t *zc;
+    /* FPROP with act: the fused NVFP4 FC1 epilogue. NVFP4 block scales depend on each group's
+     * amax, which no tile knows before the whole group is done, so TE's fused op (and the CPU's
+     * FT_MLP_FUSED NVFP4 path) store bf16 z and group-quantize it afterwards. With z_nvfp4, z =
+     * bf16(p * act(acc + bias)) from the fp32 accumulator, and z_amax[n_groups][2] receives (by
+     * atomic max: zero it first) each group's amax of z rowwise and of its columnwise RHT copy
+     * (16-row chunks from the group's first row, zero padded), the two figures the group
+     * quantization needs before it can cast. WGMMA only; exclusive with z_mxfp8. */
+    uint8_t z_nvfp4;
+    float *z_amax;
     ft_cuda_impl impl;
 } ft_cuda_bf16_gemm;
 

@@ -572,6 +572,104 @@ static void test_cuda_fc1_mxfp8_epilogue_matches_cpu(void **state)
                             acts[a].interleave ? 160 : 136);
 }
 
+/* The fused NVFP4 FC1 epilogue: bf16 z from the fp32 accumulator (the CPU's fused NVFP4 z), and
+ * per-group amaxes on store, rowwise and of the 16-row RHT copy, against the same figures
+ * computed on the CPU from the CPU's z (within the GEMM-order tolerance of z). */
+static void run_fc1_nv_case(const split_case *sc, const ft_act *act, int64_t k1, int64_t k2)
+{
+    ft_err err;
+    ft_err_clear(&err);
+    const uint32_t G = sc->n_groups;
+    const int64_t t = sc->t, n1 = ft_act_is_glu(act->kind) ? 2 * k2 : k2;
+    const int64_t used = sum_splits(sc->splits, G);
+    float *x = rand_bf16(t * k1, 1.0f), *w = rand_bf16(G * n1 * k1, 0.2f);
+    float *b = rand_bf16(G * n1, 0.5f), *p = rand_bf16(t, 1.0f);
+    float *acc = calloc((size_t)(t * n1), 4), *z = calloc((size_t)(t * k2), 4);
+    float *amax = calloc((size_t)G * 2, 4);
+    assert_true(acc && z && amax);
+    ft_gemm g = {FT_GEMM_FPROP, G, sc->splits, t, n1, k1, x, w, acc, b, NULL, 0};
+    assert_int_equal(ft_cpu_gemm(&g, &err), FT_OK);
+    assert_int_equal(ft_cpu_act_forward(act, t, k2, acc, p, z, &err), FT_OK);
+    ft_bf16_round_n(z, (size_t)(t * k2));
+    int64_t r0 = 0;
+    for (uint32_t e = 0; e < G; e++) {
+        for (int64_t r = r0; r < r0 + sc->splits[e]; r++)
+            for (int64_t c = 0; c < k2; c++)
+                amax[2 * e] = fmaxf(amax[2 * e], fabsf(z[r * k2 + c]));
+        for (int64_t c0 = 0; c0 < sc->splits[e]; c0 += 16)
+            for (int64_t c = 0; c < k2; c++) {
+                float v[16] = {0};
+                for (int i = 0; i < 16 && c0 + i < sc->splits[e]; i++)
+                    v[i] = z[(r0 + c0 + i) * k2 + c];
+                ft_rht16(v);
+                for (int i = 0; i < 16; i++)
+                    amax[2 * e + 1] = fmaxf(amax[2 * e + 1], fabsf(v[i]));
+            }
+        r0 += sc->splits[e];
+    }
+    uint16_t *xb = to_bits(x, t * k1), *wb = to_bits(w, G * n1 * k1), *bb = to_bits(b, G * n1);
+    void *dx = dev_copy(xb, (size_t)(t * k1) * 2), *dw = dev_copy(wb, (size_t)(G * n1 * k1) * 2);
+    void *db = dev_copy(bb, (size_t)(G * n1) * 2), *dp = dev_copy(p, (size_t)t * 4);
+    void *dsp = dev_copy(sc->splits, G * sizeof(int64_t));
+    void *dh = dev_poison((size_t)(t * n1) * 2), *dz = dev_poison((size_t)(t * k2) * 2);
+    void *dam = NULL;
+    assert_int_equal(ft_cuda_malloc(&dam, (size_t)G * 8, &err), FT_OK);
+    assert_int_equal(ft_cuda_memset(dam, 0, (size_t)G * 8, &err), FT_OK);
+    ft_cuda_bf16_gemm gb;
+    memset(&gb, 0, sizeof gb);
+    gb.kind = FT_GEMM_FPROP;
+    gb.n_groups = G;
+    gb.splits = dsp;
+    gb.m = t;
+    gb.n = n1;
+    gb.k = k1;
+    gb.a = dx;
+    gb.b = dw;
+    gb.c = dh;
+    gb.bias = db;
+    gb.act = act;
+    gb.probs = dp;
+    gb.z = dz;
+    gb.z_nvfp4 = 1;
+    gb.z_amax = dam;
+    gb.impl = FT_CUDA_IMPL_WGMMA;
+    assert_int_equal(ft_cuda_bf16_gemm_run(&gb, NULL, &err), FT_OK);
+    assert_int_equal(ft_cuda_sync(&err), FT_OK);
+    float *gz = host_bf16(dz, t * k2), *gam = host_f32(dam, (int64_t)G * 2);
+    char what[160];
+    snprintf(what, sizeof what, "nv fc1 z %s il %d %s", ft_act_name(act->kind), act->interleave,
+             sc->name);
+    assert_int_equal(compare(what, gz, z, used * k2, 2e-3, 2.0 / 128), 0);
+    snprintf(what, sizeof what, "nv fc1 amax (row, rht col) %s il %d %s", ft_act_name(act->kind),
+             act->interleave, sc->name);
+    assert_int_equal(compare(what, gam, amax, (int64_t)G * 2, 0.0, 2.0 / 128), 0);
+    gb.z_mxfp8 = 1; /* exclusive */
+    assert_int_equal(ft_cuda_bf16_gemm_run(&gb, NULL, &err), FT_EINVAL);
+    free(gz);
+    free(gam);
+    void *dev[] = {dx, dw, db, dp, dsp, dh, dz, dam};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        ft_cuda_free(dev[i]);
+    void *host[] = {x, w, b, p, acc, z, amax, xb, wb, bb};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
+        free(host[i]);
+}
+
+static void test_cuda_fc1_nvfp4_epilogue_matches_cpu(void **state)
+{
+    (void)state;
+    need_gpu();
+    split_case cases[4];
+    int nc = 0;
+    make_cases(cases, &nc);
+    const ft_act acts[3] = {{FT_ACT_SWIGLU, 32, 0, 0, 0},
+                            {FT_ACT_CLAMPED_QGEGLU, 0, 7.0f, 1.702f, 1.0f},
+                            {FT_ACT_SRELU, 0, 0, 0, 0}};
+    for (int c = 0; c < nc; c++)
+        for (int a = 0; a < 3; a++)
+            run_fc1_nv_case(&cases[c], &acts[a], 200, acts[a].interleave ? 160 : 136);
+}
+
 static void test_cuda_act_backward_matches_cpu(void **state)
 {
     (void)state;
@@ -1514,6 +1612,7 @@ int main(void)
         cmocka_unit_test(test_cuda_gemm_matches_cpu),
         cmocka_unit_test(test_cuda_fc1_epilogue_matches_cpu),
         cmocka_unit_test(test_cuda_fc1_mxfp8_epilogue_matches_cpu),
+        cmocka_unit_test(test_cuda_fc1_nvfp4_epilogue_matches_cpu),
         cmocka_unit_test(test_cuda_act_backward_matches_cpu),
         cmocka_unit_test(test_cuda_mlp_matches_cpu),
         cmocka_unit_test(test_cuda_mlp_quantized_matches_cpu),

@@ -71,7 +71,7 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
   timeout 240 "$B/bench_cuda" "$ITERS" >"$OUT/bench_cuda_$r.txt" 2>&1
   PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/torch_baseline.py "$ITERS" >"$OUT/torch_$r.txt" 2>&1
-  grep -h "RESULT\|MXFP8\|BWDPARTS" "$OUT/bench_cuda_$r.txt" "$OUT/torch_$r.txt" | sed "s/^/round $r: /"
+  grep -h "RESULT\|MXFP8\|NVFP4\|BWDPARTS" "$OUT/bench_cuda_$r.txt" "$OUT/torch_$r.txt" | sed "s/^/round $r: /"
   r=$((r + 1))
 done
 echo "== compute-sanitizer (small shapes)"

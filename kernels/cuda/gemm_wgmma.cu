@@ -35,6 +35,9 @@ constexpr int RASTER = 8; // m-tiles per raster band
 enum { EPI_PLAIN = 0, EPI_GLU_INTERLEAVED, EPI_GLU_SPLIT, EPI_UNARY };
 // Flag on the three activation epilogues: the fused MXFP8 FC1 epilogue (quantize z on store).
 constexpr int EPI_MX = 4;
+// Flag: the fused NVFP4 FC1 epilogue (bf16 z from the fp32 accumulator, per-group amaxes on store).
+constexpr int EPI_NV = 8;
+constexpr int EPI_Q = EPI_MX | EPI_NV;
 constexpr int MX_LD = 33;                        // staged z chunk: 64 rows x 32 columns, padded
 constexpr int MX_RED_BYTES = 2 * 64 * MX_LD * 4; // one chunk per consumer warpgroup
 
@@ -54,6 +57,7 @@ struct wg_params {
     int64_t k2;
     uint16_t *zc; // EPI_MX: columnwise MXFP8 copy of z (NULL: rowwise only)
     int z_fp8;    // EPI_MX: element type of z
+    float *zamax; // EPI_NV: [G][2] amax of z rowwise and of its 16-row RHT (atomic max)
 };
 
 #include "wgmma_256.inc"
@@ -172,7 +176,7 @@ __device__ __forceinline__ void produce(const wg_params &p, const CUtensorMap *t
         int k0 = kt * BK;
         tma_load(sa, ta, full, k0, (int)(tp.row0 + tp.mt * BM));
         int64_t r0, r1;
-        if ((EPI & 3) == EPI_GLU_SPLIT) { // also with the EPI_MX flag
+        if ((EPI & 3) == EPI_GLU_SPLIT) { // also with the EPI_MX / EPI_NV flags
             r0 = (int64_t)tp.g * p.n + tp.nt * (BN / 2);
             r1 = r0 + p.k2;
         } else {
@@ -357,7 +361,7 @@ __device__ __forceinline__ void epilogue(const wg_params &p, const tile_pos &tp,
 // loops: each thread takes half of one row block and half of one column block. (On the
 // register fragment instead, with the software FP8 rounding, the epilogue unrolled into ~240 KB
 // of code and the kernel ran 1.9-3.1x slower than with the bf16 epilogue.)
-template <int EPI>
+template <int EPI, bool NV>
 __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &tp,
                                             float (&acc)[128], int wg, int tid, float *zs)
 {
@@ -450,57 +454,101 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
                         acc[ZSLOT(zb, jj) + 2 * i + e];
         asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory");
         const int64_t z0 = (EPI == EPI_UNARY ? tp.nt * BN : tp.nt * (BN / 2)) + 32 * zb;
-        // every thread: half (16 values) of one row block and half of one column block; the two
-        // halves of a block sit in lanes l and l ^ 1
-        const int half = lane & 1;
-        {
-            const int r = tid / 2; // rowwise: row r, columns 16 half ..
-            const float *src = zs + r * MX_LD + 16 * half;
-            float v[16], amax = 0.0f;
+        if constexpr (NV) {
+            // bf16 z (16 values of a row, one store) and its amax; the 16 x 1 chunk of a column
+            // (rows 32 b + 16 half ..: 16-row chunks start at the group's first row) through the
+            // RHT and its amax. Rows past the group and columns past k2 are zeros in zs.
+            const int half = lane & 1;
+            const int r = tid / 2;
+            float v[16], arow = 0.0f, acol = 0.0f;
 #pragma unroll
             for (int c = 0; c < 16; c++) {
-                v[c] = src[c];
-                amax = fmaxf(amax, fabsf(v[c]));
-            }
-            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-            const uint8_t code = mxfp8_code(amax, fmax);
-            const float mult = d_e8m0_quant(code), deq = d_e8m0_dequant(code);
-            uint32_t wv[8];
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const float2 f =
-                    d_fp8_round2(p.z_fp8, __fmul_rn(v[2 * e], mult), __fmul_rn(v[2 * e + 1], mult));
-                wv[e] = pack_bf16(__fmul_rn(f.x, deq), __fmul_rn(f.y, deq));
+                v[c] = d_bf16r(zs[r * MX_LD + 16 * half + c]);
+                arow = fmaxf(arow, fabsf(v[c]));
             }
             const int64_t trow = row_base + r, c0 = z0 + 16 * half;
             if (trow < tp.rows) {
                 uint16_t *dst = p.z + (tp.row0 + trow) * p.k2 + c0;
+                uint32_t wv[8];
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    wv[e] = pack_bf16(v[2 * e], v[2 * e + 1]);
                 if (c0 < p.k2)
                     *reinterpret_cast<uint4 *>(dst) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
                 if (c0 + 8 < p.k2)
                     *reinterpret_cast<uint4 *>(dst + 8) = make_uint4(wv[4], wv[5], wv[6], wv[7]);
             }
-        }
-        if (p.zc) { // columnwise: column c, rows 32 b + 16 half ..
-            const int c = 16 * (w & 1) + lane / 2, b = w / 2, r0 = 32 * b + 16 * half;
-            float v[16], amax = 0.0f;
+            const int c = 16 * (w & 1) + lane / 2, r0 = 32 * (w / 2) + 16 * half;
 #pragma unroll
-            for (int r = 0; r < 16; r++) {
-                v[r] = zs[(r0 + r) * MX_LD + c];
-                amax = fmaxf(amax, fabsf(v[r]));
+            for (int i = 0; i < 16; i++)
+                v[i] = zs[(r0 + i) * MX_LD + c];
+            d_rht16(v);
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                acol = fmaxf(acol, fabsf(v[i]));
+#pragma unroll
+            for (int d = 16; d; d >>= 1) {
+                arow = fmaxf(arow, __shfl_xor_sync(0xFFFFFFFFu, arow, d));
+                acol = fmaxf(acol, __shfl_xor_sync(0xFFFFFFFFu, acol, d));
             }
-            amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-            const uint8_t code = mxfp8_code(amax, fmax);
-            const float mult = d_e8m0_quant(code), deq = d_e8m0_dequant(code);
-            if (z0 + c < p.k2) {
+            if (lane == 0) { // non-negative floats order like their bits
+                atomicMax(reinterpret_cast<int *>(p.zamax) + 2 * tp.g, __float_as_int(arow));
+                atomicMax(reinterpret_cast<int *>(p.zamax) + 2 * tp.g + 1, __float_as_int(acol));
+            }
+        } else {
+            // every thread: half (16 values) of one row block and half of one column block; the two
+            // halves of a block sit in lanes l and l ^ 1
+            const int half = lane & 1;
+            {
+                const int r = tid / 2; // rowwise: row r, columns 16 half ..
+                const float *src = zs + r * MX_LD + 16 * half;
+                float v[16], amax = 0.0f;
 #pragma unroll
-                for (int r = 0; r < 16; r += 2) {
-                    const float2 f =
-                        d_fp8_round2(p.z_fp8, __fmul_rn(v[r], mult), __fmul_rn(v[r + 1], mult));
-                    const int64_t trow = row_base + r0 + r;
-                    uint16_t *dst = p.zc + (tp.row0 + trow) * p.k2 + z0 + c;
-                    if (trow < tp.rows) dst[0] = f_to_bf16(__fmul_rn(f.x, deq));
-                    if (trow + 1 < tp.rows) dst[p.k2] = f_to_bf16(__fmul_rn(f.y, deq));
+                for (int c = 0; c < 16; c++) {
+                    v[c] = src[c];
+                    amax = fmaxf(amax, fabsf(v[c]));
+                }
+                amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+                const uint8_t code = mxfp8_code(amax, fmax);
+                const float mult = d_e8m0_quant(code), deq = d_e8m0_dequant(code);
+                uint32_t wv[8];
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const float2 f = d_fp8_round2(p.z_fp8, __fmul_rn(v[2 * e], mult),
+                                                  __fmul_rn(v[2 * e + 1], mult));
+                    wv[e] = pack_bf16(__fmul_rn(f.x, deq), __fmul_rn(f.y, deq));
+                }
+                const int64_t trow = row_base + r, c0 = z0 + 16 * half;
+                if (trow < tp.rows) {
+                    uint16_t *dst = p.z + (tp.row0 + trow) * p.k2 + c0;
+                    if (c0 < p.k2)
+                        *reinterpret_cast<uint4 *>(dst) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
+                    if (c0 + 8 < p.k2)
+                        *reinterpret_cast<uint4 *>(dst + 8) =
+                            make_uint4(wv[4], wv[5], wv[6], wv[7]);
+                }
+            }
+            if (p.zc) { // columnwise: column c, rows 32 b + 16 half ..
+                const int c = 16 * (w & 1) + lane / 2, b = w / 2, r0 = 32 * b + 16 * half;
+                float v[16], amax = 0.0f;
+#pragma unroll
+                for (int r = 0; r < 16; r++) {
+                    v[r] = zs[(r0 + r) * MX_LD + c];
+                    amax = fmaxf(amax, fabsf(v[r]));
+                }
+                amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+                const uint8_t code = mxfp8_code(amax, fmax);
+                const float mult = d_e8m0_quant(code), deq = d_e8m0_dequant(code);
+                if (z0 + c < p.k2) {
+#pragma unroll
+                    for (int r = 0; r < 16; r += 2) {
+                        const float2 f =
+                            d_fp8_round2(p.z_fp8, __fmul_rn(v[r], mult), __fmul_rn(v[r + 1], mult));
+                        const int64_t trow = row_base + r0 + r;
+                        uint16_t *dst = p.zc + (tp.row0 + trow) * p.k2 + z0 + c;
+                        if (trow < tp.rows) dst[0] = f_to_bf16(__fmul_rn(f.x, deq));
+                        if (trow + 1 < tp.rows) dst[p.k2] = f_to_bf16(__fmul_rn(f.y, deq));
+                    }
                 }
             }
         }
@@ -603,10 +651,10 @@ __global__ void __launch_bounds__(THREADS, 1)
             // k-blocks) makes ptxas serialise every wgmma of the kernel (C7518)
             wg_wait0();
             if (nk > 0 && (tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
-            if constexpr ((EPI & EPI_MX) != 0)
-                epilogue_mx<EPI & 3>(p, tp, acc, cw, tid,
-                                     reinterpret_cast<float *>(smem + STAGES * STAGE_BYTES) +
-                                         cw * 64 * MX_LD);
+            if constexpr ((EPI & EPI_Q) != 0)
+                epilogue_mx<EPI & 3, (EPI & EPI_NV) != 0>(
+                    p, tp, acc, cw, tid,
+                    reinterpret_cast<float *>(smem + STAGES * STAGE_BYTES) + cw * 64 * MX_LD);
             else
                 epilogue<KIND, EPI>(p, tp, acc, cw, tid);
         }
@@ -659,7 +707,7 @@ int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cud
 {
     static int attr_done = 0;
     auto kern = wg_gemm_kernel<KIND, EPI>;
-    constexpr int smem = SMEM_BYTES + ((EPI & EPI_MX) ? MX_RED_BYTES : 0);
+    constexpr int smem = SMEM_BYTES + ((EPI & EPI_Q) ? MX_RED_BYTES : 0);
     if (!attr_done) {
         int rc =
             cu_fail(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
@@ -680,7 +728,7 @@ int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cud
 int epi_of(const ft_cuda_bf16_gemm *g)
 {
     if (!g->act) return EPI_PLAIN;
-    const int mx = g->z_mxfp8 ? EPI_MX : 0;
+    const int mx = g->z_mxfp8 ? EPI_MX : (g->z_nvfp4 ? EPI_NV : 0);
     if (!ft_act_is_glu(g->act->kind)) return EPI_UNARY | mx;
     return (g->act->interleave > 0 ? EPI_GLU_INTERLEAVED : EPI_GLU_SPLIT) | mx;
 }
@@ -744,6 +792,7 @@ int ft_cuda_wgmma_gemm(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err)
         p.out_cols = g->n;
         p.contract = g->k;
         const int base = epi & 3;
+        p.zamax = g->z_nvfp4 ? g->z_amax : nullptr;
         if (base == EPI_GLU_SPLIT || base == EPI_GLU_INTERLEAVED) p.k2 = g->n / 2;
         if (base == EPI_UNARY) p.k2 = g->n;
         p.n_tiles = base == EPI_GLU_SPLIT ? (p.k2 + BN / 2 - 1) / (BN / 2) : (g->n + BN - 1) / BN;
@@ -777,8 +826,14 @@ int ft_cuda_wgmma_gemm(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err)
             return launch<FT_GEMM_FPROP, EPI_GLU_INTERLEAVED | EPI_MX>(ta, tb, p, st, err);
         case EPI_GLU_SPLIT | EPI_MX:
             return launch<FT_GEMM_FPROP, EPI_GLU_SPLIT | EPI_MX>(ta, tb, p, st, err);
-        default:
+        case EPI_UNARY | EPI_MX:
             return launch<FT_GEMM_FPROP, EPI_UNARY | EPI_MX>(ta, tb, p, st, err);
+        case EPI_GLU_INTERLEAVED | EPI_NV:
+            return launch<FT_GEMM_FPROP, EPI_GLU_INTERLEAVED | EPI_NV>(ta, tb, p, st, err);
+        case EPI_GLU_SPLIT | EPI_NV:
+            return launch<FT_GEMM_FPROP, EPI_GLU_SPLIT | EPI_NV>(ta, tb, p, st, err);
+        default:
+            return launch<FT_GEMM_FPROP, EPI_UNARY | EPI_NV>(ta, tb, p, st, err);
         }
     }
     if (g->kind == FT_GEMM_DGRAD) return launch<FT_GEMM_DGRAD, EPI_PLAIN>(ta, tb, p, st, err);

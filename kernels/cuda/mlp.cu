@@ -108,6 +108,9 @@ extern "C" int ft_cuda_bf16_gemm_run(const ft_cuda_bf16_gemm *g, void *stream, f
         return ft_err_set(err, FT_EINVAL, "cuda gemm: negative shape");
     if (g->act && g->kind != FT_GEMM_FPROP)
         return ft_err_set(err, FT_EINVAL, "cuda gemm: activation epilogue needs FPROP");
+    if (g->act && g->z_nvfp4 && (g->z_mxfp8 || !g->z_amax))
+        return ft_err_set(err, FT_EINVAL,
+                          "cuda gemm: the NVFP4 epilogue needs z_amax and excludes z_mxfp8");
     if (g->m == 0 || g->n == 0 || g->k == 0) {
         if (g->kind == FT_GEMM_WGRAD && g->n && g->k)
             return ft_cuda_memset(g->c, 0, (size_t)g->n_groups * g->n * g->k * 2, err);
@@ -120,9 +123,9 @@ extern "C" int ft_cuda_bf16_gemm_run(const ft_cuda_bf16_gemm *g, void *stream, f
         impl = ft_cuda_wgmma_supported(g, &quiet) == FT_OK ? FT_CUDA_IMPL_WGMMA : FT_CUDA_IMPL_SIMT;
     }
     if (impl == FT_CUDA_IMPL_WGMMA) return ft_cuda_wgmma_gemm(g, st, err);
-    if (g->act && g->z_mxfp8)
+    if (g->act && (g->z_mxfp8 || g->z_nvfp4))
         return ft_err_set(err, FT_EUNSUPPORTED,
-                          "cuda gemm: the MXFP8 quantize-on-store epilogue needs the WGMMA path "
+                          "cuda gemm: the MXFP8/NVFP4 FC1 epilogues need the WGMMA path "
                           "(its shape limits: see ft_kernels_cuda.h)");
     if (!g->act) return ft_cuda_simt_gemm_bf16(g, st, err);
     // SIMT with an activation: plain FPROP into h, then the activation kernel.
