@@ -346,7 +346,7 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
     mlp_ctx c;
     memset(&c, 0, sizeof c);
     int rc = FT_OK;
-    void *bufs[16] = {0};
+    void *bufs[24] = {0};
     int nb = 0;
     c.m.n_groups = G;
     c.m.t = t;
