@@ -302,55 +302,100 @@ static void test_cuda_gemm_matches_cpu(void **state)
 
 /* ---- fused FC1 epilogue ------------------------------------------------------------------ */
 
+/* One FC1 problem: random bf16 inputs, the CPU's fp32 accumulator acc = x W_g^T + b_g, and the
+ * device copies behind a descriptor (FPROP with act, outputs h and z poisoned). */
+typedef struct fc1_case {
+    uint32_t G;
+    int64_t t, k1, n1, k2, used;
+    float *x, *w, *b, *p, *acc;
+    void *dx, *dw, *db, *dp, *dsp, *dh, *dz;
+    ft_cuda_bf16_gemm g;
+} fc1_case;
+
+static void fc1_case_init(fc1_case *c, const split_case *sc, const ft_act *act, int64_t k1,
+                          int64_t k2)
+{
+    ft_err err;
+    ft_err_clear(&err);
+    memset(c, 0, sizeof *c);
+    const uint32_t G = c->G = sc->n_groups;
+    const int64_t t = c->t = sc->t, n1 = c->n1 = ft_act_is_glu(act->kind) ? 2 * k2 : k2;
+    c->k1 = k1;
+    c->k2 = k2;
+    c->used = sum_splits(sc->splits, G);
+    c->x = rand_bf16(t * k1, 1.0f);
+    c->w = rand_bf16(G * n1 * k1, 0.2f);
+    c->b = rand_bf16(G * n1, 0.5f);
+    c->p = rand_bf16(t, 1.0f);
+    c->acc = calloc((size_t)(t * n1 > 0 ? t * n1 : 1), 4);
+    assert_non_null(c->acc);
+    ft_gemm g = {FT_GEMM_FPROP, G, sc->splits, t, n1, k1, c->x, c->w, c->acc, c->b, NULL, 0};
+    assert_int_equal(ft_cpu_gemm(&g, &err), FT_OK);
+    uint16_t *xb = to_bits(c->x, t * k1), *wb = to_bits(c->w, G * n1 * k1);
+    uint16_t *bb = to_bits(c->b, G * n1);
+    c->dx = dev_copy(xb, (size_t)(t * k1) * 2);
+    c->dw = dev_copy(wb, (size_t)(G * n1 * k1) * 2);
+    c->db = dev_copy(bb, (size_t)(G * n1) * 2);
+    c->dp = dev_copy(c->p, (size_t)t * 4);
+    c->dsp = dev_copy(sc->splits, G * sizeof(int64_t));
+    c->dh = dev_poison((size_t)(t * n1) * 2);
+    c->dz = dev_poison((size_t)(t * k2) * 2);
+    free(xb);
+    free(wb);
+    free(bb);
+    ft_cuda_bf16_gemm *d = &c->g;
+    d->kind = FT_GEMM_FPROP;
+    d->n_groups = G;
+    d->splits = c->dsp;
+    d->m = t;
+    d->n = n1;
+    d->k = k1;
+    d->a = c->dx;
+    d->b = c->dw;
+    d->c = c->dh;
+    d->bias = c->db;
+    d->act = act;
+    d->probs = c->dp;
+    d->z = c->dz;
+    d->impl = FT_CUDA_IMPL_WGMMA;
+}
+
+static void fc1_case_free(fc1_case *c)
+{
+    void *dev[] = {c->dx, c->dw, c->db, c->dp, c->dsp, c->dh, c->dz};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        ft_cuda_free(dev[i]);
+    free(c->x);
+    free(c->w);
+    free(c->b);
+    free(c->p);
+    free(c->acc);
+}
+
 static void run_fc1_case(const split_case *sc, const ft_act *act, int64_t k1, int64_t k2)
 {
     ft_err err;
     ft_err_clear(&err);
-    const uint32_t G = sc->n_groups;
-    const int64_t t = sc->t, n1 = ft_act_is_glu(act->kind) ? 2 * k2 : k2;
-    float *x = rand_bf16(t * k1, 1.0f), *w = rand_bf16(G * n1 * k1, 0.2f);
-    float *b = rand_bf16(G * n1, 0.5f), *p = rand_bf16(t, 1.0f);
+    fc1_case c;
+    fc1_case_init(&c, sc, act, k1, k2);
+    const int64_t t = c.t, n1 = c.n1, used = c.used;
+    /* the unfused reference: h rounded to bf16, the activation on it, z rounded */
     float *h = calloc((size_t)(t * n1), 4), *z = calloc((size_t)(t * k2), 4);
     assert_non_null(h);
     assert_non_null(z);
-    ft_gemm g = {FT_GEMM_FPROP, G, sc->splits, t, n1, k1, x, w, h, b, NULL, 0};
-    assert_int_equal(ft_cpu_gemm(&g, &err), FT_OK);
+    memcpy(h, c.acc, (size_t)(t * n1) * 4);
     ft_bf16_round_n(h, (size_t)(t * n1));
-    assert_int_equal(ft_cpu_act_forward(act, t, k2, h, p, z, &err), FT_OK);
+    assert_int_equal(ft_cpu_act_forward(act, t, k2, h, c.p, z, &err), FT_OK);
     ft_bf16_round_n(z, (size_t)(t * k2));
-    const int64_t used = sum_splits(sc->splits, G);
-
-    uint16_t *xb = to_bits(x, t * k1), *wb = to_bits(w, G * n1 * k1), *bb = to_bits(b, G * n1);
-    void *dx = dev_copy(xb, (size_t)(t * k1) * 2), *dw = dev_copy(wb, (size_t)(G * n1 * k1) * 2);
-    void *db = dev_copy(bb, (size_t)(G * n1) * 2), *dp = dev_copy(p, (size_t)t * 4);
-    void *dsp = dev_copy(sc->splits, G * sizeof(int64_t));
     for (int impl = FT_CUDA_IMPL_WGMMA; impl <= FT_CUDA_IMPL_SIMT; impl++) {
-        void *dh = dev_poison((size_t)(t * n1) * 2), *dz = dev_poison((size_t)(t * k2) * 2);
-        ft_cuda_bf16_gemm gb;
-        memset(&gb, 0, sizeof gb);
-        gb.kind = FT_GEMM_FPROP;
-        gb.n_groups = G;
-        gb.splits = dsp;
-        gb.m = t;
-        gb.n = n1;
-        gb.k = k1;
-        gb.a = dx;
-        gb.b = dw;
-        gb.c = dh;
-        gb.bias = db;
-        gb.act = act;
-        gb.probs = dp;
-        gb.z = dz;
-        gb.impl = (ft_cuda_impl)impl;
-        int rc = ft_cuda_bf16_gemm_run(&gb, NULL, &err);
-        if (rc == FT_EUNSUPPORTED) {
-            ft_cuda_free(dh);
-            ft_cuda_free(dz);
-            continue;
-        }
+        assert_int_equal(ft_cuda_memset(c.dh, 0xFF, (size_t)(t * n1) * 2, &err), FT_OK);
+        assert_int_equal(ft_cuda_memset(c.dz, 0xFF, (size_t)(t * k2) * 2, &err), FT_OK);
+        c.g.impl = (ft_cuda_impl)impl;
+        int rc = ft_cuda_bf16_gemm_run(&c.g, NULL, &err);
+        if (rc == FT_EUNSUPPORTED) continue;
         assert_int_equal(rc, FT_OK);
         assert_int_equal(ft_cuda_sync(&err), FT_OK);
-        float *gh = host_bf16(dh, t * n1), *gz = host_bf16(dz, t * k2);
+        float *gh = host_bf16(c.dh, t * n1), *gz = host_bf16(c.dz, t * k2);
         char what[160];
         snprintf(what, sizeof what, "fc1 h impl %d act %s il %d %s", impl, ft_act_name(act->kind),
                  act->interleave, sc->name);
@@ -360,39 +405,10 @@ static void run_fc1_case(const split_case *sc, const ft_act *act, int64_t k1, in
         assert_int_equal(compare(what, gz, z, used * k2, 2e-3, 2.0 / 128), 0);
         free(gh);
         free(gz);
-        ft_cuda_free(dh);
-        ft_cuda_free(dz);
     }
-    ft_cuda_free(dx);
-    ft_cuda_free(dw);
-    ft_cuda_free(db);
-    ft_cuda_free(dp);
-    ft_cuda_free(dsp);
-    free(x);
-    free(w);
-    free(b);
-    free(p);
+    fc1_case_free(&c);
     free(h);
     free(z);
-    free(xb);
-    free(wb);
-    free(bb);
-}
-
-static void test_cuda_fc1_epilogue_matches_cpu(void **state)
-{
-    (void)state;
-    need_gpu();
-    split_case cases[4];
-    int nc = 0;
-    make_cases(cases, &nc);
-    const ft_act acts[4] = {{FT_ACT_SWIGLU, 32, 0, 0, 0},
-                            {FT_ACT_SWIGLU, 0, 0, 0, 0},
-                            {FT_ACT_CLAMPED_QGEGLU, 32, 7.0f, 1.702f, 1.0f},
-                            {FT_ACT_SRELU, 0, 0, 0, 0}};
-    for (int c = 0; c < nc; c++)
-        for (int a = 0; a < 4; a++)
-            run_fc1_case(&cases[c], &acts[a], 200, acts[a].interleave ? 160 : 136);
 }
 
 /* ---- activation backward ----------------------------------------------------------------- */
@@ -470,20 +486,18 @@ static void run_fc1_mx_case(const split_case *sc, const ft_act *act, ft_fp8 f, i
 {
     ft_err err;
     ft_err_clear(&err);
-    const uint32_t G = sc->n_groups;
-    const int64_t t = sc->t, n1 = ft_act_is_glu(act->kind) ? 2 * k2 : k2;
-    const int64_t used = sum_splits(sc->splits, G);
-    float *x = rand_bf16(t * k1, 1.0f), *w = rand_bf16(G * n1 * k1, 0.2f);
-    float *b = rand_bf16(G * n1, 0.5f), *p = rand_bf16(t, 1.0f);
-    float *acc = calloc((size_t)(t * n1), 4), *h = calloc((size_t)(t * n1), 4);
-    float *z = calloc((size_t)(t * k2), 4), *zr = calloc((size_t)(t * k2), 4);
-    float *zcol = calloc((size_t)(t * k2), 4);
-    assert_true(acc && h && z && zr && zcol);
-    ft_gemm g = {FT_GEMM_FPROP, G, sc->splits, t, n1, k1, x, w, acc, b, NULL, 0};
-    assert_int_equal(ft_cpu_gemm(&g, &err), FT_OK);
-    memcpy(h, acc, (size_t)(t * n1) * 4);
+    fc1_case c;
+    fc1_case_init(&c, sc, act, k1, k2);
+    const uint32_t G = c.G;
+    const int64_t t = c.t, n1 = c.n1, used = c.used;
+    /* the CPU's fused MXFP8 pieces: the activation on the fp32 accumulator, quantized rowwise and
+     * columnwise (h itself is stored rounded) */
+    float *h = calloc((size_t)(t * n1), 4), *z = calloc((size_t)(t * k2), 4);
+    float *zr = calloc((size_t)(t * k2), 4), *zcol = calloc((size_t)(t * k2), 4);
+    assert_true(h && z && zr && zcol);
+    memcpy(h, c.acc, (size_t)(t * n1) * 4);
     ft_bf16_round_n(h, (size_t)(t * n1));
-    assert_int_equal(ft_cpu_act_forward(act, t, k2, acc, p, z, &err), FT_OK);
+    assert_int_equal(ft_cpu_act_forward(act, t, k2, c.acc, c.p, z, &err), FT_OK);
     ft_qcfg q;
     memset(&q, 0, sizeof q);
     q.fmt = FT_QF_MXFP8;
@@ -493,34 +507,14 @@ static void run_fc1_mx_case(const split_case *sc, const ft_act *act, ft_fp8 f, i
     q.columnwise = 1;
     assert_int_equal(ft_cpu_quantize(&q, z, t, k2, sc->splits, G, zcol, NULL, &err), FT_OK);
 
-    uint16_t *xb = to_bits(x, t * k1), *wb = to_bits(w, G * n1 * k1), *bb = to_bits(b, G * n1);
-    void *dx = dev_copy(xb, (size_t)(t * k1) * 2), *dw = dev_copy(wb, (size_t)(G * n1 * k1) * 2);
-    void *db = dev_copy(bb, (size_t)(G * n1) * 2), *dp = dev_copy(p, (size_t)t * 4);
-    void *dsp = dev_copy(sc->splits, G * sizeof(int64_t));
-    void *dh = dev_poison((size_t)(t * n1) * 2), *dz = dev_poison((size_t)(t * k2) * 2);
     void *dzc = dev_poison((size_t)(t * k2) * 2);
-    ft_cuda_bf16_gemm gb;
-    memset(&gb, 0, sizeof gb);
-    gb.kind = FT_GEMM_FPROP;
-    gb.n_groups = G;
-    gb.splits = dsp;
-    gb.m = t;
-    gb.n = n1;
-    gb.k = k1;
-    gb.a = dx;
-    gb.b = dw;
-    gb.c = dh;
-    gb.bias = db;
-    gb.act = act;
-    gb.probs = dp;
-    gb.z = dz;
-    gb.z_mxfp8 = 1;
-    gb.z_fp8 = f;
-    gb.zc = dzc;
-    gb.impl = FT_CUDA_IMPL_WGMMA;
-    assert_int_equal(ft_cuda_bf16_gemm_run(&gb, NULL, &err), FT_OK);
+    c.g.z_mxfp8 = 1;
+    c.g.z_fp8 = f;
+    c.g.zc = dzc;
+    assert_int_equal(ft_cuda_bf16_gemm_run(&c.g, NULL, &err), FT_OK);
     assert_int_equal(ft_cuda_sync(&err), FT_OK);
-    float *gh = host_bf16(dh, t * n1), *gz = host_bf16(dz, t * k2), *gzc = host_bf16(dzc, t * k2);
+    float *gh = host_bf16(c.dh, t * n1), *gz = host_bf16(c.dz, t * k2);
+    float *gzc = host_bf16(dzc, t * k2);
     char what[160];
     snprintf(what, sizeof what, "mx fc1 h %s il %d %s", ft_act_name(act->kind), act->interleave,
              sc->name);
@@ -537,39 +531,18 @@ static void run_fc1_mx_case(const split_case *sc, const ft_act *act, ft_fp8 f, i
     free(deq_c);
     /* without zc only the rowwise copy is written */
     ft_cuda_free(dzc);
-    gb.zc = NULL;
-    assert_int_equal(ft_cuda_bf16_gemm_run(&gb, NULL, &err), FT_OK);
+    c.g.zc = NULL;
+    assert_int_equal(ft_cuda_bf16_gemm_run(&c.g, NULL, &err), FT_OK);
     assert_int_equal(ft_cuda_sync(&err), FT_OK);
-    float *gz2 = host_bf16(dz, t * k2);
+    float *gz2 = host_bf16(c.dz, t * k2);
     assert_memory_equal(gz2, gz, (size_t)(used * k2) * 4);
     /* the SIMT path has no quantizing epilogue */
-    gb.impl = FT_CUDA_IMPL_SIMT;
-    assert_int_equal(ft_cuda_bf16_gemm_run(&gb, NULL, &err), FT_EUNSUPPORTED);
-    free(gz2);
-    free(gh);
-    free(gz);
-    free(gzc);
-    void *dev[] = {dx, dw, db, dp, dsp, dh, dz};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        ft_cuda_free(dev[i]);
-    void *host[] = {x, w, b, p, acc, h, z, zr, zcol, xb, wb, bb};
+    c.g.impl = FT_CUDA_IMPL_SIMT;
+    assert_int_equal(ft_cuda_bf16_gemm_run(&c.g, NULL, &err), FT_EUNSUPPORTED);
+    fc1_case_free(&c);
+    void *host[] = {h, z, zr, zcol, gh, gz, gzc, gz2};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
         free(host[i]);
-}
-
-static void test_cuda_fc1_mxfp8_epilogue_matches_cpu(void **state)
-{
-    (void)state;
-    need_gpu();
-    split_case cases[4];
-    int nc = 0;
-    make_cases(cases, &nc);
-    const ft_act acts[3] = {
-        {FT_ACT_SWIGLU, 32, 0, 0, 0}, {FT_ACT_SWIGLU, 0, 0, 0, 0}, {FT_ACT_SRELU, 0, 0, 0, 0}};
-    for (int c = 0; c < nc; c++)
-        for (int a = 0; a < 3; a++)
-            run_fc1_mx_case(&cases[c], &acts[a], a == 1 ? FT_FP8_E5M2 : FT_FP8_E4M3, 200,
-                            acts[a].interleave ? 160 : 136);
 }
 
 /* The fused NVFP4 FC1 epilogue: bf16 z from the fp32 accumulator (the CPU's fused NVFP4 z), and
@@ -579,63 +552,38 @@ static void run_fc1_nv_case(const split_case *sc, const ft_act *act, int64_t k1,
 {
     ft_err err;
     ft_err_clear(&err);
-    const uint32_t G = sc->n_groups;
-    const int64_t t = sc->t, n1 = ft_act_is_glu(act->kind) ? 2 * k2 : k2;
-    const int64_t used = sum_splits(sc->splits, G);
-    float *x = rand_bf16(t * k1, 1.0f), *w = rand_bf16(G * n1 * k1, 0.2f);
-    float *b = rand_bf16(G * n1, 0.5f), *p = rand_bf16(t, 1.0f);
-    float *acc = calloc((size_t)(t * n1), 4), *z = calloc((size_t)(t * k2), 4);
-    float *amax = calloc((size_t)G * 2, 4);
-    assert_true(acc && z && amax);
-    ft_gemm g = {FT_GEMM_FPROP, G, sc->splits, t, n1, k1, x, w, acc, b, NULL, 0};
-    assert_int_equal(ft_cpu_gemm(&g, &err), FT_OK);
-    assert_int_equal(ft_cpu_act_forward(act, t, k2, acc, p, z, &err), FT_OK);
+    fc1_case c;
+    fc1_case_init(&c, sc, act, k1, k2);
+    const uint32_t G = c.G;
+    const int64_t t = c.t, used = c.used;
+    float *z = calloc((size_t)(t * k2), 4), *amax = calloc((size_t)G * 2, 4);
+    assert_true(z && amax);
+    assert_int_equal(ft_cpu_act_forward(act, t, k2, c.acc, c.p, z, &err), FT_OK);
     ft_bf16_round_n(z, (size_t)(t * k2));
     int64_t r0 = 0;
     for (uint32_t e = 0; e < G; e++) {
         for (int64_t r = r0; r < r0 + sc->splits[e]; r++)
-            for (int64_t c = 0; c < k2; c++)
-                amax[2 * e] = fmaxf(amax[2 * e], fabsf(z[r * k2 + c]));
+            for (int64_t j = 0; j < k2; j++)
+                amax[2 * e] = fmaxf(amax[2 * e], fabsf(z[r * k2 + j]));
         for (int64_t c0 = 0; c0 < sc->splits[e]; c0 += 16)
-            for (int64_t c = 0; c < k2; c++) {
+            for (int64_t j = 0; j < k2; j++) {
                 float v[16] = {0};
                 for (int i = 0; i < 16 && c0 + i < sc->splits[e]; i++)
-                    v[i] = z[(r0 + c0 + i) * k2 + c];
+                    v[i] = z[(r0 + c0 + i) * k2 + j];
                 ft_rht16(v);
                 for (int i = 0; i < 16; i++)
                     amax[2 * e + 1] = fmaxf(amax[2 * e + 1], fabsf(v[i]));
             }
         r0 += sc->splits[e];
     }
-    uint16_t *xb = to_bits(x, t * k1), *wb = to_bits(w, G * n1 * k1), *bb = to_bits(b, G * n1);
-    void *dx = dev_copy(xb, (size_t)(t * k1) * 2), *dw = dev_copy(wb, (size_t)(G * n1 * k1) * 2);
-    void *db = dev_copy(bb, (size_t)(G * n1) * 2), *dp = dev_copy(p, (size_t)t * 4);
-    void *dsp = dev_copy(sc->splits, G * sizeof(int64_t));
-    void *dh = dev_poison((size_t)(t * n1) * 2), *dz = dev_poison((size_t)(t * k2) * 2);
     void *dam = NULL;
     assert_int_equal(ft_cuda_malloc(&dam, (size_t)G * 8, &err), FT_OK);
     assert_int_equal(ft_cuda_memset(dam, 0, (size_t)G * 8, &err), FT_OK);
-    ft_cuda_bf16_gemm gb;
-    memset(&gb, 0, sizeof gb);
-    gb.kind = FT_GEMM_FPROP;
-    gb.n_groups = G;
-    gb.splits = dsp;
-    gb.m = t;
-    gb.n = n1;
-    gb.k = k1;
-    gb.a = dx;
-    gb.b = dw;
-    gb.c = dh;
-    gb.bias = db;
-    gb.act = act;
-    gb.probs = dp;
-    gb.z = dz;
-    gb.z_nvfp4 = 1;
-    gb.z_amax = dam;
-    gb.impl = FT_CUDA_IMPL_WGMMA;
-    assert_int_equal(ft_cuda_bf16_gemm_run(&gb, NULL, &err), FT_OK);
+    c.g.z_nvfp4 = 1;
+    c.g.z_amax = dam;
+    assert_int_equal(ft_cuda_bf16_gemm_run(&c.g, NULL, &err), FT_OK);
     assert_int_equal(ft_cuda_sync(&err), FT_OK);
-    float *gz = host_bf16(dz, t * k2), *gam = host_f32(dam, (int64_t)G * 2);
+    float *gz = host_bf16(c.dz, t * k2), *gam = host_f32(dam, (int64_t)G * 2);
     char what[160];
     snprintf(what, sizeof what, "nv fc1 z %s il %d %s", ft_act_name(act->kind), act->interleave,
              sc->name);
@@ -643,31 +591,36 @@ static void run_fc1_nv_case(const split_case *sc, const ft_act *act, int64_t k1,
     snprintf(what, sizeof what, "nv fc1 amax (row, rht col) %s il %d %s", ft_act_name(act->kind),
              act->interleave, sc->name);
     assert_int_equal(compare(what, gam, amax, (int64_t)G * 2, 0.0, 2.0 / 128), 0);
-    gb.z_mxfp8 = 1; /* exclusive */
-    assert_int_equal(ft_cuda_bf16_gemm_run(&gb, NULL, &err), FT_EINVAL);
+    c.g.z_mxfp8 = 1; /* exclusive */
+    assert_int_equal(ft_cuda_bf16_gemm_run(&c.g, NULL, &err), FT_EINVAL);
+    ft_cuda_free(dam);
+    fc1_case_free(&c);
     free(gz);
     free(gam);
-    void *dev[] = {dx, dw, db, dp, dsp, dh, dz, dam};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        ft_cuda_free(dev[i]);
-    void *host[] = {x, w, b, p, acc, z, amax, xb, wb, bb};
-    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++)
-        free(host[i]);
+    free(z);
+    free(amax);
 }
 
-static void test_cuda_fc1_nvfp4_epilogue_matches_cpu(void **state)
+/* Every FC1 epilogue (bf16; MXFP8 quantize-on-store, E5M2 for the split GLU and E4M3 otherwise;
+ * NVFP4 amaxes) on every split case and activation. */
+static void test_cuda_fc1_epilogue_matches_cpu(void **state)
 {
     (void)state;
     need_gpu();
     split_case cases[4];
     int nc = 0;
     make_cases(cases, &nc);
-    const ft_act acts[3] = {{FT_ACT_SWIGLU, 32, 0, 0, 0},
-                            {FT_ACT_CLAMPED_QGEGLU, 0, 7.0f, 1.702f, 1.0f},
+    const ft_act acts[4] = {{FT_ACT_SWIGLU, 32, 0, 0, 0},
+                            {FT_ACT_SWIGLU, 0, 0, 0, 0},
+                            {FT_ACT_CLAMPED_QGEGLU, 32, 7.0f, 1.702f, 1.0f},
                             {FT_ACT_SRELU, 0, 0, 0, 0}};
     for (int c = 0; c < nc; c++)
-        for (int a = 0; a < 3; a++)
-            run_fc1_nv_case(&cases[c], &acts[a], 200, acts[a].interleave ? 160 : 136);
+        for (int a = 0; a < 4; a++) {
+            const int64_t k2 = acts[a].interleave ? 160 : 136;
+            run_fc1_case(&cases[c], &acts[a], 200, k2);
+            run_fc1_mx_case(&cases[c], &acts[a], a == 1 ? FT_FP8_E5M2 : FT_FP8_E4M3, 200, k2);
+            run_fc1_nv_case(&cases[c], &acts[a], 200, k2);
+        }
 }
 
 static void test_cuda_act_backward_matches_cpu(void **state)
@@ -1611,8 +1564,6 @@ int main(void)
         cmocka_unit_test(test_cuda_gemm_rejects_bad_shapes),
         cmocka_unit_test(test_cuda_gemm_matches_cpu),
         cmocka_unit_test(test_cuda_fc1_epilogue_matches_cpu),
-        cmocka_unit_test(test_cuda_fc1_mxfp8_epilogue_matches_cpu),
-        cmocka_unit_test(test_cuda_fc1_nvfp4_epilogue_matches_cpu),
         cmocka_unit_test(test_cuda_act_backward_matches_cpu),
         cmocka_unit_test(test_cuda_mlp_matches_cpu),
         cmocka_unit_test(test_cuda_mlp_quantized_matches_cpu),
