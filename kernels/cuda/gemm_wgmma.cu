@@ -242,6 +242,44 @@ __device__ __forceinline__ void store_quad(uint16_t *row_ptr, int64_t limit, uin
         *reinterpret_cast<uint4 *>(row_ptr + 8 * q) = make_uint4(o0, o1, o2, o3);
 }
 
+// Fragment column blocks (8 columns each) holding the u and v inputs of z chunk zb (32 columns),
+// column block jj (GLU: act and gate halves; unary: u only).
+template <int EPI> __device__ __forceinline__ void z_slots(int zb, int jj, int *ju, int *jv)
+{
+    if (EPI == EPI_GLU_INTERLEAVED) {
+        *ju = 8 * zb + jj;
+        *jv = *ju + 4;
+    } else if (EPI == EPI_GLU_SPLIT) {
+        *ju = 4 * zb + jj;
+        *jv = *ju + 16;
+    } else {
+        *ju = *jv = 4 * zb + jj;
+    }
+}
+
+// Store one fragment row of h (bf16): val(j, e) is element e of fragment column block j.
+template <int EPI, typename V>
+__device__ __forceinline__ void store_h_row(const wg_params &p, const tile_pos &tp, uint16_t *hrow,
+                                            int q, V val)
+{
+#pragma unroll
+    for (int jb = 0; jb < 8; jb++) {
+        int64_t c0, lim;
+        if (EPI == EPI_GLU_SPLIT) {
+            const int64_t a0 = tp.nt * (BN / 2) + 32 * (jb % 4);
+            c0 = (jb < 4 ? 0 : p.k2) + a0;
+            lim = p.k2 - a0;
+        } else {
+            c0 = tp.nt * BN + 32 * jb;
+            lim = p.n - c0;
+        }
+        const int j = 4 * jb;
+        store_quad(hrow + c0, lim, pack_bf16(val(j, 0), val(j, 1)),
+                   pack_bf16(val(j + 1, 0), val(j + 1, 1)), pack_bf16(val(j + 2, 0), val(j + 2, 1)),
+                   pack_bf16(val(j + 3, 0), val(j + 3, 1)), q);
+    }
+}
+
 // Epilogue of one consumer warpgroup: its 64 x 256 fragment (rows 64*wg + 16*warp + lane/4 +
 // 8i, columns 8j + 2(lane%4) + e in acc[4j + 2i + e]). Rows outside the group (or past n for
 // WGRAD) are skipped by whole quads, so the shuffles stay convergent within a quad.
@@ -309,22 +347,7 @@ __device__ __forceinline__ void epilogue(const wg_params &p, const tile_pos &tp,
             hv[j][0] = bf16_to_f(f_to_bf16(v0));
             hv[j][1] = bf16_to_f(f_to_bf16(v1));
         }
-#pragma unroll
-        for (int jb = 0; jb < 8; jb++) {
-            int64_t c0, lim;
-            if (EPI == EPI_GLU_SPLIT) {
-                const int64_t a0 = tp.nt * (BN / 2) + 32 * (jb % 4);
-                c0 = (jb < 4 ? 0 : p.k2) + a0;
-                lim = p.k2 - a0;
-            } else {
-                c0 = tp.nt * BN + 32 * jb;
-                lim = p.n - c0;
-            }
-            store_quad(hrow + c0, lim, pack_bf16(hv[4 * jb][0], hv[4 * jb][1]),
-                       pack_bf16(hv[4 * jb + 1][0], hv[4 * jb + 1][1]),
-                       pack_bf16(hv[4 * jb + 2][0], hv[4 * jb + 2][1]),
-                       pack_bf16(hv[4 * jb + 3][0], hv[4 * jb + 3][1]), q);
-        }
+        store_h_row<EPI>(p, tp, hrow, q, [&](int j, int e) { return hv[j][e]; });
         // z = p * f(u, v): 16 z chunks (GLU) or 32 (unary) per tile row
         constexpr int ZB = EPI == EPI_UNARY ? 8 : 4;
 #pragma unroll
@@ -333,15 +356,7 @@ __device__ __forceinline__ void epilogue(const wg_params &p, const tile_pos &tp,
 #pragma unroll
             for (int jj = 0; jj < 4; jj++) {
                 int ju, jv;
-                if (EPI == EPI_GLU_INTERLEAVED) {
-                    ju = 8 * zb + jj;
-                    jv = ju + 4;
-                } else if (EPI == EPI_GLU_SPLIT) {
-                    ju = 4 * zb + jj;
-                    jv = ju + 16;
-                } else {
-                    ju = jv = 4 * zb + jj;
-                }
+                z_slots<EPI>(zb, jj, &ju, &jv);
                 wv[jj] = pack_bf16(prob * act_f(p.act, hv[ju][0], hv[jv][0]),
                                    prob * act_f(p.act, hv[ju][1], hv[jv][1]));
             }
@@ -392,41 +407,16 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
                 acc[4 * j + 2 * i + 1] += bf16_to_f(bias[col + 1]);
             }
         }
-        if (valid[i]) {
-            uint16_t *hrow = p.c + grow[i] * p.n;
-#pragma unroll
-            for (int jb = 0; jb < 8; jb++) {
-                int64_t c0, lim;
-                if (EPI == EPI_GLU_SPLIT) {
-                    const int64_t a0 = tp.nt * (BN / 2) + 32 * (jb % 4);
-                    c0 = (jb < 4 ? 0 : p.k2) + a0;
-                    lim = p.k2 - a0;
-                } else {
-                    c0 = tp.nt * BN + 32 * jb;
-                    lim = p.n - c0;
-                }
-                const int j0 = 4 * jb;
-                store_quad(hrow + c0, lim, pack_bf16(acc[4 * j0 + 2 * i], acc[4 * j0 + 2 * i + 1]),
-                           pack_bf16(acc[4 * j0 + 4 + 2 * i], acc[4 * j0 + 4 + 2 * i + 1]),
-                           pack_bf16(acc[4 * j0 + 8 + 2 * i], acc[4 * j0 + 8 + 2 * i + 1]),
-                           pack_bf16(acc[4 * j0 + 12 + 2 * i], acc[4 * j0 + 12 + 2 * i + 1]), q);
-            }
-        }
+        if (valid[i])
+            store_h_row<EPI>(p, tp, p.c + grow[i] * p.n, q,
+                             [&](int j, int e) { return acc[4 * j + 2 * i + e]; });
         const float prob = (valid[i] && p.probs) ? p.probs[grow[i]] : 1.0f;
 #pragma unroll
         for (int zb = 0; zb < ZB; zb++)
 #pragma unroll
             for (int jj = 0; jj < 4; jj++) {
                 int ju, jv;
-                if (EPI == EPI_GLU_INTERLEAVED) {
-                    ju = 8 * zb + jj;
-                    jv = ju + 4;
-                } else if (EPI == EPI_GLU_SPLIT) {
-                    ju = 4 * zb + jj;
-                    jv = ju + 16;
-                } else {
-                    ju = jv = 4 * zb + jj;
-                }
+                z_slots<EPI>(zb, jj, &ju, &jv);
                 const int64_t zc0 =
                     (EPI == EPI_UNARY ? tp.nt * BN : tp.nt * (BN / 2)) + 32 * zb + 8 * jj;
                 const bool keep = valid[i] && zc0 < p.k2;
