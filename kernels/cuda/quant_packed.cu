@@ -4,56 +4,125 @@
 // after ft_qpacked_decode (shared device helpers in quant_dev.cuh; FP8 codes from the hardware
 // cvt.rn.satfinite, which rounds like the reference: RNE, +-max on overflow, NaN kept).
 //
-// Design (bandwidth-bound; 16-byte loads of 8 bf16, 256-thread CTAs, grid-stride over tiles):
-// - A tile is a block of BR rows (32; 16 for NVFP4) aligned to its group's first row, times 256
-//   columns (a warp's 32 lanes x 8 bf16). Row blocks are numbered over all groups from the
-//   per-group prefix rb[] that q_offsets_kernel computes on the device from the splits, so the
-//   host never reads them (CUDA-graph safe). Warp w holds rows w, w + 8, ... of the tile.
+// Design (bandwidth-bound; measured figures: the lead's bench/RESULTS.md, bench_cuda "qpacked"):
+// - Warp tiles, no barriers in the loops: each warp takes whole tiles in a grid-stride loop over
+//   a persistent grid (CTAs per SM from the occupancy API) and issues all of a tile's loads
+//   (8 or 16 per lane, 16 bytes each) before any arithmetic. A tile's rows are a row block of its
+//   group (aligned to the group's first row); row blocks are numbered over all groups.
+// - The group table (row offsets and the prefix of row blocks per group) is built from the
+//   device splits by every CTA in shared memory at its start (two CTA-wide scans), so the host
+//   never reads the splits (CUDA-graph safe) and no extra kernel or workspace is needed.
 // - Rowwise blocks are lane groups: 1x32 = 4 lanes, 1x16 = 2, 1x128 = 16; block amax by
-//   __shfl_xor. MXFP8 columnwise 32x1 blocks come from the same registers: per-warp column
-//   amaxes meet in shared memory, so both usages cost one read of x.
-// - NVFP4 columnwise: the 16 x 256 tile goes through shared memory, each thread takes one
-//   column (one 16-row block: RHT, amax, scale, 16 codes), neighbouring threads pair their
-//   nibbles, and the packed tile leaves through shared memory as 16-byte stores.
-// - Per-group amax (FP8 current, NVFP4): a first pass over the row blocks, one atomicMax per CTA
-//   and row block (NaN-ignoring maxima, so the float bits order like the values); the RHT amax
-//   pass rotates each chunk (the cast pass rotates it again, as TE does).
+//   __shfl_xor. MXFP8 columnwise 32x1 blocks come from the same registers (a lane holds 8 rows
+//   of its 8 columns, 4 lane rows; __shfl_xor 8, 16), so both usages cost one read of x.
+// - NVFP4 columnwise: a lane loads all 16 rows of its 8 (4 with stochastic rounding) columns, so
+//   it holds whole 16x1 blocks: RHT, amax, scale and codes in registers, one word per row.
+// - Per-group amax (FP8 current, NVFP4): a first pass; each warp keeps a running max and merges
+//   it with one atomicMax per group it saw (NaN-ignoring maxima, so the float bits order like
+//   the values). The RHT amax pass rotates each block (the cast rotates it again, as TE does).
+//   The cast pass walks the tiles backwards, so it starts on what the amax pass left in L2.
+// - E2M1 codes come straight from the float bits (e2m1_rn_code), not through a float rounding.
 #include "quant_dev.cuh"
 
 #include <cuda_fp8.h>
+#include <type_traits>
 
 namespace
 {
 
 constexpr int kThreads = 256; // 8 warps
 constexpr int kWarps = kThreads / 32;
-constexpr int kTileCols = 256; // 32 lanes x 8 bf16
 
-enum { M_MX = 0, M_NV_ROW, M_FP8_CUR, M_FP8_BLK };
+enum { M_MX = 0, M_NV_ROW, M_FP8_CUR, M_FP8_BLK, M_AMAX };
+static_assert(FT_CUDA_MAX_GROUPS <= 4 * kThreads, "load_groups takes 4 groups per thread");
 
 struct pk {
     const uint16_t *x; // [rows][cols] bf16
-    int64_t cols;
-    const int64_t *offs, *rb; // [G + 1] group row offsets, prefix of row blocks (side br)
-    int G, br;
-    uint8_t *data;    // codes of the usage (rows kernel: rowwise)
-    void *scales;     // scales of the usage
-    uint8_t *cdata;   // MXFP8 columnwise codes (rows kernel)
-    uint8_t *cscales; // MXFP8 columnwise E8M0 scales (rows kernel)
-    float *amax;      // [G] group amax: atomicMax target of the amax passes, read by the casts
-    float fmax, eps;  // element format max; FP8 amax epsilon
-    int pow2, sr, rht;
-    uint64_t key; // SR key: mix(seed, stream * 2 + usage)
+    int64_t rows, cols;
+    const int64_t *splits; // [G] device, or NULL (one group of all rows)
+    int G, br;             // br: tile rows (the row-block side rb[] counts in)
+    uint8_t *data;         // codes of the usage (rows kernel: rowwise)
+    void *scales;          // scales of the usage
+    uint8_t *cdata;        // MXFP8 columnwise codes (rows kernel)
+    uint8_t *cscales;      // MXFP8 columnwise E8M0 scales (rows kernel)
+    float *amax;           // [G] group amax: atomicMax target of the amax passes, read by the casts
+    float fmax, eps;       // element format max; FP8 amax epsilon
+    int pow2, rht, rev;    // rev: walk the tiles backwards (the end of x is still in L2)
+    uint64_t key;          // SR key: mix(seed, stream * 2 + usage)
 };
 
-// Row block blk: its group (returned) and rows [*r0, *r1).
-__device__ __forceinline__ int tile_rows(const pk &p, int64_t blk, int64_t *r0, int64_t *r1)
+// ---- group table in shared memory: offs[G + 1] row offsets, rb[G + 1] prefix of row blocks ----
+
+// Exclusive prefix sum over the CTA (scratch: kWarps + 1 values; ends with a barrier).
+__device__ __forceinline__ int64_t block_excl_scan(int64_t v, int64_t *scratch, int64_t *total)
 {
-    const int g = group_of(p.rb, p.G, blk);
-    *r0 = p.offs[g] + (blk - p.rb[g]) * p.br;
-    const int64_t end = p.offs[g + 1];
-    *r1 = *r0 + p.br < end ? *r0 + p.br : end;
-    return g;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int64_t inc = v;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const int64_t o = __shfl_up_sync(0xffffffffu, inc, d);
+        if (lane >= d) inc += o;
+    }
+    if (lane == 31) scratch[warp] = inc;
+    __syncthreads();
+    int64_t before = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; w++) {
+        before += w < warp ? scratch[w] : 0;
+        all += scratch[w];
+    }
+    __syncthreads();
+    *total = all;
+    return before + inc - v;
+}
+
+// Fills s_offs / s_rb (G + 1 each) from p.splits with q_offsets_kernel's rules (negative
+// splits count 0, rows past `rows` are cut), 4 groups per thread (G <= 4 * kThreads).
+__device__ void load_groups(const pk &p, int64_t *s_offs, int64_t *s_rb)
+{
+    __shared__ int64_t scratch[kWarps];
+    const int tid = threadIdx.x, G = p.G;
+    const int64_t rows = p.rows, br = p.br;
+    if (!p.splits) {
+        if (tid == 0) {
+            s_offs[0] = 0;
+            s_offs[1] = rows;
+            s_rb[0] = 0;
+            s_rb[1] = (rows + br - 1) / br;
+        }
+        __syncthreads();
+        return;
+    }
+    int64_t s[4], sum = 0, total;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int g = tid * 4 + k;
+        int64_t v = g < G ? p.splits[g] : 0;
+        v = v < 0 ? 0 : (v > rows ? rows : v);
+        s[k] = v;
+        sum += v;
+    }
+    int64_t o = block_excl_scan(sum, scratch, &total), nb[4], bsum = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int g = tid * 4 + k;
+        const int64_t lo = o < rows ? o : rows;
+        o += s[k];
+        const int64_t hi = o < rows ? o : rows;
+        nb[k] = g < G ? (hi - lo + br - 1) / br : 0;
+        bsum += nb[k];
+        if (g < G) s_offs[g] = lo;
+        if (g == G - 1) s_offs[G] = hi;
+    }
+    int64_t b = block_excl_scan(bsum, scratch, &total);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int g = tid * 4 + k;
+        if (g < G) s_rb[g] = b;
+        b += nb[k];
+    }
+    if (tid == 0) s_rb[G] = total;
+    __syncthreads();
 }
 
 __device__ __forceinline__ void unpack8(uint4 u, float (&v)[8])
@@ -75,27 +144,35 @@ __device__ __forceinline__ float amax8(const float (&v)[8])
     return m;
 }
 
-// Max over the CTA, returned to every thread (two barriers; red[kWarps] scratch).
-__device__ __forceinline__ float block_max(float m, float *red)
+__device__ __forceinline__ float warp_max(float m)
 {
 #pragma unroll
     for (int d = 16; d; d >>= 1)
         m = amax_merge(m, __shfl_xor_sync(0xffffffffu, m, d));
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    float r = red[0];
-#pragma unroll
-    for (int w = 1; w < kWarps; w++)
-        r = amax_merge(r, red[w]);
-    __syncthreads();
-    return r;
+    return m;
 }
 
-__device__ __forceinline__ void group_amax_add(const pk &p, int g, float m)
-{
-    if (threadIdx.x == 0 && m > 0.0f)
-        atomicMax(reinterpret_cast<unsigned *>(p.amax) + g, __float_as_uint(m));
-}
+// Per-warp running group amax: merged into amax[g] (atomicMax on the bits of NaN-ignoring
+// maxima, which order like the values) when the warp moves to another group and at the end.
+struct amax_acc {
+    int g = -1;
+    float m = 0.0f;
+    __device__ __forceinline__ void flush(float *amax)
+    {
+        const float w = warp_max(m);
+        if ((threadIdx.x & 31) == 0 && g >= 0 && w > 0.0f)
+            atomicMax(reinterpret_cast<unsigned *>(amax) + g, __float_as_uint(w));
+        m = 0.0f;
+    }
+    __device__ __forceinline__ void add(float *amax, int gg, float v) // gg warp-uniform
+    {
+        if (gg != g) {
+            flush(amax);
+            g = gg;
+        }
+        m = amax_merge(m, v);
+    }
+};
 
 // Four FP8 codes of v[k..k+3] * m[k..k+3], first element in the lowest byte.
 template <int E5M2>
@@ -115,12 +192,21 @@ template <int E5M2> __device__ __forceinline__ uint2 fp8x8(const float (&v)[8], 
     return make_uint2(fp8x4<E5M2>(v, m, 0), fp8x4<E5M2>(v, m, 4));
 }
 
+template <int E5M2> __device__ __forceinline__ uint2 fp8x8s(const float (&v)[8], float s)
+{
+    float m[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        m[j] = s;
+    return fp8x8<E5M2>(v, m);
+}
+
 __device__ __forceinline__ uint8_t e4m3_code(float d) // d exactly representable
 {
     return (uint8_t)__nv_cvt_float_to_fp8(d, __NV_SATFINITE, __NV_E4M3);
 }
 
-// E2M1 code of an E2M1 value q (sign in bit 3). E2M1 has no NaN: NaN -> 7 (+-6).
+// E2M1 code (sign in bit 3) of a value q already on the E2M1 grid. No NaN code: NaN -> 7.
 __device__ __forceinline__ uint32_t e2m1_code(float q)
 {
     const uint32_t u = __float_as_uint(q), s = (u >> 28) & 8u;
@@ -131,252 +217,296 @@ __device__ __forceinline__ uint32_t e2m1_code(float q)
     return s | c;
 }
 
-// NVFP4 element: code of round(v * mult), stochastic with the bits of counter when sr.
+// e2m1_code(d_e2m1_round(s)) without the float round trip: below 1 the two subnormal
+// thresholds (ties to even: 0.25 -> 0, 0.75 -> 1); from 1 up, round the float bits to one
+// mantissa bit (RNE), read exponent and mantissa bit as the code, saturate at 7 (6.0; also
+// infinity and NaN).
+__device__ __forceinline__ uint32_t e2m1_rn_code(float s)
+{
+    const uint32_t u = __float_as_uint(s), ua = u & 0x7FFFFFFFu;
+    const float a = __uint_as_float(ua);
+    const uint32_t hi = min(((ua + 0x1FFFFFu + ((ua >> 22) & 1u)) >> 22) - 252u, 7u);
+    const uint32_t lo = (a > 0.25f ? 1u : 0u) + (a >= 0.75f ? 1u : 0u);
+    return ((u >> 28) & 8u) | (a < 1.0f ? lo : hi);
+}
+
+// NVFP4 element: code of round(v * mult), stochastic with the bits of counter when SR.
+template <int SR>
 __device__ __forceinline__ uint32_t nvfp4_elem(const pk &p, float v, float mult, uint64_t counter)
 {
     const float s = __fmul_rn(v, mult);
-    return e2m1_code(p.sr ? d_e2m1_round_sr(s, d_rng_at(p.key, counter)) : d_e2m1_round(s));
+    if (SR) return e2m1_code(d_e2m1_round_sr(s, d_rng_at(p.key, counter)));
+    return e2m1_rn_code(s);
 }
 
-// ---- per-group amax (plain values): one row block per CTA iteration -----------------------
-
-__global__ void __launch_bounds__(kThreads) pk_amax_kernel(pk p)
+__device__ __forceinline__ int tile_group(const int64_t *s_rb, int G, int64_t blk)
 {
-    __shared__ float red[kWarps];
-    const int64_t n_blk = p.rb[p.G], vec_per_row = p.cols / 8;
-    for (int64_t blk = blockIdx.x; blk < n_blk; blk += gridDim.x) {
-        int64_t r0, r1;
-        const int g = tile_rows(p, blk, &r0, &r1);
-        const uint4 *src = reinterpret_cast<const uint4 *>(p.x + r0 * p.cols); // whole rows
-        const int64_t n = (r1 - r0) * vec_per_row;
-        float m = 0.0f, v[8];
-        int64_t i = threadIdx.x;
-        for (; i + 3 * kThreads < n; i += 4 * kThreads) {
-            uint4 u[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                u[k] = __ldg(src + i + k * kThreads);
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                unpack8(u[k], v);
-                m = amax_merge(m, amax8(v));
-            }
-        }
-        for (; i < n; i += kThreads) {
-            unpack8(__ldg(src + i), v);
-            m = amax_merge(m, amax8(v));
-        }
-        group_amax_add(p, g, block_max(m, red));
-    }
+    return G == 1 ? 0 : group_of(s_rb, G, blk);
 }
 
-// ---- rowwise casts (and MXFP8 columnwise from the same registers) -------------------------
-
-// MODE M_*; RPW rows per warp (tile rows BR = 8 * RPW = p.br). do_row/do_col: MXFP8 usages
-// (the other modes are rowwise).
-template <int MODE, int E5M2, int RPW>
-__global__ void __launch_bounds__(kThreads) pk_rows_kernel(pk p, int do_row, int do_col)
+// ---- rowwise casts, MXFP8 columnwise from the same registers, and the plain amax pass ----
+//
+// Warp tiles of TR rows x TC columns, one per warp and grid-stride step, no barriers: lane
+// holds 8 columns (one 16-byte load) of NL = 8 rows, all loads issued first. LW lanes span a
+// row (8: 64 columns; 16 for FP8 block 1x128), rows lane / LW + (32 / LW) * i. A 1x32 block is 4
+// lanes, 1x16 2, 1x128 16 (block amax by __shfl_xor); a 32x1 block's 32 rows are the 4 lane
+// rows x 8 loads (__shfl_xor 8, 16).
+template <int MODE, int E5M2, int SR, int MINB = 1>
+__global__ void __launch_bounds__(kThreads, MINB) pk_rows_kernel(pk p, int do_row, int do_col)
 {
-    __shared__ float part[kWarps][kTileCols]; // MXFP8 columnwise: column amax of each warp's rows
-    __shared__ float cmult[kTileCols];        // MXFP8 columnwise: column multipliers
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t cols = p.cols, n_ct = (cols + kTileCols - 1) / kTileCols;
-    const int64_t n_tiles = p.rb[p.G] * n_ct;
-    for (int64_t t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-        const int64_t blk = t / n_ct, c0 = (t % n_ct) * kTileCols, c = c0 + lane * 8;
-        int64_t r0, r1;
-        const int g = tile_rows(p, blk, &r0, &r1);
+    constexpr int LW = MODE == M_FP8_BLK ? 16 : 8, RS = 32 / LW, NL = 8, TC = LW * 8;
+    extern __shared__ int64_t s_tab[];
+    int64_t *s_offs = s_tab, *s_rb = s_tab + (p.G + 1);
+    load_groups(p, s_offs, s_rb);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, G = p.G;
+    const int64_t cols = p.cols;
+    const uint32_t n_ct = (uint32_t)((cols + TC - 1) / TC);
+    const uint32_t n_tiles = (uint32_t)s_rb[G] * n_ct;
+    const float inv_fmax = __fdiv_rn(1.0f, p.fmax);
+    int cur_g = -1;
+    float S = 1.0f, Sdec = 1.0f;
+    amax_acc acc;
+    for (uint32_t t = blockIdx.x * kWarps + warp; t < n_tiles; t += gridDim.x * kWarps) {
+        const uint32_t tt = p.rev ? n_tiles - 1 - t : t;
+        const uint32_t blk = tt / n_ct;
+        const int64_t c = (int64_t)(tt - blk * n_ct) * TC + (lane % LW) * 8;
+        const int g = tile_group(s_rb, G, blk);
+        const int64_t r0 = s_offs[g] + (int64_t)(blk - s_rb[g]) * p.br + lane / LW,
+                      r1 = s_offs[g + 1];
         const bool cin = c < cols;
-        uint4 raw[RPW];
+        uint4 raw[NL];
 #pragma unroll
-        for (int i = 0; i < RPW; i++) {
-            const int64_t r = r0 + warp + 8 * i;
+        for (int i = 0; i < NL; i++) {
+            const int64_t r = r0 + RS * i;
             raw[i] = make_uint4(0u, 0u, 0u, 0u);
             if (cin && r < r1) raw[i] = __ldg(reinterpret_cast<const uint4 *>(p.x + r * cols + c));
         }
-        float gamax = 0.0f, S = 1.0f, Sdec = 1.0f;
-        if (MODE == M_NV_ROW || MODE == M_FP8_CUR) gamax = p.amax[g];
-        if (MODE == M_NV_ROW) {
-            S = nvfp4_global_scale(gamax);
-            Sdec = __fdiv_rn(1.0f, S);
-        }
-        if (MODE == M_FP8_CUR) S = fp8_scale_from_amax(gamax, p.fmax, p.pow2, p.eps);
-        if (do_row) {
+        if (MODE == M_AMAX) {
+            float m = 0.0f, v[8];
 #pragma unroll
-            for (int i = 0; i < RPW; i++) {
-                const int64_t r = r0 + warp + 8 * i;
-                const bool ok = cin && r < r1;
-                float v[8], m[8];
+            for (int i = 0; i < NL; i++) {
                 unpack8(raw[i], v);
-                float am = amax8(v);
-                if (MODE == M_MX) { // 1x32: 4 lanes
-                    am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 1));
-                    am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 2));
-                    const uint8_t code = mxfp8_code(am, p.fmax);
-                    const float mult = d_e8m0_quant(code);
-#pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        m[j] = mult;
-                    const uint2 o = fp8x8<E5M2>(v, m);
-                    if (ok) {
-                        *reinterpret_cast<uint2 *>(p.data + r * cols + c) = o;
-                        if ((lane & 3) == 0)
-                            static_cast<uint8_t *>(p.scales)[r * (cols / 32) + c / 32] = code;
-                    }
-                } else if (MODE == M_NV_ROW) { // 1x16: 2 lanes
-                    am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 1));
-                    const float d = nvfp4_block_scale(am, S), mult = nvfp4_block_mult(d, Sdec);
-                    uint32_t word = 0;
-#pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        word |= nvfp4_elem(p, v[j], mult, (uint64_t)(r * cols + c + j)) << (4 * j);
-                    if (ok) {
-                        *reinterpret_cast<uint32_t *>(p.data + (r * cols + c) / 2) = word;
-                        if ((lane & 1) == 0)
-                            static_cast<uint8_t *>(p.scales)[r * (cols / 16) + c / 16] =
-                                e4m3_code(d);
-                    }
-                } else if (MODE == M_FP8_CUR) { // one scale per group
-#pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        m[j] = S;
-                    const uint2 o = fp8x8<E5M2>(v, m);
-                    if (ok) *reinterpret_cast<uint2 *>(p.data + r * cols + c) = o;
-                } else { // FP8 block 1x128: 16 lanes (a partial last block: absent lanes hold 0)
-#pragma unroll
-                    for (int d = 1; d < 16; d <<= 1)
-                        am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, d));
-                    const float s = fp8_scale_from_amax(am, p.fmax, p.pow2, p.eps);
-#pragma unroll
-                    for (int j = 0; j < 8; j++)
-                        m[j] = s;
-                    const uint2 o = fp8x8<E5M2>(v, m);
-                    if (ok) {
-                        *reinterpret_cast<uint2 *>(p.data + r * cols + c) = o;
-                        if ((lane & 15) == 0)
-                            static_cast<float *>(p.scales)[r * ((cols + 127) / 128) + c / 128] =
-                                __fdiv_rn(1.0f, s);
-                    }
-                }
+                m = amax_merge(m, amax8(v));
+            }
+            acc.add(p.amax, g, m);
+            continue;
+        }
+        if ((MODE == M_NV_ROW || MODE == M_FP8_CUR) && g != cur_g) {
+            cur_g = g;
+            const float gamax = p.amax[g];
+            if (MODE == M_NV_ROW) {
+                S = nvfp4_global_scale(gamax);
+                Sdec = __fdiv_rn(1.0f, S);
+            } else {
+                S = fp8_scale_from_amax(gamax, p.fmax, p.pow2, p.eps);
             }
         }
-        if (MODE == M_MX && do_col) { // 32x1 blocks: this tile's 32 rows of each column
+        float cm[8];                  // MXFP8 columnwise: the column multipliers
+        if (MODE == M_MX && do_col) { // 32x1 blocks: the 4 lane rows x NL loads of a column
             float cam[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-            for (int i = 0; i < RPW; i++) {
+            for (int i = 0; i < NL; i++) {
                 float v[8];
                 unpack8(raw[i], v);
 #pragma unroll
                 for (int j = 0; j < 8; j++)
                     cam[j] = amax_merge(cam[j], fabsf(v[j]));
             }
+            uint32_t cw[2] = {0u, 0u};
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                part[warp][lane * 8 + j] = cam[j];
-            __syncthreads();
-            {
-                const int tc = threadIdx.x; // one column of the tile per thread
-                float am = part[0][tc];
-#pragma unroll
-                for (int w = 1; w < kWarps; w++)
-                    am = amax_merge(am, part[w][tc]);
-                const uint8_t code = mxfp8_code(am, p.fmax);
-                cmult[tc] = d_e8m0_quant(code);
-                if (c0 + tc < cols) p.cscales[blk * cols + c0 + tc] = code;
+            for (int j = 0; j < 8; j++) {
+                float am = amax_merge(cam[j], __shfl_xor_sync(0xffffffffu, cam[j], 8));
+                am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 16));
+                const uint8_t code = d_e8m0_from_float(__fmul_rn(am, inv_fmax));
+                cm[j] = d_e8m0_quant(code);
+                cw[j / 4] |= (uint32_t)code << (8 * (j & 3));
             }
-            __syncthreads();
-            float m[8];
+            if (cin && lane < LW) // lane row 0 holds the tile's scale row
+                *reinterpret_cast<uint2 *>(p.cscales + (int64_t)blk * cols + c) =
+                    make_uint2(cw[0], cw[1]);
+        }
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                m[j] = cmult[lane * 8 + j];
-#pragma unroll
-            for (int i = 0; i < RPW; i++) {
-                const int64_t r = r0 + warp + 8 * i;
-                float v[8];
-                unpack8(raw[i], v);
-                const uint2 o = fp8x8<E5M2>(v, m);
-                if (cin && r < r1) *reinterpret_cast<uint2 *>(p.cdata + r * cols + c) = o;
+        for (int i = 0; i < NL; i++) {
+            const int64_t r = r0 + RS * i;
+            const bool ok = cin && r < r1;
+            float v[8];
+            unpack8(raw[i], v);
+            if (MODE == M_MX && do_col) {
+                const uint2 o = fp8x8<E5M2>(v, cm);
+                if (ok) *reinterpret_cast<uint2 *>(p.cdata + r * cols + c) = o;
             }
-            // part and cmult are rewritten only after the next tile's first barrier, which
-            // every thread reaches after its reads above.
+            if (!do_row) continue;
+            if (MODE == M_FP8_CUR) {
+                const uint2 o = fp8x8s<E5M2>(v, S);
+                if (ok) *reinterpret_cast<uint2 *>(p.data + r * cols + c) = o;
+                continue;
+            }
+            float am = amax8(v);
+            if (MODE == M_MX) { // 1x32: 4 lanes
+                am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 1));
+                am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 2));
+                const uint8_t code = d_e8m0_from_float(__fmul_rn(am, inv_fmax));
+                const uint2 o = fp8x8s<E5M2>(v, d_e8m0_quant(code));
+                if (ok) {
+                    *reinterpret_cast<uint2 *>(p.data + r * cols + c) = o;
+                    if ((lane & 3) == 0)
+                        static_cast<uint8_t *>(p.scales)[r * (cols / 32) + c / 32] = code;
+                }
+            } else if (MODE == M_NV_ROW) { // 1x16: 2 lanes
+                am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 1));
+                const float d = nvfp4_block_scale(am, S), mult = nvfp4_block_mult(d, Sdec);
+                uint32_t word = 0;
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    word |= nvfp4_elem<SR>(p, v[j], mult, (uint64_t)(r * cols + c + j)) << (4 * j);
+                if (ok) {
+                    *reinterpret_cast<uint32_t *>(p.data + (r * cols + c) / 2) = word;
+                    if ((lane & 1) == 0)
+                        static_cast<uint8_t *>(p.scales)[r * (cols / 16) + c / 16] = e4m3_code(d);
+                }
+            } else { // FP8 block 1x128: 16 lanes (a partial last block: absent lanes hold 0)
+#pragma unroll
+                for (int d = 1; d < 16; d <<= 1)
+                    am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, d));
+                const float s = fp8_scale_from_amax(am, p.fmax, p.pow2, p.eps);
+                const uint2 o = fp8x8s<E5M2>(v, s);
+                if (ok) {
+                    *reinterpret_cast<uint2 *>(p.data + r * cols + c) = o;
+                    if ((lane & 15) == 0)
+                        static_cast<float *>(p.scales)[r * ((cols + 127) / 128) + c / 128] =
+                            __fdiv_rn(1.0f, s);
+                }
+            }
         }
     }
+    if (MODE == M_AMAX) acc.flush(p.amax);
 }
 
-// ---- NVFP4 columnwise (16x1 blocks, optional RHT): shared-memory tiles of 16 x 256 ---------
-
-// AMAX_ONLY: the RHT amax pass (atomicMax into p.amax); else the cast.
-template <int AMAX_ONLY> __global__ void __launch_bounds__(kThreads) pk_nv_cols_kernel(pk p)
+// ---- NVFP4 columnwise (16x1 blocks, optional RHT) ------------------------------------------
+//
+// Warp tiles of 16 rows x 32 * CPL columns: a lane loads CPL columns (8: 16 bytes, 4: 8 bytes)
+// of all 16 rows (16 loads issued first) and so holds CPL whole column blocks: RHT, amax, scale
+// and 16 codes per column from registers, nibbles gathered into one CPL * 4-bit word per row,
+// the CPL scales into one store. AMAX_ONLY: the amax pass (after RHT; the cast pass rotates
+// again, as TE does). CPL 4 halves the registers (stochastic rounding's hashes are long).
+template <int AMAX_ONLY, int SR, int CPL, int MINB>
+__global__ void __launch_bounds__(kThreads, MINB) pk_nv_cols_kernel(pk p)
 {
-    __shared__ uint4 s_in[16 * kTileCols / 8];   // 16 rows x 256 bf16
-    __shared__ uint4 s_out[16 * kTileCols / 32]; // 16 rows x 128 bytes of nibble pairs
-    __shared__ float red[kWarps];
-    const int tid = threadIdx.x;
-    const int64_t cols = p.cols, n_ct = (cols + kTileCols - 1) / kTileCols;
-    const int64_t n_tiles = p.rb[p.G] * n_ct;
-    for (int64_t t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-        const int64_t blk = t / n_ct, c0 = (t % n_ct) * kTileCols;
-        int64_t r0, r1;
-        const int g = tile_rows(p, blk, &r0, &r1);
+    constexpr int TC = 32 * CPL, NW = CPL / 2;
+    typedef typename std::conditional<
+        CPL == 8, uint32_t, typename std::conditional<CPL == 4, uint16_t, uint8_t>::type>::type
+        word_t;
+    extern __shared__ int64_t s_tab[];
+    int64_t *s_offs = s_tab, *s_rb = s_tab + (p.G + 1);
+    load_groups(p, s_offs, s_rb);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, G = p.G;
+    const int64_t cols = p.cols;
+    const uint32_t n_ct = (uint32_t)((cols + TC - 1) / TC);
+    const uint32_t n_tiles = (uint32_t)s_rb[G] * n_ct;
+    int cur_g = -1;
+    float S = 1.0f, Sdec = 1.0f;
+    amax_acc acc;
+    for (uint32_t t = blockIdx.x * kWarps + warp; t < n_tiles; t += gridDim.x * kWarps) {
+        const uint32_t tt = p.rev ? n_tiles - 1 - t : t;
+        const uint32_t blk = tt / n_ct;
+        const int64_t c = (int64_t)(tt - blk * n_ct) * TC + lane * CPL;
+        const int g = tile_group(s_rb, G, blk);
+        const int64_t r0 = s_offs[g] + (int64_t)(blk - s_rb[g]) * 16, r1 = s_offs[g + 1];
+        const bool cin = c < cols;
+        uint32_t raw[16][NW];
 #pragma unroll
-        for (int k = 0; k < 2; k++) { // 512 vectors: row q / 32, columns c0 + (q % 32) * 8
-            const int q = tid + k * kThreads, i = q >> 5;
-            const int64_t c = c0 + (q & 31) * 8;
-            uint4 u = make_uint4(0u, 0u, 0u, 0u);
-            if (r0 + i < r1 && c < cols)
-                u = __ldg(reinterpret_cast<const uint4 *>(p.x + (r0 + i) * cols + c));
-            s_in[q] = u;
+        for (int i = 0; i < 16; i++) {
+            const bool ok = cin && r0 + i < r1;
+            const uint16_t *src = p.x + (r0 + i) * cols + c;
+            if constexpr (CPL == 8) {
+                const uint4 u =
+                    ok ? __ldg(reinterpret_cast<const uint4 *>(src)) : make_uint4(0u, 0u, 0u, 0u);
+                raw[i][0] = u.x;
+                raw[i][1] = u.y;
+                raw[i][2] = u.z;
+                raw[i][3] = u.w;
+            } else if constexpr (CPL == 4) {
+                const uint2 u =
+                    ok ? __ldg(reinterpret_cast<const uint2 *>(src)) : make_uint2(0u, 0u);
+                raw[i][0] = u.x;
+                raw[i][1] = u.y;
+            } else {
+                raw[i][0] = ok ? __ldg(reinterpret_cast<const uint32_t *>(src)) : 0u;
+            }
         }
-        __syncthreads();
-        const int64_t c = c0 + tid; // this thread's column
-        const uint16_t *col = reinterpret_cast<const uint16_t *>(s_in) + tid;
-        float v[16];
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-            v[i] = bf16_to_f(col[i * kTileCols]);
-        if (p.rht) d_rht16(v);
-        float am = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-            am = amax_merge(am, fabsf(v[i]));
-        if (AMAX_ONLY) {
-            group_amax_add(p, g, block_max(am, red)); // its barriers also free s_in
-            continue;
+        if (!AMAX_ONLY && g != cur_g) {
+            cur_g = g;
+            S = nvfp4_global_scale(p.amax[g]);
+            Sdec = __fdiv_rn(1.0f, S);
         }
-        const float gamax = p.amax[g], S = nvfp4_global_scale(gamax);
-        const float d = nvfp4_block_scale(am, S), mult = nvfp4_block_mult(d, __fdiv_rn(1.0f, S));
-        if (c < cols) static_cast<uint8_t *>(p.scales)[blk * cols + c] = e4m3_code(d);
-        uint64_t codes = 0; // nibble i: row r0 + i
+        float tm = 0.0f;
+        word_t words[16];
+        uint32_t sc[2] = {0u, 0u};
 #pragma unroll
         for (int i = 0; i < 16; i++)
-            codes |= (uint64_t)nvfp4_elem(p, v[i], mult, (uint64_t)((r0 + i) * cols + c))
-                     << (4 * i);
-        const uint64_t right = __shfl_down_sync(0xffffffffu, codes, 1); // column c + 1
-        if ((tid & 1) == 0) {
-            uint8_t *so = reinterpret_cast<uint8_t *>(s_out) + tid / 2;
+            words[i] = 0u;
+#pragma unroll
+        for (int j = 0; j < CPL; j++) {
+            float v[16];
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const uint32_t w = raw[i][j / 2];
+                v[i] = __uint_as_float(j & 1 ? w & 0xFFFF0000u : w << 16);
+            }
+            if (p.rht) d_rht16(v);
+            float am = 0.0f;
 #pragma unroll
             for (int i = 0; i < 16; i++)
-                so[i * (kTileCols / 2)] =
-                    (uint8_t)(((codes >> (4 * i)) & 15u) | (((right >> (4 * i)) & 15u) << 4));
+                am = amax_merge(am, fabsf(v[i]));
+            if (AMAX_ONLY) {
+                tm = amax_merge(tm, am);
+                continue;
+            }
+            const float d = nvfp4_block_scale(am, S), mult = nvfp4_block_mult(d, Sdec);
+            sc[j / 4] |= (uint32_t)e4m3_code(d) << (8 * (j & 3));
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                words[i] |=
+                    (word_t)(nvfp4_elem<SR>(p, v[i], mult, (uint64_t)((r0 + i) * cols + c + j))
+                             << (4 * j));
         }
-        __syncthreads();
-        if (tid < 16 * kTileCols / 32) { // row tid / 8, bytes (tid % 8) * 16 of the tile's 128
-            const int i = tid >> 3, ch = tid & 7;
-            if (r0 + i < r1 && c0 + ch * 32 < cols)
-                *reinterpret_cast<uint4 *>(p.data + (r0 + i) * (cols / 2) + c0 / 2 + ch * 16) =
-                    s_out[tid];
+        if (AMAX_ONLY) {
+            acc.add(p.amax, g, tm);
+            continue;
         }
-        // s_in and s_out are rewritten only after barriers every thread reaches after its reads.
+        if (cin) {
+            uint8_t *sp = static_cast<uint8_t *>(p.scales) + (int64_t)blk * cols + c;
+            if constexpr (CPL == 8)
+                *reinterpret_cast<uint2 *>(sp) = make_uint2(sc[0], sc[1]);
+            else if constexpr (CPL == 4)
+                *reinterpret_cast<uint32_t *>(sp) = sc[0];
+            else
+                *reinterpret_cast<uint16_t *>(sp) = (uint16_t)sc[0];
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                if (r0 + i < r1)
+                    *reinterpret_cast<word_t *>(p.data + ((r0 + i) * cols + c) / 2) = words[i];
+        }
     }
+    if (AMAX_ONLY) acc.flush(p.amax);
 }
 
 typedef void (*rows_kernel_fn)(pk, int, int);
+typedef void (*cols_kernel_fn)(pk);
 
-unsigned grid_for(int64_t max_tiles, int n_sm)
+// Persistent grid: as many CTAs as fit on the device at once, at most one warp per tile.
+int grid_for(const void *fn, size_t smem, int64_t max_tiles, int n_sm, unsigned *grid, ft_err *err)
 {
-    int64_t g = (int64_t)n_sm * 8; // up to 8 resident CTAs of 256 threads per SM
-    if (max_tiles < g) g = max_tiles;
-    return (unsigned)(g < 1 ? 1 : g);
+    int per_sm = 0;
+    const int rc =
+        cu_fail(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kThreads, smem), err,
+                "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+    if (rc) return rc;
+    int64_t g = (int64_t)n_sm * (per_sm < 1 ? 1 : per_sm);
+    const int64_t need = (max_tiles + kWarps - 1) / kWarps;
+    if (need < g) g = need;
+    *grid = (unsigned)(g < 1 ? 1 : g);
+    return FT_OK;
 }
 
 int check_out(const ft_qpacked *o, int need_scales, int need_amax, const char *usage, ft_err *err)
@@ -444,39 +574,48 @@ extern "C" int ft_cuda_bf16_quantize(const ft_qcfg *q, const uint16_t *x, int64_
         rc = cu_fail(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev), err,
                      "cudaDeviceGetAttribute");
     if (rc) return rc;
+    // Tile counts are 32-bit on the device (at least 16 x 64 elements per tile).
+    if (rows / 16 + G > INT32_MAX / ((cols + 63) / 64))
+        return ft_err_set(err, FT_EINVAL, "cuda packed quantize: shape %lld x %lld too large",
+                          (long long)rows, (long long)cols);
     pk p = pk();
     p.x = x;
+    p.rows = rows;
     p.cols = cols;
+    p.splits = splits;
     p.G = G;
-    p.br = fmt == FT_QF_NVFP4 ? 16 : 32;
     p.fmax = fmt == FT_QF_NVFP4 ? FT_E2M1_MAX : (q->fp8 == FT_FP8_E5M2 ? FT_E5M2_MAX : FT_E4M3_MAX);
     p.eps = q->amax_epsilon;
     p.pow2 = q->pow2_scales;
-    p.sr = q->sr;
-    const int64_t n_ct = (cols + kTileCols - 1) / kTileCols;
-    const int64_t max_blocks = rows / p.br + G; // bound on rb[G] for any splits
-    const unsigned grid_tiles = grid_for(max_blocks * n_ct, n_sm);
-    const unsigned grid_blocks = grid_for(max_blocks, n_sm);
+    const size_t smem = 2 * (size_t)(G + 1) * sizeof(int64_t); // group table
     const int e5m2 = q->fp8 == FT_FP8_E5M2;
+    unsigned grid = 1;
+    // Launches rows kernel f over tiles of br rows x tc columns.
+    auto rows_launch = [&](rows_kernel_fn f, const pk &u, int tc, int do_row, int do_col,
+                           const char *what) {
+        const int64_t max_tiles = (rows / u.br + G) * ((cols + tc - 1) / tc);
+        int r = grid_for((const void *)f, smem, max_tiles, n_sm, &grid, err);
+        if (r) return r;
+        f<<<grid, kThreads, smem, st>>>(u, do_row, do_col);
+        return cu_launched(err, what);
+    };
+    auto cols_launch = [&](cols_kernel_fn f, const pk &u, int tc, const char *what) {
+        const int64_t max_tiles = (rows / 16 + G) * ((cols + tc - 1) / tc);
+        int r = grid_for((const void *)f, smem, max_tiles, n_sm, &grid, err);
+        if (r) return r;
+        f<<<grid, kThreads, smem, st>>>(u);
+        return cu_launched(err, what);
+    };
 
-    int64_t *ws = NULL;
-    rc = cu_fail(cudaMallocAsync((void **)&ws, 2 * (size_t)(G + 1) * sizeof(int64_t), st), err,
-                 "cudaMallocAsync");
-    if (rc) return rc;
-    p.offs = ws;
-    p.rb = ws + (G + 1);
-    q_offsets_kernel<<<1, 1, 0, st>>>(splits, G, rows, p.br, ws, ws + (G + 1));
-    rc = cu_launched(err, "q_offsets_kernel");
-
-    if (!rc && fmt == FT_QF_MXFP8) {
+    if (fmt == FT_QF_MXFP8) {
+        p.br = 32;
         p.data = rowwise ? rowwise->data : NULL;
         p.scales = rowwise ? rowwise->scales : NULL;
         p.cdata = colwise ? colwise->data : NULL;
         p.cscales = colwise ? static_cast<uint8_t *>(colwise->scales) : NULL;
-        rows_kernel_fn f = e5m2 ? pk_rows_kernel<M_MX, 1, 4> : pk_rows_kernel<M_MX, 0, 4>;
-        f<<<grid_tiles, kThreads, 0, st>>>(p, rowwise != NULL, colwise != NULL);
-        rc = cu_launched(err, "pk_rows_kernel (mxfp8)");
-    } else if (!rc && fmt == FT_QF_NVFP4) {
+        rc = rows_launch(e5m2 ? pk_rows_kernel<M_MX, 1, 0, 3> : pk_rows_kernel<M_MX, 0, 0, 3>, p,
+                         64, rowwise != NULL, colwise != NULL, "pk_rows_kernel (mxfp8)");
+    } else if (fmt == FT_QF_NVFP4) {
         for (int usage = 0; usage < 2 && !rc; usage++) {
             const ft_qpacked *o = usage ? colwise : rowwise;
             if (!o) continue;
@@ -486,35 +625,48 @@ extern "C" int ft_cuda_bf16_quantize(const ft_qcfg *q, const uint16_t *x, int64_
             u.amax = o->amax;
             u.rht = usage ? q->rht : 0;
             u.key = ft_hash_mix(q->seed, q->stream * 2u + (uint64_t)usage);
-            if (u.rht)
-                pk_nv_cols_kernel<1><<<grid_tiles, kThreads, 0, st>>>(u);
-            else
-                pk_amax_kernel<<<grid_blocks, kThreads, 0, st>>>(u);
-            rc = cu_launched(err, "nvfp4 amax pass");
+            if (u.rht) {
+                u.br = 16;
+                rc = cols_launch(pk_nv_cols_kernel<1, 0, 8, 2>, u, 256, "nvfp4 rht amax pass");
+            } else {
+                u.br = 32;
+                rc = rows_launch(pk_rows_kernel<M_AMAX, 0, 0>, u, 64, 0, 0, "nvfp4 amax pass");
+            }
             if (rc) break;
-            if (usage)
-                pk_nv_cols_kernel<0><<<grid_tiles, kThreads, 0, st>>>(u);
-            else
-                pk_rows_kernel<M_NV_ROW, 0, 2><<<grid_tiles, kThreads, 0, st>>>(u, 1, 0);
-            rc = cu_launched(err, "nvfp4 cast");
+            u.rev = 1; // the cast starts where the amax pass ended
+            if (usage) {
+                u.br = 16;
+                if (q->sr)
+                    rc =
+                        cols_launch(pk_nv_cols_kernel<0, 1, 4, 2>, u, 128, "nvfp4 columnwise cast");
+                else
+                    rc =
+                        cols_launch(pk_nv_cols_kernel<0, 0, 8, 2>, u, 256, "nvfp4 columnwise cast");
+            } else {
+                u.br = 32;
+                rc = rows_launch(q->sr ? pk_rows_kernel<M_NV_ROW, 0, 1>
+                                       : pk_rows_kernel<M_NV_ROW, 0, 0>,
+                                 u, 64, 1, 0, "nvfp4 rowwise cast");
+            }
         }
-    } else if (!rc) { // FP8 current or block, rowwise
+    } else { // FP8 current or block, rowwise
         p.data = rowwise->data;
         p.scales = rowwise->scales;
         p.amax = rowwise->amax;
-        rows_kernel_fn f;
         if (fmt == FT_QF_FP8_CURRENT) {
-            pk_amax_kernel<<<grid_blocks, kThreads, 0, st>>>(p);
-            rc = cu_launched(err, "pk_amax_kernel (fp8 current)");
-            f = e5m2 ? pk_rows_kernel<M_FP8_CUR, 1, 4> : pk_rows_kernel<M_FP8_CUR, 0, 4>;
+            p.br = 32;
+            rc = rows_launch(pk_rows_kernel<M_AMAX, 0, 0>, p, 64, 0, 0, "fp8 current amax pass");
+            p.rev = 1;
+            if (!rc)
+                rc = rows_launch(e5m2 ? pk_rows_kernel<M_FP8_CUR, 1, 0>
+                                      : pk_rows_kernel<M_FP8_CUR, 0, 0>,
+                                 p, 64, 1, 0, "fp8 current cast");
         } else {
-            f = e5m2 ? pk_rows_kernel<M_FP8_BLK, 1, 4> : pk_rows_kernel<M_FP8_BLK, 0, 4>;
-        }
-        if (!rc) {
-            f<<<grid_tiles, kThreads, 0, st>>>(p, 1, 0);
-            rc = cu_launched(err, "pk_rows_kernel (fp8)");
+            p.br = 16;
+            rc = rows_launch(e5m2 ? pk_rows_kernel<M_FP8_BLK, 1, 0>
+                                  : pk_rows_kernel<M_FP8_BLK, 0, 0>,
+                             p, 128, 1, 0, "fp8 block cast");
         }
     }
-    int rc2 = cu_fail(cudaFreeAsync(ws, st), err, "cudaFreeAsync");
-    return rc ? rc : rc2;
+    return rc;
 }
