@@ -1398,6 +1398,10 @@ static void test_cuda_qpacked_matches_cpu(void **state)
     /* s16: multiples of 16 (RHT) with an empty group and padding rows; rag: groups that are not
      * multiples of any block, an empty one and a 1-row one */
     int64_t s16[4] = {160, 0, 48, 160}, rag[5] = {37, 0, 150, 1, 180};
+    /* many: 300 groups of 0..2 rows (more groups than a CTA's threads; not in small runs) */
+    int64_t many[300];
+    for (int g = 0; g < 300; g++)
+        many[g] = (int64_t[]){1, 0, 2, 1}[g % 4];
     if (small) {
         const int64_t a[4] = {32, 0, 16, 16}, b[5] = {7, 0, 45, 1, 20};
         memcpy(s16, a, sizeof a);
@@ -1425,7 +1429,8 @@ static void test_cuda_qpacked_matches_cpu(void **state)
     uint16_t *ba = to_bits(xa, rows * cols), *bb = to_bits(xb, rows * cols);
     void *dxa = dev_copy(ba, (size_t)(rows * cols) * 2),
          *dxb = dev_copy(bb, (size_t)(rows * cols) * 2);
-    void *ds16 = dev_copy(s16, sizeof s16), *drag = dev_copy(rag, sizeof rag);
+    void *ds16 = dev_copy(s16, sizeof s16), *drag = dev_copy(rag, sizeof rag),
+         *dmany = dev_copy(many, sizeof many);
     struct {
         ft_qfmt fmt;
         ft_fp8 fp8;
@@ -1458,11 +1463,12 @@ static void test_cuda_qpacked_matches_cpu(void **state)
         q.stream = 3;
         const int nv = q.fmt == FT_QF_NVFP4;
         const float *x = nv ? xb : xa;
-        for (int s = 0; s < 3; s++) {
-            if (s == 2 && q.rht) continue; /* RHT needs groups in multiples of 16 */
-            const int64_t *sp = s == 0 ? NULL : (s == 1 ? s16 : rag);
-            void *dsp = s == 0 ? NULL : (s == 1 ? ds16 : drag);
-            const uint32_t G = s == 0 ? 0 : (s == 1 ? 4 : 5);
+        for (int s = 0; s < 4; s++) {
+            if (s >= 2 && q.rht) continue; /* RHT needs groups in multiples of 16 */
+            if (s == 3 && small) continue;
+            const int64_t *sp = s == 0 ? NULL : (s == 1 ? s16 : (s == 2 ? rag : many));
+            void *dsp = s == 0 ? NULL : (s == 1 ? ds16 : (s == 2 ? drag : dmany));
+            const uint32_t G = s == 0 ? 0 : (s == 1 ? 4 : (s == 2 ? 5 : 300));
             qp_buf rb, cb;
             memset(&rb, 0, sizeof rb);
             memset(&cb, 0, sizeof cb);
@@ -1490,6 +1496,7 @@ static void test_cuda_qpacked_matches_cpu(void **state)
     ft_cuda_free(dxb);
     ft_cuda_free(ds16);
     ft_cuda_free(drag);
+    ft_cuda_free(dmany);
     free(xa);
     free(xb);
     free(ba);

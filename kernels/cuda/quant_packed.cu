@@ -201,11 +201,6 @@ template <int E5M2> __device__ __forceinline__ uint2 fp8x8s(const float (&v)[8],
     return fp8x8<E5M2>(v, m);
 }
 
-__device__ __forceinline__ uint8_t e4m3_code(float d) // d exactly representable
-{
-    return (uint8_t)__nv_cvt_float_to_fp8(d, __NV_SATFINITE, __NV_E4M3);
-}
-
 // E2M1 code (sign in bit 3) of a value q already on the E2M1 grid. No NaN code: NaN -> 7.
 __device__ __forceinline__ uint32_t e2m1_code(float q)
 {
@@ -230,6 +225,16 @@ __device__ __forceinline__ uint32_t e2m1_rn_code(float s)
     return ((u >> 28) & 8u) | (a < 1.0f ? lo : hi);
 }
 
+// NVFP4 block scale (nvfp4_block_scale with the hardware RNE satfinite conversion): returns
+// its E4M3 code, *d the value.
+__device__ __forceinline__ uint32_t nv_scale(float amax, float S, float *d)
+{
+    const float x = fminf(__fmul_rn(amax, __fmul_rn(S, __fdiv_rn(1.0f, FT_E2M1_MAX))), FLT_MAX);
+    const __nv_fp8_storage_t c = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+    *d = __half2float(__half(__nv_cvt_fp8_to_halfraw(c, __NV_E4M3)));
+    return c;
+}
+
 // NVFP4 element: code of round(v * mult), stochastic with the bits of counter when SR.
 template <int SR>
 __device__ __forceinline__ uint32_t nvfp4_elem(const pk &p, float v, float mult, uint64_t counter)
@@ -251,7 +256,7 @@ __device__ __forceinline__ int tile_group(const int64_t *s_rb, int G, int64_t bl
 // row (8: 64 columns; 16 for FP8 block 1x128), rows lane / LW + (32 / LW) * i. A 1x32 block is 4
 // lanes, 1x16 2, 1x128 16 (block amax by __shfl_xor); a 32x1 block's 32 rows are the 4 lane
 // rows x 8 loads (__shfl_xor 8, 16).
-template <int MODE, int E5M2, int SR, int MINB = 1>
+template <int MODE, int E5M2, int SR, int MINB = 1, int PF = 0>
 __global__ void __launch_bounds__(kThreads, MINB) pk_rows_kernel(pk p, int do_row, int do_col)
 {
     constexpr int LW = MODE == M_FP8_BLK ? 16 : 8, RS = 32 / LW, NL = 8, TC = LW * 8;
@@ -266,20 +271,46 @@ __global__ void __launch_bounds__(kThreads, MINB) pk_rows_kernel(pk p, int do_ro
     int cur_g = -1;
     float S = 1.0f, Sdec = 1.0f;
     amax_acc acc;
-    for (uint32_t t = blockIdx.x * kWarps + warp; t < n_tiles; t += gridDim.x * kWarps) {
+    // Tile t: its row block, this lane's column and first row, the group and its end row.
+    auto tile_at = [&](uint32_t t, uint32_t &blk, int64_t &c, int &g, int64_t &r0, int64_t &r1) {
         const uint32_t tt = p.rev ? n_tiles - 1 - t : t;
-        const uint32_t blk = tt / n_ct;
-        const int64_t c = (int64_t)(tt - blk * n_ct) * TC + (lane % LW) * 8;
-        const int g = tile_group(s_rb, G, blk);
-        const int64_t r0 = s_offs[g] + (int64_t)(blk - s_rb[g]) * p.br + lane / LW,
-                      r1 = s_offs[g + 1];
-        const bool cin = c < cols;
-        uint4 raw[NL];
+        blk = tt / n_ct;
+        c = (int64_t)(tt - blk * n_ct) * TC + (lane % LW) * 8;
+        g = tile_group(s_rb, G, blk);
+        r0 = s_offs[g] + (int64_t)(blk - s_rb[g]) * p.br + lane / LW;
+        r1 = s_offs[g + 1];
+    };
+    auto load = [&](uint4(&raw)[NL], uint32_t t) {
+        uint32_t blk;
+        int64_t c, r0, r1;
+        int g;
+        tile_at(t, blk, c, g, r0, r1);
 #pragma unroll
         for (int i = 0; i < NL; i++) {
             const int64_t r = r0 + RS * i;
             raw[i] = make_uint4(0u, 0u, 0u, 0u);
-            if (cin && r < r1) raw[i] = __ldg(reinterpret_cast<const uint4 *>(p.x + r * cols + c));
+            if (c < cols && r < r1)
+                raw[i] = __ldg(reinterpret_cast<const uint4 *>(p.x + r * cols + c));
+        }
+    };
+    const uint32_t stride = gridDim.x * kWarps;
+    uint4 nxt[NL]; // PF: the next tile's loads, issued before this tile's arithmetic
+    uint32_t t = blockIdx.x * kWarps + warp;
+    if (PF && t < n_tiles) load(nxt, t);
+    for (; t < n_tiles; t += stride) {
+        uint32_t blk;
+        int64_t c, r0, r1;
+        int g;
+        tile_at(t, blk, c, g, r0, r1);
+        const bool cin = c < cols;
+        uint4 raw[NL];
+        if (PF) {
+#pragma unroll
+            for (int i = 0; i < NL; i++)
+                raw[i] = nxt[i];
+            if (t + stride < n_tiles) load(nxt, t + stride);
+        } else {
+            load(raw, t);
         }
         if (MODE == M_AMAX) {
             float m = 0.0f, v[8];
@@ -354,7 +385,9 @@ __global__ void __launch_bounds__(kThreads, MINB) pk_rows_kernel(pk p, int do_ro
                 }
             } else if (MODE == M_NV_ROW) { // 1x16: 2 lanes
                 am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 1));
-                const float d = nvfp4_block_scale(am, S), mult = nvfp4_block_mult(d, Sdec);
+                float d;
+                const uint32_t dc = nv_scale(am, S, &d);
+                const float mult = nvfp4_block_mult(d, Sdec);
                 uint32_t word = 0;
 #pragma unroll
                 for (int j = 0; j < 8; j++)
@@ -362,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, MINB) pk_rows_kernel(pk p, int do_ro
                 if (ok) {
                     *reinterpret_cast<uint32_t *>(p.data + (r * cols + c) / 2) = word;
                     if ((lane & 1) == 0)
-                        static_cast<uint8_t *>(p.scales)[r * (cols / 16) + c / 16] = e4m3_code(d);
+                        static_cast<uint8_t *>(p.scales)[r * (cols / 16) + c / 16] = (uint8_t)dc;
                 }
             } else { // FP8 block 1x128: 16 lanes (a partial last block: absent lanes hold 0)
 #pragma unroll
@@ -462,8 +495,9 @@ __global__ void __launch_bounds__(kThreads, MINB) pk_nv_cols_kernel(pk p)
                 tm = amax_merge(tm, am);
                 continue;
             }
-            const float d = nvfp4_block_scale(am, S), mult = nvfp4_block_mult(d, Sdec);
-            sc[j / 4] |= (uint32_t)e4m3_code(d) << (8 * (j & 3));
+            float d;
+            sc[j / 4] |= nv_scale(am, S, &d) << (8 * (j & 3));
+            const float mult = nvfp4_block_mult(d, Sdec);
 #pragma unroll
             for (int i = 0; i < 16; i++)
                 words[i] |=
@@ -493,6 +527,13 @@ __global__ void __launch_bounds__(kThreads, MINB) pk_nv_cols_kernel(pk p)
 
 typedef void (*rows_kernel_fn)(pk, int, int);
 typedef void (*cols_kernel_fn)(pk);
+
+// MXFP8 (72 registers: 3 CTAs per SM) or, with pf, prefetching the next tile (2 CTAs per SM).
+template <int E5M2> rows_kernel_fn mx_fn(int pf)
+{
+    if (pf) return pk_rows_kernel<M_MX, E5M2, 0, 2, 1>;
+    return pk_rows_kernel<M_MX, E5M2, 0, 3, 0>;
+}
 
 // Persistent grid: as many CTAs as fit on the device at once, at most one warp per tile.
 int grid_for(const void *fn, size_t smem, int64_t max_tiles, int n_sm, unsigned *grid, ft_err *err)
@@ -609,12 +650,16 @@ extern "C" int ft_cuda_bf16_quantize(const ft_qcfg *q, const uint16_t *x, int64_
 
     if (fmt == FT_QF_MXFP8) {
         p.br = 32;
+        // Row + col with many tiles per warp: prefetching wins (32768 x 7168 on an H200: 0.77 x
+        // copy against 0.75); with few (32768 x 2048, 128 groups) the extra occupancy does
+        // (0.68 against 0.65).
+        const int pf = rowwise && colwise && (rows / 32 + G) * ((cols + 63) / 64) >= n_sm * 576;
         p.data = rowwise ? rowwise->data : NULL;
         p.scales = rowwise ? rowwise->scales : NULL;
         p.cdata = colwise ? colwise->data : NULL;
         p.cscales = colwise ? static_cast<uint8_t *>(colwise->scales) : NULL;
-        rc = rows_launch(e5m2 ? pk_rows_kernel<M_MX, 1, 0, 3> : pk_rows_kernel<M_MX, 0, 0, 3>, p,
-                         64, rowwise != NULL, colwise != NULL, "pk_rows_kernel (mxfp8)");
+        rc = rows_launch(e5m2 ? mx_fn<1>(pf) : mx_fn<0>(pf), p, 64, rowwise != NULL,
+                         colwise != NULL, "pk_rows_kernel (mxfp8)");
     } else if (fmt == FT_QF_NVFP4) {
         for (int usage = 0; usage < 2 && !rc; usage++) {
             const ft_qpacked *o = usage ? colwise : rowwise;
