@@ -201,6 +201,45 @@ template <int E5M2> __device__ __forceinline__ uint2 fp8x8s(const float (&v)[8],
     return fp8x8<E5M2>(v, m);
 }
 
+// MXFP8 block: E8M0 code of a block with max |x| = amax (never NaN: NaN-ignoring maxima) and its
+// quantization multiplier; d_e8m0_from_float / d_e8m0_quant without the NaN cases: round the
+// exponent up unless the value is a power of two (or a denormal at most half the smallest
+// normal), saturate at 0xFE (infinity too), whose multiplier is 2^-127.
+__device__ __forceinline__ uint32_t mx_code(float amax, float inv_fmax, float *mult)
+{
+    const uint32_t u = __float_as_uint(__fmul_rn(amax, inv_fmax)), e = u >> 23, m = u & 0x7FFFFFu;
+    const uint32_t c = min(e + (m != 0u && (e != 0u || m > 0x400000u) ? 1u : 0u), 0xFEu);
+    *mult = __uint_as_float(c == 0xFEu ? 0x00400000u : (254u - c) << 23);
+    return c;
+}
+
+// d_rht16 of bf16 values (their first rounding to bf16 is the identity): the signs (rht_sign's,
+// as a compile-time mask: bit i set where rht_sign[i] is -1) go into the first butterfly stage.
+constexpr uint32_t kRhtNeg = 0xD7E8u;
+
+__device__ __forceinline__ void rht16_bf16(float (&v)[16])
+{
+#pragma unroll
+    for (int i = 0; i < 16; i += 2) {
+        const float a = (kRhtNeg >> i) & 1u ? -v[i] : v[i];
+        const float b = (kRhtNeg >> (i + 1)) & 1u ? -v[i + 1] : v[i + 1];
+        v[i] = __fadd_rn(a, b);
+        v[i + 1] = __fsub_rn(a, b);
+    }
+#pragma unroll
+    for (int len = 2; len < 16; len <<= 1)
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            if (!(i & len)) {
+                float a = v[i], b = v[i + len];
+                v[i] = __fadd_rn(a, b);
+                v[i + len] = __fsub_rn(a, b);
+            }
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        v[i] = d_bf16r(__fmul_rn(v[i], 0.25f));
+}
+
 // E2M1 code (sign in bit 3) of a value q already on the E2M1 grid. No NaN code: NaN -> 7.
 __device__ __forceinline__ uint32_t e2m1_code(float q)
 {
@@ -348,8 +387,15 @@ __global__ void __launch_bounds__(kThreads, MINB) pk_rows_kernel(pk p, int do_ro
             for (int j = 0; j < 8; j++) {
                 float am = amax_merge(cam[j], __shfl_xor_sync(0xffffffffu, cam[j], 8));
                 am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 16));
-                const uint8_t code = d_e8m0_from_float(__fmul_rn(am, inv_fmax));
-                cm[j] = d_e8m0_quant(code);
+                // Measured on the H200: the library helpers are faster in the prefetching kernel
+                // (0.91 x copy against 0.83, col only), mx_code in the other (0.85 against 0.75).
+                uint32_t code;
+                if constexpr (PF) {
+                    code = d_e8m0_from_float(__fmul_rn(am, inv_fmax));
+                    cm[j] = d_e8m0_quant((uint8_t)code);
+                } else {
+                    code = mx_code(am, inv_fmax, &cm[j]);
+                }
                 cw[j / 4] |= (uint32_t)code << (8 * (j & 3));
             }
             if (cin && lane < LW) // lane row 0 holds the tile's scale row
@@ -376,8 +422,9 @@ __global__ void __launch_bounds__(kThreads, MINB) pk_rows_kernel(pk p, int do_ro
             if (MODE == M_MX) { // 1x32: 4 lanes
                 am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 1));
                 am = amax_merge(am, __shfl_xor_sync(0xffffffffu, am, 2));
-                const uint8_t code = d_e8m0_from_float(__fmul_rn(am, inv_fmax));
-                const uint2 o = fp8x8s<E5M2>(v, d_e8m0_quant(code));
+                float mult;
+                const uint32_t code = mx_code(am, inv_fmax, &mult);
+                const uint2 o = fp8x8s<E5M2>(v, mult);
                 if (ok) {
                     *reinterpret_cast<uint2 *>(p.data + r * cols + c) = o;
                     if ((lane & 3) == 0)
@@ -486,7 +533,7 @@ __global__ void __launch_bounds__(kThreads, MINB) pk_nv_cols_kernel(pk p)
                 const uint32_t w = raw[i][j / 2];
                 v[i] = __uint_as_float(j & 1 ? w & 0xFFFF0000u : w << 16);
             }
-            if (p.rht) d_rht16(v);
+            if (p.rht) rht16_bf16(v);
             float am = 0.0f;
 #pragma unroll
             for (int i = 0; i < 16; i++)
@@ -650,10 +697,10 @@ extern "C" int ft_cuda_bf16_quantize(const ft_qcfg *q, const uint16_t *x, int64_
 
     if (fmt == FT_QF_MXFP8) {
         p.br = 32;
-        // Row + col with many tiles per warp: prefetching wins (32768 x 7168 on an H200: 0.77 x
-        // copy against 0.75); with few (32768 x 2048, 128 groups) the extra occupancy does
-        // (0.68 against 0.65).
-        const int pf = rowwise && colwise && (rows / 32 + G) * ((cols + 63) / 64) >= n_sm * 576;
+        // Many tiles per warp: prefetching wins (32768 x 7168 on an H200: row + col 0.79 x copy
+        // against 0.75, col only 0.91 against 0.83); with few (32768 x 2048, 128 groups) the
+        // extra occupancy does (row + col 0.78 against 0.65).
+        const int pf = (rows / 32 + G) * ((cols + 63) / 64) >= n_sm * 576;
         p.data = rowwise ? rowwise->data : NULL;
         p.scales = rowwise ? rowwise->scales : NULL;
         p.cdata = colwise ? colwise->data : NULL;
