@@ -88,10 +88,12 @@ typedef struct ft_cuda_bf16_gemm {
     /* FPROP with act: the fused NVFP4 FC1 epilogue. NVFP4 block scales depend on each group's
      * amax, which no tile knows before the whole group is done, so TE's fused op (and the CPU's
      * FT_MLP_FUSED NVFP4 path) store bf16 z and group-quantize it afterwards. With z_nvfp4, z =
-     * bf16(p * act(acc + bias)) from the fp32 accumulator, and z_amax[n_groups][2] receives (by
-     * atomic max: zero it first) each group's amax of z rowwise and of its columnwise RHT copy
-     * (16-row chunks from the group's first row, zero padded), the two figures the group
-     * quantization needs before it can cast. WGMMA only; exclusive with z_mxfp8. */
+     * bf16(p * act(acc + bias)) from the fp32 accumulator, and z_amax[2][n_groups] receives (by
+     * atomic max: zero it first) each group's amax of z rowwise (z_amax[g]) and of its
+     * columnwise RHT copy (z_amax[n_groups + g]; 16-row chunks from the group's first row, zero
+     * padded): the figures the group quantization needs before it can cast, so
+     * ft_cuda_bf16_quantize takes them (ft_qpacked.amax_given) and skips its amax pass. WGMMA
+     * only; exclusive with z_mxfp8. */
     uint8_t z_nvfp4;
     float *z_amax;
     ft_cuda_impl impl;
@@ -188,6 +190,9 @@ typedef struct ft_qpacked {
     uint8_t *data; /* codes, layout above */
     void *scales;  /* scales, layout above; NULL where the format has none */
     float *amax;   /* [n_groups] per-group amax; NULL where the format has none */
+    /* 1: amax already holds this call's per-group amaxes (FP8 current, NVFP4: e.g. from the
+     * NVFP4 FC1 epilogue, ft_cuda_bf16_gemm.z_amax) and the amax pass is skipped */
+    uint8_t amax_given;
 } ft_qpacked;
 
 /* Sizes of one usage's buffers in bytes (0: buffer not used) for ft_qpacked allocation. */

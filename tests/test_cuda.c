@@ -564,7 +564,7 @@ static void run_fc1_nv_case(const split_case *sc, const ft_act *act, int64_t k1,
     for (uint32_t e = 0; e < G; e++) {
         for (int64_t r = r0; r < r0 + sc->splits[e]; r++)
             for (int64_t j = 0; j < k2; j++)
-                amax[2 * e] = fmaxf(amax[2 * e], fabsf(z[r * k2 + j]));
+                amax[e] = fmaxf(amax[e], fabsf(z[r * k2 + j]));
         for (int64_t c0 = 0; c0 < sc->splits[e]; c0 += 16)
             for (int64_t j = 0; j < k2; j++) {
                 float v[16] = {0};
@@ -572,7 +572,7 @@ static void run_fc1_nv_case(const split_case *sc, const ft_act *act, int64_t k1,
                     v[i] = z[(r0 + c0 + i) * k2 + j];
                 ft_rht16(v);
                 for (int i = 0; i < 16; i++)
-                    amax[2 * e + 1] = fmaxf(amax[2 * e + 1], fabsf(v[i]));
+                    amax[G + e] = fmaxf(amax[G + e], fabsf(v[i]));
             }
         r0 += sc->splits[e];
     }
@@ -591,6 +591,51 @@ static void run_fc1_nv_case(const split_case *sc, const ft_act *act, int64_t k1,
     snprintf(what, sizeof what, "nv fc1 amax (row, rht col) %s il %d %s", ft_act_name(act->kind),
              act->interleave, sc->name);
     assert_int_equal(compare(what, gam, amax, (int64_t)G * 2, 0.0, 2.0 / 128), 0);
+    /* the packed NVFP4 quantization of this z with the epilogue's amaxes given (cast only) must
+     * equal the one that computes them: the same codes, scales and amaxes, bit for bit. The RHT
+     * copy needs groups of 16-row multiples, the packed layout 32-column multiples. */
+    int x16 = k2 % 32 == 0;
+    for (uint32_t e = 0; e < G; e++)
+        x16 = x16 && sc->splits[e] % 16 == 0;
+    for (int usage = 0; usage < 2 && k2 % 32 == 0; usage++) {
+        if (usage && !x16) break;
+        ft_qcfg q;
+        memset(&q, 0, sizeof q);
+        q.fmt = FT_QF_NVFP4;
+        q.rht = (uint8_t)usage;
+        q.scale = 1.0f;
+        ft_qpacked_sizes sz;
+        assert_int_equal(ft_qpacked_layout(&q, usage, t, k2, G, &sz, &err), FT_OK);
+        ft_qpacked own = {dev_poison(sz.data), dev_poison(sz.scales), dev_poison(sz.amax), 0};
+        ft_qpacked given = {dev_poison(sz.data), dev_poison(sz.scales),
+                            (float *)dam + (usage ? G : 0), 1};
+        for (int k = 0; k < 2; k++) {
+            const ft_qpacked *o = k ? &given : &own;
+            assert_int_equal(ft_cuda_bf16_quantize(&q, c.dz, t, k2, c.dsp, G, usage ? NULL : o,
+                                                   usage ? o : NULL, NULL, &err),
+                             FT_OK);
+        }
+        assert_int_equal(ft_cuda_sync(&err), FT_OK);
+        uint8_t *h[6];
+        const void *src[6] = {own.data, given.data, own.scales, given.scales, own.amax, given.amax};
+        const size_t n[6] = {sz.data, sz.data, sz.scales, sz.scales, sz.amax, sz.amax};
+        for (int i = 0; i < 6; i++) {
+            h[i] = malloc(n[i]);
+            assert_non_null(h[i]);
+            assert_int_equal(ft_cuda_d2h(h[i], src[i], n[i], &err), FT_OK);
+        }
+        /* only the rows in use are written (padding rows stay poisoned in both) */
+        assert_memory_equal(h[0], h[1], n[0]);
+        assert_memory_equal(h[2], h[3], n[2]);
+        assert_memory_equal(h[4], h[5], n[4]);
+        for (int i = 0; i < 6; i++)
+            free(h[i]);
+        ft_cuda_free(own.data);
+        ft_cuda_free(own.scales);
+        ft_cuda_free(own.amax);
+        ft_cuda_free(given.data);
+        ft_cuda_free(given.scales);
+    }
     c.g.z_mxfp8 = 1; /* exclusive */
     assert_int_equal(ft_cuda_bf16_gemm_run(&c.g, NULL, &err), FT_EINVAL);
     ft_cuda_free(dam);
@@ -621,6 +666,10 @@ static void test_cuda_fc1_epilogue_matches_cpu(void **state)
             run_fc1_mx_case(&cases[c], &acts[a], a == 1 ? FT_FP8_E5M2 : FT_FP8_E4M3, 200, k2);
             run_fc1_nv_case(&cases[c], &acts[a], 200, k2);
         }
+    /* groups of 16-row multiples (and padding rows): the NVFP4 RHT copy from the epilogue's
+     * amaxes */
+    split_case x16 = {"16-row-groups", 4, 512, {160, 0, 304, 16}};
+    run_fc1_nv_case(&x16, &acts[0], 200, 160);
 }
 
 static void test_cuda_act_backward_matches_cpu(void **state)
@@ -1296,6 +1345,7 @@ static void qp_alloc(const ft_qcfg *q, int col, int64_t rows, int64_t cols, uint
 {
     ft_err err;
     ft_err_clear(&err);
+    memset(o, 0, sizeof *o);
     assert_int_equal(ft_qpacked_layout(q, col, rows, cols, G, &o->sz, &err), FT_OK);
     o->d.data = dev_poison(o->sz.data ? o->sz.data : 1);
     o->d.scales = o->sz.scales ? dev_poison(o->sz.scales) : NULL;
@@ -1339,7 +1389,7 @@ static void qp_check(const char *what, const ft_qcfg *q, int col, const float *x
     assert_int_equal(rc, FT_OK);
     ft_qpacked h = {host_bytes(o->d.data, o->sz.data),
                     o->sz.scales ? host_bytes(o->d.scales, o->sz.scales) : NULL,
-                    o->sz.amax ? host_bytes(o->d.amax, o->sz.amax) : NULL};
+                    o->sz.amax ? host_bytes(o->d.amax, o->sz.amax) : NULL, 0};
     rc = ft_qpacked_decode(&qc, col, rows, cols, splits, G, &h, x, got, &err);
     if (rc) print_message("%s: decode: %s\n", what, ft_err_msg(&err));
     assert_int_equal(rc, FT_OK);

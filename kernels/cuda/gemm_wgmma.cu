@@ -57,7 +57,7 @@ struct wg_params {
     int64_t k2;
     uint16_t *zc; // EPI_MX: columnwise MXFP8 copy of z (NULL: rowwise only)
     int z_fp8;    // EPI_MX: element type of z
-    float *zamax; // EPI_NV: [G][2] amax of z rowwise and of its 16-row RHT (atomic max)
+    float *zamax; // EPI_NV: [2][G] amax of z rowwise and of its 16-row RHT (atomic max)
 };
 
 #include "wgmma_256.inc"
@@ -482,8 +482,8 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
                 acol = fmaxf(acol, __shfl_xor_sync(0xFFFFFFFFu, acol, d));
             }
             if (lane == 0) { // non-negative floats order like their bits
-                atomicMax(reinterpret_cast<int *>(p.zamax) + 2 * tp.g, __float_as_int(arow));
-                atomicMax(reinterpret_cast<int *>(p.zamax) + 2 * tp.g + 1, __float_as_int(acol));
+                atomicMax(reinterpret_cast<int *>(p.zamax) + tp.g, __float_as_int(arow));
+                atomicMax(reinterpret_cast<int *>(p.zamax) + p.G + tp.g, __float_as_int(acol));
             }
         } else {
             // every thread: half (16 values) of one row block and half of one column block; the two

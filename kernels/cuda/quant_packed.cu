@@ -650,9 +650,9 @@ extern "C" int ft_cuda_bf16_quantize(const ft_qcfg *q, const uint16_t *x, int64_
     const int G = splits ? (int)n_groups : 1;
     const size_t amax_bytes = (size_t)G * sizeof(float);
     // The amaxes are maxima starting from 0 (also the result for empty groups).
-    if (need_amax && rowwise)
+    if (need_amax && rowwise && !rowwise->amax_given)
         rc = cu_fail(cudaMemsetAsync(rowwise->amax, 0, amax_bytes, st), err, "cudaMemsetAsync");
-    if (!rc && need_amax && colwise)
+    if (!rc && need_amax && colwise && !colwise->amax_given)
         rc = cu_fail(cudaMemsetAsync(colwise->amax, 0, amax_bytes, st), err, "cudaMemsetAsync");
     if (rc || rows == 0 || cols == 0) return rc;
 
@@ -717,7 +717,9 @@ extern "C" int ft_cuda_bf16_quantize(const ft_qcfg *q, const uint16_t *x, int64_
             u.amax = o->amax;
             u.rht = usage ? q->rht : 0;
             u.key = ft_hash_mix(q->seed, q->stream * 2u + (uint64_t)usage);
-            if (u.rht) {
+            if (o->amax_given) {
+                // amaxes from the caller (the NVFP4 FC1 epilogue): cast only
+            } else if (u.rht) {
                 u.br = 16;
                 rc = cols_launch(pk_nv_cols_kernel<1, 0, 8, 2>, u, 256, "nvfp4 rht amax pass");
             } else {
@@ -747,7 +749,9 @@ extern "C" int ft_cuda_bf16_quantize(const ft_qcfg *q, const uint16_t *x, int64_
         p.amax = rowwise->amax;
         if (fmt == FT_QF_FP8_CURRENT) {
             p.br = 32;
-            rc = rows_launch(pk_rows_kernel<M_AMAX, 0, 0>, p, 64, 0, 0, "fp8 current amax pass");
+            if (!rowwise->amax_given)
+                rc =
+                    rows_launch(pk_rows_kernel<M_AMAX, 0, 0>, p, 64, 0, 0, "fp8 current amax pass");
             p.rev = 1;
             if (!rc)
                 rc = rows_launch(e5m2 ? pk_rows_kernel<M_FP8_CUR, 1, 0>
