@@ -113,6 +113,21 @@ __host__ __device__ __forceinline__ void glu_cols(int interleave, int64_t k2, in
     }
 }
 
+// Largest i in [0, n) with a[i] <= v, for a non-decreasing a[0..n) with a[0] <= v (row offsets,
+// tile prefixes: the group a row or a tile belongs to; empty groups repeat a value and lose).
+__device__ __forceinline__ int last_le(const int64_t *a, int n, int64_t v)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (a[mid] <= v)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 // Internal entry points shared between the .cu files.
 int ft_cuda_wgmma_gemm(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err);
 int ft_cuda_wgmma_supported(const ft_cuda_bf16_gemm *g, ft_err *err);

@@ -309,14 +309,7 @@ __global__ void dprobs_bias_kernel(const T *dy, int64_t n2, const T *b2, const i
     const int lane = threadIdx.x % 32;
     const int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
     if (r >= offs[G]) return;
-    int lo = 0, hi = G - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) >> 1;
-        if (offs[mid] <= r)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
+    const int lo = last_le(offs, G, r);
     float s = 0.0f;
     for (int64_t j = lane; j < n2; j += 32)
         s += ldv(dy, r * n2 + j) * ldv(b2, (int64_t)lo * n2 + j);

@@ -266,15 +266,7 @@ __global__ void q_offsets_kernel(const int64_t *splits, int G, int64_t rows, int
 
 __device__ __forceinline__ int group_of(const int64_t *offs, int G, int64_t r)
 {
-    int lo = 0, hi = G - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) >> 1;
-        if (offs[mid] <= r)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
+    return last_le(offs, G, r);
 }
 
 } // namespace

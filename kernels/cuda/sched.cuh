@@ -65,15 +65,7 @@ __device__ __forceinline__ void sched_build(const int64_t *splits, int G, int64_
 // Group of tile t: largest g with tiles[g] <= t (empty groups have tiles[g] == tiles[g+1]).
 __device__ __forceinline__ int sched_group(const int64_t *tiles, int G, int64_t t)
 {
-    int lo = 0, hi = G - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) >> 1;
-        if (tiles[mid] <= t)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
+    return last_le(tiles, G, t);
 }
 
 #endif
