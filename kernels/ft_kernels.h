@@ -96,6 +96,8 @@ typedef enum ft_qfmt {
 
 const char *ft_qfmt_name(ft_qfmt f); /* "none", "fp8-delayed", "fp8-current", "fp8-block",
                                         "mxfp8", "nvfp4" */
+/* Side of a format's scaling block: MXFP8 32, NVFP4 16, FP8 block 128; 0 for per-tensor scales. */
+int ft_qfmt_block(ft_qfmt f);
 
 /* One quantizer usage. Rowwise blocks run along a row (the last dim); columnwise blocks run
  * down a column (TE's columnwise usage = the rowwise rule on the transpose). With two_d both

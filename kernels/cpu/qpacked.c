@@ -10,21 +10,6 @@
 #include "formats_int.h"
 #include "ft_kernels_cuda.h"
 
-/* Block size along the usage's direction, or 0 (per tensor). */
-static int64_t packed_block(ft_qfmt f)
-{
-    switch (f) {
-    case FT_QF_MXFP8:
-        return 32;
-    case FT_QF_NVFP4:
-        return 16;
-    case FT_QF_FP8_BLOCK:
-        return 128;
-    default:
-        return 0;
-    }
-}
-
 int ft_qpacked_layout(const ft_qcfg *q, int columnwise, int64_t rows, int64_t cols,
                       uint32_t n_groups, ft_qpacked_sizes *sz, ft_err *err)
 {
@@ -41,7 +26,7 @@ int ft_qpacked_layout(const ft_qcfg *q, int columnwise, int64_t rows, int64_t co
                           ft_qfmt_name(q->fmt), q->two_d ? " 2D" : "",
                           columnwise ? "columnwise" : "rowwise");
     const uint32_t G = n_groups ? n_groups : 1;
-    const int64_t n = rows * cols, bs = packed_block(q->fmt);
+    const int64_t n = rows * cols, bs = (int64_t)ft_qfmt_block(q->fmt);
     sz->data = (size_t)(q->fmt == FT_QF_NVFP4 ? n / 2 : n);
     if (bs) {
         sz->scale_rows = columnwise ? rows / bs + (int64_t)G : rows;
@@ -64,7 +49,7 @@ static float code_value(const ft_qcfg *q, const uint8_t *data, int64_t i)
 static float block_deq(const ft_qcfg *q, int columnwise, const ft_qpacked *p, int64_t cols,
                        int64_t r, int64_t c, int64_t srow, float gamax)
 {
-    const int64_t bs = packed_block(q->fmt);
+    const int64_t bs = (int64_t)ft_qfmt_block(q->fmt);
     /* FP8 current has no blocks (bs 0) and no scales: si is not used (nor computed: c / 0) */
     const int64_t si =
         columnwise ? srow * cols + c : (bs ? r * ((cols + bs - 1) / bs) + c / bs : 0);
@@ -100,7 +85,7 @@ int ft_qpacked_decode(const ft_qcfg *q, int columnwise, int64_t rows, int64_t co
         splits = &one;
         n_groups = 1;
     }
-    const int64_t bs = packed_block(q->fmt);
+    const int64_t bs = (int64_t)ft_qfmt_block(q->fmt);
     int64_t row0 = 0, srow0 = 0;
     for (uint32_t g = 0; g < n_groups; g++) {
         const int64_t s = splits[g];

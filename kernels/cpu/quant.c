@@ -170,9 +170,9 @@ static void block_params(const qrun *r, float amax, float *mult, float *deq)
     }
 }
 
-static int64_t block_size(const ft_qcfg *q)
+int ft_qfmt_block(ft_qfmt f)
 {
-    switch (q->fmt) {
+    switch (f) {
     case FT_QF_MXFP8:
         return 32;
     case FT_QF_NVFP4:
@@ -189,7 +189,7 @@ static int64_t block_size(const ft_qcfg *q)
 /* Rowwise 1D blocks over buf[nr][nc]; element (i, j) has counter base + i*nc + j. */
 static void quant_rows(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t base)
 {
-    const int64_t bs = block_size(r->q);
+    const int64_t bs = ft_qfmt_block(r->q->fmt);
     for (int64_t i = 0; i < nr; i++) {
         float *row = buf + i * nc;
         for (int64_t j0 = 0; j0 < nc; j0 += bs) {
@@ -204,7 +204,7 @@ static void quant_rows(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t bas
 /* Columnwise 1D blocks: slabs of bs rows, one block per column of a slab. col[3*nc] scratch. */
 static void quant_cols(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t base, float *col)
 {
-    const int64_t bs = block_size(r->q);
+    const int64_t bs = ft_qfmt_block(r->q->fmt);
     float *amax = col, *mult = col + nc, *deq = col + 2 * nc;
     for (int64_t i0 = 0; i0 < nr; i0 += bs) {
         int64_t ni = nr - i0 < bs ? nr - i0 : bs;
@@ -227,7 +227,7 @@ static void quant_cols(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t bas
 /* Square tiles of side bs over buf[nr][nc] (2D; rowwise and columnwise alike). */
 static void quant_tiles(qrun *r, float *buf, int64_t nr, int64_t nc, uint64_t base)
 {
-    const int64_t bs = block_size(r->q);
+    const int64_t bs = ft_qfmt_block(r->q->fmt);
     for (int64_t i0 = 0; i0 < nr; i0 += bs) {
         int64_t ni = nr - i0 < bs ? nr - i0 : bs;
         for (int64_t j0 = 0; j0 < nc; j0 += bs) {
@@ -300,7 +300,7 @@ static void quant_group(qrun *r, const float *x, float *out, int64_t row0, int64
     }
 
     if (q->fmt == FT_QF_NONE) return;
-    if (block_size(q) == 0) { /* per-tensor FP8: one scale, usage irrelevant */
+    if (ft_qfmt_block(q->fmt) == 0) { /* per-tensor FP8: one scale, usage irrelevant */
         float mult, deq;
         block_params(r, g_amax, &mult, &deq);
         quant_vals(r, dst, nr * nc, &mult, &deq, 0, base);
@@ -370,7 +370,7 @@ int ft_cpu_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols
     }
 
     float *col = NULL;
-    if (q->columnwise && !q->two_d && block_size(q) > 0 && cols > 0) {
+    if (q->columnwise && !q->two_d && ft_qfmt_block(q->fmt) > 0 && cols > 0) {
         col = ft_malloc((size_t)(3 * cols) * sizeof *col);
         if (!col)
             return ft_err_set(err, FT_ENOMEM, "quantize: no memory for %lld columns",

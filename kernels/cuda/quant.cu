@@ -268,20 +268,6 @@ __global__ void q_cols_kernel(qdev q, const float *x, float *out, int64_t cols, 
     }
 }
 
-int block_side(const ft_qcfg *q)
-{
-    switch (q->fmt) {
-    case FT_QF_MXFP8:
-        return 32;
-    case FT_QF_NVFP4:
-        return 16;
-    case FT_QF_FP8_BLOCK:
-        return 128;
-    default:
-        return 0;
-    }
-}
-
 } // namespace
 
 extern "C" int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols,
@@ -297,7 +283,7 @@ extern "C" int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, 
         return ft_err_set(err, FT_EINVAL, "cuda quantize: RHT applies to NVFP4 columnwise 1D only");
     if (q->sr && q->fmt != FT_QF_NVFP4)
         return ft_err_set(err, FT_EINVAL, "cuda quantize: stochastic rounding is NVFP4 only");
-    if (q->two_d && block_side(q) == 0)
+    if (q->two_d && ft_qfmt_block(q->fmt) == 0)
         return ft_err_set(err, FT_EINVAL, "cuda quantize: 2D tiles need mxfp8, nvfp4 or fp8-block");
     if (q->fmt == FT_QF_FP8_DELAYED && !(q->scale > 0.0f && q->scale <= FLT_MAX))
         return ft_err_set(err, FT_EINVAL,
@@ -326,7 +312,7 @@ extern "C" int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, 
         q->fmt == FT_QF_NVFP4 ? FT_E2M1_MAX : (q->fp8 == FT_FP8_E5M2 ? FT_E5M2_MAX : FT_E4M3_MAX);
     d.seed = q->seed;
     d.stream = q->stream * 2u + (q->columnwise ? 1u : 0u);
-    d.bs = block_side(q);
+    d.bs = ft_qfmt_block(q->fmt);
     // RHT chunks are 16 rows; 2D and columnwise blocks are bs rows.
     const int rb_side = (q->columnwise || q->two_d) ? d.bs : 0;
     const int need_amax = q->fmt == FT_QF_NVFP4 || q->fmt == FT_QF_FP8_CURRENT;
