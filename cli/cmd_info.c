@@ -6,7 +6,7 @@
  */
 #include "cli.h"
 #include "ft_trace.h"
-#include "hmap.h"
+#include "ft_hmap.h"
 
 #include <inttypes.h>
 #include <jansson.h>

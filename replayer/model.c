@@ -229,6 +229,7 @@ struct ft_model {
     uint32_t intern_cap;
     memo_e *memo;
     uint32_t memo_cap, memo_n;
+    uint64_t n_built; /* memo misses of ft_model_build that built */
     ft_unit *scratch; /* [3 * max ops] */
     uint32_t scratch_cap;
     errtab *errs;   /* interned run-time error texts (mutable behind a const model) */
@@ -612,8 +613,14 @@ int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint
     if (!rc) rc = memo_put(m, fuser, recipe, f, id);
     if (rc)
         return ft_err_set(err, FT_ENOMEM, "build: fuser %lld: out of memory", (long long)fz->id);
+    m->n_built++;
     *plan_id = id;
     return FT_OK;
+}
+
+uint64_t ft_model_n_built(const ft_model *m)
+{
+    return m->n_built;
 }
 
 const char *ft_model_plan_text(const ft_model *m, uint32_t plan_id)

@@ -86,6 +86,8 @@ const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe);
  * would reject (mismatch after fusing) is FT_EUNSUPPORTED with a message. */
 int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint32_t *plan_id,
                    ft_err *err);
+/* Builds that ran the fusion passes so far (memo hits of ft_model_build not counted). */
+uint64_t ft_model_n_built(const ft_model *m);
 /* Canonical plan text, e.g. "fwd[GroupedMLP_CuTeGEMMGLU(0-2)] bwd[GroupedMLP_CuTeGEMMGLU(0-2)]":
  * the forward then the backward op list (both in forward order), comma separated; a basic op
  * is Class(i), a fused op FusedClass(lo-hi) over basic ops lo..hi (FusedClass(i) over one). */

@@ -36,22 +36,16 @@ static const char *const recipe_type_names[FT_RT_COUNT] = {
 };
 static const char *const bo_names[3] = {"None", "high_precision", "dequantized"};
 
-static uint64_t nonempty(uint64_t h)
-{
-    return h == UINT64_MAX ? h - 1 : h;
-}
-
 /* dense id of a 64-bit value through map m (ids 0.. in first-seen order) */
-static int dense_id(u64map *m, uint64_t v, int32_t *id)
+static int dense_id(ft_hmap *m, uint64_t v, int32_t *id)
 {
-    uint32_t got;
-    v = nonempty(v);
-    if (u64map_get(m, v, &got)) {
+    uint32_t got = ft_hmap_get(m, v);
+    if (got != UINT32_MAX) {
         *id = (int32_t)got;
         return FT_OK;
     }
     got = m->n;
-    int rc = u64map_put(m, v, got);
+    int rc = ft_hmap_put(m, v, got);
     *id = (int32_t)got;
     return rc;
 }
@@ -63,7 +57,7 @@ static uint64_t qstate_hash(const ft_qstate *q)
                            (uint64_t)q->row_scaled << 24 | (uint64_t)q->four_over_six << 32 |
                            (uint64_t)q->fp8_format << 40);
     h = ft_hash_mix(h, q->qhash);
-    return nonempty(ft_hash_mix(h, (uint64_t)q->hist_len));
+    return ft_hash_mix(h, (uint64_t)q->hist_len);
 }
 
 static int qstate_same(const ft_qstate *a, const ft_qstate *b)
@@ -76,8 +70,8 @@ static int qstate_same(const ft_qstate *a, const ft_qstate *b)
 static int q_intern(ft_replay *r, const ft_qstate *q, uint32_t *id)
 {
     uint64_t h = qstate_hash(q);
-    uint32_t got;
-    if (u64map_get(&r->q_index, h, &got) && qstate_same(&r->qs[got], q)) {
+    uint32_t got = ft_hmap_get(&r->q_index, h);
+    if (got != UINT32_MAX && qstate_same(&r->qs[got], q)) {
         *id = got;
         return FT_OK;
     }
@@ -96,7 +90,7 @@ static int q_intern(ft_replay *r, const ft_qstate *q, uint32_t *id)
     }
     r->qs[r->n_qs] = *q;
     *id = r->n_qs++;
-    return u64map_put(&r->q_index, h, *id);
+    return ft_hmap_put(&r->q_index, h, *id);
 }
 
 /* reset_recipe_state(recipe) applied to interned state q (the loop reads q_direct first) */
@@ -104,11 +98,11 @@ int replay_q_reset_slow(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out)
 {
     uint64_t key = ((uint64_t)q << 32) | (uint32_t)(recipe + 1);
     int rc = FT_OK;
-    if (!u64map_get(&r->q_trans, key, out)) {
+    if ((*out = ft_hmap_get(&r->q_trans, key)) == UINT32_MAX) {
         ft_qstate s = r->qs[q];
         ft_model_reset(r->model, &s, recipe);
         rc = q_intern(r, &s, out);
-        if (!rc) rc = u64map_put(&r->q_trans, key, *out);
+        if (!rc) rc = ft_hmap_put(&r->q_trans, key, *out);
     }
     if (!rc && q < r->n_qdirect)
         r->q_direct[(size_t)q * (r->n_recipes + 1) + (uint32_t)(recipe + 1)] = *out;
@@ -119,10 +113,10 @@ int replay_q_equal(ft_replay *r, uint32_t a, uint32_t b)
 {
     if (a == b) return 1;
     uint64_t key = ((uint64_t)a << 32) | b;
-    uint32_t got;
-    if (u64map_get(&r->q_equal, key, &got)) return (int)got - 1;
+    const uint32_t got = ft_hmap_get(&r->q_equal, key);
+    if (got != UINT32_MAX) return (int)got;
     int eq = ft_qstate_equal(&r->qs[a], &r->qs[b]) ? 1 : 0;
-    (void)u64map_put(&r->q_equal, key, (uint32_t)eq + 1); /* the memo is an optimisation */
+    (void)ft_hmap_put(&r->q_equal, key, (uint32_t)eq); /* the memo is an optimisation */
     if (a < 64 && b < 64) {
         r->q_eq_known[a] |= 1ull << b;
         r->q_eq_val[a] |= (uint64_t)eq << b;
@@ -146,10 +140,10 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
 {
     uint64_t h = ft_hash_mix(ft_hash_mix(fuser, (uint64_t)(uint32_t)recipe),
                              ((uint64_t)chosen << 32) | fresh);
-    h = nonempty(ft_hash_mix(h, ((uint64_t)q << 8) | (uint64_t)tok_class));
-    uint32_t got;
+    h = ft_hash_mix(h, ((uint64_t)q << 8) | (uint64_t)tok_class);
+    const uint32_t got = ft_hmap_get(&r->c_index, h);
     *rc = FT_OK;
-    if (u64map_get(&r->c_index, h, &got)) {
+    if (got != UINT32_MAX) {
         class_memo *c = &r->cm[got];
         if (c->fuser == fuser && c->recipe == recipe && c->chosen == chosen && c->q == q &&
             c->fresh == fresh && c->tok_class == tok_class)
@@ -179,7 +173,7 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
                                    r->tok_rep[tok_class & 3], tok_class >> 2 ? 0 : r->n_ops[fuser],
                                    &c->text);
     if ((unsigned)c->stale >= FT_STALE_COUNT) c->stale = FT_STALE_HARMLESS;
-    *rc = u64map_put(&r->c_index, h, r->n_cm);
+    *rc = ft_hmap_put(&r->c_index, h, r->n_cm);
     r->n_cm++;
     return c;
 }
@@ -317,13 +311,12 @@ void ft_replay_free(ft_replay *r)
     ft_free(r->n_ops);
     ft_free(r->ri);
     ft_free(r->mru);
-    u64map_free(&r->plan_memo);
-    u64map_free(&r->fa_memo);
-    u64map_free(&r->fa_ids);
-    u64map_free(&r->q_index);
-    u64map_free(&r->q_trans);
-    u64map_free(&r->q_equal);
-    u64map_free(&r->c_index);
+    ft_hmap_free(&r->fa_memo);
+    ft_hmap_free(&r->fa_ids);
+    ft_hmap_free(&r->q_index);
+    ft_hmap_free(&r->q_trans);
+    ft_hmap_free(&r->q_equal);
+    ft_hmap_free(&r->c_index);
     ft_free(r->qs);
     ft_free(r->cm);
     for (uint32_t p = 0; p < r->n_pol; p++) {
@@ -344,7 +337,7 @@ void ft_replay_free(ft_replay *r)
 
 static int setup_recipes(ft_replay *r, ft_err *err)
 {
-    u64map hashes = {0}, objs = {0}, objbos = {0};
+    ft_hmap hashes = {0}, objs = {0}, objbos = {0};
     int rc = FT_OK;
     uint32_t q0;
     ft_qstate q;
@@ -382,9 +375,9 @@ static int setup_recipes(ft_replay *r, ft_err *err)
             rc = q_intern(r, &q, &ri->fresh_q);
         }
     }
-    u64map_free(&hashes);
-    u64map_free(&objs);
-    u64map_free(&objbos);
+    ft_hmap_free(&hashes);
+    ft_hmap_free(&objs);
+    ft_hmap_free(&objbos);
     if (rc && !err->rc) ft_err_set(err, rc, "replay setup: %s", ft_strerror(rc));
     return rc;
 }
@@ -567,27 +560,24 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
 #undef GROW
 
 /* ---- oracle pass ---------------------------------------------------------------------------- */
-/* Fill MRU slot `victim` of fuser u with the fresh plan of (recipe, f): from the memo, or a real
- * build (timed). */
+/* Fill MRU slot `victim` of fuser u with the fresh plan of (recipe, f), from the model (which
+ * memoises its builds; only the calls that really built count and are timed as builds). */
 static int fresh_plan_miss(ft_replay *r, oracle_mru *m, uint32_t u, int32_t recipe, uint32_t f,
                            int64_t seq, ft_err *err)
 {
     const int k = m->victim;
     uint32_t plan;
-    uint64_t key = ((uint64_t)u << 40) | ((uint64_t)(uint32_t)(recipe + 1) << FT_KEY_F_BITS) | f;
-    if (!u64map_get(&r->plan_memo, key, &plan)) {
-        uint64_t t0 = ft_now_ns();
-        int rc = ft_model_build(r->model, u, recipe, f, &plan, err);
+    const uint64_t built = ft_model_n_built(r->model), t0 = ft_now_ns();
+    int rc = ft_model_build(r->model, u, recipe, f, &plan, err);
+    if (ft_model_n_built(r->model) != built || rc) {
         r->base.model_build_ns += ft_now_ns() - t0;
         r->base.model_builds++;
-        if (rc) {
-            char msg[FT_ERR_MAX];
-            ft_strlcpy(msg, ft_err_msg(err), sizeof msg);
-            return ft_err_set(err, rc, "seq %lld, fuser %lld: plan build failed: %s",
-                              (long long)seq, (long long)r->fusers[u].id, msg);
-        }
-        if (u64map_put(&r->plan_memo, key, plan))
-            return ft_err_set(err, FT_ENOMEM, "replay: out of memory");
+    }
+    if (rc) {
+        char msg[FT_ERR_MAX];
+        ft_strlcpy(msg, ft_err_msg(err), sizeof msg);
+        return ft_err_set(err, rc, "seq %lld, fuser %lld: plan build failed: %s", (long long)seq,
+                          (long long)r->fusers[u].id, msg);
     }
     m->recipe[k] = recipe;
     m->f[k] = f;
@@ -633,12 +623,12 @@ static int fa_id(ft_replay *r, uint32_t u, int32_t recipe, int32_t *id)
         return FT_OK;
     }
     uint64_t key = ((uint64_t)u << 40) | (uint32_t)(recipe + 1);
-    uint32_t got;
-    if (u64map_get(&r->fa_memo, key, &got)) {
+    const uint32_t got = ft_hmap_get(&r->fa_memo, key);
+    if (got != UINT32_MAX) {
         *id = (int32_t)got;
     } else {
         int rc = dense_id(&r->fa_ids, ft_model_fusion_key(r->model, u, recipe), id);
-        if (!rc) rc = u64map_put(&r->fa_memo, key, (uint32_t)*id);
+        if (!rc) rc = ft_hmap_put(&r->fa_memo, key, (uint32_t)*id);
         if (rc) return rc;
     }
     m->fa_recipe = recipe;

@@ -8,6 +8,7 @@
 #ifndef FT_REPLAY_INT_H
 #define FT_REPLAY_INT_H
 
+#include "ft_hmap.h"
 #include "ft_replay.h"
 
 #include <stdint.h>
@@ -102,35 +103,6 @@ typedef struct policy_def {
 
 const policy_def *ft_policy_def(uint32_t idx);
 
-/* ---- integer map: uint64 key -> uint32 value, linear probing, backward-shift delete ------ */
-typedef struct u64map {
-    uint64_t *keys; /* [cap]; UINT64_MAX = empty */
-    uint32_t *vals; /* [cap] */
-    uint32_t cap;   /* power of two, 0 before the first put */
-    uint32_t n;     /* keys held */
-} u64map;
-
-static inline uint32_t u64map_slot(uint64_t key, uint32_t cap)
-{
-    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
-}
-
-static inline int u64map_get(const u64map *m, uint64_t key, uint32_t *val)
-{
-    if (!m->cap) return 0;
-    for (uint32_t i = u64map_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == key) {
-            *val = m->vals[i];
-            return 1;
-        }
-        if (m->keys[i] == UINT64_MAX) return 0;
-    }
-}
-
-int u64map_put(u64map *m, uint64_t key, uint32_t val); /* insert or replace; FT_ENOMEM */
-void u64map_del(u64map *m, uint64_t key);
-void u64map_free(u64map *m);
-
 /* ---- plan store: dict of (fuser, key) -> plan with a per-fuser LRU list ------------------- */
 typedef struct store_entry {
     uint64_t key; /* store key (fuser << 40 | policy key) */
@@ -139,7 +111,7 @@ typedef struct store_entry {
 } store_entry;
 
 typedef struct plan_store {
-    u64map index;   /* store key -> entry */
+    ft_hmap index;  /* store key -> entry */
     store_entry *e; /* [n_e] pool */
     uint32_t n_e, cap_e;
     uint32_t free_head; /* free list through .next */
@@ -197,18 +169,17 @@ struct ft_replay {
     rinfo *ri;       /* [n_recipes + 1], index recipe + 1 */
     oracle_mru *mru; /* [n_fusers] */
     /* memo tables */
-    u64map plan_memo; /* (fuser, recipe, f) -> fresh plan */
-    u64map fa_memo;   /* (fuser, recipe) -> fusion-attrs id */
-    u64map fa_ids;    /* fusion key hash -> dense id */
-    u64map q_index;   /* qstate hash -> interned id */
-    ft_qstate *qs;    /* [n_qs] interned quantizer states */
+    ft_hmap fa_memo; /* (fuser, recipe) -> fusion-attrs id */
+    ft_hmap fa_ids;  /* fusion key hash -> dense id */
+    ft_hmap q_index; /* qstate hash -> interned id */
+    ft_qstate *qs;   /* [n_qs] interned quantizer states */
     uint32_t n_qs, cap_qs;
-    u64map q_trans;     /* (q, recipe) -> q after reset_recipe_state(recipe) */
+    ft_hmap q_trans;    /* (q, recipe) -> q after reset_recipe_state(recipe) */
     uint32_t *q_direct; /* [n_qdirect * (n_recipes + 1)] the same for q < n_qdirect */
     uint32_t n_qdirect; /* <= FT_QDIRECT, fewer when there are very many recipes */
-    u64map q_equal;     /* (q, q') -> ft_qstate_equal + 1 */
+    ft_hmap q_equal;    /* (q, q') -> ft_qstate_equal + 1 */
     uint64_t q_eq_known[64], q_eq_val[64]; /* the same as bits, for states < 64 */
-    u64map c_index;                        /* hash of class_memo key -> entry */
+    ft_hmap c_index;                       /* hash of class_memo key -> entry */
     class_memo *cm;
     uint32_t n_cm, cap_cm;
     int64_t tok_rep[4]; /* a representative token count per token class, -2 = unset */

@@ -5,7 +5,7 @@
  * and reference before use: it must survive arbitrary bytes.
  */
 #include "chunk.h"
-#include "hmap.h"
+#include "ft_hmap.h"
 
 #include <limits.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "trace_int.h"
-#include "hmap.h"
+#include "ft_hmap.h"
 #include "trace_sql.h"
 
 #include <errno.h>

@@ -1,7 +1,9 @@
 /*
- * hmap.h - private: a small open-addressing map from 64-bit keys to 32-bit values, used for
- * stream-id lookups and the chunk coder's dictionaries. Linear probing, power-of-two capacity,
- * load <= 1/2, no deletion.
+ * ft_hmap.h - the project's integer map: 64-bit keys (any value) to 32-bit values (any value but
+ * UINT32_MAX, which marks an empty slot). Open addressing with linear probing, power-of-two
+ * capacity, load <= 1/2, backward-shift deletion. Used for stream ids and the chunk coder's
+ * dictionaries (schema/), the replayer's interning tables, memos and plan-store index, and
+ * `info`. In-memory only: nothing depends on its iteration order.
  */
 #ifndef FT_HMAP_H
 #define FT_HMAP_H
@@ -18,9 +20,11 @@ typedef struct ft_hmap {
     uint32_t n;     /* occupied slots */
 } ft_hmap;
 
+/* Fibonacci hashing: one multiply (the replay loop looks keys up per call); the keys are ids,
+ * packed ids or already-mixed hashes. */
 static inline uint32_t ft_hmap_slot(uint64_t key, uint32_t cap)
 {
-    return (uint32_t)(ft_hash_mix(0x51ed27u, key) & (cap - 1));
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
 }
 
 /* Value for key, or UINT32_MAX when absent. */
@@ -62,7 +66,7 @@ static inline void ft_hmap_put_slot(ft_hmap *m, uint64_t key, uint32_t val)
     }
 }
 
-/* Insert or replace. FT_ENOMEM leaves the map unchanged. */
+/* Insert or replace (val != UINT32_MAX). FT_ENOMEM leaves the map unchanged. */
 static inline int ft_hmap_put(ft_hmap *m, uint64_t key, uint32_t val)
 {
     if ((uint64_t)(m->n + 1) * 2 > m->cap) {
@@ -88,6 +92,28 @@ static inline int ft_hmap_put(ft_hmap *m, uint64_t key, uint32_t val)
     }
     ft_hmap_put_slot(m, key, val);
     return FT_OK;
+}
+
+/* Remove key if present, shifting back the keys that probed past its slot. */
+static inline void ft_hmap_del(ft_hmap *m, uint64_t key)
+{
+    if (!m->cap) return;
+    const uint32_t mask = m->cap - 1;
+    uint32_t i = ft_hmap_slot(key, m->cap);
+    while (m->keys[i] != key || m->vals[i] == UINT32_MAX) {
+        if (m->vals[i] == UINT32_MAX) return;
+        i = (i + 1) & mask;
+    }
+    for (uint32_t j = (i + 1) & mask; m->vals[j] != UINT32_MAX; j = (j + 1) & mask) {
+        const uint32_t home = ft_hmap_slot(m->keys[j], m->cap);
+        const int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (stays) continue;
+        m->keys[i] = m->keys[j];
+        m->vals[i] = m->vals[j];
+        i = j;
+    }
+    m->vals[i] = UINT32_MAX;
+    m->n--;
 }
 
 #endif /* FT_HMAP_H */
