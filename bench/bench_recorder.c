@@ -38,7 +38,7 @@ int main(int argc, char **argv)
     ft_sink s;
     double t0, t_rec = 1e30;
     for (int rep = 0; rep < 3; rep++) {
-        bench_remove_db(path);
+        ft_trace_remove(path);
         ft_rec *r = NULL;
         t0 = bench_thread_seconds();
         if (ft_rec_open(path, NULL, &r, &err)) {
@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 
     if (getenv("FT_BENCH_RECORDER_ONLY")) {
         printf("recorder: %.1f ns/call\n", t_rec * 1e9 / (double)m.n_calls);
-        bench_remove_db(path);
+        ft_trace_remove(path);
         return 0;
     }
     /* baseline: best of 3 */
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
                best * 1e9 / (double)n);
     }
     ft_trace_close(t);
-    bench_remove_db(path);
-    bench_remove_db(base);
+    ft_trace_remove(path);
+    ft_trace_remove(base);
     return 0;
 }

@@ -245,7 +245,7 @@ int main(int argc, char **argv)
     printf("\n");
 done:
     if (!keep) {
-        bench_remove_db(path);
+        ft_trace_remove(path);
         rmdir(dir);
     }
     return rc ? 1 : 0;

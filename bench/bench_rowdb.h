@@ -202,7 +202,7 @@ typedef struct rowdb {
 static int rowdb_open(rowdb *r, const char *path)
 {
     memset(r, 0, sizeof *r);
-    bench_remove_db(path);
+    ft_trace_remove(path);
     if (sqlite3_open(path, &r->db) != SQLITE_OK) return -1;
     const char *ddl = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                       "CREATE TABLE calls(seq INTEGER PRIMARY KEY, kind INTEGER, fuser INTEGER,"

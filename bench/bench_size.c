@@ -71,7 +71,7 @@ int main(int argc, char **argv)
     snprintf(trace, sizeof trace, "bench_size_%d.ftdb", (int)getpid());
     snprintf(jsonl, sizeof jsonl, "bench_size_%d.jsonl", (int)getpid());
     snprintf(rows, sizeof rows, "bench_size_%d.rows.db", (int)getpid());
-    bench_remove_db(trace);
+    ft_trace_remove(trace);
 
     ft_rec *r = NULL;
     ft_err err = {0};
@@ -118,8 +118,8 @@ int main(int argc, char **argv)
            (double)b_rows / n, (double)b_rows / (double)z19);
     printf("target: .ftdb <= 0.5x JSONL + zstd -19: %s\n",
            (double)b_trace <= 0.5 * (double)z19 ? "met" : "MISSED");
-    bench_remove_db(trace);
+    ft_trace_remove(trace);
     remove(jsonl);
-    bench_remove_db(rows);
+    ft_trace_remove(rows);
     return 0;
 }

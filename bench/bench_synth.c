@@ -57,7 +57,7 @@ int main(int argc, char **argv)
     }
 
     /* recorder */
-    bench_remove_db(path);
+    ft_trace_remove(path);
     ft_rec *r;
     if ((rc = ft_rec_open(path, NULL, &r, &err))) {
         fprintf(stderr, "bench_synth: %s\n", ft_err_msg(&err));
@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     long bytes = -1;
     if (db && !fseek(db, 0, SEEK_END)) bytes = ftell(db);
     if (db) fclose(db);
-    bench_remove_db(path);
+    ft_trace_remove(path);
     if (crc) {
         fprintf(stderr, "bench_synth: recorder: %s\n", rc ? ft_err_msg(&err) : ft_strerror(crc));
         return 1;

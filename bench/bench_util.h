@@ -72,14 +72,4 @@ static inline void bench_count_sink(bench_count *n, ft_sink *s)
                    .backward_fn = bench_count_backward};
 }
 
-/* Remove a trace and the SQLite side files beside it; missing ones are fine. */
-static inline void bench_remove_db(const char *path)
-{
-    static const char *const side_ext[] = {"", "-wal", "-shm", "-journal"};
-    char side[4200];
-    for (size_t i = 0; i < FT_ARRAY_LEN(side_ext); i++)
-        if ((size_t)snprintf(side, sizeof side, "%s%s", path, side_ext[i]) < sizeof side)
-            unlink(side);
-}
-
 #endif /* FT_BENCH_UTIL_H */

@@ -44,7 +44,5 @@ int cli_out_open(cli_out *o, const char *path, int kind, ft_err *err);
  * rename the temporary over path, else remove it and its SQLite side files. Returns rc, or the
  * flush/close/rename failure (FT_EIO) that made it fail. */
 int cli_out_close(cli_out *o, int rc, ft_err *err);
-/* Remove path and the SQLite side files beside it (-wal, -shm, -journal); missing ones are fine. */
-void cli_remove_db(const char *path);
 
 #endif

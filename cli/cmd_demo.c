@@ -106,7 +106,7 @@ int cmd_demo(int argc, char **argv)
     }
 done:
     ft_free(res);
-    cli_remove_db(path);
+    ft_trace_remove(path);
     rmdir(dir);
     return status;
 }

@@ -88,7 +88,8 @@ static int run_ftdb(const char *scen, const ft_synth_param *sets, uint32_t n_set
         ft_err_set(err, rc, "%s: closing the trace failed: %s", out, ft_strerror(rc));
     }
     if (!rc)
-        cli_remove_db(out); /* a stale WAL beside an old OUT would be replayed into the new file */
+        ft_trace_remove(
+            out); /* a stale WAL beside an old OUT would be replayed into the new file */
     return cli_out_close(&o, rc, err);
 }
 

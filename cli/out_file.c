@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "ft_trace.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -55,14 +56,6 @@ static void guard(const char *tmp)
 }
 
 /* ---- public ------------------------------------------------------------------------------ */
-void cli_remove_db(const char *path)
-{
-    char side[CLI_PATH_MAX + 16];
-    for (size_t i = 0; i < FT_ARRAY_LEN(side_ext); i++)
-        if ((size_t)snprintf(side, sizeof side, "%s%s", path, side_ext[i]) < sizeof side)
-            unlink(side);
-}
-
 int cli_out_open(cli_out *o, const char *path, int kind, ft_err *err)
 {
     memset(o, 0, sizeof *o);
@@ -110,7 +103,7 @@ int cli_out_close(cli_out *o, int rc, ft_err *err)
     if (!rc && rename(o->tmp, o->path))
         rc =
             ft_err_set(err, FT_EIO, "cannot rename %s to %s: %s", o->tmp, o->path, strerror(errno));
-    if (rc) cli_remove_db(o->tmp);
+    if (rc) ft_trace_remove(o->tmp);
     have_guarded = 0;
     o->path = NULL;
     return rc;

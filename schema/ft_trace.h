@@ -113,6 +113,10 @@ enum {
  * problem (e.g. "t.ftdb: not a fusertrace trace (application_id 0x0)"). */
 int ft_trace_open(const char *path, int mode, ft_trace **out, ft_err *err);
 int ft_trace_close(ft_trace *t); /* NULL is a no-op */
+/* Remove a trace file with the side files SQLite may leave beside it (-wal, -shm, -journal):
+ * a stale WAL beside a new file of the same name would be replayed into it. Missing files are
+ * fine. */
+void ft_trace_remove(const char *path);
 const ft_err *ft_trace_error(const ft_trace *t);
 
 /* Small tables, loaded at open. Indices are dense row indices 0..n-1 in declaration order;

@@ -726,7 +726,7 @@ fail:
     return rc;
 }
 
-static void remove_files(const char *path)
+void ft_trace_remove(const char *path)
 {
     size_t n = strlen(path) + 8;
     char *p = ft_malloc(n);
@@ -757,7 +757,7 @@ int ft_trace_open(const char *path, int mode, ft_trace **out, ft_err *err)
         if (err) *err = t->err;
         int created = mode == FT_OPEN_CREATE && t->db;
         trace_free(t);
-        if (created) remove_files(path);
+        if (created) ft_trace_remove(path);
         return rc;
     }
     *out = t;

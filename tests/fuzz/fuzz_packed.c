@@ -174,18 +174,6 @@ static int read_back(const char *path, const uint8_t *buf, uint32_t n)
     return ok ? FT_OK : FT_ESTATE;
 }
 
-static void remove_trace(const char *path)
-{
-    char p[4200];
-    unlink(path);
-    snprintf(p, sizeof p, "%s-wal", path);
-    unlink(p);
-    snprintf(p, sizeof p, "%s-shm", path);
-    unlink(p);
-    snprintf(p, sizeof p, "%s-journal", path);
-    unlink(p);
-}
-
 /* Returns FT_OK when every record was accepted and read back, FT_EINVAL when the buffer was
  * rejected with a message, anything else on a bug. */
 int fuzz_packed_run(const uint8_t *data, size_t size)
@@ -204,7 +192,7 @@ int fuzz_packed_run(const uint8_t *data, size_t size)
     const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : ".";
 #endif
     snprintf(path, sizeof path, "%s/fuzz_packed.%ld.ftdb", dir, (long)getpid());
-    remove_trace(path);
+    ft_trace_remove(path);
 
     ft_err err = {0, ""};
     ft_rec *r;
@@ -220,7 +208,7 @@ int fuzz_packed_run(const uint8_t *data, size_t size)
                            fuzz_recipes[i].attrs);
     if (rc) {
         ft_rec_abort(r);
-        remove_trace(path);
+        ft_trace_remove(path);
         free(buf);
         return FT_ESTATE;
     }
@@ -230,7 +218,7 @@ int fuzz_packed_run(const uint8_t *data, size_t size)
     int bad = rc && ((rc != FT_EINVAL && rc != FT_ERANGE) || err.rc != rc ||
                      !strstr(err.msg, "packed record"));
     if (ft_rec_close(r) != FT_OK || read_back(path, buf, n_done) != FT_OK) bad = 1;
-    remove_trace(path);
+    ft_trace_remove(path);
     free(buf);
     if (bad) return FT_ESTATE;
     return rc ? FT_EINVAL : FT_OK;
