@@ -747,6 +747,107 @@ static void test_cuda_act_backward_matches_cpu(void **state)
 
 /* ---- grouped MLP --------------------------------------------------------------------------- */
 
+/* The float32 contract on the device for m (host operands): y, dx, dw1, dw2, db1, db2, dprobs
+ * copied back into the caller's arrays; returns the first failing call's code. */
+typedef struct mlp_out32 {
+    float *y, *dx, *dw1, *dw2, *db1, *db2, *dp;
+} mlp_out32;
+
+static int run_f32_device(const ft_mlp *m, const float *dy, mlp_out32 *o, ft_err *err)
+{
+    const int64_t t = m->t, k1 = m->k1, n1 = m->n1, k2 = m->k2, n2 = m->n2;
+    const uint32_t G = m->n_groups;
+    ft_mlp md = *m;
+    md.splits = dev_copy(m->splits, G * sizeof(int64_t));
+    md.x = dev_copy(m->x, (size_t)(t * k1) * 4);
+    md.w1 = dev_copy(m->w1, (size_t)(G * n1 * k1) * 4);
+    md.b1 = m->b1 ? dev_copy(m->b1, (size_t)(G * n1) * 4) : NULL;
+    md.w2 = dev_copy(m->w2, (size_t)(G * n2 * k2) * 4);
+    md.b2 = m->b2 ? dev_copy(m->b2, (size_t)(G * n2) * 4) : NULL;
+    md.probs = m->probs ? dev_copy(m->probs, (size_t)t * 4) : NULL;
+    ft_mlp_fwd fd = {dev_poison((size_t)(t * n1) * 4), dev_poison((size_t)(t * k2) * 4),
+                     dev_poison((size_t)(t * n2) * 4)};
+    ft_mlp_bwd bd = {dev_poison((size_t)(t * k1) * 4), dev_poison((size_t)(G * n1 * k1) * 4),
+                     dev_poison((size_t)(G * n1) * 4), dev_poison((size_t)(G * n2 * k2) * 4),
+                     dev_poison((size_t)(G * n2) * 4), dev_poison((size_t)t * 4)};
+    void *ddy = dev_copy(dy, (size_t)(t * n2) * 4);
+    int rc = ft_cuda_mlp_forward(&md, &fd, NULL, err);
+    if (!rc) rc = ft_cuda_mlp_backward(&md, &fd, ddy, &bd, NULL, err);
+    if (!rc) rc = ft_cuda_sync(err);
+    if (!rc) {
+        struct {
+            float *dst;
+            void *src;
+            int64_t n;
+        } cp[] = {{o->y, fd.y, t * n2},          {o->dx, bd.dx, t * k1},
+                  {o->dw1, bd.dw1, G * n1 * k1}, {o->dw2, bd.dw2, G * n2 * k2},
+                  {o->db1, bd.db1, G * n1},      {o->db2, bd.db2, G * n2},
+                  {o->dp, bd.dprobs, t}};
+        for (size_t i = 0; i < sizeof cp / sizeof cp[0] && !rc; i++)
+            rc = ft_cuda_d2h(cp[i].dst, cp[i].src, (size_t)cp[i].n * 4, err);
+    }
+    void *all[] = {(void *)md.splits,
+                   (void *)md.x,
+                   (void *)md.w1,
+                   (void *)md.b1,
+                   (void *)md.w2,
+                   (void *)md.b2,
+                   (void *)md.probs,
+                   fd.h,
+                   fd.z,
+                   fd.y,
+                   bd.dx,
+                   bd.dw1,
+                   bd.db1,
+                   bd.dw2,
+                   bd.db2,
+                   bd.dprobs,
+                   ddy};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        ft_cuda_free(all[i]);
+    return rc;
+}
+
+/* ||got - ref|| / ||ref|| over n values (NaN in either counts as a failure: returns 1e9). */
+static double rel_l2(const float *got, const float *ref, int64_t n, int64_t *exact)
+{
+    double num = 0, den = 0;
+    *exact = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (got[i] != got[i] || ref[i] != ref[i]) return 1e9;
+        double d = (double)got[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+        *exact += got[i] == ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static mlp_out32 alloc_out32(const ft_mlp *m)
+{
+    const int64_t G = m->n_groups;
+    mlp_out32 o = {calloc((size_t)(m->t * m->n2), 4),
+                   calloc((size_t)(m->t * m->k1), 4),
+                   calloc((size_t)(G * m->n1 * m->k1), 4),
+                   calloc((size_t)(G * m->n2 * m->k2), 4),
+                   calloc((size_t)(G * m->n1), 4),
+                   calloc((size_t)(G * m->n2), 4),
+                   calloc((size_t)m->t, 4)};
+    assert_true(o.y && o.dx && o.dw1 && o.dw2 && o.db1 && o.db2 && o.dp);
+    return o;
+}
+
+static void free_out32(mlp_out32 *o)
+{
+    free(o->y);
+    free(o->dx);
+    free(o->dw1);
+    free(o->dw2);
+    free(o->db1);
+    free(o->db2);
+    free(o->dp);
+}
+
 static void test_cuda_mlp_matches_cpu(void **state)
 {
     (void)state;
@@ -869,50 +970,13 @@ static void test_cuda_mlp_matches_cpu(void **state)
         ft_cuda_free(ddy);
 
         /* the float32 contract, same path */
-        ft_mlp md = m;
-        md.splits = dev_copy(sc->splits, G * sizeof(int64_t));
-        md.x = dev_copy(x, (size_t)(t * k1) * 4);
-        md.w1 = dev_copy(w1, (size_t)(G * n1 * k1) * 4);
-        md.b1 = dev_copy(b1, (size_t)(G * n1) * 4);
-        md.w2 = dev_copy(w2, (size_t)(G * n2 * k2) * 4);
-        md.b2 = dev_copy(b2, (size_t)(G * n2) * 4);
-        md.probs = dev_copy(p, (size_t)t * 4);
-        ft_mlp_fwd fd = {dev_poison((size_t)(t * n1) * 4), dev_poison((size_t)(t * k2) * 4),
-                         dev_poison((size_t)(t * n2) * 4)};
-        ft_mlp_bwd bd = {dev_poison((size_t)(t * k1) * 4), dev_poison((size_t)(G * n1 * k1) * 4),
-                         dev_poison((size_t)(G * n1) * 4), dev_poison((size_t)(G * n2 * k2) * 4),
-                         dev_poison((size_t)(G * n2) * 4), dev_poison((size_t)t * 4)};
-        void *ddy32 = dev_copy(dy, (size_t)(t * n2) * 4);
-        assert_int_equal(ft_cuda_mlp_forward(&md, &fd, NULL, &err), FT_OK);
-        assert_int_equal(ft_cuda_mlp_backward(&md, &fd, ddy32, &bd, NULL, &err), FT_OK);
-        assert_int_equal(ft_cuda_sync(&err), FT_OK);
-        float *gy = host_f32(fd.y, t * n2), *gdx = host_f32(bd.dx, t * k1);
-        float *gdw1 = host_f32(bd.dw1, G * n1 * k1), *gdp = host_f32(bd.dprobs, t);
-        assert_int_equal(compare("f32 mlp y", gy, y, used * n2, 1e-2, 1.0 / 128), 0);
-        assert_int_equal(compare("f32 mlp dx", gdx, dx, used * k1, 1e-2, 2.0 / 128), 0);
-        assert_int_equal(compare("f32 mlp dw1", gdw1, dw1, G * n1 * k1, 1e-2, 2.0 / 128), 0);
-        assert_int_equal(compare("f32 mlp dprobs", gdp, dp, used, 1e-2, 1.0 / 128), 0);
-        free(gy);
-        free(gdx);
-        free(gdw1);
-        free(gdp);
-        ft_cuda_free((void *)md.splits);
-        ft_cuda_free((void *)md.x);
-        ft_cuda_free((void *)md.w1);
-        ft_cuda_free((void *)md.b1);
-        ft_cuda_free((void *)md.w2);
-        ft_cuda_free((void *)md.b2);
-        ft_cuda_free((void *)md.probs);
-        ft_cuda_free(fd.h);
-        ft_cuda_free(fd.z);
-        ft_cuda_free(fd.y);
-        ft_cuda_free(bd.dx);
-        ft_cuda_free(bd.dw1);
-        ft_cuda_free(bd.db1);
-        ft_cuda_free(bd.dw2);
-        ft_cuda_free(bd.db2);
-        ft_cuda_free(bd.dprobs);
-        ft_cuda_free(ddy32);
+        mlp_out32 g32 = alloc_out32(&m);
+        assert_int_equal(run_f32_device(&m, dy, &g32, &err), FT_OK);
+        assert_int_equal(compare("f32 mlp y", g32.y, y, used * n2, 1e-2, 1.0 / 128), 0);
+        assert_int_equal(compare("f32 mlp dx", g32.dx, dx, used * k1, 1e-2, 2.0 / 128), 0);
+        assert_int_equal(compare("f32 mlp dw1", g32.dw1, dw1, G * n1 * k1, 1e-2, 2.0 / 128), 0);
+        assert_int_equal(compare("f32 mlp dprobs", g32.dp, dp, used, 1e-2, 1.0 / 128), 0);
+        free_out32(&g32);
         free(x);
         free(w1);
         free(b1);
@@ -936,107 +1000,6 @@ static void test_cuda_mlp_matches_cpu(void **state)
         free(b2b);
         free(dyb);
     }
-}
-
-/* The float32 contract on the device for m (host operands): y, dx, dw1, dw2, db1, db2, dprobs
- * copied back into the caller's arrays; returns the first failing call's code. */
-typedef struct mlp_out32 {
-    float *y, *dx, *dw1, *dw2, *db1, *db2, *dp;
-} mlp_out32;
-
-static int run_f32_device(const ft_mlp *m, const float *dy, mlp_out32 *o, ft_err *err)
-{
-    const int64_t t = m->t, k1 = m->k1, n1 = m->n1, k2 = m->k2, n2 = m->n2;
-    const uint32_t G = m->n_groups;
-    ft_mlp md = *m;
-    md.splits = dev_copy(m->splits, G * sizeof(int64_t));
-    md.x = dev_copy(m->x, (size_t)(t * k1) * 4);
-    md.w1 = dev_copy(m->w1, (size_t)(G * n1 * k1) * 4);
-    md.b1 = m->b1 ? dev_copy(m->b1, (size_t)(G * n1) * 4) : NULL;
-    md.w2 = dev_copy(m->w2, (size_t)(G * n2 * k2) * 4);
-    md.b2 = m->b2 ? dev_copy(m->b2, (size_t)(G * n2) * 4) : NULL;
-    md.probs = m->probs ? dev_copy(m->probs, (size_t)t * 4) : NULL;
-    ft_mlp_fwd fd = {dev_poison((size_t)(t * n1) * 4), dev_poison((size_t)(t * k2) * 4),
-                     dev_poison((size_t)(t * n2) * 4)};
-    ft_mlp_bwd bd = {dev_poison((size_t)(t * k1) * 4), dev_poison((size_t)(G * n1 * k1) * 4),
-                     dev_poison((size_t)(G * n1) * 4), dev_poison((size_t)(G * n2 * k2) * 4),
-                     dev_poison((size_t)(G * n2) * 4), dev_poison((size_t)t * 4)};
-    void *ddy = dev_copy(dy, (size_t)(t * n2) * 4);
-    int rc = ft_cuda_mlp_forward(&md, &fd, NULL, err);
-    if (!rc) rc = ft_cuda_mlp_backward(&md, &fd, ddy, &bd, NULL, err);
-    if (!rc) rc = ft_cuda_sync(err);
-    if (!rc) {
-        struct {
-            float *dst;
-            void *src;
-            int64_t n;
-        } cp[] = {{o->y, fd.y, t * n2},          {o->dx, bd.dx, t * k1},
-                  {o->dw1, bd.dw1, G * n1 * k1}, {o->dw2, bd.dw2, G * n2 * k2},
-                  {o->db1, bd.db1, G * n1},      {o->db2, bd.db2, G * n2},
-                  {o->dp, bd.dprobs, t}};
-        for (size_t i = 0; i < sizeof cp / sizeof cp[0] && !rc; i++)
-            rc = ft_cuda_d2h(cp[i].dst, cp[i].src, (size_t)cp[i].n * 4, err);
-    }
-    void *all[] = {(void *)md.splits,
-                   (void *)md.x,
-                   (void *)md.w1,
-                   (void *)md.b1,
-                   (void *)md.w2,
-                   (void *)md.b2,
-                   (void *)md.probs,
-                   fd.h,
-                   fd.z,
-                   fd.y,
-                   bd.dx,
-                   bd.dw1,
-                   bd.db1,
-                   bd.dw2,
-                   bd.db2,
-                   bd.dprobs,
-                   ddy};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        ft_cuda_free(all[i]);
-    return rc;
-}
-
-/* ||got - ref|| / ||ref|| over n values (NaN in either counts as a failure: returns 1e9). */
-static double rel_l2(const float *got, const float *ref, int64_t n, int64_t *exact)
-{
-    double num = 0, den = 0;
-    *exact = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (got[i] != got[i] || ref[i] != ref[i]) return 1e9;
-        double d = (double)got[i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-        *exact += got[i] == ref[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static mlp_out32 alloc_out32(const ft_mlp *m)
-{
-    const int64_t G = m->n_groups;
-    mlp_out32 o = {calloc((size_t)(m->t * m->n2), 4),
-                   calloc((size_t)(m->t * m->k1), 4),
-                   calloc((size_t)(G * m->n1 * m->k1), 4),
-                   calloc((size_t)(G * m->n2 * m->k2), 4),
-                   calloc((size_t)(G * m->n1), 4),
-                   calloc((size_t)(G * m->n2), 4),
-                   calloc((size_t)m->t, 4)};
-    assert_true(o.y && o.dx && o.dw1 && o.dw2 && o.db1 && o.db2 && o.dp);
-    return o;
-}
-
-static void free_out32(mlp_out32 *o)
-{
-    free(o->y);
-    free(o->dx);
-    free(o->dw1);
-    free(o->dw2);
-    free(o->db1);
-    free(o->db2);
-    free(o->dp);
 }
 
 /* The quantized and fused emulation paths of the float32 contract against ft_cpu_mlp_*: the

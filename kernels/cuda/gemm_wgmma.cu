@@ -428,20 +428,21 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
                 }
             }
     }
-    // z slot of (zb, jj) in acc: 4 * ju
-#define ZSLOT(zb, jj) (EPI == EPI_GLU_INTERLEAVED ? 4 * (8 * (zb) + (jj)) : 4 * (4 * (zb) + (jj)))
     const float fmax = p.z_fp8 == FT_FP8_E5M2 ? FT_E5M2_MAX : FT_E4M3_MAX;
     const int64_t row_base = tp.mt * BM + 64 * wg; // tile row of zs row 0
 #pragma unroll
     for (int zb = 0; zb < ZB; zb++) {
 #pragma unroll
-        for (int jj = 0; jj < 4; jj++)
+        for (int jj = 0; jj < 4; jj++) {
+            int ju, jv; // z of (zb, jj) sits in the u column's slots (step 1)
+            z_slots<EPI>(zb, jj, &ju, &jv);
 #pragma unroll
             for (int i = 0; i < 2; i++)
 #pragma unroll
                 for (int e = 0; e < 2; e++)
                     zs[(16 * w + lane / 4 + 8 * i) * MX_LD + 8 * jj + 2 * q + e] =
-                        acc[ZSLOT(zb, jj) + 2 * i + e];
+                        acc[4 * ju + 2 * i + e];
+        }
         asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory");
         const int64_t z0 = (EPI == EPI_UNARY ? tp.nt * BN : tp.nt * (BN / 2)) + 32 * zb;
         if constexpr (NV) {
@@ -544,7 +545,6 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
         }
         asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory"); // zs free for the next chunk
     }
-#undef ZSLOT
 }
 
 template <int KIND, int EPI>
