@@ -343,7 +343,14 @@ typedef struct gen {
     const char *graph_phase;        /* during CUDA-graph warm-up/capture: the phase, else NULL */
     int64_t graph_iter;             /* ... and the iteration, recorded as mb */
     double *scratch_z;              /* [experts] normal deviates of one draw */
+    int routing;                    /* R_* */
+    double drift_sigma;             /* per-step popularity walk, 0 = none */
 } gen;
+
+/* Routing families (key routing): fixed popularity (zipf, drift, hot) or weights drawn afresh
+ * per microbatch (balanced, drop). */
+enum { R_ZIPF, R_DRIFT, R_HOT, R_BALANCED, R_DROP };
+static const char *const routing_names[] = {"zipf", "drift", "hot", "balanced", "drop"};
 
 static const uint8_t RG_ONE[5] = {1, 1, 1, 1, 1}, RG_ZERO[5] = {0, 0, 0, 0, 0};
 static const uint8_t RG_G_NOGRAD[3] = {1, 0, 1}; /* params need grad, probs computed no_grad */
@@ -782,6 +789,55 @@ static void draw_splits(gen *g, const slayer *L, int64_t *out)
     }
 }
 
+static void route_tables(gen *g, slayer *L);
+
+/* Gamma(a) deviate, a > 0 (Marsaglia-Tsang; for a < 1 boosted by U^(1/a)), from the routing
+ * stream, in the deterministic exp/log. */
+static double rng_gamma(rng *r, double a)
+{
+    double boost = 1.0;
+    if (a < 1.0) {
+        double u = rng_unif(r);
+        boost = u > 0.0 ? det_exp(det_log(u) / a) : 0.0;
+        a += 1.0;
+    }
+    double d = a - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = rng_normal(r), v = 1.0 + c * x;
+        if (v <= 0.0) continue;
+        v = v * v * v;
+        double u = rng_unif(r);
+        if (u > 0.0 && det_log(u) < 0.5 * x * x + d - d * v + d * det_log(v)) return d * v * boost;
+    }
+}
+
+/* Split sizes of one MoE layer's microbatch under the routing family. balanced and drop draw
+ * the experts' weights afresh (gamma(alpha), normalized: a Dirichlet draw around uniform, as an
+ * auxiliary load-balancing loss keeps the router), then the counts as draw_splits does; drop then
+ * clips every count to the capacity, the clipped tokens being dropped (the sum falls short). */
+static void route_draw(gen *g, slayer *L, int64_t *out)
+{
+    uint32_t E = (uint32_t)g->c.experts;
+    if (g->routing == R_BALANCED || g->routing == R_DROP) {
+        double sum = 0.0;
+        for (uint32_t e = 0; e < E; e++) {
+            L->pop[e] = rng_gamma(&g->r, g->c.alpha);
+            sum += L->pop[e];
+        }
+        for (uint32_t e = 0; e < E; e++)
+            L->pop[e] = sum > 0.0 ? L->pop[e] / sum : 1.0 / (double)E;
+        route_tables(g, L);
+    }
+    draw_splits(g, L, out);
+    if (g->routing == R_DROP) {
+        double capf = g->c.capacity * (double)g->c.tokens / (double)E;
+        int64_t cap = (int64_t)capf;
+        if ((double)cap < capf) cap++;
+        for (uint32_t e = 0; e < E; e++)
+            if (out[e] > cap) out[e] = cap;
+    }
+}
+
 /* Routing tables of one MoE layer from its popularity: per-expert moments and the alias table. */
 static void route_tables(gen *g, slayer *L)
 {
@@ -862,7 +918,7 @@ static int chunk_forward(gen *g, uint32_t ch, uint32_t m, int64_t step, int eval
             const int64_t *sp = NULL;
             if (L->moe && k == 0) {
                 int64_t *dst = eval ? g->eval_splits : g->splits + ((size_t)l * M + m) * E;
-                draw_splits(g, L, dst);
+                route_draw(g, L, dst);
                 sp = dst;
             }
             int64_t seq;
@@ -1130,7 +1186,7 @@ static void drift_routing(gen *g)
         if (!L->moe) continue;
         double sum = 0.0;
         for (uint32_t e = 0; e < E; e++) {
-            L->pop[e] *= det_exp(g->c.drift * rng_normal(&g->r));
+            L->pop[e] *= det_exp(g->drift_sigma * rng_normal(&g->r));
             sum += L->pop[e];
         }
         for (uint32_t e = 0; e < E; e++)
@@ -1275,7 +1331,9 @@ static int build_model(gen *g)
         }
         ly->n_fusers = want;
         if (!ly->moe) continue;
-        /* popularity: Zipf over a random permutation, with per-expert lognormal noise */
+        /* popularity: Zipf over a random permutation, with per-expert lognormal noise (hot: the
+         * first `hot` experts share hot_share, the others the rest, same noise and permutation;
+         * balanced/drop start uniform and redraw per microbatch) */
         ly->pop = ft_malloc(E * (5 * sizeof(double) + 2 * sizeof(uint32_t)));
         if (!ly->pop) goto oom;
         ly->lam = ly->pop + E;
@@ -1286,7 +1344,13 @@ static int build_model(gen *g)
         ly->order = ly->alias + E;
         double sum = 0.0;
         for (uint32_t e = 0; e < E; e++) {
-            ly->pop[e] = det_exp(-c->skew * det_log((double)(e + 1)) + 0.25 * rng_normal(&g->r));
+            double base = -c->skew * det_log((double)(e + 1));
+            if (g->routing == R_HOT) {
+                double share = (int64_t)e < c->hot ? c->hot_share / (double)c->hot
+                                                   : (1.0 - c->hot_share) / (double)(E - c->hot);
+                base = det_log(share > 1e-12 ? share : 1e-12);
+            }
+            ly->pop[e] = g->routing >= R_BALANCED ? 1.0 : det_exp(base + 0.25 * rng_normal(&g->r));
             sum += ly->pop[e];
         }
         for (uint32_t e = E; e > 1; e--) {
@@ -1449,6 +1513,24 @@ static int check_cfg(gen *g)
             return ft_err_set(g->err, FT_EINVAL, "synth %s: key '%s' %s", g->scen, rules[i].key,
                               rules[i].why);
     g->captured = !strcmp(c->captured, "te-pre3410") ? 1 : !strcmp(c->captured, "te-3410") ? 2 : 0;
+    g->routing = -1;
+    for (int i = 0; i < (int)FT_ARRAY_LEN(routing_names); i++)
+        if (!strcmp(c->routing, routing_names[i])) g->routing = i;
+    if (g->routing < 0)
+        return ft_err_set(g->err, FT_EINVAL,
+                          "synth %s: key 'routing' must be zipf, drift, hot, balanced or drop",
+                          g->scen);
+    if (g->routing >= R_BALANCED && !(c->alpha > 0.0))
+        return ft_err_set(g->err, FT_EINVAL, "synth %s: key 'alpha' must be > 0 for routing=%s",
+                          g->scen, c->routing);
+    if (g->routing == R_DROP && !(c->capacity > 0.0))
+        return ft_err_set(g->err, FT_EINVAL, "synth %s: key 'capacity' must be > 0 for routing=drop",
+                          g->scen);
+    if (g->routing == R_HOT && c->hot >= c->experts)
+        return ft_err_set(g->err, FT_EINVAL,
+                          "synth %s: key 'hot' must be below 'experts' (%lld) for routing=hot",
+                          g->scen, (long long)c->experts);
+    g->drift_sigma = g->routing == R_DRIFT && c->drift == 0.0 ? 0.1 : c->drift;
     const struct {
         const char *key, *v;
     } vers[] = {{"cc", c->cc},
@@ -1586,7 +1668,7 @@ int ft_synth_run(const char *name, const ft_synth_param *params, uint32_t n_para
     for (int64_t step = 0; step < g->c.steps; step++) {
         if ((rc = schedule_step(g, step))) goto done;
         grad_state(g, step);
-        if (g->c.drift > 0.0 && step > 0) drift_routing(g);
+        if (g->drift_sigma > 0.0 && step > 0) drift_routing(g);
         if (g->c.graphs ? step == 0 && (rc = graph_setup(g, step)) : (rc = run_pass(g, step, 0)))
             goto done;
         if (g->c.eval_every && (step + 1) % g->c.eval_every == 0 && (rc = run_pass(g, step, 1)))

@@ -30,6 +30,11 @@ typedef struct synth_cfg {
     int64_t tp;            /* tensor-parallel size of the dense MLPs */
     double skew;           /* Zipf exponent of expert popularity (0 = uniform) */
     double drift;          /* per-step log-normal random walk of expert popularity (sigma) */
+    char routing[SYNTH_STR_MAX]; /* zipf | drift | hot | balanced | drop (synth_keys.c) */
+    double alpha;                /* gamma shape of balanced/drop per-microbatch weights */
+    int64_t hot;                 /* routing=hot: number of hot experts ... */
+    double hot_share;            /* ... and the share of tokens they receive */
+    double capacity;             /* routing=drop: capacity factor (cap = ceil(cf * tokens / E)) */
     /* loop */
     int64_t steps, microbatches, stages;
     int64_t virtual_stages;    /* model chunks per stage (interleaved 1F1B when > 1) */

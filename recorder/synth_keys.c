@@ -51,6 +51,18 @@ static const key_def keys[] = {
      "Zipf exponent of per-layer expert popularity (0 = uniform)"},
     {"drift", K_F64, OFF(drift), 0, 4, "0.0",
      "per-step random walk of expert popularity (log-normal sigma; 0 = fixed routing)"},
+    {"routing", K_STR, OFF(routing), 0, 0, "zipf",
+     "expert routing family: zipf (fixed Zipf(skew) popularity), drift (zipf whose popularity "
+     "random-walks per step by drift, 0.1 if drift=0), hot (hot experts take hot_share of the "
+     "tokens), balanced (aux-loss balanced: gamma(alpha) weights drawn afresh per microbatch "
+     "around uniform), drop (balanced, then tokens over capacity dropped)"},
+    {"alpha", K_F64, OFF(alpha), 0, 1000, "0.5",
+     "gamma shape of the balanced/drop per-microbatch expert weights (small = uneven)"},
+    {"hot", K_INT, OFF(hot), 1, 4096, "2", "routing=hot: number of hot experts"},
+    {"hot_share", K_F64, OFF(hot_share), 0, 1, "0.5",
+     "routing=hot: share of the tokens routed to the hot experts"},
+    {"capacity", K_F64, OFF(capacity), 0, 64, "1.0",
+     "routing=drop: capacity factor; an expert keeps at most ceil(capacity * tokens / experts)"},
     {"steps", K_INT, OFF(steps), 0, BIG, "4", "training steps"},
     {"microbatches", K_INT, OFF(microbatches), 1, 65536, "4", "microbatches per step"},
     {"stages", K_INT, OFF(stages), 1, 1024, "1",

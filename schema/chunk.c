@@ -32,6 +32,7 @@ enum {
 };
 
 #define CF_ALL       ((1u << 13) - 1u)
+#define MIN_FRAME    512 /* main-section pieces smaller than this share the next zstd frame */
 #define ACC_LIMIT    (1ull << 31)
 #define PRED_T_LIMIT (1ull << 32)
 
@@ -335,8 +336,18 @@ struct ft_chunk_enc {
     int64_t *vals; /* [vals_len] distinct split vectors of this chunk */
     size_t vals_len, vals_cap;
     uint64_t n_split_values; /* split sizes the pending records hold (expanded) */
-    ft_buf splits;           /* the split section, coded as calls arrive */
-    ft_buf main;             /* scratch: the main section */
+    uint64_t n_oprg_values;  /* op_rg entries the pending records hold (expanded) */
+    ft_buf sp_tags;          /* split section streams, coded as calls arrive: tags (and k) */
+    ft_buf sp_sym;           /* ... residual symbols, one byte each */
+    ft_buf sp_bits;          /* ... residual extra bits, LSB first */
+    uint64_t bit_acc;        /* pending extra bits (bit_n of them) */
+    uint32_t bit_n;
+    ft_buf splits; /* scratch: the split section */
+    ft_buf main;   /* scratch: the main section */
+    size_t cuts[4 * FT_CHUNK_N_COLS + 8]; /* frame boundaries in main (see put_intcol) */
+    uint32_t n_cuts;
+    ft_chunk_obs_fn obs; /* optional symbol observer (benchmarks) */
+    void *obs_ctx;
     ZSTD_CCtx *cctx;
 };
 
@@ -355,6 +366,10 @@ static void enc_start(ft_chunk_enc *e)
     sp_reset(&e->sp);
     e->vals_len = 0;
     e->n_split_values = 0;
+    e->n_oprg_values = 0;
+    e->sp_tags.len = e->sp_sym.len = e->sp_bits.len = 0;
+    e->bit_acc = 0;
+    e->bit_n = 0;
     e->splits.len = 0;
 }
 
@@ -387,6 +402,9 @@ void ft_chunk_enc_free(ft_chunk_enc *e)
     sp_free(&e->sp);
     ft_free(e->vals);
     ft_buf_free(&e->splits);
+    ft_buf_free(&e->sp_tags);
+    ft_buf_free(&e->sp_sym);
+    ft_buf_free(&e->sp_bits);
     ft_buf_free(&e->main);
     ZSTD_freeCCtx(e->cctx);
     ft_free(e);
@@ -400,6 +418,45 @@ uint32_t ft_chunk_enc_n_records(const ft_chunk_enc *e)
 uint64_t ft_chunk_enc_n_split_values(const ft_chunk_enc *e)
 {
     return e->n_split_values;
+}
+
+void ft_chunk_enc_observe(ft_chunk_enc *e, ft_chunk_obs_fn fn, void *ctx)
+{
+    e->obs = fn;
+    e->obs_ctx = ctx;
+}
+
+/* ---- residual code (chunk.h, SPLIT SECTION): a symbol byte plus extra bits ------------------ */
+/* Append nb <= 56 bits to the extra-bit stream (room for 8 bytes reserved by the caller). */
+static inline void bits_put(ft_chunk_enc *e, uint64_t v, uint32_t nb)
+{
+    e->bit_acc |= v << e->bit_n; /* bit_n < 8, nb <= 56: fits */
+    e->bit_n += nb;
+    uint8_t *p = e->sp_bits.data + e->sp_bits.len;
+    put_u64(p, e->bit_acc);
+    uint32_t nbytes = e->bit_n >> 3;
+    e->sp_bits.len += nbytes;
+    e->bit_acc = nbytes == 8 ? 0 : e->bit_acc >> (8 * nbytes);
+    e->bit_n &= 7;
+}
+
+/* Code u: symbol u below 16, else 16 + 4 * (bit length - 5) + the two bits after the leading
+ * one, and the bit length - 3 low bits as extra bits. Room: 1 symbol byte, 16 bit bytes. */
+static inline void res_put(ft_chunk_enc *e, uint64_t u)
+{
+    if (u < 16) {
+        e->sp_sym.data[e->sp_sym.len++] = (uint8_t)u;
+        return;
+    }
+    uint32_t b = 64 - (uint32_t)__builtin_clzll(u), nb = b - 3;
+    e->sp_sym.data[e->sp_sym.len++] = (uint8_t)(16 + 4 * (b - 5) + ((u >> nb) & 3));
+    uint64_t extra = nb == 64 ? u : u & ((1ull << nb) - 1);
+    if (nb > 56) {
+        bits_put(e, extra & 0xffffffffu, 32);
+        bits_put(e, extra >> 32, nb - 32);
+    } else {
+        bits_put(e, extra, nb);
+    }
 }
 
 static int enc_reserve(ft_chunk_enc *e)
@@ -499,14 +556,16 @@ static int enc_splits(ft_chunk_enc *e, uint32_t fuser, int has_mb, int64_t mb, c
     uint64_t key = sp_key(fuser, has_mb, mb);
     uint32_t j = ft_hmap_get(&s->key_map, key);
     if (j != UINT32_MAX && s->vecs[j].k == k && vec_equal(e->vals + s->vecs[j].off, v, k)) {
-        rc = buf_varint(&e->splits, 0);
+        rc = buf_varint(&e->sp_tags, 0);
+        if (e->obs) e->obs(e->obs_ctx, FT_CS_SPLIT_TAG, 0);
         goto done_ref;
     }
     uint64_t h = ft_hash64_seed(v, (size_t)k * sizeof *v, k);
     j = ft_hmap_get(&s->dict_map, h);
     if (j != UINT32_MAX && s->vecs[j].k == k && vec_equal(e->vals + s->vecs[j].off, v, k)) {
-        rc = buf_varint(&e->splits, 3 + (uint64_t)(s->n_vecs - 1 - j));
+        rc = buf_varint(&e->sp_tags, 3 + (uint64_t)(s->n_vecs - 1 - j));
         if (rc) return rc;
+        if (e->obs) e->obs(e->obs_ctx, FT_CS_SPLIT_TAG, 3 + (uint64_t)(s->n_vecs - 1 - j));
         rc = ft_hmap_put(&s->key_map, key, j);
         goto done_ref;
     }
@@ -515,20 +574,25 @@ static int enc_splits(ft_chunk_enc *e, uint32_t fuser, int has_mb, int64_t mb, c
     if (rc) return rc;
     rc = grow((void **)&e->vals, &e->vals_cap, e->vals_len + k, sizeof *e->vals);
     if (rc) return rc;
-    rc = ft_buf_reserve(&e->splits, 10 + 10 + (size_t)k * 10);
+    rc = ft_buf_reserve(&e->sp_tags, 20);
+    if (!rc) rc = ft_buf_reserve(&e->sp_sym, (size_t)k);
+    if (!rc) rc = ft_buf_reserve(&e->sp_bits, 16 + (size_t)k * 8);
     if (rc) return rc;
     rc = sp_predict(s, f, k, (uint64_t)T);
     if (rc) return rc;
-    if (f->has_k && f->last_k == k) {
-        e->splits.len += varint_put(e->splits.data + e->splits.len, 1);
-    } else {
-        e->splits.len += varint_put(e->splits.data + e->splits.len, 2);
-        e->splits.len += varint_put(e->splits.data + e->splits.len, k);
-    }
-    uint8_t *p = e->splits.data + e->splits.len;
+    uint64_t tag = f->has_k && f->last_k == k ? 1 : 2;
+    e->sp_tags.len += varint_put(e->sp_tags.data + e->sp_tags.len, tag);
+    if (tag == 2) e->sp_tags.len += varint_put(e->sp_tags.data + e->sp_tags.len, k);
     for (uint32_t i = 0; i + 1 < k; i++)
-        p += varint_put_small(p, zz(v[i] - s->pred[i]));
-    e->splits.len = (size_t)(p - e->splits.data);
+        res_put(e, zz(v[i] - s->pred[i]));
+    if (e->obs) {
+        e->obs(e->obs_ctx, FT_CS_SPLIT_TAG, tag);
+        if (tag == 2) e->obs(e->obs_ctx, FT_CS_SPLIT_K, k);
+        for (uint32_t i = 0; i + 1 < k; i++)
+            e->obs(e->obs_ctx, FT_CS_SPLIT_RES, zz(v[i] - s->pred[i]));
+        for (uint32_t i = 0; i < k; i++)
+            e->obs(e->obs_ctx, FT_CS_SPLIT_RAW, (uint64_t)v[i]);
+    }
     j = (uint32_t)s->n_vecs;
     s->vecs[j].off = e->vals_len;
     s->vecs[j].k = k;
@@ -553,6 +617,9 @@ int ft_chunk_enc_call(ft_chunk_enc *e, const ft_call *c, uint32_t fuser, int32_t
 {
     uint32_t fl = c->flags;
     uint32_t phase = (uint32_t)e->prev_phase, oprg;
+    if (e->n_oprg_values + c->n_op_rg > FT_CHUNK_MAX_OPRG_VALUES ||
+        ((fl & FT_CF_HAS_SPLITS) && e->n_split_values + c->n_splits > FT_CHUNK_MAX_SPLIT_VALUES))
+        return FT_ERANGE; /* the decoder's per-chunk totals: flush first */
     int rc = enc_reserve(e);
     if (rc) return rc;
     if (fl & FT_CF_HAS_PHASE) {
@@ -601,6 +668,7 @@ int ft_chunk_enc_call(ft_chunk_enc *e, const ft_call *c, uint32_t fuser, int32_t
         e->col[C_NTOK][i] = zz((int64_t)((uint64_t)n_tokens - (uint64_t)e->prev_ntok));
         e->prev_ntok = n_tokens;
     }
+    e->n_oprg_values += c->n_op_rg;
     e->n++;
     e->n_calls++;
     return FT_OK;
@@ -638,10 +706,18 @@ int ft_chunk_enc_backward(ft_chunk_enc *e, const ft_backward *b)
     return FT_OK;
 }
 
-/* Append an integer column in the cheapest of its layouts: runs when they are much smaller,
- * else fixed width unless varints are clearly smaller (fixed width decodes fastest). */
-static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
+/* A frame boundary at the current end of main (compress_main starts a zstd frame there). */
+static void enc_cut(ft_chunk_enc *e)
 {
+    if (e->n_cuts < FT_ARRAY_LEN(e->cuts)) e->cuts[e->n_cuts++] = e->main.len;
+}
+
+/* Append an integer column in the cheapest of its layouts: runs when they are much smaller,
+ * else fixed width (as byte planes when wider than a byte, each plane its own zstd frame so
+ * zstd's entropy stage sees one distribution) unless varints are clearly smaller. */
+static int put_intcol(ft_chunk_enc *e, const uint64_t *v, uint32_t n)
+{
+    ft_buf *b = &e->main;
     size_t runs = 0, vsz = 0;
     uint64_t max = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -680,10 +756,15 @@ static int put_intcol(ft_buf *b, const uint64_t *v, uint32_t n)
             for (uint32_t i = 0; i < n; i++)
                 p[i] = (uint8_t)v[i];
             p += n;
-        } else {
-            for (uint32_t i = 0; i < n; i++)
-                for (uint32_t k = 0; k < w; k++)
-                    *p++ = (uint8_t)(v[i] >> (8 * k));
+        } else { /* mode 3: byte planes */
+            p[-2] = 3;
+            for (uint32_t k = 0; k < w; k++) {
+                b->len = (size_t)(p - b->data);
+                enc_cut(e);
+                for (uint32_t i = 0; i < n; i++)
+                    p[i] = (uint8_t)(v[i] >> (8 * k));
+                p += n;
+            }
         }
     } else {
         for (uint32_t i = 0; i < n; i++)
@@ -719,12 +800,19 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
     if (rc) return rc;
     m->len = FT_CHUNK_MAIN_HDR;
     uint32_t col_len[FT_CHUNK_N_COLS];
+    e->n_cuts = 0;
     for (int c = 0; c < N_INTCOL; c++) {
         size_t before = m->len;
-        rc = put_intcol(m, e->col[c], c == C_BWD ? e->n_bwd : e->n);
+        uint32_t cnt = c == C_BWD ? e->n_bwd : e->n;
+        enc_cut(e);
+        rc = put_intcol(e, e->col[c], cnt);
         if (rc) return rc;
         col_len[c] = (uint32_t)(m->len - before);
+        if (e->obs)
+            for (uint32_t i = 0; i < cnt; i++)
+                e->obs(e->obs_ctx, (unsigned)c, e->col[c][i]);
     }
+    enc_cut(e);
     size_t before = m->len;
     for (uint32_t i = 0; i < e->n_phases; i++) {
         size_t len = strlen(e->phases[i]);
@@ -736,12 +824,37 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
     rc = ft_buf_append(m, e->oprg_dict.data, e->oprg_dict.len);
     if (rc) return rc;
     col_len[C_OPRGDICT] = (uint32_t)e->oprg_dict.len;
+    if (e->obs) e->obs(e->obs_ctx, FT_CS_DICT_BYTES, m->len - before);
+
+    /* the split section: header, tag stream, symbols, extra bits (each its own frame) */
+    ft_buf *sp = &e->splits;
+    sp->len = 0;
+    uint64_t n_sym = e->sp_sym.len;
+    if (e->sp_tags.len) {
+        if (e->bit_n) { /* the last partial byte */
+            rc = ft_buf_reserve(&e->sp_bits, 1);
+            if (rc) return rc;
+            e->sp_bits.data[e->sp_bits.len++] = (uint8_t)e->bit_acc;
+            e->bit_acc = 0;
+            e->bit_n = 0;
+        }
+        if (e->sp_tags.len > FT_CHUNK_MAX_RAW || n_sym > FT_CHUNK_MAX_RAW)
+            return ft_err_set(err, FT_ERANGE, "chunk split section too large");
+        rc = ft_buf_reserve(sp, 8 + e->sp_tags.len + e->sp_sym.len + e->sp_bits.len);
+        if (rc) return rc;
+        put_u32(sp->data, (uint32_t)e->sp_tags.len);
+        put_u32(sp->data + 4, (uint32_t)n_sym);
+        memcpy(sp->data + 8, e->sp_tags.data, e->sp_tags.len);
+        memcpy(sp->data + 8 + e->sp_tags.len, e->sp_sym.data, e->sp_sym.len);
+        memcpy(sp->data + 8 + e->sp_tags.len + e->sp_sym.len, e->sp_bits.data, e->sp_bits.len);
+        sp->len = 8 + e->sp_tags.len + e->sp_sym.len + e->sp_bits.len;
+    }
     if (m->len > FT_CHUNK_MAX_RAW || e->splits.len > FT_CHUNK_MAX_RAW)
         return ft_err_set(err, FT_ERANGE, "chunk too large (%zu + %zu bytes)", m->len,
                           e->splits.len);
     uint64_t sp_sum = e->splits.len ? ft_hash64(e->splits.data, e->splits.len) : 0;
     uint8_t *h = m->data;
-    memcpy(h, "FTC1", 4);
+    memcpy(h, "FTC2", 4);
     put_u32(h + 4, e->n);
     put_u32(h + 8, e->n_calls);
     put_u64(h + 12, (uint64_t)e->first_seq);
@@ -756,12 +869,26 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
     rc = ft_buf_reserve(blob, FT_CHUNK_STORED_HDR);
     if (rc) return rc;
     blob->len = FT_CHUNK_STORED_HDR;
-    uint32_t main_z, sp_z;
-    rc = compress_into(e->cctx, level, blob, m->data, m->len, &main_z, err);
-    if (rc) return rc;
-    rc = compress_into(e->cctx, level, blob, e->splits.data, e->splits.len, &sp_z, err);
-    if (rc) return rc;
-    memcpy(blob->data, "FTZ1", 4);
+    uint32_t main_z = 0, sp_z = 0, z;
+    size_t lo = 0; /* the header travels with the first column */
+    for (uint32_t i = 1; i <= e->n_cuts; i++) {
+        size_t hi = i < e->n_cuts ? e->cuts[i] : m->len;
+        if (i < e->n_cuts && hi - lo < MIN_FRAME) continue; /* tiny pieces join the next */
+        rc = compress_into(e->cctx, level, blob, m->data + lo, hi - lo, &z, err);
+        if (rc) return rc;
+        main_z += z;
+        lo = hi;
+    }
+    if (sp->len) {
+        size_t cut[4] = {0, 8 + e->sp_tags.len, 8 + e->sp_tags.len + e->sp_sym.len, sp->len};
+        for (int i = 0; i < 3; i++) {
+            rc = compress_into(e->cctx, level, blob, sp->data + cut[i], cut[i + 1] - cut[i], &z,
+                               err);
+            if (rc) return rc;
+            sp_z += z;
+        }
+    }
+    memcpy(blob->data, "FTZ2", 4);
     put_u32(blob->data + 4, (uint32_t)m->len);
     put_u32(blob->data + 8, main_z);
     put_u32(blob->data + 12, (uint32_t)e->splits.len);
@@ -779,6 +906,25 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
 }
 
 /* ---- decoder ------------------------------------------------------------------------------ */
+uint64_t ft_chunk_main_cap(uint32_t n_records, uint32_t n_calls)
+{
+    /* header; 14 integer columns of at most a mode byte, a width byte and a 10-byte varint per
+     * value; the phase dictionary at its limits; op_rg entries (<= n_calls) of a 10-byte varint
+     * plus their bitmaps, which expand to at most FT_CHUNK_MAX_OPRG_VALUES */
+    return FT_CHUNK_MAIN_HDR + (uint64_t)N_INTCOL * (2 + 10 * (uint64_t)n_records) +
+           (uint64_t)FT_CHUNK_MAX_PHASES * (3 + FT_CHUNK_MAX_PHASE_LEN) + 11 * (uint64_t)n_calls +
+           FT_CHUNK_MAX_OPRG_VALUES / 8;
+}
+
+uint64_t ft_chunk_splits_cap(uint32_t n_calls)
+{
+    /* per call a tag and a length (10-byte varints each); per value at most 10 bytes (codec 1
+     * varints; codec 2 takes 1 symbol byte + <= 61 extra bits); the stream header */
+    uint64_t vals = (uint64_t)n_calls * FT_MAX_SPLITS;
+    if (vals > FT_CHUNK_MAX_SPLIT_VALUES) vals = FT_CHUNK_MAX_SPLIT_VALUES;
+    return 8 + 20 * (uint64_t)n_calls + 10 * vals;
+}
+
 typedef struct dict_ent {
     uint32_t off;      /* offset of the expanded 0/1 pattern in oprg_pat */
     uint32_t n_ops;    /* pattern length */
@@ -892,11 +1038,29 @@ static int dec_reserve(ft_chunk_dec *d, size_t n)
  * (values with a bit of HIGH set are an error). Run fills and fixed-width copies are plain loops
  * the compiler vectorizes. */
 #define DEFINE_GET_INTCOL(NAME, T, HIGH)                                                           \
-    static int NAME(const uint8_t *p, const uint8_t *end, T *out, uint32_t n)                      \
+    static int NAME(const uint8_t *p, const uint8_t *end, T *out, uint32_t n, int planes)          \
     {                                                                                              \
         if (p >= end) return -1;                                                                   \
         uint8_t mode = *p++;                                                                       \
         uint64_t v, run, big = 0;                                                                  \
+        if (mode == 3 && planes) {                                                                 \
+            if (p >= end) return -1;                                                               \
+            uint32_t w = *p++;                                                                     \
+            if ((w != 2 && w != 4 && w != 8) || (uint64_t)(end - p) != (uint64_t)w * n) return -1; \
+            for (uint32_t i = 0; i < n; i++)                                                       \
+                out[i] = p[i];                                                                     \
+            for (uint32_t k = 1; k < w; k++) {                                                     \
+                const uint8_t *q = p + (size_t)k * n;                                              \
+                if (k >= sizeof(T)) {                                                              \
+                    for (uint32_t i = 0; i < n; i++)                                               \
+                        big |= q[i];                                                               \
+                } else {                                                                           \
+                    for (uint32_t i = 0; i < n; i++)                                               \
+                        out[i] |= (T)((T)q[i] << (8 * k));                                         \
+                }                                                                                  \
+            }                                                                                      \
+            return big ? -1 : 0;                                                                   \
+        }                                                                                          \
         if (mode == 0) {                                                                           \
             for (uint32_t i = 0; i < n; i++) {                                                     \
                 if (varint_get(&p, end, &v)) return -1;                                            \
@@ -980,8 +1144,23 @@ static int dec_dicts(ft_chunk_dec *d, uint64_t id, const uint8_t *ph, const uint
         apos += strlen(d->phase_arena + apos) + 1;
     }
 
-    size_t pat_need = (size_t)(op_end - op) * 8;
-    rc = grow((void **)&d->oprg_pat, &d->oprg_pat_cap, pat_need + 8, 1); /* +8: word copies */
+    /* the expanded size of every entry, summed and bounded before anything is allocated */
+    uint64_t pat_need = 0;
+    const uint8_t *q = op;
+    for (uint32_t i = 0; i < n_oprg; i++) {
+        uint64_t n_ops;
+        if (varint_get(&q, op_end, &n_ops) || n_ops > FT_MAX_OPS ||
+            (n_ops + 7) / 8 > (uint64_t)(op_end - q))
+            return CORRUPT("chunk %llu: op_rg dictionary entry %u has a bad length",
+                           (unsigned long long)id, i);
+        q += (n_ops + 7) / 8;
+        pat_need += n_ops;
+    }
+    if (pat_need > FT_CHUNK_MAX_OPRG_VALUES)
+        return CORRUPT("chunk %llu: op_rg dictionary expands to %llu values, more than %u",
+                       (unsigned long long)id, (unsigned long long)pat_need,
+                       FT_CHUNK_MAX_OPRG_VALUES);
+    rc = grow((void **)&d->oprg_pat, &d->oprg_pat_cap, (size_t)pat_need + 8, 1); /* +8: words */
     if (!rc) rc = grow((void **)&d->dict, &d->dict_cap, (size_t)n_oprg + 1, sizeof *d->dict);
     if (rc) return rc;
     d->dict[0] = (dict_ent){0, 0, 0};
@@ -1119,11 +1298,155 @@ static int dec_splits(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uint
     return FT_OK;
 }
 
+/* Decode the codec-2 split section [p, end) (chunk.h, SPLIT SECTION) into splits_off / splits.
+ * The extra-bit stream is read 8 bytes at a time: the section buffer has 16 zero bytes past end. */
+static int dec_splits2(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uint8_t *end,
+                       uint32_t n, ft_err *err)
+{
+    sp_state *s = &d->sp;
+    sp_reset(s);
+    const uint8_t *tg = p, *tg_end = p, *sym = p, *sym_end = p, *bits = p;
+    uint64_t nbits = 0, bpos = 0;
+    if (end > p) {
+        if (end - p < 8) return CORRUPT("chunk %llu: split section truncated", (unsigned long long)id);
+        uint64_t tl = get_u32(p), ns = get_u32(p + 4);
+        if (tl + ns > (uint64_t)(end - p - 8))
+            return CORRUPT("chunk %llu: split section streams overrun it", (unsigned long long)id);
+        tg = p + 8;
+        tg_end = sym = tg + tl;
+        sym_end = bits = sym + ns;
+        nbits = (uint64_t)(end - bits) * 8;
+    }
+    size_t pos = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        d->splits_off[i] = (uint32_t)pos;
+        if (d->kind[i] != FT_REC_CALL || !(d->flags[i] & FT_CF_HAS_SPLITS)) continue;
+        uint32_t fuser = d->fuser[i];
+        uint64_t T = (uint64_t)d->ntok[i];
+        sp_fuser *f;
+        int rc = sp_fuser_get(s, fuser, &f);
+        if (rc) return rc;
+        uint64_t key = sp_key(fuser, (d->flags[i] & FT_CF_HAS_MB) != 0, d->mb[i]);
+        uint64_t tag;
+        if (varint_get(&tg, tg_end, &tag))
+            return CORRUPT("chunk %llu: record %u: split entry truncated", (unsigned long long)id,
+                           i);
+        uint32_t j = UINT32_MAX, k;
+        if (tag == 0) {
+            j = ft_hmap_get(&s->key_map, key);
+            if (j == UINT32_MAX || j >= s->n_vecs)
+                return CORRUPT("chunk %llu: record %u: split vector refers to no earlier vector",
+                               (unsigned long long)id, i);
+        } else if (tag >= 3) {
+            if (tag - 3 >= s->n_vecs)
+                return CORRUPT("chunk %llu: record %u: split vector reference out of range",
+                               (unsigned long long)id, i);
+            j = (uint32_t)(s->n_vecs - 1 - (tag - 3));
+        }
+        if (j != UINT32_MAX) {
+            k = s->vecs[j].k;
+            if (pos + k > FT_CHUNK_MAX_SPLIT_VALUES)
+                return CORRUPT("chunk %llu: more than %u split sizes", (unsigned long long)id,
+                               FT_CHUNK_MAX_SPLIT_VALUES);
+            rc = grow((void **)&d->splits, &d->splits_cap, pos + k + 1, sizeof *d->splits);
+            if (rc) return rc;
+            const int64_t *src = d->splits + s->vecs[j].off;
+            uint64_t sum = 0;
+            for (uint32_t m = 0; m < k; m++)
+                sum += (uint64_t)src[m];
+            if (sum != T)
+                return CORRUPT("chunk %llu: record %u: split sizes do not sum to the token count",
+                               (unsigned long long)id, i);
+            memcpy(d->splits + pos, src, (size_t)k * sizeof *src);
+            if (tag != 0) {
+                rc = ft_hmap_put(&s->key_map, key, j);
+                if (rc) return rc;
+            }
+        } else {
+            if (tag == 1) {
+                if (!f->has_k)
+                    return CORRUPT("chunk %llu: record %u: split length refers to no earlier "
+                                   "vector",
+                                   (unsigned long long)id, i);
+                k = f->last_k;
+            } else {
+                uint64_t kk;
+                if (varint_get(&tg, tg_end, &kk) || kk > FT_MAX_SPLITS)
+                    return CORRUPT("chunk %llu: record %u: bad split vector length",
+                                   (unsigned long long)id, i);
+                k = (uint32_t)kk;
+            }
+            if (pos + k > FT_CHUNK_MAX_SPLIT_VALUES)
+                return CORRUPT("chunk %llu: more than %u split sizes", (unsigned long long)id,
+                               FT_CHUNK_MAX_SPLIT_VALUES);
+            if (k == 0 && T != 0)
+                return CORRUPT("chunk %llu: record %u: empty split vector with tokens",
+                               (unsigned long long)id, i);
+            if (k > 1 && (uint64_t)(sym_end - sym) < k - 1)
+                return CORRUPT("chunk %llu: record %u: split vector truncated",
+                               (unsigned long long)id, i);
+            rc = grow((void **)&d->splits, &d->splits_cap, pos + k + 1, sizeof *d->splits);
+            if (!rc) rc = grow((void **)&s->vecs, &s->vecs_cap, s->n_vecs + 1, sizeof *s->vecs);
+            if (!rc) rc = sp_predict(s, f, k, T);
+            if (rc) return rc;
+            int64_t *v = d->splits + pos;
+            uint64_t left = T, bad = 0;
+            for (uint32_t m = 0; m + 1 < k; m++) {
+                uint64_t u = sym[m];
+                if (u >= 16) {
+                    uint32_t t = (uint32_t)u - 16, nb = 2 + (t >> 2);
+                    uint64_t lead = (uint64_t)(4 | (t & 3));
+                    if (bpos + nb > nbits)
+                        return CORRUPT("chunk %llu: record %u: split vector truncated",
+                                       (unsigned long long)id, i);
+                    uint64_t x;
+                    if (nb <= 56) {
+                        x = (get_u64(bits + (bpos >> 3)) >> (bpos & 7)) & ((1ull << nb) - 1);
+                    } else {
+                        uint64_t lo = (get_u64(bits + (bpos >> 3)) >> (bpos & 7)) & 0xffffffffu;
+                        uint64_t b2 = bpos + 32;
+                        uint64_t hi = (get_u64(bits + (b2 >> 3)) >> (b2 & 7)) &
+                                      ((1ull << (nb - 32)) - 1);
+                        x = lo | hi << 32;
+                    }
+                    bpos += nb;
+                    u = lead << nb | x; /* nb <= 61: the three lead bits fit */
+                }
+                uint64_t xv = (uint64_t)s->pred[m] + (uint64_t)unzz(u);
+                bad |= xv > left;
+                xv = xv > left ? left : xv;
+                v[m] = (int64_t)xv;
+                left -= xv;
+            }
+            if (bad)
+                return CORRUPT("chunk %llu: record %u: split size out of range",
+                               (unsigned long long)id, i);
+            if (k > 1) sym += k - 1;
+            if (k) v[k - 1] = (int64_t)left;
+            j = (uint32_t)s->n_vecs++;
+            s->vecs[j].off = pos;
+            s->vecs[j].k = k;
+            rc = ft_hmap_put(&s->key_map, key, j);
+            if (!rc) rc = sp_update(s, f, v, k, T);
+            if (rc) return rc;
+        }
+        f->has_k = 1;
+        f->last_k = k;
+        pos += k;
+    }
+    d->splits_off[n] = (uint32_t)pos;
+    if (tg != tg_end || sym != sym_end || (bpos + 7) / 8 != nbits / 8 ||
+        (bpos & 7 && bits[bpos >> 3] >> (bpos & 7)))
+        return CORRUPT("chunk %llu: split section has trailing bytes", (unsigned long long)id);
+    return FT_OK;
+}
+
 static int dec_section(ft_chunk_dec *d, uint64_t id, const char *what, uint8_t **dst, size_t *cap,
                        const uint8_t *src, size_t zlen, size_t raw, ft_err *err)
 {
-    int rc = grow((void **)dst, cap, raw ? raw : 1, 1);
+    int rc = grow((void **)dst, cap, raw + 16, 1);
     if (rc) return rc;
+    memset(*dst + raw, 0, 16); /* defined bytes for readers that load words */
     size_t got = ZSTD_decompressDCtx(d->dctx, *dst, raw, src, zlen);
     if (ZSTD_isError(got))
         return CORRUPT("chunk %llu: %s section does not decompress (%s)", (unsigned long long)id,
@@ -1140,10 +1463,17 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
     unsigned long long id = (unsigned long long)info->id;
     const uint8_t *blob = data;
     memset(out, 0, sizeof *out);
-    if (info->codec != FT_CHUNK_CODEC)
-        return CORRUPT("chunk %llu: unknown codec %u", id, info->codec);
-    if (len < FT_CHUNK_STORED_HDR || memcmp(blob, "FTZ1", 4))
-        return CORRUPT("chunk %llu: stored data has no chunk header", id);
+    uint32_t codec = info->codec;
+    if (codec != 1 && codec != 2)
+        return CORRUPT("chunk %llu: unknown chunk codec %u (this build reads codecs 1 and 2; a "
+                       "newer fusertrace may have written it)",
+                       id, codec);
+    if (len < FT_CHUNK_STORED_HDR || memcmp(blob, codec == 1 ? "FTZ1" : "FTZ2", 4))
+        return CORRUPT("chunk %llu: stored data has no codec %u chunk header", id, codec);
+    if (info->n_records == 0 || info->n_records > FT_CHUNK_MAX_RECORDS ||
+        info->n_calls > info->n_records)
+        return CORRUPT("chunk %llu: index row claims %u records (%u calls)", id, info->n_records,
+                       info->n_calls);
     uint32_t main_raw = get_u32(blob + 4), main_z = get_u32(blob + 8);
     uint32_t sp_raw = get_u32(blob + 12), sp_z = get_u32(blob + 16);
     if ((uint64_t)FT_CHUNK_STORED_HDR + main_z + sp_z != len)
@@ -1153,6 +1483,14 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
         (uint64_t)main_raw + sp_raw != info->raw_bytes || (sp_raw == 0) != (sp_z == 0))
         return CORRUPT("chunk %llu: section sizes %u + %u disagree with raw_bytes %llu", id,
                        main_raw, sp_raw, (unsigned long long)info->raw_bytes);
+    /* decoded sizes bounded by what this many records can hold, before anything is allocated */
+    uint64_t main_cap = ft_chunk_main_cap(info->n_records, info->n_calls);
+    uint64_t sp_cap = ft_chunk_splits_cap(info->n_calls);
+    if (main_raw > main_cap || sp_raw > sp_cap)
+        return CORRUPT("chunk %llu: decoded sections of %u + %u bytes exceed the %llu + %llu a "
+                       "chunk of %u records can hold",
+                       id, main_raw, sp_raw, (unsigned long long)main_cap,
+                       (unsigned long long)sp_cap, info->n_records);
     int rc = dec_section(d, info->id, "main", &d->main, &d->main_cap, blob + FT_CHUNK_STORED_HDR,
                          main_z, main_raw, err);
     if (rc) return rc;
@@ -1163,7 +1501,7 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
     int64_t first_seq = (int64_t)get_u64(m + 12);
     uint64_t sp_sum = get_u64(m + 24);
     uint32_t n_phases = get_u32(m + 32), n_oprg = get_u32(m + 36);
-    if (memcmp(m, "FTC1", 4) || n != info->n_records || n_calls != info->n_calls ||
+    if (memcmp(m, codec == 1 ? "FTC1" : "FTC2", 4) || n != info->n_records || n_calls != info->n_calls ||
         first_seq != info->first_seq || get_u32(m + 20) != sp_raw || n == 0 ||
         n > FT_CHUNK_MAX_RECORDS || n_calls > n || n_phases > FT_CHUNK_MAX_PHASES ||
         n_oprg > n_calls)
@@ -1199,8 +1537,9 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
     for (int k = 0; k < N_INTCOL; k++) {
         int c = dst[k].c;
         uint32_t cnt = c == C_BWD ? n_bwd : n;
-        int bad_col = dst[k].out32 ? get_intcol32(col[c], col[c + 1], dst[k].out32, cnt)
-                                   : get_intcol64(col[c], col[c + 1], dst[k].out64, cnt);
+        int bad_col = dst[k].out32
+                          ? get_intcol32(col[c], col[c + 1], dst[k].out32, cnt, codec >= 2)
+                          : get_intcol64(col[c], col[c + 1], dst[k].out64, cnt, codec >= 2);
         if (bad_col) return CORRUPT("chunk %llu: column %d is malformed", id, c);
     }
     rc = dec_dicts(d, info->id, col[C_PHASES], col[C_PHASES + 1], n_phases, col[C_OPRGDICT],
@@ -1336,10 +1675,11 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
             if (rc) return rc;
             if (ft_hash64(d->spbuf, sp_raw) != sp_sum)
                 return CORRUPT("chunk %llu: split section checksum mismatch", id);
-            rc = dec_splits(d, info->id, d->spbuf, d->spbuf + sp_raw, n, err);
+            rc = (codec == 1 ? dec_splits : dec_splits2)(d, info->id, d->spbuf, d->spbuf + sp_raw,
+                                                        n, err);
         } else {
             static const uint8_t none[1];
-            rc = dec_splits(d, info->id, none, none, n, err);
+            rc = (codec == 1 ? dec_splits : dec_splits2)(d, info->id, none, none, n, err);
         }
         if (rc) return rc;
         if (!d->splits) {

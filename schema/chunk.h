@@ -6,25 +6,32 @@
  * so chunks decode independently (random access, parallel readers). Records refer to fusers and
  * recipes by dense index (row order of the fusers / recipes tables).
  *
- * STORED FORM (chunks.data, codec 1). Little-endian throughout.
+ * STORED FORM (chunks.data, codec 2; chunks.codec = 2). Little-endian throughout.
  *
  *   offset  size  meaning
- *   0       4     magic "FTZ1"
+ *   0       4     magic "FTZ2"
  *   4       4     main_raw: decoded size of the main section
- *   8       4     main_zlen: size of the main section's zstd frame
+ *   8       4     main_zlen: size of the main section's zstd frames
  *   12      4     splits_raw: decoded size of the split section (0: no split sizes in the chunk)
- *   16      4     splits_zlen: size of its zstd frame (0 when splits_raw is 0)
- *   20      *     main frame (main_zlen bytes), then split frame (splits_zlen bytes), then nothing
+ *   16      4     splits_zlen: size of its zstd frames (0 when splits_raw is 0)
+ *   20      *     main frames (main_zlen bytes), then split frames (splits_zlen bytes), then nothing
  *
- * The split section is a frame of its own so readers that do not need split sizes skip it
- * (neither decompressed nor decoded). chunks.raw_bytes = main_raw + splits_raw and
- * chunks.checksum = XXH3-64 of the decoded main section, which holds the split section's own
- * checksum: every decoded byte is covered.
+ * Each section is one or more concatenated zstd frames whose decoded bytes, back to back, are the
+ * section (the encoder starts a frame at each column and byte plane of 512 bytes or more, and at
+ * each split stream, so that zstd's entropy stage codes one distribution at a time). The split
+ * section has frames of its own so readers that do not need split sizes skip it (neither
+ * decompressed nor decoded). chunks.raw_bytes = main_raw + splits_raw and chunks.checksum =
+ * XXH3-64 of the decoded main section, which holds the split section's own checksum: every
+ * decoded byte is covered. Before decompressing, main_raw and splits_raw must not exceed
+ * ft_chunk_main_cap / ft_chunk_splits_cap of the index row's record and call counts.
+ *
+ * CODEC 1 (still read, no longer written) differs only in: magics "FTZ1" / "FTC1", one zstd
+ * frame per section, no integer-column layout 3, and the split section of codec 1 below.
  *
  * MAIN SECTION (decoded)
  *
  *   offset  size  meaning
- *   0       4     magic "FTC1"
+ *   0       4     magic "FTC2"
  *   4       4     n_records (1 .. FT_CHUNK_MAX_RECORDS), equals chunks.n_records
  *   8       4     n_calls (<= n_records), equals chunks.n_calls
  *   12      8     first_seq (i64), equals chunks.first_seq and the first record's seq
@@ -40,8 +47,10 @@
  *   0  one LEB128 varint per value
  *   1  runs: pairs (varint value, varint run_length - 1) covering exactly the count
  *   2  fixed width: one byte w (1, 2, 4 or 8), then count x w bytes, little-endian
- * The encoder takes runs when they average 4 or more values, else fixed width unless varints are
- * under half its size (fixed width decodes fastest). KIND, FUSER, RECIPE, FLAGS, DEVICE, OPRG and
+ *   3  byte planes: one byte w (2, 4 or 8), then w planes of count bytes, plane b holding byte b
+ *      (bits 8b..8b+7) of every value
+ * The encoder takes runs when they average 4 or more values, else fixed width (layout 2 for
+ * w = 1, else 3) unless varints are under half its size (fixed width decodes fastest). KIND, FUSER, RECIPE, FLAGS, DEVICE, OPRG and
  * PHASE codes must fit 32 bits. Codes per column ("zz" = zigzag; "prev" = the previous record's
  * code, so absent fields extend runs; HAS_* flags say what is real):
  *
@@ -64,19 +73,42 @@
  *   15 OPRGDICT n_oprg x (varint n_ops, ceil(n_ops/8) bytes: bit i of the pattern at bit i%8 of
  *               byte i/8, unused high bits 0)
  *
- * SPLIT SECTION (decoded): one entry per call with FT_CF_HAS_SPLITS, in record order. Each
- * entry starts with a varint tag:
+ * SPLIT SECTION (decoded), codec 2: three streams behind an 8-byte header.
+ *
+ *   offset          size       meaning
+ *   0               4          tags_len: bytes of the tag stream
+ *   4               4          n_sym: residual symbols (one byte each)
+ *   8               tags_len   tag stream: per entry its varint tag (and varint k, tag 2)
+ *   8+tags_len      n_sym      symbol stream: one byte per residual, in entry order
+ *   8+tags_len+n_sym  *        extra-bit stream: the residuals' extra bits, LSB first, packed
+ *                              without gaps; its length is exactly ceil(bits / 8), pad bits 0
+ *
+ * A residual u (the zigzag code below) is the symbol u when u < 16, else the symbol
+ * 16 + 4 * (b - 5) + ((u >> (b - 3)) & 3), b = bit length of u (5..64), followed by the b - 3
+ * low bits of u as extra bits. The symbols are what zstd entropy-codes; the extra bits are
+ * nearly uniform and stay as they are.
+ *
+ * Entries: one per call with FT_CF_HAS_SPLITS, in record order. Each starts with a tag:
  *   0      same vector as the last one seen for key (fuser, mb) in this chunk (recompute repeats
  *          its checkpointed forward's splits); mb absent counts as its own key value
  *   1      literal with k = the previous vector's k for this fuser
  *   2      literal, varint k follows (<= FT_MAX_SPLITS)
  *   3 + d  the (d+1)-th most recent distinct vector of this chunk (dedup)
- * A literal holds k-1 varints zz(v[i] - pred[i]); the last value is n_tokens - sum(v[0..k-2])
+ * A literal holds k-1 residuals zz(v[i] - pred[i]); the last value is n_tokens - sum(v[0..k-2])
  * (NTOK column) and must be >= 0. pred[i] = (acc[i] * s + 2^30) >> 31 with
  * s = (T << 31) / acc_total, where acc is the per-fuser sum of this chunk's earlier literal
  * vectors of the same k (halved whenever acc_total exceeds 2^31) and T = n_tokens; with no
  * history (or T > 2^32) pred[i] = T / k. (Integer arithmetic only, so every machine agrees.)
  * Every entry becomes (or repeats) a distinct vector and becomes the vector of its key.
+ *
+ * SPLIT SECTION, codec 1: the entries back to back in one stream, each residual a varint.
+ *
+ * LIMITS. Per chunk at most FT_CHUNK_MAX_SPLIT_VALUES split sizes and FT_CHUNK_MAX_OPRG_VALUES
+ * op_rg entries once expanded (references and dictionary entries counted at their expanded
+ * size; the op_rg dictionary's entries summed too), FT_CHUNK_MAX_RECORDS records: the encoder
+ * refuses a call past them (FT_ERANGE: flush first) and the decoder checks every total before
+ * allocating, so a reader holds at most about 120 bytes per record plus 8 bytes per split size
+ * and 2 bytes per op_rg entry at these limits, whatever the stored bytes claim.
  */
 #ifndef FT_CHUNK_H
 #define FT_CHUNK_H
@@ -87,14 +119,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_CHUNK_CODEC            1
+#define FT_CHUNK_CODEC            2 /* written; codecs 1 and 2 are read */
 #define FT_CHUNK_STORED_HDR       20
 #define FT_CHUNK_MAIN_HDR         104
 #define FT_CHUNK_N_COLS           16
 #define FT_CHUNK_MAX_RECORDS      (1u << 22)
 #define FT_CHUNK_MAX_RAW          (1u << 30) /* bytes in one decoded section */
-#define FT_CHUNK_MAX_SPLIT_VALUES (1u << 27) /* split sizes in one chunk, decoded */
-#define FT_CHUNK_MAX_OPRG_VALUES  (1u << 28) /* op_rg bytes in one chunk, decoded */
+#define FT_CHUNK_MAX_SPLIT_VALUES (1u << 24) /* split sizes in one chunk, decoded */
+#define FT_CHUNK_MAX_OPRG_VALUES  (1u << 24) /* op_rg bytes in one chunk, decoded */
 #define FT_CHUNK_MAX_PHASES       4096
 #define FT_CHUNK_MAX_PHASE_LEN    4096
 #define FT_MAX_SPLITS             65536 /* groups in one split vector */
@@ -131,11 +163,29 @@ uint64_t ft_chunk_enc_n_split_values(const ft_chunk_enc *e);
 int ft_chunk_enc_call(ft_chunk_enc *e, const ft_call *c, uint32_t fuser, int32_t recipe,
                       int64_t n_tokens);
 int ft_chunk_enc_backward(ft_chunk_enc *e, const ft_backward *b);
+/* Symbol streams the encoder reports to an observer (benchmarks compute entropy bounds from
+ * them): 0..13 the integer columns' codes (chunk.h order), the split tags, the k of tag-2
+ * literals, the residuals of literal vectors, the raw split sizes of literal vectors (all k),
+ * and the byte count of the dictionary columns once per chunk. */
+enum {
+    FT_CS_SPLIT_TAG = 14,
+    FT_CS_SPLIT_K,
+    FT_CS_SPLIT_RES,
+    FT_CS_SPLIT_RAW,
+    FT_CS_DICT_BYTES,
+    FT_CS_N
+};
+typedef void (*ft_chunk_obs_fn)(void *ctx, unsigned stream, uint64_t value);
+/* Report every coded symbol to fn (NULL: none, the default). */
+void ft_chunk_enc_observe(ft_chunk_enc *e, ft_chunk_obs_fn fn, void *ctx);
 /* Code and compress the pending records into blob (replaced), fill info (id left 0) and start
  * a new chunk. level: zstd level. */
 int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info *info, ft_err *err);
 
 /* ---- decoder ------------------------------------------------------------------------------ */
+/* The largest decoded main / split section a chunk of this many records / calls can hold. */
+uint64_t ft_chunk_main_cap(uint32_t n_records, uint32_t n_calls);
+uint64_t ft_chunk_splits_cap(uint32_t n_calls);
 typedef struct ft_chunk_dec ft_chunk_dec;
 int ft_chunk_dec_new(ft_chunk_dec **out);
 void ft_chunk_dec_free(ft_chunk_dec *d);

@@ -8,6 +8,9 @@
  * reachable. A flag selects raw mode instead, where the bytes are the stored form itself (stored
  * header and zstd paths).
  *
+ * The codec (chunk.h) follows the magic: a decoded main section starting "FTC1" (built mode) or
+ * a stored chunk starting "FTZ1" (raw mode) is read as codec 1, anything else as codec 2.
+ *
  * Input:
  *   0        1   bit 0: decode split sizes (FT_READ_SPLITS); bit 1: raw mode
  *   1        1   n_fusers
@@ -261,6 +264,7 @@ int fuzz_chunk_run(const uint8_t *data, size_t size)
         info.checksum = rd64(p + 24);
         if (info.n_records > FUZZ_CHUNK_MAX_RECORDS) return FT_EINVAL;
         pos += 32;
+        if (size - pos >= 4 && !memcmp(data + pos, "FTZ1", 4)) info.codec = 1;
         uint8_t *copy = malloc(size - pos + 1); /* exact-size heap copy: ASan sees overreads */
         if (!copy) return FT_ENOMEM;
         memcpy(copy, data + pos, size - pos);
@@ -288,6 +292,7 @@ int fuzz_chunk_run(const uint8_t *data, size_t size)
             info.n_records = rd32(main + 4);
             info.n_calls = rd32(main + 8);
             info.first_seq = (int64_t)rd64(main + 12);
+            if (!memcmp(main, "FTC1", 4)) info.codec = 1;
         }
         info.raw_bytes = (uint64_t)main_len + sp_len;
         info.checksum = ft_hash64(main, main_len);
@@ -295,7 +300,7 @@ int fuzz_chunk_run(const uint8_t *data, size_t size)
         size_t sz = sp_len ? zframe(blob + FT_CHUNK_STORED_HDR + mz, zcap - mz, sp, sp_len) : 0;
         rc = FT_EINVAL;
         if (mz && (sz || !sp_len) && info.n_records <= FUZZ_CHUNK_MAX_RECORDS) {
-            memcpy(blob, "FTZ1", 4);
+            memcpy(blob, info.codec == 1 ? "FTZ1" : "FTZ2", 4);
             wr32(blob + 4, main_len);
             wr32(blob + 8, (uint32_t)mz);
             wr32(blob + 12, (uint32_t)sp_len);
