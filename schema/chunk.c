@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <string.h>
+#include <threads.h>
 #include <zstd.h>
 
 enum {
@@ -765,6 +766,8 @@ static int put_intcol(ft_chunk_enc *e, const uint64_t *v, uint32_t n)
                     p[i] = (uint8_t)(v[i] >> (8 * k));
                 p += n;
             }
+            b->len = (size_t)(p - b->data);
+            enc_cut(e);
         }
     } else {
         for (uint32_t i = 0; i < n; i++)
@@ -804,7 +807,6 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
     for (int c = 0; c < N_INTCOL; c++) {
         size_t before = m->len;
         uint32_t cnt = c == C_BWD ? e->n_bwd : e->n;
-        enc_cut(e);
         rc = put_intcol(e, e->col[c], cnt);
         if (rc) return rc;
         col_len[c] = (uint32_t)(m->len - before);
@@ -812,7 +814,6 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
             for (uint32_t i = 0; i < cnt; i++)
                 e->obs(e->obs_ctx, (unsigned)c, e->col[c][i]);
     }
-    enc_cut(e);
     size_t before = m->len;
     for (uint32_t i = 0; i < e->n_phases; i++) {
         size_t len = strlen(e->phases[i]);
@@ -870,8 +871,8 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
     if (rc) return rc;
     blob->len = FT_CHUNK_STORED_HDR;
     uint32_t main_z = 0, sp_z = 0, z;
-    size_t lo = 0; /* the header travels with the first column */
-    for (uint32_t i = 1; i <= e->n_cuts; i++) {
+    size_t lo = 0; /* the header travels with the first piece */
+    for (uint32_t i = 0; i <= e->n_cuts; i++) {
         size_t hi = i < e->n_cuts ? e->cuts[i] : m->len;
         if (i < e->n_cuts && hi - lo < MIN_FRAME) continue; /* tiny pieces join the next */
         rc = compress_into(e->cctx, level, blob, m->data + lo, hi - lo, &z, err);
@@ -1047,9 +1048,15 @@ static int dec_reserve(ft_chunk_dec *d, size_t n)
             if (p >= end) return -1;                                                               \
             uint32_t w = *p++;                                                                     \
             if ((w != 2 && w != 4 && w != 8) || (uint64_t)(end - p) != (uint64_t)w * n) return -1; \
+            const uint8_t *p1 = p + n;                                                             \
+            if (w == 2) { /* the common width in one pass */                                       \
+                for (uint32_t i = 0; i < n; i++)                                                   \
+                    out[i] = (T)(p[i] | (T)p1[i] << 8);                                            \
+                return 0;                                                                          \
+            }                                                                                      \
             for (uint32_t i = 0; i < n; i++)                                                       \
-                out[i] = p[i];                                                                     \
-            for (uint32_t k = 1; k < w; k++) {                                                     \
+                out[i] = (T)(p[i] | (T)p1[i] << 8);                                                \
+            for (uint32_t k = 2; k < w; k++) {                                                     \
                 const uint8_t *q = p + (size_t)k * n;                                              \
                 if (k >= sizeof(T)) {                                                              \
                     for (uint32_t i = 0; i < n; i++)                                               \
@@ -1298,6 +1305,20 @@ static int dec_splits(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uint
     return FT_OK;
 }
 
+/* Per residual symbol: extra bits and the value without them (chunk.h, SPLIT SECTION). */
+static uint8_t res_nb[256];
+static uint64_t res_base[256];
+static once_flag res_once = ONCE_FLAG_INIT;
+
+static void res_tables(void)
+{
+    for (uint32_t sy = 0; sy < 256; sy++) {
+        uint32_t t = sy - 16, nb = sy < 16 ? 0 : 2 + (t >> 2);
+        res_nb[sy] = (uint8_t)nb;
+        res_base[sy] = sy < 16 ? sy : (uint64_t)(4 | (t & 3)) << nb; /* nb <= 61: fits */
+    }
+}
+
 /* Decode the codec-2 split section [p, end) (chunk.h, SPLIT SECTION) into splits_off / splits.
  * The extra-bit stream is read 8 bytes at a time: the section buffer has 16 zero bytes past end. */
 static int dec_splits2(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uint8_t *end,
@@ -1305,6 +1326,7 @@ static int dec_splits2(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uin
 {
     sp_state *s = &d->sp;
     sp_reset(s);
+    call_once(&res_once, res_tables);
     const uint8_t *tg = p, *tg_end = p, *sym = p, *sym_end = p, *bits = p;
     uint64_t nbits = 0, bpos = 0;
     if (end > p) {
@@ -1392,26 +1414,22 @@ static int dec_splits2(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uin
             int64_t *v = d->splits + pos;
             uint64_t left = T, bad = 0;
             for (uint32_t m = 0; m + 1 < k; m++) {
-                uint64_t u = sym[m];
-                if (u >= 16) {
-                    uint32_t t = (uint32_t)u - 16, nb = 2 + (t >> 2);
-                    uint64_t lead = (uint64_t)(4 | (t & 3));
-                    if (bpos + nb > nbits)
-                        return CORRUPT("chunk %llu: record %u: split vector truncated",
-                                       (unsigned long long)id, i);
-                    uint64_t x;
-                    if (nb <= 56) {
-                        x = (get_u64(bits + (bpos >> 3)) >> (bpos & 7)) & ((1ull << nb) - 1);
-                    } else {
-                        uint64_t lo = (get_u64(bits + (bpos >> 3)) >> (bpos & 7)) & 0xffffffffu;
-                        uint64_t b2 = bpos + 32;
-                        uint64_t hi = (get_u64(bits + (b2 >> 3)) >> (b2 & 7)) &
-                                      ((1ull << (nb - 32)) - 1);
-                        x = lo | hi << 32;
-                    }
-                    bpos += nb;
-                    u = lead << nb | x; /* nb <= 61: the three lead bits fit */
+                uint32_t sy = sym[m], nb = res_nb[sy];
+                if (bpos + nb > nbits)
+                    return CORRUPT("chunk %llu: record %u: split vector truncated",
+                                   (unsigned long long)id, i);
+                uint64_t x;
+                if (nb <= 56) {
+                    x = (get_u64(bits + (bpos >> 3)) >> (bpos & 7)) & ((1ull << nb) - 1);
+                } else {
+                    uint64_t lo = (get_u64(bits + (bpos >> 3)) >> (bpos & 7)) & 0xffffffffu;
+                    uint64_t b2 = bpos + 32;
+                    uint64_t hi =
+                        (get_u64(bits + (b2 >> 3)) >> (b2 & 7)) & ((1ull << (nb - 32)) - 1);
+                    x = lo | hi << 32;
                 }
+                bpos += nb;
+                uint64_t u = res_base[sy] | x;
                 uint64_t xv = (uint64_t)s->pred[m] + (uint64_t)unzz(u);
                 bad |= xv > left;
                 xv = xv > left ? left : xv;

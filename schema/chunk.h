@@ -17,8 +17,9 @@
  *   20      *     main frames (main_zlen bytes), then split frames (splits_zlen bytes), then nothing
  *
  * Each section is one or more concatenated zstd frames whose decoded bytes, back to back, are the
- * section (the encoder starts a frame at each column and byte plane of 512 bytes or more, and at
- * each split stream, so that zstd's entropy stage codes one distribution at a time). The split
+ * section (the encoder starts a frame at each byte plane of layout 3 and after the last plane,
+ * when the piece before is 512 bytes or more, and at each split stream, so that zstd's entropy
+ * stage codes one distribution at a time; a frame costs the decoder a few microseconds). The split
  * section has frames of its own so readers that do not need split sizes skip it (neither
  * decompressed nor decoded). chunks.raw_bytes = main_raw + splits_raw and chunks.checksum =
  * XXH3-64 of the decoded main section, which holds the split section's own checksum: every
