@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <jansson.h>
 #include <zstd.h>
@@ -307,6 +308,190 @@ static void test_codec_damaged_bytes(void **state)
     ft_chunk_dec_free(d);
 }
 
+/* ---- decompression bombs: crafted chunks with valid checksums --------------------------------- */
+typedef struct bomb {
+    ft_buf main, sp;
+} bomb;
+
+static void b_varint(ft_buf *b, uint64_t v)
+{
+    assert_int_equal(ft_buf_reserve(b, 10), FT_OK);
+    while (v >= 0x80) {
+        b->data[b->len++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b->data[b->len++] = (uint8_t)v;
+}
+
+static void b_bytes(ft_buf *b, const void *p, size_t n)
+{
+    assert_int_equal(ft_buf_append(b, p, n), FT_OK);
+}
+
+static void b_u32(ft_buf *b, uint32_t v)
+{
+    b_bytes(b, &v, 4); /* the test runs on little-endian hosts only (the format is LE) */
+}
+
+/* A main section of n calls (consecutive seq from 0, fuser 0, flags fl, op_rg entry 1, every
+ * other column 0) with the op_rg dictionary dict (n_oprg entries); columns as single runs. */
+static void bomb_main(bomb *bm, uint32_t n, uint32_t fl, const ft_buf *dict, uint32_t n_oprg)
+{
+    ft_buf *m = &bm->main;
+    m->len = 0;
+    assert_int_equal(ft_buf_reserve(m, FT_CHUNK_MAIN_HDR), FT_OK);
+    memset(m->data, 0, FT_CHUNK_MAIN_HDR);
+    m->len = FT_CHUNK_MAIN_HDR;
+    memcpy(m->data, "FTC2", 4);
+    memcpy(m->data + 4, &n, 4);
+    memcpy(m->data + 8, &n, 4);
+    memcpy(m->data + 36, &n_oprg, 4);
+    uint32_t lens[FT_CHUNK_N_COLS];
+    for (int c = 0; c < 14; c++) {
+        size_t before = m->len;
+        uint8_t mode = 1;
+        b_bytes(m, &mode, 1);
+        if (c != 13) { /* BWD: no backward records, no values */
+            b_varint(m, c == 4 ? fl : c == 6 ? 1 : 0);
+            b_varint(m, n - 1);
+        }
+        lens[c] = (uint32_t)(m->len - before);
+    }
+    lens[14] = 0;
+    lens[15] = (uint32_t)dict->len;
+    b_bytes(m, dict->data, dict->len);
+    memcpy(m->data + 40, lens, sizeof lens);
+}
+
+/* Store the bomb's sections as one chunk (split section checksum patched in) and decode it;
+ * returns the status and the growth of the peak RSS in MB. */
+static int bomb_decode(bomb *bm, const ft_chunk_limits *lim, ft_err *err, long *rss_mb)
+{
+    ft_buf *m = &bm->main, *sp = &bm->sp;
+    uint32_t sp_len = (uint32_t)sp->len;
+    uint64_t sp_sum = sp_len ? ft_hash64(sp->data, sp_len) : 0;
+    memcpy(m->data + 20, &sp_len, 4);
+    memcpy(m->data + 24, &sp_sum, 8);
+    ft_chunk_info info = {.id = 42, .first_seq = 0, .codec = FT_CHUNK_CODEC};
+    memcpy(&info.n_records, m->data + 4, 4);
+    memcpy(&info.n_calls, m->data + 8, 4);
+    info.raw_bytes = m->len + sp_len;
+    info.checksum = ft_hash64(m->data, m->len);
+    size_t cap = 20 + ZSTD_compressBound(m->len) + ZSTD_compressBound(sp_len);
+    uint8_t *blob = malloc(cap);
+    assert_non_null(blob);
+    size_t z1 = ZSTD_compress(blob + 20, cap - 20, m->data, m->len, 19);
+    size_t z2 = sp_len ? ZSTD_compress(blob + 20 + z1, cap - 20 - z1, sp->data, sp_len, 19) : 0;
+    assert_false(ZSTD_isError(z1) || ZSTD_isError(z2));
+    uint32_t hdr[4] = {(uint32_t)m->len, (uint32_t)z1, sp_len, (uint32_t)z2};
+    memcpy(blob, "FTZ2", 4);
+    memcpy(blob + 4, hdr, 16);
+    printf("  bomb: %zu stored bytes claim %zu + %u decoded\n", 20 + z1 + z2, m->len, sp_len);
+    /* decoded in a child, whose peak RSS starts at what it shares with this process */
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rusage ru0, ru1;
+        getrusage(RUSAGE_SELF, &ru0);
+        ft_chunk_dec *d = NULL;
+        ft_batch b;
+        int rc = ft_chunk_dec_new(&d);
+        if (!rc) rc = ft_chunk_decode(d, &info, blob, 20 + z1 + z2, lim, FT_READ_SPLITS, &b, err);
+        getrusage(RUSAGE_SELF, &ru1);
+        long out[2] = {rc, (ru1.ru_maxrss - ru0.ru_maxrss) / 1024};
+        if (write(fd[1], out, sizeof out) != sizeof out ||
+            write(fd[1], err->msg, sizeof err->msg) != (ssize_t)sizeof err->msg)
+            _exit(1);
+        _exit(0);
+    }
+    close(fd[1]);
+    long got[2] = {-1, -1};
+    assert_int_equal(read(fd[0], got, sizeof got), (ssize_t)sizeof got);
+    assert_int_equal(read(fd[0], err->msg, sizeof err->msg), (ssize_t)sizeof err->msg);
+    close(fd[0]);
+    int ws;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    free(blob);
+    *rss_mb = got[1];
+    return (int)got[0];
+}
+
+/* issue 14 item 2: (1) an op_rg dictionary of unreferenced 65535-op entries whose decoded main
+ * section exceeds what its records can hold; (2) one within that cap whose expansion exceeds
+ * the per-chunk op_rg total; (3) split back-references past the per-chunk split total. Each is
+ * refused naming the chunk, and the peak RSS grows by no more than the limits allow. */
+static void test_codec_bombs(void **state)
+{
+    (void)state;
+    bomb bm = {{0}, {0}};
+    ft_buf dict = {0};
+    ft_err err = {0};
+    long rss;
+    uint32_t ops[1] = {65535};
+    ft_chunk_limits lim = {1, ops, 0};
+    uint8_t zeros[8192] = {0};
+
+    /* (1) 4096 entries x 8 KB: 33 MB decoded main, 268 MB once expanded */
+    for (uint32_t i = 0; i < 4096; i++) {
+        b_varint(&dict, 65535);
+        b_bytes(&dict, zeros, 8192);
+    }
+    bomb_main(&bm, 4096, 0, &dict, 4096);
+    assert_true(bm.main.len > ft_chunk_main_cap(4096, 4096));
+    int rc = bomb_decode(&bm, &lim, &err, &rss);
+    printf("  (1) %s; peak RSS +%ld MB\n", ft_err_msg(&err), rss);
+    assert_int_equal(rc, FT_ECORRUPT);
+    assert_non_null(strstr(ft_err_msg(&err), "chunk 42"));
+    assert_non_null(strstr(ft_err_msg(&err), "can hold"));
+    assert_true(rss < 16);
+
+    /* (2) 2048 entries x 8 KB: 16.8 MB decoded (within the cap), 134M values expanded */
+    dict.len = 0;
+    for (uint32_t i = 0; i < 2048; i++) {
+        b_varint(&dict, 65535);
+        b_bytes(&dict, zeros, 8192);
+    }
+    bomb_main(&bm, 2048, 0, &dict, 2048);
+    assert_true(bm.main.len <= ft_chunk_main_cap(2048, 2048));
+    rc = bomb_decode(&bm, &lim, &err, &rss);
+    printf("  (2) %s; peak RSS +%ld MB\n", ft_err_msg(&err), rss);
+    assert_int_equal(rc, FT_ECORRUPT);
+    assert_non_null(strstr(ft_err_msg(&err), "chunk 42"));
+    assert_non_null(strstr(ft_err_msg(&err), "op_rg dictionary expands"));
+    assert_true(rss < 48); /* the decoded main section itself, not its 134 MB expansion */
+
+    /* (3) calls of a 0-op fuser with splits and 0 tokens: one literal of 65536 zeros, then
+     * references to it, 258 x 65536 > FT_CHUNK_MAX_SPLIT_VALUES */
+    ops[0] = 0;
+    dict.len = 0;
+    b_varint(&dict, 0);
+    bomb_main(&bm, 258, FT_CF_HAS_SPLITS, &dict, 1);
+    ft_buf tags = {0};
+    b_varint(&tags, 2);
+    b_varint(&tags, 65536);
+    for (int i = 1; i < 258; i++)
+        b_varint(&tags, 3);
+    bm.sp.len = 0;
+    b_u32(&bm.sp, (uint32_t)tags.len);
+    b_u32(&bm.sp, 65535);
+    b_bytes(&bm.sp, tags.data, tags.len);
+    for (int i = 0; i < 8; i++)
+        b_bytes(&bm.sp, zeros, i < 7 ? 8192 : 8191);
+    rc = bomb_decode(&bm, &lim, &err, &rss);
+    printf("  (3) %s; peak RSS +%ld MB\n", ft_err_msg(&err), rss);
+    assert_int_equal(rc, FT_ECORRUPT);
+    assert_non_null(strstr(ft_err_msg(&err), "chunk 42"));
+    assert_non_null(strstr(ft_err_msg(&err), "split sizes"));
+    assert_true(rss < 8 * (long)FT_CHUNK_MAX_SPLIT_VALUES / (1 << 20) + 48);
+    ft_buf_free(&tags);
+    ft_buf_free(&dict);
+    ft_buf_free(&bm.main);
+    ft_buf_free(&bm.sp);
+}
+
 /* Damaged decoded bytes behind a valid checksum (what a buggy writer could produce): the
  * validation of every length and reference must hold on its own. */
 static void test_codec_damaged_sections(void **state)
@@ -363,7 +548,7 @@ static void test_codec_damaged_sections(void **state)
         size_t z2 =
             sp_raw ? ZSTD_compress(out.data + 20 + z1, ZSTD_compressBound(sp_raw), sp2, sp_raw, 1)
                    : 0;
-        memcpy(out.data, "FTZ1", 4);
+        memcpy(out.data, "FTZ2", 4);
         uint32_t u[4] = {main_raw, (uint32_t)z1, sp_raw, (uint32_t)z2};
         memcpy(out.data + 4, u, 16);
         out.len = 20 + z1 + z2;
@@ -778,6 +963,7 @@ int main(void)
         cmocka_unit_test(test_codec_round_trip_random),
         cmocka_unit_test(test_codec_damaged_bytes),
         cmocka_unit_test(test_codec_damaged_sections),
+        cmocka_unit_test(test_codec_bombs),
         cmocka_unit_test(test_open_foreign_database),
         cmocka_unit_test(test_open_newer_version),
         cmocka_unit_test(test_create_existing_fails),
