@@ -277,8 +277,8 @@ int main(int argc, char **argv)
     printf("B/call: .ftdb = trace file; chunks = encoder output without SQLite; bound = order-0 "
            "entropy of the coded streams (model: split residuals; raw: split sizes); split = the "
            "residuals' share of the model bound; rows = row-per-call SQLite table\n");
-    printf("%-9s %4s %8s %8s %8s %8s %7s %8s %8s %8s %7s %8s\n", "routing", "E", ".ftdb",
-           "chunks", "bound", "split", "/bound", "raw bnd", "JSONL", "zstd-19", "/zstd19", "rows");
+    printf("%-9s %4s %8s %8s %8s %8s %7s %8s %8s %8s %7s %8s\n", "routing", "E", ".ftdb", "chunks",
+           "bound", "split", "/bound", "raw bnd", "JSONL", "zstd-19", "/zstd19", "rows");
     int status = 0;
     char fam[256], ex[256];
     snprintf(fam, sizeof fam, "%s", families);
@@ -289,7 +289,8 @@ int main(int argc, char **argv)
             pid_t pid = fork();
             if (pid == 0) _exit(run_one(calls, e, fa));
             int ws = 0;
-            if (pid < 0 || waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws)) status = 3;
+            if (pid < 0 || waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws))
+                status = 3;
         }
     }
     return status;

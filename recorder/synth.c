@@ -1524,8 +1524,8 @@ static int check_cfg(gen *g)
         return ft_err_set(g->err, FT_EINVAL, "synth %s: key 'alpha' must be > 0 for routing=%s",
                           g->scen, c->routing);
     if (g->routing == R_DROP && !(c->capacity > 0.0))
-        return ft_err_set(g->err, FT_EINVAL, "synth %s: key 'capacity' must be > 0 for routing=drop",
-                          g->scen);
+        return ft_err_set(g->err, FT_EINVAL,
+                          "synth %s: key 'capacity' must be > 0 for routing=drop", g->scen);
     if (g->routing == R_HOT && c->hot >= c->experts)
         return ft_err_set(g->err, FT_EINVAL,
                           "synth %s: key 'hot' must be below 'experts' (%lld) for routing=hot",

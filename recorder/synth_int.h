@@ -19,17 +19,17 @@
 /* The resolved configuration of one synth run (see the key table in synth_keys.c). */
 typedef struct synth_cfg {
     /* model shape */
-    int64_t layers;        /* transformer layers (split evenly over pipeline stages) */
-    int64_t experts;       /* experts per grouped MLP: GroupedLinear num_groups */
-    int64_t tokens;        /* routed tokens per microbatch and MoE layer: sum of m_splits */
-    int64_t hidden;        /* model width: fc1.in_features, fc2.out_features */
-    int64_t ffn;           /* expert FFN width: fc1.out = 2*ffn (SwiGLU), fc2.in = ffn */
-    int64_t dense_ffn;     /* FFN width of dense layers and of the shared expert */
-    int64_t dense_layers;  /* the first N layers use a dense MLP instead of experts */
-    int64_t shared_expert; /* bool: MoE layers also run a dense shared-expert MLP */
-    int64_t tp;            /* tensor-parallel size of the dense MLPs */
-    double skew;           /* Zipf exponent of expert popularity (0 = uniform) */
-    double drift;          /* per-step log-normal random walk of expert popularity (sigma) */
+    int64_t layers;              /* transformer layers (split evenly over pipeline stages) */
+    int64_t experts;             /* experts per grouped MLP: GroupedLinear num_groups */
+    int64_t tokens;              /* routed tokens per microbatch and MoE layer: sum of m_splits */
+    int64_t hidden;              /* model width: fc1.in_features, fc2.out_features */
+    int64_t ffn;                 /* expert FFN width: fc1.out = 2*ffn (SwiGLU), fc2.in = ffn */
+    int64_t dense_ffn;           /* FFN width of dense layers and of the shared expert */
+    int64_t dense_layers;        /* the first N layers use a dense MLP instead of experts */
+    int64_t shared_expert;       /* bool: MoE layers also run a dense shared-expert MLP */
+    int64_t tp;                  /* tensor-parallel size of the dense MLPs */
+    double skew;                 /* Zipf exponent of expert popularity (0 = uniform) */
+    double drift;                /* per-step log-normal random walk of expert popularity (sigma) */
     char routing[SYNTH_STR_MAX]; /* zipf | drift | hot | balanced | drop (synth_keys.c) */
     double alpha;                /* gamma shape of balanced/drop per-microbatch weights */
     int64_t hot;                 /* routing=hot: number of hot experts ... */

@@ -343,8 +343,8 @@ struct ft_chunk_enc {
     ft_buf sp_bits;          /* ... residual extra bits, LSB first */
     uint64_t bit_acc;        /* pending extra bits (bit_n of them) */
     uint32_t bit_n;
-    ft_buf splits; /* scratch: the split section */
-    ft_buf main;   /* scratch: the main section */
+    ft_buf splits;                        /* scratch: the split section */
+    ft_buf main;                          /* scratch: the main section */
     size_t cuts[4 * FT_CHUNK_N_COLS + 8]; /* frame boundaries in main (see put_intcol) */
     uint32_t n_cuts;
     ft_chunk_obs_fn obs; /* optional symbol observer (benchmarks) */
@@ -1330,7 +1330,8 @@ static int dec_splits2(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uin
     const uint8_t *tg = p, *tg_end = p, *sym = p, *sym_end = p, *bits = p;
     uint64_t nbits = 0, bpos = 0;
     if (end > p) {
-        if (end - p < 8) return CORRUPT("chunk %llu: split section truncated", (unsigned long long)id);
+        if (end - p < 8)
+            return CORRUPT("chunk %llu: split section truncated", (unsigned long long)id);
         uint64_t tl = get_u32(p), ns = get_u32(p + 4);
         if (tl + ns > (uint64_t)(end - p - 8))
             return CORRUPT("chunk %llu: split section streams overrun it", (unsigned long long)id);
@@ -1519,9 +1520,9 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
     int64_t first_seq = (int64_t)get_u64(m + 12);
     uint64_t sp_sum = get_u64(m + 24);
     uint32_t n_phases = get_u32(m + 32), n_oprg = get_u32(m + 36);
-    if (memcmp(m, codec == 1 ? "FTC1" : "FTC2", 4) || n != info->n_records || n_calls != info->n_calls ||
-        first_seq != info->first_seq || get_u32(m + 20) != sp_raw || n == 0 ||
-        n > FT_CHUNK_MAX_RECORDS || n_calls > n || n_phases > FT_CHUNK_MAX_PHASES ||
+    if (memcmp(m, codec == 1 ? "FTC1" : "FTC2", 4) || n != info->n_records ||
+        n_calls != info->n_calls || first_seq != info->first_seq || get_u32(m + 20) != sp_raw ||
+        n == 0 || n > FT_CHUNK_MAX_RECORDS || n_calls > n || n_phases > FT_CHUNK_MAX_PHASES ||
         n_oprg > n_calls)
         return CORRUPT("chunk %llu: header disagrees with the chunk index", id);
     const uint8_t *col[FT_CHUNK_N_COLS + 1];
@@ -1694,7 +1695,7 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
             if (ft_hash64(d->spbuf, sp_raw) != sp_sum)
                 return CORRUPT("chunk %llu: split section checksum mismatch", id);
             rc = (codec == 1 ? dec_splits : dec_splits2)(d, info->id, d->spbuf, d->spbuf + sp_raw,
-                                                        n, err);
+                                                         n, err);
         } else {
             static const uint8_t none[1];
             rc = (codec == 1 ? dec_splits : dec_splits2)(d, info->id, none, none, n, err);

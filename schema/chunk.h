@@ -14,7 +14,8 @@
  *   8       4     main_zlen: size of the main section's zstd frames
  *   12      4     splits_raw: decoded size of the split section (0: no split sizes in the chunk)
  *   16      4     splits_zlen: size of its zstd frames (0 when splits_raw is 0)
- *   20      *     main frames (main_zlen bytes), then split frames (splits_zlen bytes), then nothing
+ *   20      *     main frames (main_zlen bytes), then split frames (splits_zlen bytes), then
+ * nothing
  *
  * Each section is one or more concatenated zstd frames whose decoded bytes, back to back, are the
  * section (the encoder starts a frame at each byte plane of layout 3 and after the last plane,
@@ -51,9 +52,9 @@
  *   3  byte planes: one byte w (2, 4 or 8), then w planes of count bytes, plane b holding byte b
  *      (bits 8b..8b+7) of every value
  * The encoder takes runs when they average 4 or more values, else fixed width (layout 2 for
- * w = 1, else 3) unless varints are under half its size (fixed width decodes fastest). KIND, FUSER, RECIPE, FLAGS, DEVICE, OPRG and
- * PHASE codes must fit 32 bits. Codes per column ("zz" = zigzag; "prev" = the previous record's
- * code, so absent fields extend runs; HAS_* flags say what is real):
+ * w = 1, else 3) unless varints are under half its size (fixed width decodes fastest). KIND, FUSER,
+ * RECIPE, FLAGS, DEVICE, OPRG and PHASE codes must fit 32 bits. Codes per column ("zz" = zigzag;
+ * "prev" = the previous record's code, so absent fields extend runs; HAS_* flags say what is real):
  *
  *   0  KIND     FT_REC_CALL / FT_REC_BACKWARD
  *   1  SEQ      seq - previous seq - 1 (previous of the first record: first_seq - 1)

@@ -308,7 +308,8 @@ static void test_codec_damaged_bytes(void **state)
     ft_chunk_dec_free(d);
 }
 
-/* ---- decompression bombs: crafted chunks with valid checksums --------------------------------- */
+/* ---- decompression bombs: crafted chunks with valid checksums ---------------------------------
+ */
 typedef struct bomb {
     ft_buf main, sp;
 } bomb;
