@@ -14,8 +14,7 @@
  *   8       4     main_zlen: size of the main section's zstd frames
  *   12      4     splits_raw: decoded size of the split section (0: no split sizes in the chunk)
  *   16      4     splits_zlen: size of its zstd frames (0 when splits_raw is 0)
- *   20      *     main frames (main_zlen bytes), then split frames (splits_zlen bytes), then
- * nothing
+ *   20      *     main frames (main_zlen bytes), then split frames (splits_zlen bytes)
  *
  * Each section is one or more concatenated zstd frames whose decoded bytes, back to back, are the
  * section (the encoder starts a frame at each byte plane of layout 3 and after the last plane,
@@ -109,8 +108,11 @@
  * op_rg entries once expanded (references and dictionary entries counted at their expanded
  * size; the op_rg dictionary's entries summed too), FT_CHUNK_MAX_RECORDS records: the encoder
  * refuses a call past them (FT_ERANGE: flush first) and the decoder checks every total before
- * allocating, so a reader holds at most about 120 bytes per record plus 8 bytes per split size
- * and 2 bytes per op_rg entry at these limits, whatever the stored bytes claim.
+ * allocating, so whatever the stored bytes claim a reader holds at most the two decoded
+ * sections (ft_chunk_main_cap, ft_chunk_splits_cap: about 140 bytes per record plus 17 MB for
+ * the phase dictionary and 2 MB for op_rg bitmaps, and 10 bytes per split size), about 120
+ * bytes per record of output arrays, 8 bytes per split size and 2 bytes per op_rg entry. These
+ * chunk-local limits live here; limits on what a trace may hold as a whole are not the codec's.
  */
 #ifndef FT_CHUNK_H
 #define FT_CHUNK_H
