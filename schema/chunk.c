@@ -1038,36 +1038,43 @@ static int dec_reserve(ft_chunk_dec *d, size_t n)
 /* Decode an integer column of exactly n values spanning exactly [p, end) into T out[n]
  * (values with a bit of HIGH set are an error). Run fills and fixed-width copies are plain loops
  * the compiler vectorizes. */
-#define DEFINE_GET_INTCOL(NAME, T, HIGH)                                                           \
-    static int NAME(const uint8_t *p, const uint8_t *end, T *out, uint32_t n, int planes)          \
+/* Layout 3 (byte planes) of an integer column, after its mode byte: its own function so that
+ * the layouts of codec 1 below compile as they did. */
+#define DEFINE_GET_PLANES(NAME, T)                                                                 \
+    static __attribute__((noinline)) int NAME(const uint8_t *p, const uint8_t *end, T *out,        \
+                                              uint32_t n)                                          \
+    {                                                                                              \
+        if (p >= end) return -1;                                                                   \
+        uint32_t w = *p++;                                                                         \
+        if ((w != 2 && w != 4 && w != 8) || (uint64_t)(end - p) != (uint64_t)w * n) return -1;     \
+        const uint8_t *p1 = p + n;                                                                 \
+        for (uint32_t i = 0; i < n; i++)                                                           \
+            out[i] = (T)(p[i] | (T)p1[i] << 8);                                                    \
+        uint8_t big = 0;                                                                           \
+        for (uint32_t k = 2; k < w; k++) {                                                         \
+            const uint8_t *q = p + (size_t)k * n;                                                  \
+            if (k >= sizeof(T)) {                                                                  \
+                for (uint32_t i = 0; i < n; i++)                                                   \
+                    big |= q[i];                                                                   \
+            } else {                                                                               \
+                for (uint32_t i = 0; i < n; i++)                                                   \
+                    out[i] |= (T)((T)q[i] << (8 * k));                                             \
+            }                                                                                      \
+        }                                                                                          \
+        return big ? -1 : 0;                                                                       \
+    }
+
+DEFINE_GET_PLANES(get_planes64, uint64_t)
+DEFINE_GET_PLANES(get_planes32, uint32_t)
+
+#define DEFINE_GET_INTCOL(NAME, T, HIGH, PLANES)                                                   \
+    static __attribute__((noinline)) int NAME(const uint8_t *p, const uint8_t *end, T *out,        \
+                                              uint32_t n)                                          \
     {                                                                                              \
         if (p >= end) return -1;                                                                   \
         uint8_t mode = *p++;                                                                       \
+        if (mode == 3) return PLANES(p, end, out, n);                                              \
         uint64_t v, run, big = 0;                                                                  \
-        if (mode == 3 && planes) {                                                                 \
-            if (p >= end) return -1;                                                               \
-            uint32_t w = *p++;                                                                     \
-            if ((w != 2 && w != 4 && w != 8) || (uint64_t)(end - p) != (uint64_t)w * n) return -1; \
-            const uint8_t *p1 = p + n;                                                             \
-            if (w == 2) { /* the common width in one pass */                                       \
-                for (uint32_t i = 0; i < n; i++)                                                   \
-                    out[i] = (T)(p[i] | (T)p1[i] << 8);                                            \
-                return 0;                                                                          \
-            }                                                                                      \
-            for (uint32_t i = 0; i < n; i++)                                                       \
-                out[i] = (T)(p[i] | (T)p1[i] << 8);                                                \
-            for (uint32_t k = 2; k < w; k++) {                                                     \
-                const uint8_t *q = p + (size_t)k * n;                                              \
-                if (k >= sizeof(T)) {                                                              \
-                    for (uint32_t i = 0; i < n; i++)                                               \
-                        big |= q[i];                                                               \
-                } else {                                                                           \
-                    for (uint32_t i = 0; i < n; i++)                                               \
-                        out[i] |= (T)((T)q[i] << (8 * k));                                         \
-                }                                                                                  \
-            }                                                                                      \
-            return big ? -1 : 0;                                                                   \
-        }                                                                                          \
         if (mode == 0) {                                                                           \
             for (uint32_t i = 0; i < n; i++) {                                                     \
                 if (varint_get(&p, end, &v)) return -1;                                            \
@@ -1114,14 +1121,15 @@ static int dec_reserve(ft_chunk_dec *d, size_t n)
         return p == end && !big ? 0 : -1;                                                          \
     }
 
-DEFINE_GET_INTCOL(get_intcol64, uint64_t, 0)
-DEFINE_GET_INTCOL(get_intcol32, uint32_t, ~(uint64_t)UINT32_MAX)
+DEFINE_GET_INTCOL(get_intcol64, uint64_t, 0, get_planes64)
+DEFINE_GET_INTCOL(get_intcol32, uint32_t, ~(uint64_t)UINT32_MAX, get_planes32)
 
 #define CORRUPT(...) ft_err_set(err, FT_ECORRUPT, __VA_ARGS__)
 
-static int dec_dicts(ft_chunk_dec *d, uint64_t id, const uint8_t *ph, const uint8_t *ph_end,
-                     uint32_t n_phases, const uint8_t *op, const uint8_t *op_end, uint32_t n_oprg,
-                     ft_err *err)
+static __attribute__((noinline)) int dec_dicts(ft_chunk_dec *d, uint64_t id, const uint8_t *ph,
+                                               const uint8_t *ph_end, uint32_t n_phases,
+                                               const uint8_t *op, const uint8_t *op_end,
+                                               uint32_t n_oprg, ft_err *err)
 {
     size_t need = (size_t)(ph_end - ph) + n_phases;
     int rc = grow((void **)&d->phase_arena, &d->phase_arena_cap, need ? need : 1, 1);
@@ -1201,8 +1209,8 @@ static int dec_dicts(ft_chunk_dec *d, uint64_t id, const uint8_t *ph, const uint
 }
 
 /* Decode the split section into splits_off / splits. */
-static int dec_splits(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uint8_t *end,
-                      uint32_t n, ft_err *err)
+static __attribute__((noinline)) int dec_splits(ft_chunk_dec *d, uint64_t id, const uint8_t *p,
+                                                const uint8_t *end, uint32_t n, ft_err *err)
 {
     sp_state *s = &d->sp;
     sp_reset(s);
@@ -1321,8 +1329,8 @@ static void res_tables(void)
 
 /* Decode the codec-2 split section [p, end) (chunk.h, SPLIT SECTION) into splits_off / splits.
  * The extra-bit stream is read 8 bytes at a time: the section buffer has 16 zero bytes past end. */
-static int dec_splits2(ft_chunk_dec *d, uint64_t id, const uint8_t *p, const uint8_t *end,
-                       uint32_t n, ft_err *err)
+static __attribute__((noinline)) int dec_splits2(ft_chunk_dec *d, uint64_t id, const uint8_t *p,
+                                                 const uint8_t *end, uint32_t n, ft_err *err)
 {
     sp_state *s = &d->sp;
     sp_reset(s);
@@ -1556,9 +1564,9 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
     for (int k = 0; k < N_INTCOL; k++) {
         int c = dst[k].c;
         uint32_t cnt = c == C_BWD ? n_bwd : n;
-        int bad_col = dst[k].out32
-                          ? get_intcol32(col[c], col[c + 1], dst[k].out32, cnt, codec >= 2)
-                          : get_intcol64(col[c], col[c + 1], dst[k].out64, cnt, codec >= 2);
+        int bad_col = (codec == 1 && col[c] < col[c + 1] && col[c][0] == 3) || /* layout 3: v2 */
+                      (dst[k].out32 ? get_intcol32(col[c], col[c + 1], dst[k].out32, cnt)
+                                    : get_intcol64(col[c], col[c + 1], dst[k].out64, cnt));
         if (bad_col) return CORRUPT("chunk %llu: column %d is malformed", id, c);
     }
     rc = dec_dicts(d, info->id, col[C_PHASES], col[C_PHASES + 1], n_phases, col[C_OPRGDICT],
