@@ -438,8 +438,9 @@ typedef struct seen {
     int stop_at;
 } seen;
 
-static int on_call(void *ctx, const ft_replay_call *c)
+static int on_call(void *ctx, const ft_replay_call *c, ft_err *err)
 {
+    (void)err;
     seen *s = ctx;
     if (s->n == s->stop_at) return FT_EINVAL;
     s->q[s->n] = *c->q;
@@ -467,8 +468,8 @@ static void test_call_callback_reports_decisions_and_qstate(void **state)
     ft_replay_opts o = {0};
     o.policies = idx;
     o.n_policies = 2;
-    o.call_fn = on_call;
-    o.call_ctx = &sn;
+    const ft_replay_observer obs = {.ctx = &sn, .call_fn = on_call};
+    o.observer = &obs;
     ft_replay_result res;
     mini_replay(m, &o, 0, &res);
     assert_int_equal(sn.n, 4); /* 2 calls x 2 policies, call order then policy order */
@@ -494,7 +495,7 @@ static void test_call_callback_reports_decisions_and_qstate(void **state)
     ft_batch b;
     mini_batch(m, 0, m->n, &b);
     assert_int_equal(ft_replay_batch(r, &b, &err), FT_EINVAL);
-    assert_non_null(strstr(err.msg, "consumer stopped"));
+    assert_non_null(strstr(err.msg, "observer stopped"));
     ft_replay_free(r);
     mini_free(m);
 }
@@ -528,8 +529,9 @@ typedef struct ref_run {
     uint8_t build[3][600], reset[3][600]; /* per policy slot (pre3410, 3410, commit1), call */
 } ref_run;
 
-static int ref_on_call(void *ctx, const ft_replay_call *c)
+static int ref_on_call(void *ctx, const ft_replay_call *c, ft_err *err)
 {
+    (void)err;
     ref_run *rr = ctx;
     if (c->slot == 0) rr->n++;
     rr->build[c->slot][rr->n - 1] = (uint8_t)c->build;
@@ -634,8 +636,8 @@ static void test_te_algorithms_match_spec_pseudocode_on_random_calls(void **stat
     ft_replay_opts o = {0};
     o.policies = idx;
     o.n_policies = 3;
-    o.call_fn = ref_on_call;
-    o.call_ctx = &got;
+    const ft_replay_observer obs = {.ctx = &got, .call_fn = ref_on_call};
+    o.observer = &obs;
     ft_replay_result res;
     mini_replay(m, &o, 97, &res);
     assert_int_equal(got.n, n_calls);
