@@ -166,9 +166,6 @@ int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
                               const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
                               ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err);
 
-/* Text (json = 0) or one JSON object (json = 1, ends with a newline). */
-int ft_numerics_report(FILE *f, const ft_numerics_result *r, int json, ft_err *err);
-
 #ifdef __cplusplus
 }
 #endif
