@@ -521,12 +521,8 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
         const int32_t recipe = BR[i];
         if (u >= n_fusers || (uint32_t)(recipe + 1) >= n_recipes1) goto bad;
         oracle_mru *m = &mru[u];
-        /* spec §1.2 */
-        uint32_t f = m->n_ops;
-        if (fl & FT_CF_GRAD) {
-            f = (fl & FT_CF_INPUT_RG) ? 0 : FRG[i];
-            if (f > m->n_ops) goto bad;
-        }
+        const uint32_t f = ft_te_boundary(m->n_ops, fl & FT_CF_GRAD, fl & FT_CF_INPUT_RG, FRG[i]);
+        if (f > m->n_ops) goto bad;
         int rc;
         ccall *cj = &CC[j];
         cj->i = i;

@@ -154,6 +154,42 @@ int ft_qstate_equal(const ft_qstate *a, const ft_qstate *b);
 /* Hash over exactly what ft_qstate_equal compares (equal states hash equal); for interning. */
 uint64_t ft_qstate_hash(const ft_qstate *q);
 
+/* ---- TE's plan cache at each ref (te_cache.c) --------------------------------------------- */
+/* first_op_requiring_backward: n_ops when grad is off; under grad 0 when the input requires
+ * grad, else the first op whose parameters or extra inputs require grad (first_rg, n_ops if
+ * none). A boundary f < n_ops means the backward runs. */
+static inline uint32_t ft_te_boundary(uint32_t n_ops, int grad, int input_rg, uint32_t first_rg)
+{
+    return !grad ? n_ops : input_rg ? 0 : first_rg;
+}
+
+typedef enum ft_te_ref {
+    FT_TE_PRE3410 = 0,  /* before PR 3410: one plan, keyed by (type, f, backward_override) */
+    FT_TE_3410,         /* PR 3410's head: a dict of plans keyed by (type, f, backward_override) */
+    FT_TE_3410_COMMIT1, /* PR 3410's first commit: one plan keyed by (type, backward_override) */
+} ft_te_ref;
+
+#define FT_TE_CACHE_KEYS 128 /* dict keys kept (7 types x boundaries x 3 overrides in practice) */
+/* What one OperationFuser keeps between calls, as far as the cache decisions go. */
+typedef struct ft_te_cache {
+    ft_te_ref ref;
+    int seen;     /* recipe_type is no longer None (a first call happened) */
+    int type, bo; /* saved recipe type (ft_recipe_type) and backward_override (ft_bo) */
+    uint32_t f;   /* saved boundary (the single-slot refs) */
+    int64_t hist; /* saved amax_history_len (DelayedScaling; 0 otherwise) */
+    uint32_t n_keys;
+    struct {
+        int type, bo;
+        uint32_t f;
+    } keys[FT_TE_CACHE_KEYS]; /* FT_TE_3410: the keys of the cached plans */
+} ft_te_cache;
+
+void ft_te_cache_init(ft_te_cache *c, ft_te_ref ref);
+/* One maybe_fuse_ops call with recipe type `type` (FT_RT_NONE without a recipe), backward
+ * override `bo`, amax_history_len `hist` (0 unless DelayedScaling) and boundary f: *reset (may
+ * be NULL) = reset_recipe_state ran; returns 1 when the fusion passes ran (a plan was built). */
+int ft_te_cache_call(ft_te_cache *c, int type, int bo, int64_t hist, uint32_t f, int *reset);
+
 /* ---- stale plans -------------------------------------------------------------------------- */
 typedef enum ft_stale {
     FT_STALE_NONE = 0, /* chosen plan == fresh plan */
