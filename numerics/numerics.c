@@ -1,5 +1,6 @@
 /*
- * numerics.c - numerical replay of sampled grouped-MLP calls on the CPU kernels (numerics.h).
+ * numerics.c - numerical replay of sampled grouped-MLP calls on the kernels of kernels/ (CPU or
+ * CUDA back end; ft_numerics.h).
  *
  * Per call: derive each choice's run configuration (topology from the plan, quantization from the
  * quantizer state and the call's recipe), run every distinct configuration once on the same
