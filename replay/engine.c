@@ -140,8 +140,8 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
     if (r->tok_rep[tok_class & 3] == -2) r->tok_rep[tok_class & 3] = n_tokens;
     /* tok_class = token class | (backward runs) << 2; the model reads f only as f < n_ops */
     c->stale = ft_model_classify(r->model, fuser, recipe, chosen, &r->qs[q], fresh,
-                                   r->tok_rep[tok_class & 3], tok_class >> 2 ? 0 : r->n_ops[fuser],
-                                   &c->text);
+                                 r->tok_rep[tok_class & 3], tok_class >> 2 ? 0 : r->n_ops[fuser],
+                                 &c->text);
     if ((unsigned)c->stale >= FT_STALE_COUNT) c->stale = FT_STALE_HARMLESS;
     *rc = ft_hmap_put(&r->c_index, h, r->n_cm);
     r->n_cm++;
