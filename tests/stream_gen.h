@@ -10,6 +10,7 @@
 #define FT_STREAM_GEN_H
 
 #include "ft_recorder.h"
+#include "ft_synth.h"
 
 #include <stdio.h>
 #include <stdlib.h>
