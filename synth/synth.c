@@ -20,9 +20,18 @@
  * records, recipes, order) depends on the keys only, because the pipeline order comes from a
  * noise-free timing model.
  *
+ * Routing (key routing): zipf, a fixed per-layer Zipf(skew) popularity with lognormal noise over a
+ * random permutation of the experts; drift, the same popularity taking a lognormal step per
+ * training step; hot, `hot` experts sharing hot_share of the tokens; balanced, per microbatch
+ * fresh gamma(alpha) expert weights normalized (a Dirichlet draw around uniform, as under an
+ * auxiliary load-balancing loss; alpha=0.5 leaves about 6% of 32 experts empty at 4096 tokens);
+ * drop, balanced with every count clipped to ceil(capacity * tokens / experts), the rest dropped.
+ * The recompute of a checkpointed forward repeats its forward's vector in every family.
+ *
  * Limits: one stream holds every pipeline stage (one process would record one stage per rank);
  * pipeline stages interleave at the granularity of one stage's forward or backward of one
- * microbatch, ordered by a simple timing model; routed token counts are constant per microbatch;
+ * microbatch, ordered by a simple timing model; routed token counts are constant per microbatch
+ * (before routing=drop drops tokens);
  * split sizes are multinomial-like rather than exact multinomial draws (per expert a Poisson
  * count for small means or a rounded normal with the binomial variance, then the surplus or
  * deficit moved token by token to experts picked by popularity), exact in their sum;
