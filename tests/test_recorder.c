@@ -100,6 +100,56 @@ static ft_call mk_call(int64_t seq, int64_t fuser, const uint8_t *rg, uint32_t n
 }
 
 /* Declarations interleaved with records (and after the last) come back where they stood. */
+/* A fuser of 4000 ops: 5000 calls hold 20M op_rg entries, more than one chunk may expand to
+ * (FT_CHUNK_MAX_OPRG_VALUES), so the encoder cuts the chunk early and every call reads back. */
+static void test_recorder_big_fuser_chunks(void **state)
+{
+    (void)state;
+    enum { N_OPS = 4000, N_CALLS = 5000 };
+    char path[600];
+    tmp_path(path, sizeof path, "bigfuser.ftdb");
+    size_t cap = 32 + 20 * (size_t)N_OPS;
+    char *ops = malloc(cap);
+    uint8_t *rg = malloc(N_OPS);
+    assert_non_null(ops);
+    assert_non_null(rg);
+    size_t len = 1;
+    ops[0] = '[';
+    for (int i = 0; i < N_OPS; i++)
+        len += (size_t)snprintf(ops + len, cap - len, "%s{\"type\":\"GELU\"}", i ? "," : "");
+    snprintf(ops + len, cap - len, "]");
+    ft_rec *r = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_rec_open(path, NULL, &r, &err), FT_OK);
+    assert_int_equal(ft_rec_fuser(r, 1, "big", ops), FT_OK);
+    for (int i = 0; i < N_CALLS; i++) {
+        for (int k = 0; k < N_OPS; k++)
+            rg[k] = (uint8_t)((k + i) % 3 == 0);
+        ft_call c = mk_call(i, 1, rg, N_OPS, NULL, 0);
+        assert_int_equal(ft_rec_call(r, &c), FT_OK);
+    }
+    assert_int_equal(ft_rec_close(r), FT_OK);
+    ft_trace *t = NULL;
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    assert_true(ft_trace_n_chunks(t) >= 2);
+    ft_reader *rd = NULL;
+    assert_int_equal(ft_reader_open(t, 0, &rd), FT_OK);
+    const ft_batch *b;
+    int64_t seen = 0;
+    while (ft_reader_next(rd, &b) == FT_OK && b)
+        for (uint32_t i = 0; i < b->n; i++, seen++) {
+            assert_int_equal(b->seq[i], seen);
+            assert_int_equal(b->op_rg_off[i + 1] - b->op_rg_off[i], N_OPS);
+            for (int k = 0; k < N_OPS; k += 997)
+                assert_int_equal(b->op_rg[b->op_rg_off[i] + (uint32_t)k], (k + seen) % 3 == 0);
+        }
+    assert_int_equal(seen, N_CALLS);
+    ft_reader_close(rd);
+    ft_trace_close(t);
+    free(ops);
+    free(rg);
+}
+
 static void test_recorder_declarations_in_place(void **state)
 {
     (void)state;
@@ -495,6 +545,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recorder_round_trip),
         cmocka_unit_test(test_recorder_declarations_in_place),
+        cmocka_unit_test(test_recorder_big_fuser_chunks),
         cmocka_unit_test(test_recorder_rejects_bad_records),
         cmocka_unit_test(test_recorder_two_threads_two_files),
         cmocka_unit_test(test_recorder_sigkill_keeps_committed_chunks),
