@@ -189,6 +189,7 @@ typedef struct sp_fuser {
     uint32_t gen;    /* == sp_state.gen when the fields below belong to this chunk */
     uint32_t last_k; /* k of this fuser's previous vector; valid if has_k */
     uint32_t has_k;
+    uint64_t top;     /* codec 2: 1 + the largest size of this fuser's literals so far, 0 = none */
     uint32_t acc_k;   /* length of the accumulator, 0 = none */
     uint64_t acc_tot; /* sum of acc[] */
     size_t acc_off;   /* offset of acc[acc_k] in sp_state.acc */
@@ -280,10 +281,19 @@ static int sp_predict(sp_state *s, const sp_fuser *f, uint32_t k, uint64_t T)
     return FT_OK;
 }
 
-/* Fold a literal vector v[k] with sum T into the fuser's accumulator. */
+/* The codec-2 residual of split size v against pred: 0 when v is the fuser's largest size so far
+ * (capacity-clipped routing piles sizes there), else 1 + zz(v - pred). */
+static inline uint64_t sp_res(int64_t v, int64_t pred, uint64_t top)
+{
+    return top && (uint64_t)v == top - 1 ? 0 : 1 + zz(v - pred);
+}
+
+/* Fold a literal vector v[k] with sum T into the fuser's accumulator (and its top). */
 static int sp_update(sp_state *s, sp_fuser *f, const int64_t *v, uint32_t k, uint64_t T)
 {
     if (T > PRED_T_LIMIT || k == 0) return FT_OK;
+    for (uint32_t i = 0; i < k; i++)
+        f->top = (uint64_t)v[i] >= f->top ? (uint64_t)v[i] + 1 : f->top;
     if (f->acc_k != k) {
         int rc = grow((void **)&s->acc, &s->acc_cap, s->acc_len + k, sizeof *s->acc);
         if (rc) return rc;
@@ -585,12 +595,12 @@ static int enc_splits(ft_chunk_enc *e, uint32_t fuser, int has_mb, int64_t mb, c
     e->sp_tags.len += varint_put(e->sp_tags.data + e->sp_tags.len, tag);
     if (tag == 2) e->sp_tags.len += varint_put(e->sp_tags.data + e->sp_tags.len, k);
     for (uint32_t i = 0; i + 1 < k; i++)
-        res_put(e, zz(v[i] - s->pred[i]));
+        res_put(e, sp_res(v[i], s->pred[i], f->top));
     if (e->obs) {
         e->obs(e->obs_ctx, FT_CS_SPLIT_TAG, tag);
         if (tag == 2) e->obs(e->obs_ctx, FT_CS_SPLIT_K, k);
         for (uint32_t i = 0; i + 1 < k; i++)
-            e->obs(e->obs_ctx, FT_CS_SPLIT_RES, zz(v[i] - s->pred[i]));
+            e->obs(e->obs_ctx, FT_CS_SPLIT_RES, sp_res(v[i], s->pred[i], f->top));
         for (uint32_t i = 0; i < k; i++)
             e->obs(e->obs_ctx, FT_CS_SPLIT_RAW, (uint64_t)v[i]);
     }
@@ -1439,7 +1449,8 @@ static __attribute__((noinline)) int dec_splits2(ft_chunk_dec *d, uint64_t id, c
                 }
                 bpos += nb;
                 uint64_t u = res_base[sy] | x;
-                uint64_t xv = (uint64_t)s->pred[m] + (uint64_t)unzz(u);
+                uint64_t xv = u ? (uint64_t)s->pred[m] + (uint64_t)unzz(u - 1)
+                                : (f->top ? f->top - 1 : UINT64_MAX);
                 bad |= xv > left;
                 xv = xv > left ? left : xv;
                 v[m] = (int64_t)xv;
