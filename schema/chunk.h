@@ -84,7 +84,7 @@
  *   8+tags_len+n_sym  *        extra-bit stream: the residuals' extra bits, LSB first, packed
  *                              without gaps; its length is exactly ceil(bits / 8), pad bits 0
  *
- * A residual u (the zigzag code below) is the symbol u when u < 16, else the symbol
+ * A residual u (below) is the symbol u when u < 16, else the symbol
  * 16 + 4 * (b - 5) + ((u >> (b - 3)) & 3), b = bit length of u (5..64), followed by the b - 3
  * low bits of u as extra bits. The symbols are what zstd entropy-codes; the extra bits are
  * nearly uniform and stay as they are.
@@ -95,11 +95,14 @@
  *   1      literal with k = the previous vector's k for this fuser
  *   2      literal, varint k follows (<= FT_MAX_SPLITS)
  *   3 + d  the (d+1)-th most recent distinct vector of this chunk (dedup)
- * A literal holds k-1 residuals zz(v[i] - pred[i]); the last value is n_tokens - sum(v[0..k-2])
- * (NTOK column) and must be >= 0. pred[i] = (acc[i] * s + 2^30) >> 31 with
- * s = (T << 31) / acc_total, where acc is the per-fuser sum of this chunk's earlier literal
- * vectors of the same k (halved whenever acc_total exceeds 2^31) and T = n_tokens; with no
- * history (or T > 2^32) pred[i] = T / k. (Integer arithmetic only, so every machine agrees.)
+ * A literal holds k-1 residuals: in codec 2 u = 0 when v[i] equals the largest split size in
+ * this fuser's earlier literals of this chunk with n_tokens <= 2^32 (capacity-clipped routing
+ * piles sizes there), else u = 1 + zz(v[i] - pred[i]); in codec 1 u = zz(v[i] - pred[i]). The
+ * last value is n_tokens - sum(v[0..k-2]) (NTOK column) and must be >= 0.
+ * pred[i] = (acc[i] * s + 2^30) >> 31 with s = (T << 31) / acc_total, where acc is the
+ * per-fuser sum of this chunk's earlier literal vectors of the same k (halved whenever
+ * acc_total exceeds 2^31) and T = n_tokens; with no history (or T > 2^32) pred[i] = T / k.
+ * (Integer arithmetic only, so every machine agrees.)
  * Every entry becomes (or repeats) a distinct vector and becomes the vector of its key.
  *
  * SPLIT SECTION, codec 1: the entries back to back in one stream, each residual a varint.
