@@ -856,8 +856,10 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
         put_u32(sp->data, (uint32_t)e->sp_tags.len);
         put_u32(sp->data + 4, (uint32_t)n_sym);
         memcpy(sp->data + 8, e->sp_tags.data, e->sp_tags.len);
-        memcpy(sp->data + 8 + e->sp_tags.len, e->sp_sym.data, e->sp_sym.len);
-        memcpy(sp->data + 8 + e->sp_tags.len + e->sp_sym.len, e->sp_bits.data, e->sp_bits.len);
+        if (e->sp_sym.len) /* streams never written have no buffer */
+            memcpy(sp->data + 8 + e->sp_tags.len, e->sp_sym.data, e->sp_sym.len);
+        if (e->sp_bits.len)
+            memcpy(sp->data + 8 + e->sp_tags.len + e->sp_sym.len, e->sp_bits.data, e->sp_bits.len);
         sp->len = 8 + e->sp_tags.len + e->sp_sym.len + e->sp_bits.len;
     }
     if (m->len > FT_CHUNK_MAX_RAW || e->splits.len > FT_CHUNK_MAX_RAW)
