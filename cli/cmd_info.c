@@ -366,7 +366,7 @@ static void usage(FILE *f)
                "  ranks, devices, steps, phases, time span, bytes on disk and per call\n");
 }
 
-int cmd_info(int argc, char **argv)
+static int info_main(int argc, char **argv)
 {
     const char *path = NULL;
     int json = 0;
@@ -429,3 +429,8 @@ int cmd_info(int argc, char **argv)
     ft_trace_close(t);
     return rc == FT_EIO ? FT_EXIT_INTERNAL : cli_exit_code(rc);
 }
+
+const cli_cmd cmd_info = {.name = "info",
+                          .synopsis = "TRACE [--json]",
+                          .summary = "what a trace holds",
+                          .legacy_fn = info_main};

@@ -33,7 +33,7 @@ static int exit_for(int rc)
     }
 }
 
-int cmd_verify(int argc, char **argv)
+static int verify_main(int argc, char **argv)
 {
     if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         usage(stdout);
@@ -63,3 +63,8 @@ int cmd_verify(int argc, char **argv)
     ft_trace_close(t);
     return exit_for(rc);
 }
+
+const cli_cmd cmd_verify = {.name = "verify",
+                            .synopsis = "TRACE",
+                            .summary = "check schema, checksums, chunks, references",
+                            .legacy_fn = verify_main};

@@ -274,9 +274,13 @@ static void test_cli_import_error_keeps_existing_output(void **state)
     char ls[4096];
     listing(f, ls, sizeof ls);
     assert_string_equal(ls, "bad.jsonl out.ftdb");
-    /* a successful import replaces it */
+    /* a successful import replaces it, with -f only */
     assert_int_equal(
-        run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/all-fields.jsonl", "-o", db, NULL), 0);
+        run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/all-fields.jsonl", "-o", db, NULL), 2);
+    assert_non_null(strstr(f->err, "-f (--force)"));
+    assert_int_equal(run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/all-fields.jsonl", "-o",
+                         db, "-f", NULL),
+                     0);
     listing(f, ls, sizeof ls);
     assert_string_equal(ls, "bad.jsonl out.ftdb");
 }
