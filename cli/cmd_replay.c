@@ -244,6 +244,8 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     const char *const *paths = (const char *const *)args;
     rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, err)
                   : ft_replay_traces(paths, n_paths, &o, res, err);
+    /* the per-call file complete (or its failure known) before the report is written */
+    rc = cli_out_close(&pc, rc, err);
     if (rc) goto done;
     if (ro->explain) fputc('\n', explain);
     if (numerics && format == FT_REPORT_JSON) {

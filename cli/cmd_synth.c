@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "ft_recorder.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,8 @@ static int run_jsonl(const char *scen, const ft_synth_param *sets, uint32_t n_se
         ft_sink sink;
         ft_jsonl_writer_sink(w, &sink);
         rc = ft_synth_run(scen, sets, n_sets, seed, &sink, err);
+        if (rc && ferror(o.f)) /* the output failed */
+            ft_err_set(err, FT_EIO, "writing %s failed: %s", o.name, strerror(errno));
         ft_jsonl_writer_free(w);
     }
     return cli_out_close(&o, rc, err);
