@@ -1,11 +1,12 @@
 /*
  * cmd_replay.c - `fusertrace replay TRACE...`: replay traces (one per rank) under plan-cache
  * policies and print one reduced report (text table, JSON or CSV); with --numerics, also run the
- * sampled grouped-MLP calls' chosen and fresh plans (numerics.h) and add the numerics section.
+ * sampled grouped-MLP calls' chosen and fresh plans (ft_numerics.h) and add the numerics section.
  */
 #include "cli.h"
 #include "ft_replay.h"
-#include "numerics.h"
+#include "ft_report.h"
+#include "ft_numerics.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -149,37 +150,6 @@ static void help_policies(FILE *f)
         fprintf(f, "  %-16s %s\n", ft_policy_name(i), ft_policy_summary(i));
 }
 
-/* The replay report's JSON object with a "numerics" member added: the report is written to a
- * scratch file, its closing brace replaced. */
-static int write_json_with_numerics(FILE *out, const ft_replay_result *res,
-                                    const ft_numerics_result *nres, ft_err *err)
-{
-    FILE *tmp = tmpfile();
-    if (!tmp) return ft_err_set(err, FT_EIO, "cannot create a scratch file for the JSON report");
-    char *text = NULL;
-    int rc = ft_report_write(tmp, res, FT_REPORT_JSON, err);
-    long n = rc ? 0 : ftell(tmp);
-    if (!rc && (n <= 0 || fseek(tmp, 0, SEEK_SET))) rc = ft_err_set(err, FT_EIO, "scratch file");
-    if (!rc && !(text = ft_malloc((size_t)n + 1))) rc = ft_err_set(err, FT_ENOMEM, "no memory");
-    if (!rc && fread(text, 1, (size_t)n, tmp) != (size_t)n)
-        rc = ft_err_set(err, FT_EIO, "scratch file: short read");
-    if (!rc) {
-        while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
-            n--;
-        if (n < 2 || text[0] != '{' || text[n - 1] != '}')
-            rc = ft_err_set(err, FT_EINVAL, "replay JSON report is not one object");
-    }
-    if (!rc) {
-        fwrite(text, 1, (size_t)n - 1, out);
-        fputs(",\"numerics\":", out);
-        rc = ft_numerics_report(out, nres, 1, err); /* one object and a newline */
-        if (!rc) fputs("}\n", out);
-    }
-    ft_free(text);
-    fclose(tmp);
-    return rc;
-}
-
 static int run(void *opts_v, int n_args, char **args, ft_err *err)
 {
     replay_opts *ro = opts_v;
@@ -248,18 +218,10 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     rc = cli_out_close(&pc, rc, err);
     if (rc) goto done;
     if (ro->explain) fputc('\n', explain);
-    if (numerics && format == FT_REPORT_JSON) {
-        rc = write_json_with_numerics(report, res, nres, err);
-    } else {
-        rc = ft_report_write(report, res, format, err);
-        if (!rc && format == FT_REPORT_TEXT) {
-            fputc('\n', report);
-            rc = ft_report_reading(report, res, err);
-        }
-        if (!rc && numerics) {
-            fputc('\n', report);
-            rc = ft_numerics_report(report, nres, 0, err);
-        }
+    rc = ft_report_write(report, res, numerics ? nres : NULL, format, err);
+    if (!rc && format == FT_REPORT_TEXT) {
+        fputc('\n', report);
+        rc = ft_report_reading(report, res, err);
     }
 done:
     rc = cli_out_close(&pc, rc, err); /* a failed replay leaves no per-call file behind */

@@ -11,7 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/fusertrace include/fusertrace/ft_recorder.h include/fusertrace/ft_trace.h \
-         include/fusertrace/ft_common.h; do
+         include/fusertrace/ft_common.h include/fusertrace/ft_decl.h; do
   [ -e "$prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
 pc=$(find "$prefix" -name fusertrace.pc)

@@ -1,5 +1,5 @@
 /*
- * test_policies.c - the policy registry and replay engine against TE's own behaviour.
+ * test_replay.c - the policy registry and replay engine against TE's own behaviour.
  *
  * - TE's PR 3410 tests as traces (spec §1.4): grad off/on/off and off/on/off/on on one Identity op.
  * - The disable_rht scenarios S1-S6 of spec §5 with the expected builds, resets and stale classes.
@@ -21,6 +21,7 @@
 
 #include "ft_recorder.h"
 #include "ft_replay.h"
+#include "ft_report.h"
 #include "test_util.h"
 
 #include <dirent.h>
@@ -437,8 +438,9 @@ typedef struct seen {
     int stop_at;
 } seen;
 
-static int on_call(void *ctx, const ft_replay_call *c)
+static int on_call(void *ctx, const ft_replay_call *c, ft_err *err)
 {
+    (void)err;
     seen *s = ctx;
     if (s->n == s->stop_at) return FT_EINVAL;
     s->q[s->n] = *c->q;
@@ -466,8 +468,8 @@ static void test_call_callback_reports_decisions_and_qstate(void **state)
     ft_replay_opts o = {0};
     o.policies = idx;
     o.n_policies = 2;
-    o.call_fn = on_call;
-    o.call_ctx = &sn;
+    const ft_replay_observer obs = {.ctx = &sn, .call_fn = on_call};
+    o.observer = &obs;
     ft_replay_result res;
     mini_replay(m, &o, 0, &res);
     assert_int_equal(sn.n, 4); /* 2 calls x 2 policies, call order then policy order */
@@ -493,7 +495,7 @@ static void test_call_callback_reports_decisions_and_qstate(void **state)
     ft_batch b;
     mini_batch(m, 0, m->n, &b);
     assert_int_equal(ft_replay_batch(r, &b, &err), FT_EINVAL);
-    assert_non_null(strstr(err.msg, "consumer stopped"));
+    assert_non_null(strstr(err.msg, "observer stopped"));
     ft_replay_free(r);
     mini_free(m);
 }
@@ -527,8 +529,9 @@ typedef struct ref_run {
     uint8_t build[3][600], reset[3][600]; /* per policy slot (pre3410, 3410, commit1), call */
 } ref_run;
 
-static int ref_on_call(void *ctx, const ft_replay_call *c)
+static int ref_on_call(void *ctx, const ft_replay_call *c, ft_err *err)
 {
+    (void)err;
     ref_run *rr = ctx;
     if (c->slot == 0) rr->n++;
     rr->build[c->slot][rr->n - 1] = (uint8_t)c->build;
@@ -633,8 +636,8 @@ static void test_te_algorithms_match_spec_pseudocode_on_random_calls(void **stat
     ft_replay_opts o = {0};
     o.policies = idx;
     o.n_policies = 3;
-    o.call_fn = ref_on_call;
-    o.call_ctx = &got;
+    const ft_replay_observer obs = {.ctx = &got, .call_fn = ref_on_call};
+    o.observer = &obs;
     ft_replay_result res;
     mini_replay(m, &o, 97, &res);
     assert_int_equal(got.n, n_calls);
@@ -1178,7 +1181,7 @@ static void test_trace_file_replay_matches_in_memory(void **state)
 {
     (void)state;
     char path[512];
-    snprintf(path, sizeof path, "%s/test_policies_%ld.ftdb", FT_BINARY_DIR, (long)getpid());
+    snprintf(path, sizeof path, "%s/test_replay_%ld.ftdb", FT_BINARY_DIR, (long)getpid());
     remove(path);
     ft_rec *rec = NULL;
     ft_err err = {0};
@@ -1224,7 +1227,7 @@ static void import_trace(const char *name, char *out, size_t cap)
 {
     char src[1024];
     snprintf(src, sizeof src, "%s/traces/%s.jsonl", FT_SOURCE_DIR, name);
-    snprintf(out, cap, "%s/test_policies_%s_%ld.ftdb", FT_BINARY_DIR, name, (long)getpid());
+    snprintf(out, cap, "%s/test_replay_%s_%ld.ftdb", FT_BINARY_DIR, name, (long)getpid());
     remove(out);
     FILE *in = fopen(src, "r");
     assert_non_null(in);

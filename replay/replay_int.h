@@ -103,6 +103,12 @@ typedef struct policy_def {
 
 const policy_def *ft_policy_def(uint32_t idx);
 
+/* ---- results (result.c) -------------------------------------------------------------------- */
+/* Halve a step histogram's resolution: bucket b takes buckets 2b and 2b+1. */
+void replay_step_fold(ft_step_hist *s);
+/* Count text (TE's error message) among the few kept texts. */
+void replay_add_raise_text(ft_raise_text *t, const char *text, uint64_t count);
+
 /* ---- plan store: dict of (fuser, key) -> plan with a per-fuser LRU list ------------------- */
 typedef struct store_entry {
     uint64_t key; /* store key (fuser << 40 | policy key) */
@@ -188,6 +194,7 @@ struct ft_replay {
     int needs_fa;
     /* policies */
     uint32_t n_pol;
+    uint32_t pol_idx[FT_MAX_POLICIES]; /* registry index per slot (ft_replay_policies) */
     policy_run pol[FT_MAX_POLICIES];
     /* per-batch scratch, compacted: entry j is the j-th call of the batch (backward records
      * dropped), at batch position cidx[j] */
@@ -204,10 +211,9 @@ struct ft_replay {
     int32_t *prev_r;         /* [cap_batch] explain: previous recipe of the fuser, -2 first sight */
     uint32_t *prev_f;        /* [cap_batch] */
     FILE *per_call, *explain;
-    ft_buf esc; /* scratch: a per-call line's escaped plan text */
-    ft_replay_call_fn call_fn;
-    void *call_ctx;
-    int rec_on; /* per-call records wanted (per_call, explain or call_fn) */
+    ft_buf esc;                    /* scratch: a per-call line's escaped plan text */
+    const ft_replay_observer *obs; /* per-call decisions wanted by an observer, or NULL */
+    int rec_on;                    /* per-call records wanted (per_call, explain or an observer) */
     /* results */
     ft_replay_result base; /* non-policy fields */
 };

@@ -1,17 +1,16 @@
 /*
  * report.c - the replay summary as a text table, a JSON document or one tidy CSV.
  *
- * JSON:
- * {"traces","calls","backwards","model":{...},"captured":{...},"policies":[{...,"steps":[..]}]}
+ * JSON: {"traces","calls","backwards","model":{...},"captured":{...},
+ *        "policies":[{...,"steps":[..]}], "numerics":{...} (when it ran; report/numerics.c)}
  * CSV: one table; column `record` is "summary" (one row per policy) or "step" (hit rate per step
  * bucket, for plotting), so a plotting tool can filter on it.
  * Modeled framework time: where the trace carries captured `rebuilt` and `fuse_ns`, a policy's
  * time is builds x (captured mean fuse_ns of builds) + hits x (captured mean of non-builds); the
  * delta is against the captured total.
  */
-#include "replay_int.h"
+#include "report_int.h"
 
-#include <jansson.h>
 #include <string.h>
 
 static double ratio(uint64_t a, uint64_t b)
@@ -186,7 +185,7 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q)
     return o;
 }
 
-static int write_json(FILE *f, const ft_replay_result *r)
+static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres)
 {
     json_t *root = json_object(), *pols = json_array(), *model = json_object();
     json_t *cap = json_object();
@@ -232,6 +231,7 @@ static int write_json(FILE *f, const ft_replay_result *r)
     for (uint32_t p = 0; p < r->n_policies; p++)
         json_array_append_new(pols, policy_json(r, &r->pol[p]));
     json_object_set_new(root, "policies", pols);
+    if (nres) json_object_set_new(root, "numerics", report_numerics_json(nres));
     int rc = json_dumpf(root, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     fputc('\n', f);
     json_decref(root);
@@ -277,17 +277,23 @@ static int write_csv(FILE *f, const ft_replay_result *r)
     return ferror(f) ? FT_EIO : FT_OK;
 }
 
-int ft_report_write(FILE *f, const ft_replay_result *r, int format, ft_err *err)
+int ft_report_write(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres, int format,
+                    ft_err *err)
 {
     int rc;
     switch (format) {
     case FT_REPORT_TEXT:
         rc = write_text(f, r);
+        if (!rc && nres) {
+            fputc('\n', f);
+            return ft_report_numerics(f, nres, err);
+        }
         break;
     case FT_REPORT_JSON:
-        rc = write_json(f, r);
+        rc = write_json(f, r, nres);
         break;
     case FT_REPORT_CSV:
+        if (nres) return ft_err_set(err, FT_EINVAL, "the numerics have no CSV form");
         rc = write_csv(f, r);
         break;
     default:
