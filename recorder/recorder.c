@@ -1,13 +1,16 @@
 /*
  * recorder.c - the recording API: checks every record, maps stream ids to dense indices, feeds
- * the chunk encoder and commits one chunk per batch in its own transaction (declarations commit
- * at once, each with its digest). Not thread-safe: one thread at a time per handle.
+ * the chunk encoder and commits one chunk per batch in its own transaction, together with the
+ * declarations made since the last one (schema/trace.c checkpoints after each commit, so the
+ * main file holds it). Everything beyond schema/ft_limits.h is refused here, at record time,
+ * with FT_ERANGE naming the field. Not thread-safe: one thread at a time per handle.
  *
  * After an out-of-memory or SQLite failure inside an append, the handle is "broken": every later
  * call returns FT_ESTATE naming the first failure, and close only releases memory. Records
  * rejected by a check (FT_EINVAL, FT_ERANGE) leave the handle usable.
  */
 #include "canon.h"
+#include "ft_limits.h"
 #include "ft_recorder.h"
 #include "ft_trace_write.h"
 
@@ -210,7 +213,11 @@ int ft_rec_flush(ft_rec *r)
 {
     int rc = check_usable(r);
     if (rc) return rc;
-    if (!ft_chunk_enc_n_records(r->enc)) return FT_OK;
+    if (!ft_chunk_enc_n_records(r->enc)) {
+        /* declarations alone: commit them, so that a flush makes them durable too */
+        if ((rc = ft_trace_w_commit(r->t))) return broken(r, from_trace(r, rc));
+        return FT_OK;
+    }
     ft_chunk_info info;
     rc = ft_chunk_enc_finish(r->enc, r->level, &r->blob, &info, &r->err);
     if (rc) return broken(r, rc);
@@ -350,10 +357,10 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
                               i);
     int64_t n_tokens = 0;
     if (fl & FT_CF_HAS_SPLITS) {
-        if (c->n_splits > FT_MAX_SPLITS)
+        if (c->n_splits > FT_LIM_SPLITS)
             return ft_err_set(&r->err, FT_ERANGE,
                               "call seq %" PRId64 ": field 'm_splits': %u groups (limit %d)",
-                              c->seq, c->n_splits, FT_MAX_SPLITS);
+                              c->seq, c->n_splits, FT_LIM_SPLITS);
         if (c->n_splits && !c->m_splits)
             return ft_err_set(&r->err, FT_EINVAL, "call seq %" PRId64 ": m_splits is NULL", c->seq);
         for (uint32_t i = 0; i < c->n_splits; i++) {
@@ -371,10 +378,10 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
     if (fl & FT_CF_HAS_PHASE) {
         if (!c->phase)
             return ft_err_set(&r->err, FT_EINVAL, "call seq %" PRId64 ": phase is NULL", c->seq);
-        if (strlen(c->phase) > FT_CHUNK_MAX_PHASE_LEN)
+        if (strlen(c->phase) > FT_LIM_PHASE_BYTES)
             return ft_err_set(&r->err, FT_ERANGE,
                               "call seq %" PRId64 ": field 'phase': longer than %d bytes", c->seq,
-                              FT_CHUNK_MAX_PHASE_LEN);
+                              FT_LIM_PHASE_BYTES);
     }
     if ((fl & FT_CF_HAS_SPLITS) &&
         ft_chunk_enc_n_split_values(r->enc) + c->n_splits > FT_CHUNK_MAX_SPLIT_VALUES / 2 &&

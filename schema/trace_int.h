@@ -12,6 +12,10 @@
 
 #include <stdint.h>
 
+/* FT_* status for a SQLite result code: damage (CORRUPT, NOTADB) -> FT_ECORRUPT, the
+ * environment (IOERR, FULL, CANTOPEN, BUSY, ...) -> FT_EIO, NOMEM -> FT_ENOMEM. */
+int ft_sql_status(int sqlite_rc);
+
 /* Number of (stored) op lists. */
 uint32_t ft_trace_n_oplists(const ft_trace *t);
 const ft_chunk_limits *ft_trace_limits(const ft_trace *t);
