@@ -190,17 +190,10 @@ int cli_run(const cli_cmd *cmd, const char *prog, int argc, char **argv)
         return usage_error(cmd, prog, argc >= 2 ? "unknown subcommand '%s'" : "no subcommand%s",
                            argc >= 2 ? argv[1] : "");
     }
-    if (cmd->legacy_fn) {
-        int st = cmd->legacy_fn(argc, argv);
-        ft_err e = {0};
-        if (cli_stdout_close(&e)) {
-            fprintf(stderr, "%s: %s\n", prog, ft_err_msg(&e));
-            if (!st) st = cli_exit_code(e.rc);
-        }
-        return st;
-    }
-    char static_prog[128];
+    static char static_prog[128];
     ft_strlcpy(static_prog, prog, sizeof static_prog);
+    usage_wanted = 0;
+    cli_in_reset();
     prog_name = static_prog;
 
     void *opts = NULL;

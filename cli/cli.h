@@ -65,8 +65,6 @@ struct cli_cmd {
     void (*help_fn)(FILE *f);   /* more help below the options (e.g. the policies), or NULL */
     const cli_cmd *const *subs; /* a command of subcommands (`kernels quantize`), or NULL */
     size_t n_subs;
-    /* a command that parses its own arguments and returns its exit status (being converted) */
-    int (*legacy_fn)(int argc, char **argv);
 };
 #define CLI_OPTS(type, table)                                                                      \
     .opts = table, .n_opts = FT_ARRAY_LEN(table), .opts_size = sizeof(type)
@@ -101,6 +99,8 @@ enum {
  * directory (a trace must be a regular file; `-` only for CLI_IN_STREAM), and is remembered so
  * that no output can replace it. FT_EINVAL (exit 2) naming the file, or FT_ENOMEM. */
 int cli_in_check(const char *path, int kind, ft_err *err);
+/* Forget the inputs checked so far (a new command starts). */
+void cli_in_reset(void);
 
 enum {
     CLI_OUT_STREAM = 0,  /* a text file (report, per-call lines): may be replaced; `-` is stdout */
@@ -130,8 +130,8 @@ int cli_out_open(cli_out *o, const char *path, int kind, int force, ft_err *err)
  * on an output that was never opened or is already closed. */
 int cli_out_close(cli_out *o, int rc, ft_err *err);
 
-/* Check stdout once the command is done: flush and close it, FT_EIO if anything written to it
- * failed (a full disk, a closed pipe). */
+/* Check stdout once the command is done: flush it, FT_EIO if anything written to it failed (a
+ * full disk); the error state is cleared. */
 int cli_stdout_close(ft_err *err);
 
 #endif

@@ -262,12 +262,16 @@ int cli_out_close(cli_out *o, int rc, ft_err *err)
 
 int cli_stdout_close(ft_err *err)
 {
-    int bad = fflush(stdout) || ferror(stdout);
+    /* flushed and checked, not closed: the process may run another command (the CLI fuzzer) */
+    int bad = fflush(stdout) != 0;
     int e = errno;
-    if (fclose(stdout) && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad) return ft_err_set(err, FT_EIO, "writing stdout failed: %s", e ? strerror(e) : "error");
+    if (!bad && ferror(stdout)) bad = 1, e = EIO;
+    clearerr(stdout);
+    if (bad) return ft_err_set(err, FT_EIO, "writing stdout failed: %s", strerror(e));
     return FT_OK;
+}
+
+void cli_in_reset(void)
+{
+    n_inputs = 0;
 }

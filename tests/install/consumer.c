@@ -18,7 +18,10 @@ int main(int argc, char **argv)
     if (!rc) rc = ft_rec_fuser(r, 1, "mlp", "[{\"type\":\"GELU\"}]");
     for (int64_t seq = 0; seq < 1000 && !rc; seq++) {
         const uint8_t op_rg[1] = {1};
-        ft_call c = {.seq = seq, .fuser = 1, .flags = FT_CF_GRAD | FT_CF_INPUT_RG, .n_op_rg = 1,
+        ft_call c = {.seq = seq,
+                     .fuser = 1,
+                     .flags = FT_CF_GRAD | FT_CF_INPUT_RG,
+                     .n_op_rg = 1,
                      .op_rg = op_rg};
         rc = ft_rec_call(r, &c);
     }
