@@ -1,5 +1,5 @@
 """Trace writers: the C recorder through ctypes (rank{R}.ftdb) and a JSON Lines fallback
-(rank{R}.jsonl, format spec/capture-jsonl.md).
+(rank{R}.jsonl, format docs/capture-format.md).
 
 Both take the same calls: header(dict), fuser(id, label, ops_json), recipe(id, type, obj,
 attrs_json), call(...), backward(seq, call, ns), flush(), close(). Neither is thread-safe; the
