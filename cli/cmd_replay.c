@@ -3,13 +3,17 @@
  * policies and print one reduced report (text table, JSON or CSV); with --numerics, also run the
  * sampled grouped-MLP calls' chosen and fresh plans (ft_numerics.h) and add the numerics section.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "ft_replay.h"
 #include "ft_report.h"
 #include "ft_numerics.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* The back ends of numerical replay, by name: where the CUDA back end is chosen (and where a
  * back end loaded on demand would be looked up). */
@@ -143,6 +147,31 @@ static const cli_opt options[] = {
 };
 #undef OFF
 
+/* Progress on a terminal while the library replays: a line that says the run is alive once it
+ * has taken a second (the engine has no progress hook; it reports when done). */
+typedef struct progress {
+    pthread_t thread;
+    atomic_int stop;
+    uint32_t n_traces;
+    uint64_t n_calls;
+    int numerics;
+} progress;
+
+static void *progress_main(void *arg)
+{
+    progress *p = arg;
+    struct timespec t0, now, tick = {0, 100000000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!atomic_load(&p->stop)) {
+        nanosleep(&tick, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double s = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+        cli_progress("%s %u trace%s, %llu calls: %.0f s", p->numerics ? "numerics on" : "replaying",
+                     p->n_traces, p->n_traces == 1 ? "" : "s", (unsigned long long)p->n_calls, s);
+    }
+    return NULL;
+}
+
 static void help_policies(FILE *f)
 {
     fprintf(f, "\npolicies:\n");
@@ -177,9 +206,11 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     int rc = FT_OK;
     for (uint32_t i = 0; i < n_paths && !rc; i++)
         rc = cli_in_check(args[i], CLI_IN_TRACE, err);
+    progress pr = {.n_traces = n_paths, .numerics = numerics};
     for (uint32_t i = 0; i < n_paths && !rc; i++) {
         ft_trace *t = NULL;
-        rc = ft_trace_open(args[i], FT_OPEN_READ, &t, err);
+        if (!(rc = ft_trace_open(args[i], FT_OPEN_READ, &t, err)))
+            pr.n_calls += ft_trace_n_calls(t);
         ft_trace_close(t);
     }
     if (rc) return rc;
@@ -212,8 +243,16 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
                            .n_threads = ro->threads};
     if (numerics) no.backend = backends[ro->backend].backend;
     const char *const *paths = (const char *const *)args;
+    /* progress only where nothing else writes to the terminal meanwhile */
+    int show = cli_progress_wanted() && !(ro->explain && explain == stderr) &&
+               !pthread_create(&pr.thread, NULL, progress_main, &pr);
     rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, err)
                   : ft_replay_traces(paths, n_paths, &o, res, err);
+    if (show) {
+        atomic_store(&pr.stop, 1);
+        pthread_join(pr.thread, NULL);
+        cli_progress_end();
+    }
     /* the per-call file complete (or its failure known) before the report is written */
     rc = cli_out_close(&pc, rc, err);
     if (rc) goto done;
