@@ -37,3 +37,23 @@ if command -v "$py" >/dev/null 2>&1; then
     *) echo "the installed package found: $found"; exit 1 ;;
   esac
 fi
+
+# `pip install recorder/python` (from a copy: setuptools builds in the source folder), standard
+# library only, without network: Debian's python3 with python3-pip, python3-setuptools and
+# python3-wheel. The pip-installed package finds the installed library through the dynamic
+# linker's path here (LD_LIBRARY_PATH stands in for ldconfig).
+pip_py=${FT_PIP_PYTHON:-/usr/bin/python3}
+if "$pip_py" -c 'import setuptools, wheel' 2>/dev/null && "$pip_py" -m pip --version >/dev/null 2>&1; then
+  cp -r "$here/../../recorder/python" "$tmp/pysrc"
+  rm -rf "$tmp/pysrc/build" "$tmp/pysrc"/*.egg-info
+  "$pip_py" -m pip install --quiet --no-build-isolation --no-deps --no-index \
+    --target "$tmp/pip" "$tmp/pysrc" >"$tmp/pip.log" 2>&1 || { cat "$tmp/pip.log"; exit 1; }
+  found=$(cd "$tmp" && env -u FUSERTRACE_LIB PYTHONPATH="$tmp/pip" LD_LIBRARY_PATH="$libdir" \
+    "$pip_py" -c 'from fusertrace_capture._writer import find_library; p, why = find_library(); print(p or why)')
+  case $found in
+    *libfusertrace_rec.so) echo "pip-installed package finds $found" ;;
+    *) echo "the pip-installed package found: $found"; exit 1 ;;
+  esac
+else
+  echo "not checked: pip install recorder/python ($pip_py lacks pip, setuptools or wheel)"
+fi
