@@ -698,6 +698,22 @@ static void *read_fifo(void *arg)
     return NULL;
 }
 
+typedef struct fifo_writer {
+    const char *path;
+    const char *data;
+    size_t n;
+} fifo_writer;
+
+static void *write_fifo(void *arg)
+{
+    fifo_writer *w = arg;
+    FILE *p = fopen(w->path, "wb");
+    if (!p) return NULL;
+    fwrite(w->data, 1, w->n, p);
+    fclose(p);
+    return NULL;
+}
+
 /* A FIFO and a character device are written in place, never replaced by a file. */
 static void test_cli_output_fifo_and_device_in_place(void **state)
 {
@@ -736,6 +752,21 @@ static void test_cli_output_fifo_and_device_in_place(void **state)
             assert_true(r.n > 0 && r.data[0] == '{');
         }
         free(r.data);
+    }
+    /* a FIFO as import's input: checking it does not disturb its writer */
+    {
+        size_t n;
+        char *stream = tu_read_file(ref, &n);
+        assert_non_null(stream);
+        fifo_writer w = {.path = fifo, .data = stream, .n = n};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, write_fifo, &w), 0);
+        int rc = run(f, NULL, NULL, "import", fifo, "-o", in_dir(f, "from-fifo.ftdb"), NULL);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        if (rc) print_error("import from a FIFO: %s\n", f->err);
+        assert_int_equal(rc, 0);
+        free(stream);
+        assert_int_equal(run(f, NULL, NULL, "verify", in_dir(f, "from-fifo.ftdb"), NULL), 0);
     }
     assert_int_equal(run(f, NULL, NULL, "export", t, "-o", "/dev/null", NULL), 0);
     struct stat st;
