@@ -85,17 +85,14 @@ _Static_assert(sizeof(pstate) == 128, "pstate is indexed by a shift");
 
 typedef int (*policy_loop_fn)(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err);
 
+/* A policy's row: what the engine and the reports read. Its reset rule, key and store are the
+ * arguments its loop was instantiated with (POLICIES in policy.c); they live only there. */
 typedef struct policy_def {
     const char *name;
     const char *summary;
     ft_store_kind store;
-    int build_on_reset; /* single slot: every reset also rebuilds (te-pre3410, commit1) */
-    int needs_fa;       /* reads pcall.fa_id */
-    /* Reset rule: compare with and update s's saved components; 1 if reset_recipe_state runs. */
-    int (*reset_fn)(pstate *s, const rinfo *ri, const pcall *c);
-    /* Cache key within the fuser ((id << FT_KEY_F_BITS) | f, or id alone). */
-    uint64_t (*key_fn)(const rinfo *ri, const pcall *c);
-    /* The per-batch loop, specialised for this row's functions (POLICY_LOOP in policy.c). */
+    int needs_fa; /* reads pcall.fa_id */
+    /* The per-batch loop, specialised for this policy's reset rule, key and store. */
     policy_loop_fn loop_fn;
 } policy_def;
 
