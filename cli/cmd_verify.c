@@ -1,8 +1,11 @@
 /*
  * cmd_verify.c - `fusertrace verify TRACE`: open the trace (identity, version, small-table
  * digests) and run the full check (SQLite structure, schema, every chunk decoded with its
- * checksums, every reference). Exit 0 when sound, 1 naming the first problem, 2 when the file
- * is not a trace (or of a newer format) or the usage is wrong, 3 on other failures.
+ * checksums, every reference). Exit 0 when sound, 1 naming the first problem (damage: a cut or
+ * damaged file, a damaged -wal beside a trace not closed, a table beyond the format's limits),
+ * 2 when the file is missing, not a trace (or of a newer format) or the usage is wrong, 3 on an
+ * environment failure (I/O, memory). How the trace was read (not closed, a side file ignored)
+ * goes to stderr.
  */
 #include "cli.h"
 #include "ft_trace.h"
@@ -20,17 +23,7 @@ static void usage(FILE *f)
 
 static int exit_for(int rc)
 {
-    switch (rc) {
-    case FT_ECORRUPT:
-        return FT_EXIT_CHECK;
-    case FT_ENOTTRACE:
-    case FT_EVERSION:
-    case FT_EIO: /* missing or unreadable file: a usage problem for this command */
-    case FT_EINVAL:
-        return FT_EXIT_INPUT;
-    default:
-        return cli_exit_code(rc);
-    }
+    return cli_exit_code(rc); /* the same mapping as every reader */
 }
 
 int cmd_verify(int argc, char **argv)
@@ -50,6 +43,7 @@ int cmd_verify(int argc, char **argv)
         fprintf(stderr, "fusertrace verify: %s\n", ft_err_msg(&err));
         return exit_for(rc);
     }
+    if (ft_trace_notice(t)) fprintf(stderr, "fusertrace verify: %s\n", ft_trace_notice(t));
     rc = ft_trace_verify(t, &err);
     if (rc) {
         fprintf(stderr, "fusertrace verify: %s\n", ft_err_msg(&err));

@@ -20,6 +20,8 @@ static const struct {
     {"info", cmd_info, "info TRACE [--json]          what a trace holds"},
     {"verify", cmd_verify,
      "verify TRACE                 check schema, checksums, chunks, references"},
+    {"seal", cmd_seal,
+     "seal TRACE [--force]         finish a trace whose recording was not closed"},
     {"synth", cmd_synth, "synth SCENARIO [...] -o OUT  synthetic training-run trace (--list)"},
     {"replay", cmd_replay, "replay TRACE... [...]        replay under plan-cache policies"},
     {"kernels", cmd_kernels, "kernels quantize [...]       grouped-MLP kernels and quantizers"},
