@@ -8,6 +8,7 @@
  * goes to stderr.
  */
 #include "cli.h"
+#include "ft_recorder.h"
 #include "ft_trace.h"
 
 #include <stdio.h>
@@ -45,6 +46,7 @@ int cmd_verify(int argc, char **argv)
     }
     if (ft_trace_notice(t)) fprintf(stderr, "fusertrace verify: %s\n", ft_trace_notice(t));
     rc = ft_trace_verify(t, &err);
+    if (!rc) rc = ft_trace_check_json(t, &err); /* what verifies exports and imports again */
     if (rc) {
         fprintf(stderr, "fusertrace verify: %s\n", ft_err_msg(&err));
     } else {

@@ -31,6 +31,9 @@ int ft_trace_w_commit(ft_trace *t);
 /* Mark the trace complete, checkpoint the WAL and leave a single self-contained file; the
  * connection is closed (only ft_trace_close may follow). */
 int ft_trace_w_finish(ft_trace *t);
+/* Byte offset of the first invalid UTF-8 sequence in s (NUL-terminated), or -1 when it is all
+ * valid: JSON, and so the capture stream, holds only UTF-8. */
+long ft_utf8_bad_at(const char *s);
 /* FT_* status for a SQLite result code: damage (CORRUPT, NOTADB) -> FT_ECORRUPT, the
  * environment (IOERR, FULL, CANTOPEN, BUSY, ...) -> FT_EIO, NOMEM -> FT_ENOMEM. */
 int ft_sql_status(int sqlite_rc);

@@ -82,6 +82,73 @@ static int check_sqlite(ft_trace *t, ft_err *err)
     return FT_ECORRUPT;
 }
 
+long ft_utf8_bad_at(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (long i = 0; p[i];) {
+        unsigned c = p[i], n = c < 0x80             ? 0
+                               : (c & 0xe0) == 0xc0 ? 1
+                               : (c & 0xf0) == 0xe0 ? 2
+                               : (c & 0xf8) == 0xf0 ? 3
+                                                    : 9;
+        if (n == 9 || (n == 1 && c < 0xc2)) return i;
+        uint32_t cp = n ? c & (0x3fu >> n) : c;
+        for (unsigned k = 1; k <= n; k++) {
+            if ((p[i + k] & 0xc0) != 0x80) return i;
+            cp = cp << 6 | (p[i + k] & 0x3fu);
+        }
+        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return i;
+        i += (long)n + 1;
+    }
+    return -1;
+}
+
+/* The small tables hold only what the capture stream can carry (the open checked the sizes). */
+static int check_tables(ft_trace *t, ft_err *err)
+{
+    const char *p = ft_trace_path(t);
+    const ft_header *h = ft_trace_header(t);
+    const char *hs[] = {h->te_version, h->torch_version, h->host, h->started_at};
+    for (size_t i = 0; i < FT_ARRAY_LEN(hs); i++)
+        if (hs[i] && ft_utf8_bad_at(hs[i]) >= 0)
+            return ft_err_set(err, FT_ECORRUPT, "%s: table meta: a header field is not UTF-8", p);
+    if ((h->has_rank && (h->rank < 0 || h->rank > INT32_MAX)) ||
+        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)))
+        return ft_err_set(err, FT_ECORRUPT, "%s: table meta: rank or world_size out of range", p);
+    for (uint32_t i = 0; i < ft_trace_n_fusers(t); i++) {
+        const ft_fuser_def *f = ft_trace_fuser(t, i);
+        if (f->id < 0 || (f->label && ft_utf8_bad_at(f->label) >= 0))
+            return ft_err_set(err, FT_ECORRUPT,
+                              "%s: table fusers: row %u: a negative id or a label not UTF-8", p,
+                              i + 1);
+    }
+    for (uint32_t i = 0; i < ft_trace_n_recipes(t); i++) {
+        const ft_recipe_def *r = ft_trace_recipe(t, i);
+        if (r->id < 0 || !r->type[0] || ft_utf8_bad_at(r->type) >= 0)
+            return ft_err_set(err, FT_ECORRUPT,
+                              "%s: table recipes: row %u: a negative id or a type empty or not "
+                              "UTF-8",
+                              p, i + 1);
+    }
+    return FT_OK;
+}
+
+/* Record i of a chunk holds only values the capture stream can carry. */
+static const char *bad_value(const ft_batch *b, uint32_t i)
+{
+    uint32_t fl = b->flags[i];
+    if (b->seq[i] < 0) return "seq";
+    if ((fl & FT_CF_HAS_NS) && b->ns[i] < 0) return "ns";
+    if (b->kind[i] != FT_REC_CALL) return b->bwd_call[i] < 0 ? "call" : NULL;
+    if (b->device[i] < 0) return "device";
+    if ((fl & FT_CF_HAS_STEP) && b->step[i] < 0) return "step";
+    if ((fl & FT_CF_HAS_MB) && b->mb[i] < 0) return "mb";
+    if ((fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] < 0) return "fuse_ns";
+    return NULL;
+}
+
 /* Is v among the sorted call seqs? */
 static int has_seq(const int64_t *s, size_t n, int64_t v)
 {
@@ -138,6 +205,7 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
     int rc = check_sqlite(t, err);
     if (!rc) rc = check_schema(t, err);
     if (!rc && (rc = ft_trace_check_digests(t))) *err = *ft_trace_error(t);
+    if (!rc) rc = check_tables(t, err);
     if (rc) return rc;
     ft_reader *r = NULL;
     uint64_t n_chunks = ft_trace_n_chunks(t), pos = 0;
@@ -162,6 +230,11 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
                             (long long)last[pos - 1]);
             break;
         }
+        for (uint32_t k = 0; k < b->n_phases && !rc; k++)
+            if (ft_utf8_bad_at(b->phases[k]) >= 0)
+                rc = ft_err_set(err, FT_ECORRUPT, "%s: chunk %llu: phase %u is not UTF-8",
+                                ft_trace_path(t), (unsigned long long)b->chunk_id, k);
+        if (rc) break;
         call_set *cur = &cs[pos & 1], *prev = &cs[(pos + 1) & 1];
         cur->n = 0;
         cur->first = b->seq[0];
@@ -171,6 +244,13 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
                 rc = ft_err_set(err, FT_ECORRUPT, "%s: chunk %llu: seq %lld does not follow %lld",
                                 ft_trace_path(t), (unsigned long long)b->chunk_id,
                                 (long long)b->seq[i], (long long)b->seq[i - 1]);
+                break;
+            }
+            const char *bad = bad_value(b, i);
+            if (bad) {
+                rc = ft_err_set(
+                    err, FT_ECORRUPT, "%s: chunk %llu: seq %lld: field '%s' is negative",
+                    ft_trace_path(t), (unsigned long long)b->chunk_id, (long long)b->seq[i], bad);
                 break;
             }
             if (b->kind[i] == FT_REC_CALL) {
