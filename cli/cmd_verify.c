@@ -1,10 +1,14 @@
 /*
  * cmd_verify.c - `fusertrace verify TRACE`: open the trace (identity, version, small-table
  * digests) and run the full check (SQLite structure, schema, every chunk decoded with its
- * checksums, every reference). Exit 0 when sound, 1 naming the first problem, 2 when the file
- * is not a trace (or of a newer format) or the usage is wrong, 3 on other failures.
+ * checksums, every reference). Exit 0 when sound, 1 naming the first problem (damage: a cut or
+ * damaged file, a damaged -wal beside a trace not closed, a table beyond the format's limits),
+ * 2 when the file is missing, not a trace (or of a newer format) or the usage is wrong, 3 on an
+ * environment failure (I/O, memory). How the trace was read (not closed, a side file ignored)
+ * goes to stderr.
  */
 #include "cli.h"
+#include "ft_recorder.h"
 #include "ft_trace.h"
 
 #include <stdio.h>
@@ -16,7 +20,11 @@ static int verify_one(const char *path)
     ft_trace *t = NULL;
     ft_err err = {0};
     int rc = cli_in_check(path, CLI_IN_TRACE, &err);
-    if (!rc && !(rc = ft_trace_open(path, FT_OPEN_READ, &t, &err))) rc = ft_trace_verify(t, &err);
+    if (!rc && !(rc = ft_trace_open(path, FT_OPEN_READ, &t, &err))) {
+        if (ft_trace_notice(t)) fprintf(stderr, "%s: %s\n", cli_prog(), ft_trace_notice(t));
+        rc = ft_trace_verify(t, &err);
+        if (!rc) rc = ft_trace_check_json(t, &err); /* what verifies exports and imports again */
+    }
     if (rc) {
         fprintf(stderr, "%s: %s\n", cli_prog(), ft_err_msg(&err));
     } else {

@@ -56,6 +56,24 @@ struct ft_rec {
     seqset calls;
 };
 
+/* ---- what the capture stream can carry ---------------------------------------------------- */
+static int check_text(ft_rec *r, const char *what, const char *s)
+{
+    long at = s ? ft_utf8_bad_at(s) : -1;
+    if (at >= 0) return ft_err_set(&r->err, FT_EINVAL, "%s: invalid UTF-8 at byte %ld", what, at);
+    return FT_OK;
+}
+
+/* A value the capture stream requires to be >= 0 (so that export can be re-imported). */
+static int check_nonneg(ft_rec *r, int64_t seq, const char *field, int64_t v)
+{
+    if (v < 0)
+        return ft_err_set(&r->err, FT_ERANGE,
+                          "call seq %" PRId64 ": field '%s': %" PRId64 " is negative", seq, field,
+                          v);
+    return FT_OK;
+}
+
 /* ---- seq set ------------------------------------------------------------------------------ */
 static int seqset_add(seqset *s, int64_t v)
 {
@@ -247,6 +265,14 @@ int ft_rec_header(ft_rec *r, const ft_header *h)
     if (rc) return rc;
     if (r->have_header || r->n_decls || r->n_records)
         return ft_err_set(&r->err, FT_ESTATE, "header must come first and only once");
+    if ((h->has_rank && (h->rank < 0 || h->rank > INT32_MAX)) ||
+        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)))
+        return ft_err_set(&r->err, FT_ERANGE, "header: rank or world_size out of range");
+    if ((rc = check_text(r, "header te_version", h->te_version)) ||
+        (rc = check_text(r, "header torch_version", h->torch_version)) ||
+        (rc = check_text(r, "header host", h->host)) ||
+        (rc = check_text(r, "header started_at", h->started_at)))
+        return rc;
     char *env = NULL, *extra = NULL;
     rc = ft_json_canon(h->env_json ? h->env_json : "{}", FT_CANON_OBJECT, "header env", &env, NULL,
                        &r->err);
@@ -272,6 +298,9 @@ int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json)
     if (rc) return rc;
     char what[64], *ops = NULL;
     size_t n_ops = 0;
+    if (id < 0) return ft_err_set(&r->err, FT_ERANGE, "fuser id %" PRId64 " is negative", id);
+    snprintf(what, sizeof what, "fuser %" PRId64 " label", id);
+    if ((rc = check_text(r, what, label))) return rc;
     snprintf(what, sizeof what, "fuser %" PRId64 " ops", id);
     rc = ft_json_canon(ops_json, FT_CANON_OPLIST, what, &ops, &n_ops, &r->err);
     if (rc) return rc;
@@ -288,7 +317,10 @@ int ft_rec_recipe(ft_rec *r, int64_t id, const char *type, int64_t obj, const ch
     if (rc) return rc;
     if (!type || !*type)
         return ft_err_set(&r->err, FT_EINVAL, "recipe %" PRId64 ": missing type", id);
+    if (id < 0) return ft_err_set(&r->err, FT_ERANGE, "recipe id %" PRId64 " is negative", id);
     char what[64], *attrs = NULL;
+    snprintf(what, sizeof what, "recipe %" PRId64 " type", id);
+    if ((rc = check_text(r, what, type))) return rc;
     snprintf(what, sizeof what, "recipe %" PRId64 " attrs", id);
     rc = ft_json_canon(attrs_json, FT_CANON_OBJECT, what, &attrs, NULL, &r->err);
     if (rc) return rc;
@@ -327,6 +359,13 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
     if (fl & ~CF_ALL)
         return ft_err_set(&r->err, FT_EINVAL, "call seq %" PRId64 ": unknown flag bits 0x%x",
                           c->seq, fl & ~CF_ALL);
+    if ((rc = check_nonneg(r, c->seq, "seq", c->seq)) ||
+        (rc = check_nonneg(r, c->seq, "device", c->device)) ||
+        ((fl & FT_CF_HAS_STEP) && (rc = check_nonneg(r, c->seq, "step", c->step))) ||
+        ((fl & FT_CF_HAS_MB) && (rc = check_nonneg(r, c->seq, "mb", c->mb))) ||
+        ((fl & FT_CF_HAS_NS) && (rc = check_nonneg(r, c->seq, "ns", c->ns))) ||
+        ((fl & FT_CF_HAS_FUSE_NS) && (rc = check_nonneg(r, c->seq, "fuse_ns", c->fuse_ns))))
+        return rc;
     uint32_t fi = ft_trace_fuser_index(r->t, c->fuser);
     if (fi == UINT32_MAX)
         return ft_err_set(&r->err, FT_EINVAL,
@@ -382,6 +421,9 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
             return ft_err_set(&r->err, FT_ERANGE,
                               "call seq %" PRId64 ": field 'phase': longer than %d bytes", c->seq,
                               FT_LIM_PHASE_BYTES);
+        char what[64];
+        snprintf(what, sizeof what, "call seq %" PRId64 ": field 'phase'", c->seq);
+        if ((rc = check_text(r, what, c->phase))) return rc;
     }
     if ((fl & FT_CF_HAS_SPLITS) &&
         ft_chunk_enc_n_split_values(r->enc) + c->n_splits > FT_CHUNK_MAX_SPLIT_VALUES / 2 &&
@@ -402,6 +444,9 @@ int ft_rec_backward(ft_rec *r, const ft_backward *b)
     int rc = check_usable(r);
     if (rc) return rc;
     if ((rc = check_seq(r, b->seq))) return rc;
+    if ((rc = check_nonneg(r, b->seq, "seq", b->seq)) ||
+        (b->has_ns && (rc = check_nonneg(r, b->seq, "ns", b->ns))))
+        return rc;
     if (b->call >= b->seq || !seqset_has(&r->calls, b->call))
         return ft_err_set(&r->err, FT_EINVAL,
                           "backward seq %" PRId64 ": field 'call': %" PRId64

@@ -19,7 +19,7 @@
 
 /* ---- the small tables --------------------------------------------------------------------- */
 #define FT_LIM_FUSERS        ((1u << 24) - 1) /* declared fuser instances in one trace */
-#define FT_LIM_RECIPES       ((1u << 24) - 1) /* declared recipe states in one trace */
+#define FT_LIM_RECIPES       ((1u << 24) - 3) /* declared recipe states in one trace */
 #define FT_LIM_OPS           4096             /* basic ops in one fuser's op list */
 #define FT_LIM_OPS_BYTES     (1u << 20)       /* canonical JSON of one op list */
 #define FT_LIM_LABEL_BYTES   (1u << 16)       /* one fuser label */

@@ -1633,6 +1633,10 @@ static int fold_wal_and_close(ft_trace *t)
     }
     if (close(fd) && !rc)
         rc = ft_err_set(&t->err, FT_EIO, "%s: closing: %s", t->path, strerror(errno));
+    /* a -shm left by a killed recorder (seal) means nothing beside a rollback-mode file */
+    char shm[4200];
+    snprintf(shm, sizeof shm, "%s-shm", t->path);
+    if (!rc) unlink(shm);
     return rc;
 }
 
