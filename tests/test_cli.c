@@ -916,7 +916,7 @@ static void test_cli_same_mistake_same_answer(void **state)
     ft_strlcpy(missing, in_dir(f, "missing.ftdb"), sizeof missing);
     const char *out = in_dir(f, "o.ftdb");
     /* a missing input, a directory, `-` where a trace is wanted: exit 2 and one message */
-    static const char *const cmds[] = {"info", "verify", "export", "replay"};
+    static const char *const cmds[] = {"info", "verify", "export", "replay", "seal"};
     char want[2200];
     for (size_t i = 0; i < FT_ARRAY_LEN(cmds); i++) {
         assert_int_equal(run(f, NULL, NULL, cmds[i], missing, NULL), 2);
@@ -979,8 +979,8 @@ static void test_cli_version_and_help(void **state)
     assert_true(!strncmp(text, "fusertrace ", 11));
     assert_non_null(strstr(text, "trace format"));
     free(text);
-    static const char *const cmds[] = {"demo",   "import", "export", "info",
-                                       "verify", "synth",  "replay", "kernels"};
+    static const char *const cmds[] = {"demo", "import", "export", "info",   "verify",
+                                       "seal", "synth",  "replay", "kernels"};
     for (size_t i = 0; i < FT_ARRAY_LEN(cmds); i++) {
         assert_int_equal(run(f, NULL, out, "help", cmds[i], NULL), 0);
         char *h = tu_read_file(out, NULL);
