@@ -185,7 +185,10 @@ int cli_run(const cli_cmd *cmd, const char *prog, int argc, char **argv)
                 }
         if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
             cli_help(stdout, cmd, prog);
-            return FT_EXIT_OK;
+            ft_err out_err = {0};
+            if (!cli_stdout_close(&out_err)) return FT_EXIT_OK;
+            fprintf(stderr, "%s: %s\n", prog, ft_err_msg(&out_err));
+            return cli_exit_code(out_err.rc);
         }
         return usage_error(cmd, prog, argc >= 2 ? "unknown subcommand '%s'" : "no subcommand%s",
                            argc >= 2 ? argv[1] : "");
@@ -257,8 +260,14 @@ int cli_run(const cli_cmd *cmd, const char *prog, int argc, char **argv)
             goto done;
         }
     }
-    if (n_args < cmd->min_args) {
-        status = usage_error(cmd, prog, "%s", n_args ? "too few arguments" : "nothing given");
+    if (n_args < cmd->min_args) { /* named as the synopsis names it: "missing TRACE" */
+        const char *syn = cmd->synopsis ? cmd->synopsis : "";
+        int len = (int)strcspn(syn, " \n");
+        if (len > 3 && !strncmp(syn + len - 3, "...", 3)) len -= 3;
+        if (len)
+            status = usage_error(cmd, prog, "missing %.*s", len, syn);
+        else
+            status = usage_error(cmd, prog, "too few arguments");
         goto done;
     }
     if (n_args > cmd->max_args) {
