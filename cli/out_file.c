@@ -66,6 +66,11 @@ int cli_in_check(const char *path, int kind, ft_err *err)
         if (access(path, R_OK))
             return ft_err_set(err, FT_EINVAL, "cannot open %s: %s", path, strerror(errno));
     }
+    /* `cmd TRACE >> TRACE`: the shell opened the input as stdout (without truncating it) */
+    struct stat so;
+    if (strcmp(path, "-") && !fstat(STDOUT_FILENO, &so) && S_ISREG(so.st_mode) &&
+        so.st_dev == st.st_dev && so.st_ino == st.st_ino)
+        return ft_err_set(err, FT_EINVAL, "stdout is %s, an input; not writing into it", path);
     if (n_inputs == MAX_INPUTS) return FT_OK; /* only the same-file check is lost */
     inputs[n_inputs].dev = st.st_dev;
     inputs[n_inputs++].ino = st.st_ino;

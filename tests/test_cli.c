@@ -609,6 +609,35 @@ static void test_cli_output_that_is_an_input_is_refused(void **state)
     assert_int_equal(run(f, NULL, NULL, "import", jsonl, "-o", jsonl, "-f", NULL), 2);
     assert_non_null(strstr(f->err, "is also an input"));
     assert_int_equal(file_size(jsonl), nj);
+    /* stdout opened onto an input (`replay T >> T`): refused, T untouched */
+    {
+        int fd = open(t, O_WRONLY | O_APPEND);
+        assert_true(fd >= 0);
+        const char *cli = getenv("FT_CLI");
+        char a_replay[] = "replay", a_info[] = "info";
+        char *av[][3] = {{(char *)cli, a_replay, t}, {(char *)cli, a_info, t}};
+        for (int k = 0; k < 2; k++) {
+            char *argv[] = {av[k][0], av[k][1], av[k][2], NULL};
+            posix_spawn_file_actions_t fa;
+            assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+            posix_spawn_file_actions_adddup2(&fa, fd, 1);
+            posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+            pid_t pid;
+            assert_int_equal(posix_spawn(&pid, cli, &fa, NULL, argv, environ), 0);
+            posix_spawn_file_actions_destroy(&fa);
+            int status;
+            while (waitpid(pid, &status, 0) < 0)
+                assert_int_equal(errno, EINTR);
+            assert_true(WIFEXITED(status));
+            assert_int_equal(WEXITSTATUS(status), 2);
+        }
+        close(fd);
+        size_t n1;
+        char *after = tu_read_file(t, &n1);
+        assert_non_null(after);
+        assert_int_equal(n1, n0);
+        free(after);
+    }
     char t2[2048];
     ft_strlcpy(t2, make_trace(f, "t2.ftdb"), sizeof t2);
     assert_int_equal(run(f, NULL, NULL, "replay", t, t2, "--per-call", t2, NULL), 2);
