@@ -930,9 +930,14 @@ static void test_cli_json_stdout_pure(void **state)
     free(text);
     assert_int_equal(run(f, NULL, NULL, "replay", t, "--per-call", "-", "--json", NULL), 2);
     assert_non_null(strstr(f->err, "both want stdout"));
-    /* info --json and demo --json are JSON too */
+    /* info --json is JSON too: an object, or an array of them for several traces */
     assert_int_equal(run(f, NULL, out, "info", t, "--json", NULL), 0);
     assert_non_null(o = json_load_file(out, 0, &je));
+    assert_true(json_is_object(o));
+    json_decref(o);
+    assert_int_equal(run(f, NULL, out, "info", t, t, "--json", NULL), 0);
+    assert_non_null(o = json_load_file(out, 0, &je));
+    assert_int_equal(json_array_size(o), 2);
     json_decref(o);
 }
 
