@@ -3,7 +3,8 @@
  * (capture-jsonl v1), record for record.
  *
  * To stdout by default (or `-o -`); to a file through a temporary name in its directory, renamed
- * over OUT only when complete (cli_out, out_file.c). A damaged trace (checksum, decode or reference
+ * over OUT only when complete (cli_out, out_file.c). An OUT whose name ends in `.zst` is written
+ * zstd-compressed (level FT_JSONL_ZSTD_LEVEL, streamed); `import` reads it back as it is. A damaged trace (checksum, decode or reference
  * failure) exits 1 with the message naming the chunk or table; not a trace / wrong version exits 2.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -18,8 +19,9 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: fusertrace export IN.ftdb [-o OUT.jsonl|-]\n"
-               "  Write the trace as a capture stream (capture-jsonl v1), to stdout by default.\n");
+    fprintf(f, "usage: fusertrace export IN.ftdb [-o OUT.jsonl|OUT.jsonl.zst|-]\n"
+               "  Write the trace as a capture stream (capture-jsonl v1), to stdout by default;\n"
+               "  zstd-compressed when OUT ends in .zst.\n");
 }
 
 /* Print the error, naming the trace unless the message already starts with its name. */
@@ -75,13 +77,17 @@ int cmd_export(int argc, char **argv)
     }
 
     ft_jsonl_writer *w = NULL;
-    rc = ft_jsonl_writer_new(out.f, &w);
+    size_t n = out_path ? strlen(out_path) : 0;
+    int zst = n > 4 && !strcmp(out_path + n - 4, ".zst");
+    rc = zst ? ft_jsonl_writer_new_zstd(out.f, 0, &w) : ft_jsonl_writer_new(out.f, &w);
     if (rc) {
         ft_err_set(&err, rc, "out of memory");
     } else {
         ft_sink sink;
         ft_jsonl_writer_sink(w, &sink);
         rc = ft_trace_export(t, &sink, &err);
+        if (!rc && (rc = ft_jsonl_writer_finish(w)))
+            ft_err_set(&err, rc, "%s: %s", out_path, ft_err_msg(ft_jsonl_writer_error(w)));
         ft_jsonl_writer_free(w);
     }
     ft_trace_close(t);

@@ -21,8 +21,9 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: fusertrace import IN.jsonl|- -o OUT.ftdb [--chunk-calls N]\n"
-               "  Read a capture stream (capture-jsonl v1; - for stdin) into a new trace.\n"
+    fprintf(f, "usage: fusertrace import IN.jsonl|IN.jsonl.zst|- -o OUT.ftdb [--chunk-calls N]\n"
+               "  Read a capture stream (capture-jsonl v1, plain or zstd-compressed; - for stdin)\n"
+               "  into a new trace.\n"
                "  OUT is replaced only when the whole stream imported; on any error nothing is\n"
                "  left behind. --chunk-calls N: records per chunk (default 65536).\n");
 }
@@ -99,7 +100,7 @@ int cmd_import(int argc, char **argv)
         return cli_exit_code(rc) == FT_EXIT_OK ? FT_EXIT_INTERNAL : cli_exit_code(rc);
     }
     ft_sink sink;
-    ft_rec_sink(rec, &sink);
+    ft_rec_sink_prevalidated(rec, &sink); /* the importer checks every record */
     rc = ft_jsonl_import(in, name, &sink, stderr, &err);
     if (in != stdin) fclose(in);
     if (rc) {

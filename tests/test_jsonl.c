@@ -7,6 +7,7 @@
  * the recorder, import -> .ftdb -> export), compared record by record as parsed JSON.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "ft_limits.h"
 #include "ft_recorder.h"
 #include "test_util.h"
 
@@ -410,7 +411,7 @@ static void test_import_line_too_long(void **state)
     (void)state;
     const char *start = "{\"t\":\"fuser\",\"id\":1,\"label\":\"";
     const char *tail = "\",\"ops\":[{\"type\":\"GELU\"}]}\n";
-    size_t h = strlen(HDR), ns = strlen(start), nx = (size_t)2 << 20, nt = strlen(tail);
+    size_t h = strlen(HDR), ns = strlen(start), nx = (size_t)FT_LIM_LINE_BYTES, nt = strlen(tail);
     char *text = malloc(h + ns + nx + nt);
     assert_non_null(text);
     memcpy(text, HDR, h);
