@@ -4,8 +4,9 @@
  *
  * To stdout by default (or `-o -`); to a file through a temporary name in its directory, renamed
  * over OUT only when complete (cli_out, out_file.c). An OUT whose name ends in `.zst` is written
- * zstd-compressed (level FT_JSONL_ZSTD_LEVEL, streamed); `import` reads it back as it is. A damaged trace (checksum, decode or reference
- * failure) exits 1 with the message naming the chunk or table; not a trace / wrong version exits 2.
+ * zstd-compressed (level FT_JSONL_ZSTD_LEVEL, streamed); `import` reads it back as it is. A damaged
+ * trace (checksum, decode or reference failure) exits 1 with the message naming the chunk or table;
+ * not a trace / wrong version exits 2.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"

@@ -27,13 +27,13 @@ typedef struct ft_seqset_block {
 } ft_seqset_block;
 
 typedef struct ft_seqset {
-    ft_buf bytes;                    /* delta varints of every value not first in its block */
-    ft_seqset_block *blk;            /* [n_blk] */
-    size_t n_blk, cap;               /* blocks, allocated blocks */
-    uint32_t in_last;                /* values in the last block */
-    int64_t last;                    /* the largest value */
+    ft_buf bytes;                     /* delta varints of every value not first in its block */
+    ft_seqset_block *blk;             /* [n_blk] */
+    size_t n_blk, cap;                /* blocks, allocated blocks */
+    uint32_t in_last;                 /* values in the last block */
+    int64_t last;                     /* the largest value */
     int64_t recent[FT_SEQSET_RECENT]; /* ring of the last FT_SEQSET_RECENT values */
-    uint64_t n;                      /* values added */
+    uint64_t n;                       /* values added */
 } ft_seqset;
 
 /* Add v, which must be above every value added before (the caller checks seq order).

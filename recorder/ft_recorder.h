@@ -116,7 +116,7 @@ typedef struct ft_jsonl_writer ft_jsonl_writer;
 int ft_jsonl_writer_new(FILE *f, ft_jsonl_writer **out);
 /* The same, compressed as it is written: one zstd frame with a content checksum, at zstd_level
  * (1..22; 0 = FT_JSONL_ZSTD_LEVEL), streamed (ZSTD_compressStream2), so memory stays small. */
-#define FT_JSONL_ZSTD_LEVEL 19
+#define FT_JSONL_ZSTD_LEVEL 12
 int ft_jsonl_writer_new_zstd(FILE *f, int zstd_level, ft_jsonl_writer **out);
 void ft_jsonl_writer_sink(ft_jsonl_writer *w, ft_sink *out);
 /* End the output: a compressing writer compresses what it holds and ends its frame (without

@@ -75,50 +75,63 @@ static bool plain_text(const char *raw, const char *end, std::string_view *out)
     return true;
 }
 
-static uint32_t field_bit(std::string_view k)
+/* Is the raw text at r exactly name followed by the closing quote? A key or string holding an
+ * escape never matches (its raw text differs from every name), which sends it to the general path.
+ */
+static inline bool is(const char *r, const char *name, size_t n)
 {
-    switch (k.size()) {
-    case 1:
-        return k[0] == 't' ? FT_JF_T : 0;
-    case 2:
-        if (k == "mb") return FT_JF_MB;
-        if (k == "ns") return FT_JF_NS;
+    return !std::memcmp(r, name, n) && r[n] == '"';
+}
+
+/* The field bit of the key whose raw text starts at r (0 for a key no record here names). The
+ * closing quote is within the line, so every byte compared is. */
+static inline uint32_t field_bit(const char *r)
+{
+    switch (r[0]) {
+    case 't':
+        return r[1] == '"' ? FT_JF_T : 0;
+    case 's':
+        if (is(r, "seq", 3)) return FT_JF_SEQ;
+        if (is(r, "step", 4)) return FT_JF_STEP;
         return 0;
-    case 3:
-        return k == "seq" ? FT_JF_SEQ : 0;
-    case 4:
-        if (k == "grad") return FT_JF_GRAD;
-        if (k == "step") return FT_JF_STEP;
-        if (k == "call") return FT_JF_CALLREF;
+    case 'f':
+        if (is(r, "fuser", 5)) return FT_JF_FUSER;
+        if (is(r, "fuse_ns", 7)) return FT_JF_FUSE_NS;
         return 0;
-    case 5:
-        if (k == "fuser") return FT_JF_FUSER;
-        if (k == "op_rg") return FT_JF_OP_RG;
-        if (k == "phase") return FT_JF_PHASE;
-        if (k == "graph") return FT_JF_GRAPH;
+    case 'r':
+        if (is(r, "recipe", 6)) return FT_JF_RECIPE;
+        if (is(r, "rebuilt", 7)) return FT_JF_REBUILT;
         return 0;
-    case 6:
-        if (k == "recipe") return FT_JF_RECIPE;
-        if (k == "device") return FT_JF_DEVICE;
+    case 'g':
+        if (is(r, "grad", 4)) return FT_JF_GRAD;
+        if (is(r, "graph", 5)) return FT_JF_GRAPH;
         return 0;
-    case 7:
-        if (k == "fuse_ns") return FT_JF_FUSE_NS;
-        if (k == "rebuilt") return FT_JF_REBUILT;
+    case 'i':
+        return is(r, "input_rg", 8) ? FT_JF_INPUT_RG : 0;
+    case 'o':
+        return is(r, "op_rg", 5) ? FT_JF_OP_RG : 0;
+    case 'd':
+        return is(r, "device", 6) ? FT_JF_DEVICE : 0;
+    case 'm':
+        if (is(r, "m_splits", 8)) return FT_JF_M_SPLITS;
+        if (is(r, "mb", 2)) return FT_JF_MB;
         return 0;
-    case 8:
-        if (k == "input_rg") return FT_JF_INPUT_RG;
-        if (k == "m_splits") return FT_JF_M_SPLITS;
-        return 0;
+    case 'p':
+        return is(r, "phase", 5) ? FT_JF_PHASE : 0;
+    case 'n':
+        return is(r, "ns", 2) ? FT_JF_NS : 0;
+    case 'c':
+        return is(r, "call", 4) ? FT_JF_CALLREF : 0;
     }
     return 0;
 }
 
-static bool get_i64(ondemand::value &v, int64_t *out)
+static inline bool get_i64(ondemand::value &v, int64_t *out)
 {
     return !v.get_int64().get(*out);
 }
 
-static bool get_b(ondemand::value &v, int *out)
+static inline bool get_b(ondemand::value &v, int *out)
 {
     bool b;
     if (v.get_bool().get(b)) return false;
@@ -126,10 +139,10 @@ static bool get_b(ondemand::value &v, int *out)
     return true;
 }
 
-static const uint32_t CALL_FIELDS = FT_JF_T | FT_JF_SEQ | FT_JF_FUSER | FT_JF_RECIPE |
-                                    FT_JF_GRAD | FT_JF_INPUT_RG | FT_JF_OP_RG | FT_JF_DEVICE |
-                                    FT_JF_M_SPLITS | FT_JF_STEP | FT_JF_MB | FT_JF_PHASE |
-                                    FT_JF_GRAPH | FT_JF_NS | FT_JF_FUSE_NS | FT_JF_REBUILT;
+static const uint32_t CALL_FIELDS = FT_JF_T | FT_JF_SEQ | FT_JF_FUSER | FT_JF_RECIPE | FT_JF_GRAD |
+                                    FT_JF_INPUT_RG | FT_JF_OP_RG | FT_JF_DEVICE | FT_JF_M_SPLITS |
+                                    FT_JF_STEP | FT_JF_MB | FT_JF_PHASE | FT_JF_GRAPH | FT_JF_NS |
+                                    FT_JF_FUSE_NS | FT_JF_REBUILT;
 static const uint32_t BACKWARD_FIELDS = FT_JF_T | FT_JF_SEQ | FT_JF_CALLREF | FT_JF_NS;
 
 static bool parse(ft_jfast *p, const char *s, size_t len, ft_jfast_rec *o)
@@ -141,21 +154,19 @@ static bool parse(ft_jfast *p, const char *s, size_t len, ft_jfast_rec *o)
     if (doc.get_object().get(obj)) return false;
     for (auto fr : obj) {
         if (fr.error()) return false;
-        ondemand::field f = std::move(fr.value_unsafe());
-        std::string_view k;
-        if (!plain_text(f.key().raw(), end, &k)) return false;
-        uint32_t bit = field_bit(k);
+        ondemand::field &f =
+            fr.value_unsafe(); /* by reference: a copy stalls on store forwarding */
+        uint32_t bit = field_bit(f.key().raw());
         if (!bit || (o->present & bit)) return false; /* unknown (to be warned about) or twice */
         o->present |= bit;
         ondemand::value v = f.value();
         switch (bit) {
         case FT_JF_T: {
             ondemand::raw_json_string r;
-            std::string_view t;
-            if (v.get_raw_json_string().get(r) || !plain_text(r.raw(), end, &t)) return false;
-            if (t == "call")
+            if (v.get_raw_json_string().get(r)) return false;
+            if (is(r.raw(), "call", 4))
                 o->kind = FT_JF_CALL;
-            else if (t == "backward")
+            else if (is(r.raw(), "backward", 8))
                 o->kind = FT_JF_BACKWARD;
             else
                 return false;

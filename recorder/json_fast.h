@@ -55,14 +55,14 @@ typedef struct ft_jfast_rec {
     int kind;         /* FT_JF_CALL or FT_JF_BACKWARD */
     uint32_t present; /* FT_JF_* of the fields the line holds */
     int64_t seq, fuser, recipe, call, device, step, mb, ns, fuse_ns;
-    int recipe_null;                /* "recipe": null */
+    int recipe_null;                    /* "recipe": null */
     int grad, input_rg, graph, rebuilt; /* 0/1 */
-    uint32_t n_op_rg;               /* entries of op_rg */
-    const uint8_t *op_rg;           /* [n_op_rg] 0/1, owned by the parser */
-    uint32_t n_splits;              /* entries of m_splits */
-    const int64_t *m_splits;        /* [n_splits], owned by the parser */
-    const char *phase;              /* NUL-terminated copy, owned by the parser */
-    size_t phase_len;               /* bytes of phase */
+    uint32_t n_op_rg;                   /* entries of op_rg */
+    const uint8_t *op_rg;               /* [n_op_rg] 0/1, owned by the parser */
+    uint32_t n_splits;                  /* entries of m_splits */
+    const int64_t *m_splits;            /* [n_splits], owned by the parser */
+    const char *phase;                  /* NUL-terminated copy, owned by the parser */
+    size_t phase_len;                   /* bytes of phase */
 } ft_jfast_rec;
 
 typedef struct ft_jfast ft_jfast;

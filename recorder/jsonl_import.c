@@ -338,8 +338,8 @@ static int do_header(importer *im, json_t *o)
     const char **const str_val[] = {&h.te_version, &h.torch_version, &h.host, &h.started_at};
     for (size_t i = 0; i < FT_ARRAY_LEN(str_key); i++) {
         if ((rc = get_str(im, o, str_key[i], 0, 0, str_val[i]))) return rc;
-        if (*str_val[i] && (rc = check_bytes(im, str_key[i], strlen(*str_val[i]),
-                                             FT_LIM_HDR_STR_BYTES)))
+        if (*str_val[i] &&
+            (rc = check_bytes(im, str_key[i], strlen(*str_val[i]), FT_LIM_HDR_STR_BYTES)))
             return rc;
     }
     if ((rc = get_int(im, o, "rank", 0, 0, INT32_MAX, &h.rank, &h.has_rank))) return rc;
@@ -859,10 +859,9 @@ static int fast_line(importer *im, const char *s, size_t len, int *rc)
         *rc = put_backward(im, &b);
         return 1;
     }
-    const uint32_t need = FT_JF_FUSER | FT_JF_RECIPE | FT_JF_GRAD | FT_JF_INPUT_RG | FT_JF_OP_RG |
-                          FT_JF_DEVICE;
-    if ((f.present & need) != need || f.fuser < 0 || f.device < 0 || f.device > INT32_MAX)
-        return 0;
+    const uint32_t need =
+        FT_JF_FUSER | FT_JF_RECIPE | FT_JF_GRAD | FT_JF_INPUT_RG | FT_JF_OP_RG | FT_JF_DEVICE;
+    if ((f.present & need) != need || f.fuser < 0 || f.device < 0 || f.device > INT32_MAX) return 0;
     uint32_t fi = ft_hmap_get(&im->fusers, (uint64_t)f.fuser);
     if (fi == UINT32_MAX || f.n_op_rg != im->finfo[fi].n_ops) return 0;
     ft_call c;

@@ -29,8 +29,8 @@ struct ft_jsonl_writer {
     ft_err err;
     /* compressing writer only */
     ZSTD_CCtx *cz;
-    ft_buf pend;  /* lines not yet compressed */
-    size_t chunk; /* compress when pend holds this many bytes */
+    ft_buf pend;   /* lines not yet compressed */
+    size_t chunk;  /* compress when pend holds this many bytes */
     uint8_t *zout; /* [zcap] compressed bytes */
     size_t zcap;
 };

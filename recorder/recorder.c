@@ -31,8 +31,8 @@ struct ft_rec {
     uint64_t n_decls;   /* declarations so far */
     int has_last;
     int64_t last_seq;
-    ft_seqset calls;     /* seqs of the calls appended through the checked entries */
-    int prevalidated;    /* records came through the pre-validated entries */
+    ft_seqset calls;  /* seqs of the calls appended through the checked entries */
+    int prevalidated; /* records came through the pre-validated entries */
 };
 
 /* ---- open / close ------------------------------------------------------------------------- */
