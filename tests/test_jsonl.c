@@ -618,10 +618,10 @@ static void test_roundtrip_traces_writer(void **state)
     assert_true(n_files >= 3);
 }
 
-/* import -> recorder (.ftdb, 2 records per chunk so records cross chunks) -> export -> writer */
-static void test_roundtrip_traces_recorder(void **state)
+/* import -> recorder (.ftdb, 2 records per chunk so records cross chunks) -> export -> writer,
+ * through the recorder's checked sink and through its pre-validated one (what `import` uses) */
+static void roundtrip_traces_recorder(int prevalidated)
 {
-    (void)state;
     DIR *d = opendir(FT_SOURCE_DIR "/traces");
     assert_non_null(d);
     struct dirent *e;
@@ -643,7 +643,10 @@ static void test_roundtrip_traces_recorder(void **state)
         ft_err err = {0, ""};
         assert_int_equal(ft_rec_open(db, &opts, &rec, &err), FT_OK);
         ft_sink sink;
-        ft_rec_sink(rec, &sink);
+        if (prevalidated)
+            ft_rec_sink_prevalidated(rec, &sink);
+        else
+            ft_rec_sink(rec, &sink);
         FILE *in = input_of(text, len);
         int rc = ft_jsonl_import(in, e->d_name, &sink, NULL, &err);
         fclose(in);
@@ -675,6 +678,37 @@ static void test_roundtrip_traces_recorder(void **state)
     }
     closedir(d);
     assert_true(n_files >= 3);
+}
+
+static void test_roundtrip_traces_recorder(void **state)
+{
+    (void)state;
+    roundtrip_traces_recorder(0);
+    roundtrip_traces_recorder(1);
+}
+
+/* After the pre-validated entries, the recorder cannot check a backward reference itself. */
+static void test_recorder_prevalidated_then_checked(void **state)
+{
+    (void)state;
+    char db[1024];
+    snprintf(db, sizeof db, "%s/test_jsonl_%d_pre.ftdb", FT_BINARY_DIR, (int)getpid());
+    unlink(db);
+    ft_rec *rec = NULL;
+    ft_err err = {0, ""};
+    assert_int_equal(ft_rec_open(db, NULL, &rec, &err), FT_OK);
+    ft_sink sink;
+    ft_rec_sink_prevalidated(rec, &sink);
+    const char *text = PRE CALL0;
+    FILE *in = input_of(text, strlen(text));
+    assert_int_equal(ft_jsonl_import(in, "p.jsonl", &sink, NULL, &err), FT_OK);
+    fclose(in);
+    ft_backward b = {1, 0, 0, 0};
+    assert_int_equal(ft_rec_backward(rec, &b), FT_ESTATE);
+    assert_non_null(strstr(ft_rec_error(rec)->msg, "pre-validated"));
+    assert_int_equal(ft_rec_backward_prevalidated(rec, &b), FT_OK);
+    assert_int_equal(ft_rec_close(rec), FT_OK);
+    unlink(db);
 }
 
 /* ---- limits (ft_limits.h): what import accepts records, verifies and re-imports ------------ */
@@ -1043,6 +1077,7 @@ int main(void)
         cmocka_unit_test(test_import_alloc_failures),
         cmocka_unit_test(test_roundtrip_traces_writer),
         cmocka_unit_test(test_roundtrip_traces_recorder),
+        cmocka_unit_test(test_recorder_prevalidated_then_checked),
         cmocka_unit_test(test_import_limits),
         cmocka_unit_test(test_import_backward_far),
         cmocka_unit_test(test_import_paths_agree_corpus),
