@@ -10,7 +10,7 @@
 #include "canon.h"
 #include "ft_recorder.h"
 #include "ft_seqset.h"
-#include "trace_int.h"
+#include "ft_trace_write.h"
 
 #include <inttypes.h>
 #include <string.h>
