@@ -1035,6 +1035,47 @@ static void test_writer_zstd_write_error(void **state)
     assert_null(w);
 }
 
+/* The CLI: `export -o NAME.zst` compresses, `import` reads it back (and names lines in it). */
+static void test_cli_zst_round_trip(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char dir[1024], cmd[8192];
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_jsonl_cli_zst"), 0);
+    snprintf(cmd, sizeof cmd,
+             "'%s' import '%s/traces/all-fields.jsonl' -o '%s/a.ftdb' && "
+             "'%s' export '%s/a.ftdb' -o '%s/a.jsonl.zst' && "
+             "'%s' import '%s/a.jsonl.zst' -o '%s/b.ftdb' && '%s' export '%s/b.ftdb'",
+             cli, FT_SOURCE_DIR, dir, cli, dir, dir, cli, dir, dir, cli, dir);
+    ft_buf out = {0};
+    assert_int_equal(tu_sh_buf(cmd, &out), 0);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/a.jsonl.zst", dir);
+    size_t zlen;
+    char *z = tu_read_file(path, &zlen);
+    assert_non_null(z);
+    assert_true(zlen > 4);
+    assert_memory_equal(z, "\x28\xb5\x2f\xfd", 4);
+    char *text = tu_read_file(FT_SOURCE_DIR "/traces/all-fields.jsonl", NULL);
+    assert_non_null(text);
+    tu_assert_same_records("all-fields.jsonl via .zst", text, (const char *)out.data);
+    /* a truncated .zst: exit 2, the message names the file and a line */
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(z, 1, zlen / 2, f), zlen / 2);
+    fclose(f);
+    char msg[4096];
+    snprintf(cmd, sizeof cmd, "'%s' import '%s' -o '%s/c.ftdb' 2>&1", cli, path, dir);
+    assert_int_equal(tu_sh(cmd, msg, sizeof msg), 2);
+    assert_non_null(strstr(msg, "a.jsonl.zst:"));
+    assert_non_null(strstr(msg, "compressed input (zstd): truncated"));
+    free(text);
+    free(z);
+    ft_buf_free(&out);
+    tu_dir_remove(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1085,6 +1126,7 @@ int main(void)
         cmocka_unit_test(test_import_zstd_round_trip),
         cmocka_unit_test(test_import_zstd_truncated),
         cmocka_unit_test(test_writer_zstd_write_error),
+        cmocka_unit_test(test_cli_zst_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
