@@ -992,7 +992,9 @@ static int fail_read(importer *im)
                       im->line, strerror(errno));
 }
 
-/* Decompress into buf[end, cap) until some bytes come out or the input ends (im->eof). */
+/* Decompress into buf[end, cap) until some bytes come out or the input ends (im->eof). At the end
+ * of the compressed input, a frame still in progress is given the chance to flush what it holds
+ * (its last output may not have fitted); one that then has nothing more is truncated. */
 static int fill_zstd(importer *im)
 {
     for (;;) {
@@ -1006,8 +1008,8 @@ static int fill_zstd(importer *im)
             im->zin.size = got;
             im->zin.pos = 0;
         }
-        if (im->zin.pos == im->zin.size && im->zeof) {
-            if (im->zlast != 0) return fail_zstd(im, "truncated (the stream ends inside a frame)");
+        int at_end = im->zin.pos == im->zin.size && im->zeof;
+        if (at_end && im->zlast == 0) { /* the last frame ended: the stream is complete */
             im->eof = 1;
             return FT_OK;
         }
@@ -1017,6 +1019,7 @@ static int fill_zstd(importer *im)
         im->zlast = r;
         im->end += out.pos;
         if (out.pos) return FT_OK;
+        if (at_end && r != 0) return fail_zstd(im, "truncated (the stream ends inside a frame)");
     }
 }
 
