@@ -951,6 +951,21 @@ static void test_import_zstd_round_trip(void **state)
     free(z);
     free(text);
 
+    /* streams whose last block decompresses to more than the line buffer holds (it is flushed
+     * after the compressed input has ended) */
+    for (int n = 300; n <= 3000; n += 450) {
+        text = many_calls(n, &len);
+        z = compress_stream(text, len, &zlen);
+        import_n(z, zlen, &r);
+        if (r.rc) print_error("%d calls: %s\n", n, r.err.msg);
+        assert_int_equal(r.rc, FT_OK);
+        assert_int_equal(r.out_len, len);
+        assert_memory_equal(r.out, text, len);
+        result_free(&r);
+        free(z);
+        free(text);
+    }
+
     /* a stream larger than every buffer, and two frames back to back */
     text = many_calls(60000, &len);
     z = compress_stream(text, len, &zlen);
