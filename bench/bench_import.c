@@ -21,8 +21,9 @@
  * Each pass prints lines per CPU second (CPU time moves less than wall time on a shared machine;
  * the recorder pass's CPU time excludes time waiting for the disk) and its ratio to json.loads.
  *
- * usage: bench_import [N_LINES (default 300000)] [EXPERTS (default 64)]
- *        bench_import --file X.jsonl [--repeat R]
+ * usage: bench_import [N_LINES (default 300000)] [EXPERTS (default 64)] [--pass NAME]
+ *        bench_import --file X.jsonl [--repeat R] [--pass NAME]
+ * --pass NAME runs that pass alone, without json.loads (for profiling).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_util.h"
@@ -429,11 +430,13 @@ static double python_json_loads(const char *s, size_t len, size_t n_lines)
 int main(int argc, char **argv)
 {
     int64_t n_lines = 300000, experts = 64, repeat = 1;
-    const char *file = NULL;
+    const char *file = NULL, *only = NULL;
     int pos = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--file") && i + 1 < argc) {
             file = argv[++i];
+        } else if (!strcmp(argv[i], "--pass") && i + 1 < argc) {
+            only = argv[++i];
         } else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
             if (ft_parse_i64(argv[++i], &repeat) || repeat < 1 || repeat > 100000) goto usage;
         } else if (pos == 0 && !ft_parse_i64(argv[i], &n_lines) && n_lines >= 100) {
@@ -461,10 +464,14 @@ int main(int argc, char **argv)
     if (ft_buf_reserve(&b, PADDING)) exit(3);
     memset(b.data + b.len, ' ', PADDING);
 
-    double py = python_json_loads((const char *)b.data, b.len, n);
+    double py = only ? -1 : python_json_loads((const char *)b.data, b.len, n);
     double best[N_PASSES];
     for (int p = 0; p < N_PASSES; p++) {
         best[p] = 1e30;
+        if (only && strcmp(only, pass_name[p])) {
+            best[p] = -1;
+            continue;
+        }
         for (int r = 0; r < REPS; r++) {
             double cpu = run_pass(p, (const char *)b.data, b.len, n);
             if (cpu < 0) {
@@ -492,6 +499,10 @@ int main(int argc, char **argv)
         else
             printf("\n");
     }
+    if (only) {
+        ft_buf_free(&b);
+        return 0;
+    }
     double rate = (double)n / best[P_REC];
     printf("target: import >= 500000 lines/s on one core and >= 6x json.loads: %s "
            "(import+rec %.0f lines per CPU second, %.2fx json.loads)\n",
@@ -501,7 +512,7 @@ int main(int argc, char **argv)
     return 0;
 
 usage:
-    fprintf(stderr, "usage: bench_import [N_LINES >= 100] [EXPERTS 1..4096]\n"
-                    "       bench_import --file X.jsonl [--repeat R]\n");
+    fprintf(stderr, "usage: bench_import [N_LINES >= 100] [EXPERTS 1..4096] [--pass NAME]\n"
+                    "       bench_import --file X.jsonl [--repeat R] [--pass NAME]\n");
     return 2;
 }
