@@ -1,5 +1,5 @@
 /*
- * bench_model.c - cost of the fuser model's per-call operations (replayer/model.h), each next
+ * bench_model.c - cost of the fuser model's per-call operations (tefuser/ft_tefuser.h), each next
  * to a baseline measured in the same run: reading the precomputed recipe hash (what the
  * recipe-hash policy's key costs) and a memoised build (a plan lookup).
  *
@@ -7,7 +7,7 @@
  * recipes (MXFP8, NVFP4 with/without RHT, current scaling, overrides), SM100 environment.
  * Usage: bench_model [iterations, default 2000000]
  */
-#include "model.h"
+#include "ft_tefuser.h"
 
 #include <stdio.h>
 #include <stdlib.h>

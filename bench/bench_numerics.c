@@ -7,7 +7,7 @@
  * (--threads 0, the default: one per online core; the figures do not depend on it, the time does)
  */
 #include "ft_replay.h"
-#include "numerics.h"
+#include "ft_numerics.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -5,7 +5,9 @@
 #define _XOPEN_SOURCE 700
 #include "cli.h"
 #include "ft_recorder.h"
+#include "ft_synth.h"
 #include "ft_replay.h"
+#include "ft_report.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,8 @@
  */
 #include "cli.h"
 #include "ft_replay.h"
-#include "numerics.h"
+#include "ft_report.h"
+#include "ft_numerics.h"
 
 #include <stdio.h>
 #include <string.h>

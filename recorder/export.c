@@ -4,7 +4,7 @@
  * stream (before the record it preceded), so that export(import(x)) == x record for record.
  */
 #include "ft_recorder.h"
-#include "trace_int.h"
+#include "ft_trace_write.h"
 
 typedef struct decl_cursor {
     uint32_t fi, ri; /* next fuser / recipe to emit */

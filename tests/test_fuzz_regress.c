@@ -3,7 +3,7 @@
  * and each target's status is FT_OK or FT_EINVAL (a clean rejection; the targets turn every
  * oracle failure into another status). The fuzz targets themselves are compiled in: the JSONL
  * importer, the chunk decoder and the packed-record batch API (the fuser model's corpus is
- * replayed by test_replayer).
+ * replayed by test_tefuser).
  */
 #define _POSIX_C_SOURCE 200809L
 #define FT_FUZZ_REPLAY  1

@@ -12,8 +12,9 @@
 
 #include "ft_kernels.h"
 #include "ft_recorder.h"
+#include "ft_synth.h"
 #include "ft_replay.h"
-#include "numerics.h"
+#include "ft_numerics.h"
 
 #include <jansson.h>
 

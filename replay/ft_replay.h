@@ -14,14 +14,14 @@
  *
  * Layers: ft_replay (one trace's engine; fed batch by batch, usable without a trace file) ->
  * ft_replay_trace (one trace file through ft_reader) -> ft_replay_traces (many files, one thread
- * per trace, reduced into one ft_replay_result) -> ft_report_* (text, JSON, CSV).
+ * per trace, reduced into one ft_replay_result); report/ft_report.h prints results.
  */
 #ifndef FT_REPLAY_H
 #define FT_REPLAY_H
 
 #include "ft_common.h"
 #include "ft_trace.h"
-#include "model.h"
+#include "ft_tefuser.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -168,16 +168,6 @@ int ft_replay_traces(const char *const *paths, uint32_t n_paths, const ft_replay
 /* The policy whose decisions the captured run made, from the header's te_version: -1 if
  * unknown. Versions that name PR 3410 ("3410") or are >= 2.21 -> te-3410, else te-pre3410. */
 int ft_replay_captured_policy(const char *te_version);
-
-/* ---- reports (report.c) ------------------------------------------------------------------- */
-enum { FT_REPORT_TEXT = 0, FT_REPORT_JSON = 1, FT_REPORT_CSV = 2 };
-int ft_report_write(FILE *f, const ft_replay_result *r, int format, ft_err *err);
-/* A short plain-language reading of the result: which policy builds least, which ran stale
- * plans and what they would have done, quantizer drift. */
-int ft_report_reading(FILE *f, const ft_replay_result *r, ft_err *err);
-/* Modeled framework time of a policy from the captured mean fuse_ns of builds and of hits: ns,
- * or -1 if the trace has no captured timings. */
-double ft_report_modeled_ns(const ft_replay_result *r, const ft_policy_result *p);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,7 @@
  * §1.4 NEW): the initial recipe_type is None (FT_NEVER), which differs from NoneType (no recipe,
  * FT_RT_NONE), so every fuser resets on its first call; DelayedScaling's amax_history_len joins
  * the reset rule. Adding a policy: write its reset and key functions, one POLICY_LOOP line and one
- * row, and add one golden line per canned trace (tests/test_policies.c); POLICY_LOOP instantiates
+ * row, and add one golden line per canned trace (tests/test_replay.c); POLICY_LOOP instantiates
  * the engine's loop with the row's functions inlined.
  */
 #include "replay_int.h"

@@ -1,5 +1,5 @@
 /*
- * test_policies.c - the policy registry and replay engine against TE's own behaviour.
+ * test_replay.c - the policy registry and replay engine against TE's own behaviour.
  *
  * - TE's PR 3410 tests as traces (spec §1.4): grad off/on/off and off/on/off/on on one Identity op.
  * - The disable_rht scenarios S1-S6 of spec §5 with the expected builds, resets and stale classes.
@@ -21,6 +21,7 @@
 
 #include "ft_recorder.h"
 #include "ft_replay.h"
+#include "ft_report.h"
 #include "test_util.h"
 
 #include <dirent.h>
@@ -1178,7 +1179,7 @@ static void test_trace_file_replay_matches_in_memory(void **state)
 {
     (void)state;
     char path[512];
-    snprintf(path, sizeof path, "%s/test_policies_%ld.ftdb", FT_BINARY_DIR, (long)getpid());
+    snprintf(path, sizeof path, "%s/test_replay_%ld.ftdb", FT_BINARY_DIR, (long)getpid());
     remove(path);
     ft_rec *rec = NULL;
     ft_err err = {0};
@@ -1224,7 +1225,7 @@ static void import_trace(const char *name, char *out, size_t cap)
 {
     char src[1024];
     snprintf(src, sizeof src, "%s/traces/%s.jsonl", FT_SOURCE_DIR, name);
-    snprintf(out, cap, "%s/test_policies_%s_%ld.ftdb", FT_BINARY_DIR, name, (long)getpid());
+    snprintf(out, cap, "%s/test_replay_%s_%ld.ftdb", FT_BINARY_DIR, name, (long)getpid());
     remove(out);
     FILE *in = fopen(src, "r");
     assert_non_null(in);

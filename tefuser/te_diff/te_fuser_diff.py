@@ -28,7 +28,7 @@ Refs and the policy each is checked against (defaults):
   refs/pull/3410/head  te-3410          (PR 3410 head)
 
 Usage (python with PyTorch, e.g. Debian's python3-torch):
-  python3 replayer/te_diff/te_fuser_diff.py --te-repo TE_GIT_DIR --cli build/cli/fusertrace \
+  python3 tefuser/te_diff/te_fuser_diff.py --te-repo TE_GIT_DIR --cli build/cli/fusertrace \
       [TRACE.jsonl|TRACE.ftdb ...] [--edge] [--scenarios STEPS] [--random N [--seed S]] \
       [--ref REF=POLICY ...] [--quiet]
   e.g. traces/*.jsonl --edge --scenarios 3 --random 1000 --quiet

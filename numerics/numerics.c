@@ -13,9 +13,9 @@
  * from the engine's per-call hook and executes each full queue on a pool of threads.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "numerics.h"
+#include "ft_numerics.h"
 #include "ft_kernels.h"
-#include "model_int.h"
+#include "tefuser_int.h"
 #ifdef FT_HAVE_CUDA
 #include "ft_kernels_cuda.h"
 #endif

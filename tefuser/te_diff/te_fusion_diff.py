@@ -9,9 +9,9 @@ fusertrace; it is read from the checkout at run time. Import-time registration
 (is_supported) is re-stated here from the spec, since it depends on cuDNN imports.
 
 Build the driver, then run:
-  cc -std=c11 -I replayer -I common -I schema replayer/te_diff/plan_driver.c \
-     build/replayer/libft_replayer.a build/common/libft_common.a -ljansson -lxxhash -o plan_driver
-  python3 replayer/te_diff/te_fusion_diff.py --te-repo TE_GIT_DIR --driver ./plan_driver \
+  cc -std=c11 -I tefuser -I common -I schema tefuser/te_diff/plan_driver.c \
+     build/tefuser/libft_tefuser.a build/common/libft_common.a -ljansson -lxxhash -o plan_driver
+  python3 tefuser/te_diff/te_fusion_diff.py --te-repo TE_GIT_DIR --driver ./plan_driver \
      [--ref refs/pull/3410/head] [--seed N] [--cases N]
 Exit status 1 when any case differs.
 """

@@ -50,34 +50,17 @@ static int dense_id(ft_hmap *m, uint64_t v, int32_t *id)
     return rc;
 }
 
-static uint64_t qstate_hash(const ft_qstate *q)
-{
-    uint64_t h = ft_hash_mix(0x51, (uint64_t)(uint8_t)q->cls);
-    h = ft_hash_mix(h, q->rht | (uint64_t)q->sr << 8 | (uint64_t)q->twod << 16 |
-                           (uint64_t)q->row_scaled << 24 | (uint64_t)q->four_over_six << 32 |
-                           (uint64_t)q->fp8_format << 40);
-    h = ft_hash_mix(h, q->qhash);
-    return ft_hash_mix(h, (uint64_t)q->hist_len);
-}
-
-static int qstate_same(const ft_qstate *a, const ft_qstate *b)
-{
-    return a->cls == b->cls && a->rht == b->rht && a->sr == b->sr && a->twod == b->twod &&
-           a->row_scaled == b->row_scaled && a->four_over_six == b->four_over_six &&
-           a->fp8_format == b->fp8_format && a->hist_len == b->hist_len && a->qhash == b->qhash;
-}
-
 static int q_intern(ft_replay *r, const ft_qstate *q, uint32_t *id)
 {
-    uint64_t h = qstate_hash(q);
+    uint64_t h = ft_qstate_hash(q);
     uint32_t got = ft_hmap_get(&r->q_index, h);
-    if (got != UINT32_MAX && qstate_same(&r->qs[got], q)) {
+    if (got != UINT32_MAX && ft_qstate_equal(&r->qs[got], q)) {
         *id = got;
         return FT_OK;
     }
     /* a 64-bit collision between different states is not expected; fall back to a scan */
     for (uint32_t i = 0; i < r->n_qs; i++)
-        if (qstate_same(&r->qs[i], q)) {
+        if (ft_qstate_equal(&r->qs[i], q)) {
             *id = i;
             return FT_OK;
         }

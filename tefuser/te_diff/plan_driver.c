@@ -7,7 +7,7 @@
  * f = 0, or "ERR <message>", one line per case.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "model.h"
+#include "ft_tefuser.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,12 +1,12 @@
 /*
- * test_replayer.c - the fuser model (replayer/model.h): fusion gates, passes, map-to-basic,
+ * test_tefuser.c - the fuser model (tefuser/ft_tefuser.h): fusion gates, passes, map-to-basic,
  * plan interning, recipes and their hash, the quantizer-state model, stale classification, the
  * fusion-attrs key, and errors on bad ops/attrs JSON.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "fuzz/fuzz_model.c"
-#include "model.h"
-#include "model_int.h"
+#include "ft_tefuser.h"
+#include "tefuser_int.h"
 #include "test_util.h"
 
 #include <setjmp.h>

@@ -9,7 +9,7 @@
  * time is builds x (captured mean fuse_ns of builds) + hits x (captured mean of non-builds); the
  * delta is against the captured total.
  */
-#include "replay_int.h"
+#include "ft_report.h"
 
 #include <jansson.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 #ifndef FT_SYNTH_INT_H
 #define FT_SYNTH_INT_H
 
-#include "ft_recorder.h"
+#include "ft_synth.h"
 
 #include <stdint.h>
 

@@ -21,7 +21,7 @@
 #define FT_MODEL_H
 
 #include "ft_common.h"
-#include "ft_trace.h"
+#include "ft_decl.h"
 
 #include <stdint.h>
 

@@ -14,7 +14,7 @@
  * cross-field asserts (e.g. DelayedScaling requires backward_override None) are not re-checked,
  * because a recipe mutated after construction is not re-validated by TE either.
  */
-#include "model_int.h"
+#include "tefuser_int.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -460,65 +460,4 @@ void ft_recipe_none(ft_recipe_int *out)
     out->pub.obj = 0;
     out->pub.hash = ft_hash64("None", 4);
     out->pub.qhash = 0;
-}
-
-/* ---- quantizer state ---------------------------------------------------------------------- */
-void ft_qstate_init(ft_qstate *q)
-{
-    memset(q, 0, sizeof *q);
-    q->cls = -1;
-}
-
-static void qstate_build(ft_qstate *q, const ft_recipe_model *r)
-{
-    ft_qstate_init(q);
-    q->cls = (int8_t)r->type;
-    q->fp8_format = r->fp8_format;
-    q->qhash = r->qhash;
-    switch (r->type) {
-    case FT_RT_NVFP4:
-        q->rht = r->q_rht;
-        q->sr = r->q_sr;
-        q->twod = r->q_2d;
-        q->row_scaled = r->row_scaled;
-        q->four_over_six = r->four_over_six;
-        break;
-    case FT_RT_MXFP8:
-        q->twod = r->enable_2d;
-        break;
-    case FT_RT_DELAYED:
-        q->hist_len = r->amax_history_len;
-        break;
-    default:
-        break;
-    }
-}
-
-/* BasicOperation.reset_recipe_state for the fuser's quantized ops, as one state:
- * - None: metas and quantizers cleared;
- * - no quantizers yet, or the stored RecipeState's recipe is not an instance of the new type:
- *   rebuilt from the new recipe;
- * - same class: only the recipe reference is updated; DelayedScaling resizes amax_history and
- *   re-makes its quantizers from the stored RecipeState, whose fp8 dtype was fixed at creation
- *   (so only the history length follows the new recipe); every other flag stays. */
-void ft_qstate_reset(ft_qstate *q, const ft_recipe_model *r)
-{
-    if (r->type == FT_RT_NONE) {
-        ft_qstate_init(q);
-        return;
-    }
-    if (q->cls < 0 || q->cls != (int8_t)r->type) {
-        qstate_build(q, r);
-        return;
-    }
-    if (r->type == FT_RT_DELAYED) q->hist_len = r->amax_history_len;
-}
-
-int ft_qstate_equal(const ft_qstate *a, const ft_qstate *b)
-{
-    if (a->cls != b->cls) return 0;
-    if (a->cls < 0) return 1;
-    return a->rht == b->rht && a->sr == b->sr && a->twod == b->twod &&
-           a->row_scaled == b->row_scaled && a->four_over_six == b->four_over_six &&
-           a->fp8_format == b->fp8_format && a->hist_len == b->hist_len && a->qhash == b->qhash;
 }

@@ -10,10 +10,10 @@
  * Everything a gate reads must be declared in its row: the fusion-attrs key is derived from the
  * declarations (model.c), and tests check that equal keys give equal plans.
  */
-#ifndef FT_MODEL_INT_H
-#define FT_MODEL_INT_H
+#ifndef FT_TEFUSER_INT_H
+#define FT_TEFUSER_INT_H
 
-#include "model.h"
+#include "ft_tefuser.h"
 
 #include <jansson.h>
 
@@ -55,6 +55,18 @@ typedef enum ft_op_type {
 } ft_op_type;
 
 #define FT_OPB(t) (1ull << (t))
+/* Op type groups the rule windows and checks match on. */
+#define FT_OPS_GL FT_OPB(FT_OP_GROUPED_LINEAR)
+#define FT_OPS_BL FT_OPB(FT_OP_BASIC_LINEAR)
+#define FT_OPS_SCALED_ACTS                                                                         \
+    (FT_OPB(FT_OP_SCALED_SWIGLU) | FT_OPB(FT_OP_SCALED_CLAMPED_QGEGLU) | FT_OPB(FT_OP_SCALED_SRELU))
+#define FT_OPS_GLU_ACTS                                                                            \
+    (FT_OPB(FT_OP_SCALED_SWIGLU) | FT_OPB(FT_OP_SCALED_CLAMPED_QGEGLU) | FT_OPB(FT_OP_SWIGLU) |    \
+     FT_OPB(FT_OP_CLAMPED_SWIGLU))
+#define FT_OPS_CLAMPED (FT_OPB(FT_OP_SCALED_CLAMPED_QGEGLU) | FT_OPB(FT_OP_CLAMPED_SWIGLU))
+#define FT_OPS_COLLECTIVES                                                                         \
+    (FT_OPB(FT_OP_ALL_GATHER) | FT_OPB(FT_OP_ALL_REDUCE) | FT_OPB(FT_OP_REDUCE_SCATTER))
+#define FT_OPS_EXTRA_IO (FT_OPB(FT_OP_ADD_EXTRA_INPUT) | FT_OPB(FT_OP_MAKE_EXTRA_OUTPUT))
 
 /* Op attribute ids (index into the op attribute table in rules.c). */
 typedef enum ft_op_attr {
@@ -252,4 +264,65 @@ void ft_model_set_audit(struct ft_model *m, uint8_t *flag);
 /* Value of a declared recipe read, as hashed into the fusion key (-1 = absent). */
 int64_t ft_recipe_read_value(const ft_recipe_model *r, ft_recipe_read rr);
 
-#endif /* FT_MODEL_INT_H */
+/* ---- the model's own state (plan.c builds it; classify.c and qstate.c read it) ------------ */
+int ft_env_parse(const char *env_json, const ft_env_kv *ov, uint32_t n_ov, ft_env *e, ft_err *err);
+
+#define FT_MAX_RULES 32
+#define FT_NO_PLAN   UINT32_MAX
+
+typedef struct fuser_m {
+    int64_t id;
+    ft_op *ops; /* [n_ops] */
+    uint32_t n_ops;
+    uint32_t recipe_reads; /* ft_recipe_read bits in its fusion key */
+    uint64_t recipe_bytes; /* the same as a byte mask over ft_recipe_int.reads */
+    uint64_t const_key;    /* hash of the op and env attributes in its fusion key */
+    char *key_attrs;       /* the key's attribute names, comma separated */
+} fuser_m;
+
+typedef struct plan_m {
+    char *text;
+    uint64_t hash;
+    ft_unit *units; /* [n_fwd + n_bwd]: forward units, then backward units (forward order) */
+    uint32_t n_fwd, n_bwd;
+    uint8_t fused_mlp;
+} plan_m;
+
+typedef struct memo_e {
+    uint32_t fuser, f, plan; /* plan == NO_PLAN: empty slot */
+    int32_t recipe;
+} memo_e;
+
+typedef struct errtab {
+    char **s;
+    uint32_t n, cap;
+} errtab;
+
+struct ft_model {
+    ft_env env;
+    uint8_t registered[FT_MAX_RULES]; /* import-time registration per rule row */
+    fuser_m *fusers;
+    uint32_t n_fusers;
+    ft_recipe_int *recipes;
+    uint32_t n_recipes;
+    ft_recipe_int none;
+    plan_m *plans;
+    uint32_t n_plans, cap_plans;
+    uint32_t *intern; /* open addressing over plan hash: plan index + 1, 0 = empty */
+    uint32_t intern_cap;
+    memo_e *memo;
+    uint32_t memo_cap, memo_n;
+    uint64_t n_built; /* memo misses of ft_model_build that built */
+    ft_unit *scratch; /* [3 * max ops] */
+    uint32_t scratch_cap;
+    errtab *errs;   /* interned run-time error texts (mutable behind a const model) */
+    uint8_t *audit; /* tests: set when a gate reads an undeclared attribute */
+};
+
+static inline const ft_recipe_int *ft_model_recipe_int(const ft_model *m, int32_t recipe)
+{
+    if (recipe < 0 || (uint32_t)recipe >= m->n_recipes) return &m->none;
+    return &m->recipes[recipe];
+}
+
+#endif /* FT_TEFUSER_INT_H */

@@ -38,7 +38,7 @@
 #include "ft_common.h"
 #include "ft_trace.h"
 #include "ft_replay.h"
-#include "model.h"
+#include "ft_tefuser.h"
 
 #include <stdint.h>
 #include <stdio.h>
