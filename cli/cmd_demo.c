@@ -101,6 +101,10 @@ int cmd_demo(int argc, char **argv)
             printf("\nWhat it means:\n");
             rc = ft_report_reading(stdout, res, &err);
         }
+        if (!rc) {
+            fputc('\n', stdout);
+            rc = ft_report_recommendation(stdout, res, NULL, &err);
+        }
     }
     if (rc) {
         fprintf(stderr, "fusertrace demo: %s\n", ft_err_msg(&err));

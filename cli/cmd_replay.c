@@ -17,7 +17,8 @@ static void usage(FILE *f)
         f,
         "usage: fusertrace replay TRACE... [--policy LIST|all] [--capacity N] [--env K=V]...\n"
         "                         [--json | --csv] [--per-call FILE] [--explain]\n"
-        "                         [--captured POLICY] [--threads N]\n"
+        "                         [--captured POLICY] [--threads N] [--timing]\n"
+        "                         [--build-ns NS] [--reset-ns NS]\n"
         "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
         "                          [--seed S]]\n"
         "\n"
@@ -31,6 +32,11 @@ static void usage(FILE *f)
         "  --explain        for every build, name the key component that changed\n"
         "  --captured P     the policy the captured run used (default: the header's\n"
         "                   fuser_cache field, else its te_version)\n"
+        "  --timing         add this replayer's own measured times (ns/call, plan-build\n"
+        "                   ns); they vary run to run, so they are off by default\n"
+        "  --build-ns NS    TE's cost of a plan build, assumed when the trace has no captured\n"
+        "                   fuse_ns (default 100000: a capture of TE 2.20 recording fuse_ns)\n"
+        "  --reset-ns NS    TE's cost of reset_recipe_state alone, assumed (default 0)\n"
         "  --threads N      worker threads, one trace each (default: one per core); with\n"
         "                   --numerics, threads running sampled calls (results do not\n"
         "                   depend on it)\n"
@@ -66,12 +72,12 @@ static int parse_u32(const char *flag, const char *s, uint32_t *out)
 /* The replay report's JSON object with a "numerics" member added: the report is written to a
  * scratch file, its closing brace replaced. */
 static int write_json_with_numerics(const ft_replay_result *res, const ft_numerics_result *nres,
-                                    ft_err *err)
+                                    const ft_report_opts *ro, ft_err *err)
 {
     FILE *tmp = tmpfile();
     if (!tmp) return ft_err_set(err, FT_EIO, "cannot create a scratch file for the JSON report");
     char *text = NULL;
-    int rc = ft_report_write(tmp, res, FT_REPORT_JSON, err);
+    int rc = ft_report_write_opts(tmp, res, FT_REPORT_JSON, ro, err);
     long n = rc ? 0 : ftell(tmp);
     if (!rc && (n <= 0 || fseek(tmp, 0, SEEK_SET))) rc = ft_err_set(err, FT_EIO, "scratch file");
     if (!rc && !(text = ft_malloc((size_t)n + 1))) rc = ft_err_set(err, FT_ENOMEM, "no memory");
@@ -108,6 +114,8 @@ int cmd_replay(int argc, char **argv)
     const char *numerics = NULL;
     int sample_set = 0, all = 0;
     ft_numerics_opts no = {.shrink = 1, .sample = 64, .seed = 1};
+    ft_report_opts ro;
+    ft_report_opts_init(&ro);
     ft_replay_result *res = ft_malloc(sizeof *res);
     ft_numerics_result *nres = ft_malloc(sizeof *nres);
     if (!paths || !env || !env_keys || !res || !nres) {
@@ -153,6 +161,17 @@ int cmd_replay(int argc, char **argv)
             format = FT_REPORT_CSV;
         } else if (!strcmp(a, "--per-call") && has_val) {
             per_call_path = argv[++i];
+        } else if (!strcmp(a, "--timing")) {
+            ro.timing = 1;
+        } else if ((!strcmp(a, "--build-ns") || !strcmp(a, "--reset-ns")) && has_val) {
+            double v;
+            if (ft_parse_f64(argv[++i], &v) || !(v >= 0) || v > 1e15) {
+                fprintf(stderr, "fusertrace replay: %s wants a number of ns >= 0, got '%s'\n", a,
+                        argv[i]);
+                status = FT_EXIT_INPUT;
+                goto done;
+            }
+            *(a[2] == 'b' ? &ro.build_ns : &ro.reset_ns) = v;
         } else if (!strcmp(a, "--explain")) {
             explain = 1;
         } else if (!strcmp(a, "--captured") && has_val) {
@@ -258,9 +277,9 @@ int cmd_replay(int argc, char **argv)
     }
     if (explain) fputc('\n', stdout);
     if (numerics && format == FT_REPORT_JSON) {
-        rc = write_json_with_numerics(res, nres, &err);
+        rc = write_json_with_numerics(res, nres, &ro, &err);
     } else {
-        rc = ft_report_write(stdout, res, format, &err);
+        rc = ft_report_write_opts(stdout, res, format, &ro, &err);
         if (!rc && format == FT_REPORT_TEXT) {
             fputc('\n', stdout);
             rc = ft_report_reading(stdout, res, &err);
@@ -268,6 +287,10 @@ int cmd_replay(int argc, char **argv)
         if (!rc && numerics) {
             fputc('\n', stdout);
             rc = ft_numerics_report(stdout, nres, 0, &err);
+        }
+        if (!rc && format == FT_REPORT_TEXT) {
+            fputc('\n', stdout);
+            rc = ft_report_recommendation(stdout, res, &ro, &err);
         }
     }
     if (rc) {

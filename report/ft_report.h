@@ -15,7 +15,52 @@ extern "C" {
 #endif
 
 enum { FT_REPORT_TEXT = 0, FT_REPORT_JSON = 1, FT_REPORT_CSV = 2 };
+
+/* TE's cost of one plan build when the trace captured no fuse_ns: about 100 us, the mean fuse_ns
+ * of the builds in a capture of TE 2.20's fuser on a training run that records it (issue 12 of
+ * this project; the replayer's own builds take 3-6 us and say nothing about TE's). Every figure
+ * made from it is labelled assumed. */
+#define FT_REPORT_BUILD_NS 100000.0
+/* reset_recipe_state alone: no measurement of TE's; when a reset comes with a build, the build
+ * figure covers it. 0 unless --reset-ns gives one. */
+#define FT_REPORT_RESET_NS 0.0
+
+typedef struct ft_report_opts {
+    int timing;      /* add this replayer's own measured times (vary run to run; default off, so
+                      * that text, JSON and CSV are byte-for-byte reproducible) */
+    double build_ns; /* assumed TE cost per build / per reset, without captured fuse_ns */
+    double reset_ns;
+} ft_report_opts;
+void ft_report_opts_init(ft_report_opts *o);
+
+/* opts NULL: the defaults. */
+int ft_report_write_opts(FILE *f, const ft_replay_result *r, int format, const ft_report_opts *o,
+                         ft_err *err);
 int ft_report_write(FILE *f, const ft_replay_result *r, int format, ft_err *err);
+
+/* The stale classes as people say them ("other fusion, same quantization", "slower (unfused)",
+ * "other quantization", "raises in TE"); JSON keys keep ft_stale_name's short names. */
+const char *ft_report_stale_label(ft_stale s);
+/* A note on a policy that is not a candidate like the others ("historical: ...", "baseline:
+ * ..."), or NULL. */
+const char *ft_report_policy_note(uint32_t policy);
+
+/* TE's framework time under policy p: modeled from the captured fuse_ns where the trace has it,
+ * else builds x build_ns + resets x reset_ns (*assumed = 1). */
+double ft_report_framework_ns(const ft_replay_result *r, const ft_policy_result *p,
+                              const ft_report_opts *o, int *assumed);
+
+/* The policies with the fewest builds among those that never ran a stale plan (ties, the one to
+ * name first), and the slot of the captured run's policy. */
+typedef struct ft_recommend {
+    uint32_t n_best;                /* 0 when every policy ran a stale plan */
+    uint32_t best[FT_MAX_POLICIES]; /* slots into r->pol, the one to name first first */
+    int captured;                   /* slot of the captured run's policy, -1 if not replayed */
+} ft_recommend;
+void ft_report_recommend(const ft_replay_result *r, ft_recommend *out);
+/* The recommendation in plain words, closing a text report. */
+int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report_opts *o,
+                             ft_err *err);
 /* A short plain-language reading of the result: which policy builds least, which ran stale
  * plans and what they would have done, quantizer drift. */
 int ft_report_reading(FILE *f, const ft_replay_result *r, ft_err *err);
