@@ -1,0 +1,290 @@
+/*
+ * test_report.c - the report module (report/ft_report.h):
+ * - the recommendation: fewest builds among never-stale policies, ties named, historical and
+ *   baseline policies labelled, savings against the captured run's policy, no "N instead of N";
+ * - framework time: captured fuse_ns when present, else builds x build_ns + resets x reset_ns,
+ *   labelled assumed;
+ * - stale classes under their long names in text, short keys in JSON;
+ * - reproducibility: two runs of `replay` give the same text, JSON and CSV bytes, and the
+ *   replayer's own ns/call appears only with --timing.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ft_report.h"
+#include "test_util.h"
+
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* ---- a hand-made result --------------------------------------------------------------------- */
+typedef struct pol_spec {
+    const char *name;
+    uint64_t builds, resets, raises, quant;
+} pol_spec;
+
+static ft_replay_result *make_result(const pol_spec *ps, uint32_t n, const char *captured)
+{
+    uint32_t idx[FT_MAX_POLICIES];
+    for (uint32_t i = 0; i < n; i++)
+        assert_int_equal(ft_policy_find(ps[i].name, &idx[i], NULL), FT_OK);
+    ft_replay_result *r = malloc(sizeof *r);
+    assert_non_null(r);
+    ft_replay_result_init(r, idx, n);
+    r->n_traces = 1;
+    r->calls = 1000;
+    for (uint32_t i = 0; i < n; i++) {
+        ft_policy_result *q = &r->pol[i];
+        q->calls = 1000;
+        q->builds = ps[i].builds;
+        q->hits = q->calls - q->builds;
+        q->resets = ps[i].resets;
+        q->stale[FT_STALE_RAISES] = ps[i].raises;
+        q->stale[FT_STALE_QUANT] = ps[i].quant;
+        q->stale[FT_STALE_NONE] = q->calls - ps[i].raises - ps[i].quant;
+        if (ps[i].raises) {
+            snprintf(q->raises[0].text, sizeof q->raises[0].text, "boom");
+            q->raises[0].count = ps[i].raises;
+        }
+    }
+    if (captured) {
+        uint32_t c;
+        assert_int_equal(ft_policy_find(captured, &c, NULL), FT_OK);
+        r->captured_policy = (int)c;
+    }
+    return r;
+}
+
+/* What fn writes, as a malloc'd string. */
+static char *capture_text(int (*fn)(FILE *, const ft_replay_result *, const ft_report_opts *,
+                                    ft_err *),
+                          const ft_replay_result *r, const ft_report_opts *o)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    ft_err err = {0};
+    assert_int_equal(fn(f, r, o, &err), FT_OK);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
+static int reading_fn(FILE *f, const ft_replay_result *r, const ft_report_opts *o, ft_err *err)
+{
+    (void)o;
+    return ft_report_reading(f, r, err);
+}
+
+static int text_fn(FILE *f, const ft_replay_result *r, const ft_report_opts *o, ft_err *err)
+{
+    return ft_report_write_opts(f, r, FT_REPORT_TEXT, o, err);
+}
+
+static int json_fn(FILE *f, const ft_replay_result *r, const ft_report_opts *o, ft_err *err)
+{
+    return ft_report_write_opts(f, r, FT_REPORT_JSON, o, err);
+}
+
+static void assert_has(const char *text, const char *want)
+{
+    if (!strstr(text, want)) fail_msg("missing \"%s\" in:\n%s", want, text);
+}
+
+static void assert_lacks(const char *text, const char *bad)
+{
+    if (strstr(text, bad)) fail_msg("unexpected \"%s\" in:\n%s", bad, text);
+}
+
+/* ---- recommendation ------------------------------------------------------------------------- */
+static void test_report_recommendation_names_ties_and_savings(void **state)
+{
+    (void)state;
+    const pol_spec ps[] = {
+        {"te-pre3410", 900, 900, 0, 0},    {"te-3410", 40, 44, 336, 0},
+        {"te-3410-commit1", 40, 44, 0, 0}, {"recipe-hash", 56, 44, 0, 0},
+        {"fusion-attrs", 40, 44, 0, 0},    {"recipe-object", 70, 44, 0, 5},
+    };
+    ft_replay_result *r = make_result(ps, FT_ARRAY_LEN(ps), "te-pre3410");
+    ft_recommend rec;
+    ft_report_recommend(r, &rec);
+    /* fusion-attrs and te-3410-commit1 tie; the historical one is named second */
+    assert_int_equal(rec.n_best, 2);
+    assert_string_equal(ft_policy_name(r->pol[rec.best[0]].policy), "fusion-attrs");
+    assert_string_equal(ft_policy_name(r->pol[rec.best[1]].policy), "te-3410-commit1");
+    assert_int_equal(rec.captured, 0);
+    char *t = capture_text(ft_report_recommendation, r, NULL);
+    assert_has(t, "- Use fusion-attrs: the fewest plan builds (40) among the policies that never "
+                  "ran a stale plan. Tied with it: te-3410-commit1 (historical: PR 3410's first "
+                  "commit, never released).");
+    /* savings against the captured run's policy, framework time at the assumed 100 us/build */
+    assert_has(t, "Against te-pre3410, the policy of the captured run: 860 fewer plan builds (40 "
+                  "instead of 900), 856 fewer recipe-state resets (44 instead of 900), and 86.000 "
+                  "ms less framework time (assumed cost per build and reset)");
+    /* what the others would have done, stale classes in words */
+    assert_has(t, "te-3410: 40 builds, but a stale plan on 336 calls: raises in TE on 336 "
+                  "(\"boom\").");
+    assert_has(t,
+               "recipe-object: 70 builds, but a stale plan on 5 calls: other quantization on 5.");
+    assert_has(t, "recipe-hash: 56 builds, never stale, but 16 more builds than fusion-attrs.");
+    assert_has(t, "te-3410-commit1 (historical: PR 3410's first commit, never released): 40 "
+                  "builds, never stale: as good.");
+    free(t);
+    free(r);
+}
+
+static void test_report_recommendation_historical_first_names_an_alternative(void **state)
+{
+    (void)state;
+    const pol_spec ps[] = {
+        {"te-3410", 6, 3, 0, 0}, {"te-3410-commit1", 3, 3, 0, 0}, {"fusion-attrs", 6, 3, 0, 0}};
+    ft_replay_result *r = make_result(ps, FT_ARRAY_LEN(ps), NULL);
+    char *t = capture_text(ft_report_recommendation, r, NULL);
+    assert_has(t, "- Use te-3410-commit1 (historical: PR 3410's first commit, never released)");
+    assert_has(t, "not historical or a baseline, the fewest builds without a stale plan: te-3410 "
+                  "(6 builds).");
+    assert_has(t, "The captured run's policy is unknown");
+    free(t);
+    free(r);
+}
+
+static void test_report_recommendation_when_captured_is_best(void **state)
+{
+    (void)state;
+    const pol_spec ps[] = {{"te-3410", 6, 3, 0, 0}, {"recipe-hash", 8, 3, 0, 0}};
+    ft_replay_result *r = make_result(ps, FT_ARRAY_LEN(ps), "te-3410");
+    char *t = capture_text(ft_report_recommendation, r, NULL);
+    assert_has(t, "The captured run used te-3410, which is already as good: nothing to change.");
+    free(t);
+    /* every policy stale: no recommendation, but a reason */
+    const pol_spec bad[] = {{"te-3410", 6, 3, 1, 0}, {"recipe-hash", 8, 3, 0, 2}};
+    free(r);
+    r = make_result(bad, FT_ARRAY_LEN(bad), "te-3410");
+    ft_recommend rec;
+    ft_report_recommend(r, &rec);
+    assert_int_equal(rec.n_best, 0);
+    t = capture_text(ft_report_recommendation, r, NULL);
+    assert_has(t, "Every replayed policy ran a stale plan");
+    free(t);
+    free(r);
+}
+
+static void test_report_reading_says_as_many_not_n_instead_of_n(void **state)
+{
+    (void)state;
+    const pol_spec ps[] = {{"te-pre3410", 6, 6, 0, 0}, {"te-3410", 6, 6, 0, 0}};
+    ft_replay_result *r = make_result(ps, FT_ARRAY_LEN(ps), NULL);
+    char *t = capture_text(reading_fn, r, NULL);
+    assert_has(t, "as many plan builds (6) and as many recipe-state resets (6)");
+    assert_lacks(t, "6 instead of 6");
+    free(t);
+    free(r);
+}
+
+/* ---- framework time and names ---------------------------------------------------------------- */
+static void test_report_framework_time_assumed_or_captured(void **state)
+{
+    (void)state;
+    const pol_spec ps[] = {{"te-pre3410", 10, 12, 0, 0}, {"te-3410", 2, 3, 0, 0}};
+    ft_replay_result *r = make_result(ps, FT_ARRAY_LEN(ps), NULL);
+    ft_report_opts o;
+    ft_report_opts_init(&o);
+    int assumed = 0;
+    assert_true(ft_report_framework_ns(r, &r->pol[0], &o, &assumed) ==
+                10 * FT_REPORT_BUILD_NS + 12 * FT_REPORT_RESET_NS);
+    assert_int_equal(assumed, 1);
+    o.build_ns = 1000;
+    o.reset_ns = 10;
+    assert_true(ft_report_framework_ns(r, &r->pol[1], &o, NULL) == 2 * 1000.0 + 3 * 10.0);
+    char *t = capture_text(text_fn, r, &o);
+    assert_has(t, "ASSUMED (the trace has no captured fuse_ns): 1000 ns per build and 10 ns per "
+                  "reset");
+    assert_has(t, "framework-ms*");
+    /* the long names of the stale classes, and no replayer timing by default */
+    assert_has(t, "other fusion, same quantization");
+    assert_has(t, "slower (unfused)");
+    assert_has(t, "other quantization");
+    assert_lacks(t, "ns/call");
+    free(t);
+    char *j = capture_text(json_fn, r, &o);
+    json_t *doc = json_loads(j, 0, NULL);
+    assert_non_null(doc);
+    json_t *fw = json_object_get(doc, "framework");
+    assert_string_equal(json_string_value(json_object_get(fw, "basis")), "assumed");
+    json_t *p1 = json_array_get(json_object_get(doc, "policies"), 1);
+    assert_true(json_real_value(json_object_get(p1, "framework_ns")) == 2030.0);
+    assert_null(json_object_get(p1, "ns_per_call"));
+    /* short keys stay, with their long labels beside them */
+    assert_non_null(json_object_get(json_object_get(p1, "stale"), "harmless"));
+    assert_string_equal(
+        json_string_value(json_object_get(
+            json_object_get(json_object_get(doc, "stale_classes"), "harmless"), "label")),
+        "other fusion, same quantization");
+    json_decref(doc);
+    free(j);
+    /* captured fuse_ns: modeled from it, not assumed */
+    r->cap_build_n = 4;
+    r->cap_build_fuse_ns = 4 * 50000;
+    assert_true(ft_report_framework_ns(r, &r->pol[0], &o, &assumed) == 10 * 50000.0);
+    assert_int_equal(assumed, 0);
+    free(r);
+}
+
+/* ---- the command: reproducible bytes ------------------------------------------------------- */
+static void test_report_replay_output_is_reproducible(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char dir[1024], trace[1200], cmd[4000];
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_report"), 0);
+    tu_dir_path(trace, sizeof trace, dir, "demo.ftdb");
+    snprintf(cmd, sizeof cmd, "'%s' synth demo -o '%s' >/dev/null", cli, trace);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    static const char *const formats[] = {"", "--json", "--csv"};
+    for (size_t i = 0; i < FT_ARRAY_LEN(formats); i++) {
+        ft_buf a = {0}, b = {0};
+        /* different thread counts too: the result must not depend on them */
+        snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' %s --threads 1", cli, trace, trace,
+                 formats[i]);
+        assert_int_equal(tu_sh_buf(cmd, &a), 0);
+        snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' %s --threads 2", cli, trace, trace,
+                 formats[i]);
+        assert_int_equal(tu_sh_buf(cmd, &b), 0);
+        assert_true(a.len > 100);
+        if (a.len != b.len || memcmp(a.data, b.data, a.len))
+            fail_msg("replay %s differs between two runs:\n%s\n----\n%s", formats[i], a.data,
+                     b.data);
+        assert_lacks((const char *)a.data, "ns/call");
+        assert_lacks((const char *)a.data, "ns_per_call");
+        ft_buf_free(&a);
+        ft_buf_free(&b);
+    }
+    /* --timing brings the replayer's own figures back */
+    ft_buf t = {0};
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --timing", cli, trace);
+    assert_int_equal(tu_sh_buf(cmd, &t), 0);
+    assert_has((const char *)t.data, "ns/call");
+    ft_buf_free(&t);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --build-ns -1 2>&1", cli, trace);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 2);
+    assert_int_equal(tu_dir_remove(dir), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_report_recommendation_names_ties_and_savings),
+        cmocka_unit_test(test_report_recommendation_historical_first_names_an_alternative),
+        cmocka_unit_test(test_report_recommendation_when_captured_is_best),
+        cmocka_unit_test(test_report_reading_says_as_many_not_n_instead_of_n),
+        cmocka_unit_test(test_report_framework_time_assumed_or_captured),
+        cmocka_unit_test(test_report_replay_output_is_reproducible),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
