@@ -91,12 +91,12 @@ int cmd_demo(int argc, char **argv)
         goto done;
     }
     if (json) {
-        rc = ft_report_write(stdout, res, FT_REPORT_JSON, &err);
+        rc = ft_report_write(stdout, res, NULL, FT_REPORT_JSON, &err);
     } else {
         printf("fusertrace demo: a synthetic MoE training run (seed %llu), replayed under every "
                "plan-cache policy.\n\n",
                (unsigned long long)seed);
-        rc = ft_report_write(stdout, res, FT_REPORT_TEXT, &err);
+        rc = ft_report_write(stdout, res, NULL, FT_REPORT_TEXT, &err);
         if (!rc) {
             printf("\nWhat it means:\n");
             rc = ft_report_reading(stdout, res, &err);

@@ -5,10 +5,11 @@
  * fuser's op dimensions (optionally shrunk), forward and, for grad calls, backward; compare each
  * with a float64 reference and with the fresh plan.
  *
- * Two ways in: ft_numerics_replay_trace(s) drive the replay engine and take every call's
- * decisions from its per-call hook (ft_replay_opts.call_fn), spreading the sampled calls over
- * threads; or, per call, ft_numerics_new once (with the model whose plan ids the caller uses),
- * ft_numerics_wants(), then ft_numerics_run with each policy's chosen plan id and quantizer state.
+ * Two ways in: an observer of the replay driver (ft_numerics_obs: set ft_replay_opts.observer
+ * and call ft_replay_trace(s)), which takes every call's decisions from the driver and spreads
+ * the sampled calls over threads; or, per call, ft_numerics_new once (with the model whose plan
+ * ids the caller uses), ft_numerics_wants(), then ft_numerics_run with each policy's chosen plan
+ * id and quantizer state.
  * Results: ft_numerics_get / ft_numerics_report. Every figure is independent of the thread
  * count: which calls are sampled is decided in call order, and results are folded in call order.
  *
@@ -36,8 +37,8 @@
 #define FT_NUMERICS_H
 
 #include "ft_common.h"
-#include "ft_trace.h"
 #include "ft_replay.h"
+#include "ft_trace.h"
 #include "ft_tefuser.h"
 
 #include <stdint.h>
@@ -68,12 +69,11 @@ typedef struct ft_numerics_opts {
 
 typedef struct ft_numerics ft_numerics;
 
-/* fusers[] as the model was built from (same order = dense fuser index); world_size as the
- * trace's env says (1 if unknown). policy_names[n_policies] label the results (strings must
- * outlive nx). Fusers that are not FC1 -> activation -> FC2 grouped MLPs are never run.
- * With the CUDA back end and no usable device (or a build without CUDA): FT_ENODEV. */
-int ft_numerics_new(const ft_model *m, const ft_fuser_def *fusers, uint32_t n_fusers,
-                    int64_t world_size, const char *const *policy_names, uint32_t n_policies,
+/* For the model's fusers (dense fuser index); policy_names[n_policies] label the results
+ * (strings must outlive nx). Fusers without a FC1 -> activation -> FC2 grouped MLP
+ * (ft_model_grouped_mlp) are never run. With the CUDA back end and no usable device (or a build
+ * without CUDA): FT_ENODEV. */
+int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t n_policies,
                     const ft_numerics_opts *opts, ft_numerics **out, ft_err *err);
 void ft_numerics_free(ft_numerics *nx);
 
@@ -145,21 +145,26 @@ void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out);
 /* Add src into dst (results of the same policy list, e.g. one per rank's trace). */
 int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *src, ft_err *err);
 
-/* Replay a whole trace with numerics: the engine runs with ropts (its call_fn is taken over;
- * per_call and explain work as usual) and every grouped-MLP call is offered to the numerics with
- * each policy's chosen plan and quantizer state from the engine's per-call hook. Sampled calls
- * run on nopts->n_threads threads in groups while the engine waits. rr_out (may be NULL)
- * receives the ordinary replay result. */
+/* ---- as an observer of the replay driver ---------------------------------------------------- */
+/* Every grouped-MLP call of every trace the driver replays is offered to the numerics with each
+ * policy's chosen plan and quantizer state; sampled calls run on opts->n_threads threads in
+ * groups while the engine waits. Sampling applies per trace; results add up over traces. */
+typedef struct ft_numerics_obs ft_numerics_obs;
+int ft_numerics_obs_new(const ft_numerics_opts *opts, ft_numerics_obs **out, ft_err *err);
+/* Put this into ft_replay_opts.observer (valid while the ft_numerics_obs lives). */
+const ft_replay_observer *ft_numerics_obs_observer(ft_numerics_obs *o);
+/* The results of every trace finished so far. */
+void ft_numerics_obs_result(const ft_numerics_obs *o, ft_numerics_result *out);
+void ft_numerics_obs_free(ft_numerics_obs *o);
+
+/* Conveniences: ft_replay_trace / ft_replay_traces with such an observer (ropts may be NULL;
+ * its observer is replaced). rr_out (may be NULL for one trace) receives the replay result. */
 int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
                              const ft_numerics_opts *nopts, ft_replay_result *rr_out,
                              ft_numerics_result *out, ft_err *err);
-/* The same over several trace files (one per rank), one after another, reduced into rr_out and
- * out (both required; sampling applies per trace). Errors name the file. */
 int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
                               const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
                               ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err);
-/* Text (json = 0) or one JSON object (json = 1, ends with a newline). */
-int ft_numerics_report(FILE *f, const ft_numerics_result *r, int json, ft_err *err);
 
 #ifdef __cplusplus
 }

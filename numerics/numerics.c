@@ -15,7 +15,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "ft_numerics.h"
 #include "ft_kernels.h"
-#include "tefuser_int.h"
 #ifdef FT_HAVE_CUDA
 #include "ft_kernels_cuda.h"
 #endif
@@ -105,69 +104,37 @@ static void band_add(ft_band *b, double v)
     b->sum += v;
 }
 
-static int find_mlp(const ft_op *ops, uint32_t n, mlp_desc *d)
+/* The model's grouped-MLP window of a fuser, as the kernels take it. */
+static void mlp_from_model(const ft_model *m, uint32_t fuser, mlp_desc *d)
 {
     memset(d, 0, sizeof *d);
-    for (uint32_t i = 0; i + 2 < n; i++) {
-        const ft_op *a = &ops[i], *b = &ops[i + 1], *c = &ops[i + 2];
-        if (a->type != FT_OP_GROUPED_LINEAR || c->type != FT_OP_GROUPED_LINEAR) continue;
-        ft_act act = {FT_ACT_SWIGLU, 0, 0, 0, 0};
-        int scaled = 0;
-        switch (b->type) {
-        case FT_OP_SCALED_SWIGLU:
-            scaled = 1; /* fall through */
-        case FT_OP_SWIGLU:
-            act.kind = FT_ACT_SWIGLU;
-            break;
-        case FT_OP_SCALED_CLAMPED_QGEGLU:
-            scaled = 1; /* fall through */
-        case FT_OP_CLAMPED_SWIGLU:
-            act.kind = FT_ACT_CLAMPED_QGEGLU;
-            break;
-        case FT_OP_SCALED_SRELU:
-            scaled = 1; /* fall through */
-        case FT_OP_SRELU:
-            act.kind = FT_ACT_SRELU;
-            break;
-        default:
-            continue;
-        }
-        if (ft_act_is_glu(act.kind)) {
-            act.interleave = b->v[FT_OA_GLU_INTERLEAVE] == 32 ? 32 : 0;
-            if (act.kind == FT_ACT_CLAMPED_QGEGLU) {
-                act.limit = (float)b->f[FT_OA_LIMIT];
-                act.alpha = (float)b->f[FT_OA_ALPHA];
-                act.offset = (float)b->f[FT_OA_GLU_LINEAR_OFFSET];
-            }
-        }
-        int64_t k1 = a->v[FT_OA_IN_FEATURES], n1 = a->v[FT_OA_OUT_FEATURES];
-        int64_t k2 = c->v[FT_OA_IN_FEATURES], n2 = c->v[FT_OA_OUT_FEATURES];
-        int64_t G = a->v[FT_OA_NUM_GROUPS];
-        int64_t want_n1 = ft_act_is_glu(act.kind) ? 2 * k2 : k2;
-        if (k1 < 1 || k2 < 1 || n2 < 1 || n1 != want_n1 || G < 1 || G != c->v[FT_OA_NUM_GROUPS] ||
-            G > (1 << 20))
-            continue;
-        d->ok = 1;
-        d->scaled = (uint8_t)scaled;
-        d->bias1 = a->v[FT_OA_BIAS] != 0;
-        d->bias2 = c->v[FT_OA_BIAS] != 0;
-        d->scale_bias = d->bias2 && c->v[FT_OA_SCALE_BIAS] != 0 && scaled;
-        d->first = i;
-        d->groups = (uint32_t)G;
-        d->k1 = k1, d->k2 = k2, d->n2 = n2;
-        d->act = act;
-        return 1;
+    ft_grouped_mlp g;
+    if (!ft_model_grouped_mlp(m, fuser, &g)) return;
+    static const ft_act_kind kinds[] = {[FT_MLP_SWIGLU] = FT_ACT_SWIGLU,
+                                        [FT_MLP_CLAMPED_QGEGLU] = FT_ACT_CLAMPED_QGEGLU,
+                                        [FT_MLP_SRELU] = FT_ACT_SRELU};
+    d->ok = 1;
+    d->scaled = g.scaled;
+    d->bias1 = g.bias1;
+    d->bias2 = g.bias2;
+    d->scale_bias = g.scale_bias;
+    d->first = g.first;
+    d->groups = g.groups;
+    d->k1 = g.k1, d->k2 = g.k2, d->n2 = g.n2;
+    d->act = (ft_act){kinds[g.act], g.interleave, 0, 0, 0};
+    if (g.act == FT_MLP_CLAMPED_QGEGLU) {
+        d->act.limit = (float)g.limit;
+        d->act.alpha = (float)g.alpha;
+        d->act.offset = (float)g.offset;
     }
-    return 0;
 }
 
-int ft_numerics_new(const ft_model *m, const ft_fuser_def *fusers, uint32_t n_fusers,
-                    int64_t world_size, const char *const *policy_names, uint32_t n_policies,
+int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t n_policies,
                     const ft_numerics_opts *opts, ft_numerics **out, ft_err *err)
 {
     *out = NULL;
-    if (!m || (n_fusers && !fusers))
-        return ft_err_set(err, FT_EINVAL, "numerics: no model or fusers");
+    if (!m) return ft_err_set(err, FT_EINVAL, "numerics: no model");
+    const uint32_t n_fusers = ft_model_n_fusers(m);
     if (n_policies > FT_NUMERICS_MAX_POLICIES)
         return ft_err_set(err, FT_ERANGE, "numerics: %u policies (at most %d)", n_policies,
                           FT_NUMERICS_MAX_POLICIES);
@@ -203,18 +170,8 @@ int ft_numerics_new(const ft_model *m, const ft_fuser_def *fusers, uint32_t n_fu
         ft_numerics_free(nx);
         return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
     }
-    for (uint32_t i = 0; i < n_fusers; i++) {
-        ft_op *ops = NULL;
-        uint32_t n = 0;
-        int rc = ft_ops_parse(fusers[i].ops_json, fusers[i].id, world_size > 0 ? world_size : 1,
-                              &ops, &n, err);
-        if (rc) {
-            ft_numerics_free(nx);
-            return rc;
-        }
-        find_mlp(ops, n, &nx->mlp[i]);
-        ft_ops_free(ops, n);
-    }
+    for (uint32_t i = 0; i < n_fusers; i++)
+        mlp_from_model(m, i, &nx->mlp[i]);
     nx->res.n_policies = n_policies;
     for (uint32_t p = 0; p < n_policies; p++)
         nx->res.pol[p].name = policy_names ? policy_names[p] : "?";
@@ -889,276 +846,6 @@ void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out)
     *out = nx->res;
 }
 
-static void band_text(FILE *f, const ft_band *b)
-{
-    if (!b->n)
-        fprintf(f, "none measured");
-    else
-        fprintf(f, "[%.4g, %.4g] mean %.4g over %llu", b->min, b->max, b->sum / (double)b->n,
-                (unsigned long long)b->n);
-}
-
-static void band_json(FILE *f, const char *name, const ft_band *b)
-{
-    fprintf(f, "\"%s\":{\"n\":%llu,\"min\":%.6g,\"max\":%.6g,\"mean\":%.6g}", name,
-            (unsigned long long)b->n, b->n ? b->min : 0.0, b->n ? b->max : 0.0,
-            b->n ? b->sum / (double)b->n : 0.0);
-}
-
-/* A JSON string literal through the project's one escaper; on allocation failure "null". */
-static void json_str(FILE *f, const char *s)
-{
-    ft_buf b = {0};
-    if (ft_buf_json_str(&b, s, strlen(s)) == FT_OK)
-        fwrite(b.data, 1, b.len, f);
-    else
-        fputs("null", f);
-    ft_buf_free(&b);
-}
-
-int ft_numerics_report(FILE *f, const ft_numerics_result *r, int json, ft_err *err)
-{
-    if (json) {
-        fprintf(f,
-                "{\"backend\":\"%s\",\"device\":", r->backend == FT_NUMERICS_CUDA ? "cuda" : "cpu");
-        if (r->device[0])
-            json_str(f, r->device);
-        else
-            fputs("null", f);
-        fprintf(f,
-                ",\"calls_seen\":%llu,\"calls_run\":%llu,\"fresh_raised\":%llu,"
-                "\"mlp_runs\":%llu,\"device_runs\":%llu,\"threads\":%u,\"seconds\":%.3f,",
-                (unsigned long long)r->calls_seen, (unsigned long long)r->calls_run,
-                (unsigned long long)r->fresh_raised, (unsigned long long)r->mlp_runs,
-                (unsigned long long)r->device_runs, r->n_threads, (double)r->wall_ns * 1e-9);
-        if (r->fallback_text[0]) {
-            fputs("\"cpu_fallback\":", f);
-            json_str(f, r->fallback_text);
-            fputc(',', f);
-        }
-        band_json(f, "fresh_error", &r->fresh_err);
-        fputc(',', f);
-        band_json(f, "harmless_band", &r->harmless_band);
-        fputc(',', f);
-        band_json(f, "quant_band", &r->quant_band);
-        fprintf(f, ",\"policies\":[");
-        for (uint32_t p = 0; p < r->n_policies; p++) {
-            const ft_numerics_policy *q = &r->pol[p];
-            fprintf(f, "%s{\"policy\":", p ? "," : "");
-            json_str(f, q->name);
-            fprintf(f,
-                    ",\"calls\":%llu,\"same\":%llu,\"harmless\":%llu,\"quant\":%llu,"
-                    "\"raised\":%llu,\"raised_stale\":%llu,\"raise_text\":",
-                    (unsigned long long)q->calls, (unsigned long long)q->same,
-                    (unsigned long long)q->harmless, (unsigned long long)q->quant,
-                    (unsigned long long)q->raised, (unsigned long long)q->raised_stale);
-            if (q->raised)
-                json_str(f, q->raise_text);
-            else
-                fputs("null", f);
-            fputc(',', f);
-            band_json(f, "error", &q->err);
-            fputc(',', f);
-            band_json(f, "divergence", &q->div);
-            fprintf(f, ",\"divergence_max_abs\":%.6g,\"nonfinite\":%llu}", q->div_max_abs,
-                    (unsigned long long)q->nonfinite);
-        }
-        fprintf(f, "]}\n");
-    } else {
-        fprintf(f,
-                "numerics (%s): %llu of %llu grouped-MLP calls run, %llu MLP runs, %.2f s on %u "
-                "thread%s\n",
-                r->backend == FT_NUMERICS_CUDA ? "cuda" : "cpu", (unsigned long long)r->calls_run,
-                (unsigned long long)r->calls_seen, (unsigned long long)r->mlp_runs,
-                (double)r->wall_ns * 1e-9, r->n_threads, r->n_threads == 1 ? "" : "s");
-        if (r->backend == FT_NUMERICS_CUDA) {
-            fprintf(f, "  device %s: %llu of %llu MLP runs on the device", r->device,
-                    (unsigned long long)r->device_runs, (unsigned long long)r->mlp_runs);
-            if (r->device_runs < r->mlp_runs)
-                fprintf(f, ", the rest on the CPU reference (the CUDA back end: %s)",
-                        r->fallback_text[0] ? r->fallback_text : "?");
-            fputc('\n', f);
-        }
-        fprintf(f, "  fresh plans vs float64 (rel L2, worst output): ");
-        band_text(f, &r->fresh_err);
-        fprintf(f, "\n  harmless band (fused vs unfused, same quantization): ");
-        band_text(f, &r->harmless_band);
-        fprintf(f, "\n  quant band (quantization differs from the fresh plan): ");
-        band_text(f, &r->quant_band);
-        if (r->fresh_raised)
-            fprintf(f, "\n  calls whose fresh plan itself raises: %llu",
-                    (unsigned long long)r->fresh_raised);
-        fprintf(
-            f,
-            "\n  (err: vs float64; div: vs the fresh plan; both relative L2, worst of y, dx, dW1, "
-            "dW2;\n   quant includes quantizer drift that every policy shares, e.g. a same-type "
-            "recipe switch\n   keeps the old quantizers: compare a policy's quant count with "
-            "rebuild-always's)");
-        fprintf(f, "\n  %-16s %6s %6s %8s %6s %6s %6s %10s %10s %10s %9s\n", "policy", "calls",
-                "same", "harmless", "quant", "raised", "stale", "err max", "div max", "max abs",
-                "nonfinite");
-        for (uint32_t p = 0; p < r->n_policies; p++) {
-            const ft_numerics_policy *q = &r->pol[p];
-            fprintf(f, "  %-16s %6llu %6llu %8llu %6llu %6llu %6llu %10.4g %10.4g %10.4g %9llu\n",
-                    q->name, (unsigned long long)q->calls, (unsigned long long)q->same,
-                    (unsigned long long)q->harmless, (unsigned long long)q->quant,
-                    (unsigned long long)q->raised, (unsigned long long)q->raised_stale,
-                    q->err.n ? q->err.max : 0.0, q->div.n ? q->div.max : 0.0, q->div_max_abs,
-                    (unsigned long long)q->nonfinite);
-        }
-        for (uint32_t p = 0; p < r->n_policies; p++)
-            if (r->pol[p].raised)
-                fprintf(f, "  %s raised %llu times (%llu where the fresh plan runs): %s\n",
-                        r->pol[p].name, (unsigned long long)r->pol[p].raised,
-                        (unsigned long long)r->pol[p].raised_stale, r->pol[p].raise_text);
-    }
-    if (ferror(f)) return ft_err_set(err, FT_EIO, "numerics report: write failed");
-    return FT_OK;
-}
-
-/* ---- trace driver ------------------------------------------------------------------------- */
-/*
- * The engine calls drv_call for every call and policy, in call order then policy order. The
- * driver keeps each policy's choice (plan id of the engine's model, a copy of its quantizer
- * state) until the last policy of the call, plans the call, and queues it if sampled; a full
- * queue is executed on the thread pool while the engine waits.
- */
-
-typedef struct drv {
-    ft_numerics *nx;
-    uint32_t np;
-    uint32_t n_threads;
-    ft_numerics_choice ch[FT_NUMERICS_MAX_POLICIES];
-    ft_qstate q[FT_NUMERICS_MAX_POLICIES]; /* copies: the engine's are valid during the call only */
-    job *jobs;                             /* [cap] queued calls */
-    uint32_t n_jobs, cap;
-    int rc; /* first failure, detail in err */
-    ft_err err;
-} drv;
-
-static int drv_call(void *ctx, const ft_replay_call *c)
-{
-    drv *d = ctx;
-    if (!ft_numerics_wants(d->nx, c->fuser) || c->slot >= d->np) return FT_OK;
-    d->q[c->slot] = *c->q;
-    d->ch[c->slot].plan = c->plan;
-    d->ch[c->slot].q = &d->q[c->slot];
-    if (c->slot + 1 < d->np) return FT_OK;
-    const ft_batch *b = c->batch;
-    if (!b->splits_off) return FT_OK;
-    const uint32_t n_splits = b->splits_off[c->i + 1] - b->splits_off[c->i];
-    if (!n_splits) return FT_OK; /* a call without split sizes: nothing to run */
-    ft_qstate fq = *c->fresh_q;
-    ft_numerics_call nc = {.fuser = c->fuser,
-                           .recipe = c->recipe,
-                           .f = c->f,
-                           .seq = c->seq,
-                           .splits = b->splits + b->splits_off[c->i],
-                           .n_splits = n_splits,
-                           .n_tokens = -1,
-                           .fresh_plan = c->fresh,
-                           .fresh_q = &fq,
-                           .chosen = d->ch};
-    int rc = plan_call(d->nx, &nc, &d->jobs[d->n_jobs], &d->err);
-    if (rc == 1 && ++d->n_jobs == d->cap) {
-        rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, &d->err);
-        d->n_jobs = 0;
-    }
-    if (rc < 0) d->rc = rc;
-    return rc < 0 ? rc : FT_OK;
-}
-
-static uint32_t online_cores(void)
-{
-    long nc = sysconf(_SC_NPROCESSORS_ONLN);
-    return nc > 0 ? (uint32_t)nc : 1;
-}
-
-int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
-                             const ft_numerics_opts *nopts, ft_replay_result *rr_out,
-                             ft_numerics_result *out, ft_err *err)
-{
-    ft_err local;
-    if (!err) err = &local;
-    uint32_t n_fusers = ft_trace_n_fusers(t), n_recipes = ft_trace_n_recipes(t);
-    const ft_header *hdr = ft_trace_header(t);
-    ft_fuser_def *fusers = ft_calloc(n_fusers ? n_fusers : 1, sizeof *fusers);
-    ft_recipe_def *recipes = ft_calloc(n_recipes ? n_recipes : 1, sizeof *recipes);
-    ft_replay_result *rr = ft_calloc(1, sizeof *rr);
-    drv *d = ft_calloc(1, sizeof *d);
-    ft_replay *eng = NULL;
-    ft_reader *rd = NULL;
-    const char *names[FT_NUMERICS_MAX_POLICIES];
-    int rc = FT_OK;
-    if (!fusers || !recipes || !rr || !d) {
-        rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
-        goto done;
-    }
-    for (uint32_t i = 0; i < n_fusers; i++)
-        fusers[i] = *ft_trace_fuser(t, i);
-    for (uint32_t i = 0; i < n_recipes; i++)
-        recipes[i] = *ft_trace_recipe(t, i);
-    ft_replay_opts ro = ropts ? *ropts : (ft_replay_opts){0};
-    ro.call_fn = drv_call;
-    ro.call_ctx = d;
-    if ((rc = ft_replay_new(fusers, n_fusers, recipes, n_recipes, hdr, &ro, &eng, err))) goto done;
-    ft_replay_get(eng, rr);
-    d->np = rr->n_policies;
-    if (d->np > FT_NUMERICS_MAX_POLICIES) {
-        rc = ft_err_set(err, FT_ERANGE, "numerics: too many policies (%u)", d->np);
-        goto done;
-    }
-    for (uint32_t p = 0; p < d->np; p++)
-        names[p] = ft_policy_name(rr->pol[p].policy);
-    int64_t ws = hdr && hdr->has_world_size ? hdr->world_size : 1;
-    if ((rc = ft_numerics_new(ft_replay_model(eng), fusers, n_fusers, ws, names, d->np, nopts,
-                              &d->nx, err)))
-        goto done;
-    d->n_threads = nopts && nopts->n_threads ? nopts->n_threads : online_cores();
-    d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
-    d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
-    if (!d->jobs) {
-        rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
-        goto done;
-    }
-    if ((rc = ft_reader_open(t, FT_READ_SPLITS, &rd))) {
-        ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(t)));
-        goto done;
-    }
-    for (;;) {
-        const ft_batch *b;
-        if ((rc = ft_reader_next(rd, &b))) {
-            ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(t)));
-            goto done;
-        }
-        if (!b) break;
-        if ((rc = ft_replay_batch(eng, b, err))) {
-            if (d->rc) ft_err_set(err, d->rc, "%s", ft_err_msg(&d->err)); /* the real cause */
-            goto done;
-        }
-    }
-    if ((rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err))) goto done;
-    d->n_jobs = 0;
-    ft_replay_get(eng, rr);
-    if (rr_out) *rr_out = *rr;
-    ft_numerics_get(d->nx, out);
-done:
-    if (d && d->jobs)
-        for (uint32_t i = 0; i < d->n_jobs; i++)
-            job_free(&d->jobs[i]);
-    ft_reader_close(rd);
-    if (d) {
-        ft_numerics_free(d->nx);
-        ft_free(d->jobs);
-    }
-    ft_replay_free(eng);
-    ft_free(d);
-    ft_free(rr);
-    ft_free(fusers);
-    ft_free(recipes);
-    return rc;
-}
-
 static void band_merge(ft_band *dst, const ft_band *src)
 {
     if (!src->n) return;
@@ -1204,45 +891,175 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
     return FT_OK;
 }
 
+/* ---- the observer of the replay driver ----------------------------------------------------- */
+/*
+ * The driver calls obs_call for every call and policy, in call order then policy order. The
+ * observer keeps each policy's choice (plan id of the engine's model, a copy of its quantizer
+ * state) until the last policy of the call, plans the call, and queues it if sampled; a full
+ * queue is executed on the thread pool while the engine waits. One ft_numerics lives per trace
+ * (obs_begin to obs_end); its results are folded into the observer's total at the end.
+ */
+
+struct ft_numerics_obs {
+    ft_numerics_opts o;
+    ft_numerics *nx; /* the current trace's */
+    uint32_t np;
+    uint32_t n_threads;
+    ft_numerics_choice ch[FT_NUMERICS_MAX_POLICIES];
+    ft_qstate q[FT_NUMERICS_MAX_POLICIES]; /* copies: the engine's are valid during the call only */
+    const char *names[FT_NUMERICS_MAX_POLICIES];
+    job *jobs; /* [cap] queued calls */
+    uint32_t n_jobs, cap;
+    uint32_t n_traces; /* traces folded into total */
+    ft_numerics_result total;
+    ft_replay_observer obs;
+};
+
+static uint32_t online_cores(void)
+{
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    return nc > 0 ? (uint32_t)nc : 1;
+}
+
+static int obs_begin(void *ctx, const ft_replay *eng, ft_err *err)
+{
+    ft_numerics_obs *d = ctx;
+    const uint32_t *idx;
+    d->np = ft_replay_policies(eng, &idx);
+    if (d->np > FT_NUMERICS_MAX_POLICIES)
+        return ft_err_set(err, FT_ERANGE, "numerics: too many policies (%u)", d->np);
+    for (uint32_t p = 0; p < d->np; p++)
+        d->names[p] = ft_policy_name(idx[p]);
+    return ft_numerics_new(ft_replay_model(eng), d->names, d->np, &d->o, &d->nx, err);
+}
+
+static int obs_call(void *ctx, const ft_replay_call *c, ft_err *err)
+{
+    ft_numerics_obs *d = ctx;
+    if (!ft_numerics_wants(d->nx, c->fuser) || c->slot >= d->np) return FT_OK;
+    d->q[c->slot] = *c->q;
+    d->ch[c->slot].plan = c->plan;
+    d->ch[c->slot].q = &d->q[c->slot];
+    if (c->slot + 1 < d->np) return FT_OK;
+    if (!c->n_splits) return FT_OK; /* a call without split sizes: nothing to run */
+    ft_qstate fq = *c->fresh_q;
+    ft_numerics_call nc = {.fuser = c->fuser,
+                           .recipe = c->recipe,
+                           .f = c->f,
+                           .seq = c->seq,
+                           .splits = c->splits,
+                           .n_splits = c->n_splits,
+                           .n_tokens = -1,
+                           .fresh_plan = c->fresh,
+                           .fresh_q = &fq,
+                           .chosen = d->ch};
+    int rc = plan_call(d->nx, &nc, &d->jobs[d->n_jobs], err);
+    if (rc == 1 && ++d->n_jobs == d->cap) {
+        rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
+        d->n_jobs = 0;
+    }
+    return rc < 0 ? rc : FT_OK;
+}
+
+static int obs_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
+{
+    (void)eng;
+    ft_numerics_obs *d = ctx;
+    if (!rc) rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
+    for (uint32_t i = rc ? 0 : d->n_jobs; i < d->n_jobs; i++)
+        job_free(&d->jobs[i]);
+    d->n_jobs = 0;
+    if (!rc) {
+        ft_numerics_result *nr = ft_malloc(sizeof *nr);
+        if (!nr) {
+            rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+        } else {
+            ft_numerics_get(d->nx, nr);
+            if (!d->n_traces++)
+                d->total = *nr;
+            else
+                rc = ft_numerics_result_merge(&d->total, nr, err);
+            ft_free(nr);
+        }
+    }
+    ft_numerics_free(d->nx);
+    d->nx = NULL;
+    return rc;
+}
+
+int ft_numerics_obs_new(const ft_numerics_opts *opts, ft_numerics_obs **out, ft_err *err)
+{
+    *out = NULL;
+    ft_numerics_obs *d = ft_calloc(1, sizeof *d);
+    if (!d) return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+    if (opts) d->o = *opts;
+    d->n_threads = d->o.n_threads ? d->o.n_threads : online_cores();
+    d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
+    d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
+    if (!d->jobs) {
+        ft_free(d);
+        return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+    }
+    d->total.backend = d->o.backend;
+    d->obs = (ft_replay_observer){.ctx = d,
+                                  .needs = FT_OBSERVE_SPLITS,
+                                  .begin_fn = obs_begin,
+                                  .call_fn = obs_call,
+                                  .end_fn = obs_end};
+    *out = d;
+    return FT_OK;
+}
+
+const ft_replay_observer *ft_numerics_obs_observer(ft_numerics_obs *d)
+{
+    return &d->obs;
+}
+
+void ft_numerics_obs_result(const ft_numerics_obs *d, ft_numerics_result *out)
+{
+    *out = d->total;
+}
+
+void ft_numerics_obs_free(ft_numerics_obs *d)
+{
+    if (!d) return;
+    ft_numerics_free(d->nx);
+    ft_free(d->jobs);
+    ft_free(d);
+}
+
+/* ---- whole traces: the driver with this observer ----------------------------------------------
+ */
+static int with_observer(ft_trace *t, const char *const *paths, uint32_t n_paths,
+                         const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
+                         ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err)
+{
+    ft_numerics_obs *o = NULL;
+    ft_replay_result *rr = rr_out ? rr_out : ft_malloc(sizeof *rr);
+    int rc = rr ? ft_numerics_obs_new(nopts, &o, err)
+                : ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+    if (!rc) {
+        ft_replay_opts ro = ropts ? *ropts : (ft_replay_opts){0};
+        ro.observer = ft_numerics_obs_observer(o);
+        rc = t ? ft_replay_trace(t, &ro, rr, err) : ft_replay_traces(paths, n_paths, &ro, rr, err);
+    }
+    if (!rc) ft_numerics_obs_result(o, out);
+    ft_numerics_obs_free(o);
+    if (rr != rr_out) ft_free(rr);
+    return rc;
+}
+
+int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
+                             const ft_numerics_opts *nopts, ft_replay_result *rr_out,
+                             ft_numerics_result *out, ft_err *err)
+{
+    return with_observer(t, NULL, 0, ropts, nopts, rr_out, out, err);
+}
+
 int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
                               const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
                               ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err)
 {
-    static const ft_replay_opts no_opts = {0};
-    ft_err local;
-    if (!err) err = &local;
-    if (!ropts) ropts = &no_opts;
-    ft_replay_result_init(rr_out, ropts->policies, ropts->n_policies);
     memset(out, 0, sizeof *out);
-    if (!n_paths) return ft_err_set(err, FT_EINVAL, "no trace given");
-    uint64_t t0 = ft_now_ns();
-    ft_replay_result *rr = ft_malloc(sizeof *rr);
-    ft_numerics_result *nr = ft_malloc(sizeof *nr);
-    int rc = FT_OK;
-    if (!rr || !nr) {
-        rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
-        goto done;
-    }
-    for (uint32_t k = 0; k < n_paths; k++) {
-        ft_trace *t = NULL;
-        rc = ft_trace_open(paths[k], FT_OPEN_READ, &t, err);
-        if (!rc) rc = ft_numerics_replay_trace(t, ropts, nopts, rr, nr, err);
-        ft_trace_close(t);
-        if (rc) {
-            char msg[FT_ERR_MAX];
-            ft_strlcpy(msg, ft_err_msg(err), sizeof msg);
-            ft_err_set(err, rc, "%s: %s", paths[k], msg);
-            goto done;
-        }
-        if ((rc = ft_replay_result_merge(rr_out, rr, err))) goto done;
-        if (k == 0)
-            *out = *nr;
-        else if ((rc = ft_numerics_result_merge(out, nr, err)))
-            goto done;
-    }
-    rr_out->wall_ns = ft_now_ns() - t0;
-done:
-    ft_free(rr);
-    ft_free(nr);
-    return rc;
+    return with_observer(NULL, paths, n_paths, ropts, nopts, rr_out, out, err);
 }

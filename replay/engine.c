@@ -1,14 +1,15 @@
 /*
- * replay.c - the replay driver: one pass over a trace's calls for every chosen policy.
+ * engine.c - the replay engine: one pass over a batch of calls for every chosen policy (the
+ * trace driver that feeds it is driver.c).
  *
  * Per batch (one decoded chunk):
- *   1. oracle pass: per call the boundary f (spec §1.2), the fresh plan (ft_model_build,
- *      memoised here by (fuser, recipe, f) with a two-entry cache per fuser in front), the fresh
- *      quantizer state, and the fusion-attrs key id when a policy reads it;
+ *   1. oracle pass: per call the boundary f (docs/fuser-model.md), the fresh plan (ft_model_build,
+ *      which memoises by (fuser, recipe, f), with a two-entry cache per fuser in front), the
+ *      fresh quantizer state, and the fusion-attrs key id when a policy reads it;
  *   2. one loop per policy over the batch: reset rule, store lookup or build, staleness against
  *      the oracle (classification memoised by (fuser, recipe, plan, qstate, fresh, token class)),
  *      counters. Each loop is timed as a whole, so the figure is ns per call of key + lookup;
- *   3. if asked, per-call JSON lines and build explanations, in call order.
+ *   3. if asked, per-call JSON lines, build explanations and the observer's calls, in call order.
  * Everything per call is integer work on precomputed ids; memory grows with distinct fusers,
  * recipes, keys and quantizer states, never with the number of calls.
  *
@@ -18,24 +19,10 @@
 #include "replay_int.h"
 
 #include <jansson.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* ---- small helpers ----------------------------------------------------------------------------
- */
-static const char *const recipe_type_names[FT_RT_COUNT] = {
-    "None",
-    "DelayedScaling",
-    "Float8CurrentScaling",
-    "MXFP8BlockScaling",
-    "Float8BlockScaling",
-    "NVFP4BlockScaling",
-    "CustomRecipe",
-};
-static const char *const bo_names[3] = {"None", "high_precision", "dequantized"};
-
+/* ---- small helpers ------------------------------------------------------------------------ */
 /* dense id of a 64-bit value through map m (ids 0.. in first-seen order) */
 static int dense_id(ft_hmap *m, uint64_t v, int32_t *id)
 {
@@ -162,130 +149,6 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
 }
 
 /* ---- step histogram ------------------------------------------------------------------------- */
-static void step_fold(ft_step_hist *s)
-{
-    /* halve the resolution: bucket b takes buckets 2b and 2b+1 */
-    uint32_t n = (s->n + 1) / 2;
-    for (uint32_t b = 0; b < n; b++) {
-        uint64_t c = s->calls[2 * b], h = s->hits[2 * b];
-        if (2 * b + 1 < s->n) {
-            c += s->calls[2 * b + 1];
-            h += s->hits[2 * b + 1];
-        }
-        s->calls[b] = c;
-        s->hits[b] = h;
-    }
-    for (uint32_t b = n; b < s->n; b++)
-        s->calls[b] = s->hits[b] = 0;
-    s->n = n;
-    s->width *= 2;
-}
-
-static void step_add(ft_step_hist *s, int64_t step, uint64_t calls, uint64_t hits)
-{
-    if (step < 0) return;
-    int64_t b = step / s->width;
-    while (b >= FT_STEP_BUCKETS) {
-        step_fold(s);
-        b = step / s->width;
-    }
-    if ((uint32_t)b >= s->n) s->n = (uint32_t)b + 1;
-    s->calls[b] += calls;
-    s->hits[b] += hits;
-}
-
-/* ---- results -------------------------------------------------------------------------------- */
-void ft_replay_result_init(ft_replay_result *r, const uint32_t *policies, uint32_t n_policies)
-{
-    memset(r, 0, sizeof *r);
-    r->captured_policy = -1;
-    if (!policies || !n_policies) n_policies = ft_policy_count();
-    if (n_policies > FT_MAX_POLICIES) n_policies = FT_MAX_POLICIES;
-    r->n_policies = n_policies;
-    for (uint32_t p = 0; p < n_policies; p++) {
-        r->pol[p].policy = policies && n_policies ? policies[p] : p;
-        r->pol[p].first_disagree_seq = -1;
-        r->pol[p].steps.width = 1;
-    }
-}
-
-static void add_raise_text(ft_raise_text *t, const char *text, uint64_t count)
-{
-    if (!text) text = "(no message)";
-    for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++) {
-        if (t[i].count && !strncmp(t[i].text, text, sizeof t[i].text - 1)) {
-            t[i].count += count;
-            return;
-        }
-        if (!t[i].count) {
-            ft_strlcpy(t[i].text, text, sizeof t[i].text);
-            t[i].count = count;
-            return;
-        }
-    }
-}
-
-static void add_raise(ft_policy_result *p, const char *text, uint64_t count)
-{
-    add_raise_text(p->raises, text, count);
-}
-
-int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, ft_err *err)
-{
-    if (dst->n_policies != src->n_policies)
-        return ft_err_set(err, FT_EINVAL, "merging results of different policy lists");
-    for (uint32_t p = 0; p < dst->n_policies; p++)
-        if (dst->pol[p].policy != src->pol[p].policy)
-            return ft_err_set(err, FT_EINVAL, "merging results of different policy lists");
-    dst->n_traces += src->n_traces;
-    dst->calls += src->calls;
-    dst->backwards += src->backwards;
-    dst->n_fusers += src->n_fusers;
-    dst->n_recipes += src->n_recipes;
-    dst->model_builds += src->model_builds;
-    dst->model_build_ns += src->model_build_ns;
-    dst->oracle_ns += src->oracle_ns;
-    dst->wall_ns += src->wall_ns; /* summed; ft_replay_traces overwrites with elapsed time */
-    if (dst->captured_policy < 0) dst->captured_policy = src->captured_policy;
-    dst->cap_build_n += src->cap_build_n;
-    dst->cap_build_fuse_ns += src->cap_build_fuse_ns;
-    dst->cap_hit_n += src->cap_hit_n;
-    dst->cap_hit_fuse_ns += src->cap_hit_fuse_ns;
-    dst->fresh_raises += src->fresh_raises;
-    for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++)
-        if (src->fresh_raise_texts[i].count)
-            add_raise_text(dst->fresh_raise_texts, src->fresh_raise_texts[i].text,
-                           src->fresh_raise_texts[i].count);
-    for (uint32_t p = 0; p < dst->n_policies; p++) {
-        ft_policy_result *d = &dst->pol[p];
-        const ft_policy_result *s = &src->pol[p];
-        d->calls += s->calls;
-        d->builds += s->builds;
-        d->hits += s->hits;
-        d->resets += s->resets;
-        for (int k = 0; k < FT_STALE_COUNT; k++)
-            d->stale[k] += s->stale[k];
-        d->qdrift += s->qdrift;
-        d->loop_ns += s->loop_ns;
-        if (s->max_entries > d->max_entries) d->max_entries = s->max_entries;
-        d->evictions += s->evictions;
-        d->cap_calls += s->cap_calls;
-        d->cap_agree += s->cap_agree;
-        if (d->first_disagree_seq < 0) d->first_disagree_seq = s->first_disagree_seq;
-        for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++)
-            if (s->raises[i].count) add_raise(d, s->raises[i].text, s->raises[i].count);
-        /* steps: bring both to the coarser width, then add */
-        ft_step_hist sh = s->steps;
-        while (sh.width < d->steps.width)
-            step_fold(&sh);
-        while (d->steps.width < sh.width)
-            step_fold(&d->steps);
-        for (uint32_t b = 0; b < sh.n; b++)
-            if (sh.calls[b]) step_add(&d->steps, (int64_t)b * sh.width, sh.calls[b], sh.hits[b]);
-    }
-    return FT_OK;
-}
-
 /* ---- engine lifecycle ----------------------------------------------------------------------- */
 void ft_replay_free(ft_replay *r)
 {
@@ -410,9 +273,8 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
     r->n_fusers = n_fusers;
     r->n_recipes = n_recipes;
     r->per_call = opts->per_call;
-    r->call_fn = opts->call_fn;
-    r->call_ctx = opts->call_ctx;
-    r->rec_on = opts->per_call || opts->explain || opts->call_fn;
+    r->obs = opts->observer && opts->observer->call_fn ? opts->observer : NULL;
+    r->rec_on = opts->per_call || opts->explain || r->obs;
     r->explain = opts->explain;
     for (int k = 0; k < 4; k++)
         r->tok_rep[k] = -2;
@@ -457,6 +319,7 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
     for (uint32_t p = 0; p < r->n_pol; p++) {
         policy_run *pr = &r->pol[p];
         pr->idx = r->base.pol[p].policy;
+        r->pol_idx[p] = pr->idx;
         pr->def = ft_policy_def(pr->idx);
         if (!pr->def) {
             rc = ft_err_set(err, FT_ENOTFOUND, "no policy with index %u", pr->idx);
@@ -629,8 +492,8 @@ static void step_widen(ft_replay *r, int64_t step, uint32_t n_done, uint32_t max
         if (max_sb > r->pol[p].res.steps.n) r->pol[p].res.steps.n = max_sb;
     while (step / r->step_width >= FT_STEP_BUCKETS) {
         for (uint32_t p = 0; p < r->n_pol; p++)
-            step_fold(&r->pol[p].res.steps);
-        step_fold(&r->step_calls);
+            replay_step_fold(&r->pol[p].res.steps);
+        replay_step_fold(&r->step_calls);
         r->step_width *= 2;
         for (uint32_t k = 0; k < n_done; k++)
             if (r->cc[k].sb != FT_NO_ENTRY) r->cc[k].sb /= 2;
@@ -739,7 +602,7 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
 /* ---- per-call output and explanations ------------------------------------------------------- */
 static const char *rtype_name(const ft_replay *r, int32_t recipe)
 {
-    return recipe_type_names[r->ri[recipe + 1].type];
+    return ft_recipe_type_name((ft_recipe_type)r->ri[recipe + 1].type);
 }
 
 static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t j, int reset)
@@ -765,8 +628,8 @@ static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t 
     if (r->prev_f[j] != r->cc[j].f)
         n += fprintf(o, "%sf %u -> %u", n ? ", " : "", r->prev_f[j], r->cc[j].f) > 0;
     if (a->bo != c->bo)
-        n += fprintf(o, "%sbackward_override %s -> %s", n ? ", " : "", bo_names[a->bo],
-                     bo_names[c->bo]) > 0;
+        n += fprintf(o, "%sbackward_override %s -> %s", n ? ", " : "", ft_bo_name((ft_bo)a->bo),
+                     ft_bo_name((ft_bo)c->bo)) > 0;
     if (a->type == c->type && a->hist != c->hist)
         n += fprintf(o, "%samax_history_len %lld -> %lld", n ? ", " : "", (long long)a->hist,
                      (long long)c->hist) > 0;
@@ -787,27 +650,31 @@ static int write_records(ft_replay *r, const ft_batch *b, ft_err *err)
             size_t k = (size_t)p * r->cap_batch + j;
             int build = r->rec[k] & 1, reset = r->rec[k] >> 1 & 1;
             if (r->explain && build) explain_build(r, p, b, j, reset);
-            if (r->call_fn) {
+            if (r->obs) {
                 const int32_t recipe = cj->recipe;
-                ft_replay_call c = {b,
-                                    i,
-                                    b->seq[i],
-                                    cj->fuser,
-                                    recipe,
-                                    cj->f,
-                                    p,
-                                    r->pol[p].idx,
-                                    build,
-                                    reset,
-                                    r->rec_plan[k],
-                                    cj->fresh,
-                                    (ft_stale)r->rec_stale[k],
-                                    &r->qs[r->rec_q[k]],
-                                    &r->qs[r->ri[recipe + 1].fresh_q]};
-                int rc = r->call_fn(r->call_ctx, &c);
-                if (rc)
-                    return ft_err_set(err, rc, "seq %lld: the per-call consumer stopped: %s",
-                                      (long long)b->seq[i], ft_strerror(rc));
+                const uint32_t s0 = b->splits_off ? b->splits_off[i] : 0;
+                ft_replay_call c = {.seq = b->seq[i],
+                                    .fuser = cj->fuser,
+                                    .recipe = recipe,
+                                    .f = cj->f,
+                                    .slot = p,
+                                    .policy = r->pol[p].idx,
+                                    .build = build,
+                                    .reset = reset,
+                                    .plan = r->rec_plan[k],
+                                    .fresh = cj->fresh,
+                                    .stale = (ft_stale)r->rec_stale[k],
+                                    .q = &r->qs[r->rec_q[k]],
+                                    .fresh_q = &r->qs[r->ri[recipe + 1].fresh_q],
+                                    .splits = b->splits_off ? b->splits + s0 : NULL,
+                                    .n_splits = b->splits_off ? b->splits_off[i + 1] - s0 : 0};
+                int rc = r->obs->call_fn(r->obs->ctx, &c, err);
+                if (rc) {
+                    if (!err->msg[0])
+                        ft_err_set(err, rc, "seq %lld: the replay's observer stopped: %s",
+                                   (long long)b->seq[i], ft_strerror(rc));
+                    return rc;
+                }
             }
             if (!r->per_call) continue;
             FILE *o = r->per_call;
@@ -855,12 +722,18 @@ const ft_model *ft_replay_model(const ft_replay *r)
     return r->model;
 }
 
+uint32_t ft_replay_policies(const ft_replay *r, const uint32_t **idx)
+{
+    *idx = r->pol_idx;
+    return r->n_pol;
+}
+
 void ft_replay_get(const ft_replay *r, ft_replay_result *out)
 {
     *out = r->base;
     for (int k = 0; k < FT_MAX_RAISE_TEXTS; k++)
         if (r->fresh_counts[k])
-            add_raise_text(out->fresh_raise_texts, r->fresh_texts[k], r->fresh_counts[k]);
+            replay_add_raise_text(out->fresh_raise_texts, r->fresh_texts[k], r->fresh_counts[k]);
     for (uint32_t p = 0; p < r->n_pol; p++) {
         ft_policy_result *d = &out->pol[p];
         *d = r->pol[p].res;
@@ -876,152 +749,6 @@ void ft_replay_get(const ft_replay *r, ft_replay_result *out)
         }
         for (uint32_t c = 0; c < r->n_cm; c++)
             if (r->cm[c].stale == FT_STALE_RAISES && r->cm[c].count[p])
-                add_raise(d, r->cm[c].text, r->cm[c].count[p]);
+                replay_add_raise_text(d->raises, r->cm[c].text, r->cm[c].count[p]);
     }
-}
-
-/* ---- trace files ---------------------------------------------------------------------------- */
-int ft_replay_trace(ft_trace *t, const ft_replay_opts *opts, ft_replay_result *out, ft_err *err)
-{
-    ft_err local;
-    if (!err) err = &local;
-    uint64_t t0 = ft_now_ns();
-    uint32_t n_fusers = ft_trace_n_fusers(t), n_recipes = ft_trace_n_recipes(t);
-    ft_fuser_def *fusers = ft_calloc(n_fusers ? n_fusers : 1, sizeof *fusers);
-    ft_recipe_def *recipes = ft_calloc(n_recipes ? n_recipes : 1, sizeof *recipes);
-    ft_replay *r = NULL;
-    ft_reader *rd = NULL;
-    int rc;
-    if (!fusers || !recipes) {
-        rc = ft_err_set(err, FT_ENOMEM, "replay: out of memory");
-        goto done;
-    }
-    for (uint32_t i = 0; i < n_fusers; i++)
-        fusers[i] = *ft_trace_fuser(t, i);
-    for (uint32_t i = 0; i < n_recipes; i++)
-        recipes[i] = *ft_trace_recipe(t, i);
-    rc = ft_replay_new(fusers, n_fusers, recipes, n_recipes, ft_trace_header(t), opts, &r, err);
-    if (rc) goto done;
-    rc = ft_reader_open(t, 0, &rd);
-    if (rc) {
-        ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(t)));
-        goto done;
-    }
-    for (;;) {
-        const ft_batch *b;
-        rc = ft_reader_next(rd, &b);
-        if (rc) {
-            ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(t)));
-            goto done;
-        }
-        if (!b) break;
-        rc = ft_replay_batch(r, b, err);
-        if (rc) goto done;
-    }
-    ft_replay_get(r, out);
-    out->wall_ns = ft_now_ns() - t0;
-done:
-    ft_reader_close(rd);
-    ft_replay_free(r);
-    ft_free(fusers);
-    ft_free(recipes);
-    return rc;
-}
-
-typedef struct trace_job {
-    const char *const *paths;
-    uint32_t n_paths, next;
-    const ft_replay_opts *opts;
-    ft_replay_result *results; /* [n_paths] */
-    int *rcs;                  /* [n_paths] */
-    ft_err *errs;              /* [n_paths] */
-    pthread_mutex_t lock;
-} trace_job;
-
-static void replay_one(trace_job *j, uint32_t k)
-{
-    ft_trace *t = NULL;
-    int rc = ft_trace_open(j->paths[k], FT_OPEN_READ, &t, &j->errs[k]);
-    if (!rc) {
-        rc = ft_replay_trace(t, j->opts, &j->results[k], &j->errs[k]);
-        if (rc) {
-            char msg[FT_ERR_MAX];
-            ft_strlcpy(msg, ft_err_msg(&j->errs[k]), sizeof msg);
-            ft_err_set(&j->errs[k], rc, "%s: %s", j->paths[k], msg);
-        }
-    }
-    ft_trace_close(t);
-    j->rcs[k] = rc;
-}
-
-static void *worker(void *arg)
-{
-    trace_job *j = arg;
-    for (;;) {
-        pthread_mutex_lock(&j->lock);
-        uint32_t k = j->next++;
-        pthread_mutex_unlock(&j->lock);
-        if (k >= j->n_paths) return NULL;
-        replay_one(j, k);
-    }
-}
-
-int ft_replay_traces(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
-                     ft_replay_result *out, ft_err *err)
-{
-    static const ft_replay_opts no_opts = {0};
-    ft_err local;
-    if (!err) err = &local;
-    if (!opts) opts = &no_opts;
-    ft_replay_result_init(out, opts->policies, opts->n_policies);
-    if (!n_paths) return ft_err_set(err, FT_EINVAL, "no trace given");
-    uint64_t t0 = ft_now_ns();
-    trace_job j = {paths, n_paths, 0, opts, NULL, NULL, NULL, PTHREAD_MUTEX_INITIALIZER};
-    j.results = ft_calloc(n_paths, sizeof *j.results);
-    j.rcs = ft_calloc(n_paths, sizeof *j.rcs);
-    j.errs = ft_calloc(n_paths, sizeof *j.errs);
-    pthread_t *th = NULL;
-    int rc = FT_OK;
-    if (!j.results || !j.rcs || !j.errs) {
-        rc = ft_err_set(err, FT_ENOMEM, "replay: out of memory");
-        goto done;
-    }
-    uint32_t n_threads = opts->n_threads;
-    if (!n_threads) {
-        long nc = sysconf(_SC_NPROCESSORS_ONLN);
-        n_threads = nc > 0 ? (uint32_t)nc : 1;
-    }
-    if (opts->per_call || opts->explain || opts->call_fn)
-        n_threads = 1; /* keep the streams in trace order */
-    if (n_threads > n_paths) n_threads = n_paths;
-    if (n_threads <= 1) {
-        worker(&j);
-    } else {
-        th = ft_calloc(n_threads, sizeof *th);
-        uint32_t started = 0;
-        if (th)
-            for (; started < n_threads; started++)
-                if (pthread_create(&th[started], NULL, worker, &j)) break;
-        if (!started) worker(&j); /* no thread could start: do the work here */
-        for (uint32_t i = 0; i < started; i++)
-            pthread_join(th[i], NULL);
-    }
-    for (uint32_t k = 0; k < n_paths; k++) {
-        if (j.rcs[k]) {
-            rc = j.rcs[k];
-            ft_err_set(err, rc, "%s", ft_err_msg(&j.errs[k]));
-            goto done;
-        }
-    }
-    for (uint32_t k = 0; k < n_paths; k++) {
-        rc = ft_replay_result_merge(out, &j.results[k], err);
-        if (rc) goto done;
-    }
-    out->wall_ns = ft_now_ns() - t0;
-done:
-    ft_free(th);
-    ft_free(j.results);
-    ft_free(j.rcs);
-    ft_free(j.errs);
-    return rc;
 }

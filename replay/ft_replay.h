@@ -52,8 +52,6 @@ int ft_policy_parse_list(const char *list, uint32_t *idx, uint32_t *n, ft_err *e
 /* ---- per-call decisions ------------------------------------------------------------------- */
 /* What one policy did on one call (the --per-call line as a struct, plus what the text omits). */
 typedef struct ft_replay_call {
-    const ft_batch *batch; /* the batch being replayed */
-    uint32_t i;            /* record index in the batch */
     int64_t seq;
     uint32_t fuser;       /* dense fuser index */
     int32_t recipe;       /* dense recipe index, -1 = none */
@@ -65,10 +63,26 @@ typedef struct ft_replay_call {
     ft_stale stale;
     const ft_qstate *q; /* the policy's quantizer state after the call (valid during the call) */
     const ft_qstate *fresh_q; /* a fresh fuser's quantizer state under the call's recipe */
+    const int64_t *splits;    /* [n_splits] the call's split sizes (observers that ask for them) */
+    uint32_t n_splits;        /* 0: none recorded, or not asked for */
 } ft_replay_call;
-/* Called for every call and policy, in call order then policy order; nonzero stops the replay
- * with that status. */
-typedef int (*ft_replay_call_fn)(void *ctx, const ft_replay_call *c);
+
+/* ---- observers of the trace driver ---------------------------------------------------------- */
+typedef struct ft_replay ft_replay;
+
+/* Something that watches a replay call by call (numerical replay, reports). The driver calls
+ * begin_fn once per trace after the engine is built, call_fn for every call and policy (call
+ * order, then policy order; the structs are valid during the call only), and end_fn after the
+ * trace's last call, also when the replay failed (rc != FT_OK: release only). A nonzero status
+ * stops the replay; the observer puts its detail into err. */
+enum { FT_OBSERVE_SPLITS = 1u << 0 }; /* calls carry split sizes (the reader decodes them) */
+typedef struct ft_replay_observer {
+    void *ctx;
+    unsigned needs; /* FT_OBSERVE_* */
+    int (*begin_fn)(void *ctx, const ft_replay *engine, ft_err *err);
+    int (*call_fn)(void *ctx, const ft_replay_call *c, ft_err *err);
+    int (*end_fn)(void *ctx, const ft_replay *engine, int rc, ft_err *err);
+} ft_replay_observer;
 
 /* ---- options ------------------------------------------------------------------------------ */
 typedef struct ft_replay_opts {
@@ -80,11 +94,10 @@ typedef struct ft_replay_opts {
     /* the policy whose decisions the captured run made; NULL = from the header: its extra field
      * fuser_cache ("single" | "dict" | "type") if present, else te_version */
     const char *captured;
-    FILE *per_call;            /* one JSON line per call and policy, or NULL */
-    FILE *explain;             /* one line per build naming what changed, or NULL */
-    ft_replay_call_fn call_fn; /* per-call decisions as structs (e.g. numerics), or NULL */
-    void *call_ctx;
-    uint32_t n_threads; /* ft_replay_traces: 0 = one per online core */
+    FILE *per_call;                     /* one JSON line per call and policy, or NULL */
+    FILE *explain;                      /* one line per build naming what changed, or NULL */
+    const ft_replay_observer *observer; /* per-call decisions as structs (numerics), or NULL */
+    uint32_t n_threads;                 /* ft_replay_traces: 0 = one per online core */
 } ft_replay_opts;
 
 /* ---- results (plain data, mergeable) ------------------------------------------------------ */
@@ -141,7 +154,6 @@ void ft_replay_result_init(ft_replay_result *r, const uint32_t *policies, uint32
 int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, ft_err *err);
 
 /* ---- one trace's engine, fed batch by batch ----------------------------------------------- */
-typedef struct ft_replay ft_replay;
 
 /* fusers/recipes/header as the trace declares them (strings must outlive the engine); the model
  * is built from them with opts->env. */
@@ -153,16 +165,18 @@ int ft_replay_batch(ft_replay *r, const ft_batch *b, ft_err *err);
 /* Copy the results so far into out (initialised by the engine). */
 void ft_replay_get(const ft_replay *r, ft_replay_result *out);
 /* The engine's fuser model: the plan ids of ft_replay_call are its ids (read it only from the
- * thread that feeds the engine, e.g. inside call_fn). */
+ * thread that feeds the engine, e.g. inside an observer). */
 const ft_model *ft_replay_model(const ft_replay *r);
+/* The policies the engine runs, as registry indices in slot order; returns their number. */
+uint32_t ft_replay_policies(const ft_replay *r, const uint32_t **idx);
 void ft_replay_free(ft_replay *r);
 
-/* ---- trace files ------------------------------------------------------------------------ */
+/* ---- trace files (driver.c: the one trace driver) ------------------------------------------- */
 /* Replay an open trace; results into out. */
 int ft_replay_trace(ft_trace *t, const ft_replay_opts *opts, ft_replay_result *out, ft_err *err);
 /* Replay several trace files (one per rank), one thread per trace, reduced into out. With
- * per_call, explain or call_fn set, traces run one after another so that the streams stay in
- * order. */
+ * per_call, explain or an observer set, traces run one after another so that the streams stay
+ * in order. Errors name the file. */
 int ft_replay_traces(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
                      ft_replay_result *out, ft_err *err);
 /* The policy whose decisions the captured run made, from the header's te_version: -1 if

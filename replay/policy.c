@@ -5,9 +5,9 @@
  * for te-pre3410 and te-3410 follow TE's OperationFuser.maybe_fuse_ops exactly (spec §1.3 OLD,
  * §1.4 NEW): the initial recipe_type is None (FT_NEVER), which differs from NoneType (no recipe,
  * FT_RT_NONE), so every fuser resets on its first call; DelayedScaling's amax_history_len joins
- * the reset rule. Adding a policy: write its reset and key functions, one POLICY_LOOP line and one
- * row, and add one golden line per canned trace (tests/test_replay.c); POLICY_LOOP instantiates
- * the engine's loop with the row's functions inlined.
+ * the reset rule. Adding a policy: write its reset and key functions and one line in POLICIES
+ * below, then regenerate the goldens (traces/README.md): they are matched by policy name, so the
+ * other policies' lines stay as they are.
  */
 #include "replay_int.h"
 
@@ -112,47 +112,44 @@ static int reset_obj(pstate *s, const rinfo *ri, const pcall *c)
     return 1;
 }
 
-/* ---- loops: one specialisation of policy_loop per row --------------------------------------- */
-#define POLICY_LOOP(fn, reset, key, store, build_on_reset)                                         \
-    static int fn(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err)                        \
-    {                                                                                              \
-        if (r->rec_on) return policy_loop(r, p, b, err, reset, key, store, build_on_reset, 1);     \
-        return policy_loop(r, p, b, err, reset, key, store, build_on_reset, 0);                    \
-    }
-POLICY_LOOP(loop_rebuild_always, reset_always, key_none, FT_STORE_NONE, 1)
-POLICY_LOOP(loop_te_pre3410, reset_te_pre3410, key_type_f_bo, FT_STORE_SINGLE, 1)
-POLICY_LOOP(loop_te_3410, reset_type_bo, key_type_f_bo, FT_STORE_DICT, 0)
-POLICY_LOOP(loop_te_3410_commit1, reset_type_bo, key_type_bo, FT_STORE_SINGLE, 1)
-POLICY_LOOP(loop_recipe_hash, reset_hash, key_hash_f, FT_STORE_DICT, 0)
-POLICY_LOOP(loop_recipe_object, reset_obj, key_obj_f_bo, FT_STORE_DICT, 0)
-POLICY_LOOP(loop_fusion_attrs, reset_hash, key_fusion_attrs_f, FT_STORE_DICT, 0)
+/* ---- the registry: one line per policy ------------------------------------------------------
+ * id, name, reset rule, key, store, build on every reset (single slot), reads the fusion-attrs
+ * id, summary. Each line instantiates the engine's loop with its functions inlined (LOOP) and is
+ * one row of the table (ROW). */
+#define POLICIES(X)                                                                                \
+    X(rebuild_always, "rebuild-always", reset_always, key_none, FT_STORE_NONE, 1, 0,               \
+      "no key; reset and build on every call; no store")                                           \
+    X(te_pre3410, "te-pre3410", reset_te_pre3410, key_type_f_bo, FT_STORE_SINGLE, 1, 0,            \
+      "TE before PR 3410: key (type, f, bo); reset+build when it or amax_history_len changes; "    \
+      "single slot")                                                                               \
+    X(te_3410, "te-3410", reset_type_bo, key_type_f_bo, FT_STORE_DICT, 0, 0,                       \
+      "TE PR 3410: key (type, f, bo); reset when (type, bo) or amax_history_len changes; dict")    \
+    X(te_3410_commit1, "te-3410-commit1", reset_type_bo, key_type_bo, FT_STORE_SINGLE, 1, 0,       \
+      "PR 3410 first commit: key (type, bo); reset+build when it or amax_history_len changes; "    \
+      "single slot")                                                                               \
+    X(recipe_hash, "recipe-hash", reset_hash, key_hash_f, FT_STORE_DICT, 0, 0,                     \
+      "key (hash of type and every recipe attribute, f); reset when the hash changes; dict")       \
+    X(recipe_object, "recipe-object", reset_obj, key_obj_f_bo, FT_STORE_DICT, 0, 0,                \
+      "key (recipe object identity, f, bo); reset when the identity changes; dict")                \
+    X(fusion_attrs, "fusion-attrs", reset_hash, key_fusion_attrs_f, FT_STORE_DICT, 0, 1,           \
+      "key (exactly the recipe/op/env attributes the fusion rules read, f); reset when the "       \
+      "recipe hash changes; dict")
 
-/* ---- the registry -------------------------------------------------------------------------- */
-static const policy_def policies[] = {
-    {"rebuild-always", "no key; reset and build on every call; no store", FT_STORE_NONE, 1, 0,
-     reset_always, key_none, loop_rebuild_always},
-    {"te-pre3410",
-     "TE before PR 3410: key (type, f, bo); reset+build when it or amax_history_len changes; "
-     "single slot",
-     FT_STORE_SINGLE, 1, 0, reset_te_pre3410, key_type_f_bo, loop_te_pre3410},
-    {"te-3410",
-     "TE PR 3410: key (type, f, bo); reset when (type, bo) or amax_history_len changes; dict",
-     FT_STORE_DICT, 0, 0, reset_type_bo, key_type_f_bo, loop_te_3410},
-    {"te-3410-commit1",
-     "PR 3410 first commit: key (type, bo); reset+build when it or amax_history_len changes; "
-     "single slot",
-     FT_STORE_SINGLE, 1, 0, reset_type_bo, key_type_bo, loop_te_3410_commit1},
-    {"recipe-hash",
-     "key (hash of type and every recipe attribute, f); reset when the hash changes; "
-     "dict",
-     FT_STORE_DICT, 0, 0, reset_hash, key_hash_f, loop_recipe_hash},
-    {"recipe-object", "key (recipe object identity, f, bo); reset when the identity changes; dict",
-     FT_STORE_DICT, 0, 0, reset_obj, key_obj_f_bo, loop_recipe_object},
-    {"fusion-attrs",
-     "key (exactly the recipe/op/env attributes the fusion rules read, f); reset when the recipe "
-     "hash changes; dict",
-     FT_STORE_DICT, 0, 1, reset_hash, key_fusion_attrs_f, loop_fusion_attrs},
-};
+#define LOOP(id, name_, reset, key, store_, build_on_reset, reads_fa, summary_)                    \
+    static int loop_##id(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err)                 \
+    {                                                                                              \
+        if (r->rec_on) return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 1);    \
+        return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 0);                   \
+    }
+POLICIES(LOOP)
+
+#define ROW(id, name_, reset, key, store_, build_on_reset, reads_fa, summary_)                     \
+    {.name = name_,                                                                                \
+     .summary = summary_,                                                                          \
+     .store = store_,                                                                              \
+     .needs_fa = reads_fa,                                                                         \
+     .loop_fn = loop_##id},
+static const policy_def policies[] = {POLICIES(ROW)};
 
 const policy_def *ft_policy_def(uint32_t idx)
 {

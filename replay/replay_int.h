@@ -85,23 +85,26 @@ _Static_assert(sizeof(pstate) == 128, "pstate is indexed by a shift");
 
 typedef int (*policy_loop_fn)(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err);
 
+/* A policy's row: what the engine and the reports read. Its reset rule, key and store are the
+ * arguments its loop was instantiated with (POLICIES in policy.c); they live only there. */
 typedef struct policy_def {
     const char *name;
     const char *summary;
     ft_store_kind store;
-    int build_on_reset; /* single slot: every reset also rebuilds (te-pre3410, commit1) */
-    int needs_fa;       /* reads pcall.fa_id */
-    /* Reset rule: compare with and update s's saved components; 1 if reset_recipe_state runs. */
-    int (*reset_fn)(pstate *s, const rinfo *ri, const pcall *c);
-    /* Cache key within the fuser ((id << FT_KEY_F_BITS) | f, or id alone). */
-    uint64_t (*key_fn)(const rinfo *ri, const pcall *c);
-    /* The per-batch loop, specialised for this row's functions (POLICY_LOOP in policy.c). */
+    int needs_fa; /* reads pcall.fa_id */
+    /* The per-batch loop, specialised for this policy's reset rule, key and store. */
     policy_loop_fn loop_fn;
 } policy_def;
 
 #define FT_QDIRECT 64 /* quantizer states with a direct transition row */
 
 const policy_def *ft_policy_def(uint32_t idx);
+
+/* ---- results (result.c) -------------------------------------------------------------------- */
+/* Halve a step histogram's resolution: bucket b takes buckets 2b and 2b+1. */
+void replay_step_fold(ft_step_hist *s);
+/* Count text (TE's error message) among the few kept texts. */
+void replay_add_raise_text(ft_raise_text *t, const char *text, uint64_t count);
 
 /* ---- plan store: dict of (fuser, key) -> plan with a per-fuser LRU list ------------------- */
 typedef struct store_entry {
@@ -188,6 +191,7 @@ struct ft_replay {
     int needs_fa;
     /* policies */
     uint32_t n_pol;
+    uint32_t pol_idx[FT_MAX_POLICIES]; /* registry index per slot (ft_replay_policies) */
     policy_run pol[FT_MAX_POLICIES];
     /* per-batch scratch, compacted: entry j is the j-th call of the batch (backward records
      * dropped), at batch position cidx[j] */
@@ -204,10 +208,9 @@ struct ft_replay {
     int32_t *prev_r;         /* [cap_batch] explain: previous recipe of the fuser, -2 first sight */
     uint32_t *prev_f;        /* [cap_batch] */
     FILE *per_call, *explain;
-    ft_buf esc; /* scratch: a per-call line's escaped plan text */
-    ft_replay_call_fn call_fn;
-    void *call_ctx;
-    int rec_on; /* per-call records wanted (per_call, explain or call_fn) */
+    ft_buf esc;                    /* scratch: a per-call line's escaped plan text */
+    const ft_replay_observer *obs; /* per-call decisions wanted by an observer, or NULL */
+    int rec_on;                    /* per-call records wanted (per_call, explain or an observer) */
     /* results */
     ft_replay_result base; /* non-policy fields */
 };

@@ -1,11 +1,13 @@
 /*
- * ft_report.h - what a replay found, for people: the summary table as text, JSON or CSV, and a
- * short plain-language reading of it.
+ * ft_report.h - what a replay found, for people: the summary table as text, JSON or CSV (with
+ * the numerical replay's section when it ran), a short plain-language reading of it, and the
+ * recommendation that closes every report.
  */
 #ifndef FT_REPORT_H
 #define FT_REPORT_H
 
 #include "ft_common.h"
+#include "ft_numerics.h"
 #include "ft_replay.h"
 
 #include <stdio.h>
@@ -33,10 +35,15 @@ typedef struct ft_report_opts {
 } ft_report_opts;
 void ft_report_opts_init(ft_report_opts *o);
 
-/* opts NULL: the defaults. */
-int ft_report_write_opts(FILE *f, const ft_replay_result *r, int format, const ft_report_opts *o,
-                         ft_err *err);
-int ft_report_write(FILE *f, const ft_replay_result *r, int format, ft_err *err);
+/* The summary of a replay; nres (may be NULL) adds the numerics of the same replay: after the
+ * table in text, as the member "numerics" of the one JSON document; CSV has no numerics form
+ * (FT_EINVAL). ft_report_write uses the default options. */
+int ft_report_write_opts(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres,
+                         int format, const ft_report_opts *o, ft_err *err);
+int ft_report_write(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres, int format,
+                    ft_err *err);
+/* The numerics section alone, as text. */
+int ft_report_numerics(FILE *f, const ft_numerics_result *r, ft_err *err);
 
 /* The stale classes as people say them ("other fusion, same quantization", "slower (unfused)",
  * "other quantization", "raises in TE"); JSON keys keep ft_stale_name's short names. */

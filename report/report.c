@@ -1,17 +1,17 @@
 /*
  * report.c - the replay summary as a text table, a JSON document or one tidy CSV.
  *
- * JSON:
- * {"traces","calls","backwards","model":{...},"captured":{...},"policies":[{...,"steps":[..]}]}
+ * JSON: {"traces","calls","backwards","model":{...},"framework":{...},"stale_classes":{...},
+ *        "captured":{...},"policies":[{...,"steps":[..]}],"recommendation":{...},
+ *        "numerics":{...} (when it ran; report/numerics.c)}
  * CSV: one table; column `record` is "summary" (one row per policy) or "step" (hit rate per step
  * bucket, for plotting), so a plotting tool can filter on it.
  * Modeled framework time: where the trace carries captured `rebuilt` and `fuse_ns`, a policy's
  * time is builds x (captured mean fuse_ns of builds) + hits x (captured mean of non-builds); the
  * delta is against the captured total.
  */
-#include "ft_report.h"
+#include "report_int.h"
 
-#include <jansson.h>
 #include <math.h>
 #include <string.h>
 
@@ -482,7 +482,8 @@ static json_t *recommendation_json(const ft_replay_result *r, const ft_report_op
     return js;
 }
 
-static int write_json(FILE *f, const ft_replay_result *r, const ft_report_opts *o)
+static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres,
+                      const ft_report_opts *o)
 {
     json_t *root = json_object(), *pols = json_array(), *model = json_object();
     json_t *cap = json_object();
@@ -545,6 +546,7 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_report_opts *
     for (uint32_t p = 0; p < r->n_policies; p++)
         json_array_append_new(pols, policy_json(r, &r->pol[p], o));
     json_object_set_new(root, "policies", pols);
+    if (nres) json_object_set_new(root, "numerics", report_numerics_json(nres));
     json_object_set_new(root, "recommendation", recommendation_json(r, o));
     int rc = json_dumpf(root, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     fputc('\n', f);
@@ -597,8 +599,8 @@ static int write_csv(FILE *f, const ft_replay_result *r, const ft_report_opts *o
     return ferror(f) ? FT_EIO : FT_OK;
 }
 
-int ft_report_write_opts(FILE *f, const ft_replay_result *r, int format, const ft_report_opts *o,
-                         ft_err *err)
+int ft_report_write_opts(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres,
+                         int format, const ft_report_opts *o, ft_err *err)
 {
     ft_report_opts local;
     o = opts_or_default(o, &local);
@@ -606,11 +608,16 @@ int ft_report_write_opts(FILE *f, const ft_replay_result *r, int format, const f
     switch (format) {
     case FT_REPORT_TEXT:
         rc = write_text(f, r, o);
+        if (!rc && nres) {
+            fputc('\n', f);
+            return ft_report_numerics(f, nres, err);
+        }
         break;
     case FT_REPORT_JSON:
-        rc = write_json(f, r, o);
+        rc = write_json(f, r, nres, o);
         break;
     case FT_REPORT_CSV:
+        if (nres) return ft_err_set(err, FT_EINVAL, "the numerics have no CSV form");
         rc = write_csv(f, r, o);
         break;
     default:
@@ -620,9 +627,10 @@ int ft_report_write_opts(FILE *f, const ft_replay_result *r, int format, const f
     return rc;
 }
 
-int ft_report_write(FILE *f, const ft_replay_result *r, int format, ft_err *err)
+int ft_report_write(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres, int format,
+                    ft_err *err)
 {
-    return ft_report_write_opts(f, r, format, NULL, err);
+    return ft_report_write_opts(f, r, nres, format, NULL, err);
 }
 
 /* ---- plain-language reading ------------------------------------------------------------------ */

@@ -43,6 +43,11 @@ typedef enum ft_recipe_type {
 
 typedef enum ft_bo { FT_BO_NONE = 0, FT_BO_HIGH_PRECISION, FT_BO_DEQUANTIZED } ft_bo;
 
+/* TE's class name of a recipe type ("None" for FT_RT_NONE), and a backward_override value as
+ * Python prints it ("None", "high_precision", "dequantized"). */
+const char *ft_recipe_type_name(ft_recipe_type t);
+const char *ft_bo_name(ft_bo bo);
+
 typedef struct ft_recipe_model {
     ft_recipe_type type;
     ft_bo bo;                 /* backward_override */
@@ -94,6 +99,27 @@ uint64_t ft_model_n_built(const ft_model *m);
 const char *ft_model_plan_text(const ft_model *m, uint32_t plan_id);
 /* Whether the plan has a fused grouped MLP (used by classification and reports). */
 int ft_model_plan_fused_mlp(const ft_model *m, uint32_t plan_id);
+
+/* The grouped MLP a fuser holds: its first GroupedLinear -> activation -> GroupedLinear window
+ * with consistent dimensions (what numerical replay runs). */
+typedef enum ft_mlp_act {
+    FT_MLP_SWIGLU = 0,     /* SwiGLU / ScaledSwiGLU */
+    FT_MLP_CLAMPED_QGEGLU, /* ClampedSwiGLU / ScaledClampedQGeGLU */
+    FT_MLP_SRELU,          /* SReLU / ScaledSReLU (unary) */
+} ft_mlp_act;
+typedef struct ft_grouped_mlp {
+    uint32_t first;              /* op index of FC1 */
+    uint32_t groups;             /* num_groups (experts) */
+    int64_t k1, n1, k2, n2;      /* FC1 in/out features, FC2 in/out features */
+    uint8_t act;                 /* ft_mlp_act */
+    uint8_t scaled;              /* the activation multiplies by routing probabilities */
+    uint8_t bias1, bias2;        /* FC1 / FC2 have a bias */
+    uint8_t scale_bias;          /* FC2's bias is scaled by the probabilities */
+    uint8_t interleave;          /* GLU interleave size (0 or 32) */
+    double limit, alpha, offset; /* clamped GLU parameters */
+} ft_grouped_mlp;
+/* 1 and *out filled when the fuser holds such a window, else 0. */
+int ft_model_grouped_mlp(const ft_model *m, uint32_t fuser, ft_grouped_mlp *out);
 
 /* Key of the fusion-attrs policy: a hash of exactly the recipe, op and environment attributes
  * that the fusion rules applicable to this fuser declare they read (derived from the rule table,

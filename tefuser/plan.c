@@ -424,3 +424,59 @@ const char *ft_model_fusion_key_attrs(const ft_model *m, uint32_t fuser)
 {
     return fuser < m->n_fusers ? m->fusers[fuser].key_attrs : "";
 }
+
+/* ---- the grouped MLP a fuser holds -------------------------------------------------------- */
+int ft_model_grouped_mlp(const ft_model *m, uint32_t fuser, ft_grouped_mlp *d)
+{
+    memset(d, 0, sizeof *d);
+    if (fuser >= m->n_fusers) return 0;
+    const ft_op *ops = m->fusers[fuser].ops;
+    const uint32_t n = m->fusers[fuser].n_ops;
+    for (uint32_t i = 0; i + 2 < n; i++) {
+        const ft_op *a = &ops[i], *b = &ops[i + 1], *c = &ops[i + 2];
+        if (a->type != FT_OP_GROUPED_LINEAR || c->type != FT_OP_GROUPED_LINEAR) continue;
+        int scaled = 0, act;
+        switch (b->type) {
+        case FT_OP_SCALED_SWIGLU:
+            scaled = 1; /* fall through */
+        case FT_OP_SWIGLU:
+            act = FT_MLP_SWIGLU;
+            break;
+        case FT_OP_SCALED_CLAMPED_QGEGLU:
+            scaled = 1; /* fall through */
+        case FT_OP_CLAMPED_SWIGLU:
+            act = FT_MLP_CLAMPED_QGEGLU;
+            break;
+        case FT_OP_SCALED_SRELU:
+            scaled = 1; /* fall through */
+        case FT_OP_SRELU:
+            act = FT_MLP_SRELU;
+            break;
+        default:
+            continue;
+        }
+        const int glu = act != FT_MLP_SRELU;
+        int64_t k1 = a->v[FT_OA_IN_FEATURES], n1 = a->v[FT_OA_OUT_FEATURES];
+        int64_t k2 = c->v[FT_OA_IN_FEATURES], n2 = c->v[FT_OA_OUT_FEATURES];
+        int64_t G = a->v[FT_OA_NUM_GROUPS];
+        if (k1 < 1 || k2 < 1 || n2 < 1 || n1 != (glu ? 2 * k2 : k2) || G < 1 ||
+            G != c->v[FT_OA_NUM_GROUPS] || G > (1 << 20))
+            continue;
+        d->first = i;
+        d->groups = (uint32_t)G;
+        d->k1 = k1, d->n1 = n1, d->k2 = k2, d->n2 = n2;
+        d->act = (uint8_t)act;
+        d->scaled = (uint8_t)scaled;
+        d->bias1 = a->v[FT_OA_BIAS] != 0;
+        d->bias2 = c->v[FT_OA_BIAS] != 0;
+        d->scale_bias = d->bias2 && c->v[FT_OA_SCALE_BIAS] != 0 && scaled;
+        if (glu) d->interleave = b->v[FT_OA_GLU_INTERLEAVE] == 32 ? 32 : 0;
+        if (act == FT_MLP_CLAMPED_QGEGLU) {
+            d->limit = b->f[FT_OA_LIMIT];
+            d->alpha = b->f[FT_OA_ALPHA];
+            d->offset = b->f[FT_OA_GLU_LINEAR_OFFSET];
+        }
+        return 1;
+    }
+    return 0;
+}

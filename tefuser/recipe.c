@@ -163,6 +163,11 @@ const char *ft_recipe_type_name(ft_recipe_type t)
     return (unsigned)t < FT_RT_COUNT ? recipe_types[t].name : "?";
 }
 
+const char *ft_bo_name(ft_bo bo)
+{
+    return bo == FT_BO_NONE ? "None" : (unsigned)bo <= 2 ? bo_names[bo - 1] : "?";
+}
+
 /* ---- parsing ------------------------------------------------------------------------------ */
 static int enum_index(const char *const *names, const char *s)
 {

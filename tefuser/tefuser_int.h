@@ -160,7 +160,6 @@ void ft_recipe_set_qflags(ft_recipe_int *r, uint8_t rht, uint8_t sr, uint8_t two
 int ft_recipe_parse(const ft_recipe_def *def, const ft_env *env, ft_recipe_int *out, ft_err *err);
 void ft_recipe_int_free(ft_recipe_int *r);
 void ft_recipe_none(ft_recipe_int *out); /* the NoneType recipe (quantization disabled) */
-const char *ft_recipe_type_name(ft_recipe_type t);
 /* reset_recipe_state(r) applied to q (see recipe.c). */
 void ft_qstate_reset(ft_qstate *q, const ft_recipe_model *r);
 

@@ -83,12 +83,12 @@ static int reading_fn(FILE *f, const ft_replay_result *r, const ft_report_opts *
 
 static int text_fn(FILE *f, const ft_replay_result *r, const ft_report_opts *o, ft_err *err)
 {
-    return ft_report_write_opts(f, r, FT_REPORT_TEXT, o, err);
+    return ft_report_write_opts(f, r, NULL, FT_REPORT_TEXT, o, err);
 }
 
 static int json_fn(FILE *f, const ft_replay_result *r, const ft_report_opts *o, ft_err *err)
 {
-    return ft_report_write_opts(f, r, FT_REPORT_JSON, o, err);
+    return ft_report_write_opts(f, r, NULL, FT_REPORT_JSON, o, err);
 }
 
 static void assert_has(const char *text, const char *want)
