@@ -17,7 +17,7 @@ static void usage(FILE *f)
         f,
         "usage: fusertrace replay TRACE... [--policy LIST|all] [--capacity N] [--env K=V]...\n"
         "                         [--json | --csv] [--per-call FILE] [--explain]\n"
-        "                         [--captured POLICY] [--threads N] [--timing]\n"
+        "                         [--captured POLICY] [--threads N] [--timing] [--html FILE]\n"
         "                         [--build-ns NS] [--reset-ns NS]\n"
         "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
         "                          [--seed S]]\n"
@@ -32,6 +32,9 @@ static void usage(FILE *f)
         "  --explain        for every build, name the key component that changed\n"
         "  --captured P     the policy the captured run used (default: the header's\n"
         "                   fuser_cache field, else its te_version)\n"
+        "  --html FILE      also write a self-contained HTML report (charts along the run,\n"
+        "                   breakdowns per fuser label, phase and rank, provenance); the\n"
+        "                   traces then replay one after another\n"
         "  --timing         add this replayer's own measured times (ns/call, plan-build\n"
         "                   ns); they vary run to run, so they are off by default\n"
         "  --build-ns NS    TE's cost of a plan build, assumed when the trace has no captured\n"
@@ -69,6 +72,55 @@ static int parse_u32(const char *flag, const char *s, uint32_t *out)
     return FT_EXIT_OK;
 }
 
+/* The command line, for the HTML report's provenance. */
+static char *command_line(int argc, char **argv)
+{
+    ft_buf b = {0};
+    int rc = ft_buf_printf(&b, "fusertrace");
+    for (int i = 0; i < argc && !rc; i++)
+        rc = ft_buf_printf(&b, " %s", argv[i]);
+    if (rc) {
+        ft_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
+}
+
+/* --html: replay the traces one after another with the report's collector watching (and the
+ * numerics after it), then write the HTML file whole or not at all. */
+static int replay_html(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
+                       const ft_numerics_opts *no, const ft_report_opts *ro, const char *html,
+                       const char *command, ft_replay_result *res, ft_numerics_result *nres,
+                       ft_err *err)
+{
+    ft_report_data *d = NULL;
+    ft_numerics_obs *nobs = NULL;
+    ft_replay_opts o = *opts;
+    int rc = ft_report_data_new(o.policies, o.n_policies, &d, err);
+    if (!rc && no) {
+        rc = ft_numerics_obs_new(no, &nobs, err);
+        if (!rc) o.observer = ft_numerics_obs_observer(nobs);
+    }
+    if (!rc && o.explain) {
+        o.explain = ft_report_data_explain(d, o.explain);
+        if (!o.explain) rc = ft_err_set(err, FT_ENOMEM, "cannot count the --explain causes");
+    }
+    if (!rc) rc = ft_report_replay(paths, n_paths, &o, d, stderr, res, err);
+    if (!rc && nobs) ft_numerics_obs_result(nobs, nres);
+    if (!rc) {
+        cli_out out;
+        ft_report_html_opts ho = {.command = command, .title = NULL};
+        rc = cli_out_open(&out, html, CLI_OUT_STREAM, err);
+        if (!rc) {
+            rc = ft_report_html(out.f, res, nobs ? nres : NULL, d, ro, &ho, err);
+            rc = cli_out_close(&out, rc, err);
+        }
+    }
+    ft_numerics_obs_free(nobs);
+    ft_report_data_free(d);
+    return rc;
+}
+
 int cmd_replay(int argc, char **argv)
 {
     const char **paths = ft_calloc((size_t)argc + 1, sizeof *paths);
@@ -76,7 +128,8 @@ int cmd_replay(int argc, char **argv)
     char **env_keys = ft_calloc((size_t)argc + 1, sizeof *env_keys);
     uint32_t n_paths = 0, n_env = 0, pol[FT_MAX_POLICIES], n_pol = 0;
     int format = FT_REPORT_TEXT, explain = 0, status = FT_EXIT_OK;
-    const char *per_call_path = NULL;
+    const char *per_call_path = NULL, *html_path = NULL;
+    char *command = NULL;
     FILE *per_call = NULL;
     ft_replay_opts o = {0};
     ft_err err = {0};
@@ -130,6 +183,8 @@ int cmd_replay(int argc, char **argv)
             format = FT_REPORT_CSV;
         } else if (!strcmp(a, "--per-call") && has_val) {
             per_call_path = argv[++i];
+        } else if (!strcmp(a, "--html") && has_val) {
+            html_path = argv[++i];
         } else if (!strcmp(a, "--timing")) {
             ro.timing = 1;
         } else if ((!strcmp(a, "--build-ns") || !strcmp(a, "--reset-ns")) && has_val) {
@@ -237,8 +292,19 @@ int cmd_replay(int argc, char **argv)
     o.n_env = n_env;
     o.per_call = per_call;
     o.explain = explain ? stdout : NULL;
-    int rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, &err)
-                      : ft_replay_traces(paths, n_paths, &o, res, &err);
+    int rc;
+    if (html_path) {
+        if (!(command = command_line(argc, argv))) {
+            status = FT_EXIT_INTERNAL;
+            goto done;
+        }
+        rc = replay_html(paths, n_paths, &o, numerics ? &no : NULL, &ro, html_path, command, res,
+                         nres, &err);
+    } else {
+        rc = (rc = ft_report_check_inputs(paths, n_paths, stderr, &err)) ? rc
+             : numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, &err)
+                        : ft_replay_traces(paths, n_paths, &o, res, &err);
+    }
     if (rc) {
         fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));
         status = cli_exit_code(rc);
@@ -268,6 +334,7 @@ done:
     ft_free(env_keys);
     ft_free(env);
     ft_free(paths);
+    ft_free(command);
     ft_free(res);
     ft_free(nres);
     return status;

@@ -68,6 +68,37 @@ void ft_report_recommend(const ft_replay_result *r, ft_recommend *out);
 /* The recommendation in plain words, closing a text report. */
 int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report_opts *o,
                              ft_err *err);
+/* ---- the HTML report (collect.c, html.c) ---------------------------------------------------- */
+/* What the HTML report draws beyond the summary, gathered while the replay runs: builds, resets
+ * and stale calls along the run and per step, per fuser label, per phase, per trace, the
+ * --explain causes, and the inputs' identity. Bounded memory. */
+typedef struct ft_report_data ft_report_data;
+int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, ft_report_data **out,
+                       ft_err *err);
+void ft_report_data_free(ft_report_data *d);
+/* A FILE for ft_replay_opts.explain that counts the causes and passes the lines on to forward
+ * (may be NULL). Owned by d. */
+FILE *ft_report_data_explain(ft_report_data *d, FILE *forward);
+/* Replay the traces one after another with d watching (and opts->observer, e.g. numerics, after
+ * it): like ft_replay_traces, plus each input's size, digest and header; two traces of one rank
+ * are an error (FT_EINVAL), traces of different runs (host, TE version, start time) a warning
+ * written to warn. */
+int ft_report_replay(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
+                     ft_report_data *d, FILE *warn, ft_replay_result *out, ft_err *err);
+
+/* The same checks of several traces without replaying them: one rank each (FT_EINVAL naming the
+ * two files), one run (a warning to warn). */
+int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *warn, ft_err *err);
+
+typedef struct ft_report_html_opts {
+    const char *command; /* the command line that made the report, for its provenance */
+    const char *title;   /* NULL: "fusertrace report" */
+} ft_report_html_opts;
+/* One self-contained HTML file: inline CSS, SVG charts and a small script, nothing fetched. */
+int ft_report_html(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres,
+                   const ft_report_data *d, const ft_report_opts *o, const ft_report_html_opts *h,
+                   ft_err *err);
+
 /* A short plain-language reading of the result: which policy builds least, which ran stale
  * plans and what they would have done, quantizer drift. */
 int ft_report_reading(FILE *f, const ft_replay_result *r, ft_err *err);
