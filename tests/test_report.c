@@ -241,19 +241,24 @@ static void test_report_replay_output_is_reproducible(void **state)
     (void)state;
     const char *cli = tu_cli();
     if (!cli) skip();
-    char dir[1024], trace[1200], cmd[4000];
+    char dir[1024], trace[1200], trace1[1200], cmd[4000];
     assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_report"), 0);
-    tu_dir_path(trace, sizeof trace, dir, "demo.ftdb");
-    snprintf(cmd, sizeof cmd, "'%s' synth demo -o '%s' >/dev/null", cli, trace);
+    tu_dir_path(trace, sizeof trace, dir, "rank0.ftdb");
+    tu_dir_path(trace1, sizeof trace1, dir, "rank1.ftdb");
+    /* two ranks, so that the reduction over traces (threads) is covered too */
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth demo --set stages=2 --set stage_only=0 -o '%s' >/dev/null && '%s' synth "
+             "demo --set stages=2 --set stage_only=1 -o '%s' >/dev/null",
+             cli, trace, cli, trace1);
     assert_int_equal(tu_sh(cmd, NULL, 0), 0);
     static const char *const formats[] = {"", "--json", "--csv"};
     for (size_t i = 0; i < FT_ARRAY_LEN(formats); i++) {
         ft_buf a = {0}, b = {0};
         /* different thread counts too: the result must not depend on them */
-        snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' %s --threads 1", cli, trace, trace,
+        snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' %s --threads 1", cli, trace, trace1,
                  formats[i]);
         assert_int_equal(tu_sh_buf(cmd, &a), 0);
-        snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' %s --threads 2", cli, trace, trace,
+        snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' %s --threads 2", cli, trace1, trace,
                  formats[i]);
         assert_int_equal(tu_sh_buf(cmd, &b), 0);
         assert_true(a.len > 100);
@@ -276,6 +281,140 @@ static void test_report_replay_output_is_reproducible(void **state)
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
+/* ---- HTML --------------------------------------------------------------------------------------
+ */
+static int count_of(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+/* Chromium's verdict on an HTML file: the text of #ft-status after the page's script ran ("" when
+ * chromium did not run). */
+static void chromium_status(const char *dir, const char *html, char *out, size_t cap)
+{
+    char cmd[4000], dom[1 << 16];
+    snprintf(cmd, sizeof cmd,
+             "HOME='%s' chromium --headless --disable-gpu --no-sandbox --user-data-dir='%s/chr' "
+             "--dump-dom 'file://%s' 2>/dev/null",
+             dir, dir, html);
+    out[0] = 0;
+    if (tu_sh(cmd, dom, sizeof dom) != 0) return;
+    const char *m = strstr(dom, "id=\"ft-status\"");
+    if (!m || !(m = strchr(m, '>'))) return;
+    size_t n = strcspn(m + 1, "<");
+    snprintf(out, cap, "%.*s", (int)n, m + 1);
+}
+
+static void test_report_html_is_self_contained_and_renders(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char dir[1024], r0[1200], r1[1200], html[1200], cmd[8000];
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_report_html"), 0);
+    tu_dir_path(r0, sizeof r0, dir, "rank0.ftdb");
+    tu_dir_path(r1, sizeof r1, dir, "rank1.ftdb");
+    tu_dir_path(html, sizeof html, dir, "report.html");
+    /* two ranks of one pipeline run */
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth demo --set stages=2 --set stage_only=0 -o '%s' >/dev/null && '%s' synth "
+             "demo --set stages=2 --set stage_only=1 -o '%s' >/dev/null",
+             cli, r0, cli, r1);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' --explain --html '%s' >/dev/null", cli, r0, r1,
+             html);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    size_t len = 0;
+    char *page = tu_read_file(html, &len);
+    assert_non_null(page);
+    /* self-contained: nothing to fetch (the SVG namespace is a name, not a fetch) */
+    assert_int_equal(count_of(page, "http://") - count_of(page, "http://www.w3.org/2000/svg"), 0);
+    assert_int_equal(count_of(page, "https://"), 0);
+    assert_int_equal(count_of(page, " src="), 0);
+    assert_int_equal(count_of(page, "<link"), 0);
+    assert_has(page, "@media print");
+    /* the sections: recommendation, summary, charts, breakdowns, explain causes, provenance */
+    assert_has(page, "<h2>Recommendation</h2>");
+    assert_has(page, "Use fusion-attrs");
+    assert_has(page, "id=\"chart-builds\"");
+    assert_has(page, "id=\"chart-resets\"");
+    assert_has(page, "id=\"chart-hits\"");
+    assert_has(page, "id=\"chart-stale-");
+    assert_has(page, "id=\"chart-time\"");
+    assert_has(page, "decoder.layers.0.mlp.experts");
+    assert_has(page, ">recompute</td>");
+    assert_has(page, "rank0.ftdb");
+    assert_has(page, "rank1.ftdb");
+    assert_has(page, "Why plans were built");
+    assert_has(page, "XXH3-64");
+    assert_has(page, "fusertrace 0.");
+    assert_has(page, "other fusion, same quantization");
+    int n_charts = count_of(page, "<svg class=\"chart\"");
+    assert_true(n_charts >= 5);
+    /* headless Chromium: the page's own check passes, with every chart counted */
+    if (tu_sh("command -v chromium >/dev/null 2>&1", NULL, 0) != 0) {
+        free(page);
+        assert_int_equal(tu_dir_remove(dir), 0);
+        print_message("chromium not installed: skipping the rendering check\n");
+        skip();
+    }
+    char status[256], want[64];
+    chromium_status(dir, html, status, sizeof status);
+    snprintf(want, sizeof want, "ft-charts-ok %d", n_charts);
+    assert_string_equal(status, want);
+    /* the check can fail: a page with a script error, and one with an empty chart */
+    char bad[1200];
+    tu_dir_path(bad, sizeof bad, dir, "bad.html");
+    FILE *f = fopen(bad, "w");
+    assert_non_null(f);
+    const char *body = strstr(page, "<body>");
+    assert_non_null(body);
+    fwrite(page, 1, (size_t)(body - page) + 6, f);
+    fputs("<script>no_such_function();</script>", f);
+    fputs(body + 6, f);
+    fclose(f);
+    chromium_status(dir, bad, status, sizeof status);
+    assert_string_equal(status, "ft-charts-bad");
+    f = fopen(bad, "w");
+    assert_non_null(f);
+    fwrite(page, 1, (size_t)(body - page) + 6, f);
+    fputs("<svg class=\"chart\" viewBox=\"0 0 10 10\"></svg>", f);
+    fputs(body + 6, f);
+    fclose(f);
+    chromium_status(dir, bad, status, sizeof status);
+    assert_string_equal(status, "ft-charts-bad");
+    free(page);
+    assert_int_equal(tu_dir_remove(dir), 0);
+}
+
+static void test_report_inputs_one_rank_each(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char dir[1024], r0[1200], r1[1200], cmd[8000], out[4096];
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_report_ranks"), 0);
+    tu_dir_path(r0, sizeof r0, dir, "a.ftdb");
+    tu_dir_path(r1, sizeof r1, dir, "b.ftdb");
+    /* the same rank twice: an error naming both files */
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth demo -o '%s' >/dev/null && '%s' synth demo --seed 2 -o '%s' >/dev/null",
+             cli, r0, cli, r1);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' 2>&1", cli, r0, r1);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
+    assert_has(out, "a.ftdb and ");
+    assert_has(out, "b.ftdb are both rank 0");
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' --html '%s/x.html' 2>&1", cli, r0, r1, dir);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
+    snprintf(cmd, sizeof cmd, "test -e '%s/x.html'", dir);
+    assert_int_not_equal(tu_sh(cmd, NULL, 0), 0); /* no half-written report */
+    assert_int_equal(tu_dir_remove(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +424,8 @@ int main(void)
         cmocka_unit_test(test_report_reading_says_as_many_not_n_instead_of_n),
         cmocka_unit_test(test_report_framework_time_assumed_or_captured),
         cmocka_unit_test(test_report_replay_output_is_reproducible),
+        cmocka_unit_test(test_report_html_is_self_contained_and_renders),
+        cmocka_unit_test(test_report_inputs_one_rank_each),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
