@@ -21,6 +21,7 @@ int cmd_verify(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_sql(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 

@@ -22,6 +22,7 @@ static const struct {
      "verify TRACE                 check schema, checksums, chunks, references"},
     {"synth", cmd_synth, "synth SCENARIO [...] -o OUT  synthetic training-run trace (--list)"},
     {"replay", cmd_replay, "replay TRACE... [...]        replay under plan-cache policies"},
+    {"diff", cmd_diff, "diff A B [--json]            two traces or saved reports side by side"},
     {"sql", cmd_sql, "sql TRACE [QUERY] [...]      SQL over a trace's calls (--extension)"},
     {"kernels", cmd_kernels, "kernels quantize [...]       grouped-MLP kernels and quantizers"},
 };

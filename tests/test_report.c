@@ -415,6 +415,88 @@ static void test_report_inputs_one_rank_each(void **state)
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
+/* ---- diff
+ * ---------------------------------------------------------------------------------------- */
+static json_t *sh_json(const char *cmd)
+{
+    ft_buf b = {0};
+    assert_int_equal(tu_sh_buf(cmd, &b), 0);
+    json_t *doc = json_loadb((const char *)b.data, b.len, 0, NULL);
+    if (!doc) fail_msg("%s: not JSON:\n%s", cmd, b.data);
+    ft_buf_free(&b);
+    return doc;
+}
+
+static void test_report_diff_traces_and_saved_reports(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char dir[1024], a[1200], b[1200], saved[1200], cmd[8000], out[4096];
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_report_diff"), 0);
+    tu_dir_path(a, sizeof a, dir, "a.ftdb");
+    tu_dir_path(b, sizeof b, dir, "b.ftdb");
+    tu_dir_path(saved, sizeof saved, dir, "a.json");
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth demo -o '%s' >/dev/null && '%s' synth rht-switch -o '%s' >/dev/null && "
+             "'%s' replay '%s' --json > '%s'",
+             cli, a, cli, b, cli, a, saved);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    /* a trace against its own saved report: nothing differs */
+    snprintf(cmd, sizeof cmd, "'%s' diff '%s' '%s' --json", cli, a, saved);
+    json_t *d = sh_json(cmd);
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(d, "policies"), i, row)
+    {
+        const char *k;
+        json_t *cell;
+        json_object_foreach(row, k, cell)
+        {
+            if (!json_is_object(cell)) continue;
+            assert_true(json_real_value(json_object_get(cell, "delta")) == 0.0);
+        }
+    }
+    assert_int_equal(json_array_size(json_object_get(d, "policies")), ft_policy_count());
+    json_decref(d);
+    /* two traces: each side is what replay reports for it */
+    snprintf(cmd, sizeof cmd, "'%s' diff '%s' '%s' --json", cli, saved, b);
+    d = sh_json(cmd);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --json", cli, b);
+    json_t *rb = sh_json(cmd), *ra = json_load_file(saved, 0, NULL);
+    assert_non_null(ra);
+    json_array_foreach(json_object_get(d, "policies"), i, row)
+    {
+        json_t *pa = json_array_get(json_object_get(ra, "policies"), i);
+        json_t *pb = json_array_get(json_object_get(rb, "policies"), i);
+        assert_string_equal(json_string_value(json_object_get(row, "policy")),
+                            json_string_value(json_object_get(pb, "policy")));
+        json_t *c = json_object_get(row, "builds");
+        double wa = (double)json_integer_value(json_object_get(pa, "builds"));
+        double wb = (double)json_integer_value(json_object_get(pb, "builds"));
+        assert_true(json_real_value(json_object_get(c, "a")) == wa);
+        assert_true(json_real_value(json_object_get(c, "b")) == wb);
+        assert_true(json_real_value(json_object_get(c, "delta")) == wb - wa);
+        c = json_object_get(row, "stale_raises");
+        assert_true(
+            json_real_value(json_object_get(c, "b")) ==
+            (double)json_integer_value(json_object_get(json_object_get(pb, "stale"), "raises")));
+    }
+    json_decref(d);
+    json_decref(ra);
+    json_decref(rb);
+    /* text names the classes in words; bad input: exit 2 naming the file */
+    snprintf(cmd, sizeof cmd, "'%s' diff '%s' '%s'", cli, a, b);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
+    assert_has(out, "stale: raises in TE");
+    snprintf(cmd, sizeof cmd,
+             "echo '{\"x\":1}' > '%s/bad.json' && '%s' diff '%s' '%s/bad.json' 2>&1", dir, cli, a,
+             dir);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
+    assert_has(out, "bad.json");
+    assert_int_equal(tu_dir_remove(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_report_replay_output_is_reproducible),
         cmocka_unit_test(test_report_html_is_self_contained_and_renders),
         cmocka_unit_test(test_report_inputs_one_rank_each),
+        cmocka_unit_test(test_report_diff_traces_and_saved_reports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
