@@ -104,7 +104,8 @@ int main(int argc, char **argv)
     t0 = ft_now_ns();
     long n_cls = iters / 10 > 0 ? iters / 10 : 1;
     for (long i = 0; i < n_cls; i++)
-        acc += (uint64_t)ft_model_classify(m, 0, 2, fused, &q, unfused, 256 + (i & 1) * 64, NULL);
+        acc +=
+            (uint64_t)ft_model_classify(m, 0, 2, fused, &q, unfused, 256 + (i & 1) * 64, 0, NULL);
     sink = acc;
     double cls_ns = (double)(ft_now_ns() - t0) / (double)n_cls;
 

@@ -1,5 +1,6 @@
 /*
- * numerics.c - numerical replay of sampled grouped-MLP calls on the CPU kernels (numerics.h).
+ * numerics.c - numerical replay of sampled grouped-MLP calls on the kernels of kernels/ (CPU or
+ * CUDA back end; ft_numerics.h).
  *
  * Per call: derive each choice's run configuration (topology from the plan, quantization from the
  * quantizer state and the call's recipe), run every distinct configuration once on the same
@@ -13,6 +14,7 @@
  * from the engine's per-call hook and executes each full queue on a pool of threads.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "ft_hmap.h"
 #include "ft_numerics.h"
 #include "ft_kernels.h"
 #ifdef FT_HAVE_CUDA
@@ -86,11 +88,10 @@ struct ft_numerics {
     const ft_model *m;
     ft_numerics_opts o;
     uint32_t n_fusers;
-    mlp_desc *mlp;             /* [n_fusers] */
-    uint64_t n_diff_run;       /* sampled calls where a choice differed from fresh */
-    uint64_t n_plain_run;      /* sampled calls where none did */
-    uint64_t sit[SIT_SLOTS];   /* situations seen (hash + 1; 0 = empty slot), open addressing */
-    uint32_t sit_n[SIT_SLOTS]; /* sampled calls per situation */
+    mlp_desc *mlp;        /* [n_fusers] */
+    uint64_t n_diff_run;  /* sampled calls where a choice differed from fresh */
+    uint64_t n_plain_run; /* sampled calls where none did */
+    ft_hmap sit; /* situation hash -> sampled calls of that situation (at most SIT_SLOTS) */
     uint32_t n_sits;
     pthread_mutex_t gpu_lock; /* one thread at a time on the device */
     ft_numerics_result res;
@@ -183,6 +184,7 @@ void ft_numerics_free(ft_numerics *nx)
 {
     if (!nx) return;
     pthread_mutex_destroy(&nx->gpu_lock);
+    ft_hmap_free(&nx->sit);
     ft_free(nx->mlp);
     ft_free(nx);
 }
@@ -601,19 +603,17 @@ static int sample_call(ft_numerics *nx, const job *j, uint32_t np, int differs)
         cfg_hash(ft_hash_mix(0x5a17u, (uint64_t)j->grad), &j->fresh_cfg, j->fresh_raise != NULL);
     for (uint32_t p = 0; p < np; p++)
         h = cfg_hash(h, &j->cfg[p], j->raise[p] != NULL);
-    h += !(h + 1); /* 0 marks an empty slot */
-    uint32_t k = (uint32_t)(h % SIT_SLOTS), probes = 0;
-    while (nx->sit[k] && nx->sit[k] != h && probes++ < SIT_SLOTS)
-        k = (k + 1) % SIT_SLOTS;
-    if (probes >= SIT_SLOTS) return 0; /* table full: an unseen situation counts as seen */
-    if (!nx->sit[k]) {                 /* first of its kind */
-        nx->sit[k] = h;
-        nx->n_sits++;
+    uint32_t seen = ft_hmap_get(&nx->sit, h);
+    if (seen == UINT32_MAX) {                 /* first of its kind */
+        if (nx->sit.n >= SIT_SLOTS) return 0; /* too many kinds: an unseen one counts as seen */
+        seen = 0;
     } else {
         const uint64_t per = n / 8 ? n / 8 : 1, plain_cap = n / 4 ? n / 4 : 1;
-        if (nx->sit_n[k] >= per || (!differs && nx->n_plain_run >= plain_cap)) return 0;
+        if (seen >= per || (!differs && nx->n_plain_run >= plain_cap)) return 0;
     }
-    nx->sit_n[k]++;
+    /* the memo is a sampling aid: out of memory, the call is not sampled */
+    if (ft_hmap_put(&nx->sit, h, seen + 1)) return 0;
+    nx->n_sits += !seen;
     return 1;
 }
 

@@ -139,9 +139,9 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
     c->tok_class = tok_class;
     if (r->tok_rep[tok_class & 3] == -2) r->tok_rep[tok_class & 3] = n_tokens;
     /* tok_class = token class | (backward runs) << 2; the model reads f only as f < n_ops */
-    c->stale = ft_model_classify_f(r->model, fuser, recipe, chosen, &r->qs[q], fresh,
-                                   r->tok_rep[tok_class & 3], tok_class >> 2 ? 0 : r->n_ops[fuser],
-                                   &c->text);
+    c->stale = ft_model_classify(r->model, fuser, recipe, chosen, &r->qs[q], fresh,
+                                 r->tok_rep[tok_class & 3], tok_class >> 2 ? 0 : r->n_ops[fuser],
+                                 &c->text);
     if ((unsigned)c->stale >= FT_STALE_COUNT) c->stale = FT_STALE_HARMLESS;
     *rc = ft_hmap_put(&r->c_index, h, r->n_cm);
     r->n_cm++;
@@ -521,12 +521,8 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
         const int32_t recipe = BR[i];
         if (u >= n_fusers || (uint32_t)(recipe + 1) >= n_recipes1) goto bad;
         oracle_mru *m = &mru[u];
-        /* spec §1.2 */
-        uint32_t f = m->n_ops;
-        if (fl & FT_CF_GRAD) {
-            f = (fl & FT_CF_INPUT_RG) ? 0 : FRG[i];
-            if (f > m->n_ops) goto bad;
-        }
+        const uint32_t f = ft_te_boundary(m->n_ops, fl & FT_CF_GRAD, fl & FT_CF_INPUT_RG, FRG[i]);
+        if (f > m->n_ops) goto bad;
         int rc;
         ccall *cj = &CC[j];
         cj->i = i;

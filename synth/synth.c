@@ -29,6 +29,7 @@
  * `fuse_ns`/`rebuilt` are emitted only with captured=te-pre3410|te-3410, where rebuilt follows
  * spec §1.3/§1.4 exactly and fuse_ns is a modelled figure, not a measurement.
  */
+#include "ft_tefuser.h"
 #include "synth_int.h"
 
 #include <math.h>
@@ -213,6 +214,10 @@ static const rfield f_custom[] = {
 };
 
 enum { RT_DELAYED, RT_CURRENT, RT_MXFP8, RT_BLOCK, RT_NVFP4, RT_CUSTOM };
+_Static_assert(RT_DELAYED + 1 == FT_RT_DELAYED && RT_CURRENT + 1 == FT_RT_CURRENT &&
+                   RT_MXFP8 + 1 == FT_RT_MXFP8 && RT_BLOCK + 1 == FT_RT_BLOCK &&
+                   RT_NVFP4 + 1 == FT_RT_NVFP4 && RT_CUSTOM + 1 == FT_RT_CUSTOM,
+               "synth's recipe types are the model's, less NoneType");
 static const struct {
     const char *cls, *alias;
     const rfield *fields;
@@ -237,30 +242,13 @@ typedef struct robj {
 /* ---- generator state ---------------------------------------------------------------------- */
 enum { FK_GROUPED, FK_DENSE };
 
-/* What a captured OperationFuser keeps between calls (spec §1.3 OLD, §1.4 NEW), enough to say
- * whether a call rebuilt its plan. Recipe types are RT_* or RT_NONE (Python NoneType). */
-#define RT_NONE  (-1)
-#define RT_UNSET (-2) /* before the first call: recipe_type is None, unequal to any type */
-#define CAP_KEYS 128  /* distinct (type, f, bo) keys: 7 types x 6 boundaries x 3 overrides */
-
-typedef struct capstate {
-    int type, bo;    /* saved recipe type and backward_override code */
-    int64_t f;       /* OLD: saved boundary */
-    int64_t hist;    /* last amax_history_len (0 unless DelayedScaling) */
-    uint32_t n_keys; /* NEW: plans cached so far */
-    struct {
-        int type, bo;
-        int64_t f;
-    } keys[CAP_KEYS]; /* NEW: the keys of cached plans */
-} capstate;
-
 typedef struct sfuser {
-    int64_t id;     /* stream id */
-    int kind;       /* FK_* */
-    int32_t stage;  /* pipeline stage = device */
-    int declared;   /* declaration emitted */
-    char label[64]; /* module path */
-    capstate *cap;  /* captured-run state, NULL unless captured != none */
+    int64_t id;       /* stream id */
+    int kind;         /* FK_* */
+    int32_t stage;    /* pipeline stage = device */
+    int declared;     /* declaration emitted */
+    char label[64];   /* module path */
+    ft_te_cache *cap; /* the captured TE's plan-cache state, NULL unless captured != none */
 } sfuser;
 
 typedef struct slayer {
@@ -590,42 +578,14 @@ static int64_t hist_len(const robj *o)
 static int captured_rebuilt(gen *g, sfuser *f, const robj *rec, int grad, int input_rg,
                             const uint8_t *op_rg, int64_t *fuse_ns)
 {
-    capstate *s = f->cap;
-    uint32_t n = g->n_ops[f->kind];
-    int64_t fb = n; /* spec §1.2 */
-    if (grad) {
-        if (input_rg)
-            fb = 0;
-        else
-            for (uint32_t i = 0; i < n; i++)
-                if (op_rg[i]) {
-                    fb = i;
-                    break;
-                }
-    }
-    int type = rec ? rec->type : RT_NONE, bo = bo_code(rec);
-    int64_t hist = hist_len(rec);
-    int delayed_change = type == RT_DELAYED && s->hist != hist;
-    int reset, build;
-    if (g->captured == 1) { /* OLD: one slot keyed by (type, f, bo) */
-        reset = build = type != s->type || fb != s->f || bo != s->bo || delayed_change;
-        if (reset) s->f = fb;
-    } else { /* NEW: reset on (type, bo) or history change; build on a dict miss */
-        reset = type != s->type || bo != s->bo || delayed_change;
-        build = 1;
-        for (uint32_t i = 0; i < s->n_keys && build; i++)
-            build = !(s->keys[i].type == type && s->keys[i].bo == bo && s->keys[i].f == fb);
-        if (build && s->n_keys < CAP_KEYS) {
-            s->keys[s->n_keys].type = type;
-            s->keys[s->n_keys].bo = bo;
-            s->keys[s->n_keys++].f = fb;
-        }
-    }
-    if (reset) {
-        s->type = type;
-        s->bo = bo;
-        s->hist = hist;
-    }
+    uint32_t n = g->n_ops[f->kind], first_rg = n;
+    for (uint32_t i = 0; i < n && first_rg == n; i++)
+        if (op_rg[i]) first_rg = i;
+    const uint32_t fb = ft_te_boundary(n, grad, input_rg, first_rg);
+    /* synth's RT_* are ft_recipe_type - 1 (FT_RT_NONE = 0 is no recipe); bo codes are ft_bo */
+    const int type = rec ? rec->type + 1 : FT_RT_NONE;
+    int reset;
+    int build = ft_te_cache_call(f->cap, type, bo_code(rec), hist_len(rec), fb, &reset);
     *fuse_ns = 4000 + (reset ? 30000 * (int64_t)n : 0) + (build ? 150000 + 20000 * (int64_t)n : 0);
     return build;
 }
@@ -1264,8 +1224,8 @@ static int build_model(gen *g)
             f->kind = ly->moe && k == 0 ? FK_GROUPED : FK_DENSE;
             f->stage = ly->stage;
             if (g->captured) {
-                if (!(f->cap = ft_calloc(1, sizeof *f->cap))) goto oom;
-                f->cap->type = RT_UNSET;
+                if (!(f->cap = ft_malloc(sizeof *f->cap))) goto oom;
+                ft_te_cache_init(f->cap, g->captured == 1 ? FT_TE_PRE3410 : FT_TE_3410);
             }
             snprintf(f->label, sizeof f->label, "decoder.layers.%u.mlp%s", l,
                      !ly->moe ? ""

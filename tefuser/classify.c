@@ -190,9 +190,9 @@ static int fuser_quantizes(const fuser_m *fz)
  * - harmless: the chosen plan only has extra fusions doing the same work (e.g. a fused grouped
  *   MLP with single-group NVFP4 non-RHT quantizers, which TE runs with tex.quantize).
  * The most severe applicable class wins. */
-ft_stale ft_model_classify_f(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t chosen,
-                             const ft_qstate *q, uint32_t fresh, int64_t n_tokens, uint32_t f,
-                             const char **error_text)
+ft_stale ft_model_classify(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t chosen,
+                           const ft_qstate *q, uint32_t fresh, int64_t n_tokens, uint32_t f,
+                           const char **error_text)
 {
     if (error_text) *error_text = NULL;
     if (chosen == fresh || fuser >= m->n_fusers || chosen >= m->n_plans || fresh >= m->n_plans)
@@ -221,11 +221,4 @@ ft_stale ft_model_classify_f(const ft_model *m, uint32_t fuser, int32_t recipe, 
             if (u->rule >= 0 && !has_instance(pc, u->rule, u->lo, u->hi)) cls = FT_STALE_SLOWER;
         }
     return cls;
-}
-
-ft_stale ft_model_classify(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t chosen,
-                           const ft_qstate *q, uint32_t fresh, int64_t n_tokens,
-                           const char **error_text)
-{
-    return ft_model_classify_f(m, fuser, recipe, chosen, q, fresh, n_tokens, 0, error_text);
 }

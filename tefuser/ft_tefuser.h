@@ -17,8 +17,8 @@
  * ft_model_build; builds are memoised by (fuser, recipe, f), so repeated builds are lookups.
  * One model is used by one thread at a time.
  */
-#ifndef FT_MODEL_H
-#define FT_MODEL_H
+#ifndef FT_TEFUSER_H
+#define FT_TEFUSER_H
 
 #include "ft_common.h"
 #include "ft_decl.h"
@@ -85,6 +85,9 @@ uint32_t ft_model_n_fusers(const ft_model *m);
 uint32_t ft_model_n_ops(const ft_model *m, uint32_t fuser);
 /* recipe index -1 gives the FT_RT_NONE model. */
 const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe);
+/* Canonical encoding of a recipe (type and every attribute, defaults filled), hashed into
+ * ft_recipe_model.hash; recipe -1 gives "None". */
+const char *ft_model_recipe_canon(const ft_model *m, int32_t recipe);
 
 /* Build (or look up) the plan TE would build for fuser under recipe with boundary f (spec
  * §1.5). *plan_id is an interned id; plans with identical topology share an id. A build that TE
@@ -99,6 +102,8 @@ uint64_t ft_model_n_built(const ft_model *m);
 const char *ft_model_plan_text(const ft_model *m, uint32_t plan_id);
 /* Whether the plan has a fused grouped MLP (used by classification and reports). */
 int ft_model_plan_fused_mlp(const ft_model *m, uint32_t plan_id);
+/* Number of distinct plans interned so far. */
+uint32_t ft_model_n_plans(const ft_model *m);
 
 /* The grouped MLP a fuser holds: its first GroupedLinear -> activation -> GroupedLinear window
  * with consistent dimensions (what numerical replay runs). */
@@ -125,6 +130,9 @@ int ft_model_grouped_mlp(const ft_model *m, uint32_t fuser, ft_grouped_mlp *out)
  * that the fusion rules applicable to this fuser declare they read (derived from the rule table,
  * not hand-written). The boundary f is added by the policy. */
 uint64_t ft_model_fusion_key(const ft_model *m, uint32_t fuser, int32_t recipe);
+/* The attributes the fusion-attrs key of this fuser is made of, e.g.
+ * "recipe.is_none,recipe.mxfp8(),...,op[0].in_features,...,env.device_cc" (for reports). */
+const char *ft_model_fusion_key_attrs(const ft_model *m, uint32_t fuser);
 
 /* ---- quantizer state (spec §1.6, §5 "minimal simulator state") ---------------------------- */
 /* Compare states with ft_qstate_equal and intern them with ft_qstate_hash only: qhash (every
@@ -154,6 +162,42 @@ int ft_qstate_equal(const ft_qstate *a, const ft_qstate *b);
 /* Hash over exactly what ft_qstate_equal compares (equal states hash equal); for interning. */
 uint64_t ft_qstate_hash(const ft_qstate *q);
 
+/* ---- TE's plan cache at each ref (te_cache.c) --------------------------------------------- */
+/* first_op_requiring_backward: n_ops when grad is off; under grad 0 when the input requires
+ * grad, else the first op whose parameters or extra inputs require grad (first_rg, n_ops if
+ * none). A boundary f < n_ops means the backward runs. */
+static inline uint32_t ft_te_boundary(uint32_t n_ops, int grad, int input_rg, uint32_t first_rg)
+{
+    return !grad ? n_ops : input_rg ? 0 : first_rg;
+}
+
+typedef enum ft_te_ref {
+    FT_TE_PRE3410 = 0,  /* before PR 3410: one plan, keyed by (type, f, backward_override) */
+    FT_TE_3410,         /* PR 3410's head: a dict of plans keyed by (type, f, backward_override) */
+    FT_TE_3410_COMMIT1, /* PR 3410's first commit: one plan keyed by (type, backward_override) */
+} ft_te_ref;
+
+#define FT_TE_CACHE_KEYS 128 /* dict keys kept (7 types x boundaries x 3 overrides in practice) */
+/* What one OperationFuser keeps between calls, as far as the cache decisions go. */
+typedef struct ft_te_cache {
+    ft_te_ref ref;
+    int seen;     /* recipe_type is no longer None (a first call happened) */
+    int type, bo; /* saved recipe type (ft_recipe_type) and backward_override (ft_bo) */
+    uint32_t f;   /* saved boundary (the single-slot refs) */
+    int64_t hist; /* saved amax_history_len (DelayedScaling; 0 otherwise) */
+    uint32_t n_keys;
+    struct {
+        int type, bo;
+        uint32_t f;
+    } keys[FT_TE_CACHE_KEYS]; /* FT_TE_3410: the keys of the cached plans */
+} ft_te_cache;
+
+void ft_te_cache_init(ft_te_cache *c, ft_te_ref ref);
+/* One maybe_fuse_ops call with recipe type `type` (FT_RT_NONE without a recipe), backward
+ * override `bo`, amax_history_len `hist` (0 unless DelayedScaling) and boundary f: *reset (may
+ * be NULL) = reset_recipe_state ran; returns 1 when the fusion passes ran (a plan was built). */
+int ft_te_cache_call(ft_te_cache *c, int type, int bo, int64_t hist, uint32_t f, int *reset);
+
 /* ---- stale plans -------------------------------------------------------------------------- */
 typedef enum ft_stale {
     FT_STALE_NONE = 0, /* chosen plan == fresh plan */
@@ -168,34 +212,20 @@ const char *ft_stale_name(ft_stale s); /* "none", "harmless", "slower", "quant",
 /* When chosen == fresh the plan is not stale (FT_STALE_NONE), whatever q holds.
  * Classify running `chosen` with quantizer state q under the call's recipe, against `fresh`
  * (built from the call's full state, run with ft_model_fresh_qstate). n_tokens is the call's
- * token count (sum of split sizes; < 0 if unknown). *error_text (may be NULL) receives TE's
- * error message for FT_STALE_RAISES, else NULL. Pure function; memoise in the caller if hot. */
+ * token count (sum of split sizes; < 0 if unknown); f its boundary: backward-only run-time
+ * errors (e.g. NVFP4 plain FC2 bias in the fused backward) count only when f < n_ops.
+ * *error_text (may be NULL) receives TE's error message for FT_STALE_RAISES, else NULL. Pure
+ * function; memoise in the caller if hot. */
 ft_stale ft_model_classify(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t chosen,
-                           const ft_qstate *q, uint32_t fresh, int64_t n_tokens,
+                           const ft_qstate *q, uint32_t fresh, int64_t n_tokens, uint32_t f,
                            const char **error_text);
-
-/* ---- additions (beyond the first contract) ------------------------------------------------ */
-/* ft_model_classify with the call's boundary f: backward-only run-time errors (e.g. NVFP4 plain
- * FC2 bias in the fused backward) count only when f < n_ops. ft_model_classify assumes f = 0
- * (the backward runs). */
-ft_stale ft_model_classify_f(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t chosen,
-                             const ft_qstate *q, uint32_t fresh, int64_t n_tokens, uint32_t f,
-                             const char **error_text);
 /* Whether running plan with quantizer state q under recipe raises in TE, stale or not (e.g. the
  * fresh plan itself: an unfused ScaledSReLU(activation_recompute_in_mlp=True)). 1 and *text =
  * TE's message, or 0 and *text = NULL. Texts live as long as the model. */
 int ft_model_run_raises(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t plan,
                         const ft_qstate *q, int64_t n_tokens, uint32_t f, const char **text);
-/* The attributes the fusion-attrs key of this fuser is made of, e.g.
- * "recipe.is_none,recipe.mxfp8(),...,op[0].in_features,...,env.device_cc" (for reports). */
-const char *ft_model_fusion_key_attrs(const ft_model *m, uint32_t fuser);
-/* Canonical encoding of a recipe (type and every attribute, defaults filled), hashed into
- * ft_recipe_model.hash; recipe -1 gives "None". */
-const char *ft_model_recipe_canon(const ft_model *m, int32_t recipe);
-/* Number of distinct plans interned so far. */
-uint32_t ft_model_n_plans(const ft_model *m);
 
 #ifdef __cplusplus
 }
 #endif
-#endif /* FT_MODEL_H */
+#endif /* FT_TEFUSER_H */

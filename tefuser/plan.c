@@ -149,16 +149,10 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
     }
     m->scratch_cap = 3 * max_ops;
     m->scratch = ft_malloc(m->scratch_cap * sizeof *m->scratch);
-    m->intern_cap = 64;
-    m->intern = ft_calloc(m->intern_cap, sizeof *m->intern);
-    m->memo_cap = 64;
-    m->memo = ft_malloc(m->memo_cap * sizeof *m->memo);
-    if (!m->scratch || !m->intern || !m->memo) {
+    if (!m->scratch) {
         rc = ft_err_set(err, FT_ENOMEM, "model: out of memory");
         goto fail;
     }
-    for (uint32_t i = 0; i < m->memo_cap; i++)
-        m->memo[i].plan = FT_NO_PLAN;
     *out = m;
     return FT_OK;
 fail:
@@ -184,8 +178,8 @@ void ft_model_free(ft_model *m)
         ft_free(m->plans[i].units);
     }
     ft_free(m->plans);
-    ft_free(m->intern);
-    ft_free(m->memo);
+    ft_hmap_free(&m->intern);
+    ft_hmap_free(&m->memo);
     ft_free(m->scratch);
     if (m->errs) {
         for (uint32_t i = 0; i < m->errs->n; i++)
@@ -238,44 +232,22 @@ static int units_text(ft_buf *b, const ft_unit *u, uint32_t n, const ft_op *ops)
     return rc;
 }
 
-static int intern_grow(ft_model *m)
-{
-    uint32_t cap = m->intern_cap * 2;
-    uint32_t *t = ft_calloc(cap, sizeof *t);
-    if (!t) return FT_ENOMEM;
-    for (uint32_t i = 0; i < m->n_plans; i++) {
-        uint32_t s = (uint32_t)m->plans[i].hash & (cap - 1);
-        while (t[s])
-            s = (s + 1) & (cap - 1);
-        t[s] = i + 1;
-    }
-    ft_free(m->intern);
-    m->intern = t;
-    m->intern_cap = cap;
-    return FT_OK;
-}
-
 /* Intern the plan text; copies units on first sight. */
 static int plan_intern(ft_model *m, const ft_buf *text, const ft_unit *fwd, uint32_t n_fwd,
                        const ft_unit *bwd, uint32_t n_bwd, uint32_t *id)
 {
     uint64_t h = ft_hash64(text->data, text->len);
-    uint32_t s = (uint32_t)h & (m->intern_cap - 1);
-    while (m->intern[s]) {
-        const plan_m *p = &m->plans[m->intern[s] - 1];
+    /* the map holds the first plan of each text hash; a colliding text comes later in plans[] */
+    const uint32_t first = ft_hmap_get(&m->intern, h);
+    for (uint32_t i = first; first != UINT32_MAX && i < m->n_plans; i++) {
+        const plan_m *p = &m->plans[i];
         if (p->hash == h && strlen(p->text) == text->len &&
             !memcmp(p->text, text->data, text->len)) {
-            *id = m->intern[s] - 1;
+            *id = i;
             return FT_OK;
         }
-        s = (s + 1) & (m->intern_cap - 1);
     }
-    if ((m->n_plans + 1) * 2 > m->intern_cap) {
-        if (intern_grow(m)) return FT_ENOMEM;
-        s = (uint32_t)h & (m->intern_cap - 1);
-        while (m->intern[s])
-            s = (s + 1) & (m->intern_cap - 1);
-    }
+    if (first == UINT32_MAX && ft_hmap_put(&m->intern, h, m->n_plans)) return FT_ENOMEM;
     if (m->n_plans == m->cap_plans) {
         uint32_t cap = m->cap_plans ? m->cap_plans * 2 : 16;
         plan_m *np = ft_realloc(m->plans, cap * sizeof *np);
@@ -299,48 +271,17 @@ static int plan_intern(ft_model *m, const ft_buf *text, const ft_unit *fwd, uint
     p->hash = h;
     for (uint32_t i = 0; i < n_fwd + n_bwd; i++)
         if (p->units[i].rule >= 0 && ft_rules[p->units[i].rule].grouped_mlp) p->fused_mlp = 1;
-    m->intern[s] = m->n_plans + 1;
     *id = m->n_plans++;
     return FT_OK;
 }
 
-static uint64_t memo_hash(uint32_t fuser, int32_t recipe, uint32_t f)
+/* Memo key of a build: (fuser, recipe + 1, f) packed into 24 + 24 + 16 bits; builds outside
+ * those ranges are not memoised (UINT64_MAX). */
+static uint64_t memo_key(uint32_t fuser, int32_t recipe, uint32_t f)
 {
-    return ft_hash_mix(ft_hash_mix(fuser, (uint64_t)(int64_t)recipe), f);
-}
-
-static memo_e *memo_find(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f)
-{
-    uint32_t s = (uint32_t)memo_hash(fuser, recipe, f) & (m->memo_cap - 1);
-    for (;;) {
-        memo_e *e = &m->memo[s];
-        if (e->plan == FT_NO_PLAN || (e->fuser == fuser && e->recipe == recipe && e->f == f))
-            return e;
-        s = (s + 1) & (m->memo_cap - 1);
-    }
-}
-
-static int memo_put(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint32_t plan)
-{
-    if ((m->memo_n + 1) * 2 > m->memo_cap) {
-        uint32_t cap = m->memo_cap * 2;
-        memo_e *t = ft_malloc(cap * sizeof *t);
-        if (!t) return FT_ENOMEM;
-        for (uint32_t i = 0; i < cap; i++)
-            t[i].plan = FT_NO_PLAN;
-        memo_e *old = m->memo;
-        uint32_t old_cap = m->memo_cap;
-        m->memo = t;
-        m->memo_cap = cap;
-        for (uint32_t i = 0; i < old_cap; i++)
-            if (old[i].plan != FT_NO_PLAN)
-                *memo_find(m, old[i].fuser, old[i].recipe, old[i].f) = old[i];
-        ft_free(old);
-    }
-    memo_e *e = memo_find(m, fuser, recipe, f);
-    *e = (memo_e){fuser, f, plan, recipe};
-    m->memo_n++;
-    return FT_OK;
+    const uint64_t r1 = (uint64_t)(int64_t)recipe + 1;
+    if (fuser >= (1u << 24) || r1 >= (1u << 24) || f >= (1u << 16)) return UINT64_MAX;
+    return (uint64_t)fuser << 40 | r1 << 16 | f;
 }
 
 int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint32_t *plan_id,
@@ -356,9 +297,10 @@ int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint
     if (f > fz->n_ops)
         return ft_err_set(err, FT_EINVAL, "build: fuser %lld: boundary f=%u exceeds %u ops",
                           (long long)fz->id, f, fz->n_ops);
-    memo_e *e = memo_find(m, fuser, recipe, f);
-    if (e->plan != FT_NO_PLAN) {
-        *plan_id = e->plan;
+    const uint64_t key = memo_key(fuser, recipe, f);
+    const uint32_t memo = key == UINT64_MAX ? UINT32_MAX : ft_hmap_get(&m->memo, key);
+    if (memo != UINT32_MAX) {
+        *plan_id = memo;
         return FT_OK;
     }
     /* _apply_fusions: joint, then forward and backward each from the joint list. No fusion
@@ -387,7 +329,7 @@ int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint
     uint32_t id = 0;
     if (!rc) rc = plan_intern(m, &text, fwd, nf, bwd, nb, &id);
     ft_buf_free(&text);
-    if (!rc) rc = memo_put(m, fuser, recipe, f, id);
+    if (!rc && key != UINT64_MAX) rc = ft_hmap_put(&m->memo, key, id);
     if (rc)
         return ft_err_set(err, FT_ENOMEM, "build: fuser %lld: out of memory", (long long)fz->id);
     m->n_built++;

@@ -13,6 +13,7 @@
 #ifndef FT_TEFUSER_INT_H
 #define FT_TEFUSER_INT_H
 
+#include "ft_hmap.h"
 #include "ft_tefuser.h"
 
 #include <jansson.h>
@@ -267,7 +268,6 @@ int64_t ft_recipe_read_value(const ft_recipe_model *r, ft_recipe_read rr);
 int ft_env_parse(const char *env_json, const ft_env_kv *ov, uint32_t n_ov, ft_env *e, ft_err *err);
 
 #define FT_MAX_RULES 32
-#define FT_NO_PLAN   UINT32_MAX
 
 typedef struct fuser_m {
     int64_t id;
@@ -287,11 +287,6 @@ typedef struct plan_m {
     uint8_t fused_mlp;
 } plan_m;
 
-typedef struct memo_e {
-    uint32_t fuser, f, plan; /* plan == NO_PLAN: empty slot */
-    int32_t recipe;
-} memo_e;
-
 typedef struct errtab {
     char **s;
     uint32_t n, cap;
@@ -307,10 +302,8 @@ struct ft_model {
     ft_recipe_int none;
     plan_m *plans;
     uint32_t n_plans, cap_plans;
-    uint32_t *intern; /* open addressing over plan hash: plan index + 1, 0 = empty */
-    uint32_t intern_cap;
-    memo_e *memo;
-    uint32_t memo_cap, memo_n;
+    ft_hmap intern;   /* plan text hash -> index of the first plan with that hash */
+    ft_hmap memo;     /* (fuser, recipe + 1, f) -> plan id of the build */
     uint64_t n_built; /* memo misses of ft_model_build that built */
     ft_unit *scratch; /* [3 * max ops] */
     uint32_t scratch_cap;

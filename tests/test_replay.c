@@ -501,15 +501,7 @@ static void test_call_callback_reports_decisions_and_qstate(void **state)
     mini_free(m);
 }
 
-/* ---- TE's algorithms as written in spec §1.3 / §1.4, against the engine on random calls ---- */
-typedef struct ref_fuser {
-    int seen;              /* recipe_type is not None */
-    int type, bo, f_saved; /* saved key parts */
-    int64_t last_hist;
-    int n_keys; /* NEW: the dict's keys (type, f, bo) */
-    int keys[64][3];
-} ref_fuser;
-
+/* ---- TE's plan-cache rule (tefuser's te_cache.c), against the engine on random calls -------- */
 typedef struct ref_recipe {
     const char *type, *attrs;
     int type_id, bo, delayed;
@@ -540,7 +532,7 @@ static int ref_on_call(void *ctx, const ft_replay_call *c, ft_err *err)
     return FT_OK;
 }
 
-static void test_te_algorithms_match_spec_pseudocode_on_random_calls(void **state)
+static void test_te_cache_rule_matches_engine_on_random_calls(void **state)
 {
     (void)state;
     unsigned seed = (unsigned)(getenv("FT_SEED") ? strtoul(getenv("FT_SEED"), NULL, 10) : 12345);
@@ -553,7 +545,11 @@ static void test_te_algorithms_match_spec_pseudocode_on_random_calls(void **stat
     emit_fuser(&s, 2, "[{\"type\":\"Identity\"},{\"type\":\"Bias\",\"attrs\":{\"size\":8}}]");
     for (size_t k = 0; k < FT_ARRAY_LEN(REF_RECIPES); k++)
         emit_recipe(&s, (int64_t)k, REF_RECIPES[k].type, 500 + (int64_t)k, REF_RECIPES[k].attrs);
-    ref_fuser old[3] = {{0}}, neu[3] = {{0}}, c1[3] = {{0}};
+    static const ft_te_ref refs[3] = {FT_TE_PRE3410, FT_TE_3410, FT_TE_3410_COMMIT1};
+    ft_te_cache te[3][3]; /* [ref][fuser] */
+    for (int k = 0; k < 3; k++)
+        for (int fz = 0; fz < 3; fz++)
+            ft_te_cache_init(&te[k][fz], refs[k]);
     static ref_run want;
     memset(&want, 0, sizeof want);
     const int n_calls = 600;
@@ -574,59 +570,18 @@ static void test_te_algorithms_match_spec_pseudocode_on_random_calls(void **stat
         c.n_op_rg = (uint32_t)n_ops;
         c.op_rg = rg;
         assert_int_equal(s.call_fn(s.ctx, &c), FT_OK);
-        /* spec §1.2 */
-        int f = n_ops;
-        if (grad && in_rg)
-            f = 0;
-        else if (grad)
-            for (int k = n_ops - 1; k >= 0; k--)
-                if (rg[k]) f = k;
-        int type = rk < 0 ? 0 : REF_RECIPES[rk].type_id, bo = rk < 0 ? 0 : REF_RECIPES[rk].bo;
-        int delayed = rk >= 0 && REF_RECIPES[rk].delayed;
-        int64_t hist = delayed ? REF_RECIPES[rk].hist : 0;
-        /* OLD (§1.3) */
-        ref_fuser *o = &old[fz];
-        int reset = !o->seen || type != o->type || f != o->f_saved || bo != o->bo ||
-                    (delayed && o->last_hist != hist);
-        if (reset) {
-            o->seen = 1;
-            o->type = type;
-            o->f_saved = f;
-            o->bo = bo;
-            o->last_hist = hist;
+        uint32_t first_rg = (uint32_t)n_ops;
+        for (int k = n_ops - 1; k >= 0; k--)
+            if (rg[k]) first_rg = (uint32_t)k;
+        const uint32_t f = ft_te_boundary((uint32_t)n_ops, grad, in_rg, first_rg);
+        const int type = rk < 0 ? FT_RT_NONE : REF_RECIPES[rk].type_id;
+        const int bo = rk < 0 ? FT_BO_NONE : REF_RECIPES[rk].bo;
+        const int64_t hist = rk >= 0 && REF_RECIPES[rk].delayed ? REF_RECIPES[rk].hist : 0;
+        for (int k = 0; k < 3; k++) {
+            int reset;
+            want.build[k][i] = (uint8_t)ft_te_cache_call(&te[k][fz], type, bo, hist, f, &reset);
+            want.reset[k][i] = (uint8_t)reset;
         }
-        want.build[0][i] = want.reset[0][i] = (uint8_t)reset;
-        /* NEW (§1.4) */
-        ref_fuser *nw = &neu[fz];
-        reset = !nw->seen || type != nw->type || bo != nw->bo;
-        if (!reset && delayed && nw->last_hist != hist) reset = 1;
-        if (reset) {
-            nw->seen = 1;
-            nw->type = type;
-            nw->bo = bo;
-            nw->last_hist = hist;
-        }
-        int hit = 0;
-        for (int k = 0; k < nw->n_keys; k++)
-            hit |= nw->keys[k][0] == type && nw->keys[k][1] == f && nw->keys[k][2] == bo;
-        if (!hit) {
-            assert_true(nw->n_keys < 64);
-            nw->keys[nw->n_keys][0] = type;
-            nw->keys[nw->n_keys][1] = f;
-            nw->keys[nw->n_keys++][2] = bo;
-        }
-        want.reset[1][i] = (uint8_t)reset;
-        want.build[1][i] = (uint8_t)!hit;
-        /* PR 3410 commit 1: key (type, bo), build with every reset */
-        ref_fuser *q = &c1[fz];
-        reset = !q->seen || type != q->type || bo != q->bo || (delayed && q->last_hist != hist);
-        if (reset) {
-            q->seen = 1;
-            q->type = type;
-            q->bo = bo;
-            q->last_hist = hist;
-        }
-        want.build[2][i] = want.reset[2][i] = (uint8_t)reset;
     }
     uint32_t idx[3];
     assert_int_equal(ft_policy_find("te-pre3410", &idx[0], NULL), FT_OK);
@@ -646,7 +601,7 @@ static void test_te_algorithms_match_spec_pseudocode_on_random_calls(void **stat
     for (int p = 0; p < 3; p++)
         for (int i = 0; i < n_calls; i++)
             if (got.build[p][i] != want.build[p][i] || got.reset[p][i] != want.reset[p][i])
-                fail_msg("%s, call %d: engine build/reset %d/%d, spec %d/%d", names[p], i,
+                fail_msg("%s, call %d: engine build/reset %d/%d, te_cache %d/%d", names[p], i,
                          got.build[p][i], got.reset[p][i], want.build[p][i], want.reset[p][i]);
     mini_free(m);
 }
@@ -1367,7 +1322,7 @@ int main(void)
         cmocka_unit_test(test_te_pr_grad_off_on_off),
         cmocka_unit_test(test_te_pr_grad_off_on_off_on_restores_plans),
         cmocka_unit_test(test_call_callback_reports_decisions_and_qstate),
-        cmocka_unit_test(test_te_algorithms_match_spec_pseudocode_on_random_calls),
+        cmocka_unit_test(test_te_cache_rule_matches_engine_on_random_calls),
         cmocka_unit_test(test_scenario_s1_same_type_switch_keeps_fused_plan),
         cmocka_unit_test(test_scenario_s2_type_round_trip_restores_stale_plan),
         cmocka_unit_test(test_scenario_s2_prime_bf16_round_trip),

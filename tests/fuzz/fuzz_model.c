@@ -79,8 +79,8 @@ int fuzz_model_run(const uint8_t *data, size_t size)
             for (int a = 0; a < 3; a++)
                 for (int c = 0; c < 3; c++) {
                     const char *t = NULL;
-                    ft_stale s = ft_model_classify_f(m, 0, r, plans[a][0], &q, plans[c][0],
-                                                     (int64_t)step * 100 - 100, fs[step % 3], &t);
+                    ft_stale s = ft_model_classify(m, 0, r, plans[a][0], &q, plans[c][0],
+                                                   (int64_t)step * 100 - 100, fs[step % 3], &t);
                     if ((unsigned)s >= FT_STALE_COUNT || ((s == FT_STALE_RAISES) != (t != NULL)))
                         abort();
                 }
