@@ -19,6 +19,7 @@ static void usage(FILE *f)
         "                         [--json | --csv] [--per-call FILE] [--explain]\n"
         "                         [--captured POLICY] [--threads N] [--timing] [--html FILE]\n"
         "                         [--build-ns NS] [--reset-ns NS]\n"
+        "                         [--fuser GLOB] [--phase P] [--steps A:B]\n"
         "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
         "                          [--seed S]]\n"
         "\n"
@@ -35,6 +36,11 @@ static void usage(FILE *f)
         "  --html FILE      also write a self-contained HTML report (charts along the run,\n"
         "                   breakdowns per fuser label, phase and rank, provenance); the\n"
         "                   traces then replay one after another\n"
+        "  --fuser GLOB     count only the calls of fusers whose label matches GLOB\n"
+        "  --phase P        count only the calls of phase P (fwd, recompute, eval, ...)\n"
+        "  --steps A:B      count only the calls of steps A to B (A: or :B open-ended);\n"
+        "                   with a filter every call is still replayed, so that the cache\n"
+        "                   sees the whole run, and the traces replay one after another\n"
         "  --timing         add this replayer's own measured times (ns/call, plan-build\n"
         "                   ns); they vary run to run, so they are off by default\n"
         "  --build-ns NS    TE's cost of a plan build, assumed when the trace has no captured\n"
@@ -86,17 +92,19 @@ static char *command_line(int argc, char **argv)
     return (char *)b.data;
 }
 
-/* --html: replay the traces one after another with the report's collector watching (and the
- * numerics after it), then write the HTML file whole or not at all. */
-static int replay_html(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
-                       const ft_numerics_opts *no, const ft_report_opts *ro, const char *html,
-                       const char *command, ft_replay_result *res, ft_numerics_result *nres,
-                       ft_err *err)
+/* --html or a filter: replay the traces one after another with the report's collector watching
+ * (and the numerics after it); with a filter the counts become those of the matching calls; the
+ * HTML file is written whole or not at all. */
+static int replay_observed(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
+                           const ft_numerics_opts *no, const ft_report_opts *ro,
+                           const ft_report_filter *flt, const char *html, const char *command,
+                           ft_replay_result *res, ft_numerics_result *nres, ft_err *err)
 {
     ft_report_data *d = NULL;
     ft_numerics_obs *nobs = NULL;
     ft_replay_opts o = *opts;
     int rc = ft_report_data_new(o.policies, o.n_policies, &d, err);
+    if (!rc) ft_report_data_filter(d, flt);
     if (!rc && no) {
         rc = ft_numerics_obs_new(no, &nobs, err);
         if (!rc) o.observer = ft_numerics_obs_observer(nobs);
@@ -107,7 +115,9 @@ static int replay_html(const char *const *paths, uint32_t n_paths, const ft_repl
     }
     if (!rc) rc = ft_report_replay(paths, n_paths, &o, d, stderr, res, err);
     if (!rc && nobs) ft_numerics_obs_result(nobs, nres);
-    if (!rc) {
+    if (!rc && (flt->fuser_glob || flt->phase || flt->has_steps))
+        ft_report_data_apply_filter(d, res);
+    if (!rc && html) {
         cli_out out;
         ft_report_html_opts ho = {.command = command, .title = NULL};
         rc = cli_out_open(&out, html, CLI_OUT_STREAM, err);
@@ -129,6 +139,7 @@ int cmd_replay(int argc, char **argv)
     uint32_t n_paths = 0, n_env = 0, pol[FT_MAX_POLICIES], n_pol = 0;
     int format = FT_REPORT_TEXT, explain = 0, status = FT_EXIT_OK;
     const char *per_call_path = NULL, *html_path = NULL;
+    ft_report_filter flt = {0};
     char *command = NULL;
     FILE *per_call = NULL;
     ft_replay_opts o = {0};
@@ -185,6 +196,30 @@ int cmd_replay(int argc, char **argv)
             per_call_path = argv[++i];
         } else if (!strcmp(a, "--html") && has_val) {
             html_path = argv[++i];
+        } else if (!strcmp(a, "--fuser") && has_val) {
+            flt.fuser_glob = argv[++i];
+        } else if (!strcmp(a, "--phase") && has_val) {
+            flt.phase = argv[++i];
+        } else if (!strcmp(a, "--steps") && has_val) {
+            const char *v = argv[++i], *colon = strchr(v, ':');
+            char lo[32] = "", hi[32] = "";
+            if (colon && (size_t)(colon - v) < sizeof lo && strlen(colon + 1) < sizeof hi) {
+                memcpy(lo, v, (size_t)(colon - v));
+                ft_strlcpy(hi, colon + 1, sizeof hi);
+            }
+            flt.step_lo = 0;
+            flt.step_hi = INT64_MAX;
+            if (!colon || (lo[0] && ft_parse_i64(lo, &flt.step_lo)) ||
+                (hi[0] && ft_parse_i64(hi, &flt.step_hi)) || flt.step_lo < 0 ||
+                flt.step_hi < flt.step_lo) {
+                fprintf(stderr,
+                        "fusertrace replay: --steps wants A:B (steps A to B, either may be left "
+                        "out), got '%s'\n",
+                        v);
+                status = FT_EXIT_INPUT;
+                goto done;
+            }
+            flt.has_steps = 1;
         } else if (!strcmp(a, "--timing")) {
             ro.timing = 1;
         } else if ((!strcmp(a, "--build-ns") || !strcmp(a, "--reset-ns")) && has_val) {
@@ -293,13 +328,32 @@ int cmd_replay(int argc, char **argv)
     o.per_call = per_call;
     o.explain = explain ? stdout : NULL;
     int rc;
-    if (html_path) {
+    char filter_text[512] = "";
+    if (flt.fuser_glob || flt.phase || flt.has_steps) {
+        size_t n = 0;
+        if (flt.fuser_glob)
+            n += (size_t)snprintf(filter_text + n, sizeof filter_text - n, "fuser label %s",
+                                  flt.fuser_glob);
+        if (flt.phase && n < sizeof filter_text)
+            n += (size_t)snprintf(filter_text + n, sizeof filter_text - n, "%sphase %s",
+                                  n ? ", " : "", flt.phase);
+        if (flt.has_steps && n < sizeof filter_text) {
+            if (flt.step_hi == INT64_MAX)
+                snprintf(filter_text + n, sizeof filter_text - n, "%ssteps %lld and later",
+                         n ? ", " : "", (long long)flt.step_lo);
+            else
+                snprintf(filter_text + n, sizeof filter_text - n, "%ssteps %lld to %lld",
+                         n ? ", " : "", (long long)flt.step_lo, (long long)flt.step_hi);
+        }
+        ro.filter = filter_text;
+    }
+    if (html_path || flt.fuser_glob || flt.phase || flt.has_steps) {
         if (!(command = command_line(argc, argv))) {
             status = FT_EXIT_INTERNAL;
             goto done;
         }
-        rc = replay_html(paths, n_paths, &o, numerics ? &no : NULL, &ro, html_path, command, res,
-                         nres, &err);
+        rc = replay_observed(paths, n_paths, &o, numerics ? &no : NULL, &ro, &flt, html_path,
+                             command, res, nres, &err);
     } else {
         rc = (rc = ft_report_check_inputs(paths, n_paths, stderr, &err)) ? rc
              : numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, &err)

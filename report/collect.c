@@ -11,6 +11,7 @@
 #define _GNU_SOURCE /* fopencookie */
 #include "report_int.h"
 
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,11 +108,23 @@ static int obs_begin(void *ctx, const ft_replay *engine, ft_err *err)
     return d->next && d->next->begin_fn ? d->next->begin_fn(d->next->ctx, engine, err) : FT_OK;
 }
 
+static int passes(const ft_report_data *d, const ft_replay_call *k)
+{
+    const ft_report_filter *f = &d->filter;
+    if (f->fuser_glob && (k->fuser >= d->n_label_map || !d->fuser_ok[k->fuser])) return 0;
+    if (f->phase && (!k->phase || strcmp(k->phase, f->phase))) return 0;
+    if (f->has_steps && (k->step < f->step_lo || k->step > f->step_hi)) return 0;
+    return 1;
+}
+
 static int obs_call(void *ctx, const ft_replay_call *k, ft_err *err)
 {
     ft_report_data *d = ctx;
     uint32_t p = k->slot;
-    if (p < d->n_pol) {
+    if (p < d->n_pol && passes(d, k)) {
+        count_add(&d->filt[p], k);
+        if (k->stale == FT_STALE_NONE && k->q && k->fresh_q && !ft_qstate_equal(k->q, k->fresh_q))
+            d->filt_qdrift[p]++;
         int64_t seq = k->seq < 0 ? 0 : k->seq;
         rd_hist *h = &d->seq[p];
         uint32_t b = hist_bucket(h, seq);
@@ -300,6 +313,13 @@ static int add_input(ft_report_data *d, ft_trace *t, const char *path, FILE *war
         }
         map[i] = group_find(&d->labels, name, d->n_pol);
     }
+    uint8_t *ok = ft_realloc(d->fuser_ok, nf ? nf : 1);
+    if (!ok) return ft_err_set(err, FT_ENOMEM, "out of memory");
+    d->fuser_ok = ok;
+    for (uint32_t i = 0; i < nf; i++) {
+        const char *label = ft_trace_fuser(t, i)->label;
+        ok[i] = d->filter.fuser_glob && label && !fnmatch(d->filter.fuser_glob, label, 0);
+    }
     return FT_OK;
 }
 
@@ -318,6 +338,44 @@ int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *war
     }
     ft_report_data_free(d);
     return rc;
+}
+
+/* ---- filters --------------------------------------------------------------------------------- */
+void ft_report_data_filter(ft_report_data *d, const ft_report_filter *flt)
+{
+    d->filter = *flt;
+}
+
+void ft_report_data_apply_filter(const ft_report_data *d, ft_replay_result *r)
+{
+    uint64_t calls = 0;
+    for (uint32_t p = 0; p < r->n_policies && p < d->n_pol; p++) {
+        ft_policy_result *q = &r->pol[p];
+        const rd_counts *c = &d->filt[p];
+        q->calls = c->calls;
+        q->builds = c->builds;
+        q->hits = c->calls - c->builds;
+        q->resets = c->resets;
+        for (int k = 0; k < FT_STALE_COUNT; k++)
+            q->stale[k] = c->stale[k];
+        q->qdrift = d->filt_qdrift[p];
+        memset(q->raises, 0, sizeof q->raises);
+        q->cap_calls = q->cap_agree = 0;
+        q->first_disagree_seq = -1;
+        /* steps from the filtered histogram */
+        const rd_hist *h = &d->step[p];
+        memset(&q->steps, 0, sizeof q->steps);
+        q->steps.width = h->width;
+        q->steps.n = h->n < FT_STEP_BUCKETS ? h->n : FT_STEP_BUCKETS;
+        for (uint32_t b = 0; b < q->steps.n; b++) {
+            q->steps.calls[b] = h->v[0][b];
+            q->steps.hits[b] = h->v[0][b] - h->v[1][b];
+        }
+        if (c->calls > calls) calls = c->calls;
+    }
+    r->calls = calls;
+    r->fresh_raises = 0;
+    memset(r->fresh_raise_texts, 0, sizeof r->fresh_raise_texts);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
@@ -359,6 +417,7 @@ void ft_report_data_free(ft_report_data *d)
     for (uint32_t k = 0; k < d->n_causes; k++)
         ft_free(d->causes[k]);
     ft_free(d->label_map);
+    ft_free(d->fuser_ok);
     ft_free(d->inputs);
     ft_free(d);
 }

@@ -32,6 +32,7 @@ typedef struct ft_report_opts {
                       * that text, JSON and CSV are byte-for-byte reproducible) */
     double build_ns; /* assumed TE cost per build / per reset, without captured fuse_ns */
     double reset_ns;
+    const char *filter; /* which calls the counts cover (--fuser, --phase, --steps), or NULL */
 } ft_report_opts;
 void ft_report_opts_init(ft_report_opts *o);
 
@@ -79,6 +80,19 @@ void ft_report_data_free(ft_report_data *d);
 /* A FILE for ft_replay_opts.explain that counts the causes and passes the lines on to forward
  * (may be NULL). Owned by d. */
 FILE *ft_report_data_explain(ft_report_data *d, FILE *forward);
+/* Count only some calls (every call is still replayed, so that the cache sees the whole run):
+ * fuser labels matching a glob, one phase, a range of steps. */
+typedef struct ft_report_filter {
+    const char *fuser_glob; /* fnmatch pattern on the label, or NULL */
+    const char *phase;      /* or NULL */
+    int has_steps;          /* steps [step_lo, step_hi] only (calls without a step are out) */
+    int64_t step_lo, step_hi;
+} ft_report_filter;
+void ft_report_data_filter(ft_report_data *d, const ft_report_filter *flt);
+/* Replace r's per-policy counts (calls, builds, hits, resets, stale classes, qdrift, steps) by
+ * the filtered ones; what only the engine knows (raise texts, captured agreement) is cleared. */
+void ft_report_data_apply_filter(const ft_report_data *d, ft_replay_result *r);
+
 /* Replay the traces one after another with d watching (and opts->observer, e.g. numerics, after
  * it): like ft_replay_traces, plus each input's size, digest and header; two traces of one rank
  * are an error (FT_EINVAL), traces of different runs (host, TE version, start time) a warning

@@ -752,6 +752,11 @@ int ft_report_html(FILE *f, const ft_replay_result *r, const ft_numerics_result 
             "</p>\n",
             r->n_traces, r->n_traces == 1 ? "" : "s", (unsigned long long)r->calls,
             (unsigned long long)r->backwards, r->n_policies, r->n_policies == 1 ? "y" : "ies");
+    if (o->filter) {
+        fputs("<p class=\"warn\">Counted: only the calls with ", f);
+        esc(f, o->filter);
+        fputs(" (every call was replayed).</p>\n", f);
+    }
     fputs("<section id=\"recommendation\"><h2>Recommendation</h2>\n", f);
     bullets(f, rec);
     fputs("</section>\n<section id=\"summary\"><h2>Summary</h2>\n", f);

@@ -147,6 +147,8 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
     fprintf(f, "fusertrace replay: %u trace%s, %llu calls, %llu backward records\n", r->n_traces,
             r->n_traces == 1 ? "" : "s", (unsigned long long)r->calls,
             (unsigned long long)r->backwards);
+    if (o->filter)
+        fprintf(f, "counted: only the calls with %s (every call was replayed)\n", o->filter);
     int assumed = r->cap_build_n == 0;
     fprintf(f, "\n%-16s %9s %9s %9s %7s %9s %13s", "policy", "calls", "builds", "hits", "hit%",
             "resets", assumed ? "framework-ms*" : "framework-ms");
@@ -499,6 +501,7 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
     json_object_set_new(root, "backwards", json_integer((json_int_t)r->backwards));
     json_object_set_new(root, "fusers", json_integer((json_int_t)r->n_fusers));
     json_object_set_new(root, "recipes", json_integer((json_int_t)r->n_recipes));
+    if (o->filter) json_object_set_new(root, "filter", json_string(o->filter));
     json_object_set_new(model, "builds", json_integer((json_int_t)r->model_builds));
     if (o->timing) {
         json_object_set_new(model, "ns_per_build", json_real(ns_per_build(r)));

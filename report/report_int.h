@@ -71,6 +71,11 @@ struct ft_report_data {
     ft_replay_observer obs;
     const ft_replay_observer *next;
     int no_digest; /* inputs checked only (ft_report_check_inputs) */
+    /* --fuser / --phase / --steps: only matching calls are counted (every call is replayed) */
+    ft_report_filter filter;
+    uint8_t *fuser_ok; /* [n_label_map] this trace's fusers the label glob matches */
+    rd_counts filt[FT_MAX_POLICIES];
+    uint64_t filt_qdrift[FT_MAX_POLICIES];
 };
 
 #endif /* FT_REPORT_INT_H */

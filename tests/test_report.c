@@ -497,6 +497,68 @@ static void test_report_diff_traces_and_saved_reports(void **state)
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
+/* ---- filters ------------------------------------------------------------------------------------
+ */
+/* builds[p], resets[p], calls[p] of a replay --json run. */
+static void policy_counts(const char *cmd, double *builds, double *resets, double *calls)
+{
+    json_t *doc = sh_json(cmd);
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(doc, "policies"), i, p)
+    {
+        builds[i] += (double)json_integer_value(json_object_get(p, "builds"));
+        resets[i] += (double)json_integer_value(json_object_get(p, "resets"));
+        calls[i] += (double)json_integer_value(json_object_get(p, "calls"));
+    }
+    json_decref(doc);
+}
+
+static void test_report_filters_partition_the_counts(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char dir[1024], t[1200], cmd[8000];
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_report_filter"), 0);
+    tu_dir_path(t, sizeof t, dir, "demo.ftdb");
+    snprintf(cmd, sizeof cmd, "'%s' synth demo -o '%s' >/dev/null", cli, t);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    enum { NP = FT_MAX_POLICIES };
+    double all_b[NP] = {0}, all_r[NP] = {0}, all_c[NP] = {0};
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --json", cli, t);
+    policy_counts(cmd, all_b, all_r, all_c);
+    /* the phases, the two label families and two step ranges each partition the calls: their
+     * counts add up to the unfiltered ones, policy by policy */
+    static const char *const parts[][3] = {
+        {"--phase fwd", "--phase recompute", "--phase eval"},
+        {"--fuser '*.experts'", "--fuser '*.shared_experts'", NULL},
+        {"--steps 0:7", "--steps 8:", NULL},
+    };
+    for (size_t k = 0; k < FT_ARRAY_LEN(parts); k++) {
+        double b[NP] = {0}, r[NP] = {0}, c[NP] = {0};
+        for (int j = 0; j < 3 && parts[k][j]; j++) {
+            snprintf(cmd, sizeof cmd, "'%s' replay '%s' --json %s", cli, t, parts[k][j]);
+            policy_counts(cmd, b, r, c);
+        }
+        for (uint32_t p = 0; p < ft_policy_count(); p++) {
+            if (c[p] != all_c[p] || b[p] != all_b[p] || r[p] != all_r[p])
+                fail_msg("%s ...: policy %u: %g calls %g builds %g resets, unfiltered %g %g %g",
+                         parts[k][0], p, c[p], b[p], r[p], all_c[p], all_b[p], all_r[p]);
+        }
+    }
+    /* a filter is said, and a phase that no call has counts nothing */
+    ft_buf out = {0};
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --phase nosuch", cli, t);
+    assert_int_equal(tu_sh_buf(cmd, &out), 0);
+    assert_has((const char *)out.data, "counted: only the calls with phase nosuch");
+    assert_has((const char *)out.data, ", 0 calls,");
+    ft_buf_free(&out);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --steps 9:3 2>&1", cli, t);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 2);
+    assert_int_equal(tu_dir_remove(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -509,6 +571,7 @@ int main(void)
         cmocka_unit_test(test_report_html_is_self_contained_and_renders),
         cmocka_unit_test(test_report_inputs_one_rank_each),
         cmocka_unit_test(test_report_diff_traces_and_saved_reports),
+        cmocka_unit_test(test_report_filters_partition_the_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
