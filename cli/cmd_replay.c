@@ -185,6 +185,16 @@ int cmd_replay(int argc, char **argv)
                 status = FT_EXIT_INTERNAL;
                 goto done;
             }
+            if (!ft_env_key_is_read(env_keys[n_env])) {
+                fprintf(stderr,
+                        "fusertrace replay: warning: --env %s: the model reads no such key, so it "
+                        "changes nothing; it reads:",
+                        env_keys[n_env]);
+                const char *k;
+                for (uint32_t j = 0; (k = ft_env_read_key(j)); j++)
+                    fprintf(stderr, "%s %s", j ? "," : "", k);
+                fputc('\n', stderr);
+            }
             env[n_env].key = env_keys[n_env];
             env[n_env].value = eq + 1;
             n_env++;

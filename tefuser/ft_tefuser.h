@@ -73,6 +73,11 @@ typedef struct ft_env_kv {
 /* ---- the model ---------------------------------------------------------------------------- */
 typedef struct ft_model ft_model;
 
+/* The env keys the model reads (the header's env and --env): the i-th one, NULL past the last;
+ * and whether key is one of them (a key it does not read changes nothing). */
+const char *ft_env_read_key(uint32_t i);
+int ft_env_key_is_read(const char *key);
+
 /* Build the model of a trace's fusers and recipes. env_json is the header's env object (may be
  * NULL); overrides (may be NULL) replace its keys (--env KEY=VALUE). Bad ops or attrs JSON ->
  * FT_EINVAL naming the fuser/recipe id and field. */

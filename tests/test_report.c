@@ -556,6 +556,16 @@ static void test_report_filters_partition_the_counts(void **state)
     ft_buf_free(&out);
     snprintf(cmd, sizeof cmd, "'%s' replay '%s' --steps 9:3 2>&1", cli, t);
     assert_int_equal(tu_sh(cmd, NULL, 0), 2);
+    /* --env: a key the model does not read is a warning that lists the ones it reads */
+    char err[4096];
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --env foo=bar 2>&1 >/dev/null", cli, t);
+    assert_int_equal(tu_sh(cmd, err, sizeof err), 0);
+    assert_has(err, "warning: --env foo: the model reads no such key");
+    assert_has(err, "device_cc");
+    assert_has(err, "NVTE_NVFP4_DISABLE_RHT");
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --env device_cc=9.0 2>&1 >/dev/null", cli, t);
+    assert_int_equal(tu_sh(cmd, err, sizeof err), 0);
+    assert_string_equal(err, "");
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
