@@ -338,6 +338,14 @@ int cmd_replay(int argc, char **argv)
     o.per_call = per_call;
     o.explain = explain ? stdout : NULL;
     int rc;
+    ft_report_notes notes;
+    int rc0 = ft_report_find_unfused(paths, n_paths, env, n_env, &notes, &err);
+    if (rc0) {
+        fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));
+        status = cli_exit_code(rc0);
+        goto done;
+    }
+    ro.notes = &notes;
     char filter_text[512] = "";
     if (flt.fuser_glob || flt.phase || flt.has_steps) {
         size_t n = 0;

@@ -340,6 +340,69 @@ int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *war
     return rc;
 }
 
+/* ---- why nothing fuses ------------------------------------------------------------------------
+ */
+static void add_note(ft_report_notes *out, const ft_unfused_why *w, const char *example)
+{
+    for (uint32_t i = 0; i < out->n; i++)
+        if (!strcmp(out->u[i].fused, w->fused) && !strcmp(out->u[i].reason, w->reason)) {
+            out->u[i].n_fusers++;
+            return;
+        }
+    if (out->n >= FT_REPORT_MAX_NOTES) return;
+    ft_report_unfused *u = &out->u[out->n++];
+    ft_strlcpy(u->fused, w->fused, sizeof u->fused);
+    ft_strlcpy(u->reason, w->reason, sizeof u->reason);
+    ft_strlcpy(u->example, example, sizeof u->example);
+    u->n_fusers = 1;
+}
+
+int ft_report_find_unfused(const char *const *paths, uint32_t n_paths, const ft_env_kv *env,
+                           uint32_t n_env, ft_report_notes *out, ft_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int rc = FT_OK;
+    for (uint32_t p = 0; p < n_paths && !rc; p++) {
+        ft_trace *t = NULL;
+        ft_model *m = NULL;
+        if ((rc = ft_trace_open(paths[p], FT_OPEN_READ, &t, err))) break;
+        uint32_t nf = ft_trace_n_fusers(t), nr = ft_trace_n_recipes(t);
+        ft_fuser_def *fd = ft_calloc(nf ? nf : 1, sizeof *fd);
+        ft_recipe_def *rd = ft_calloc(nr ? nr : 1, sizeof *rd);
+        if (!fd || !rd) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
+        for (uint32_t i = 0; !rc && i < nf; i++)
+            fd[i] = *ft_trace_fuser(t, i);
+        for (uint32_t i = 0; !rc && i < nr; i++)
+            rd[i] = *ft_trace_recipe(t, i);
+        if (!rc)
+            rc = ft_model_new(fd, nf, rd, nr, ft_trace_header(t)->env_json, env, n_env, &m, err);
+        for (uint32_t u = 0; !rc && u < nf; u++) {
+            ft_unfused_why w, first = {0};
+            int blocked = 1, any = 0;
+            /* blocked under every recipe of the trace (and none) */
+            for (int32_t r = nr ? 0 : -1; r < (int32_t)nr && blocked; r++) {
+                if (!ft_model_why_unfused(m, u, r, &w)) {
+                    blocked = 0;
+                } else if (!any++) {
+                    first = w;
+                }
+            }
+            if (!blocked || !any) continue;
+            char ex[128];
+            if (fd[u].label)
+                ft_strlcpy(ex, fd[u].label, sizeof ex);
+            else
+                snprintf(ex, sizeof ex, "fuser %lld", (long long)fd[u].id);
+            add_note(out, &first, ex);
+        }
+        ft_model_free(m);
+        ft_free(fd);
+        ft_free(rd);
+        ft_trace_close(t);
+    }
+    return rc;
+}
+
 /* ---- filters --------------------------------------------------------------------------------- */
 void ft_report_data_filter(ft_report_data *d, const ft_report_filter *flt)
 {

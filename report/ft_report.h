@@ -27,12 +27,30 @@ enum { FT_REPORT_TEXT = 0, FT_REPORT_JSON = 1, FT_REPORT_CSV = 2 };
  * figure covers it. 0 unless --reset-ns gives one. */
 #define FT_REPORT_RESET_NS 0.0
 
+/* "Why nothing fuses": fusers whose op list has a fusion's op types but that fuse under no
+ * recipe of their trace, grouped by what blocks them (ft_model_why_unfused). */
+enum { FT_REPORT_MAX_NOTES = 16 };
+typedef struct ft_report_unfused {
+    char fused[64];    /* the fused op that never forms */
+    char reason[256];  /* what blocks it */
+    char example[128]; /* one fuser's label (or "fuser ID") */
+    uint64_t n_fusers;
+} ft_report_unfused;
+typedef struct ft_report_notes {
+    uint32_t n;
+    ft_report_unfused u[FT_REPORT_MAX_NOTES];
+} ft_report_notes;
+/* The notes of the traces' fusers under env (the header's, with the --env overrides). */
+int ft_report_find_unfused(const char *const *paths, uint32_t n_paths, const ft_env_kv *env,
+                           uint32_t n_env, ft_report_notes *out, ft_err *err);
+
 typedef struct ft_report_opts {
     int timing;      /* add this replayer's own measured times (vary run to run; default off, so
                       * that text, JSON and CSV are byte-for-byte reproducible) */
     double build_ns; /* assumed TE cost per build / per reset, without captured fuse_ns */
     double reset_ns;
     const char *filter; /* which calls the counts cover (--fuser, --phase, --steps), or NULL */
+    const ft_report_notes *notes; /* why nothing fuses, or NULL */
 } ft_report_opts;
 void ft_report_opts_init(ft_report_opts *o);
 

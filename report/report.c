@@ -387,6 +387,12 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
         }
         fprintf(f, ".\n");
     }
+    for (uint32_t i = 0; o->notes && i < o->notes->n; i++) {
+        const ft_report_unfused *u = &o->notes->u[i];
+        fprintf(f, "- Why nothing fuses: %s never forms in ", u->fused);
+        count_of(f, u->n_fusers, "fuser", "fusers");
+        fprintf(f, " (e.g. %s) under any recipe of the trace: %s.\n", u->example, u->reason);
+    }
 out:
     return ferror(f) ? ft_err_set(err, FT_EIO, "writing the recommendation failed") : FT_OK;
 }
@@ -551,6 +557,19 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
     json_object_set_new(root, "policies", pols);
     if (nres) json_object_set_new(root, "numerics", report_numerics_json(nres));
     json_object_set_new(root, "recommendation", recommendation_json(r, o));
+    if (o->notes && o->notes->n) {
+        json_t *un = json_array();
+        for (uint32_t i = 0; i < o->notes->n; i++) {
+            const ft_report_unfused *u = &o->notes->u[i];
+            json_t *x = json_object();
+            json_object_set_new(x, "fused", json_string(u->fused));
+            json_object_set_new(x, "reason", json_string(u->reason));
+            json_object_set_new(x, "fusers", json_integer((json_int_t)u->n_fusers));
+            json_object_set_new(x, "example", json_string(u->example));
+            json_array_append_new(un, x);
+        }
+        json_object_set_new(root, "unfused", un);
+    }
     int rc = json_dumpf(root, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     fputc('\n', f);
     json_decref(root);

@@ -569,6 +569,93 @@ static void test_report_filters_partition_the_counts(void **state)
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
+/* ---- why nothing fuses ----------------------------------------------------------------------- */
+static const char env_sm100[] = "{\"device_cc\":\"10.0\",\"cudnn_frontend\":\"1.27.0\","
+                                "\"cublaslt\":\"13.4.0\",\"NVTE_CUTEDSL_FUSED_GROUPED_MLP\":\"1\"}";
+
+/* A grouped-MLP fuser (GroupedLinear, ScaledSwiGLU, GroupedLinear) with fc2 out_features n2 and
+ * the activation's glu_interleave_size il, under MXFP8. */
+static ft_model *mlp_model(int n2, int il, const char *env)
+{
+    char ops[1024];
+    snprintf(ops, sizeof ops,
+             "[{\"type\":\"GroupedLinear\",\"attrs\":{\"num_groups\":8,\"in_features\":%d,"
+             "\"out_features\":256,\"bias\":false,\"dtype\":\"bfloat16\"}},"
+             "{\"type\":\"ScaledSwiGLU\",\"attrs\":{\"glu_interleave_size\":%d}},"
+             "{\"type\":\"GroupedLinear\",\"attrs\":{\"num_groups\":8,\"in_features\":128,"
+             "\"out_features\":%d,\"bias\":false,\"dtype\":\"bfloat16\"}}]",
+             n2, il, n2);
+    ft_fuser_def fd = {.id = 7, .label = "layers.0.mlp", .ops_json = ops, .n_ops = 3};
+    ft_recipe_def rd = {.id = 1, .type = "MXFP8BlockScaling", .obj = 1, .attrs_json = "{}"};
+    ft_model *m = NULL;
+    ft_err err = {0};
+    if (ft_model_new(&fd, 1, &rd, 1, env, NULL, 0, &m, &err))
+        fail_msg("model: %s", ft_err_msg(&err));
+    return m;
+}
+
+static void test_report_why_unfused_names_the_gate(void **state)
+{
+    (void)state;
+    ft_unfused_why w;
+    /* everything right: it fuses, nothing to say */
+    ft_model *m = mlp_model(64, 32, env_sm100);
+    assert_int_equal(ft_model_why_unfused(m, 0, 0, &w), 0);
+    /* no recipe: the gate's recipe read */
+    assert_int_equal(ft_model_why_unfused(m, 0, -1, &w), 1);
+    assert_string_equal(w.func, "fuse_ops");
+    assert_string_equal(w.fused, "GroupedMLP_CuTeGEMMGLU");
+    assert_has(w.reason, "the fuse_ops gate rejects ops 0-2: recipe None: is_none = 1");
+    ft_model_free(m);
+    /* a wrong op attribute: the interleave size */
+    m = mlp_model(64, 16, env_sm100);
+    assert_int_equal(ft_model_why_unfused(m, 0, 0, &w), 1);
+    assert_has(w.reason, "op 1 (ScaledSwiGLU) attribute glu_interleave_size = 16");
+    ft_model_free(m);
+    /* a dimension the kernel cannot take */
+    m = mlp_model(100, 32, env_sm100);
+    assert_int_equal(ft_model_why_unfused(m, 0, 0, &w), 1);
+    assert_has(w.reason, "out_features");
+    ft_model_free(m);
+    /* the device capability: not registered at all */
+    m = mlp_model(64, 32,
+                  "{\"device_cc\":\"9.0\",\"cudnn_frontend\":\"1.27.0\","
+                  "\"NVTE_CUTEDSL_FUSED_GROUPED_MLP\":\"1\"}");
+    assert_int_equal(ft_model_why_unfused(m, 0, 0, &w), 1);
+    assert_has(w.reason, "GroupedMLP_CuTeGEMMGLU is not registered: the device capability");
+    ft_model_free(m);
+    /* the env flag */
+    m = mlp_model(64, 32, "{\"device_cc\":\"10.0\",\"cudnn_frontend\":\"1.27.0\"}");
+    assert_int_equal(ft_model_why_unfused(m, 0, 0, &w), 1);
+    assert_has(w.reason, "NVTE_CUTEDSL_FUSED_GROUPED_MLP is not set");
+    ft_model_free(m);
+    /* the report says it, for a run whose grouped MLPs never fuse, and not for one where they do */
+    const char *cli = tu_cli();
+    if (!cli) return;
+    char dir[1024], t[1200], cmd[4000];
+    ft_buf out = {0};
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_report_unfused"), 0);
+    tu_dir_path(t, sizeof t, dir, "nf.ftdb");
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth demo --set hidden=100 -o '%s' >/dev/null && '%s' replay '%s'", cli, t, cli,
+             t);
+    assert_int_equal(tu_sh_buf(cmd, &out), 0);
+    assert_has((const char *)out.data, "Why nothing fuses: GroupedMLP_CuTeGEMMGLU never forms in 6 "
+                                       "fusers (e.g. decoder.layers.0.mlp.experts)");
+    assert_has((const char *)out.data, "out_features = 100");
+    ft_buf_free(&out);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --json", cli, t);
+    json_t *doc = sh_json(cmd);
+    assert_int_equal(json_array_size(json_object_get(doc, "unfused")), 1);
+    json_decref(doc);
+    snprintf(cmd, sizeof cmd, "'%s' synth demo -o '%s.ok' >/dev/null && '%s' replay '%s.ok'", cli,
+             t, cli, t);
+    assert_int_equal(tu_sh_buf(cmd, &out), 0);
+    assert_lacks((const char *)out.data, "Why nothing fuses");
+    ft_buf_free(&out);
+    assert_int_equal(tu_dir_remove(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -582,6 +669,7 @@ int main(void)
         cmocka_unit_test(test_report_inputs_one_rank_each),
         cmocka_unit_test(test_report_diff_traces_and_saved_reports),
         cmocka_unit_test(test_report_filters_partition_the_counts),
+        cmocka_unit_test(test_report_why_unfused_names_the_gate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
