@@ -140,6 +140,8 @@ int cmd_replay(int argc, char **argv)
     int format = FT_REPORT_TEXT, explain = 0, status = FT_EXIT_OK;
     const char *per_call_path = NULL, *html_path = NULL;
     ft_report_filter flt = {0};
+    ft_replay_result *per_trace = NULL;
+    int64_t *ranks = NULL;
     char *command = NULL;
     FILE *per_call = NULL;
     ft_replay_opts o = {0};
@@ -373,9 +375,24 @@ int cmd_replay(int argc, char **argv)
         rc = replay_observed(paths, n_paths, &o, numerics ? &no : NULL, &ro, &flt, html_path,
                              command, res, nres, &err);
     } else {
-        rc = (rc = ft_report_check_inputs(paths, n_paths, stderr, &err)) ? rc
-             : numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, &err)
-                        : ft_replay_traces(paths, n_paths, &o, res, &err);
+        /* per-trace rows when several traces are replayed */
+        if (n_paths > 1) {
+            per_trace = ft_calloc(n_paths, sizeof *per_trace);
+            ranks = ft_calloc(n_paths, sizeof *ranks);
+            if (!per_trace || !ranks) {
+                status = FT_EXIT_INTERNAL;
+                goto done;
+            }
+            o.per_trace = per_trace;
+            ro.n_per_trace = n_paths;
+            ro.per_trace = per_trace;
+            ro.trace_names = paths;
+            ro.trace_ranks = ranks;
+        }
+        rc = ft_report_check_inputs(paths, n_paths, stderr, ranks, &err);
+        if (!rc)
+            rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, &err)
+                          : ft_replay_traces(paths, n_paths, &o, res, &err);
     }
     if (rc) {
         fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));
@@ -407,6 +424,8 @@ done:
     ft_free(env);
     ft_free(paths);
     ft_free(command);
+    ft_free(per_trace);
+    ft_free(ranks);
     ft_free(res);
     ft_free(nres);
     return status;

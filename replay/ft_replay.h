@@ -100,6 +100,8 @@ typedef struct ft_replay_opts {
     FILE *explain;                      /* one line per build naming what changed, or NULL */
     const ft_replay_observer *observer; /* per-call decisions as structs (numerics), or NULL */
     uint32_t n_threads;                 /* ft_replay_traces: 0 = one per online core */
+    struct ft_replay_result *per_trace; /* ft_replay_traces: [n_paths] each trace's own result
+                                         * (per-rank rows), or NULL */
 } ft_replay_opts;
 
 /* ---- results (plain data, mergeable) ------------------------------------------------------ */

@@ -323,8 +323,11 @@ static int add_input(ft_report_data *d, ft_trace *t, const char *path, FILE *war
     return FT_OK;
 }
 
-int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *warn, ft_err *err)
+int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *warn, int64_t *ranks,
+                           ft_err *err)
 {
+    for (uint32_t i = 0; ranks && i < n_paths; i++)
+        ranks[i] = -1;
     if (n_paths < 2) return FT_OK;
     ft_report_data *d = NULL;
     int rc = ft_report_data_new(NULL, 0, &d, err);
@@ -334,6 +337,7 @@ int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *war
         ft_trace *t = NULL;
         if ((rc = ft_trace_open(paths[i], FT_OPEN_READ, &t, err))) break;
         rc = add_input(d, t, paths[i], warn, err);
+        if (ranks && ft_trace_header(t)->has_rank) ranks[i] = ft_trace_header(t)->rank;
         ft_trace_close(t);
     }
     ft_report_data_free(d);

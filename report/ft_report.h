@@ -51,6 +51,11 @@ typedef struct ft_report_opts {
     double reset_ns;
     const char *filter; /* which calls the counts cover (--fuser, --phase, --steps), or NULL */
     const ft_report_notes *notes; /* why nothing fuses, or NULL */
+    /* per-trace (rank) rows when several traces were replayed: [n_per_trace] each */
+    uint32_t n_per_trace;
+    const ft_replay_result *per_trace;
+    const char *const *trace_names;
+    const int64_t *trace_ranks; /* -1: the header names no rank */
 } ft_report_opts;
 void ft_report_opts_init(ft_report_opts *o);
 
@@ -119,8 +124,10 @@ int ft_report_replay(const char *const *paths, uint32_t n_paths, const ft_replay
                      ft_report_data *d, FILE *warn, ft_replay_result *out, ft_err *err);
 
 /* The same checks of several traces without replaying them: one rank each (FT_EINVAL naming the
- * two files), one run (a warning to warn). */
-int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *warn, ft_err *err);
+ * two files), one run (a warning to warn); ranks (may be NULL): [n_paths] each header's rank, -1
+ * when it names none. */
+int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *warn, int64_t *ranks,
+                           ft_err *err);
 
 typedef struct ft_report_html_opts {
     const char *command; /* the command line that made the report, for its provenance */

@@ -202,6 +202,33 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
                 fprintf(f, "  %llu x \"%s\"\n", (unsigned long long)r->fresh_raise_texts[i].count,
                         r->fresh_raise_texts[i].text);
     }
+    if (o->n_per_trace > 1 && o->per_trace) {
+        fprintf(f,
+                "\nper trace (rank): builds / resets / stale calls under each policy\n%-6s %-28s "
+                "%9s",
+                "rank", "trace", "calls");
+        for (uint32_t p = 0; p < r->n_policies; p++)
+            fprintf(f, " %18s", ft_policy_name(r->pol[p].policy));
+        fputc('\n', f);
+        for (uint32_t k = 0; k < o->n_per_trace; k++) {
+            const ft_replay_result *t = &o->per_trace[k];
+            const char *name = o->trace_names ? o->trace_names[k] : "?";
+            const char *base = strrchr(name, '/');
+            char rank[24] = "-";
+            if (o->trace_ranks && o->trace_ranks[k] >= 0)
+                snprintf(rank, sizeof rank, "%lld", (long long)o->trace_ranks[k]);
+            fprintf(f, "%-6s %-28.28s %9llu", rank, base ? base + 1 : name,
+                    (unsigned long long)t->calls);
+            for (uint32_t p = 0; p < t->n_policies; p++) {
+                char cell[64];
+                snprintf(cell, sizeof cell, "%llu/%llu/%llu", (unsigned long long)t->pol[p].builds,
+                         (unsigned long long)t->pol[p].resets,
+                         (unsigned long long)n_stale(&t->pol[p]));
+                fprintf(f, " %18s", cell);
+            }
+            fputc('\n', f);
+        }
+    }
     int any_cap = 0;
     for (uint32_t p = 0; p < r->n_policies; p++)
         any_cap |= r->pol[p].cap_calls > 0;
@@ -555,6 +582,33 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
     for (uint32_t p = 0; p < r->n_policies; p++)
         json_array_append_new(pols, policy_json(r, &r->pol[p], o));
     json_object_set_new(root, "policies", pols);
+    if (o->n_per_trace > 1 && o->per_trace) {
+        json_t *pt = json_array();
+        for (uint32_t k = 0; k < o->n_per_trace; k++) {
+            const ft_replay_result *t = &o->per_trace[k];
+            json_t *x = json_object(), *ps = json_array();
+            json_object_set_new(x, "trace", json_string(o->trace_names ? o->trace_names[k] : ""));
+            json_object_set_new(x, "rank",
+                                o->trace_ranks && o->trace_ranks[k] >= 0
+                                    ? json_integer(o->trace_ranks[k])
+                                    : json_null());
+            json_object_set_new(x, "calls", json_integer((json_int_t)t->calls));
+            for (uint32_t p = 0; p < t->n_policies; p++) {
+                json_t *y = json_object(), *st = json_object();
+                json_object_set_new(y, "policy", json_string(ft_policy_name(t->pol[p].policy)));
+                json_object_set_new(y, "builds", json_integer((json_int_t)t->pol[p].builds));
+                json_object_set_new(y, "resets", json_integer((json_int_t)t->pol[p].resets));
+                for (int c = 0; c < FT_STALE_COUNT; c++)
+                    json_object_set_new(st, ft_stale_name((ft_stale)c),
+                                        json_integer((json_int_t)t->pol[p].stale[c]));
+                json_object_set_new(y, "stale", st);
+                json_array_append_new(ps, y);
+            }
+            json_object_set_new(x, "policies", ps);
+            json_array_append_new(pt, x);
+        }
+        json_object_set_new(root, "per_trace", pt);
+    }
     if (nres) json_object_set_new(root, "numerics", report_numerics_json(nres));
     json_object_set_new(root, "recommendation", recommendation_json(r, o));
     if (o->notes && o->notes->n) {

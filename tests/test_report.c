@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+static json_t *sh_json(const char *cmd);
+
 /* ---- a hand-made result --------------------------------------------------------------------- */
 typedef struct pol_spec {
     const char *name;
@@ -258,7 +260,7 @@ static void test_report_replay_output_is_reproducible(void **state)
         snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' %s --threads 1", cli, trace, trace1,
                  formats[i]);
         assert_int_equal(tu_sh_buf(cmd, &a), 0);
-        snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' %s --threads 2", cli, trace1, trace,
+        snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' %s --threads 2", cli, trace, trace1,
                  formats[i]);
         assert_int_equal(tu_sh_buf(cmd, &b), 0);
         assert_true(a.len > 100);
@@ -270,6 +272,29 @@ static void test_report_replay_output_is_reproducible(void **state)
         ft_buf_free(&a);
         ft_buf_free(&b);
     }
+    /* per-trace rows: one per rank, adding up to the totals */
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' --json", cli, trace, trace1);
+    json_t *doc = sh_json(cmd);
+    json_t *pt = json_object_get(doc, "per_trace");
+    assert_int_equal(json_array_size(pt), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(pt, 1), "rank")), 1);
+    size_t pi;
+    json_t *pol;
+    json_array_foreach(json_object_get(doc, "policies"), pi, pol)
+    {
+        json_int_t sum = 0;
+        for (size_t k = 0; k < 2; k++)
+            sum += json_integer_value(json_object_get(
+                json_array_get(json_object_get(json_array_get(pt, k), "policies"), pi), "builds"));
+        assert_int_equal(sum, json_integer_value(json_object_get(pol, "builds")));
+    }
+    json_decref(doc);
+    ft_buf rows = {0};
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s'", cli, trace, trace1);
+    assert_int_equal(tu_sh_buf(cmd, &rows), 0);
+    assert_has((const char *)rows.data, "per trace (rank)");
+    assert_has((const char *)rows.data, "\n1      rank1.ftdb");
+    ft_buf_free(&rows);
     /* --timing brings the replayer's own figures back */
     ft_buf t = {0};
     snprintf(cmd, sizeof cmd, "'%s' replay '%s' --timing", cli, trace);
