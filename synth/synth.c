@@ -33,6 +33,7 @@
 #include "synth_int.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <threads.h>
@@ -126,7 +127,7 @@ static double det_log(double x) /* x > 0 */
     return 2.0 * sum + (double)e * 0.69314718055994530942;
 }
 
-/* ---- recipe model: every dataclass field of spec §3 with TE's defaults ----------------------- */
+/* ---- recipe objects: every dataclass field of TE's recipe table (tefuser) ------------------- */
 enum { F_BOOL, F_INT, F_ENUM, F_BO, F_FIXED };
 #define RF_MAX 16 /* fields per recipe type */
 #define RV_MAX 48 /* JSON text of one field value */
@@ -134,102 +135,69 @@ enum { F_BOOL, F_INT, F_ENUM, F_BO, F_FIXED };
 typedef struct rfield {
     const char *name;  /* dataclass field, fields sorted by name (canonical JSON) */
     int kind;          /* F_*; F_FIXED cannot be set from a spec */
-    const char *def;   /* default as JSON text */
+    const char *def;   /* a new object's value as JSON text */
     const char *enums; /* F_ENUM / F_BO: allowed names, '|'-separated */
+    char enums_buf[96];
 } rfield;
 
-#define QP(pow2)  "{\"amax_epsilon\":0.0,\"power_2_scale\":" pow2 "}"
-#define MM(split) "{\"use_split_accumulator\":" split "}"
-#define BO_NAMES  "high_precision|dequantized"
-
-static const rfield f_delayed[] = {
-    {"amax_compute_algo", F_ENUM, "\"max\"", "max|most_recent"},
-    {"amax_history_len", F_INT, "1024", NULL},
-    {"backward_override", F_FIXED, "null", NULL}, /* DelayedScaling asserts None */
-    {"fp8_dpa", F_BOOL, "false", NULL},
-    {"fp8_format", F_ENUM, "\"HYBRID\"", "E4M3|HYBRID"}, /* E5M2 alone is illegal */
-    {"fp8_mha", F_BOOL, "false", NULL},
-    {"margin", F_INT, "0", NULL},
-    {"reduce_amax", F_BOOL, "true", NULL},
-    {"scaling_factor_compute_algo", F_FIXED, "null", NULL},
-};
-static const rfield f_current[] = {
-    {"backward_override", F_BO, "null", BO_NAMES},
-    {"fp8_dpa", F_BOOL, "false", NULL},
-    {"fp8_format", F_ENUM, "\"HYBRID\"", "E4M3|HYBRID"},
-    {"fp8_gemm_dgrad", F_FIXED, MM("true"), NULL},
-    {"fp8_gemm_fprop", F_FIXED, MM("false"), NULL},
-    {"fp8_gemm_wgrad", F_FIXED, MM("true"), NULL},
-    {"fp8_mha", F_BOOL, "false", NULL},
-    {"fp8_quant_bwd_grad", F_FIXED, QP("false"), NULL},
-    {"fp8_quant_fwd_inp", F_FIXED, QP("false"), NULL},
-    {"fp8_quant_fwd_weight", F_FIXED, QP("false"), NULL},
-    {"use_power_2_scales", F_FIXED, "false", NULL},
-};
-static const rfield f_mxfp8[] = {
-    {"backward_override", F_BO, "null", BO_NAMES},
-    {"enable_2d_quantization", F_BOOL, "false", NULL},
-    {"fp8_dpa", F_BOOL, "false", NULL},
-    {"fp8_format", F_ENUM, "\"E4M3\"", "E4M3|HYBRID"},
-    {"fp8_mha", F_BOOL, "false", NULL},
-    {"margin", F_INT, "0", NULL},
-};
-static const rfield f_block[] = {
-    {"backward_override", F_BO, "null", BO_NAMES},
-    {"fp8_dpa", F_FIXED, "false", NULL}, /* asserted False */
-    {"fp8_format", F_ENUM, "\"E4M3\"", "E4M3|HYBRID"},
-    {"fp8_gemm_dgrad", F_FIXED, MM("true"), NULL},
-    {"fp8_gemm_fprop", F_FIXED, MM("true"), NULL},
-    {"fp8_gemm_wgrad", F_FIXED, MM("true"), NULL},
-    {"fp8_mha", F_FIXED, "false", NULL},
-    {"fp8_quant_bwd_grad", F_FIXED, QP("true"), NULL},
-    {"fp8_quant_fwd_inp", F_FIXED, QP("true"), NULL},
-    {"fp8_quant_fwd_weight", F_FIXED, QP("true"), NULL},
-    {"grad_block_scaling_dim", F_FIXED, "1", NULL},
-    {"use_f32_scales", F_FIXED, "false", NULL},
-    {"w_block_scaling_dim", F_FIXED, "2", NULL},
-    {"x_block_scaling_dim", F_FIXED, "1", NULL},
-};
-static const rfield f_nvfp4[] = {
-    {"backward_override", F_BO, "null", BO_NAMES},
-    {"disable_2d_quantization", F_BOOL, "false", NULL},
-    {"disable_rht", F_BOOL, "false", NULL},
-    {"disable_stochastic_rounding", F_BOOL, "false", NULL},
-    {"fp4_format", F_FIXED, "\"E2M1\"", NULL},
-    {"fp8_dpa", F_BOOL, "false", NULL},
-    {"fp8_format", F_FIXED, "\"E4M3\"", NULL},
-    {"fp8_mha", F_BOOL, "false", NULL},
-    {"nvfp4_4over6", F_ENUM, "\"none\"", "none|weights|activations|all"},
-    {"nvfp4_4over6_e4m3_use_256", F_ENUM, "\"all\"", "none|weights|activations|all"},
-    {"nvfp4_4over6_err_mode", F_ENUM, "\"MAE\"", "MAE|MSE"},
-    {"row_scaled_activation", F_BOOL, "false", NULL},
-};
-static const rfield f_custom[] = {
-    {"backward_override", F_BO, "null", BO_NAMES},
-    {"fp8_dpa", F_BOOL, "false", NULL},
-    {"fp8_format", F_ENUM, "\"HYBRID\"", "E4M3|HYBRID"},
-    {"fp8_mha", F_BOOL, "false", NULL},
-    {"qfactory", F_FIXED, "\"synth_qfactory\"", NULL},
-    {"quantization_alignment", F_INT, "128", NULL},
-};
-
-enum { RT_DELAYED, RT_CURRENT, RT_MXFP8, RT_BLOCK, RT_NVFP4, RT_CUSTOM };
+enum { RT_DELAYED, RT_CURRENT, RT_MXFP8, RT_BLOCK, RT_NVFP4, RT_CUSTOM, RT_N };
 _Static_assert(RT_DELAYED + 1 == FT_RT_DELAYED && RT_CURRENT + 1 == FT_RT_CURRENT &&
                    RT_MXFP8 + 1 == FT_RT_MXFP8 && RT_BLOCK + 1 == FT_RT_BLOCK &&
                    RT_NVFP4 + 1 == FT_RT_NVFP4 && RT_CUSTOM + 1 == FT_RT_CUSTOM,
                "synth's recipe types are the model's, less NoneType");
-static const struct {
+static struct {
     const char *cls, *alias;
-    const rfield *fields;
+    rfield fields[RF_MAX];
     uint32_t n_fields;
-} rtypes[] = {
-    {"DelayedScaling", "delayed", f_delayed, FT_ARRAY_LEN(f_delayed)},
-    {"Float8CurrentScaling", "current", f_current, FT_ARRAY_LEN(f_current)},
-    {"MXFP8BlockScaling", "mxfp8", f_mxfp8, FT_ARRAY_LEN(f_mxfp8)},
-    {"Float8BlockScaling", "block", f_block, FT_ARRAY_LEN(f_block)},
-    {"NVFP4BlockScaling", "nvfp4", f_nvfp4, FT_ARRAY_LEN(f_nvfp4)},
-    {"CustomRecipe", "custom", f_custom, FT_ARRAY_LEN(f_custom)},
-};
+} rtypes[RT_N];
+static once_flag rtypes_once = ONCE_FLAG_INIT;
+
+static int rfield_cmp(const void *a, const void *b)
+{
+    return strcmp(((const rfield *)a)->name, ((const rfield *)b)->name);
+}
+
+/* The recipe types as synth writes them, from tefuser's table: a new object's fields (those a
+ * capture records for it), sorted by name; the ones its constructor takes can be set in a spec. */
+static void rtypes_init(void)
+{
+    static const char *const aliases[RT_N] = {"delayed", "current", "mxfp8",
+                                              "block",   "nvfp4",   "custom"};
+    for (int t = 0; t < RT_N; t++) {
+        const ft_recipe_type ft = (ft_recipe_type)(t + 1);
+        rtypes[t].cls = ft_recipe_type_name(ft);
+        rtypes[t].alias = aliases[t];
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < ft_recipe_n_fields(ft) && n < RF_MAX; i++) {
+            ft_recipe_field f;
+            if (ft_recipe_field_at(ft, i, &f) || f.derived) continue;
+            rfield *r = &rtypes[t].fields[n++];
+            r->name = f.name;
+            r->def = f.init;
+            r->kind = !f.settable                ? F_FIXED
+                      : f.kind == FT_RF_BOOL     ? F_BOOL
+                      : f.kind == FT_RF_INT      ? F_INT
+                      : f.kind == FT_RF_OPT_ENUM ? F_BO
+                      : f.values                 ? F_ENUM
+                                                 : F_FIXED;
+            r->enums = NULL;
+            if (f.values && (r->kind == F_ENUM || r->kind == F_BO)) {
+                size_t off = 0;
+                for (int k = 0; f.values[k]; k++)
+                    off += (size_t)snprintf(r->enums_buf + off, sizeof r->enums_buf - off, "%s%s",
+                                            k ? "|" : "", f.values[k]);
+                r->enums = r->enums_buf;
+            }
+            /* CustomRecipe's qfactory is a callable the user passes: synth names its own */
+            if (t == RT_CUSTOM && !strcmp(f.name, "qfactory")) r->def = "\"synth_qfactory\"";
+        }
+        rtypes[t].n_fields = n;
+        qsort(rtypes[t].fields, n, sizeof *rtypes[t].fields, rfield_cmp);
+        for (uint32_t i = 0; i < n; i++) /* the names moved with their fields */
+            if (rtypes[t].fields[i].enums)
+                rtypes[t].fields[i].enums = rtypes[t].fields[i].enums_buf;
+    }
+}
 
 /* One Python recipe object: a type, an identity and its current attribute values. */
 typedef struct robj {
@@ -1540,6 +1508,7 @@ int ft_synth_run(const char *name, const ft_synth_param *params, uint32_t n_para
     rng_seed(&g->r, seed);
     rng_seed(&g->rt, seed ^ 0x5eed7153a11d0c5ull);
     call_once(&inv_k_once, init_inv_k);
+    call_once(&rtypes_once, rtypes_init);
     if ((rc = check_cfg(g)) || (rc = setup_recipes(g)) || (rc = build_model(g))) goto done;
     if ((rc = emit_header(g, params, n_params, seed))) goto done;
     g->t = INT64_C(1000000000); /* 1 s after the capture clock's origin */

@@ -48,6 +48,27 @@ typedef enum ft_bo { FT_BO_NONE = 0, FT_BO_HIGH_PRECISION, FT_BO_DEQUANTIZED } f
 const char *ft_recipe_type_name(ft_recipe_type t);
 const char *ft_bo_name(ft_bo bo);
 
+/* The dataclass fields of a recipe type (TE's one recipe table, recipe.c), in declaration
+ * order, as a new object holds them: for whoever makes recipe objects (synth). */
+typedef enum ft_rf_kind {
+    FT_RF_BOOL = 0,
+    FT_RF_INT,
+    FT_RF_ENUM,     /* one of values[] (a JSON string) */
+    FT_RF_OPT_ENUM, /* null or one of values[] (backward_override) */
+    FT_RF_JSON,     /* any JSON value; values[] lists what the constructor accepts, if it says */
+} ft_rf_kind;
+typedef struct ft_recipe_field {
+    const char *name;
+    ft_rf_kind kind;
+    const char *init;          /* a new object's value as canonical JSON text, as recorded */
+    int settable;              /* a constructor argument (else fixed by the class) */
+    int derived;               /* set by __post_init__; a capture records it only if it can */
+    const char *const *values; /* enum values the constructor accepts, NULL-terminated, or NULL */
+} ft_recipe_field;
+/* Number of fields of type t (0 for FT_RT_NONE or an unknown type), and field i of them. */
+uint32_t ft_recipe_n_fields(ft_recipe_type t);
+int ft_recipe_field_at(ft_recipe_type t, uint32_t i, ft_recipe_field *out);
+
 typedef struct ft_recipe_model {
     ft_recipe_type type;
     ft_bo bo;                 /* backward_override */

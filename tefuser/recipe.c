@@ -45,103 +45,195 @@ static const char *const bo_names[] = {"high_precision", "dequantized", NULL};
 static const char *const scopes_4o6[] = {"none", "weights", "activations", "all", NULL};
 static const char *const err_modes[] = {"MAE", "MSE", NULL};
 
+static const char *const fp8_e4m3_hybrid[] = {"E4M3", "HYBRID", NULL};
+static const char *const amax_algos[] = {"max", "most_recent", NULL};
+
+/* One dataclass field of a recipe type, in declaration order (the canonical encoding follows
+ * it). What the model reads: kind, default, the environment default of the class body, whether
+ * RecipeState.create bakes it into quantizers, the ft_recipe_model field it fills. What a new
+ * object holds (for synth, through ft_recipe_field_at): its value after __post_init__ as a
+ * capture records it, whether the constructor takes it, and which enum values it accepts. */
 typedef struct recipe_attr {
     const char *name;
-    uint8_t kind;
+    uint8_t kind;               /* RK_* */
     uint8_t quant;              /* baked into quantizers when RecipeState.create runs */
     uint8_t field;              /* F_*: the ft_recipe_model field it fills */
-    const char *dflt;           /* default as canonical JSON text */
+    const char *dflt;           /* default as canonical JSON text (what an absent value means) */
     const char *env;            /* class-body os.getenv default, or NULL */
     uint8_t env_kind;           /* ENV_* */
-    const char *const *allowed; /* enum names (RK_ENUM / RK_OPT_ENUM) */
+    const char *const *allowed; /* enum names (RK_ENUM / RK_OPT_ENUM) a capture may hold */
+    const char *init;           /* a new object's value as recorded; NULL: dflt, or not recorded */
+    uint8_t ctor;               /* a constructor argument (else fixed by the class) */
+    uint8_t derived;            /* set by __post_init__, recorded only when the capture reads it */
+    const char *const *ctor_allowed; /* enum values the constructor accepts; NULL: allowed */
 } recipe_attr;
 
-#define BO_ATTR                                                                                    \
+#define QP(pow2)  "{\"amax_epsilon\":0.0,\"power_2_scale\":" pow2 "}"
+#define MM(split) "{\"use_split_accumulator\":" split "}"
+
+#define BO_ATTR(ctor_)                                                                             \
     {                                                                                              \
-        "backward_override", RK_OPT_ENUM, 0, F_BO, "null", "NVTE_BACKWARD_OVERRIDE", ENV_STR,      \
-            bo_names                                                                               \
+        .name = "backward_override", .kind = RK_OPT_ENUM, .field = F_BO, .dflt = "null",           \
+        .env = "NVTE_BACKWARD_OVERRIDE", .env_kind = ENV_STR, .allowed = bo_names, .ctor = (ctor_) \
     }
-#define DPA_ATTRS                                                                                  \
-    {"fp8_dpa", RK_BOOL, 0, F_NONE, "false", NULL, 0, NULL},                                       \
+#define DPA_ATTRS(ctor_)                                                                           \
+    {.name = "fp8_dpa", .kind = RK_BOOL, .dflt = "false", .ctor = (ctor_)},                        \
     {                                                                                              \
-        "fp8_mha", RK_BOOL, 0, F_NONE, "false", NULL, 0, NULL                                      \
+        .name = "fp8_mha", .kind = RK_BOOL, .dflt = "false", .ctor = (ctor_)                       \
+    }
+#define FP8_FORMAT(dflt_, ctor_)                                                                   \
+    {                                                                                              \
+        .name = "fp8_format", .kind = RK_ENUM, .quant = 1, .field = F_FP8_FORMAT, .dflt = (dflt_), \
+        .allowed = fmt_fp8, .ctor = (ctor_), .ctor_allowed = fp8_e4m3_hybrid                       \
+    }
+#define FIXED_JSON(name_, init_, quant_)                                                           \
+    {                                                                                              \
+        .name = (name_), .kind = RK_JSON, .quant = (quant_), .dflt = "null", .init = (init_)       \
     }
 
 static const recipe_attr attrs_delayed[] = {
-    {"margin", RK_INT, 0, F_NONE, "0", NULL, 0, NULL},
-    {"fp8_format", RK_ENUM, 1, F_FP8_FORMAT, "\"HYBRID\"", NULL, 0, fmt_fp8},
-    {"amax_history_len", RK_INT, 0, F_HIST, "1024", NULL, 0, NULL},
-    {"amax_compute_algo", RK_JSON, 0, F_NONE, "\"max\"", NULL, 0, NULL},
-    {"scaling_factor_compute_algo", RK_JSON, 0, F_NONE, "null", NULL, 0, NULL},
-    {"reduce_amax", RK_BOOL, 0, F_NONE, "true", NULL, 0, NULL},
-    DPA_ATTRS,
-    BO_ATTR,
+    {.name = "margin", .kind = RK_INT, .dflt = "0", .ctor = 1},
+    FP8_FORMAT("\"HYBRID\"", 1), /* E5M2 alone is illegal */
+    {.name = "amax_history_len", .kind = RK_INT, .field = F_HIST, .dflt = "1024", .ctor = 1},
+    {.name = "amax_compute_algo",
+     .kind = RK_JSON,
+     .dflt = "\"max\"",
+     .ctor = 1,
+     .ctor_allowed = amax_algos},
+    FIXED_JSON("scaling_factor_compute_algo", NULL, 0),
+    {.name = "reduce_amax", .kind = RK_BOOL, .dflt = "true", .ctor = 1},
+    DPA_ATTRS(1),
+    BO_ATTR(0), /* DelayedScaling asserts backward_override is None */
 };
 static const recipe_attr attrs_current[] = {
-    {"use_power_2_scales", RK_BOOL, 1, F_NONE, "false", "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES",
-     ENV_EQ1, NULL},
-    {"fp8_format", RK_ENUM, 1, F_FP8_FORMAT, "\"HYBRID\"", NULL, 0, fmt_fp8},
-    {"fp8_quant_fwd_inp", RK_JSON, 1, F_NONE, "null", NULL, 0, NULL},
-    {"fp8_quant_fwd_weight", RK_JSON, 1, F_NONE, "null", NULL, 0, NULL},
-    {"fp8_quant_bwd_grad", RK_JSON, 1, F_NONE, "null", NULL, 0, NULL},
-    {"fp8_gemm_fprop", RK_JSON, 0, F_NONE, "null", NULL, 0, NULL},
-    {"fp8_gemm_dgrad", RK_JSON, 0, F_NONE, "null", NULL, 0, NULL},
-    {"fp8_gemm_wgrad", RK_JSON, 0, F_NONE, "null", NULL, 0, NULL},
-    DPA_ATTRS,
-    BO_ATTR,
+    {.name = "use_power_2_scales",
+     .kind = RK_BOOL,
+     .quant = 1,
+     .dflt = "false",
+     .env = "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES",
+     .env_kind = ENV_EQ1},
+    FP8_FORMAT("\"HYBRID\"", 1),
+    FIXED_JSON("fp8_quant_fwd_inp", QP("false"), 1),
+    FIXED_JSON("fp8_quant_fwd_weight", QP("false"), 1),
+    FIXED_JSON("fp8_quant_bwd_grad", QP("false"), 1),
+    FIXED_JSON("fp8_gemm_fprop", MM("false"), 0),
+    FIXED_JSON("fp8_gemm_dgrad", MM("true"), 0),
+    FIXED_JSON("fp8_gemm_wgrad", MM("true"), 0),
+    DPA_ATTRS(1),
+    BO_ATTR(1),
 };
 static const recipe_attr attrs_mxfp8[] = {
-    {"margin", RK_INT, 0, F_NONE, "0", NULL, 0, NULL},
-    {"fp8_format", RK_ENUM, 1, F_FP8_FORMAT, "\"E4M3\"", NULL, 0, fmt_fp8},
-    DPA_ATTRS,
-    BO_ATTR,
-    {"enable_2d_quantization", RK_BOOL, 1, F_ENABLE_2D, "false", NULL, 0, NULL},
+    {.name = "margin", .kind = RK_INT, .dflt = "0", .ctor = 1},
+    FP8_FORMAT("\"E4M3\"", 1),
+    DPA_ATTRS(1),
+    BO_ATTR(1),
+    {.name = "enable_2d_quantization",
+     .kind = RK_BOOL,
+     .quant = 1,
+     .field = F_ENABLE_2D,
+     .dflt = "false",
+     .ctor = 1},
 };
 static const recipe_attr attrs_block[] = {
-    {"use_f32_scales", RK_BOOL, 1, F_NONE, "false", "NVTE_FP8_BLOCK_SCALING_FP32_SCALES", ENV_EQ1,
-     NULL},
-    {"fp8_format", RK_ENUM, 1, F_FP8_FORMAT, "\"E4M3\"", NULL, 0, fmt_fp8},
-    {"fp8_quant_fwd_inp", RK_JSON, 1, F_NONE, "null", NULL, 0, NULL},
-    {"fp8_quant_fwd_weight", RK_JSON, 1, F_NONE, "null", NULL, 0, NULL},
-    {"fp8_quant_bwd_grad", RK_JSON, 1, F_NONE, "null", NULL, 0, NULL},
-    {"x_block_scaling_dim", RK_INT, 1, F_NONE, "1", NULL, 0, NULL},
-    {"w_block_scaling_dim", RK_INT, 1, F_NONE, "2", NULL, 0, NULL},
-    {"grad_block_scaling_dim", RK_INT, 1, F_NONE, "1", NULL, 0, NULL},
-    {"fp8_gemm_fprop", RK_JSON, 0, F_NONE, "null", NULL, 0, NULL},
-    {"fp8_gemm_dgrad", RK_JSON, 0, F_NONE, "null", NULL, 0, NULL},
-    {"fp8_gemm_wgrad", RK_JSON, 0, F_NONE, "null", NULL, 0, NULL},
-    DPA_ATTRS,
-    BO_ATTR,
+    {.name = "use_f32_scales",
+     .kind = RK_BOOL,
+     .quant = 1,
+     .dflt = "false",
+     .env = "NVTE_FP8_BLOCK_SCALING_FP32_SCALES",
+     .env_kind = ENV_EQ1},
+    FP8_FORMAT("\"E4M3\"", 1),
+    FIXED_JSON("fp8_quant_fwd_inp", QP("true"), 1),
+    FIXED_JSON("fp8_quant_fwd_weight", QP("true"), 1),
+    FIXED_JSON("fp8_quant_bwd_grad", QP("true"), 1),
+    {.name = "x_block_scaling_dim", .kind = RK_INT, .quant = 1, .dflt = "1"},
+    {.name = "w_block_scaling_dim", .kind = RK_INT, .quant = 1, .dflt = "2"},
+    {.name = "grad_block_scaling_dim", .kind = RK_INT, .quant = 1, .dflt = "1"},
+    FIXED_JSON("fp8_gemm_fprop", MM("true"), 0),
+    FIXED_JSON("fp8_gemm_dgrad", MM("true"), 0),
+    FIXED_JSON("fp8_gemm_wgrad", MM("true"), 0),
+    DPA_ATTRS(0), /* Float8BlockScaling asserts both False */
+    BO_ATTR(1),
 };
 /* disable_rht/_stochastic_rounding/_2d_quantization are quantizer-relevant through the derived
  * QParams (q_rht, q_sr, q_2d), which the qhash covers directly. */
 static const recipe_attr attrs_nvfp4[] = {
-    {"disable_rht", RK_BOOL, 0, F_DISABLE_RHT, "false", "NVTE_NVFP4_DISABLE_RHT", ENV_EQ1, NULL},
-    {"disable_stochastic_rounding", RK_BOOL, 0, F_DISABLE_SR, "false",
-     "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING", ENV_EQ1, NULL},
-    {"disable_2d_quantization", RK_BOOL, 0, F_DISABLE_2D, "false",
-     "NVTE_NVFP4_DISABLE_2D_QUANTIZATION", ENV_EQ1, NULL},
-    {"row_scaled_activation", RK_BOOL, 1, F_ROW_SCALED, "false", "NVTE_NVFP4_ROW_SCALED_ACTIVATION",
-     ENV_EQ1, NULL},
-    {"nvfp4_4over6", RK_ENUM, 1, F_4OVER6, "\"none\"", "NVTE_NVFP4_4OVER6", ENV_STR, scopes_4o6},
-    {"nvfp4_4over6_e4m3_use_256", RK_ENUM, 1, F_NONE, "\"all\"", "NVTE_NVFP4_4OVER6_E4M3_USE_256",
-     ENV_STR, scopes_4o6},
-    {"nvfp4_4over6_err_mode", RK_ENUM, 1, F_NONE, "\"MAE\"", "NVTE_NVFP4_4OVER6_ERR_MODE",
-     ENV_UPPER, err_modes},
-    {"fp4_format", RK_ENUM, 1, F_NONE, "\"E2M1\"", NULL, 0, fmt_fp4},
-    {"fp8_format", RK_ENUM, 1, F_FP8_FORMAT, "\"E4M3\"", NULL, 0, fmt_fp8},
-    {"fp4_quant_fwd_inp", RK_JSON, 0, F_QP_INP, "null", NULL, 0, NULL},
-    {"fp4_quant_fwd_weight", RK_JSON, 0, F_QP_WEIGHT, "null", NULL, 0, NULL},
-    {"fp4_quant_bwd_grad", RK_JSON, 0, F_QP_GRAD, "null", NULL, 0, NULL},
-    DPA_ATTRS,
-    BO_ATTR,
+    {.name = "disable_rht",
+     .kind = RK_BOOL,
+     .field = F_DISABLE_RHT,
+     .dflt = "false",
+     .env = "NVTE_NVFP4_DISABLE_RHT",
+     .env_kind = ENV_EQ1,
+     .ctor = 1},
+    {.name = "disable_stochastic_rounding",
+     .kind = RK_BOOL,
+     .field = F_DISABLE_SR,
+     .dflt = "false",
+     .env = "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING",
+     .env_kind = ENV_EQ1,
+     .ctor = 1},
+    {.name = "disable_2d_quantization",
+     .kind = RK_BOOL,
+     .field = F_DISABLE_2D,
+     .dflt = "false",
+     .env = "NVTE_NVFP4_DISABLE_2D_QUANTIZATION",
+     .env_kind = ENV_EQ1,
+     .ctor = 1},
+    {.name = "row_scaled_activation",
+     .kind = RK_BOOL,
+     .quant = 1,
+     .field = F_ROW_SCALED,
+     .dflt = "false",
+     .env = "NVTE_NVFP4_ROW_SCALED_ACTIVATION",
+     .env_kind = ENV_EQ1,
+     .ctor = 1},
+    {.name = "nvfp4_4over6",
+     .kind = RK_ENUM,
+     .quant = 1,
+     .field = F_4OVER6,
+     .dflt = "\"none\"",
+     .env = "NVTE_NVFP4_4OVER6",
+     .env_kind = ENV_STR,
+     .allowed = scopes_4o6,
+     .ctor = 1},
+    {.name = "nvfp4_4over6_e4m3_use_256",
+     .kind = RK_ENUM,
+     .quant = 1,
+     .dflt = "\"all\"",
+     .env = "NVTE_NVFP4_4OVER6_E4M3_USE_256",
+     .env_kind = ENV_STR,
+     .allowed = scopes_4o6,
+     .ctor = 1},
+    {.name = "nvfp4_4over6_err_mode",
+     .kind = RK_ENUM,
+     .quant = 1,
+     .dflt = "\"MAE\"",
+     .env = "NVTE_NVFP4_4OVER6_ERR_MODE",
+     .env_kind = ENV_UPPER,
+     .allowed = err_modes,
+     .ctor = 1},
+    {.name = "fp4_format", .kind = RK_ENUM, .quant = 1, .dflt = "\"E2M1\"", .allowed = fmt_fp4},
+    FP8_FORMAT("\"E4M3\"", 0),
+    {.name = "fp4_quant_fwd_inp", .kind = RK_JSON, .field = F_QP_INP, .dflt = "null", .derived = 1},
+    {.name = "fp4_quant_fwd_weight",
+     .kind = RK_JSON,
+     .field = F_QP_WEIGHT,
+     .dflt = "null",
+     .derived = 1},
+    {.name = "fp4_quant_bwd_grad",
+     .kind = RK_JSON,
+     .field = F_QP_GRAD,
+     .dflt = "null",
+     .derived = 1},
+    DPA_ATTRS(1),
+    BO_ATTR(1),
 };
 static const recipe_attr attrs_custom[] = {
-    {"qfactory", RK_JSON, 1, F_NONE, "null", NULL, 0, NULL},
-    {"fp8_format", RK_ENUM, 1, F_FP8_FORMAT, "\"HYBRID\"", NULL, 0, fmt_fp8},
-    DPA_ATTRS,
-    BO_ATTR,
-    {"quantization_alignment", RK_INT, 0, F_NONE, "128", NULL, 0, NULL},
+    /* a callable the user must pass: no default a capture could record (synth names its own) */
+    {.name = "qfactory", .kind = RK_JSON, .quant = 1, .dflt = "null"},
+    FP8_FORMAT("\"HYBRID\"", 1),
+    DPA_ATTRS(1),
+    BO_ATTR(1),
+    {.name = "quantization_alignment", .kind = RK_INT, .dflt = "128", .ctor = 1},
 };
 
 static const struct {
@@ -180,6 +272,27 @@ const char *ft_recipe_env_key(uint32_t i)
 const char *ft_recipe_type_name(ft_recipe_type t)
 {
     return (unsigned)t < FT_RT_COUNT ? recipe_types[t].name : "?";
+}
+
+uint32_t ft_recipe_n_fields(ft_recipe_type t)
+{
+    return (unsigned)t < FT_RT_COUNT ? (uint32_t)recipe_types[t].n_attrs : 0;
+}
+
+int ft_recipe_field_at(ft_recipe_type t, uint32_t i, ft_recipe_field *out)
+{
+    if (i >= ft_recipe_n_fields(t)) return FT_ERANGE;
+    static const uint8_t kinds[] = {
+        [RK_BOOL] = FT_RF_BOOL, [RK_INT] = FT_RF_INT,           [RK_FLOAT] = FT_RF_JSON,
+        [RK_ENUM] = FT_RF_ENUM, [RK_OPT_ENUM] = FT_RF_OPT_ENUM, [RK_JSON] = FT_RF_JSON};
+    const recipe_attr *a = &recipe_types[t].attrs[i];
+    *out = (ft_recipe_field){.name = a->name,
+                             .kind = (ft_rf_kind)kinds[a->kind],
+                             .init = a->init ? a->init : a->dflt,
+                             .settable = a->ctor,
+                             .derived = a->derived,
+                             .values = a->ctor_allowed ? a->ctor_allowed : a->allowed};
+    return FT_OK;
 }
 
 const char *ft_bo_name(ft_bo bo)
