@@ -1,8 +1,8 @@
 /*
- * cmd_sql.c - `fusertrace sql TRACE [QUERY]`: run SQL over a trace with the `calls` and
- * `backwards` tables (sql/ft_sql.h) and the trace's own small tables (meta, fusers, recipes,
- * oplists); `fusertrace sql --extension` prints where the loadable extension is, for the stock
- * sqlite3 shell's `.load`.
+ * cmd_sql.c - `fusertrace sql TRACE [QUERY]`: run SQL over a trace with the `calls`,
+ * `backwards` and `decisions` tables (sql/ft_sql.h) and the trace's own small tables (meta, fusers,
+ * recipes, oplists); `fusertrace sql --extension` prints where the loadable extension is, for the
+ * stock sqlite3 shell's `.load`.
  *
  * The trace is opened read-only; a complete trace is opened immutable, so that no side file
  * appears beside it. Output is the sqlite3 shell's list mode (columns joined by '|', NULL empty),
@@ -38,6 +38,9 @@ static void usage(FILE *f)
                "             recipe_obj, recipe_attrs, grad, input_rg, op_rg, device, step, mb,\n"
                "             phase, ns, fuse_ns, rebuilt, graph, n_tokens, m_splits, chunk\n"
                "  backwards  one row per backward record: seq, call, ns, chunk\n"
+               "  decisions  one row per call and policy, replayed as the query reads: seq,\n"
+               "             policy, fuser, label, build, hit, reset, stale, plan, fresh_plan\n"
+               "             (policy = 'NAME' replays one policy only)\n"
                "  meta, fusers, recipes, oplists: the trace's own tables\n"
                "JSON columns (ops, recipe_attrs, op_rg, m_splits) work with json_extract(); a\n"
                "constraint on seq reads only the chunks that hold the slice; calls('OTHER.ftdb')\n"

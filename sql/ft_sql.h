@@ -1,8 +1,8 @@
 /*
- * ft_sql.h - SQL over a trace: the eponymous virtual tables `calls` and `backwards`, registered
- * on a SQLite connection, either linked in (the `fusertrace sql` command) or loaded into any
- * SQLite host as the extension libfusertrace_sql (`.load` in the sqlite3 shell; entry point
- * sqlite3_fusertracesql_init).
+ * ft_sql.h - SQL over a trace: the eponymous virtual tables `calls`, `backwards` and `decisions`,
+ * registered on a SQLite connection, either linked in (the `fusertrace sql` command) or loaded
+ * into any SQLite host as the extension libfusertrace_sql (`.load` in the sqlite3 shell; entry
+ * point sqlite3_fusertracesql_init).
  *
  *   calls: one row per decoded call, in seq order
  *     seq, fuser (declared id), label, ops (the fuser's op list, JSON), recipe (declared id),
@@ -10,6 +10,10 @@
  *     device, step, mb, phase, ns, fuse_ns, rebuilt, graph, n_tokens, m_splits (JSON array),
  *     chunk (the chunk's row id)
  *   backwards: one row per backward record: seq, call (the forward call's seq), ns, chunk
+ *   decisions: one row per call and policy, made by replaying the trace while the query reads:
+ *     seq, policy, fuser, label, build, hit, reset, stale (none, harmless, slower, quant,
+ *     raises), plan, fresh_plan; policy = 'NAME' replays only that policy, and a seq upper bound
+ *     stops the replay there (a lower bound only filters: the cache must see the earlier calls)
  *
  * Optional fields the capture did not record are NULL (a call without a recipe has NULL recipe
  * columns; n_tokens and m_splits are NULL where m_splits was absent). Both tables take the trace
@@ -33,9 +37,10 @@ extern "C" {
 
 struct sqlite3;
 
-/* Register `calls` and `backwards` on db. default_trace (may be NULL; borrowed, it must outlive
- * db) is what the tables read when the query names no trace; default_name is what their hidden
- * `trace` column shows for it. FT_OK, or FT_ESQL / FT_ENOMEM with the reason in err. */
+/* Register `calls`, `backwards` and `decisions` on db. default_trace (may be NULL; borrowed, it
+ * must outlive db) is what the tables read when the query names no trace; default_name is what
+ * their hidden `trace` column shows for it. FT_OK, or FT_ESQL / FT_ENOMEM with the reason in err.
+ */
 int ft_sql_register(struct sqlite3 *db, ft_trace *default_trace, const char *default_name,
                     ft_err *err);
 

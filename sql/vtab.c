@@ -13,9 +13,8 @@
  * the constraints itself (they are not omitted), so a bound only has to be conservative: a
  * non-numeric right-hand side simply reads every chunk.
  */
-#include "ft_sql.h"
+#include "sql_int.h"
 
-#include <sqlite3ext.h>
 SQLITE_EXTENSION_INIT3
 
 #include <math.h>
@@ -23,20 +22,6 @@ SQLITE_EXTENSION_INIT3
 #include <string.h>
 
 /* ---- the traces a connection has opened --------------------------------------------------- */
-typedef struct sql_trace {
-    char *path; /* as named in the query */
-    ft_trace *t;
-    struct sql_trace *next;
-} sql_trace;
-
-/* Shared by the two modules of one connection (client data, freed with the last). */
-typedef struct sql_ctx {
-    int refs;
-    ft_trace *dflt;  /* borrowed default trace, or NULL */
-    char *dflt_name; /* its name, for the hidden column */
-    sql_trace *open;
-} sql_ctx;
-
 static void ctx_release(void *p)
 {
     sql_ctx *c = p;
@@ -115,7 +100,7 @@ typedef struct sql_cursor {
     ft_buf json; /* scratch for op_rg / m_splits */
 } sql_cursor;
 
-static int vtab_err(sqlite3_vtab *vt, int rc, const char *fmt, const char *detail)
+int sql_vtab_err(sqlite3_vtab *vt, int rc, const char *fmt, const char *detail)
 {
     sqlite3_free(vt->zErrMsg);
     vt->zErrMsg = sqlite3_mprintf(fmt, detail);
@@ -257,22 +242,22 @@ static int vt_close(sqlite3_vtab_cursor *cur)
     return SQLITE_OK;
 }
 
-/* The trace named path (NULL: the default one), opened on first use. */
-static int find_trace(sql_vtab *v, const char *path, ft_trace **out, const char **name)
+int sql_trace_get(sql_ctx *ctx, sqlite3 *db, sqlite3_vtab *vt, const char *table, const char *path,
+                  ft_trace **out, const char **name)
 {
-    sql_ctx *ctx = v->ctx;
     if (!path && ctx->dflt) {
         *out = ctx->dflt;
         *name = ctx->dflt_name;
         return SQLITE_OK;
     }
     if (!path) {
-        path = sqlite3_db_filename(v->db, "main");
+        path = sqlite3_db_filename(db, "main");
         if (!path || !*path)
-            return vtab_err(&v->base, SQLITE_ERROR,
-                            "%s: no trace: name one, e.g. calls('run.ftdb'), or open a trace as "
-                            "the main database",
-                            v->kind == FT_REC_CALL ? "calls" : "backwards");
+            return sql_vtab_err(
+                vt, SQLITE_ERROR,
+                "%s: no trace: name one, e.g. calls('run.ftdb'), or open a trace as "
+                "the main database",
+                table);
     }
     for (sql_trace *s = ctx->open; s; s = s->next)
         if (!strcmp(s->path, path)) {
@@ -290,8 +275,8 @@ static int find_trace(sql_vtab *v, const char *path, ft_trace **out, const char 
     if (rc) {
         ft_free(s->path);
         ft_free(s);
-        return vtab_err(&v->base, rc == FT_ENOMEM ? SQLITE_NOMEM : SQLITE_ERROR, "%s",
-                        ft_err_msg(&err));
+        return sql_vtab_err(vt, rc == FT_ENOMEM ? SQLITE_NOMEM : SQLITE_ERROR, "%s",
+                            ft_err_msg(&err));
     }
     s->next = ctx->open;
     ctx->open = s;
@@ -304,7 +289,7 @@ static int reader_fail(sql_cursor *c, int rc)
 {
     sqlite3_vtab *vt = c->base.pVtab;
     const ft_err *e = ft_trace_error(c->t);
-    vtab_err(vt, 0, "%s", e && e->msg[0] ? e->msg : ft_strerror(rc));
+    sql_vtab_err(vt, 0, "%s", e && e->msg[0] ? e->msg : ft_strerror(rc));
     c->b = NULL;
     c->eof = 1;
     return rc == FT_ENOMEM ? SQLITE_NOMEM : rc == FT_ECORRUPT ? SQLITE_CORRUPT : SQLITE_ERROR;
@@ -351,7 +336,7 @@ static int settle(sql_cursor *c)
 }
 
 /* Narrow [lo, hi] by `seq OP value`; a non-numeric value leaves the bounds as they are. */
-static void narrow(sql_cursor *c, char op, sqlite3_value *val)
+void sql_narrow(int64_t *lo, int64_t *hi, char op, sqlite3_value *val)
 {
     int type = sqlite3_value_numeric_type(val);
     int64_t lo_v, hi_v; /* the integers value lies between */
@@ -368,28 +353,28 @@ static void narrow(sql_cursor *c, char op, sqlite3_value *val)
     }
     switch (op) {
     case 'E':
-        if (lo_v > c->lo) c->lo = lo_v;
-        if (hi_v < c->hi) c->hi = hi_v;
+        if (lo_v > *lo) *lo = lo_v;
+        if (hi_v < *hi) *hi = hi_v;
         break;
     case 'L': /* seq < v: seq <= hi_v - 1 when v is an integer, <= floor(v) otherwise */
         if (lo_v == hi_v && hi_v > INT64_MIN)
             hi_v--;
         else
             hi_v = lo_v;
-        if (hi_v < c->hi) c->hi = hi_v;
+        if (hi_v < *hi) *hi = hi_v;
         break;
     case 'M':
-        if (lo_v < c->hi) c->hi = lo_v;
+        if (lo_v < *hi) *hi = lo_v;
         break;
     case 'G':
         if (lo_v == hi_v && lo_v < INT64_MAX)
             lo_v++;
         else
             lo_v = hi_v;
-        if (lo_v > c->lo) c->lo = lo_v;
+        if (lo_v > *lo) *lo = lo_v;
         break;
     case 'H':
-        if (hi_v > c->lo) c->lo = hi_v;
+        if (hi_v > *lo) *lo = hi_v;
         break;
     }
 }
@@ -408,11 +393,12 @@ static int vt_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str,
             path = (const char *)sqlite3_value_text(argv[k]);
             if (!path) return SQLITE_OK; /* trace = NULL matches nothing */
         } else {
-            narrow(c, idx_str[k], argv[k]);
+            sql_narrow(&c->lo, &c->hi, idx_str[k], argv[k]);
         }
     }
     ft_trace *t;
-    int rc = find_trace(v, path, &t, &c->path);
+    int rc = sql_trace_get(v->ctx, v->db, &v->base, v->kind == FT_REC_CALL ? "calls" : "backwards",
+                           path, &t, &c->path);
     if (rc) return rc;
     unsigned flags = (idx_num & IDX_SPLITS) ? FT_READ_SPLITS : 0;
     if (c->r && (c->t != t || c->rflags != flags)) {
@@ -656,17 +642,24 @@ int ft_sql_register(sqlite3 *db, ft_trace *default_trace, const char *default_na
         return ft_err_set(err, FT_ENOMEM, "out of memory");
     }
     ctx->dflt = default_trace;
-    ctx->refs = 2;
+    ctx->refs = 3;
     /* on failure SQLite calls the destructor itself */
     int rc = sqlite3_create_module_v2(db, "calls", &calls_module, ctx, ctx_release);
     if (rc != SQLITE_OK) {
-        ctx_release(ctx); /* the second reference */
+        ctx_release(ctx); /* the other two references */
+        ctx_release(ctx);
         return ft_err_set(err, rc == SQLITE_NOMEM ? FT_ENOMEM : FT_ESQL,
                           "registering the calls table: %s", sqlite3_errmsg(db));
     }
     rc = sqlite3_create_module_v2(db, "backwards", &backwards_module, ctx, ctx_release);
-    if (rc != SQLITE_OK)
+    if (rc != SQLITE_OK) {
+        ctx_release(ctx); /* the third reference */
         return ft_err_set(err, rc == SQLITE_NOMEM ? FT_ENOMEM : FT_ESQL,
                           "registering the backwards table: %s", sqlite3_errmsg(db));
+    }
+    rc = sqlite3_create_module_v2(db, "decisions", &sql_decisions_module, ctx, ctx_release);
+    if (rc != SQLITE_OK)
+        return ft_err_set(err, rc == SQLITE_NOMEM ? FT_ENOMEM : FT_ESQL,
+                          "registering the decisions table: %s", sqlite3_errmsg(db));
     return FT_OK;
 }

@@ -5,11 +5,13 @@
  * - seq constraints decode only the chunks of the slice: ft_reader_next and ft_reader_open are
  *   wrapped at link time (-Wl,--wrap) to count decoded chunks and see the reader's flags;
  * - joins, a named trace, errors (no trace, missing file, damaged chunk);
+ * - `decisions` gives the replay engine's counts, per policy and for one policy at a time;
  * - the command: list, CSV and JSON output, a bad query (exit 2 naming it), no side file beside
  *   the trace and its bytes unchanged; the stock sqlite3 shell loading the extension.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_recorder.h"
+#include "ft_replay.h"
 #include "ft_sql.h"
 #include "test_util.h"
 
@@ -449,6 +451,45 @@ static void test_sql_named_trace_and_errors(void **state)
     conn_close(&c);
 }
 
+static void test_sql_decisions_match_the_replay(void **state)
+{
+    (void)state;
+    conn c;
+    conn_open(&c, 1);
+    ft_replay_result *res = malloc(sizeof *res);
+    assert_non_null(res);
+    ft_err err = {0};
+    assert_int_equal(ft_replay_trace(c.t, NULL, res, &err), FT_OK);
+    char sql[512];
+    for (uint32_t p = 0; p < res->n_policies; p++) {
+        const ft_policy_result *q = &res->pol[p];
+        const char *name = ft_policy_name(q->policy);
+        /* one policy asked for: the engine replays only it, with the same decisions */
+        snprintf(sql, sizeof sql, "SELECT sum(build) FROM decisions WHERE policy = '%s'", name);
+        assert_int_equal(q_int(c.db, sql), q->builds);
+        snprintf(sql, sizeof sql, "SELECT sum(reset) FROM decisions WHERE policy = '%s'", name);
+        assert_int_equal(q_int(c.db, sql), q->resets);
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM decisions WHERE policy = '%s' AND stale <> 'none'", name);
+        assert_int_equal(q_int(c.db, sql), q->calls - q->stale[FT_STALE_NONE]);
+        /* all policies at once: the same per policy */
+        snprintf(sql, sizeof sql,
+                 "SELECT b FROM (SELECT policy, sum(build) AS b FROM decisions GROUP BY policy) "
+                 "WHERE policy = '%s'",
+                 name);
+        assert_int_equal(q_int(c.db, sql), q->builds);
+    }
+    /* a seq bound: the calls up to it, under every policy */
+    int64_t want = 0;
+    for (int k = 0; k < N_REC; k++)
+        want += !is_bwd(k) && SEQ(k) <= 300;
+    assert_int_equal(q_int(c.db, "SELECT count(*) FROM decisions WHERE seq <= 300"),
+                     want * (int64_t)res->n_policies);
+    assert_int_equal(q_int(c.db, "SELECT count(*) FROM decisions WHERE policy = 'nosuch'"), 0);
+    free(res);
+    conn_close(&c);
+}
+
 /* Copy the trace to name and flip a byte in the middle of its third chunk's data. */
 static void make_damaged(char *out, size_t cap, const char *name)
 {
@@ -650,6 +691,7 @@ int main(void)
         cmocka_unit_test(test_sql_splits_decoded_only_when_used),
         cmocka_unit_test(test_sql_join_backwards_to_calls),
         cmocka_unit_test(test_sql_named_trace_and_errors),
+        cmocka_unit_test(test_sql_decisions_match_the_replay),
         cmocka_unit_test(test_sql_damaged_chunk_is_a_corrupt_error),
         cmocka_unit_test(test_sql_cli_outputs_and_errors),
         cmocka_unit_test(test_sql_extension_loads_in_sqlite3_shell),
