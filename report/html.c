@@ -596,6 +596,8 @@ static void numerics_section(FILE *f, const ft_numerics_result *nr)
         char name[200];
         snprintf(name, sizeof name, "%s: divergence from the fresh plan", nr->pol[p].name);
         band_row(f, name, &nr->pol[p].div);
+        snprintf(name, sizeof name, "%s: error vs float64", nr->pol[p].name);
+        band_row(f, name, &nr->pol[p].err);
     }
     fputs("</tbody></table>\n", f);
     chart_bands(f, nr);

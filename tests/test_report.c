@@ -437,6 +437,22 @@ static void test_report_inputs_one_rank_each(void **state)
     assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
     snprintf(cmd, sizeof cmd, "test -e '%s/x.html'", dir);
     assert_int_not_equal(tu_sh(cmd, NULL, 0), 0); /* no half-written report */
+    /* two ranks of what look like different runs (another TE version): a warning, and a report */
+    char c0[1200], c1[1200];
+    tu_dir_path(c0, sizeof c0, dir, "c0.ftdb");
+    tu_dir_path(c1, sizeof c1, dir, "c1.ftdb");
+    snprintf(cmd, sizeof cmd,
+             "sed '1s/\"rank\":0,\"world_size\":1/\"rank\":0,\"world_size\":2/' "
+             "'%s/traces/rht-round-trips.jsonl' | '%s' import - -o '%s' && sed "
+             "'1s/\"te_version\":\"2.20.2\",\"rank\":0,\"world_size\":1/\"te_version\":"
+             "\"2.21.0\",\"rank\":1,\"world_size\":2/' '%s/traces/rht-round-trips.jsonl' | "
+             "'%s' import - -o '%s'",
+             FT_SOURCE_DIR, cli, c0, FT_SOURCE_DIR, cli, c1);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' 2>&1 >/dev/null", cli, c0, c1);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
+    assert_has(out, "warning: ");
+    assert_has(out, "look like different runs: TE version '2.20.2' and '2.21.0'");
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
