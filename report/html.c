@@ -161,21 +161,22 @@ static void chart_begin(chart *c, FILE *f, const char *id, const char *title, co
     /* axes and ticks */
     fprintf(f, "<path class=\"ax\" d=\"M%d %d V%d H%d\"/>\n", ML, MT, CH - MB, CW - MR);
     char buf[32];
-    for (int k = 0; k <= 4; k++) {
-        double yv;
-        if (c->log_y) {
-            double a = log10(1.0 + c->y0), b = log10(1.0 + c->y1);
-            yv = pow(10.0, a + (b - a) * k / 4.0) - 1.0;
-        } else {
-            yv = c->y0 + (c->y1 - c->y0) * k / 4.0;
-        }
+    /* y ticks: 0 and the powers of ten on a log axis, quarters on a linear one */
+    int n_y = c->log_y ? 1 + (int)ceil(log10(c->y1 > 1 ? c->y1 : 1)) : 4;
+    for (int k = 0; k <= n_y; k++) {
+        double yv = c->log_y ? (k ? pow(10.0, k - 1) : 0.0) : c->y0 + (c->y1 - c->y0) * k / 4.0;
+        if (c->log_y && yv > c->y1 * 1.0001) break;
         double py = ty(c, yv);
         fmt_num(buf, sizeof buf, yv);
         fprintf(f,
                 "<path class=\"grid\" d=\"M%d %.1f H%d\"/><text x=\"%d\" y=\"%.1f\" "
                 "class=\"tk\" text-anchor=\"end\">%s</text>\n",
                 ML, py, CW - MR, ML - 4, py + 4, buf);
+    }
+    for (int k = 0; k <= 4; k++) {
+        /* seqs and steps are integers: whole ticks once the axis spans a few */
         double xv = c->x0 + (c->x1 - c->x0) * k / 4.0;
+        if (c->x1 - c->x0 >= 4) xv = round(xv);
         fmt_num(buf, sizeof buf, xv);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"tk\" text-anchor=\"middle\">%s</text>\n",
                 tx(c, xv), CH - MB + 16, buf);
@@ -691,7 +692,7 @@ static const char css[] =
     "th,td{border:1px solid #ddd;padding:3px 7px;vertical-align:top}"
     "th{background:#f3f3f3;font-weight:600}"
     "table.num td{text-align:right;font-variant-numeric:tabular-nums}"
-    "table.num td.pol{text-align:left}td.bad{background:#fde0dd}"
+    "table.num td.pol{text-align:left;min-width:10em}td.bad{background:#fde0dd}"
     ".sw{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}"
     ".note{color:#555;font-size:13px}.warn{color:#a50f15;font-weight:600}"
     "figure{margin:10px 0}svg.chart{width:100%;max-width:900px;height:auto;background:#fff}"
