@@ -490,6 +490,62 @@ static void test_sql_decisions_match_the_replay(void **state)
     conn_close(&c);
 }
 
+/* Every allocation of opening a trace and running a query (about 90 to 150 here), failed in
+ * turn: an error (or the right answer, when the failure hits something optional), never a crash
+ * or a leak. */
+static void test_sql_out_of_memory_is_an_error(void **state)
+{
+    (void)state;
+    static const char *const queries[] = {
+        "SELECT count(*), sum(json_array_length(m_splits)) FROM calls WHERE seq < 300",
+        "SELECT count(*) FROM backwards b JOIN calls c ON c.seq = b.call WHERE b.seq < 200",
+        "SELECT sum(build) FROM decisions WHERE policy = 'te-3410' AND seq < 200",
+    };
+    for (size_t q = 0; q < FT_ARRAY_LEN(queries); q++) {
+        /* the answer without failures */
+        conn c;
+        conn_open(&c, 1);
+        int64_t want = q_int(c.db, queries[q]);
+        conn_close(&c);
+        int n_failed = 0, n_ok = 0;
+        for (long n = 0; n < 300; n++) {
+            long live = ft_alloc_live();
+            ft_trace *t = NULL;
+            sqlite3 *db = NULL;
+            ft_err err = {0};
+            assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
+            ft_alloc_fail_after(n);
+            int rc = ft_trace_open(trace_path, FT_OPEN_READ, &t, &err);
+            if (!rc) rc = ft_sql_register(db, t, "t.ftdb", &err);
+            if (!rc) {
+                sqlite3_stmt *st = NULL;
+                int src = sqlite3_prepare_v2(db, queries[q], -1, &st, NULL);
+                if (src == SQLITE_OK) src = sqlite3_step(st);
+                if (src == SQLITE_ROW) {
+                    assert_int_equal(sqlite3_column_int64(st, 0), want);
+                    n_ok++;
+                } else {
+                    if (src != SQLITE_NOMEM && src != SQLITE_ERROR)
+                        fail_msg("%s, allocation %ld failed: status %d (%s)", queries[q], n, src,
+                                 sqlite3_errmsg(db));
+                    n_failed++;
+                }
+                sqlite3_finalize(st);
+            } else {
+                assert_int_equal(rc, FT_ENOMEM);
+                n_failed++;
+            }
+            ft_alloc_fail_after(-1);
+            assert_int_equal(sqlite3_close(db), SQLITE_OK);
+            ft_trace_close(t);
+            assert_int_equal(ft_alloc_live(), live);
+        }
+        /* the last runs failed nothing: every allocation of the query was tried */
+        assert_true(n_ok > 0);
+        assert_true(n_failed > 0);
+    }
+}
+
 /* Copy the trace to name and flip a byte in the middle of its third chunk's data. */
 static void make_damaged(char *out, size_t cap, const char *name)
 {
@@ -692,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_sql_join_backwards_to_calls),
         cmocka_unit_test(test_sql_named_trace_and_errors),
         cmocka_unit_test(test_sql_decisions_match_the_replay),
+        cmocka_unit_test(test_sql_out_of_memory_is_an_error),
         cmocka_unit_test(test_sql_damaged_chunk_is_a_corrupt_error),
         cmocka_unit_test(test_sql_cli_outputs_and_errors),
         cmocka_unit_test(test_sql_extension_loads_in_sqlite3_shell),
