@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <xxhash.h>
 
 /* ---- histograms ------------------------------------------------------------------------------ */
@@ -251,6 +252,52 @@ static int file_digest(const char *path, uint64_t *bytes, uint64_t *digest, ft_e
     return bad ? ft_err_set(err, FT_EIO, "%s: read error while taking its digest", path) : FT_OK;
 }
 
+/* Seconds since 1970 of an RFC 3339 UTC time as the capture hook writes it
+ * ("2026-12-01T10:00:00Z"), or -1. */
+static int64_t utc_seconds(const char *s)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    char z = 0;
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+               &tm.tm_min, &tm.tm_sec, &z) != 7 ||
+        z != 'Z')
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (int64_t)timegm(&tm);
+}
+
+/* Why traces a and b look like different runs, or NULL. Each rank stamps its own start time and
+ * the ranks of a multi-node run sit on different hosts, so: another TE version or world size, start
+ * times more than 10 minutes apart, or other hosts for single-process runs. */
+static const char *other_run(const rd_input *a, const rd_input *b, char *buf, size_t cap)
+{
+    if (strcmp(a->te_version, b->te_version)) {
+        snprintf(buf, cap, "TE version '%s' and '%s'", a->te_version, b->te_version);
+        return buf;
+    }
+    if (a->has_world_size && b->has_world_size && a->world_size != b->world_size) {
+        snprintf(buf, cap, "world size %lld and %lld", (long long)a->world_size,
+                 (long long)b->world_size);
+        return buf;
+    }
+    if (strcmp(a->started_at, b->started_at)) {
+        int64_t ta = utc_seconds(a->started_at), tb = utc_seconds(b->started_at);
+        if (ta < 0 || tb < 0 || (ta > tb ? ta - tb : tb - ta) > 600) {
+            snprintf(buf, cap, "start times '%s' and '%s'", a->started_at, b->started_at);
+            return buf;
+        }
+    }
+    int single =
+        (!a->has_world_size || a->world_size <= 1) && (!b->has_world_size || b->world_size <= 1);
+    if (single && strcmp(a->host, b->host)) {
+        snprintf(buf, cap, "single-process runs on hosts '%s' and '%s'", a->host, b->host);
+        return buf;
+    }
+    return NULL;
+}
+
 static void copy_field(char *dst, size_t cap, const char *s)
 {
     ft_strlcpy(dst, s ? s : "", cap);
@@ -271,6 +318,8 @@ static int add_input(ft_report_data *d, ft_trace *t, const char *path, FILE *war
     const ft_header *h = ft_trace_header(t);
     x->has_rank = h->has_rank;
     x->rank = h->rank;
+    x->has_world_size = h->has_world_size;
+    x->world_size = h->world_size;
     copy_field(x->host, sizeof x->host, h->host);
     copy_field(x->te_version, sizeof x->te_version, h->te_version);
     copy_field(x->started_at, sizeof x->started_at, h->started_at);
@@ -281,20 +330,14 @@ static int add_input(ft_report_data *d, ft_trace *t, const char *path, FILE *war
             return ft_err_set(err, FT_EINVAL, "%s and %s are both rank %lld: one trace per rank",
                               o->path, x->path, (long long)x->rank);
     }
-    if (d->n_inputs && warn) {
-        const rd_input *o = &in[0];
-        static const char *const what[] = {"host", "TE version", "start time"};
-        const char *a[] = {o->host, o->te_version, o->started_at};
-        const char *b[] = {x->host, x->te_version, x->started_at};
-        for (int k = 0; k < 3; k++)
-            if (strcmp(a[k], b[k])) {
-                char msg[2 * sizeof x->path + 3 * sizeof x->host];
-                snprintf(msg, sizeof msg, "%s and %s look like different runs: %s '%s' and '%s'",
-                         o->path, x->path, what[k], a[k], b[k]);
-                fprintf(warn, "fusertrace replay: warning: %s\n", msg);
-                if (d->n_warnings < RD_MAX_WARNINGS)
-                    ft_strlcpy(d->warnings[d->n_warnings++], msg, sizeof d->warnings[0]);
-            }
+    char why[2 * sizeof x->host + 64];
+    if (d->n_inputs && other_run(&in[0], x, why, sizeof why)) {
+        char msg[2 * sizeof x->path + sizeof why + 64];
+        snprintf(msg, sizeof msg, "%s and %s look like different runs: %s", in[0].path, x->path,
+                 why);
+        if (warn) fprintf(warn, "fusertrace replay: warning: %s\n", msg);
+        if (d->n_warnings < RD_MAX_WARNINGS)
+            ft_strlcpy(d->warnings[d->n_warnings++], msg, sizeof d->warnings[0]);
     }
     d->n_inputs++;
     /* labels of this trace's fusers: dense index -> label group */

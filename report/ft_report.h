@@ -118,8 +118,9 @@ void ft_report_data_apply_filter(const ft_report_data *d, ft_replay_result *r);
 
 /* Replay the traces one after another with d watching (and opts->observer, e.g. numerics, after
  * it): like ft_replay_traces, plus each input's size, digest and header; two traces of one rank
- * are an error (FT_EINVAL), traces of different runs (host, TE version, start time) a warning
- * written to warn. */
+ * are an error (FT_EINVAL), traces that look like different runs a warning written to warn:
+ * another TE version or world size, start times more than 10 minutes apart, or other hosts for
+ * single-process traces (the ranks of one multi-node run sit on different hosts). */
 int ft_report_replay(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
                      ft_report_data *d, FILE *warn, ft_replay_result *out, ft_err *err);
 

@@ -41,8 +41,8 @@ typedef struct rd_groups {
 typedef struct rd_input {
     char path[512];
     uint64_t bytes, digest; /* file size, XXH3-64 of its bytes */
-    int has_rank;
-    int64_t rank;
+    int has_rank, has_world_size;
+    int64_t rank, world_size;
     char host[128], te_version[64], started_at[64];
     uint64_t calls;
     rd_counts pol[FT_MAX_POLICIES];

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -453,6 +454,20 @@ static void test_report_inputs_one_rank_each(void **state)
     assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
     assert_has(out, "warning: ");
     assert_has(out, "look like different runs: TE version '2.20.2' and '2.21.0'");
+    /* two ranks of one multi-node run: other hosts, start stamps seconds apart: no warning */
+    unlink(c0);
+    unlink(c1);
+    snprintf(
+        cmd, sizeof cmd,
+        "for r in 0 1; do sed \"1s/\\\"rank\\\":0,\\\"world_size\\\":1/\\\"host\\\":\\\"node$r\\\","
+        "\\\"started_at\\\":\\\"2026-12-01T10:00:0${r}Z\\\",\\\"rank\\\":$r,"
+        "\\\"world_size\\\":2/\" '%s/traces/rht-round-trips.jsonl' | '%s' import - -o "
+        "'%s/c'$r.ftdb || exit 1; done",
+        FT_SOURCE_DIR, cli, dir);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' '%s' 2>&1 >/dev/null", cli, c0, c1);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
+    assert_string_equal(out, "");
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
