@@ -249,7 +249,7 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
             fputc('\n', f);
         }
     }
-    if (r->cap_build_n) {
+    if (r->cap_build_n && !o->filter) { /* the captured total covers every call */
         double cap = captured_total_ns(r);
         fprintf(f, "\nframework time against the captured total of %.3f ms:\n", cap / 1e6);
         for (uint32_t p = 0; p < r->n_policies; p++) {
