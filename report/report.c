@@ -482,7 +482,8 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q,
     double m = ft_report_modeled_ns(r, q);
     if (m >= 0) {
         json_object_set_new(js, "modeled_fuse_ns", json_real(m));
-        json_object_set_new(js, "modeled_delta_ns", json_real(m - captured_total_ns(r)));
+        if (!o->filter)
+            json_object_set_new(js, "modeled_delta_ns", json_real(m - captured_total_ns(r)));
     }
     json_object_set_new(js, "steps", steps);
     return js;
