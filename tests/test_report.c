@@ -413,6 +413,21 @@ static void test_report_html_is_self_contained_and_renders(void **state)
     chromium_status(dir, bad, status, sizeof status);
     assert_string_equal(status, "ft-charts-bad");
     free(page);
+    /* with --numerics: the bands as a table and a chart */
+    snprintf(cmd, sizeof cmd,
+             "'%s' replay '%s' --numerics cpu --shrink 16 --sample 8 --html '%s' >/dev/null", cli,
+             r0, html);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    page = tu_read_file(html, &len);
+    assert_non_null(page);
+    assert_has(page, "<h2>Numerics</h2>");
+    assert_has(page, "id=\"chart-bands\"");
+    assert_has(page, "harmless band (other fusion, same quantization)");
+    n_charts = count_of(page, "<svg class=\"chart\"");
+    chromium_status(dir, html, status, sizeof status);
+    snprintf(want, sizeof want, "ft-charts-ok %d", n_charts);
+    assert_string_equal(status, want);
+    free(page);
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
