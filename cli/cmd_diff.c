@@ -9,27 +9,49 @@
 #include "ft_report.h"
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f)
+typedef struct diff_opts {
+    int json;
+    double build_ns, reset_ns; /* < 0: the default */
+} diff_opts;
+
+static int parse_ns(const cli_opt *o, const char *v, void *field, ft_err *err)
 {
-    fprintf(f, "usage: fusertrace diff A B [--json] [--build-ns NS] [--reset-ns NS]\n"
-               "  A and B are traces or saved reports (replay --json); prints, per policy, the\n"
-               "  builds, resets, stale calls by class and framework time of both and B - A.\n"
-               "  --json            the comparison as one JSON document\n"
-               "  --build-ns, --reset-ns  assumed TE costs for traces without captured fuse_ns\n"
-               "                    (as for replay; saved reports keep the figures they hold)\n");
+    (void)o;
+    double *d = field;
+    if (ft_parse_f64(v, d) || !(*d >= 0) || *d > 1e15)
+        return ft_err_set(err, FT_EINVAL, "wants a number of ns >= 0, got '%s'", v);
+    return FT_OK;
 }
+
+static void init(void *opts)
+{
+    diff_opts *o = opts;
+    o->build_ns = o->reset_ns = -1;
+}
+
+#define OFF(f) offsetof(diff_opts, f)
+static const cli_opt options[] = {
+    {"json", 0, NULL, "the comparison as one JSON document", cli_parse_flag, OFF(json)},
+    {"build-ns", 0, "NS",
+     "assumed TE cost per build, for traces without captured fuse_ns (as\n"
+     "for replay; saved reports keep the figures they hold)",
+     parse_ns, OFF(build_ns)},
+    {"reset-ns", 0, "NS", "assumed TE cost per reset, likewise", parse_ns, OFF(reset_ns)},
+};
+#undef OFF
 
 /* The report of path as JSON: parsed when it is one, else replayed as a trace. */
 static json_t *load_side(const char *path, const ft_report_opts *ro, ft_err *err, int *status)
 {
+    if ((*status = cli_in_check(path, CLI_IN_STREAM, err))) return NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        ft_err_set(err, FT_EINVAL, "%s: cannot open", path);
-        *status = FT_EXIT_INPUT;
+        *status = ft_err_set(err, FT_EINVAL, "%s: cannot open", path);
         return NULL;
     }
     int c;
@@ -41,10 +63,9 @@ static json_t *load_side(const char *path, const ft_report_opts *ro, ft_err *err
         json_t *doc = json_loadf(f, 0, &je);
         fclose(f);
         if (!doc || !json_is_array(json_object_get(doc, "policies"))) {
-            ft_err_set(err, FT_EINVAL, "%s:%d: not a replay report (%s)", path, je.line,
-                       doc ? "no \"policies\" array" : je.text);
+            *status = ft_err_set(err, FT_EINVAL, "%s:%d: not a replay report (%s)", path, je.line,
+                                 doc ? "no \"policies\" array" : je.text);
             json_decref(doc);
-            *status = FT_EXIT_INPUT;
             return NULL;
         }
         return doc;
@@ -52,8 +73,7 @@ static json_t *load_side(const char *path, const ft_report_opts *ro, ft_err *err
     fclose(f);
     ft_replay_result *res = ft_malloc(sizeof *res);
     if (!res) {
-        *status = FT_EXIT_INTERNAL;
-        ft_err_set(err, FT_ENOMEM, "out of memory");
+        *status = ft_err_set(err, FT_ENOMEM, "out of memory");
         return NULL;
     }
     const char *paths[1] = {path};
@@ -67,11 +87,9 @@ static json_t *load_side(const char *path, const ft_report_opts *ro, ft_err *err
     ft_free(res);
     json_t *doc = rc ? NULL : json_loadb(buf, len, 0, NULL);
     free(buf);
-    if (rc) *status = cli_exit_code(rc);
-    if (!rc && !doc) {
-        ft_err_set(err, FT_EINVAL, "%s: the replay report does not parse", path);
-        *status = FT_EXIT_INTERNAL;
-    }
+    if (rc) *status = rc;
+    if (!rc && !doc)
+        *status = ft_err_set(err, FT_ESTATE, "%s: the replay report does not parse", path);
     return doc;
 }
 
@@ -105,47 +123,20 @@ static double figure(json_t *p, int k)
     return num(p, "framework_ns") / 1e6;
 }
 
-int cmd_diff(int argc, char **argv)
+static int run(void *opts_v, int n_args, char **args, ft_err *err)
 {
-    const char *side[2] = {NULL, NULL};
-    int n_side = 0, as_json = 0, status = FT_EXIT_OK;
+    (void)n_args;
+    diff_opts *dop = opts_v;
+    const char *side[2] = {args[0], args[1]};
+    int as_json = dop->json;
     ft_report_opts ro;
     ft_report_opts_init(&ro);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return FT_EXIT_OK;
-        } else if (!strcmp(a, "--json")) {
-            as_json = 1;
-        } else if ((!strcmp(a, "--build-ns") || !strcmp(a, "--reset-ns")) && i + 1 < argc) {
-            double v;
-            if (ft_parse_f64(argv[++i], &v) || !(v >= 0) || v > 1e15) {
-                fprintf(stderr, "fusertrace diff: %s wants a number of ns >= 0, got '%s'\n", a,
-                        argv[i]);
-                return FT_EXIT_INPUT;
-            }
-            *(a[2] == 'b' ? &ro.build_ns : &ro.reset_ns) = v;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "fusertrace diff: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return FT_EXIT_INPUT;
-        } else if (n_side < 2) {
-            side[n_side++] = a;
-        } else {
-            fprintf(stderr, "fusertrace diff: two inputs, got '%s' too\n", a);
-            return FT_EXIT_INPUT;
-        }
-    }
-    if (n_side != 2) {
-        usage(stderr);
-        return FT_EXIT_INPUT;
-    }
-    ft_err err = {0};
+    if (dop->build_ns >= 0) ro.build_ns = dop->build_ns;
+    if (dop->reset_ns >= 0) ro.reset_ns = dop->reset_ns;
     json_t *doc[2] = {NULL, NULL};
+    int status = FT_OK;
     for (int s = 0; s < 2; s++)
-        if (!(doc[s] = load_side(side[s], &ro, &err, &status))) {
-            fprintf(stderr, "fusertrace diff: %s\n", ft_err_msg(&err));
+        if (!(doc[s] = load_side(side[s], &ro, err, &status))) {
             json_decref(doc[0]);
             return status;
         }
@@ -223,9 +214,20 @@ int cmd_diff(int argc, char **argv)
     json_decref(names);
     json_decref(doc[0]);
     json_decref(doc[1]);
-    if (fflush(stdout) || ferror(stdout)) {
-        fprintf(stderr, "fusertrace diff: writing the output failed\n");
-        return FT_EXIT_INTERNAL;
-    }
-    return status;
+    return cli_stdout_close(err);
 }
+
+const cli_cmd cmd_diff = {
+    .name = "diff",
+    .synopsis = "A B [--json] [--build-ns NS] [--reset-ns NS]",
+    .summary = "two traces or saved reports side by side",
+    .about =
+        "A and B are traces or saved reports (replay --json); prints, per policy, the builds,\n"
+        "resets, stale calls by class and framework time of both and B - A: for before and\n"
+        "after a TE upgrade or a recipe change.",
+    CLI_OPTS(diff_opts, options),
+    .init_fn = init,
+    .min_args = 2,
+    .max_args = 2,
+    .run_fn = run,
+};

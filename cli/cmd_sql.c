@@ -14,6 +14,7 @@
 #include "ft_trace.h"
 
 #include <jansson.h>
+#include <stddef.h>
 #include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -23,88 +24,29 @@
 
 enum { OUT_LIST, OUT_CSV, OUT_JSON };
 
-typedef struct sql_args {
-    const char *trace, *query;
-    int format, header, extension;
-} sql_args;
+typedef struct sql_opts {
+    int csv, json, header, extension;
+} sql_opts;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: fusertrace sql TRACE [QUERY] [--csv | --json] [--header]\n"
-               "       fusertrace sql --extension\n"
-               "\n"
-               "Runs QUERY (or the SQL read from stdin) over TRACE, opened read-only. Tables:\n"
-               "  calls      one row per call: seq, fuser, label, ops, recipe, recipe_type,\n"
-               "             recipe_obj, recipe_attrs, grad, input_rg, op_rg, device, step, mb,\n"
-               "             phase, ns, fuse_ns, rebuilt, graph, n_tokens, m_splits, chunk\n"
-               "  backwards  one row per backward record: seq, call, ns, chunk\n"
-               "  decisions  one row per call and policy, replayed as the query reads: seq,\n"
-               "             policy, fuser, label, build, hit, reset, stale, plan, fresh_plan\n"
-               "             (policy = 'NAME' replays one policy only)\n"
-               "  meta, fusers, recipes, oplists: the trace's own tables\n"
-               "JSON columns (ops, recipe_attrs, op_rg, m_splits) work with json_extract(); a\n"
-               "constraint on seq reads only the chunks that hold the slice; calls('OTHER.ftdb')\n"
-               "reads another trace.\n"
-               "  --csv          CSV with a header row\n"
-               "  --json         a JSON array of row objects per statement\n"
-               "  --header       list mode: a first line of column names\n"
-               "  --extension    print the path of libfusertrace_sql.so, the same tables as a\n"
-               "                 SQLite extension: sqlite3 TRACE '.load PATH' 'SELECT ...'\n"
-               "Exit: 0 done, 1 the trace is damaged, 2 bad usage, trace or query (named),\n"
-               "3 I/O failure.\n");
-}
-
-/* Flags anywhere; the first word is the trace, the second the query. 0, or an exit status. */
-static int parse_args(int argc, char **argv, sql_args *a)
-{
-    memset(a, 0, sizeof *a);
-    int n_pos = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(s, "--csv")) {
-            a->format = OUT_CSV;
-        } else if (!strcmp(s, "--json")) {
-            a->format = OUT_JSON;
-        } else if (!strcmp(s, "--header")) {
-            a->header = 1;
-        } else if (!strcmp(s, "--extension")) {
-            a->extension = 1;
-        } else if (s[0] == '-' && s[1]) {
-            fprintf(stderr, "fusertrace sql: unknown option '%s'\n", s);
-            usage(stderr);
-            return FT_EXIT_INPUT;
-        } else if (n_pos < 2) {
-            *(n_pos++ ? &a->query : &a->trace) = s;
-        } else {
-            fprintf(stderr,
-                    "fusertrace sql: one trace and one query (quote the query), got '%s' "
-                    "too\n",
-                    s);
-            return FT_EXIT_INPUT;
-        }
-    }
-    if (a->extension ? n_pos != 0 : n_pos == 0) {
-        fprintf(stderr, a->extension ? "fusertrace sql: --extension takes no trace or query\n"
-                                     : "fusertrace sql: no trace given\n");
-        usage(stderr);
-        return FT_EXIT_INPUT;
-    }
-    return 0;
-}
+#define OFF(f) offsetof(sql_opts, f)
+static const cli_opt options[] = {
+    {"csv", 0, NULL, "CSV with a header row", cli_parse_flag, OFF(csv)},
+    {"json", 0, NULL, "a JSON array of row objects per statement", cli_parse_flag, OFF(json)},
+    {"header", 0, NULL, "list mode: a first line of column names", cli_parse_flag, OFF(header)},
+    {"extension", 0, NULL,
+     "print the path of libfusertrace_sql.so, the same tables as a SQLite\n"
+     "extension: sqlite3 TRACE '.load PATH' 'SELECT ...'",
+     cli_parse_flag, OFF(extension)},
+};
+#undef OFF
 
 /* ---- --extension --------------------------------------------------------------------------- */
-static int print_extension(void)
+static int print_extension(ft_err *err)
 {
     static const char *const where[] = {"", "/../sql", "/../lib/fusertrace", "/../lib"};
     char exe[PATH_MAX], cand[PATH_MAX + 64], real[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-        fprintf(stderr, "fusertrace sql: cannot find this program's own path\n");
-        return FT_EXIT_INTERNAL;
-    }
+    if (n <= 0) return ft_err_set(err, FT_EIO, "cannot find this program's own path");
     exe[n] = 0;
     char *slash = strrchr(exe, '/');
     if (slash) *slash = 0;
@@ -112,14 +54,12 @@ static int print_extension(void)
         snprintf(cand, sizeof cand, "%s%s/%s", exe, where[i], FT_SQL_EXTENSION_FILE);
         if (!access(cand, R_OK) && realpath(cand, real)) {
             printf("%s\n", real);
-            return FT_EXIT_OK;
+            return FT_OK;
         }
     }
-    fprintf(stderr,
-            "fusertrace sql: %s is not beside %s, nor in ../sql, ../lib/fusertrace or "
-            "../lib from there\n",
-            FT_SQL_EXTENSION_FILE, exe);
-    return FT_EXIT_INTERNAL;
+    return ft_err_set(err, FT_EIO,
+                      "%s is not beside %s, nor in ../sql, ../lib/fusertrace or ../lib from there",
+                      FT_SQL_EXTENSION_FILE, exe);
 }
 
 /* ---- output -------------------------------------------------------------------------------- */
@@ -212,23 +152,26 @@ static void print_header(sqlite3_stmt *st, int format)
     putchar('\n');
 }
 
-static int step_exit(int rc)
+/* The FT_* status of an SQLite failure while a statement runs: damage (exit 1), the environment
+ * (exit 3), else the query or its input (exit 2). */
+static int step_status(int rc)
 {
     switch (rc) {
     case SQLITE_CORRUPT:
-        return FT_EXIT_CHECK;
+        return FT_ECORRUPT;
     case SQLITE_NOMEM:
+        return FT_ENOMEM;
     case SQLITE_IOERR:
     case SQLITE_FULL:
     case SQLITE_CANTOPEN:
-        return FT_EXIT_INTERNAL;
+        return FT_EIO;
     default:
-        return FT_EXIT_INPUT;
+        return FT_EINVAL;
     }
 }
 
 /* Run every statement of sql in turn. */
-static int run_sql(sqlite3 *db, const char *sql, const sql_args *a)
+static int run_sql(sqlite3 *db, const char *sql, int format, int header, ft_err *err)
 {
     const char *tail = sql;
     while (tail && *tail) {
@@ -237,31 +180,32 @@ static int run_sql(sqlite3 *db, const char *sql, const sql_args *a)
         int rc = sqlite3_prepare_v2(db, start, -1, &st, &tail);
         if (rc != SQLITE_OK) {
             int off = sqlite3_error_offset(db);
-            fprintf(stderr, "fusertrace sql: query error: %s", sqlite3_errmsg(db));
-            if (off >= 0) fprintf(stderr, " (at character %d of the statement)", off + 1);
-            fprintf(stderr, "\n");
-            return FT_EXIT_INPUT;
+            if (off >= 0)
+                return ft_err_set(err, FT_EINVAL,
+                                  "query error: %s (at character %d of the statement)",
+                                  sqlite3_errmsg(db), off + 1);
+            return ft_err_set(err, FT_EINVAL, "query error: %s", sqlite3_errmsg(db));
         }
         if (!st) continue; /* whitespace or a comment */
         long row = 0;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            if (!row && (a->format == OUT_CSV || (a->format == OUT_LIST && a->header)))
-                print_header(st, a->format);
-            if (print_row(st, a->format, row++)) {
+            if (!row && (format == OUT_CSV || (format == OUT_LIST && header)))
+                print_header(st, format);
+            if (print_row(st, format, row++)) {
                 sqlite3_finalize(st);
-                fprintf(stderr, "fusertrace sql: out of memory writing a row\n");
-                return FT_EXIT_INTERNAL;
+                return ft_err_set(err, FT_ENOMEM, "out of memory writing a row");
             }
         }
-        if (a->format == OUT_JSON && sqlite3_column_count(st)) fputs(row ? "]\n" : "[]\n", stdout);
+        if (format == OUT_JSON && sqlite3_column_count(st)) fputs(row ? "]\n" : "[]\n", stdout);
         if (rc != SQLITE_DONE) {
-            fprintf(stderr, "fusertrace sql: query error: %s\n", sqlite3_errmsg(db));
+            rc = ft_err_set(err, step_status(sqlite3_errcode(db) & 0xff), "query error: %s",
+                            sqlite3_errmsg(db));
             sqlite3_finalize(st);
-            return step_exit(sqlite3_errcode(db) & 0xff);
+            return rc;
         }
         sqlite3_finalize(st);
     }
-    return FT_EXIT_OK;
+    return FT_OK;
 }
 
 /* ---- the command --------------------------------------------------------------------------- */
@@ -298,57 +242,75 @@ static char *read_stdin(void)
     return (char *)b.data;
 }
 
-int cmd_sql(int argc, char **argv)
+static int run(void *opts_v, int n_args, char **args, ft_err *err)
 {
-    sql_args a;
-    int status = parse_args(argc, argv, &a);
-    if (status) return status < 0 ? FT_EXIT_OK : status;
-    if (a.extension) return print_extension();
+    sql_opts *a = opts_v;
+    if (a->extension) {
+        if (n_args) return cli_usage_error(err, "--extension takes no trace or query");
+        return print_extension(err);
+    }
+    if (!n_args) return cli_usage_error(err, "no trace given");
+    if (a->csv && a->json) return cli_usage_error(err, "--csv and --json exclude each other");
+    const char *trace = args[0], *query = n_args > 1 ? args[1] : NULL;
+    int format = a->csv ? OUT_CSV : a->json ? OUT_JSON : OUT_LIST;
     ft_trace *t = NULL;
     sqlite3 *db = NULL;
     char *stdin_sql = NULL;
     ft_buf uri = {0};
-    ft_err err = {0};
-    int rc = ft_trace_open(a.trace, FT_OPEN_READ, &t, &err);
-    if (rc) {
-        fprintf(stderr, "fusertrace sql: %s\n", ft_err_msg(&err));
-        return rc == FT_EIO ? FT_EXIT_INPUT : cli_exit_code(rc);
-    }
+    int rc = cli_in_check(trace, CLI_IN_TRACE, err);
+    if (!rc) rc = ft_trace_open(trace, FT_OPEN_READ, &t, err);
+    if (rc) return rc;
     const char *state = ft_trace_meta(t, "state");
-    if (file_uri(&uri, a.trace, state && !strcmp(state, "complete"))) {
-        status = FT_EXIT_INTERNAL;
+    if (file_uri(&uri, trace, state && !strcmp(state, "complete"))) {
+        rc = ft_err_set(err, FT_ENOMEM, "out of memory");
         goto done;
     }
-    rc = sqlite3_open_v2((const char *)uri.data, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
-    if (rc != SQLITE_OK) {
-        fprintf(stderr, "fusertrace sql: %s: cannot open: %s\n", a.trace,
-                db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-        status = FT_EXIT_INTERNAL;
+    int src =
+        sqlite3_open_v2((const char *)uri.data, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    if (src != SQLITE_OK) {
+        rc = ft_err_set(err, FT_ESQL, "%s: cannot open: %s", trace,
+                        db ? sqlite3_errmsg(db) : sqlite3_errstr(src));
         goto done;
     }
-    if ((rc = ft_sql_register(db, t, a.trace, &err))) {
-        fprintf(stderr, "fusertrace sql: %s\n", ft_err_msg(&err));
-        status = FT_EXIT_INTERNAL;
-        goto done;
-    }
-    const char *sql = a.query;
+    if ((rc = ft_sql_register(db, t, trace, err))) goto done;
+    const char *sql = query;
     if (!sql) {
         if (!(stdin_sql = read_stdin())) {
-            fprintf(stderr, "fusertrace sql: cannot read the query from stdin\n");
-            status = FT_EXIT_INTERNAL;
+            rc = ft_err_set(err, FT_EIO, "cannot read the query from stdin");
             goto done;
         }
         sql = stdin_sql;
     }
-    status = run_sql(db, sql, &a);
-    if (fflush(stdout) || ferror(stdout)) {
-        fprintf(stderr, "fusertrace sql: writing the output failed\n");
-        status = FT_EXIT_INTERNAL;
-    }
+    rc = run_sql(db, sql, format, a->header, err);
+    if (!rc) rc = cli_stdout_close(err);
 done:
     sqlite3_close(db);
     ft_trace_close(t);
     ft_buf_free(&uri);
     ft_free(stdin_sql);
-    return status;
+    return rc;
 }
+
+const cli_cmd cmd_sql = {
+    .name = "sql",
+    .synopsis = "TRACE [QUERY] [--csv | --json] [--header]\n"
+                "       fusertrace sql --extension",
+    .summary = "SQL over a trace's calls and the replay's decisions",
+    .about = "Runs QUERY (or the SQL read from stdin) over TRACE, opened read-only. Tables:\n"
+             "  calls      one row per call: seq, fuser, label, ops, recipe, recipe_type,\n"
+             "             recipe_obj, recipe_attrs, grad, input_rg, op_rg, device, step, mb,\n"
+             "             phase, ns, fuse_ns, rebuilt, graph, n_tokens, m_splits, chunk\n"
+             "  backwards  one row per backward record: seq, call, ns, chunk\n"
+             "  decisions  one row per call and policy, replayed as the query reads: seq,\n"
+             "             policy, fuser, label, build, hit, reset, stale, plan, fresh_plan\n"
+             "             (policy = 'NAME' replays one policy only)\n"
+             "  meta, fusers, recipes, oplists: the trace's own tables\n"
+             "JSON columns (ops, recipe_attrs, op_rg, m_splits) work with json_extract(); a\n"
+             "constraint on seq reads only the chunks that hold the slice; calls('OTHER.ftdb')\n"
+             "reads another trace. Output: the sqlite3 shell's list mode (columns joined by\n"
+             "'|', NULL empty). A bad query is exit 2, a damaged trace exit 1.",
+    CLI_OPTS(sql_opts, options),
+    .min_args = 0,
+    .max_args = 2,
+    .run_fn = run,
+};

@@ -112,6 +112,10 @@ void ft_jsonl_writer_free(ft_jsonl_writer *w);
 int ft_jsonl_import(FILE *in, const char *name, ft_sink *sink, FILE *warn, ft_err *err);
 /* Replay every record of t, in stream order with declarations where they stood, into sink. */
 int ft_trace_export(ft_trace *t, ft_sink *sink, ft_err *err);
+/* The small tables' JSON (op lists with their op counts, recipe attrs, header env and extra) is
+ * exactly what the recorder writes, so the export of the trace imports again; FT_ECORRUPT
+ * naming the table and row otherwise. ft_trace_export checks it first; `verify` runs it. */
+int ft_trace_check_json(ft_trace *t, ft_err *err);
 
 #ifdef __cplusplus
 }

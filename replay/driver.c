@@ -86,9 +86,11 @@ static void replay_one(trace_job *j, uint32_t k)
     int rc = ft_trace_open(j->paths[k], FT_OPEN_READ, &t, &j->errs[k]);
     if (!rc) {
         rc = ft_replay_trace(t, j->opts, &j->results[k], &j->errs[k]);
-        if (rc) {
+        size_t n = strlen(j->paths[k]);
+        const char *m = ft_err_msg(&j->errs[k]);
+        if (rc && (strncmp(m, j->paths[k], n) || m[n] != ':')) { /* name the file once */
             char msg[FT_ERR_MAX];
-            ft_strlcpy(msg, ft_err_msg(&j->errs[k]), sizeof msg);
+            ft_strlcpy(msg, m, sizeof msg);
             ft_err_set(&j->errs[k], rc, "%s: %s", j->paths[k], msg);
         }
     }

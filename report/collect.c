@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE /* fopencookie */
 #include "report_int.h"
+#include "ft_hmap.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
@@ -423,18 +424,35 @@ int ft_report_find_unfused(const char *const *paths, uint32_t n_paths, const ft_
             rd[i] = *ft_trace_recipe(t, i);
         if (!rc)
             rc = ft_model_new(fd, nf, rd, nr, ft_trace_header(t)->env_json, env, n_env, &m, err);
+        /* fusers with the same op list answer the same: each distinct list is asked once */
+        ft_hmap seen = {0};
+        uint8_t *verdict = rc ? NULL : ft_calloc(nf ? nf : 1, 1); /* per first fuser: 1 blocked */
+        ft_unfused_why *whys = rc ? NULL : ft_calloc(nf ? nf : 1, sizeof *whys);
+        if (!rc && (!verdict || !whys)) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
         for (uint32_t u = 0; !rc && u < nf; u++) {
-            ft_unfused_why w, first = {0};
-            int blocked = 1, any = 0;
-            /* blocked under every recipe of the trace (and none) */
-            for (int32_t r = nr ? 0 : -1; r < (int32_t)nr && blocked; r++) {
-                if (!ft_model_why_unfused(m, u, r, &w)) {
-                    blocked = 0;
-                } else if (!any++) {
-                    first = w;
+            uint64_t h = ft_hash64(fd[u].ops_json, strlen(fd[u].ops_json));
+            uint32_t rep = ft_hmap_get(&seen, h);
+            if (rep != UINT32_MAX && !strcmp(fd[rep].ops_json, fd[u].ops_json)) {
+                if (!verdict[rep]) continue;
+            } else {
+                if (rep == UINT32_MAX && ft_hmap_put(&seen, h, u)) {
+                    rc = ft_err_set(err, FT_ENOMEM, "out of memory");
+                    break;
                 }
+                ft_unfused_why w;
+                int blocked = 1, any = 0;
+                /* blocked under every recipe of the trace (and none) */
+                for (int32_t r = nr ? 0 : -1; r < (int32_t)nr && blocked; r++) {
+                    if (!ft_model_why_unfused(m, u, r, &w))
+                        blocked = 0;
+                    else if (!any++)
+                        whys[u] = w;
+                }
+                verdict[u] = (uint8_t)(blocked && any);
+                if (!verdict[u]) continue;
+                rep = u;
             }
-            if (!blocked || !any) continue;
+            const ft_unfused_why first = whys[rep];
             char ex[128];
             if (fd[u].label)
                 ft_strlcpy(ex, fd[u].label, sizeof ex);
@@ -442,6 +460,9 @@ int ft_report_find_unfused(const char *const *paths, uint32_t n_paths, const ft_
                 snprintf(ex, sizeof ex, "fuser %lld", (long long)fd[u].id);
             add_note(out, &first, ex);
         }
+        ft_hmap_free(&seen);
+        ft_free(verdict);
+        ft_free(whys);
         ft_model_free(m);
         ft_free(fd);
         ft_free(rd);

@@ -436,8 +436,9 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q,
         if (!q->steps.calls[b]) continue;
         json_t *s = json_object();
         json_object_set_new(s, "step", json_integer((json_int_t)((int64_t)b * q->steps.width)));
-        json_object_set_new(s, "step_end",
-                            json_integer((json_int_t)((int64_t)(b + 1) * q->steps.width - 1)));
+        json_object_set_new(
+            s, "step_end",
+            json_integer((json_int_t)((int64_t)b * q->steps.width + (q->steps.width - 1))));
         json_object_set_new(s, "calls", json_integer((json_int_t)q->steps.calls[b]));
         json_object_set_new(s, "hits", json_integer((json_int_t)q->steps.hits[b]));
         json_object_set_new(s, "hit_rate", json_real(ratio(q->steps.hits[b], q->steps.calls[b])));
@@ -661,7 +662,7 @@ static int write_csv(FILE *f, const ft_replay_result *r, const ft_report_opts *o
             if (!q->steps.calls[b]) continue;
             fprintf(f, "step,%s,%lld,%lld,%llu,%llu,%llu,%.6f,,,,,,,,,%s\n",
                     ft_policy_name(q->policy), (long long)((int64_t)b * q->steps.width),
-                    (long long)((int64_t)(b + 1) * q->steps.width - 1),
+                    (long long)((int64_t)b * q->steps.width + (q->steps.width - 1)),
                     (unsigned long long)q->steps.calls[b],
                     (unsigned long long)(q->steps.calls[b] - q->steps.hits[b]),
                     (unsigned long long)q->steps.hits[b],
