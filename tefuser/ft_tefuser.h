@@ -94,6 +94,11 @@ typedef struct ft_env_kv {
 /* ---- the model ---------------------------------------------------------------------------- */
 typedef struct ft_model ft_model;
 
+/* The env keys the model reads (the header's env and --env): the i-th one, NULL past the last;
+ * and whether key is one of them (a key it does not read changes nothing). */
+const char *ft_env_read_key(uint32_t i);
+int ft_env_key_is_read(const char *key);
+
 /* Build the model of a trace's fusers and recipes. env_json is the header's env object (may be
  * NULL); overrides (may be NULL) replace its keys (--env KEY=VALUE). Bad ops or attrs JSON ->
  * FT_EINVAL naming the fuser/recipe id and field. */
@@ -122,6 +127,18 @@ uint64_t ft_model_n_built(const ft_model *m);
  * the forward then the backward op list (both in forward order), comma separated; a basic op
  * is Class(i), a fused op FusedClass(lo-hi) over basic ops lo..hi (FusedClass(i) over one). */
 const char *ft_model_plan_text(const ft_model *m, uint32_t plan_id);
+
+/* Why a fusion whose op types the fuser has does not happen under recipe (-1: none): the first
+ * such rule (in registry order) that a fresh plan does not apply, and what blocked it: the
+ * import-time registration (env: device capability, env flag, library version) or the gate's
+ * failing read (an op attribute, the recipe, the env), with its value. 1 when found, 0 when every
+ * rule that could apply does (or none could). */
+typedef struct ft_unfused_why {
+    const char *func;  /* TE fusion function, e.g. "fuse_ops" */
+    const char *fused; /* the fused op it would build, e.g. "GroupedMLP_CuTeGEMMGLU" */
+    char reason[256];  /* in words */
+} ft_unfused_why;
+int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_unfused_why *out);
 /* Whether the plan has a fused grouped MLP (used by classification and reports). */
 int ft_model_plan_fused_mlp(const ft_model *m, uint32_t plan_id);
 /* Number of distinct plans interned so far. */

@@ -1231,8 +1231,20 @@ static void test_cli_replay_formats_and_flags(void **state)
     char path[1024], args[4096], pc[1100];
     import_trace("rht-round-trips", path, sizeof path);
     int st;
-    /* JSON: all seven policies, two traces reduced into one report */
-    snprintf(args, sizeof args, "replay '%s' '%s' --json", path, path);
+    /* JSON: all seven policies, two traces reduced into one report (ranks 0 and 1 of a 2-rank
+     * run: two traces of one rank are refused) */
+    char path1[1100], path2[1100];
+    snprintf(path1, sizeof path1, "%s.rank0.ftdb", path);
+    snprintf(path2, sizeof path2, "%s.rank1.ftdb", path);
+    remove(path1);
+    remove(path2);
+    snprintf(args, sizeof args,
+             "for r in 0 1; do sed \"1s/\\\"rank\\\":0,\\\"world_size\\\":1/\\\"rank\\\":$r,"
+             "\\\"world_size\\\":2/\" '%s/traces/rht-round-trips.jsonl' | '%s' import - -o "
+             "'%s.rank'$r.ftdb || exit 1; done",
+             FT_SOURCE_DIR, tu_cli(), path);
+    assert_int_equal(tu_sh(args, NULL, 0), 0);
+    snprintf(args, sizeof args, "replay '%s' '%s' --json", path1, path2);
     char *out = run_cli(args, &st);
     assert_int_equal(st, 0);
     json_t *doc = json_loads(out, 0, NULL);
@@ -1302,7 +1314,14 @@ static void test_cli_replay_formats_and_flags(void **state)
     out = run_cli(args, &st);
     assert_int_equal(st, 2);
     ft_free(out);
+    snprintf(args, sizeof args, "replay '%s' '%s'", path, path);
+    out = run_cli(args, &st);
+    assert_int_equal(st, 2);
+    assert_non_null(strstr(out, "are both rank 0"));
+    ft_free(out);
     remove(path);
+    remove(path1);
+    remove(path2);
 }
 
 static void test_cli_demo_explains(void **state)
