@@ -16,9 +16,6 @@
 #include "numerics.h"
 #include "ft_kernels.h"
 #include "model_int.h"
-#ifdef FT_HAVE_CUDA
-#include "ft_kernels_cuda.h"
-#endif
 
 #include <math.h>
 #include <pthread.h>
@@ -46,11 +43,14 @@ typedef struct runcfg {
     ft_mlp_quant q;
 } runcfg;
 
-typedef struct runout { /* outputs of one configuration for the current call */
+typedef struct runout { /* one configuration's run on the current call */
     runcfg cfg;
     int rc;        /* FT_OK, or the kernel's FT_EUNSUPPORTED/FT_EINVAL */
     char msg[160]; /* kernel message when rc != FT_OK */
-    float *y, *dx, *dw1, *dw2;
+    float *y, *dx, *dw1, *dw2; /* CPU back end: the outputs */
+    /* figures (both back ends): vs float64, vs the fresh plan's run (0 for the fresh run) */
+    double err, div, max_abs;
+    uint64_t nonfinite;
 } runout;
 
 /* What one policy's choice gave on one call. */
@@ -94,6 +94,7 @@ struct ft_numerics {
     uint32_t sit_n[SIT_SLOTS]; /* sampled calls per situation */
     uint32_t n_sits;
     pthread_mutex_t gpu_lock; /* one thread at a time on the device */
+    ft_cuda_nx *dev;          /* CUDA back end: the device context */
     ft_numerics_result res;
 };
 
@@ -174,22 +175,27 @@ int ft_numerics_new(const ft_model *m, const ft_fuser_def *fusers, uint32_t n_fu
     if (opts && opts->backend != FT_NUMERICS_CPU && opts->backend != FT_NUMERICS_CUDA)
         return ft_err_set(err, FT_EINVAL, "numerics: unknown back end %d", (int)opts->backend);
     char device[64] = "";
+    ft_cuda_nx *dev = NULL;
     if (opts && opts->backend == FT_NUMERICS_CUDA) {
-#ifdef FT_HAVE_CUDA
-        if (ft_cuda_device_count() < 1)
-            return ft_err_set(err, FT_ENODEV,
-                              "numerics cuda: no CUDA device is visible (this build has CUDA, "
-                              "but cudaGetDeviceCount finds no device); use --numerics cpu");
-        int n_sm = 0, rc = ft_cuda_device_info(device, sizeof device, &n_sm, err);
-        if (rc) return rc;
-#else
-        return ft_err_set(err, FT_ENODEV,
-                          "numerics cuda: fusertrace was built without CUDA (nvcc not found "
-                          "at build time); use --numerics cpu");
-#endif
+        ft_err derr = {0};
+        int rc = ft_cuda_nx_new(&dev, &derr);
+        if (rc == FT_ENODEV)
+            return ft_err_set(err, FT_ENODEV, "numerics cuda: %s; use --numerics cpu",
+                              ft_err_msg(&derr));
+        if (rc) return ft_err_set(err, rc, "numerics cuda: %s", ft_err_msg(&derr));
+        int n_sm = 0;
+        rc = ft_cuda_device_info(device, sizeof device, &n_sm, err);
+        if (rc) {
+            ft_cuda_nx_free(dev);
+            return rc;
+        }
     }
     ft_numerics *nx = ft_calloc(1, sizeof *nx);
-    if (!nx) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
+    if (!nx) {
+        ft_cuda_nx_free(dev);
+        return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
+    }
+    nx->dev = dev;
     nx->m = m;
     if (opts) nx->o = *opts;
     if (nx->o.shrink < 1) nx->o.shrink = 1;
@@ -225,6 +231,7 @@ int ft_numerics_new(const ft_model *m, const ft_fuser_def *fusers, uint32_t n_fu
 void ft_numerics_free(ft_numerics *nx)
 {
     if (!nx) return;
+    ft_cuda_nx_free(nx->dev);
     pthread_mutex_destroy(&nx->gpu_lock);
     ft_free(nx->mlp);
     ft_free(nx);
@@ -301,6 +308,7 @@ static int quant_equal(const runcfg *a, const runcfg *b, int grad)
 
 typedef struct problem {
     ft_mlp m;
+    ft_nx_problem np; /* the same problem for the device (shapes, seeds; no arrays) */
     int64_t *splits;
     float *x, *w1, *b1, *w2, *b2, *p, *dy;
     int grad;
@@ -308,21 +316,12 @@ typedef struct problem {
     double *ry, *rdx, *rdw1, *rdw2; /* float64 reference */
 } problem;
 
-/* Approximately N(0, 1): the sum of four 16-bit uniforms from one counter hash. */
-static float gauss(uint64_t seed, uint64_t i)
-{
-    uint64_t h = ft_hash_mix(seed, i);
-    double a = (double)(h & 0xFFFF) + (double)(h >> 16 & 0xFFFF) + (double)(h >> 32 & 0xFFFF) +
-               (double)(h >> 48);
-    return (float)((a * 0x1p-16 - 2.0) * 1.7320508);
-}
-
 static float *bf16_vec(int64_t n, float scale, uint64_t seed)
 {
     float *v = ft_malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
     if (!v) return NULL;
     for (int64_t i = 0; i < n; i++)
-        v[i] = ft_bf16_round(gauss(seed, (uint64_t)i) * scale);
+        v[i] = ft_bf16_round(ft_nx_gauss(seed, (uint64_t)i) * scale);
     return v;
 }
 
@@ -340,8 +339,9 @@ static void problem_free(problem *P)
     memset(P, 0, sizeof *P);
 }
 
-static int problem_init(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P,
-                        ft_err *err)
+/* Shapes, splits and seeds of the call (the inputs are drawn by problem_inputs or the device). */
+static int problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P,
+                         ft_err *err)
 {
     memset(P, 0, sizeof *P);
     const int64_t K = nx->o.shrink;
@@ -359,19 +359,6 @@ static int problem_init(const ft_numerics *nx, const mlp_desc *d, const job *c, 
     int64_t t = round_up(used, 128);
     uint64_t wseed = ft_hash_mix(nx->o.seed, (uint64_t)c->fuser);
     uint64_t xseed = ft_hash_mix(wseed, (uint64_t)c->seq);
-    P->x = bf16_vec(t * k1, 1.0f, xseed + 1);
-    P->w1 = bf16_vec(G * n1 * k1, 1.0f / sqrtf((float)k1), wseed + 2);
-    P->b1 = d->bias1 ? bf16_vec(G * n1, 0.1f, wseed + 3) : NULL;
-    P->w2 = bf16_vec(G * n2 * k2, 1.0f / sqrtf((float)k2), wseed + 4);
-    P->b2 = d->bias2 ? bf16_vec(G * n2, 0.1f, wseed + 5) : NULL;
-    P->p = d->scaled ? bf16_vec(t, 1.0f, xseed + 6) : NULL;
-    P->dy = bf16_vec(t * n2, 1.0f, xseed + 7);
-    if (!P->x || !P->w1 || (d->bias1 && !P->b1) || !P->w2 || (d->bias2 && !P->b2) ||
-        (d->scaled && !P->p) || !P->dy)
-        goto nomem;
-    if (P->p) /* router probabilities in (0, 1) */
-        for (int64_t i = 0; i < t; i++)
-            P->p[i] = ft_bf16_round(0.5f + 0.45f * tanhf(P->p[i]));
     P->grad = c->grad;
     ft_mlp m = {.n_groups = G,
                 .splits = P->splits,
@@ -381,16 +368,52 @@ static int problem_init(const ft_numerics *nx, const mlp_desc *d, const job *c, 
                 .k2 = k2,
                 .n2 = n2,
                 .act = d->act,
-                .scale_bias = d->scale_bias,
-                .x = P->x,
-                .w1 = P->w1,
-                .b1 = P->b1,
-                .w2 = P->w2,
-                .b2 = P->b2,
-                .probs = P->p};
+                .scale_bias = d->scale_bias};
     m.quant.seed = xseed;
     P->m = m;
     P->ny = t * n2, P->ndx = t * k1, P->ndw1 = G * n1 * k1, P->ndw2 = G * n2 * k2;
+    ft_nx_problem np = {.n_groups = G,
+                        .splits = P->splits,
+                        .t = t,
+                        .k1 = k1,
+                        .n1 = n1,
+                        .k2 = k2,
+                        .n2 = n2,
+                        .act = d->act,
+                        .bias1 = d->bias1,
+                        .bias2 = d->bias2,
+                        .scaled = d->scaled,
+                        .scale_bias = d->scale_bias,
+                        .grad = (uint8_t)(c->grad != 0),
+                        .wseed = wseed,
+                        .xseed = xseed,
+                        .w1_scale = 1.0f / sqrtf((float)k1),
+                        .w2_scale = 1.0f / sqrtf((float)k2)};
+    P->np = np;
+    return FT_OK;
+}
+
+/* Host inputs (the streams ft_nx_problem documents) and the float64 reference. */
+static int problem_inputs(const mlp_desc *d, const job *c, problem *P, ft_err *err)
+{
+    const ft_nx_problem *np = &P->np;
+    const int64_t t = np->t, k1 = np->k1, n1 = np->n1, k2 = np->k2, n2 = np->n2;
+    const int64_t G = np->n_groups;
+    P->x = bf16_vec(t * k1, 1.0f, np->xseed + 1);
+    P->w1 = bf16_vec(G * n1 * k1, np->w1_scale, np->wseed + 2);
+    P->b1 = d->bias1 ? bf16_vec(G * n1, 0.1f, np->wseed + 3) : NULL;
+    P->w2 = bf16_vec(G * n2 * k2, np->w2_scale, np->wseed + 4);
+    P->b2 = d->bias2 ? bf16_vec(G * n2, 0.1f, np->wseed + 5) : NULL;
+    P->p = d->scaled ? bf16_vec(t, 1.0f, np->xseed + 6) : NULL;
+    P->dy = bf16_vec(t * n2, 1.0f, np->xseed + 7);
+    if (!P->x || !P->w1 || (d->bias1 && !P->b1) || !P->w2 || (d->bias2 && !P->b2) ||
+        (d->scaled && !P->p) || !P->dy)
+        goto nomem;
+    if (P->p) /* router probabilities in (0, 1) */
+        for (int64_t i = 0; i < t; i++)
+            P->p[i] = ft_bf16_round(0.5f + 0.45f * tanhf(P->p[i]));
+    P->m.x = P->x, P->m.w1 = P->w1, P->m.b1 = P->b1, P->m.w2 = P->w2, P->m.b2 = P->b2;
+    P->m.probs = P->p;
     P->ry = ft_calloc((size_t)(P->ny > 0 ? P->ny : 1), sizeof(double));
     if (!P->ry) goto nomem;
     if (P->grad) {
@@ -440,108 +463,6 @@ done:
     ft_free(h);
     ft_free(z);
     return rc;
-}
-
-#ifdef FT_HAVE_CUDA
-/* m on the CUDA device through ft_cuda_mlp_forward/backward (device copies of every operand,
- * outputs copied back; padding rows zeroed as the reference leaves them). FT_EUNSUPPORTED or
- * FT_EINVAL: the CUDA back end does not run this configuration (nothing was written). */
-static int run_device(ft_numerics *nx, const ft_mlp *m, const problem *P, runout *o, ft_err *err)
-{
-    enum { SPL, X, W1, B1, W2, B2, PR, DY, H, Z, Y, DX, DW1, DW2, NB };
-    const size_t G = m->n_groups, t = (size_t)m->t, f4 = sizeof(float);
-    const size_t k1 = (size_t)m->k1, n1 = (size_t)m->n1, k2 = (size_t)m->k2, n2 = (size_t)m->n2;
-    const int g = P->grad;
-    struct {
-        int need;
-        const void *src; /* uploaded from */
-        float *dst;      /* downloaded to */
-        size_t bytes;
-        void *d;
-    } b[NB] = {
-        [SPL] = {1, m->splits, NULL, G * sizeof(int64_t), NULL},
-        [X] = {1, m->x, NULL, t * k1 * f4, NULL},
-        [W1] = {1, m->w1, NULL, G * n1 * k1 * f4, NULL},
-        [B1] = {m->b1 != NULL, m->b1, NULL, G * n1 * f4, NULL},
-        [W2] = {1, m->w2, NULL, G * n2 * k2 * f4, NULL},
-        [B2] = {m->b2 != NULL, m->b2, NULL, G * n2 * f4, NULL},
-        [PR] = {m->probs != NULL, m->probs, NULL, t * f4, NULL},
-        [DY] = {g, P->dy, NULL, t * n2 * f4, NULL},
-        [H] = {1, NULL, NULL, t * n1 * f4, NULL},
-        [Z] = {1, NULL, NULL, t * k2 * f4, NULL},
-        [Y] = {1, NULL, o->y, t * n2 * f4, NULL},
-        [DX] = {g, NULL, o->dx, t * k1 * f4, NULL},
-        [DW1] = {g, NULL, o->dw1, G * n1 * k1 * f4, NULL},
-        [DW2] = {g, NULL, o->dw2, G * n2 * k2 * f4, NULL},
-    };
-    int rc = FT_OK;
-    pthread_mutex_lock(&nx->gpu_lock);
-    for (int i = 0; i < NB && !rc; i++) {
-        if (!b[i].need) continue;
-        rc = ft_cuda_malloc(&b[i].d, b[i].bytes, err);
-        if (!rc && b[i].src) rc = ft_cuda_h2d(b[i].d, b[i].src, b[i].bytes, err);
-        if (!rc && !b[i].src) rc = ft_cuda_memset(b[i].d, 0, b[i].bytes, err);
-    }
-    if (!rc) {
-        ft_mlp dm = *m;
-        dm.splits = b[SPL].d, dm.x = b[X].d, dm.w1 = b[W1].d, dm.b1 = b[B1].d;
-        dm.w2 = b[W2].d, dm.b2 = b[B2].d, dm.probs = b[PR].d;
-        ft_mlp_fwd f = {b[H].d, b[Z].d, b[Y].d};
-        rc = ft_cuda_mlp_forward(&dm, &f, NULL, err);
-        if (!rc && g) {
-            ft_mlp_bwd bw = {b[DX].d, b[DW1].d, NULL, b[DW2].d, NULL, NULL};
-            rc = ft_cuda_mlp_backward(&dm, &f, b[DY].d, &bw, NULL, err);
-        }
-        if (!rc) rc = ft_cuda_sync(err);
-        for (int i = 0; i < NB && !rc; i++)
-            if (b[i].need && b[i].dst) rc = ft_cuda_d2h(b[i].dst, b[i].d, b[i].bytes, err);
-    }
-    for (int i = 0; i < NB; i++)
-        ft_cuda_free(b[i].d);
-    pthread_mutex_unlock(&nx->gpu_lock);
-    return rc;
-}
-#endif
-
-/* Run configuration o->cfg on P: on the device when the CUDA back end is chosen and runs it,
- * else on the CPU reference. */
-static int run_cfg(ft_numerics *nx, const problem *P, job *j, runout *o, ft_err *err)
-{
-    ft_mlp m = P->m;
-    uint64_t seed = m.quant.seed;
-    m.path = o->cfg.fused ? FT_MLP_FUSED : FT_MLP_UNFUSED;
-    m.quant = o->cfg.q;
-    m.quant.seed = seed;
-    o->y = ft_malloc((size_t)(P->ny > 0 ? P->ny : 1) * sizeof *o->y);
-    if (P->grad) {
-        o->dx = ft_malloc((size_t)(P->ndx > 0 ? P->ndx : 1) * sizeof *o->dx);
-        o->dw1 = ft_malloc((size_t)P->ndw1 * sizeof *o->dw1);
-        o->dw2 = ft_malloc((size_t)P->ndw2 * sizeof *o->dw2);
-    }
-    if (!o->y || (P->grad && (!o->dx || !o->dw1 || !o->dw2)))
-        return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
-    j->runs++;
-#ifdef FT_HAVE_CUDA
-    ft_err derr = {0};
-    /* A configuration TE rejects (ft_mlp_check, which both back ends start with) raises the
-     * same on either: the CPU path below gives that outcome, and it counts as the device's. */
-    if (nx->o.backend == FT_NUMERICS_CUDA && ft_mlp_check(&m, P->grad, &derr) != FT_OK) {
-        j->device_runs++;
-    } else if (nx->o.backend == FT_NUMERICS_CUDA) {
-        int rc = run_device(nx, &m, P, o, &derr);
-        if (rc == FT_OK) {
-            j->device_runs++;
-            return FT_OK;
-        }
-        if (rc != FT_EUNSUPPORTED && rc != FT_EINVAL)
-            return ft_err_set(err, rc, "numerics cuda: fuser %u seq %lld: %s", j->fuser,
-                              (long long)j->seq, ft_err_msg(&derr));
-        if (!j->fallback[0]) ft_strlcpy(j->fallback, ft_err_msg(&derr), sizeof j->fallback);
-    }
-#else
-    (void)nx;
-#endif
-    return run_cpu(&m, P, o, err);
 }
 
 static double rel_ff(const float *a, const float *b, int64_t n, double *max_abs)
@@ -611,6 +532,97 @@ static uint64_t nonfinite(const problem *P, const runout *a)
             n += !isfinite(a->dw2[i]);
     }
     return n;
+}
+
+/* The configuration as the kernels take it. */
+static void cfg_mlp(const problem *P, const runcfg *c, ft_mlp_path *path, ft_mlp_quant *q)
+{
+    *path = c->fused ? FT_MLP_FUSED : FT_MLP_UNFUSED;
+    *q = c->q;
+    q->seed = P->m.quant.seed;
+}
+
+/* CPU back end: host inputs and reference, every run, then the comparisons. outs[0] is the fresh
+ * plan (not run when skip0). */
+static int exec_cpu(const mlp_desc *d, job *j, problem *P, runout *outs, uint32_t n_outs,
+                    int skip0, ft_err *err)
+{
+    int rc = problem_inputs(d, j, P, err);
+    for (uint32_t i = 0; i < n_outs && !rc; i++) {
+        if (i == 0 && skip0) continue;
+        runout *o = &outs[i];
+        ft_mlp m = P->m;
+        cfg_mlp(P, &o->cfg, &m.path, &m.quant);
+        o->y = ft_malloc((size_t)(P->ny > 0 ? P->ny : 1) * sizeof *o->y);
+        if (P->grad) {
+            o->dx = ft_malloc((size_t)(P->ndx > 0 ? P->ndx : 1) * sizeof *o->dx);
+            o->dw1 = ft_malloc((size_t)P->ndw1 * sizeof *o->dw1);
+            o->dw2 = ft_malloc((size_t)P->ndw2 * sizeof *o->dw2);
+        }
+        if (!o->y || (P->grad && (!o->dx || !o->dw1 || !o->dw2)))
+            return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
+        j->runs++;
+        if ((rc = run_cpu(&m, P, o, err))) break;
+        if (o->rc) continue;
+        o->err = error_vs_ref(P, o);
+        o->nonfinite = nonfinite(P, o);
+    }
+    const int base = !rc && !skip0 && !outs[0].rc;
+    for (uint32_t i = 1; i < n_outs && base; i++)
+        if (!outs[i].rc) outs[i].div = divergence(P, &outs[i], &outs[0], &outs[i].max_abs);
+    return rc;
+}
+
+/* CUDA back end: everything on the device (inputs from the seeds, the float64 reference, the
+ * runs, the comparisons); one copy of the figures comes back. */
+static int exec_cuda(ft_numerics *nx, job *j, problem *P, runout *outs, uint32_t n_outs, int skip0,
+                     ft_err *err)
+{
+    uint64_t need = 0, free_b = 0, total_b = 0;
+    ft_nx_bytes(&P->np, &need);
+    int rc = FT_OK;
+    pthread_mutex_lock(&nx->gpu_lock);
+    ft_err derr = {0};
+    if (ft_cuda_mem_info(&free_b, &total_b, &derr) == FT_OK && need > total_b / 10 * 9) {
+        rc = ft_err_set(err, FT_ENOMEM,
+                        "numerics cuda: fuser %u seq %lld needs about %.1f GB of device memory, "
+                        "the device has %.1f GB; a larger --shrink helps",
+                        j->fuser, (long long)j->seq, (double)need * 1e-9, (double)total_b * 1e-9);
+        goto done;
+    }
+    if ((rc = ft_cuda_nx_problem(nx->dev, &P->np, &derr))) goto fail;
+    uint32_t slot[FT_NUMERICS_MAX_POLICIES + 2], n_slots = 0;
+    for (uint32_t i = 0; i < n_outs; i++) {
+        slot[i] = UINT32_MAX;
+        if (i == 0 && skip0) continue;
+        ft_mlp_path path;
+        ft_mlp_quant q;
+        cfg_mlp(P, &outs[i].cfg, &path, &q);
+        if ((rc = ft_cuda_nx_run(nx->dev, path, &q, i == 0 ? FT_NX_BASE : 0, &derr))) goto fail;
+        slot[i] = n_slots++;
+        j->runs++;
+        j->device_runs++;
+    }
+    ft_nx_figs figs[FT_NUMERICS_MAX_POLICIES + 2];
+    if ((rc = ft_cuda_nx_collect(nx->dev, figs, n_slots, &derr))) goto fail;
+    for (uint32_t i = 0; i < n_outs; i++) {
+        if (slot[i] == UINT32_MAX) continue;
+        const ft_nx_figs *f = &figs[slot[i]];
+        runout *o = &outs[i];
+        o->rc = f->rc;
+        ft_strlcpy(o->msg, f->msg, sizeof o->msg);
+        o->err = f->err;
+        o->nonfinite = f->nonfinite;
+        o->div = f->has_base ? f->div : 0.0;
+        o->max_abs = f->has_base ? f->div_max_abs : 0.0;
+    }
+    goto done;
+fail:
+    ft_err_set(err, rc, "numerics cuda: fuser %u seq %lld: %s", j->fuser, (long long)j->seq,
+               ft_err_msg(&derr));
+done:
+    pthread_mutex_unlock(&nx->gpu_lock);
+    return rc;
 }
 
 /* ---- one call: plan, execute, fold --------------------------------------------------------- */
@@ -716,7 +728,7 @@ static void execute_call(ft_numerics *nx, job *j)
     runout outs[FT_NUMERICS_MAX_POLICIES + 2];
     uint32_t n_outs = 0, fresh_i = 0, ctl_i = UINT32_MAX, which[FT_NUMERICS_MAX_POLICIES];
     memset(outs, 0, sizeof outs);
-    int rc = problem_init(nx, d, j, &P, &j->err);
+    int rc = problem_shape(nx, d, j, &P, &j->err);
     if (rc) goto done;
 
     /* fresh first, then every distinct choice, then the control (other topology, same quant) */
@@ -742,17 +754,18 @@ static void execute_call(ft_numerics *nx, job *j)
             outs[n_outs++].cfg = other;
         }
     }
-    for (uint32_t i = 0; i < n_outs; i++) {
-        if (i == fresh_i && j->fresh_raise) continue;
-        if ((rc = run_cfg(nx, &P, j, &outs[i], &j->err))) goto done;
-    }
+    const int skip0 = j->fresh_raise != NULL;
+    if (nx->o.backend == FT_NUMERICS_CUDA)
+        rc = exec_cuda(nx, j, &P, outs, n_outs, skip0, &j->err);
+    else
+        rc = exec_cpu(d, j, &P, outs, n_outs, skip0, &j->err);
+    if (rc) goto done;
     const runout *fr = &outs[fresh_i];
     j->fresh_ok = !j->fresh_raise && !fr->rc;
-    if (j->fresh_ok) j->fresh_err = error_vs_ref(&P, fr);
+    if (j->fresh_ok) j->fresh_err = fr->err;
     if (j->fresh_ok && ctl_i != UINT32_MAX && !outs[ctl_i].rc) {
-        double ma = 0;
         j->has_ctl = 1;
-        j->ctl_div = divergence(&P, &outs[ctl_i], fr, &ma);
+        j->ctl_div = outs[ctl_i].div;
     }
     for (uint32_t p = 0; p < np; p++) {
         choice_out *co = &j->out[p];
@@ -764,13 +777,14 @@ static void execute_call(ft_numerics *nx, job *j)
             ft_strlcpy(co->text, why, sizeof co->text);
             continue;
         }
-        co->err = error_vs_ref(&P, o);
-        co->nonfinite = nonfinite(&P, o);
+        co->err = o->err;
+        co->nonfinite = o->nonfinite;
         if (!j->fresh_ok) {
             co->kind = OUT_NOFRESH;
             continue;
         }
-        co->div = divergence(&P, o, fr, &co->max_abs);
+        co->div = o->div;
+        co->max_abs = o->max_abs;
         if (!quant_equal(&j->cfg[p], fc, j->grad))
             co->kind = OUT_QUANT;
         else
@@ -1115,6 +1129,7 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
                               &d->nx, err)))
         goto done;
     d->n_threads = nopts && nopts->n_threads ? nopts->n_threads : online_cores();
+    if (nopts && nopts->backend == FT_NUMERICS_CUDA) d->n_threads = 1; /* the device is one */
     d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
     d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
     if (!d->jobs) {

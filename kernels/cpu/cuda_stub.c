@@ -16,6 +16,13 @@ int ft_cuda_device_count(void)
     return 0;
 }
 
+int ft_cuda_device_info(char *name, size_t cap, int *n_sm, ft_err *err)
+{
+    if (name && cap) name[0] = 0;
+    if (n_sm) *n_sm = 0;
+    return no_cuda(err);
+}
+
 int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols,
                      const int64_t *splits, uint32_t n_groups, float *out, void *stream,
                      ft_err *err)
@@ -58,6 +65,63 @@ int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy
 {
     (void)m, (void)fwd, (void)dy, (void)out, (void)stream;
     return no_cuda(err);
+}
+
+int ft_cuda_nx_new(ft_cuda_nx **out, ft_err *err)
+{
+    *out = NULL;
+    return no_cuda(err);
+}
+
+void ft_cuda_nx_free(ft_cuda_nx *nx)
+{
+    (void)nx;
+}
+
+int ft_cuda_mem_info(uint64_t *free_b, uint64_t *total_b, ft_err *err)
+{
+    if (free_b) *free_b = 0;
+    if (total_b) *total_b = 0;
+    return no_cuda(err);
+}
+
+int ft_cuda_nx_problem(ft_cuda_nx *nx, const ft_nx_problem *p, ft_err *err)
+{
+    (void)nx, (void)p;
+    return no_cuda(err);
+}
+
+int ft_cuda_nx_run(ft_cuda_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags,
+                   ft_err *err)
+{
+    (void)nx, (void)path, (void)q, (void)flags;
+    return no_cuda(err);
+}
+
+int ft_cuda_nx_collect(ft_cuda_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err)
+{
+    (void)nx, (void)figs, (void)n;
+    return no_cuda(err);
+}
+
+int ft_cuda_nx_download(ft_cuda_nx *nx, int which, float *host, ft_err *err)
+{
+    (void)nx, (void)which, (void)host;
+    return no_cuda(err);
+}
+
+int ft_cuda_nx_reference(ft_cuda_nx *nx, int which, float *host, ft_err *err)
+{
+    (void)nx, (void)which, (void)host;
+    return no_cuda(err);
+}
+
+void ft_cuda_nx_profile(ft_cuda_nx *nx, int on, double ms[FT_NX_PHASES])
+{
+    (void)nx, (void)on;
+    if (ms)
+        for (int i = 0; i < FT_NX_PHASES; i++)
+            ms[i] = 0.0;
 }
 
 #else
