@@ -79,6 +79,8 @@ typedef struct job {
     int has_ctl;  /* a fused/unfused control ran */
     double fresh_err, ctl_div;
     uint64_t runs, device_runs;
+    double flops;
+    double phase_ms[FT_NX_PHASES]; /* CPU back end, opts.profile */
     char fallback[160]; /* CUDA: first configuration the device declined, and why */
     choice_out out[FT_NUMERICS_MAX_POLICIES];
 } job;
@@ -196,6 +198,7 @@ int ft_numerics_new(const ft_model *m, const ft_fuser_def *fusers, uint32_t n_fu
         return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
     }
     nx->dev = dev;
+    if (dev && opts && opts->profile) ft_cuda_nx_profile(dev, 1, NULL);
     nx->m = m;
     if (opts) nx->o = *opts;
     if (nx->o.shrink < 1) nx->o.shrink = 1;
@@ -547,7 +550,13 @@ static void cfg_mlp(const problem *P, const runcfg *c, ft_mlp_path *path, ft_mlp
 static int exec_cpu(const mlp_desc *d, job *j, problem *P, runout *outs, uint32_t n_outs,
                     int skip0, ft_err *err)
 {
+    double rf = 0, uf = 0;
+    ft_nx_flops(&P->np, &rf, &uf);
+    uint64_t t0 = ft_now_ns();
     int rc = problem_inputs(d, j, P, err);
+    uint64_t t1 = ft_now_ns();
+    j->phase_ms[1] += (double)(t1 - t0) * 1e-6; /* inputs and reference */
+    j->flops += rf;
     for (uint32_t i = 0; i < n_outs && !rc; i++) {
         if (i == 0 && skip0) continue;
         runout *o = &outs[i];
@@ -562,14 +571,21 @@ static int exec_cpu(const mlp_desc *d, job *j, problem *P, runout *outs, uint32_
         if (!o->y || (P->grad && (!o->dx || !o->dw1 || !o->dw2)))
             return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
         j->runs++;
+        uint64_t r0 = ft_now_ns();
         if ((rc = run_cpu(&m, P, o, err))) break;
+        uint64_t r1 = ft_now_ns();
+        j->phase_ms[5] += (double)(r1 - r0) * 1e-6;
         if (o->rc) continue;
+        j->flops += uf;
         o->err = error_vs_ref(P, o);
         o->nonfinite = nonfinite(P, o);
+        j->phase_ms[4] += (double)(ft_now_ns() - r1) * 1e-6;
     }
+    uint64_t c0 = ft_now_ns();
     const int base = !rc && !skip0 && !outs[0].rc;
     for (uint32_t i = 1; i < n_outs && base; i++)
         if (!outs[i].rc) outs[i].div = divergence(P, &outs[i], &outs[0], &outs[i].max_abs);
+    j->phase_ms[4] += (double)(ft_now_ns() - c0) * 1e-6;
     return rc;
 }
 
@@ -591,6 +607,9 @@ static int exec_cuda(ft_numerics *nx, job *j, problem *P, runout *outs, uint32_t
         goto done;
     }
     if ((rc = ft_cuda_nx_problem(nx->dev, &P->np, &derr))) goto fail;
+    double rf = 0, uf = 0;
+    ft_nx_flops(&P->np, &rf, &uf);
+    j->flops += rf;
     uint32_t slot[FT_NUMERICS_MAX_POLICIES + 2], n_slots = 0;
     for (uint32_t i = 0; i < n_outs; i++) {
         slot[i] = UINT32_MAX;
@@ -609,6 +628,7 @@ static int exec_cuda(ft_numerics *nx, job *j, problem *P, runout *outs, uint32_t
         if (slot[i] == UINT32_MAX) continue;
         const ft_nx_figs *f = &figs[slot[i]];
         runout *o = &outs[i];
+        if (!f->rc) j->flops += uf;
         o->rc = f->rc;
         ft_strlcpy(o->msg, f->msg, sizeof o->msg);
         o->err = f->err;
@@ -805,6 +825,9 @@ static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
     r->calls_run++;
     r->mlp_runs += j->runs;
     r->device_runs += j->device_runs;
+    r->flops += j->flops;
+    for (int k = 0; k < FT_NX_PHASES; k++)
+        r->phase_ms[k] += j->phase_ms[k];
     if (j->fallback[0] && !r->fallback_text[0])
         ft_strlcpy(r->fallback_text, j->fallback, sizeof r->fallback_text);
     if (!j->fresh_ok) r->fresh_raised++;
@@ -901,6 +924,7 @@ static int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, 
 void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out)
 {
     *out = nx->res;
+    if (nx->dev && nx->o.profile) ft_cuda_nx_profile(nx->dev, -1, out->phase_ms);
 }
 
 static void band_text(FILE *f, const ft_band *b)
@@ -1194,6 +1218,9 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
     dst->mlp_runs += src->mlp_runs;
     dst->device_runs += src->device_runs;
     dst->wall_ns += src->wall_ns;
+    dst->flops += src->flops;
+    for (int k = 0; k < FT_NX_PHASES; k++)
+        dst->phase_ms[k] += src->phase_ms[k];
     if (src->n_threads > dst->n_threads) dst->n_threads = src->n_threads;
     if (!dst->device[0]) ft_strlcpy(dst->device, src->device, sizeof dst->device);
     if (!dst->fallback_text[0])

@@ -39,6 +39,7 @@
 #include "ft_trace.h"
 #include "ft_replay.h"
 #include "model.h"
+#include "ft_kernels.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -63,7 +64,10 @@ typedef struct ft_numerics_opts {
                         choice differs from the fresh plan at most N/4 */
     uint64_t seed;   /* mixed into every input seed */
     ft_numerics_backend backend;
-    uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core */
+    uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core
+                           (the CUDA back end uses one: the device is one) */
+    uint8_t profile;    /* time the phases into ft_numerics_result.phase_ms (CUDA: synchronises
+                           the device at every phase change, so the total is slower) */
 } ft_numerics_opts;
 
 typedef struct ft_numerics ft_numerics;
@@ -133,6 +137,9 @@ typedef struct ft_numerics_result {
     uint32_t n_threads;      /* threads that ran sampled calls (the largest, after a merge) */
     char device[64];         /* CUDA device name, "" on the CPU back end */
     char fallback_text[160]; /* CUDA: why the first configuration ran on the CPU instead */
+    double flops;            /* GEMM work done: float64 reference + every run, all sampled calls */
+    double phase_ms[FT_NX_PHASES]; /* opts.profile: inputs, reference, quantization, GEMMs,
+                                      comparison, other (CPU: runs count as other, threads add) */
     ft_band fresh_err;       /* error of the fresh plans vs float64 */
     ft_band harmless_band;   /* fused vs unfused, same quantization (controls and policies) */
     ft_band quant_band;      /* different quantization from the fresh plan */

@@ -3,7 +3,7 @@
 # (`test` adds what the test suite needs: CMocka, Debian's PyTorch for the capture-hook tests,
 # clang-format for the style check).
 set -e
-pkgs="build-essential cmake pkg-config libsqlite3-dev libzstd-dev libjansson-dev libxxhash-dev zstd"
+pkgs="build-essential cmake pkg-config libsqlite3-dev libzstd-dev libjansson-dev libxxhash-dev libopenblas-dev zstd"
 if [ "${1:-}" = test ]; then
   pkgs="$pkgs libcmocka-dev python3 python3-torch clang-format sqlite3"
 fi
