@@ -183,8 +183,10 @@ typedef struct ft_gemm {
     uint8_t accumulate;      /* 1: C += result (empty WGRAD groups then leave C_g as is) */
 } ft_gemm;
 
-/* Empty WGRAD groups give dW_g = 0 (unless accumulate). */
+/* Empty WGRAD groups give dW_g = 0 (unless accumulate). One CBLAS (OpenBLAS) sgemm per group. */
 int ft_cpu_gemm(const ft_gemm *g, ft_err *err);
+/* Threads each BLAS call may use (callers that run several GEMMs on threads of their own set 1). */
+void ft_cpu_blas_threads(int n);
 
 /* ==== activations (spec §4.3; math in fp32) ============================================== */
 
@@ -391,6 +393,9 @@ int ft_cuda_nx_collect(ft_cuda_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err
 /* Host copies of the last run's output / of the reference (which: 0 y, 1 dx, 2 dW1, 3 dW2). */
 int ft_cuda_nx_download(ft_cuda_nx *nx, int which, float *host, ft_err *err);
 int ft_cuda_nx_reference(ft_cuda_nx *nx, int which, float *host, ft_err *err);
+/* Device bytes the context holds now, and the most the stream-ordered pool has held since it
+ * was created (runs' scratch, the reference's work space, the weight cache). */
+int ft_cuda_nx_memory(ft_cuda_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err);
 /* Profiling: on = 1 synchronises at each phase and adds its wall time (0 off, -1 unchanged; a
  * change clears the figures); ms (may be NULL) receives the milliseconds per phase. */
 void ft_cuda_nx_profile(ft_cuda_nx *nx, int on, double ms[FT_NX_PHASES]);

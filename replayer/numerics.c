@@ -877,6 +877,8 @@ int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err)
     return rc < 0 ? rc : FT_OK;
 }
 
+static uint32_t online_cores(void);
+
 /* Execute jobs[0..n) on up to n_threads threads, then fold them in order. */
 typedef struct pool {
     ft_numerics *nx;
@@ -901,6 +903,11 @@ static int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, 
     uint64_t t0 = ft_now_ns();
     pool pl = {nx, jobs, n, 0};
     if (n_threads > n) n_threads = n;
+    /* the cores are shared between the threads here and BLAS's own threads inside each call */
+    if (nx->o.backend == FT_NUMERICS_CPU) {
+        uint32_t per = online_cores() / (n_threads ? n_threads : 1);
+        ft_cpu_blas_threads(per > 1 ? (int)per : 1);
+    }
     pthread_t th[64];
     uint32_t started = 0;
     if (n_threads > FT_ARRAY_LEN(th)) n_threads = FT_ARRAY_LEN(th);
@@ -925,6 +932,11 @@ void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out)
 {
     *out = nx->res;
     if (nx->dev && nx->o.profile) ft_cuda_nx_profile(nx->dev, -1, out->phase_ms);
+    if (nx->dev) {
+        uint64_t held = 0, peak = 0;
+        ft_err e = {0};
+        if (ft_cuda_nx_memory(nx->dev, &held, &peak, &e) == FT_OK) out->device_bytes = held + peak;
+    }
 }
 
 static void band_text(FILE *f, const ft_band *b)
@@ -1154,6 +1166,7 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
         goto done;
     d->n_threads = nopts && nopts->n_threads ? nopts->n_threads : online_cores();
     if (nopts && nopts->backend == FT_NUMERICS_CUDA) d->n_threads = 1; /* the device is one */
+
     d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
     d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
     if (!d->jobs) {
@@ -1219,6 +1232,7 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
     dst->device_runs += src->device_runs;
     dst->wall_ns += src->wall_ns;
     dst->flops += src->flops;
+    if (src->device_bytes > dst->device_bytes) dst->device_bytes = src->device_bytes;
     for (int k = 0; k < FT_NX_PHASES; k++)
         dst->phase_ms[k] += src->phase_ms[k];
     if (src->n_threads > dst->n_threads) dst->n_threads = src->n_threads;

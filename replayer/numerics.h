@@ -137,6 +137,7 @@ typedef struct ft_numerics_result {
     uint32_t n_threads;      /* threads that ran sampled calls (the largest, after a merge) */
     char device[64];         /* CUDA device name, "" on the CPU back end */
     char fallback_text[160]; /* CUDA: why the first configuration ran on the CPU instead */
+    uint64_t device_bytes;   /* CUDA: most device memory held (context + pool peak) */
     double flops;            /* GEMM work done: float64 reference + every run, all sampled calls */
     double phase_ms[FT_NX_PHASES]; /* opts.profile: inputs, reference, quantization, GEMMs,
                                       comparison, other (CPU: runs count as other, threads add) */

@@ -116,6 +116,14 @@ int ft_cuda_nx_reference(ft_cuda_nx *nx, int which, float *host, ft_err *err)
     return no_cuda(err);
 }
 
+int ft_cuda_nx_memory(ft_cuda_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err)
+{
+    (void)nx;
+    if (held) *held = 0;
+    if (pool_peak) *pool_peak = 0;
+    return no_cuda(err);
+}
+
 void ft_cuda_nx_profile(ft_cuda_nx *nx, int on, double ms[FT_NX_PHASES])
 {
     (void)nx, (void)on;

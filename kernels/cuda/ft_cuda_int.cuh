@@ -167,6 +167,13 @@ enum { FT_PH_GEN = 0, FT_PH_REF, FT_PH_QUANT, FT_PH_GEMM, FT_PH_CMP, FT_PH_OTHER
 // With a ft_fast, ft_cu_mlp_f32_forward/backward run the same steps as the emulation but feed the
 // GEMMs bf16 operands (the fake-quantized values divided by their group's factor, exact) on
 // cuBLAS tensor cores with fp32 accumulation and output, alpha = the two operands' factors.
+struct ft_fast_w { // a cached bf16 weight operand (one tensor and usage of every expert)
+    uint64_t key, tick;
+    uint16_t *b;
+    float *gs; // [G]
+    size_t bytes;
+};
+
 struct ft_fast {
     void *blas;        // cublasHandle_t
     const float *zero; // device 0.0f (cuBLAS pointer mode device)
@@ -174,8 +181,15 @@ struct ft_fast {
     int phase;
     uint64_t t_mark;
     double ms[FT_PH_COUNT];
+    // Weights are the same across the calls of a fuser, so their bf16 operands are kept (LRU,
+    // at most wcap bytes); wgen changes whenever the weight arrays are rewritten.
+    uint64_t wgen, tick;
+    ft_fast_w w[16];
+    int n_w;
+    size_t wbytes, wcap;
 };
 void ft_fast_phase(ft_fast *f, int phase, cudaStream_t st);
+void ft_fast_forget(ft_fast *f, cudaStream_t st); // drop the cached weights
 
 // The float32-contract MLP: m holds device pointers; hsplits (may be NULL: read back from m->splits)
 // the same splits on the host; fast NULL: the float32 emulation (SIMT fp32 GEMMs).

@@ -228,8 +228,25 @@ opnd quant_act(job *j, int tensor, int columnwise, const float *src, int64_t row
     return o;
 }
 
+uint64_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+uint64_t mix64(uint64_t h, uint64_t v)
+{
+    uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 // Fake-quantize every expert's weight w[G][n][k] for a usage (fast: one expert at a time through
-// one float32 buffer).
+// one float32 buffer, into the weight cache when it has room).
 opnd quant_weights(job *j, int tensor, int columnwise, const float *w, int64_t n, int64_t k,
                    int *rc, ft_err *err)
 {
@@ -238,30 +255,85 @@ opnd quant_weights(job *j, int tensor, int columnwise, const float *w, int64_t n
     phase(j, FT_PH_QUANT);
     const ft_mlp *m = j->m;
     const uint32_t G = m->n_groups;
+    ft_fast *f = j->fast;
+    ft_fast_w *slot = NULL;
+    const size_t bbytes = (size_t)G * (size_t)(n * k) * 2;
+    if (f) { // the cache: the weights' generation and address, the usage, the quantizer config
+        ft_qcfg q0;
+        ft_mlp_qcfg(&m->quant, tensor, 0, columnwise, &q0);
+        const uint64_t v[] = {f->wgen, (uint64_t)(uintptr_t)w, (uint64_t)tensor,
+                              (uint64_t)columnwise, (uint64_t)n, (uint64_t)k, G,
+                              (uint64_t)q0.fmt, (uint64_t)q0.fp8, q0.two_d, q0.pow2_scales,
+                              fbits(q0.amax_epsilon), fbits(q0.scale)};
+        uint64_t key = 0x7e57;
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+            key = mix64(key, v[i]);
+        for (int i = 0; i < f->n_w; i++)
+            if (f->w[i].key == key) {
+                f->w[i].tick = ++f->tick;
+                o.f = NULL, o.b = f->w[i].b, o.gs = f->w[i].gs;
+                return o;
+            }
+        // make room (least recently used first), then allocate outside the call's scratch
+        while (f->n_w && (f->n_w == 16 || f->wbytes + bbytes > f->wcap)) {
+            int lru = 0;
+            for (int i = 1; i < f->n_w; i++)
+                if (f->w[i].tick < f->w[lru].tick) lru = i;
+            cudaFreeAsync(f->w[lru].b, j->st);
+            cudaFreeAsync(f->w[lru].gs, j->st);
+            f->wbytes -= f->w[lru].bytes;
+            f->w[lru] = f->w[--f->n_w];
+        }
+        if (bbytes <= f->wcap) {
+            ft_fast_w e = {key, ++f->tick, NULL, NULL, bbytes};
+            if (cudaMallocAsync((void **)&e.b, bbytes, j->st) == cudaSuccess &&
+                cudaMallocAsync((void **)&e.gs, G * sizeof(float), j->st) == cudaSuccess) {
+                f->w[f->n_w] = e;
+                slot = &f->w[f->n_w++];
+                f->wbytes += bbytes;
+            } else {
+                cudaGetLastError(); // no room: this call's scratch instead
+                if (e.b) cudaFreeAsync(e.b, j->st);
+            }
+        }
+    }
     if (m->quant.fmt == FT_QF_NONE) {
-        if (j->fast) o.b = expand(j, w, (int64_t)G * n, k, NULL, NULL, rc, err);
+        if (!f) return o;
+        if (slot) {
+            if ((int64_t)G * n * k > 0) {
+                expand_kernel<<<cu_blocks((int64_t)G * n * k, 256), 256, 0, j->st>>>(
+                    w, (int64_t)G * n, k, NULL, 1, NULL, slot->b);
+                *rc = cu_launched(err, "expand_kernel");
+            }
+            o.f = NULL, o.b = slot->b;
+        } else {
+            o.b = expand(j, w, (int64_t)G * n, k, NULL, NULL, rc, err);
+        }
         return o;
     }
-    float *dst = scratch_f32(&j->ws, j->fast ? n * k : (int64_t)G * n * k, rc, err);
+    float *dst = scratch_f32(&j->ws, f ? n * k : (int64_t)G * n * k, rc, err);
     uint16_t *b = NULL;
     float *gs = NULL;
-    if (j->fast) {
-        b = (uint16_t *)scratch_bytes(&j->ws, (size_t)G * (size_t)(n * k) * 2, rc, err);
+    if (f && slot) {
+        b = slot->b, gs = slot->gs;
+    } else if (f) {
+        b = (uint16_t *)scratch_bytes(&j->ws, bbytes, rc, err);
         gs = scratch_f32(&j->ws, G, rc, err);
     }
     for (uint32_t g = 0; g < G && !*rc; g++) {
         ft_qcfg q;
         ft_mlp_qcfg(&m->quant, tensor, g, columnwise, &q);
         const size_t off = (size_t)g * (size_t)(n * k);
-        *rc = ft_cuda_quantize_gs(&q, w + off, n, k, NULL, 0, j->fast ? dst : dst + off,
+        *rc = ft_cuda_quantize_gs(&q, w + off, n, k, NULL, 0, f ? dst : dst + off,
                                   gs ? gs + g : NULL, j->st, err);
-        if (!*rc && j->fast && n * k > 0) {
+        if (!*rc && f && n * k > 0) {
             expand_kernel<<<cu_blocks(n * k, 256), 256, 0, j->st>>>(dst, n, k, NULL, 1, gs + g,
                                                                     b + off);
             *rc = cu_launched(err, "expand_kernel");
         }
     }
-    if (j->fast) {
+    if (*rc && slot) slot->key = 0; // never found again
+    if (f) {
         scratch_drop(&j->ws, dst, rc, err);
         o.f = NULL, o.b = b, o.gs = gs;
     } else {
@@ -420,6 +492,17 @@ void ft_fast_phase(ft_fast *f, int ph, cudaStream_t st)
         f->ms[f->phase] += (double)(now - f->t_mark) * 1e-6;
     f->t_mark = now;
     f->phase = ph;
+}
+
+void ft_fast_forget(ft_fast *f, cudaStream_t st)
+{
+    for (int i = 0; i < f->n_w; i++) {
+        cudaFreeAsync(f->w[i].b, st);
+        cudaFreeAsync(f->w[i].gs, st);
+    }
+    f->n_w = 0;
+    f->wbytes = 0;
+    f->wgen++;
 }
 
 int ft_cu_mlp_f32_forward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast, ft_mlp_fwd *out,

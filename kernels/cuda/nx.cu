@@ -10,6 +10,7 @@
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 namespace
@@ -263,6 +264,7 @@ int nx_alloc(ft_cuda_nx *nx, void **p, size_t bytes, ft_err *err)
 
 void nx_release(ft_cuda_nx *nx)
 {
+    ft_fast_forget(&nx->fast, nx->st);
     void *all[] = {nx->splits, nx->offs, nx->x, nx->w1, nx->b1, nx->w2, nx->b2, nx->pr,
                    nx->dy,     nx->h,    nx->z, nx->ref[0], nx->ref[1], nx->ref[2], nx->ref[3],
                    nx->out[0], nx->out[1], nx->out[2], nx->out[3], nx->base[0], nx->base[1],
@@ -484,6 +486,14 @@ extern "C" int ft_cuda_nx_new(ft_cuda_nx **out, ft_err *err)
     nx->fast.blas = nx->blas;
     nx->fast.zero = nx->zero;
     nx->fast.phase = -1;
+    { // the weight cache: FT_NX_WCACHE_GB (default 8 GB, at most a quarter of the device)
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        const char *e = getenv("FT_NX_WCACHE_GB");
+        double gb = e && *e ? atof(e) : 8.0;
+        size_t cap = (size_t)(gb * 1e9);
+        nx->fast.wcap = cap < tot / 4 ? cap : tot / 4;
+    }
     *out = nx;
     return FT_OK;
 }
@@ -567,6 +577,7 @@ extern "C" int ft_cuda_nx_problem(ft_cuda_nx *nx, const ft_nx_problem *p, ft_err
     // weights: the same for every call of a fuser; generated again only when they change
     const uint64_t wkey = (p->wseed ^ 0x5bd1e995u) | 1u;
     if (!rc && nx->wkey != wkey) {
+        ft_fast_forget(&nx->fast, nx->st);
         rc = gen(nx, nx->w1, (int64_t)G * n1 * k1, p->w1_scale, p->wseed + 2, 0, err);
         if (!rc && p->bias1) rc = gen(nx, nx->b1, (int64_t)G * n1, 0.1f, p->wseed + 3, 0, err);
         if (!rc) rc = gen(nx, nx->w2, (int64_t)G * n2 * k2, p->w2_scale, p->wseed + 4, 0, err);
@@ -756,5 +767,20 @@ extern "C" int ft_cuda_mem_info(uint64_t *free_b, uint64_t *total_b, ft_err *err
     int rc = cu_fail(cudaMemGetInfo(&f, &t), err, "cudaMemGetInfo");
     if (free_b) *free_b = f;
     if (total_b) *total_b = t;
+    return rc;
+}
+
+extern "C" int ft_cuda_nx_memory(ft_cuda_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err)
+{
+    int dev = 0;
+    cudaMemPool_t pool;
+    uint64_t hi = 0; // the attribute is a 64-bit count
+    int rc = cu_fail(cudaGetDevice(&dev), err, "cudaGetDevice");
+    if (!rc) rc = cu_fail(cudaDeviceGetDefaultMemPool(&pool, dev), err, "cudaDeviceGetDefaultMemPool");
+    if (!rc)
+        rc = cu_fail(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &hi), err,
+                     "cudaMemPoolGetAttribute");
+    if (held) *held = nx ? nx->bytes + 16 * 2 + sizeof(double) * (FT_NX_MAX_SLOTS * 4 * 6) : 0;
+    if (pool_peak) *pool_peak = (uint64_t)hi;
     return rc;
 }
