@@ -150,7 +150,7 @@ static int bench_trace(const char *label, const char *path, const model *m, ft_n
         printf("profiled pass (synchronised phases, %.3f s of phases):%s%s\n", tot * 1e-3, shares,
                no.backend == FT_NUMERICS_CPU ? " (cpu: quantization and GEMMs inside other)" : "");
     }
-    char blas[160] = "";
+    char blas[256] = "";
     if (no.backend == FT_NUMERICS_CPU && m) {
         const int K = (int)no.shrink;
         int rows = (m->tokens / m->experts + K - 1) / K, n = 2 * ((m->ffn + K - 1) / K),
@@ -159,10 +159,18 @@ static int bench_trace(const char *label, const char *path, const model *m, ft_n
         double s_blas = nr[0].flops / (rate > 0 ? rate : 1);
         snprintf(blas, sizeof blas, " openblas_fp64=%.3fs ratio=%.2f", s_blas,
                  s_nx / (s_blas > 0 ? s_blas : 1e-9));
-        printf("OpenBLAS float64 GEMM at %d x %d x %d: %.1f GFLOP/s, so %.3f s for the same "
-               "%.3g TFLOP: numerics takes %.2fx that\n",
+        printf("OpenBLAS float64 GEMM at %d x %d x %d (one expert's FC1): %.1f GFLOP/s, so %.3f s "
+               "for the same %.3g TFLOP: numerics takes %.2fx that\n",
                rows, n, k, rate * 1e-9, s_blas, nr[0].flops * 1e-12,
                s_nx / (s_blas > 0 ? s_blas : 1e-9));
+        double big = dgemm_rate(1024, 1024, 1024);
+        printf("OpenBLAS float64 GEMM at 1024^3 (the machine's large-GEMM rate): %.1f GFLOP/s, so "
+               "%.3f s: numerics takes %.2fx that\n",
+               big * 1e-9, nr[0].flops / (big > 0 ? big : 1),
+               s_nx / (nr[0].flops / (big > 0 ? big : 1)));
+        size_t o = strlen(blas);
+        snprintf(blas + o, sizeof blas - o, " ratio_1024=%.2f",
+                 s_nx / (nr[0].flops / (big > 0 ? big : 1)));
     }
     printf("RESULT numerics %s %s shrink=%u calls=%llu runs=%llu cold_s=%.3f seconds=%.3f "
            "calls_per_s=%.2f tflops=%.1f gb=%.1f%s%s\n",

@@ -3,12 +3,25 @@
  * policies and print one reduced report (text table, JSON or CSV); with --numerics, also run the
  * sampled grouped-MLP calls' chosen and fresh plans (numerics.h) and add the numerics section.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "ft_replay.h"
 #include "numerics.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Ctrl-C during numerics: stop after the call in flight and print the results so far (a second
+ * Ctrl-C ends the process as usual). */
+static volatile sig_atomic_t g_stop;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
 
 static void usage(FILE *f)
 {
@@ -18,7 +31,7 @@ static void usage(FILE *f)
         "                         [--json | --csv] [--per-call FILE] [--explain]\n"
         "                         [--captured POLICY] [--threads N]\n"
         "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
-        "                          [--seed S]]\n"
+        "                          [--seed S] [--max-seconds S]]\n"
         "\n"
         "Replays every call of the traces (one per rank, reduced into one report) through a\n"
         "model of TransformerEngine's fusion-plan cache under each policy, in one pass.\n"
@@ -37,8 +50,11 @@ static void usage(FILE *f)
         "                   calls, run every policy's chosen plan and quantizer state and the\n"
         "                   fresh plan (forward, and backward for grad calls) against a float64\n"
         "                   reference; reports the harmless and quant bands per policy. cuda\n"
-        "                   runs what the CUDA back end supports on the device, the rest on the\n"
-        "                   CPU reference (the report counts both); no device: exit 3\n"
+        "                   runs everything on the device (bf16 tensor-core GEMMs on exactly\n"
+        "                   expanded quantized operands, the float64 reference in cuBLAS);\n"
+        "                   no device: exit 3. The policy table prints first, then (stderr)\n"
+        "                   the estimate of the numerics' work and, on a terminal, progress;\n"
+        "                   Ctrl-C prints the numerics results so far\n"
         "  --sample N       at most N calls per trace (default 64), in call order: the first\n"
         "                   call of every situation (what the fresh plan and each policy's\n"
         "                   choice run, which raise), then more of each up to N/8\n"
@@ -46,6 +62,8 @@ static void usage(FILE *f)
         "  --shrink K       divide hidden sizes and split sizes by K (default 1: the real\n"
         "                   sizes, slow on the CPU for large models; 8 or 16 for a quick look)\n"
         "  --seed S         input seed (default 1)\n"
+        "  --max-seconds S  refuse numerics estimated to take longer (default 600; 0: no\n"
+        "                   limit); memory beyond the machine's is always refused\n"
         "\npolicies:\n");
     for (uint32_t i = 0; i < ft_policy_count(); i++)
         fprintf(f, "  %-16s %s\n", ft_policy_name(i), ft_policy_summary(i));
@@ -106,7 +124,7 @@ int cmd_replay(int argc, char **argv)
     ft_err err = {0};
     const char *numerics = NULL;
     int sample_set = 0, all = 0;
-    ft_numerics_opts no = {.shrink = 1, .sample = 64, .seed = 1};
+    ft_numerics_opts no = {.shrink = 1, .sample = 64, .seed = 1, .max_seconds = 600};
     ft_replay_result *res = ft_malloc(sizeof *res);
     ft_numerics_result *nres = ft_malloc(sizeof *nres);
     if (!paths || !env || !env_keys || !res || !nres) {
@@ -178,7 +196,7 @@ int cmd_replay(int argc, char **argv)
                 status = FT_EXIT_INPUT;
                 goto done;
             }
-            sample_set = 1;
+            sample_set |= 1;
         } else if (!strcmp(a, "--all")) {
             all = 1;
         } else if (!strcmp(a, "--shrink") && has_val) {
@@ -198,6 +216,11 @@ int cmd_replay(int argc, char **argv)
                 goto done;
             }
             no.seed = (uint64_t)v;
+        } else if (!strcmp(a, "--max-seconds") && has_val) {
+            uint32_t v;
+            if ((status = parse_u32(a, argv[++i], &v))) goto done;
+            no.max_seconds = v;
+            sample_set |= 2; /* a numerics option */
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "fusertrace replay: unknown or incomplete option '%s'\n", a);
             usage(stderr);
@@ -219,7 +242,7 @@ int cmd_replay(int argc, char **argv)
         status = FT_EXIT_INPUT;
         goto done;
     }
-    if (sample_set && all) {
+    if ((sample_set & 1) && all) {
         fprintf(stderr, "fusertrace replay: --sample and --all exclude each other\n");
         status = FT_EXIT_INPUT;
         goto done;
@@ -232,7 +255,16 @@ int cmd_replay(int argc, char **argv)
     if (all) no.sample = 0;
     if (numerics) {
         no.backend = strcmp(numerics, "cuda") ? FT_NUMERICS_CPU : FT_NUMERICS_CUDA;
+        int rc = ft_numerics_backend_check(no.backend, &err); /* before any output */
+        if (rc) {
+            fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));
+            status = cli_exit_code(rc);
+            goto done;
+        }
         no.n_threads = o.n_threads;
+        no.info = stderr;
+        no.progress = (uint8_t)isatty(STDERR_FILENO);
+        no.stop = &g_stop;
     }
     if (per_call_path) {
         per_call = strcmp(per_call_path, "-") ? fopen(per_call_path, "w") : stdout;
@@ -248,25 +280,56 @@ int cmd_replay(int argc, char **argv)
     o.n_env = n_env;
     o.per_call = per_call;
     o.explain = explain ? stdout : NULL;
-    int rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, &err)
-                      : ft_replay_traces(paths, n_paths, &o, res, &err);
+    /* text with numerics: the policy table first (a plain replay takes milliseconds), then the
+     * numerics, which replay again with per-call and explain output off */
+    const int table_first = numerics && format == FT_REPORT_TEXT;
+    int rc = (!numerics || table_first) ? ft_replay_traces(paths, n_paths, &o, res, &err) : FT_OK;
+    if (!rc && explain) fputc('\n', stdout);
+    if (!rc && table_first) {
+        rc = ft_report_write(stdout, res, format, &err);
+        if (!rc) fputc('\n', stdout);
+        if (!rc) rc = ft_report_reading(stdout, res, &err);
+        fflush(stdout);
+        if (rc) {
+            fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));
+            status = FT_EXIT_INTERNAL;
+            goto done;
+        }
+    }
+    if (!rc && numerics) {
+        ft_replay_opts on = o;
+        if (table_first) on.per_call = NULL, on.explain = NULL;
+        struct sigaction sa, old_sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint;
+        sa.sa_flags = (int)SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_sa);
+        ft_replay_result *rn = table_first ? ft_malloc(sizeof *rn) : res;
+        rc = rn ? ft_numerics_replay_traces(paths, n_paths, &on, &no, rn, nres, &err)
+                : ft_err_set(&err, FT_ENOMEM, "out of memory");
+        if (rn != res) ft_free(rn);
+        sigaction(SIGINT, &old_sa, NULL);
+        if (!rc && nres->interrupted)
+            fprintf(stderr, "fusertrace replay: interrupted: numerics of %llu of %llu sampled "
+                            "calls below\n",
+                    (unsigned long long)nres->calls_run, (unsigned long long)nres->calls_planned);
+    }
     if (rc) {
         fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));
         status = cli_exit_code(rc);
         goto done;
     }
-    if (explain) fputc('\n', stdout);
     if (numerics && format == FT_REPORT_JSON) {
         rc = write_json_with_numerics(res, nres, &err);
+    } else if (table_first) {
+        fputc('\n', stdout);
+        rc = ft_numerics_report(stdout, nres, 0, &err);
     } else {
         rc = ft_report_write(stdout, res, format, &err);
         if (!rc && format == FT_REPORT_TEXT) {
             fputc('\n', stdout);
             rc = ft_report_reading(stdout, res, &err);
-        }
-        if (!rc && numerics) {
-            fputc('\n', stdout);
-            rc = ft_numerics_report(stdout, nres, 0, &err);
         }
     }
     if (rc) {

@@ -187,6 +187,8 @@ typedef struct ft_gemm {
 int ft_cpu_gemm(const ft_gemm *g, ft_err *err);
 /* Threads each BLAS call may use (callers that run several GEMMs on threads of their own set 1). */
 void ft_cpu_blas_threads(int n);
+/* FLOP/s of a 256^3 float64 GEMM on this machine now (BLAS's current threads; about 10 ms). */
+double ft_cpu_gemm_rate(void);
 
 /* ==== activations (spec §4.3; math in fp32) ============================================== */
 

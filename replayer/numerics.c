@@ -1,5 +1,6 @@
 /*
- * numerics.c - numerical replay of sampled grouped-MLP calls on the CPU kernels (numerics.h).
+ * numerics.c - numerical replay of sampled grouped-MLP calls (numerics.h) on the CPU kernels or
+ * on the device (ft_cuda_nx).
  *
  * Per call: derive each choice's run configuration (topology from the plan, quantization from the
  * quantizer state and the call's recipe), run every distinct configuration once on the same
@@ -10,7 +11,9 @@
  * A call goes through three phases: plan (call order, reads the model: configurations, raises,
  * the sampling decision), execute (touches nothing shared: inputs, reference, runs, comparisons;
  * any thread) and fold (call order, into the results). The trace driver queues planned calls
- * from the engine's per-call hook and executes each full queue on a pool of threads.
+ * from the engine's per-call hook and executes each full queue on a pool of threads. With an info
+ * stream or a time limit it first runs a dry pass (plans only) to estimate the work, prints it
+ * and refuses what does not fit; a stop flag (Ctrl-C) ends it with the results so far.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "numerics.h"
@@ -97,6 +100,8 @@ struct ft_numerics {
     uint32_t n_sits;
     pthread_mutex_t gpu_lock; /* one thread at a time on the device */
     ft_cuda_nx *dev;          /* CUDA back end: the device context */
+    uint64_t planned;         /* sampled calls the estimate counted (progress line) */
+    uint64_t t_start;         /* numerics start (progress line) */
     ft_numerics_result res;
 };
 
@@ -229,6 +234,17 @@ int ft_numerics_new(const ft_model *m, const ft_fuser_def *fusers, uint32_t n_fu
         nx->res.pol[p].name = policy_names ? policy_names[p] : "?";
     *out = nx;
     return FT_OK;
+}
+
+int ft_numerics_backend_check(ft_numerics_backend be, ft_err *err)
+{
+    if (be != FT_NUMERICS_CUDA || ft_cuda_device_count() >= 1) return FT_OK;
+    ft_cuda_nx *dev = NULL;
+    ft_err derr = {0};
+    int rc = ft_cuda_nx_new(&dev, &derr); /* says why: no CUDA build, or no device */
+    ft_cuda_nx_free(dev);
+    return ft_err_set(err, FT_ENODEV, "numerics cuda: %s; use --numerics cpu",
+                      rc ? ft_err_msg(&derr) : "no CUDA device");
 }
 
 void ft_numerics_free(ft_numerics *nx)
@@ -739,19 +755,13 @@ static int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err 
     return 1;
 }
 
-/* Inputs, reference, every distinct configuration, comparisons: into j only (any thread). */
-static void execute_call(ft_numerics *nx, job *j)
+/* The runs of a call: the fresh plan first (outs[0], not run when it raises), then every
+ * distinct choice that does not raise (which[p]: its run, UINT32_MAX if it raises), then the
+ * control: the fresh quantization on the other topology (*ctl_i; UINT32_MAX: none). */
+static uint32_t list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uint32_t *ctl_i)
 {
-    const mlp_desc *d = &nx->mlp[j->fuser];
-    const uint32_t np = nx->res.n_policies;
-    problem P;
-    runout outs[FT_NUMERICS_MAX_POLICIES + 2];
-    uint32_t n_outs = 0, fresh_i = 0, ctl_i = UINT32_MAX, which[FT_NUMERICS_MAX_POLICIES];
-    memset(outs, 0, sizeof outs);
-    int rc = problem_shape(nx, d, j, &P, &j->err);
-    if (rc) goto done;
-
-    /* fresh first, then every distinct choice, then the control (other topology, same quant) */
+    uint32_t n_outs = 0;
+    *ctl_i = UINT32_MAX;
     outs[n_outs++].cfg = j->fresh_cfg;
     for (uint32_t p = 0; p < np; p++) {
         which[p] = UINT32_MAX;
@@ -768,12 +778,29 @@ static void execute_call(ft_numerics *nx, job *j)
         runcfg other = *fc;
         other.fused = !other.fused;
         for (uint32_t i = 0; i < n_outs; i++)
-            if (cfg_equal(&outs[i].cfg, &other)) ctl_i = i;
-        if (ctl_i == UINT32_MAX) {
-            ctl_i = n_outs;
+            if (cfg_equal(&outs[i].cfg, &other)) *ctl_i = i;
+        if (*ctl_i == UINT32_MAX) {
+            *ctl_i = n_outs;
             outs[n_outs++].cfg = other;
         }
     }
+    return n_outs;
+}
+
+/* Inputs, reference, every distinct configuration, comparisons: into j only (any thread). */
+static void execute_call(ft_numerics *nx, job *j)
+{
+    const mlp_desc *d = &nx->mlp[j->fuser];
+    const uint32_t np = nx->res.n_policies;
+    problem P;
+    runout outs[FT_NUMERICS_MAX_POLICIES + 2];
+    uint32_t n_outs = 0, fresh_i = 0, ctl_i = UINT32_MAX, which[FT_NUMERICS_MAX_POLICIES];
+    memset(outs, 0, sizeof outs);
+    int rc = problem_shape(nx, d, j, &P, &j->err);
+    if (rc) goto done;
+
+    n_outs = list_outs(j, np, outs, which, &ctl_i);
+    const runcfg *fc = &j->fresh_cfg;
     const int skip0 = j->fresh_raise != NULL;
     if (nx->o.backend == FT_NUMERICS_CUDA)
         rc = exec_cuda(nx, j, &P, outs, n_outs, skip0, &j->err);
@@ -877,31 +904,50 @@ int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err)
     return rc < 0 ? rc : FT_OK;
 }
 
-static uint32_t online_cores(void);
-
 /* Execute jobs[0..n) on up to n_threads threads, then fold them in order. */
 typedef struct pool {
     ft_numerics *nx;
     job *jobs;
     uint32_t n;
     atomic_uint next;
+    atomic_uint done;
+    pthread_t main;
 } pool;
+
+/* The progress line (opts.progress): calls done of the estimate's total, rate, time left. */
+static void progress_line(ft_numerics *nx, uint64_t done)
+{
+    if (!nx->o.info || !nx->o.progress) return;
+    const double s = (double)(ft_now_ns() - nx->t_start) * 1e-9;
+    const double rate = s > 0 ? (double)done / s : 0;
+    const uint64_t total = nx->planned > done ? nx->planned : done;
+    fprintf(nx->o.info, "\rnumerics: %llu of %llu sampled calls, %.2f calls/s, %.0f s left   ",
+            (unsigned long long)done, (unsigned long long)total, rate,
+            rate > 0 ? (double)(total - done) / rate : 0.0);
+    fflush(nx->o.info);
+}
 
 static void *pool_worker(void *arg)
 {
     pool *pl = arg;
     for (;;) {
+        if (pl->nx->o.stop && *pl->nx->o.stop) return NULL;
         unsigned k = atomic_fetch_add(&pl->next, 1u);
         if (k >= pl->n) return NULL;
         execute_call(pl->nx, &pl->jobs[k]);
+        unsigned d = atomic_fetch_add(&pl->done, 1u) + 1;
+        if (pthread_equal(pthread_self(), pl->main))
+            progress_line(pl->nx, pl->nx->res.calls_run + d);
     }
 }
+
+static uint32_t online_cores(void);
 
 static int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err)
 {
     if (!n) return FT_OK;
     uint64_t t0 = ft_now_ns();
-    pool pl = {nx, jobs, n, 0};
+    pool pl = {nx, jobs, n, 0, 0, pthread_self()};
     if (n_threads > n) n_threads = n;
     /* the cores are shared between the threads here and BLAS's own threads inside each call */
     if (nx->o.backend == FT_NUMERICS_CPU) {
@@ -918,11 +964,15 @@ static int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, 
         pthread_join(th[i], NULL);
     if (started + 1 > nx->res.n_threads) nx->res.n_threads = started + 1;
     int rc = FT_OK;
+    /* folded in call order up to the first call not executed (a stop) */
+    const uint32_t picked = atomic_load(&pl.next), ran = picked < n ? picked : n;
     for (uint32_t i = 0; i < n; i++) {
-        if (!rc) rc = fold_call(nx, &jobs[i], err);
+        if (!rc && i < ran) rc = fold_call(nx, &jobs[i], err);
         job_free(&jobs[i]);
     }
+    if (ran < n) nx->res.interrupted = 1;
     nx->res.wall_ns += ft_now_ns() - t0;
+    progress_line(nx, nx->res.calls_run);
     return rc;
 }
 
@@ -1074,6 +1124,12 @@ int ft_numerics_report(FILE *f, const ft_numerics_result *r, int json, ft_err *e
  * queue is executed on the thread pool while the engine waits.
  */
 
+typedef struct estimate {
+    uint64_t calls, runs;
+    double flops;
+    uint64_t max_bytes; /* the largest call's memory (device, or host per thread) */
+} estimate;
+
 typedef struct drv {
     ft_numerics *nx;
     uint32_t np;
@@ -1082,13 +1138,45 @@ typedef struct drv {
     ft_qstate q[FT_NUMERICS_MAX_POLICIES]; /* copies: the engine's are valid during the call only */
     job *jobs;                             /* [cap] queued calls */
     uint32_t n_jobs, cap;
-    int rc; /* first failure, detail in err */
+    int dry;       /* estimate only: plan the calls, count their work, run nothing */
+    estimate est;  /* dry */
+    int stopped;   /* opts.stop was seen */
+    int rc;        /* first failure, detail in err */
     ft_err err;
 } drv;
+
+/* Add a planned call's work to the estimate (dry run). */
+static int estimate_job(drv *d, job *j, ft_err *err)
+{
+    problem P;
+    runout outs[FT_NUMERICS_MAX_POLICIES + 2];
+    uint32_t which[FT_NUMERICS_MAX_POLICIES], ctl_i;
+    memset(outs, 0, sizeof outs);
+    int rc = problem_shape(d->nx, &d->nx->mlp[j->fuser], j, &P, err);
+    if (!rc) {
+        uint32_t n_outs = list_outs(j, d->np, outs, which, &ctl_i);
+        uint32_t runs = n_outs - (j->fresh_raise != NULL);
+        double rf = 0, uf = 0;
+        uint64_t b = 0;
+        ft_nx_flops(&P.np, &rf, &uf);
+        ft_nx_bytes(&P.np, &b);
+        d->est.calls++;
+        d->est.runs += runs;
+        d->est.flops += rf + uf * runs;
+        if (b > d->est.max_bytes) d->est.max_bytes = b;
+    }
+    problem_free(&P);
+    job_free(j);
+    return rc;
+}
 
 static int drv_call(void *ctx, const ft_replay_call *c)
 {
     drv *d = ctx;
+    if (d->nx->o.stop && *d->nx->o.stop) {
+        d->stopped = 1;
+        return FT_ESTATE; /* ends the engine's loop; the driver returns what ran */
+    }
     if (!ft_numerics_wants(d->nx, c->fuser) || c->slot >= d->np) return FT_OK;
     d->q[c->slot] = *c->q;
     d->ch[c->slot].plan = c->plan;
@@ -1110,9 +1198,15 @@ static int drv_call(void *ctx, const ft_replay_call *c)
                            .fresh_q = &fq,
                            .chosen = d->ch};
     int rc = plan_call(d->nx, &nc, &d->jobs[d->n_jobs], &d->err);
-    if (rc == 1 && ++d->n_jobs == d->cap) {
+    if (rc == 1 && d->dry) {
+        rc = estimate_job(d, &d->jobs[d->n_jobs], &d->err);
+    } else if (rc == 1 && ++d->n_jobs == d->cap) {
         rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, &d->err);
         d->n_jobs = 0;
+        if (!rc && d->nx->res.interrupted) {
+            d->stopped = 1;
+            return FT_ESTATE;
+        }
     }
     if (rc < 0) d->rc = rc;
     return rc < 0 ? rc : FT_OK;
@@ -1124,12 +1218,11 @@ static uint32_t online_cores(void)
     return nc > 0 ? (uint32_t)nc : 1;
 }
 
-int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
-                             const ft_numerics_opts *nopts, ft_replay_result *rr_out,
-                             ft_numerics_result *out, ft_err *err)
+/* One pass of the engine over t with the numerics driver: dry (estimate into *est) or real. */
+static int replay_pass(ft_trace *t, const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
+                       int dry, estimate *est, ft_replay_result *rr_out, ft_numerics_result *out,
+                       ft_err *err)
 {
-    ft_err local;
-    if (!err) err = &local;
     uint32_t n_fusers = ft_trace_n_fusers(t), n_recipes = ft_trace_n_recipes(t);
     const ft_header *hdr = ft_trace_header(t);
     ft_fuser_def *fusers = ft_calloc(n_fusers ? n_fusers : 1, sizeof *fusers);
@@ -1149,8 +1242,10 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
     for (uint32_t i = 0; i < n_recipes; i++)
         recipes[i] = *ft_trace_recipe(t, i);
     ft_replay_opts ro = ropts ? *ropts : (ft_replay_opts){0};
+    if (dry) ro.per_call = NULL, ro.explain = NULL;
     ro.call_fn = drv_call;
     ro.call_ctx = d;
+    d->dry = dry;
     if ((rc = ft_replay_new(fusers, n_fusers, recipes, n_recipes, hdr, &ro, &eng, err))) goto done;
     ft_replay_get(eng, rr);
     d->np = rr->n_policies;
@@ -1161,12 +1256,15 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
     for (uint32_t p = 0; p < d->np; p++)
         names[p] = ft_policy_name(rr->pol[p].policy);
     int64_t ws = hdr && hdr->has_world_size ? hdr->world_size : 1;
-    if ((rc = ft_numerics_new(ft_replay_model(eng), fusers, n_fusers, ws, names, d->np, nopts,
+    ft_numerics_opts no = nopts ? *nopts : (ft_numerics_opts){0};
+    if (dry) no.backend = FT_NUMERICS_CPU, no.profile = 0; /* plans only: no device */
+    if ((rc = ft_numerics_new(ft_replay_model(eng), fusers, n_fusers, ws, names, d->np, &no,
                               &d->nx, err)))
         goto done;
+    if (!dry && est) d->nx->planned = est->calls;
+    d->nx->t_start = ft_now_ns();
     d->n_threads = nopts && nopts->n_threads ? nopts->n_threads : online_cores();
     if (nopts && nopts->backend == FT_NUMERICS_CUDA) d->n_threads = 1; /* the device is one */
-
     d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
     d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
     if (!d->jobs) {
@@ -1185,15 +1283,24 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
         }
         if (!b) break;
         if ((rc = ft_replay_batch(eng, b, err))) {
+            if (d->stopped) { /* Ctrl-C: what ran is the result */
+                rc = FT_OK;
+                ft_err_clear(err);
+                break;
+            }
             if (d->rc) ft_err_set(err, d->rc, "%s", ft_err_msg(&d->err)); /* the real cause */
             goto done;
         }
     }
-    if ((rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err))) goto done;
+    if (!d->stopped && (rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err))) goto done;
     d->n_jobs = 0;
+    if (d->stopped) d->nx->res.interrupted = 1;
+    if (nopts && nopts->info && nopts->progress && !dry) fputc('\n', nopts->info);
     ft_replay_get(eng, rr);
     if (rr_out) *rr_out = *rr;
+    if (dry && est) *est = d->est;
     ft_numerics_get(d->nx, out);
+    if (est) out->calls_planned = est->calls;
 done:
     if (d && d->jobs)
         for (uint32_t i = 0; i < d->n_jobs; i++)
@@ -1209,6 +1316,79 @@ done:
     ft_free(fusers);
     ft_free(recipes);
     return rc;
+}
+
+/* Seconds the estimate's work takes here, roughly: the device at 60 TFLOP/s (the DeepSeek-size
+ * figure of bench_numerics, 75 TFLOP/s, less a margin) plus 5 ms per call; the CPU at the rate of
+ * a float64 GEMM measured now. */
+static double estimate_seconds(const estimate *e, ft_numerics_backend be)
+{
+    if (be == FT_NUMERICS_CUDA) return e->flops / 60e12 + 5e-3 * (double)e->calls;
+    double rate = ft_cpu_gemm_rate();
+    return e->flops / (rate > 0 ? rate : 1e9);
+}
+
+int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
+                             const ft_numerics_opts *nopts, ft_replay_result *rr_out,
+                             ft_numerics_result *out, ft_err *err)
+{
+    ft_err local;
+    if (!err) err = &local;
+    estimate e = {0};
+    const int want_est = nopts && (nopts->info || nopts->max_seconds > 0);
+    if (want_est) {
+        ft_numerics_result *tmp = ft_calloc(1, sizeof *tmp);
+        if (!tmp) return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+        int rc = replay_pass(t, ropts, nopts, 1, &e, NULL, tmp, err);
+        ft_free(tmp);
+        if (rc) return rc;
+        const int cuda = nopts->backend == FT_NUMERICS_CUDA;
+        uint64_t cap = 0;
+        if (cuda) {
+            ft_err derr = {0};
+            ft_cuda_mem_info(NULL, &cap, &derr);
+        } else {
+            long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+            cap = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+        }
+        uint32_t thr = cuda ? 1 : (nopts->n_threads ? nopts->n_threads : online_cores());
+        if (thr > e.calls && e.calls) thr = (uint32_t)e.calls;
+        const uint64_t mem = e.max_bytes * (thr ? thr : 1);
+        const double secs = estimate_seconds(&e, nopts->backend);
+        if (nopts->info)
+            fprintf(nopts->info,
+                    "numerics (%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB "
+                    "of %s memory at most, estimated %.0f s\n",
+                    cuda ? "cuda" : "cpu", (unsigned long long)e.calls,
+                    (unsigned long long)e.runs, e.flops * 1e-12, (double)mem * 1e-9,
+                    cuda ? "device" : "host", secs);
+        /* what to change: the shrink that fits (work ~ K^3, memory ~ K^2), the sample, the GPU */
+        const int over_mem = cap && mem > cap / 10 * 9;
+        const int over_time = nopts->max_seconds > 0 && secs > nopts->max_seconds;
+        if (over_mem || over_time) {
+            uint32_t k = nopts->shrink ? nopts->shrink : 1, k2 = k;
+            double f = 1.0;
+            while ((over_time && secs / (f * f * f) > nopts->max_seconds) ||
+                   (over_mem && (double)mem / (f * f) > (double)cap * 0.9)) {
+                k2 *= 2;
+                f = (double)k2 / k;
+                if (k2 > 4096) break;
+            }
+            uint64_t n = over_time ? (uint64_t)((double)e.calls * nopts->max_seconds / secs) : 0;
+            char alt[64] = "", sug[64] = "";
+            if (!cuda) ft_strlcpy(alt, ", or --numerics cuda", sizeof alt);
+            if (n >= 1) snprintf(sug, sizeof sug, ", --sample %llu", (unsigned long long)n);
+            return ft_err_set(err, FT_ERANGE,
+                              "numerics: %s (%.2f GB of %s memory for %u call%s at once, %.2f "
+                              "GB there; about %.0f s, limit %.0f s): use --shrink %u%s%s",
+                              over_mem ? "too large for this machine" : "too slow",
+                              (double)mem * 1e-9, cuda ? "device" : "host", thr,
+                              thr == 1 ? "" : "s", (double)cap * 1e-9, secs,
+                              nopts->max_seconds, k2,
+                              sug, alt);
+        }
+    }
+    return replay_pass(t, ropts, nopts, 0, want_est ? &e : NULL, rr_out, out, err);
 }
 
 static void band_merge(ft_band *dst, const ft_band *src)
@@ -1232,6 +1412,8 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
     dst->device_runs += src->device_runs;
     dst->wall_ns += src->wall_ns;
     dst->flops += src->flops;
+    dst->calls_planned += src->calls_planned;
+    dst->interrupted |= src->interrupted;
     if (src->device_bytes > dst->device_bytes) dst->device_bytes = src->device_bytes;
     for (int k = 0; k < FT_NX_PHASES; k++)
         dst->phase_ms[k] += src->phase_ms[k];
@@ -1295,6 +1477,7 @@ int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
             *out = *nr;
         else if ((rc = ft_numerics_result_merge(out, nr, err)))
             goto done;
+        if (out->interrupted) break; /* Ctrl-C: the traces so far */
     }
     rr_out->wall_ns = ft_now_ns() - t0;
 done:

@@ -93,3 +93,21 @@ void ft_cpu_blas_threads(int n)
 {
     openblas_set_num_threads(n > 0 ? n : 1);
 }
+
+double ft_cpu_gemm_rate(void)
+{
+    enum { N = 256 };
+    double *a = ft_malloc(3 * (size_t)N * N * sizeof *a);
+    if (!a) return 0.0;
+    double *b = a + (size_t)N * N, *c = b + (size_t)N * N, best = 0.0;
+    for (size_t i = 0; i < 2 * (size_t)N * N; i++)
+        a[i] = (double)(i % 7) - 3.0;
+    for (int r = 0; r < 3; r++) {
+        uint64_t t0 = ft_now_ns();
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, N, 1.0, a, N, b, N, 0.0, c, N);
+        double s = (double)(ft_now_ns() - t0) * 1e-9, rate = 2.0 * N * N * N / (s > 0 ? s : 1e-9);
+        if (rate > best) best = rate;
+    }
+    ft_free(a);
+    return best;
+}

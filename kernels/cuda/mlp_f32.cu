@@ -271,7 +271,8 @@ opnd quant_weights(job *j, int tensor, int columnwise, const float *w, int64_t n
         for (int i = 0; i < f->n_w; i++)
             if (f->w[i].key == key) {
                 f->w[i].tick = ++f->tick;
-                o.f = NULL, o.b = f->w[i].b, o.gs = f->w[i].gs;
+                o.f = NULL, o.b = f->w[i].b;
+                o.gs = m->quant.fmt == FT_QF_NONE ? NULL : f->w[i].gs; // NONE: factors are 1
                 return o;
             }
         // make room (least recently used first), then allocate outside the call's scratch
