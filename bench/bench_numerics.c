@@ -11,8 +11,8 @@
  *   F2880), small (E32 T8192 H2048 F1024), all (the first four): a synth "demo" trace of that
  *   size (2 layers, 4 steps, MXFP8 detours every 2nd step, so the policies differ).
  *   options: --numerics cpu|cuda (default cpu) --shrink K (default 1 cuda, 8 cpu) --sample N
- *   (default 0: every call) --threads N --json (report as JSON) --no-profile (skip the profiled second pass)
- * Output: one "RESULT numerics ..." line per trace and back end, then the report.
+ *   (default 0: every call) --threads N --json (report as JSON) --no-profile (skip the profiled
+ * second pass) Output: one "RESULT numerics ..." line per trace and back end, then the report.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_kernels.h"
@@ -59,9 +59,10 @@ static int synth_model(const model *m, const char *path, ft_err *err)
     snprintf(h, sizeof h, "%d", m->hidden);
     snprintf(f, sizeof f, "%d", m->ffn);
     const ft_synth_param sets[] = {
-        {"layers", "2"},       {"experts", e},       {"tokens", t},        {"hidden", h},
-        {"ffn", f},            {"steps", "4"},       {"microbatches", "2"}, {"eval_every", "0"},
-        {"shared_expert", "0"}, {"bf16_first", "0"}, {"bf16_last", "0"},   {"detour_every", "2"}};
+        {"layers", "2"},       {"experts", e},      {"tokens", t},
+        {"hidden", h},         {"ffn", f},          {"steps", "4"},
+        {"microbatches", "2"}, {"eval_every", "0"}, {"shared_expert", "0"},
+        {"bf16_first", "0"},   {"bf16_last", "0"},  {"detour_every", "2"}};
     remove(path);
     ft_rec *rec = NULL;
     int rc = ft_rec_open(path, NULL, &rec, err);
@@ -76,7 +77,8 @@ static int synth_model(const model *m, const char *path, ft_err *err)
 /* OpenBLAS float64 GEMM rate (FLOP/s) at m x n x k, best of a few. */
 static double dgemm_rate(int m, int n, int k)
 {
-    double *a = calloc((size_t)m * k, 8), *b = calloc((size_t)k * n, 8), *c = calloc((size_t)m * n, 8);
+    double *a = calloc((size_t)m * k, 8), *b = calloc((size_t)k * n, 8),
+           *c = calloc((size_t)m * n, 8);
     if (!a || !b || !c) return 0;
     for (size_t i = 0; i < (size_t)m * k; i++)
         a[i] = (double)(i % 7) - 3;
@@ -95,7 +97,7 @@ static double dgemm_rate(int m, int n, int k)
 }
 
 static const char *phase_names[FT_NX_PHASES] = {"inputs", "reference", "quantization",
-                                               "gemms",  "compare",   "other"};
+                                                "gemms",  "compare",   "other"};
 
 static int bench_trace(const char *label, const char *path, const model *m, ft_numerics_opts no,
                        int json, int profile)
@@ -113,7 +115,8 @@ static int bench_trace(const char *label, const char *path, const model *m, ft_n
     ft_replay_opts ro = {0};
     uint64_t t0 = ft_now_ns();
     rc = ft_replay_trace(t, &ro, &base[0], &err);
-    uint64_t t1 = ft_now_ns();
+    const uint64_t t_base = ft_now_ns();
+    uint64_t t1 = t_base;
     /* a cold pass (first use of the device or of BLAS), then the timed one */
     if (!rc) rc = ft_numerics_replay_trace(t, &ro, &no, &base[1], &nr[1], &err);
     const double s_cold = (double)nr[1].wall_ns * 1e-9;
@@ -124,7 +127,7 @@ static int bench_trace(const char *label, const char *path, const model *m, ft_n
         no.profile = 1;
         rc = ft_numerics_replay_trace(t, &ro, &no, &base[1], &nr[1], &err);
     }
-    const double s_base = (double)(t1 - t0) * 1e-9, s_num = (double)(t2 - t1) * 1e-9;
+    const double s_base = (double)(t_base - t0) * 1e-9, s_num = (double)(t2 - t1) * 1e-9;
     const double s_nx = (double)nr[0].wall_ns * 1e-9;
     printf("bench_numerics: %s (%s), %s, shrink %u, sample %u, threads %u, device %s\n", label,
            path, no.backend == FT_NUMERICS_CUDA ? "cuda" : "cpu", no.shrink, no.sample,
@@ -152,6 +155,8 @@ static int bench_trace(const char *label, const char *path, const model *m, ft_n
     }
     char blas[256] = "";
     if (no.backend == FT_NUMERICS_CPU && m) {
+        /* the machine's rate: every core for BLAS (numerics left it at its per-thread share) */
+        ft_cpu_blas_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
         const int K = (int)no.shrink;
         int rows = (m->tokens / m->experts + K - 1) / K, n = 2 * ((m->ffn + K - 1) / K),
             k = (m->hidden + K - 1) / K;
@@ -176,8 +181,9 @@ static int bench_trace(const char *label, const char *path, const model *m, ft_n
            "calls_per_s=%.2f tflops=%.1f gb=%.1f%s%s\n",
            label, no.backend == FT_NUMERICS_CUDA ? "cuda" : "cpu", no.shrink,
            (unsigned long long)nr[0].calls_run, (unsigned long long)nr[0].mlp_runs, s_cold, s_nx,
-           nr[0].calls_run / (s_nx > 0 ? s_nx : 1e-9), nr[0].flops * 1e-12 / (s_nx > 0 ? s_nx : 1e-9),
-           (double)nr[0].device_bytes * 1e-9, shares, blas);
+           nr[0].calls_run / (s_nx > 0 ? s_nx : 1e-9),
+           nr[0].flops * 1e-12 / (s_nx > 0 ? s_nx : 1e-9), (double)nr[0].device_bytes * 1e-9,
+           shares, blas);
     ft_numerics_report(stdout, &nr[0], json, &err);
     fflush(stdout);
     ft_trace_close(t);
@@ -188,8 +194,9 @@ static int bench_trace(const char *label, const char *path, const model *m, ft_n
 
 int main(int argc, char **argv)
 {
-    const char *usage = "usage: bench_numerics (TRACE | --model NAME[,NAME..]) [--numerics cpu|cuda] "
-                        "[--shrink K] [--sample N] [--threads N] [--json] [--no-profile]\n";
+    const char *usage =
+        "usage: bench_numerics (TRACE | --model NAME[,NAME..]) [--numerics cpu|cuda] "
+        "[--shrink K] [--sample N] [--threads N] [--json] [--no-profile]\n";
     if (argc < 2) {
         fprintf(stderr, "%s", usage);
         return 2;

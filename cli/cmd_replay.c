@@ -311,8 +311,9 @@ int cmd_replay(int argc, char **argv)
         if (rn != res) ft_free(rn);
         sigaction(SIGINT, &old_sa, NULL);
         if (!rc && nres->interrupted)
-            fprintf(stderr, "fusertrace replay: interrupted: numerics of %llu of %llu sampled "
-                            "calls below\n",
+            fprintf(stderr,
+                    "fusertrace replay: interrupted: numerics of %llu of %llu sampled "
+                    "calls below\n",
                     (unsigned long long)nres->calls_run, (unsigned long long)nres->calls_planned);
     }
     if (rc) {

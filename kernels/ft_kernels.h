@@ -344,7 +344,7 @@ int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy
  * with the base run of the call (the first run with FT_NX_BASE).
  */
 #define FT_NX_MAX_SLOTS 32 /* runs per call */
-#define FT_NX_PHASES 6     /* profile: inputs, reference, quantization, GEMMs, comparison, other */
+#define FT_NX_PHASES    6  /* profile: inputs, reference, quantization, GEMMs, comparison, other */
 enum { FT_NX_BASE = 1, FT_NX_EMULATE = 2 };
 
 /* Approximately N(0, 1): the sum of four 16-bit uniforms of ft_hash_mix(seed, i). */
@@ -362,15 +362,15 @@ typedef struct ft_nx_problem {
 } ft_nx_problem;
 
 typedef struct ft_nx_figs {
-    int rc;              /* FT_OK, or the refusal (TE's error: FT_EUNSUPPORTED, text in msg) */
+    int rc; /* FT_OK, or the refusal (TE's error: FT_EUNSUPPORTED, text in msg) */
     char msg[160];
-    uint8_t fast;        /* ran on the bf16 fast path (else the float32 emulation) */
-    uint8_t has_base;    /* div, div_max_abs are against a base run */
-    double err;          /* worst relative L2 vs the reference over y (and dx, dW1, dW2) */
-    double out_err[4];   /* per output: y, dx, dW1, dW2 */
-    double div;          /* worst relative L2 vs the base run */
-    double div_max_abs;  /* largest |difference| from the base run (NaN if any) */
-    uint64_t nonfinite;  /* NaN/Inf output elements */
+    uint8_t fast;       /* ran on the bf16 fast path (else the float32 emulation) */
+    uint8_t has_base;   /* div, div_max_abs are against a base run */
+    double err;         /* worst relative L2 vs the reference over y (and dx, dW1, dW2) */
+    double out_err[4];  /* per output: y, dx, dW1, dW2 */
+    double div;         /* worst relative L2 vs the base run */
+    double div_max_abs; /* largest |difference| from the base run (NaN if any) */
+    uint64_t nonfinite; /* NaN/Inf output elements */
 } ft_nx_figs;
 
 typedef struct ft_cuda_nx ft_cuda_nx;

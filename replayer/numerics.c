@@ -48,8 +48,8 @@ typedef struct runcfg {
 
 typedef struct runout { /* one configuration's run on the current call */
     runcfg cfg;
-    int rc;        /* FT_OK, or the kernel's FT_EUNSUPPORTED/FT_EINVAL */
-    char msg[160]; /* kernel message when rc != FT_OK */
+    int rc;                    /* FT_OK, or the kernel's FT_EUNSUPPORTED/FT_EINVAL */
+    char msg[160];             /* kernel message when rc != FT_OK */
     float *y, *dx, *dw1, *dw2; /* CPU back end: the outputs */
     /* figures (both back ends): vs float64, vs the fresh plan's run (0 for the fresh run) */
     double err, div, max_abs;
@@ -84,7 +84,7 @@ typedef struct job {
     uint64_t runs, device_runs;
     double flops;
     double phase_ms[FT_NX_PHASES]; /* CPU back end, opts.profile */
-    char fallback[160]; /* CUDA: first configuration the device declined, and why */
+    char fallback[160];            /* CUDA: first configuration the device declined, and why */
     choice_out out[FT_NUMERICS_MAX_POLICIES];
 } job;
 
@@ -563,8 +563,8 @@ static void cfg_mlp(const problem *P, const runcfg *c, ft_mlp_path *path, ft_mlp
 
 /* CPU back end: host inputs and reference, every run, then the comparisons. outs[0] is the fresh
  * plan (not run when skip0). */
-static int exec_cpu(const mlp_desc *d, job *j, problem *P, runout *outs, uint32_t n_outs,
-                    int skip0, ft_err *err)
+static int exec_cpu(const mlp_desc *d, job *j, problem *P, runout *outs, uint32_t n_outs, int skip0,
+                    ft_err *err)
 {
     double rf = 0, uf = 0;
     ft_nx_flops(&P->np, &rf, &uf);
@@ -1138,10 +1138,10 @@ typedef struct drv {
     ft_qstate q[FT_NUMERICS_MAX_POLICIES]; /* copies: the engine's are valid during the call only */
     job *jobs;                             /* [cap] queued calls */
     uint32_t n_jobs, cap;
-    int dry;       /* estimate only: plan the calls, count their work, run nothing */
-    estimate est;  /* dry */
-    int stopped;   /* opts.stop was seen */
-    int rc;        /* first failure, detail in err */
+    int dry;      /* estimate only: plan the calls, count their work, run nothing */
+    estimate est; /* dry */
+    int stopped;  /* opts.stop was seen */
+    int rc;       /* first failure, detail in err */
     ft_err err;
 } drv;
 
@@ -1258,8 +1258,8 @@ static int replay_pass(ft_trace *t, const ft_replay_opts *ropts, const ft_numeri
     int64_t ws = hdr && hdr->has_world_size ? hdr->world_size : 1;
     ft_numerics_opts no = nopts ? *nopts : (ft_numerics_opts){0};
     if (dry) no.backend = FT_NUMERICS_CPU, no.profile = 0; /* plans only: no device */
-    if ((rc = ft_numerics_new(ft_replay_model(eng), fusers, n_fusers, ws, names, d->np, &no,
-                              &d->nx, err)))
+    if ((rc = ft_numerics_new(ft_replay_model(eng), fusers, n_fusers, ws, names, d->np, &no, &d->nx,
+                              err)))
         goto done;
     if (!dry && est) d->nx->planned = est->calls;
     d->nx->t_start = ft_now_ns();
@@ -1359,9 +1359,8 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
             fprintf(nopts->info,
                     "numerics (%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB "
                     "of %s memory at most, estimated %.0f s\n",
-                    cuda ? "cuda" : "cpu", (unsigned long long)e.calls,
-                    (unsigned long long)e.runs, e.flops * 1e-12, (double)mem * 1e-9,
-                    cuda ? "device" : "host", secs);
+                    cuda ? "cuda" : "cpu", (unsigned long long)e.calls, (unsigned long long)e.runs,
+                    e.flops * 1e-12, (double)mem * 1e-9, cuda ? "device" : "host", secs);
         /* what to change: the shrink that fits (work ~ K^3, memory ~ K^2), the sample, the GPU */
         const int over_mem = cap && mem > cap / 10 * 9;
         const int over_time = nopts->max_seconds > 0 && secs > nopts->max_seconds;
@@ -1383,8 +1382,7 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
                               "GB there; about %.0f s, limit %.0f s): use --shrink %u%s%s",
                               over_mem ? "too large for this machine" : "too slow",
                               (double)mem * 1e-9, cuda ? "device" : "host", thr,
-                              thr == 1 ? "" : "s", (double)cap * 1e-9, secs,
-                              nopts->max_seconds, k2,
+                              thr == 1 ? "" : "s", (double)cap * 1e-9, secs, nopts->max_seconds, k2,
                               sug, alt);
         }
     }

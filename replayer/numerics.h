@@ -77,8 +77,8 @@ typedef struct ft_numerics_opts {
                            host's is always refused. */
     volatile sig_atomic_t *stop; /* non-zero (set by a signal handler): stop after the call in
                                     flight; the results so far are returned (interrupted) */
-    uint8_t profile;    /* time the phases into ft_numerics_result.phase_ms (CUDA: synchronises
-                           the device at every phase change, so the total is slower) */
+    uint8_t profile; /* time the phases into ft_numerics_result.phase_ms (CUDA: synchronises
+                        the device at every phase change, so the total is slower) */
 } ft_numerics_opts;
 
 typedef struct ft_numerics ft_numerics;
@@ -158,9 +158,9 @@ typedef struct ft_numerics_result {
     double flops;            /* GEMM work done: float64 reference + every run, all sampled calls */
     double phase_ms[FT_NX_PHASES]; /* opts.profile: inputs, reference, quantization, GEMMs,
                                       comparison, other (CPU: runs count as other, threads add) */
-    ft_band fresh_err;       /* error of the fresh plans vs float64 */
-    ft_band harmless_band;   /* fused vs unfused, same quantization (controls and policies) */
-    ft_band quant_band;      /* different quantization from the fresh plan */
+    ft_band fresh_err;             /* error of the fresh plans vs float64 */
+    ft_band harmless_band;         /* fused vs unfused, same quantization (controls and policies) */
+    ft_band quant_band;            /* different quantization from the fresh plan */
     uint32_t n_policies;
     ft_numerics_policy pol[FT_NUMERICS_MAX_POLICIES];
 } ft_numerics_result;

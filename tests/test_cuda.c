@@ -1559,7 +1559,6 @@ static void test_cuda_qpacked_rejects_bad_input(void **state)
     qp_free(&b);
 }
 
-
 /* ---- numerics fast path (ft_cuda_nx) ----------------------------------------------------- */
 
 /* The device's inputs and float64 reference against ft_cpu_mlp_ref on the same streams, and the
@@ -1663,9 +1662,21 @@ static void test_cuda_nx_fast_matches_emulation(void **state)
                     0.5f + 0.45f * tanhf(ft_bf16_round(ft_nx_gauss(p.xseed + 6, (uint64_t)i))));
             for (int64_t i = 0; i < t * n2; i++)
                 dy[i] = ft_bf16_round(ft_nx_gauss(p.xseed + 7, (uint64_t)i));
-            ft_mlp m = {.n_groups = G, .splits = p.splits, .t = t, .k1 = k1, .n1 = n1, .k2 = k2,
-                        .n2 = n2, .act = p.act, .scale_bias = p.scale_bias, .x = x, .w1 = w1,
-                        .b1 = b1, .w2 = w2, .b2 = b2, .probs = pr};
+            ft_mlp m = {.n_groups = G,
+                        .splits = p.splits,
+                        .t = t,
+                        .k1 = k1,
+                        .n1 = n1,
+                        .k2 = k2,
+                        .n2 = n2,
+                        .act = p.act,
+                        .scale_bias = p.scale_bias,
+                        .x = x,
+                        .w1 = w1,
+                        .b1 = b1,
+                        .w2 = w2,
+                        .b2 = b2,
+                        .probs = pr};
             double *r64[4];
             for (int o = 0; o < 4; o++)
                 r64[o] = calloc((size_t)(cnt[o] > 0 ? cnt[o] : 1), 8);
@@ -1712,10 +1723,23 @@ static void test_cuda_nx_fast_matches_emulation(void **state)
             assert_int_equal(f[0].rc, f[1].rc);
             assert_string_equal(f[0].msg, f[1].msg);
             { /* TE's refusals as ft_mlp_check decides them on the host */
-                ft_mlp hm = {.n_groups = G, .splits = p.splits, .t = t, .k1 = k1, .n1 = n1,
-                             .k2 = k2, .n2 = n2, .act = p.act, .scale_bias = p.scale_bias,
-                             .path = cfg[c].path, .quant = q, .x = fa[0], .w1 = fa[0],
-                             .b1 = fa[0], .w2 = fa[0], .b2 = fa[0], .probs = fa[0]};
+                ft_mlp hm = {.n_groups = G,
+                             .splits = p.splits,
+                             .t = t,
+                             .k1 = k1,
+                             .n1 = n1,
+                             .k2 = k2,
+                             .n2 = n2,
+                             .act = p.act,
+                             .scale_bias = p.scale_bias,
+                             .path = cfg[c].path,
+                             .quant = q,
+                             .x = fa[0],
+                             .w1 = fa[0],
+                             .b1 = fa[0],
+                             .w2 = fa[0],
+                             .b2 = fa[0],
+                             .probs = fa[0]};
                 ft_err herr;
                 ft_err_clear(&herr);
                 int want = ft_mlp_check(&hm, 1, &herr);

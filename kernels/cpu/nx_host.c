@@ -27,9 +27,11 @@ void ft_nx_bytes(const ft_nx_problem *p, uint64_t *bytes)
     /* a run's scratch: bf16 weights of one usage, an activation's float32 and bf16 copies (and
      * RHT's padded copies), dz, dh */
     const uint64_t amax_cols = k1 > n1 ? k1 : n1;
-    const uint64_t run = 2 * G * n1 * k1 + 10 * (t + 16 * G) * amax_cols + 4 * t * (k2 + 2 * n1) +
-                         4 * wmax;
-    *bytes = ctx + (ref > run ? ref : run);
+    const uint64_t run =
+        2 * G * n1 * k1 + 10 * (t + 16 * G) * amax_cols + 4 * t * (k2 + 2 * n1) + 4 * wmax;
+    /* the reference's work space first takes the runs' output buffers (idle while it runs) */
+    const uint64_t ref_pool = ref > 4 * outs ? ref - 4 * outs : 0;
+    *bytes = ctx + (ref_pool > run ? ref_pool : run);
 }
 
 void ft_nx_flops(const ft_nx_problem *p, double *ref_flops, double *run_flops)

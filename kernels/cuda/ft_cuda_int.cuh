@@ -138,11 +138,11 @@ int ft_cuda_simt_gemm_bf16(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *
 
 // mlp.cu's activation and reduction kernels for the float32-contract MLP (mlp_f32.cu); rnd:
 // round outputs to bf16 values.
-int ft_cu_act_fwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h,
-                      const float *probs, float *z, bool rnd, cudaStream_t st, ft_err *err);
-int ft_cu_act_bwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h,
-                      const float *probs, const float *dz, float *dh, float *dprobs, bool rnd,
-                      cudaStream_t st, ft_err *err);
+int ft_cu_act_fwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
+                      float *z, bool rnd, cudaStream_t st, ft_err *err);
+int ft_cu_act_bwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
+                      const float *dz, float *dh, float *dprobs, bool rnd, cudaStream_t st,
+                      ft_err *err);
 int ft_cu_offsets(const int64_t *splits, int G, int64_t m, int64_t *offs, cudaStream_t st,
                   ft_err *err); // offs[0..G], clamped to m
 int ft_cu_colsum_f32(const float *x, int64_t cols, const int64_t *offs, int G, const float *scale,
@@ -191,12 +191,12 @@ struct ft_fast {
 void ft_fast_phase(ft_fast *f, int phase, cudaStream_t st);
 void ft_fast_forget(ft_fast *f, cudaStream_t st); // drop the cached weights
 
-// The float32-contract MLP: m holds device pointers; hsplits (may be NULL: read back from m->splits)
-// the same splits on the host; fast NULL: the float32 emulation (SIMT fp32 GEMMs).
+// The float32-contract MLP: m holds device pointers; hsplits (may be NULL: read back from
+// m->splits) the same splits on the host; fast NULL: the float32 emulation (SIMT fp32 GEMMs).
 int ft_cu_mlp_f32_forward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast, ft_mlp_fwd *out,
                           cudaStream_t st, ft_err *err);
 int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast,
-                           const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out,
-                           cudaStream_t st, ft_err *err);
+                           const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out, cudaStream_t st,
+                           ft_err *err);
 
 #endif

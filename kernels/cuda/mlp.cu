@@ -540,15 +540,15 @@ extern "C" int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m, const ft_cud
 
 // ---- entry points the float32-contract MLP (mlp_f32.cu) shares --------------------------
 
-int ft_cu_act_fwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h,
-                      const float *probs, float *z, bool rnd, cudaStream_t st, ft_err *err)
+int ft_cu_act_fwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
+                      float *z, bool rnd, cudaStream_t st, ft_err *err)
 {
     return act_forward<float>(a, rows, k2, h, probs, z, st, err, rnd);
 }
 
-int ft_cu_act_bwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h,
-                      const float *probs, const float *dz, float *dh, float *dprobs, bool rnd,
-                      cudaStream_t st, ft_err *err)
+int ft_cu_act_bwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
+                      const float *dz, float *dh, float *dprobs, bool rnd, cudaStream_t st,
+                      ft_err *err)
 {
     return act_backward<float>(a, rows, k2, h, probs, dz, dh, dprobs, st, err, rnd);
 }

@@ -192,8 +192,8 @@ const uint16_t *expand(job *j, const float *v, int64_t rows, int64_t cols, const
         if (!*rc) *rc = ft_cu_offsets(dsplits, (int)j->m->n_groups, rows, offs, j->st, err);
     }
     if (*rc || rows * cols <= 0) return b;
-    expand_kernel<<<cu_blocks(rows * cols, 256), 256, 0, j->st>>>(
-        v, rows, cols, offs, (int)j->m->n_groups, gs, b);
+    expand_kernel<<<cu_blocks(rows * cols, 256), 256, 0, j->st>>>(v, rows, cols, offs,
+                                                                  (int)j->m->n_groups, gs, b);
     *rc = cu_launched(err, "expand_kernel");
     if (offs) scratch_drop(&j->ws, offs, rc, err);
     return b;
@@ -261,10 +261,19 @@ opnd quant_weights(job *j, int tensor, int columnwise, const float *w, int64_t n
     if (f) { // the cache: the weights' generation and address, the usage, the quantizer config
         ft_qcfg q0;
         ft_mlp_qcfg(&m->quant, tensor, 0, columnwise, &q0);
-        const uint64_t v[] = {f->wgen, (uint64_t)(uintptr_t)w, (uint64_t)tensor,
-                              (uint64_t)columnwise, (uint64_t)n, (uint64_t)k, G,
-                              (uint64_t)q0.fmt, (uint64_t)q0.fp8, q0.two_d, q0.pow2_scales,
-                              fbits(q0.amax_epsilon), fbits(q0.scale)};
+        const uint64_t v[] = {f->wgen,
+                              (uint64_t)(uintptr_t)w,
+                              (uint64_t)tensor,
+                              (uint64_t)columnwise,
+                              (uint64_t)n,
+                              (uint64_t)k,
+                              G,
+                              (uint64_t)q0.fmt,
+                              (uint64_t)q0.fp8,
+                              q0.two_d,
+                              q0.pow2_scales,
+                              fbits(q0.amax_epsilon),
+                              fbits(q0.scale)};
         uint64_t key = 0x7e57;
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
             key = mix64(key, v[i]);
@@ -549,8 +558,8 @@ int ft_cu_mlp_f32_forward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast
 }
 
 int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast,
-                           const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out,
-                           cudaStream_t st, ft_err *err)
+                           const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out, cudaStream_t st,
+                           ft_err *err)
 {
     job j;
     int rc = job_init(&j, m, hsplits, fast, 1, st, err);
@@ -576,7 +585,9 @@ int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fas
     float *dh32 = scratch_f32(&j.ws, t * n1, &rc, err);
     float *dp = scratch_f32(&j.ws, t, &rc, err);
     if (!rc) rc = cu_fail(cudaMemsetAsync(dz, 0, (size_t)(t * k2) * 4, j.st), err, "memset");
-    if (!rc) rc = gemm(&j, FT_GEMM_DGRAD, m->splits, j.hsplits, t, n2, k2, dyq, w2c, dz, NULL, NULL, err);
+    if (!rc)
+        rc =
+            gemm(&j, FT_GEMM_DGRAD, m->splits, j.hsplits, t, n2, k2, dyq, w2c, dz, NULL, NULL, err);
     phase(&j, FT_PH_OTHER);
     if (!rc && j.fast) scratch_drop(&j.ws, dyq.b, &rc, err), scratch_drop(&j.ws, w2c.b, &rc, err);
     if (!rc && !fused) rc = round_bf16(dz, dz, t * k2, j.st, err);
@@ -602,7 +613,9 @@ int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fas
     opnd w1c = quant_weights(&j, FT_MLP_W1, 1, m->w1, n1, k1, &rc, err);
     phase(&j, FT_PH_OTHER);
     if (!rc) rc = cu_fail(cudaMemsetAsync(out->dx, 0, (size_t)(t * k1) * 4, j.st), err, "memset");
-    if (!rc) rc = gemm(&j, FT_GEMM_DGRAD, m->splits, j.hsplits, t, n1, k1, dhq, w1c, out->dx, NULL, NULL, err);
+    if (!rc)
+        rc = gemm(&j, FT_GEMM_DGRAD, m->splits, j.hsplits, t, n1, k1, dhq, w1c, out->dx, NULL, NULL,
+                  err);
     phase(&j, FT_PH_OTHER);
     if (!rc) rc = round_bf16(out->dx, out->dx, j.used * k1, j.st, err);
     if (!rc && j.fast) scratch_drop(&j.ws, dhq.b, &rc, err), scratch_drop(&j.ws, w1c.b, &rc, err);

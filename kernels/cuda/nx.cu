@@ -44,7 +44,8 @@ __global__ void gen_kernel(float *v, int64_t n, float scale, uint64_t seed, int 
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        float x = __bfloat162float(__float2bfloat16_rn(__fmul_rn(d_gauss(seed, (uint64_t)i), scale)));
+        float x =
+            __bfloat162float(__float2bfloat16_rn(__fmul_rn(d_gauss(seed, (uint64_t)i), scale)));
         if (probs) x = __bfloat162float(__float2bfloat16_rn(0.5f + 0.45f * tanhf(x)));
         v[i] = x;
     }
@@ -144,7 +145,8 @@ __global__ void ref_bias2_kernel(const int64_t *offs, int G, int64_t n2, double 
 
 // dh = dz p f'(h)
 __global__ void ref_act_bwd_kernel(act_params a, const int64_t *offs, int G, int64_t n1, int64_t k2,
-                                   const double *h, const float *probs, const double *dz, double *dh)
+                                   const double *h, const float *probs, const double *dz,
+                                   double *dh)
 {
     const int64_t used = offs[G];
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < used * k2;
@@ -221,7 +223,7 @@ struct ft_cuda_nx {
     cudaStream_t st;
     cublasHandle_t blas;
     ft_fast fast;
-    float *zero; // device 0.0f
+    float *zero;    // device 0.0f
     double *dconst; // device 1.0, 0.0
     // current problem
     ft_nx_problem p;
@@ -254,10 +256,11 @@ int nx_alloc(ft_cuda_nx *nx, void **p, size_t bytes, ft_err *err)
     *p = NULL;
     int rc = cu_fail(cudaMalloc(p, bytes ? bytes : 16), err, "cudaMalloc");
     if (rc)
-        return ft_err_set(err, FT_ENOMEM,
-                          "numerics cuda: out of device memory allocating %.2f GB (%.2f GB held); a "
-                          "larger --shrink helps",
-                          (double)bytes / 1e9, (double)nx->bytes / 1e9);
+        return ft_err_set(
+            err, FT_ENOMEM,
+            "numerics cuda: out of device memory allocating %.2f GB (%.2f GB held); a "
+            "larger --shrink helps",
+            (double)bytes / 1e9, (double)nx->bytes / 1e9);
     nx->bytes += bytes;
     return FT_OK;
 }
@@ -265,10 +268,10 @@ int nx_alloc(ft_cuda_nx *nx, void **p, size_t bytes, ft_err *err)
 void nx_release(ft_cuda_nx *nx)
 {
     ft_fast_forget(&nx->fast, nx->st);
-    void *all[] = {nx->splits, nx->offs, nx->x, nx->w1, nx->b1, nx->w2, nx->b2, nx->pr,
-                   nx->dy,     nx->h,    nx->z, nx->ref[0], nx->ref[1], nx->ref[2], nx->ref[3],
-                   nx->out[0], nx->out[1], nx->out[2], nx->out[3], nx->base[0], nx->base[1],
-                   nx->base[2], nx->base[3]};
+    void *all[] = {nx->splits, nx->offs,    nx->x,       nx->w1,      nx->b1,     nx->w2,
+                   nx->b2,     nx->pr,      nx->dy,      nx->h,       nx->z,      nx->ref[0],
+                   nx->ref[1], nx->ref[2],  nx->ref[3],  nx->out[0],  nx->out[1], nx->out[2],
+                   nx->out[3], nx->base[0], nx->base[1], nx->base[2], nx->base[3]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]) cudaFree(all[i]);
     nx->splits = nx->offs = NULL;
@@ -302,14 +305,14 @@ int dgemm(ft_cuda_nx *nx, ft_gemm_kind kind, int64_t s, int64_t n, int64_t k, co
     const double *one = nx->dconst, *zero = nx->dconst + 1;
     cublasStatus_t cs;
     if (kind == FT_GEMM_FPROP) // c[s][n] = a[s][k] b[n][k]^T
-        cs = cublasDgemm(nx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)s, (int)k, one, b,
-                         (int)k, a, (int)k, zero, c, (int)n);
+        cs = cublasDgemm(nx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)s, (int)k, one, b, (int)k,
+                         a, (int)k, zero, c, (int)n);
     else if (kind == FT_GEMM_DGRAD) // c[s][k] = a[s][n] b[n][k]
-        cs = cublasDgemm(nx->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)k, (int)s, (int)n, one, b,
-                         (int)k, a, (int)n, zero, c, (int)k);
+        cs = cublasDgemm(nx->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)k, (int)s, (int)n, one, b, (int)k,
+                         a, (int)n, zero, c, (int)k);
     else // c[n][k] = a[s][n]^T b[s][k]
-        cs = cublasDgemm(nx->blas, CUBLAS_OP_N, CUBLAS_OP_T, (int)k, (int)n, (int)s, one, b,
-                         (int)k, a, (int)n, zero, c, (int)k);
+        cs = cublasDgemm(nx->blas, CUBLAS_OP_N, CUBLAS_OP_T, (int)k, (int)n, (int)s, one, b, (int)k,
+                         a, (int)n, zero, c, (int)k);
     return blas_fail(cs, err, "cublasDgemm");
 }
 
@@ -339,13 +342,41 @@ int reference(ft_cuda_nx *nx, ft_err *err)
     double *x64 = NULL, *dy64 = NULL, *h64 = NULL, *z64 = NULL, *o64 = NULL, *dz64 = NULL,
            *dh64 = NULL, *w64 = NULL, *dw64 = NULL;
     double **bufs[] = {&x64, &dy64, &h64, &z64, &o64, &dz64, &dh64, &w64, &dw64};
-    const int64_t sizes[] = {t * k1, p->grad ? t * n2 : 1, t * n1, t * k2, t * omax,
-                             p->grad ? t * k2 : 1, p->grad ? t * n1 : 1, wmax, p->grad ? wmax : 1};
+    const int64_t sizes[] = {t * k1,
+                             p->grad ? t * n2 : 1,
+                             t * n1,
+                             t * k2,
+                             t * omax,
+                             p->grad ? t * k2 : 1,
+                             p->grad ? t * n1 : 1,
+                             wmax,
+                             p->grad ? wmax : 1};
     int rc = FT_OK;
+    // The runs' output buffers are idle while the reference runs (same stream, runs come after):
+    // the work space takes them first, the pool the rest.
+    struct {
+        char *p;
+        size_t left;
+    } reg[] = {{(char *)nx->out[O_DW1], (size_t)nx->cnt[O_DW1] * 4},
+               {(char *)nx->out[O_DW2], (size_t)nx->cnt[O_DW2] * 4},
+               {(char *)nx->out[O_DX], (size_t)nx->cnt[O_DX] * 4},
+               {(char *)nx->out[O_Y], (size_t)nx->cnt[O_Y] * 4}};
+    int pooled[sizeof bufs / sizeof bufs[0]] = {0};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && !rc; i++) {
-        rc = cu_fail(cudaMallocAsync((void **)bufs[i], (size_t)(sizes[i] > 0 ? sizes[i] : 1) * 8,
-                                     nx->st),
-                     err, "cudaMallocAsync (reference)");
+        const size_t need = ((size_t)(sizes[i] > 0 ? sizes[i] : 1) * 8 + 255) / 256 * 256;
+        size_t r = 0;
+        while (r < sizeof reg / sizeof reg[0] && reg[r].left < need)
+            r++;
+        if (r < sizeof reg / sizeof reg[0]) {
+            *bufs[i] = (double *)reg[r].p;
+            reg[r].p += need;
+            reg[r].left -= need;
+            continue;
+        }
+        pooled[i] = 1;
+        rc = cu_fail(
+            cudaMallocAsync((void **)bufs[i], (size_t)(sizes[i] > 0 ? sizes[i] : 1) * 8, nx->st),
+            err, "cudaMallocAsync (reference)");
         if (rc)
             rc = ft_err_set(err, FT_ENOMEM,
                             "numerics cuda: out of device memory for the float64 reference "
@@ -366,7 +397,8 @@ int reference(ft_cuda_nx *nx, ft_err *err)
         const int64_t s = nx->hsplits[g];
         if (s > 0) {
             rc = f2d(nx, nx->w1 + (size_t)g * n1 * k1, w64, n1 * k1, err);
-            if (!rc) rc = dgemm(nx, FT_GEMM_FPROP, s, n1, k1, x64 + r0 * k1, w64, h64 + r0 * n1, err);
+            if (!rc)
+                rc = dgemm(nx, FT_GEMM_FPROP, s, n1, k1, x64 + r0 * k1, w64, h64 + r0 * n1, err);
         }
         r0 += s;
     }
@@ -377,7 +409,7 @@ int reference(ft_cuda_nx *nx, ft_err *err)
     }
     if (!rc) {
         ref_act_z_kernel<<<cu_blocks(t * k2, 256), 256, 0, nx->st>>>(a, nx->offs, (int)G, n1, k2,
-                                                                    h64, nx->pr, z64);
+                                                                     h64, nx->pr, z64);
         rc = cu_launched(err, "ref_act_z_kernel");
     }
     r0 = 0;
@@ -385,23 +417,26 @@ int reference(ft_cuda_nx *nx, ft_err *err)
         const int64_t s = nx->hsplits[g];
         if (s > 0) {
             rc = f2d(nx, nx->w2 + (size_t)g * n2 * k2, w64, n2 * k2, err);
-            if (!rc) rc = dgemm(nx, FT_GEMM_FPROP, s, n2, k2, z64 + r0 * k2, w64, o64 + r0 * n2, err);
+            if (!rc)
+                rc = dgemm(nx, FT_GEMM_FPROP, s, n2, k2, z64 + r0 * k2, w64, o64 + r0 * n2, err);
         }
         r0 += s;
     }
     if (!rc && p->bias2) {
         ref_bias2_kernel<<<cu_blocks(t * n2, 256), 256, 0, nx->st>>>(nx->offs, (int)G, n2, o64,
-                                                                      nx->b2, nx->pr,
-                                                                      p->scale_bias);
+                                                                     nx->b2, nx->pr, p->scale_bias);
         rc = cu_launched(err, "ref_bias2_kernel");
     }
     if (!rc) rc = d2f(nx, o64, nx->ref[O_Y], t * n2, err);
     if (!rc && p->grad) {
         // backward: dz = dy W2, dh = dz p f'(h), dx = dh W1, dW2 = dy^T z, dW1 = dh^T x
         rc = f2d(nx, nx->dy, dy64, t * n2, err);
-        if (!rc) rc = cu_fail(cudaMemsetAsync(dz64, 0, (size_t)(t * k2) * 8, nx->st), err, "memset");
-        if (!rc) rc = cu_fail(cudaMemsetAsync(dh64, 0, (size_t)(t * n1) * 8, nx->st), err, "memset");
-        if (!rc) rc = cu_fail(cudaMemsetAsync(o64, 0, (size_t)(t * omax) * 8, nx->st), err, "memset");
+        if (!rc)
+            rc = cu_fail(cudaMemsetAsync(dz64, 0, (size_t)(t * k2) * 8, nx->st), err, "memset");
+        if (!rc)
+            rc = cu_fail(cudaMemsetAsync(dh64, 0, (size_t)(t * n1) * 8, nx->st), err, "memset");
+        if (!rc)
+            rc = cu_fail(cudaMemsetAsync(o64, 0, (size_t)(t * omax) * 8, nx->st), err, "memset");
         r0 = 0;
         for (uint32_t g = 0; g < G && !rc; g++) {
             const int64_t s = nx->hsplits[g];
@@ -414,7 +449,8 @@ int reference(ft_cuda_nx *nx, ft_err *err)
                     rc = dgemm(nx, FT_GEMM_WGRAD, s, n2, k2, dy64 + r0 * n2, z64 + r0 * k2, dw64,
                                err);
             } else if (!rc) {
-                rc = cu_fail(cudaMemsetAsync(dw64, 0, (size_t)(n2 * k2) * 8, nx->st), err, "memset");
+                rc =
+                    cu_fail(cudaMemsetAsync(dw64, 0, (size_t)(n2 * k2) * 8, nx->st), err, "memset");
             }
             if (!rc) rc = d2f(nx, dw64, nx->ref[O_DW2] + (size_t)g * n2 * k2, n2 * k2, err);
             r0 += s;
@@ -436,7 +472,8 @@ int reference(ft_cuda_nx *nx, ft_err *err)
                     rc = dgemm(nx, FT_GEMM_WGRAD, s, n1, k1, dh64 + r0 * n1, x64 + r0 * k1, dw64,
                                err);
             } else if (!rc) {
-                rc = cu_fail(cudaMemsetAsync(dw64, 0, (size_t)(n1 * k1) * 8, nx->st), err, "memset");
+                rc =
+                    cu_fail(cudaMemsetAsync(dw64, 0, (size_t)(n1 * k1) * 8, nx->st), err, "memset");
             }
             if (!rc) rc = d2f(nx, dw64, nx->ref[O_DW1] + (size_t)g * n1 * k1, n1 * k1, err);
             r0 += s;
@@ -444,7 +481,7 @@ int reference(ft_cuda_nx *nx, ft_err *err)
         if (!rc) rc = d2f(nx, o64, nx->ref[O_DX], t * k1, err);
     }
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (*bufs[i]) cudaFreeAsync(*bufs[i], nx->st);
+        if (*bufs[i] && pooled[i]) cudaFreeAsync(*bufs[i], nx->st);
     return rc;
 }
 
@@ -454,18 +491,20 @@ extern "C" int ft_cuda_nx_new(ft_cuda_nx **out, ft_err *err)
 {
     *out = NULL;
     if (ft_cuda_device_count() < 1)
-        return ft_err_set(err, FT_ENODEV, "no CUDA device is visible (cudaGetDeviceCount finds none)");
+        return ft_err_set(err, FT_ENODEV,
+                          "no CUDA device is visible (cudaGetDeviceCount finds none)");
     ft_cuda_nx *nx = (ft_cuda_nx *)ft_calloc(1, sizeof *nx);
     if (!nx) return ft_err_set(err, FT_ENOMEM, "numerics cuda: no memory");
-    int rc = cu_fail(cudaStreamCreateWithFlags(&nx->st, cudaStreamNonBlocking), err,
-                     "cudaStreamCreate");
+    int rc =
+        cu_fail(cudaStreamCreateWithFlags(&nx->st, cudaStreamNonBlocking), err, "cudaStreamCreate");
     if (!rc && cublasCreate(&nx->blas) != CUBLAS_STATUS_SUCCESS)
         rc = ft_err_set(err, FT_ECUDA, "cublasCreate failed");
     if (!rc) rc = cu_fail(cudaMalloc((void **)&nx->zero, 16), err, "cudaMalloc");
     if (!rc) rc = cu_fail(cudaMalloc((void **)&nx->dconst, 16), err, "cudaMalloc");
     if (!rc) rc = cu_fail(cudaMemset(nx->zero, 0, 16), err, "cudaMemset");
     const double dc[2] = {1.0, 0.0};
-    if (!rc) rc = cu_fail(cudaMemcpy(nx->dconst, dc, 16, cudaMemcpyHostToDevice), err, "cudaMemcpy");
+    if (!rc)
+        rc = cu_fail(cudaMemcpy(nx->dconst, dc, 16, cudaMemcpyHostToDevice), err, "cudaMemcpy");
     if (!rc)
         rc = cu_fail(cudaMalloc((void **)&nx->figs, sizeof(double) * FT_NX_MAX_SLOTS * O_N * S_N),
                      err, "cudaMalloc");
@@ -476,7 +515,8 @@ extern "C" int ft_cuda_nx_new(ft_cuda_nx **out, ft_err *err)
         int dev = 0;
         cudaMemPool_t pool;
         uint64_t keep = UINT64_MAX;
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess)
+        if (cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess)
             cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     }
     if (rc) {
@@ -617,8 +657,8 @@ extern "C" int ft_cuda_nx_run(ft_cuda_nx *nx, ft_mlp_path path, const ft_mlp_qua
     nx->slot_rc[slot] = FT_OK;
     nx->slot_msg[slot][0] = 0;
     nx->slot_base[slot] = 0;
-    nx->slot_fast[slot] = !(flags & FT_NX_EMULATE) &&
-                          !(q->fmt == FT_QF_FP8_BLOCK && !q->pow2_scales);
+    nx->slot_fast[slot] =
+        !(flags & FT_NX_EMULATE) && !(q->fmt == FT_QF_FP8_BLOCK && !q->pow2_scales);
     // TE's refusals (and the back end's) are decided on the host, before anything runs
     ft_mlp hm = m;
     hm.splits = nx->hsplits;
@@ -646,9 +686,8 @@ extern "C" int ft_cuda_nx_run(ft_cuda_nx *nx, ft_mlp_path path, const ft_mlp_qua
     ft_fast_phase(&nx->fast, FT_PH_CMP, nx->st);
     const int n_out = p->grad ? O_N : 1;
     for (int o = 0; o < n_out && !rc; o++) {
-        cmp_kernel<<<RED_BLOCKS, 256, 0, nx->st>>>(nx->out[o], nx->ref[o],
-                                                  nx->has_base ? nx->base[o] : NULL, nx->cnt[o],
-                                                  nx->part);
+        cmp_kernel<<<RED_BLOCKS, 256, 0, nx->st>>>(
+            nx->out[o], nx->ref[o], nx->has_base ? nx->base[o] : NULL, nx->cnt[o], nx->part);
         rc = cu_launched(err, "cmp_kernel");
         if (!rc) {
             cmp_final_kernel<<<1, 32, 0, nx->st>>>(nx->part, RED_BLOCKS,
@@ -727,9 +766,9 @@ extern "C" int ft_cuda_nx_download(ft_cuda_nx *nx, int which, float *host, ft_er
     if (!nx || !nx->have || which < 0 || which >= O_N)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: bad download");
     const float *src = nx->out[which];
-    int rc = cu_fail(cudaMemcpyAsync(host, src, (size_t)nx->cnt[which] * 4, cudaMemcpyDeviceToHost,
-                                     nx->st),
-                     err, "cudaMemcpy D2H");
+    int rc = cu_fail(
+        cudaMemcpyAsync(host, src, (size_t)nx->cnt[which] * 4, cudaMemcpyDeviceToHost, nx->st), err,
+        "cudaMemcpy D2H");
     if (!rc) rc = cu_fail(cudaStreamSynchronize(nx->st), err, "cudaStreamSynchronize");
     return rc;
 }
@@ -777,7 +816,8 @@ extern "C" int ft_cuda_nx_memory(ft_cuda_nx *nx, uint64_t *held, uint64_t *pool_
     cudaMemPool_t pool;
     uint64_t hi = 0; // the attribute is a 64-bit count
     int rc = cu_fail(cudaGetDevice(&dev), err, "cudaGetDevice");
-    if (!rc) rc = cu_fail(cudaDeviceGetDefaultMemPool(&pool, dev), err, "cudaDeviceGetDefaultMemPool");
+    if (!rc)
+        rc = cu_fail(cudaDeviceGetDefaultMemPool(&pool, dev), err, "cudaDeviceGetDefaultMemPool");
     if (!rc)
         rc = cu_fail(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &hi), err,
                      "cudaMemPoolGetAttribute");

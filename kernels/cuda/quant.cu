@@ -276,10 +276,11 @@ __global__ void q_gscale_kernel(qdev q, int G, const uint32_t *amax_bits, float 
     for (int g = threadIdx.x; g < G; g += blockDim.x) {
         float s = 1.0f;
         if (q.fmt == FT_QF_NVFP4) {
-            s = __fmul_rn(__uint_as_float(amax_bits[g]), __fdiv_rn(1.0f, FT_E4M3_MAX * FT_E2M1_MAX));
+            s = __fmul_rn(__uint_as_float(amax_bits[g]),
+                          __fdiv_rn(1.0f, FT_E4M3_MAX * FT_E2M1_MAX));
         } else if (q.fmt == FT_QF_FP8_CURRENT) {
-            s = __fdiv_rn(1.0f, fp8_scale_from_amax(__uint_as_float(amax_bits[g]), q.fmax, q.pow2,
-                                                    q.eps));
+            s = __fdiv_rn(
+                1.0f, fp8_scale_from_amax(__uint_as_float(amax_bits[g]), q.fmax, q.pow2, q.eps));
         } else if (q.fmt == FT_QF_FP8_DELAYED) {
             s = __fdiv_rn(1.0f, q.scale);
         }
