@@ -526,12 +526,13 @@ extern "C" int ft_cuda_nx_new(ft_cuda_nx **out, ft_err *err)
     nx->fast.blas = nx->blas;
     nx->fast.zero = nx->zero;
     nx->fast.phase = -1;
-    { // the weight cache: FT_NX_WCACHE_GB (default 6 GB, at most a quarter of the device; one
-      // weight format of the DeepSeek-V3 EP8 shape, whose four bf16 operands take 5.6 GB)
+    { // the weight cache: FT_NX_WCACHE_GB (default 3 GB, at most a quarter of the device; the
+      // DeepSeek-V3 EP8 shape's four bf16 weight operands take 5.6 GB per format, and 3 GB keeps
+      // that shape within 40 GB of device memory: bench/RESULTS.md)
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
         const char *e = getenv("FT_NX_WCACHE_GB");
-        double gb = e && *e ? atof(e) : 6.0;
+        double gb = e && *e ? atof(e) : 3.0;
         size_t cap = (size_t)(gb * 1e9);
         nx->fast.wcap = cap < tot / 4 ? cap : tot / 4;
     }
