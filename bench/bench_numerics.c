@@ -18,7 +18,9 @@
 #include "ft_kernels.h"
 #include "ft_recorder.h"
 #include "ft_replay.h"
-#include "numerics.h"
+#include "ft_numerics.h"
+#include "ft_report.h"
+#include "ft_synth.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -184,7 +186,10 @@ static int bench_trace(const char *label, const char *path, const model *m, ft_n
            nr[0].calls_run / (s_nx > 0 ? s_nx : 1e-9),
            nr[0].flops * 1e-12 / (s_nx > 0 ? s_nx : 1e-9), (double)nr[0].device_bytes * 1e-9,
            shares, blas);
-    ft_numerics_report(stdout, &nr[0], json, &err);
+    if (json)
+        ft_report_write(stdout, &base[1], &nr[0], FT_REPORT_JSON, &err);
+    else
+        ft_report_numerics(stdout, &nr[0], &err);
     fflush(stdout);
     ft_trace_close(t);
     ft_free(base);

@@ -1,15 +1,18 @@
 /*
  * recorder.c - the recording API: checks every record, maps stream ids to dense indices, feeds
- * the chunk encoder and commits one chunk per batch in its own transaction (declarations commit
- * at once, each with its digest). Not thread-safe: one thread at a time per handle.
+ * the chunk encoder and commits one chunk per batch in its own transaction, together with the
+ * declarations made since the last one (schema/trace.c checkpoints after each commit, so the
+ * main file holds it). Everything beyond schema/ft_limits.h is refused here, at record time,
+ * with FT_ERANGE naming the field. Not thread-safe: one thread at a time per handle.
  *
  * After an out-of-memory or SQLite failure inside an append, the handle is "broken": every later
  * call returns FT_ESTATE naming the first failure, and close only releases memory. Records
  * rejected by a check (FT_EINVAL, FT_ERANGE) leave the handle usable.
  */
 #include "canon.h"
+#include "ft_limits.h"
 #include "ft_recorder.h"
-#include "trace_int.h"
+#include "ft_trace_write.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -52,6 +55,24 @@ struct ft_rec {
     int64_t last_seq;
     seqset calls;
 };
+
+/* ---- what the capture stream can carry ---------------------------------------------------- */
+static int check_text(ft_rec *r, const char *what, const char *s)
+{
+    long at = s ? ft_utf8_bad_at(s) : -1;
+    if (at >= 0) return ft_err_set(&r->err, FT_EINVAL, "%s: invalid UTF-8 at byte %ld", what, at);
+    return FT_OK;
+}
+
+/* A value the capture stream requires to be >= 0 (so that export can be re-imported). */
+static int check_nonneg(ft_rec *r, int64_t seq, const char *field, int64_t v)
+{
+    if (v < 0)
+        return ft_err_set(&r->err, FT_ERANGE,
+                          "call seq %" PRId64 ": field '%s': %" PRId64 " is negative", seq, field,
+                          v);
+    return FT_OK;
+}
 
 /* ---- seq set ------------------------------------------------------------------------------ */
 static int seqset_add(seqset *s, int64_t v)
@@ -210,7 +231,11 @@ int ft_rec_flush(ft_rec *r)
 {
     int rc = check_usable(r);
     if (rc) return rc;
-    if (!ft_chunk_enc_n_records(r->enc)) return FT_OK;
+    if (!ft_chunk_enc_n_records(r->enc)) {
+        /* declarations alone: commit them, so that a flush makes them durable too */
+        if ((rc = ft_trace_w_commit(r->t))) return broken(r, from_trace(r, rc));
+        return FT_OK;
+    }
     ft_chunk_info info;
     rc = ft_chunk_enc_finish(r->enc, r->level, &r->blob, &info, &r->err);
     if (rc) return broken(r, rc);
@@ -240,6 +265,14 @@ int ft_rec_header(ft_rec *r, const ft_header *h)
     if (rc) return rc;
     if (r->have_header || r->n_decls || r->n_records)
         return ft_err_set(&r->err, FT_ESTATE, "header must come first and only once");
+    if ((h->has_rank && (h->rank < 0 || h->rank > INT32_MAX)) ||
+        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)))
+        return ft_err_set(&r->err, FT_ERANGE, "header: rank or world_size out of range");
+    if ((rc = check_text(r, "header te_version", h->te_version)) ||
+        (rc = check_text(r, "header torch_version", h->torch_version)) ||
+        (rc = check_text(r, "header host", h->host)) ||
+        (rc = check_text(r, "header started_at", h->started_at)))
+        return rc;
     char *env = NULL, *extra = NULL;
     rc = ft_json_canon(h->env_json ? h->env_json : "{}", FT_CANON_OBJECT, "header env", &env, NULL,
                        &r->err);
@@ -265,6 +298,9 @@ int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json)
     if (rc) return rc;
     char what[64], *ops = NULL;
     size_t n_ops = 0;
+    if (id < 0) return ft_err_set(&r->err, FT_ERANGE, "fuser id %" PRId64 " is negative", id);
+    snprintf(what, sizeof what, "fuser %" PRId64 " label", id);
+    if ((rc = check_text(r, what, label))) return rc;
     snprintf(what, sizeof what, "fuser %" PRId64 " ops", id);
     rc = ft_json_canon(ops_json, FT_CANON_OPLIST, what, &ops, &n_ops, &r->err);
     if (rc) return rc;
@@ -281,7 +317,10 @@ int ft_rec_recipe(ft_rec *r, int64_t id, const char *type, int64_t obj, const ch
     if (rc) return rc;
     if (!type || !*type)
         return ft_err_set(&r->err, FT_EINVAL, "recipe %" PRId64 ": missing type", id);
+    if (id < 0) return ft_err_set(&r->err, FT_ERANGE, "recipe id %" PRId64 " is negative", id);
     char what[64], *attrs = NULL;
+    snprintf(what, sizeof what, "recipe %" PRId64 " type", id);
+    if ((rc = check_text(r, what, type))) return rc;
     snprintf(what, sizeof what, "recipe %" PRId64 " attrs", id);
     rc = ft_json_canon(attrs_json, FT_CANON_OBJECT, what, &attrs, NULL, &r->err);
     if (rc) return rc;
@@ -320,6 +359,13 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
     if (fl & ~CF_ALL)
         return ft_err_set(&r->err, FT_EINVAL, "call seq %" PRId64 ": unknown flag bits 0x%x",
                           c->seq, fl & ~CF_ALL);
+    if ((rc = check_nonneg(r, c->seq, "seq", c->seq)) ||
+        (rc = check_nonneg(r, c->seq, "device", c->device)) ||
+        ((fl & FT_CF_HAS_STEP) && (rc = check_nonneg(r, c->seq, "step", c->step))) ||
+        ((fl & FT_CF_HAS_MB) && (rc = check_nonneg(r, c->seq, "mb", c->mb))) ||
+        ((fl & FT_CF_HAS_NS) && (rc = check_nonneg(r, c->seq, "ns", c->ns))) ||
+        ((fl & FT_CF_HAS_FUSE_NS) && (rc = check_nonneg(r, c->seq, "fuse_ns", c->fuse_ns))))
+        return rc;
     uint32_t fi = ft_trace_fuser_index(r->t, c->fuser);
     if (fi == UINT32_MAX)
         return ft_err_set(&r->err, FT_EINVAL,
@@ -350,10 +396,10 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
                               i);
     int64_t n_tokens = 0;
     if (fl & FT_CF_HAS_SPLITS) {
-        if (c->n_splits > FT_MAX_SPLITS)
+        if (c->n_splits > FT_LIM_SPLITS)
             return ft_err_set(&r->err, FT_ERANGE,
                               "call seq %" PRId64 ": field 'm_splits': %u groups (limit %d)",
-                              c->seq, c->n_splits, FT_MAX_SPLITS);
+                              c->seq, c->n_splits, FT_LIM_SPLITS);
         if (c->n_splits && !c->m_splits)
             return ft_err_set(&r->err, FT_EINVAL, "call seq %" PRId64 ": m_splits is NULL", c->seq);
         for (uint32_t i = 0; i < c->n_splits; i++) {
@@ -371,10 +417,13 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
     if (fl & FT_CF_HAS_PHASE) {
         if (!c->phase)
             return ft_err_set(&r->err, FT_EINVAL, "call seq %" PRId64 ": phase is NULL", c->seq);
-        if (strlen(c->phase) > FT_CHUNK_MAX_PHASE_LEN)
+        if (strlen(c->phase) > FT_LIM_PHASE_BYTES)
             return ft_err_set(&r->err, FT_ERANGE,
                               "call seq %" PRId64 ": field 'phase': longer than %d bytes", c->seq,
-                              FT_CHUNK_MAX_PHASE_LEN);
+                              FT_LIM_PHASE_BYTES);
+        char what[64];
+        snprintf(what, sizeof what, "call seq %" PRId64 ": field 'phase'", c->seq);
+        if ((rc = check_text(r, what, c->phase))) return rc;
     }
     if ((fl & FT_CF_HAS_SPLITS) &&
         ft_chunk_enc_n_split_values(r->enc) + c->n_splits > FT_CHUNK_MAX_SPLIT_VALUES / 2 &&
@@ -395,6 +444,9 @@ int ft_rec_backward(ft_rec *r, const ft_backward *b)
     int rc = check_usable(r);
     if (rc) return rc;
     if ((rc = check_seq(r, b->seq))) return rc;
+    if ((rc = check_nonneg(r, b->seq, "seq", b->seq)) ||
+        (b->has_ns && (rc = check_nonneg(r, b->seq, "ns", b->ns))))
+        return rc;
     if (b->call >= b->seq || !seqset_has(&r->calls, b->call))
         return ft_err_set(&r->err, FT_EINVAL,
                           "backward seq %" PRId64 ": field 'call': %" PRId64

@@ -17,6 +17,7 @@
 #define FT_TRACE_H
 
 #include "ft_common.h"
+#include "ft_decl.h"
 
 #include <stdint.h>
 
@@ -74,22 +75,6 @@ typedef struct ft_backward {
     int64_t ns;
 } ft_backward;
 
-/* A declared fuser instance. ops_json is a canonical JSON array of {"type":..,"attrs":{..}}. */
-typedef struct ft_fuser_def {
-    int64_t id;           /* declared id (stream id) */
-    const char *label;    /* NULL when absent */
-    const char *ops_json; /* canonical JSON text (sorted keys, compact) */
-    uint32_t n_ops;       /* basic ops in the list */
-} ft_fuser_def;
-
-/* A declared recipe state: one (object identity, attribute values) pair. */
-typedef struct ft_recipe_def {
-    int64_t id;             /* declared id */
-    const char *type;       /* recipe class name, e.g. "NVFP4BlockScaling" */
-    int64_t obj;            /* identity of the Python object */
-    const char *attrs_json; /* canonical JSON object text (sorted keys, compact) */
-} ft_recipe_def;
-
 /* The stream header; fields absent in the source are NULL / has_* = 0. env_json and
  * extra_json are canonical JSON objects ("{}" when empty); extra_json holds header fields that
  * the format does not name, kept so export gives them back. */
@@ -105,7 +90,10 @@ typedef struct ft_header {
 typedef struct ft_trace ft_trace;
 
 enum {
-    FT_OPEN_READ = 0,   /* read-only; checks application_id, user_version, small-table digest */
+    /* read-only; checks application_id, user_version, small-table digests and ft_limits.h.
+     * Creates no file beside the trace: a closed trace is read as it is (side files ignored), one
+     * not closed with its -wal when that is safe (schema/trace.c says when) */
+    FT_OPEN_READ = 0,
     FT_OPEN_CREATE = 1, /* create a new file (fails if it exists); WAL, explicit transactions */
 };
 
@@ -118,6 +106,23 @@ int ft_trace_close(ft_trace *t); /* NULL is a no-op */
  * fine. */
 void ft_trace_remove(const char *path);
 const ft_err *ft_trace_error(const ft_trace *t);
+/* What a reader should tell its user about how the trace was read, NULL if nothing: that the
+ * recording was not closed (with how many calls the trace holds, and whether a -wal beside it
+ * may hold more), or that a side file beside a closed trace was ignored. Names the file. */
+const char *ft_trace_notice(const ft_trace *t);
+
+/* Seal a trace whose recording was not closed (killed, or the machine stopped): fold a
+ * leftover -wal into the main file, mark it state 'recovered' and leave one self-contained
+ * file, as a close does. A trace already closed is left as it is (was_closed). A damaged -wal
+ * is refused (FT_ECORRUPT) unless force, which keeps what comes before the damage. FT_ESTATE
+ * when another process has the trace open. */
+typedef struct ft_seal_info {
+    int was_closed;                          /* the trace was closed already */
+    uint64_t wal_commits;                    /* commits the -wal held */
+    int wal_damaged;                         /* the -wal was damaged (only with force) */
+    uint64_t n_calls, n_backwards, n_chunks; /* what the sealed trace holds */
+} ft_seal_info;
+int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err);
 
 /* Small tables, loaded at open. Indices are dense row indices 0..n-1 in declaration order;
  * calls in batches refer to fusers and recipes by these indices. Strings live as long as t. */

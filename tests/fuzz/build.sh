@@ -14,7 +14,7 @@ for t in jsonl model chunk packed; do mkdir -p "$out/corpus-$t"; done
 # trace.sql embedded as a C string, as schema/CMakeLists.txt does
 cmake -DIN=schema/trace.sql -DOUT="$out/trace_sql.h" -P schema/embed_sql.cmake
 flags="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
-inc="-Icommon -Ischema -Irecorder -Ireplayer -I$out"
+inc="-Icommon -Ischema -Irecorder -Itefuser -I$out"
 libs="$(pkg-config --cflags --libs jansson libxxhash libzstd sqlite3) -lm"
 schema="schema/chunk.c schema/trace.c schema/reader.c schema/verify.c"
 recorder="recorder/recorder.c recorder/canon.c recorder/rec_packed.c"
@@ -29,7 +29,7 @@ build() {
 # shellcheck disable=SC2086
 build fuzz_jsonl tests/fuzz/fuzz_jsonl.c common/common.c recorder/jsonl_import.c \
   recorder/jsonl_writer.c
-build fuzz_model tests/fuzz/fuzz_model.c replayer/model.c replayer/rules.c replayer/recipe.c \
+build fuzz_model tests/fuzz/fuzz_model.c tefuser/*.c \
   common/common.c
 build fuzz_chunk tests/fuzz/fuzz_chunk.c common/common.c schema/chunk.c
 # shellcheck disable=SC2086
