@@ -1269,7 +1269,8 @@ static int with_observer(ft_trace *t, const char *const *paths, uint32_t n_paths
         dry.per_call = NULL, dry.explain = NULL;
         dry.observer = ft_numerics_obs_observer(o);
         o->dry = 1;
-        rc = t ? ft_replay_trace(t, &dry, rr, err) : ft_replay_traces(paths, n_paths, &dry, rr, err);
+        rc =
+            t ? ft_replay_trace(t, &dry, rr, err) : ft_replay_traces(paths, n_paths, &dry, rr, err);
         if (!rc) rc = check_estimate(&o->est, nopts, err);
         if (!rc) { /* the real pass starts afresh, knowing the total */
             estimate e = o->est;
