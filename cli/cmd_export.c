@@ -5,7 +5,8 @@
  * To stdout by default (or `-o -`); to a file through a temporary beside it, renamed over OUT
  * only when complete (cli_out, out_file.c); replacing an existing OUT needs -f. A damaged trace
  * (checksum, decode or reference failure) exits 1 with the message naming the chunk or table;
- * not a trace / wrong version exits 2. On a terminal, progress goes to stderr.
+ * not a trace / wrong version exits 2. On a terminal, progress goes to stderr. An OUT whose name
+ * ends in `.zst` is written zstd-compressed (level FT_JSONL_ZSTD_LEVEL, streamed).
  */
 #include "cli.h"
 #include "ft_recorder.h"
@@ -93,7 +94,9 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
         return rc;
     }
     ft_jsonl_writer *w = NULL;
-    rc = ft_jsonl_writer_new(out.f, &w);
+    const size_t n = opts->out ? strlen(opts->out) : 0;
+    const int zst = n > 4 && !strcmp(opts->out + n - 4, ".zst");
+    rc = zst ? ft_jsonl_writer_new_zstd(out.f, 0, &w) : ft_jsonl_writer_new(out.f, &w);
     if (rc) {
         ft_err_set(err, rc, "out of memory");
     } else {
@@ -101,7 +104,9 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
         ft_jsonl_writer_sink(w, &p.inner);
         ft_sink sink = {&p, p_header, p_fuser, p_recipe, p_call, p_backward, p_error};
         rc = ft_trace_export(t, &sink, err);
-        if (rc && ferror(out.f)) /* the output failed, not the trace */
+        if (!rc && (rc = ft_jsonl_writer_finish(w)))
+            ft_err_set(err, rc, "%s: %s", out.name, ft_err_msg(ft_jsonl_writer_error(w)));
+        else if (rc && ferror(out.f)) /* the output failed, not the trace */
             ft_err_set(err, FT_EIO, "writing %s failed: %s", out.name, strerror(errno));
         else
             name_trace(in_path, rc, err);
@@ -113,10 +118,11 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
 
 const cli_cmd cmd_export = {
     .name = "export",
-    .synopsis = "IN.ftdb [-o OUT.jsonl|-] [-f]",
+    .synopsis = "IN.ftdb [-o OUT.jsonl|OUT.jsonl.zst|-] [-f]",
     .summary = "trace -> capture stream (JSONL)",
     .about = "Writes the trace as a capture stream (capture-jsonl v1, docs/capture-format.md),\n"
-             "record for record, to stdout by default.",
+             "record for record, to stdout by default; zstd-compressed when OUT ends in .zst\n"
+             "(import reads it back as it is).",
     CLI_OPTS(export_opts, options),
     .min_args = 1,
     .max_args = 1,

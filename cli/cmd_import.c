@@ -123,7 +123,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     struct stat st;
     if (in != stdin && !fstat(fileno(in), &st) && S_ISREG(st.st_mode))
         c.in_bytes = (double)st.st_size;
-    ft_rec_sink(rec, &c.inner);
+    ft_rec_sink_prevalidated(rec, &c.inner); /* the importer checks every record */
     ft_sink sink = {&c, c_header, c_fuser, c_recipe, c_call, c_backward, c_error};
     rc = ft_jsonl_import(in, name, &sink, stderr, err);
     cli_progress_end();
@@ -149,9 +149,10 @@ done:
 
 const cli_cmd cmd_import = {
     .name = "import",
-    .synopsis = "IN.jsonl|- -o OUT.ftdb [-f] [--chunk-calls N]",
+    .synopsis = "IN.jsonl|IN.jsonl.zst|- -o OUT.ftdb [-f] [--chunk-calls N]",
     .summary = "capture stream (JSONL) -> trace",
-    .about = "Reads a capture stream (capture-jsonl v1, docs/capture-format.md; - for stdin) into\n"
+    .about = "Reads a capture stream (capture-jsonl v1, docs/capture-format.md; plain or\n"
+             "zstd-compressed; - for stdin) into\n"
              "a new trace. OUT is written only when the whole stream imported; on any error\n"
              "nothing is left behind and the message names the line and field.",
     CLI_OPTS(import_opts, options),
