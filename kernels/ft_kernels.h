@@ -6,7 +6,9 @@
  *   ft_cpu_*   plain C11 reference (kernels/cpu/), host pointers, always built;
  *   ft_cuda_*  CUDA (kernels/cuda/), same descriptors with DEVICE pointers (splits included, so
  *              launches are CUDA-graph safe) and a cudaStream_t passed as void * (NULL = default
- *              stream); without a CUDA build they return FT_ENODEV.
+ *              stream). They live in the plugin libfusertrace_cuda.so, which cpu/cuda_loader.c
+ *              loads on the first call; without it, a device or a CUDA build they return
+ *              FT_ENODEV saying which.
  * Usable from C11 and from .cu files (extern "C").
  *
  * Conventions

@@ -4,7 +4,8 @@
 # Binaries: FT_GPU_BIN=DIR uses the ones bench/gpu/prebuild.sh gathered (test_cuda, bench_cuda,
 # fusertrace and their libraries in DIR/lib); otherwise test_cuda and bench_cuda are built here
 # without CMake (nvcc for kernels/cuda, gcc for the C parts; the GPU image lacks the project's -dev
-# packages, so cmocka.h, xxhash.h and libcmocka.so must be in $FT_GPU_DEPS/{include,lib}), and
+# packages, so cmocka.h, xxhash.h, cblas.h, libcmocka.so and libopenblas.so must be in
+# $FT_GPU_DEPS/{include,lib}; the CUDA objects are linked in, so the plugin loader is left out), and
 # the numerical replay is skipped (fusertrace needs SQLite, zstd and jansson).
 # Steps: test_cuda (and test_numerics when prebuilt); `replay --numerics cuda` and `cpu` on two
 # synth traces (same report, both back ends); bench_numerics (when prebuilt; NUMERICS=0 skips it):
@@ -43,9 +44,9 @@ else
   gcc $CFLAGS -c tests/test_cuda.c -o "$B/test_cuda.o"
   gcc $CFLAGS -c bench/bench_cuda.c -o "$B/bench_cuda.o"
   LIBS="$B/common.c.o $B/"*.cu.o
-  CPU=$(ls "$B"/*.c.o | grep -v common.c.o)
-  "$NVCC" -o "$B/test_cuda" "$B/test_cuda.o" $CPU $LIBS -L"$DEPS/lib" -lcmocka -lcublas -lm
-  "$NVCC" -o "$B/bench_cuda" "$B/bench_cuda.o" $CPU $LIBS -lcublas -lm
+  CPU=$(ls "$B"/*.c.o | grep -v "common.c.o\|cuda_loader.c.o")
+  "$NVCC" -o "$B/test_cuda" "$B/test_cuda.o" $CPU $LIBS -L"$DEPS/lib" -lcmocka -lopenblas -lcublas -lm
+  "$NVCC" -o "$B/bench_cuda" "$B/bench_cuda.o" $CPU $LIBS -L"$DEPS/lib" -lopenblas -lcublas -lm
   set +e
   grep -i "spill" "$OUT/ptxas.txt" | sort | uniq -c | sort -rn | head -5
   export LD_LIBRARY_PATH="$DEPS/lib:${LD_LIBRARY_PATH:-}"
