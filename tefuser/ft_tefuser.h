@@ -1,6 +1,6 @@
 /*
  * model.h - the fuser model: what TransformerEngine 2.20's OperationFuser would build for a call,
- * independent of any cache policy (spec/te-fuser.md §1.5, §2, §3, §5).
+ * independent of any cache policy (docs/fuser-model.md).
  *
  * - Recipes: the six recipe types with their attributes, a canonical 64-bit hash of (type, every
  *   attribute), and the flags the quantizer-state model needs.
@@ -9,9 +9,9 @@
  *   with greedy windows, and the map-to-basic-ops validation.
  * - Plans: a built plan is interned; equal topology (same fused ops over the same basic-op index
  *   runs, forward and backward) gives the same plan id, so policies compare plans by id.
- * - Quantizer state: what reset_recipe_state leaves in a fuser's quantizers (§1.6, §5).
+ * - Quantizer state: what reset_recipe_state leaves in a fuser's quantizers ("Quantizer state").
  * - Stale classification: what running plan P with quantizer state Q would do, compared with the
- *   fresh plan (§2.3 run time, §5 outcome table).
+ *   fresh plan ("Run-time checks", "Stale plans").
  *
  * The model is immutable after ft_model_new except for the plan intern table, which grows on
  * ft_model_build; builds are memoised by (fuser, recipe, f), so repeated builds are lookups.
@@ -110,9 +110,10 @@ const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe);
  * ft_recipe_model.hash; recipe -1 gives "None". */
 const char *ft_model_recipe_canon(const ft_model *m, int32_t recipe);
 
-/* Build (or look up) the plan TE would build for fuser under recipe with boundary f (spec
- * §1.5). *plan_id is an interned id; plans with identical topology share an id. A build that TE
- * would reject (mismatch after fusing) is FT_EUNSUPPORTED with a message. */
+/* Build (or look up) the plan TE would build for fuser under recipe with boundary f
+ * (docs/fuser-model.md, "Building a plan"). *plan_id is an interned id; plans with identical
+ * topology share an id. A build that TE would reject (mismatch after fusing) is FT_EUNSUPPORTED
+ * with a message. */
 int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint32_t *plan_id,
                    ft_err *err);
 /* Builds that ran the fusion passes so far (memo hits of ft_model_build not counted). */
@@ -155,7 +156,7 @@ uint64_t ft_model_fusion_key(const ft_model *m, uint32_t fuser, int32_t recipe);
  * "recipe.is_none,recipe.mxfp8(),...,op[0].in_features,...,env.device_cc" (for reports). */
 const char *ft_model_fusion_key_attrs(const ft_model *m, uint32_t fuser);
 
-/* ---- quantizer state (spec §1.6, §5 "minimal simulator state") ---------------------------- */
+/* ---- quantizer state (docs/fuser-model.md, "Quantizer state") ---------------------------- */
 /* Compare states with ft_qstate_equal and intern them with ft_qstate_hash only: qhash (every
  * other attribute baked into the quantizers) is part of the state, and fields may be added. */
 typedef struct ft_qstate {

@@ -1,6 +1,6 @@
 /*
- * recipe.c - the six TE recipe types as data (spec/te-fuser.md §3), their canonical encoding
- * and hash, and the quantizer-state model (spec §1.6, §5).
+ * recipe.c - the six TE recipe types as data (docs/fuser-model.md, "Recipes"), their canonical
+ * encoding and hash, and the quantizer-state model ("Quantizer state").
  *
  * A recipe declaration (type, attrs JSON) becomes an ft_recipe_int: every dataclass field of its
  * type, TE's default where the capture is silent (env-derived defaults such as
