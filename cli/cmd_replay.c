@@ -10,10 +10,21 @@
 #include "ft_numerics.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+/* Ctrl-C during numerics: stop after the call in flight and print the results so far (a second
+ * Ctrl-C ends the process as usual). */
+static volatile sig_atomic_t g_stop;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
 
 /* The back ends of numerical replay, by name: where the CUDA back end is chosen (and where a
  * back end loaded on demand would be looked up). */
@@ -56,6 +67,7 @@ typedef struct replay_opts {
     opt_u64 seed;
     opt_ns build_ns, reset_ns;
     opt_steps steps;
+    opt_u64 max_seconds; /* numerics: refuse longer estimates (default 600, 0: no limit) */
 } replay_opts;
 
 static int parse_policies(const cli_opt *o, const char *v, void *field, ft_err *err)
@@ -172,8 +184,11 @@ static const cli_opt options[] = {
      "numerical replay: for sampled grouped-MLP calls, run every policy's chosen\n"
      "plan and quantizer state and the fresh plan (forward, and backward for grad\n"
      "calls) against a float64 reference; reports the harmless and quant bands per\n"
-     "policy. cuda runs what the CUDA back end supports on the device, the rest on\n"
-     "the CPU reference (the report counts both); no device: exit 3",
+     "policy. cuda runs everything on the device (bf16 tensor-core GEMMs on exactly\n"
+     "expanded quantized operands, the float64 reference in cuBLAS); no device:\n"
+     "exit 3. The text report's policy table prints first; then, on stderr, the\n"
+     "estimate of the numerics' work and (on a terminal) progress; Ctrl-C prints\n"
+     "the numerics results so far",
      parse_backend, OFF(backend)},
     {"sample", 0, "N",
      "at most N calls per trace (default 64), in call order: the first call\n"
@@ -209,6 +224,10 @@ static const cli_opt options[] = {
      "add this replayer's own measured times (ns/call, plan-build ns); they vary\n"
      "run to run, so they are off by default",
      cli_parse_flag, OFF(timing)},
+    {"max-seconds", 0, "S",
+     "refuse numerics estimated to take longer (default 600; 0: no limit);\n"
+     "memory beyond the machine's is always refused",
+     parse_seed, OFF(max_seconds)},
 };
 #undef OFF
 
@@ -278,25 +297,18 @@ static char *command_line(void)
  * (and the numerics after it); with a filter the counts become those of the matching calls; the
  * HTML file is written whole or not at all. */
 static int replay_observed(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
-                           const ft_numerics_opts *no, const ft_report_opts *rep,
-                           const ft_report_filter *flt, const char *html, ft_replay_result *res,
-                           ft_numerics_result *nres, ft_err *err)
+                           const ft_report_opts *rep, const ft_report_filter *flt, const char *html,
+                           const ft_numerics_result *nres, ft_replay_result *res, ft_err *err)
 {
     ft_report_data *d = NULL;
-    ft_numerics_obs *nobs = NULL;
     ft_replay_opts o = *opts;
     int rc = ft_report_data_new(o.policies, o.n_policies, &d, err);
     if (!rc) ft_report_data_filter(d, flt);
-    if (!rc && no) {
-        rc = ft_numerics_obs_new(no, &nobs, err);
-        if (!rc) o.observer = ft_numerics_obs_observer(nobs);
-    }
     if (!rc && o.explain) {
         o.explain = ft_report_data_explain(d, o.explain);
         if (!o.explain) rc = ft_err_set(err, FT_ENOMEM, "cannot count the --explain causes");
     }
     if (!rc) rc = ft_report_replay(paths, n_paths, &o, d, stderr, res, err);
-    if (!rc && nobs) ft_numerics_obs_result(nobs, nres);
     if (!rc && (flt->fuser_glob || flt->phase || flt->has_steps))
         ft_report_data_apply_filter(d, res);
     if (!rc && html) {
@@ -304,11 +316,10 @@ static int replay_observed(const char *const *paths, uint32_t n_paths, const ft_
         char *command = command_line();
         ft_report_html_opts ho = {.command = command, .title = NULL};
         rc = cli_out_open(&out, html, CLI_OUT_STREAM, 1, err);
-        if (!rc) rc = ft_report_html(out.f, res, nobs ? nres : NULL, d, rep, &ho, err);
+        if (!rc) rc = ft_report_html(out.f, res, nres, d, rep, &ho, err);
         rc = cli_out_close(&out, rc, err);
         ft_free(command);
     }
-    ft_numerics_obs_free(nobs);
     ft_report_data_free(d);
     return rc;
 }
@@ -336,9 +347,9 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     replay_opts *ro = opts_v;
     uint32_t n_paths = (uint32_t)n_args;
     int numerics = ro->backend >= 0;
-    if (!numerics && (ro->sample || ro->all || ro->shrink || ro->seed.set))
-        return cli_usage_error(err,
-                               "--sample, --all, --shrink and --seed go with --numerics cpu|cuda");
+    if (!numerics && (ro->sample || ro->all || ro->shrink || ro->seed.set || ro->max_seconds.set))
+        return cli_usage_error(err, "--sample, --all, --shrink, --seed and --max-seconds go with "
+                                    "--numerics cpu|cuda");
     if (ro->sample && ro->all) return cli_usage_error(err, "--sample and --all exclude each other");
     if (ro->json && ro->csv) return cli_usage_error(err, "--json and --csv exclude each other");
     if (numerics && ro->csv)
@@ -365,6 +376,8 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
             pr.n_calls += ft_trace_n_calls(t);
         ft_trace_close(t);
     }
+    /* the back end can run here: said before any output */
+    if (!rc && numerics) rc = ft_numerics_backend_check(backends[ro->backend].backend, err);
     if (rc) return rc;
     const char *const *paths = (const char *const *)args;
     /* --env keys the model does not read change nothing: say so */
@@ -435,16 +448,26 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
                                                   : 64,
                            .seed = ro->seed.set ? ro->seed.v : 1,
                            .n_threads = ro->threads};
-    if (numerics) no.backend = backends[ro->backend].backend;
-    /* progress only where nothing else writes to the terminal meanwhile */
+    if (numerics) {
+        no.backend = backends[ro->backend].backend;
+        no.max_seconds = ro->max_seconds.set ? (double)ro->max_seconds.v : 600.0;
+        no.info = stderr;
+        no.stop = &g_stop;
+    }
+    /* First the replay (a plain replay takes milliseconds), with per-call and explain output and
+     * the report's observers (--html, filters); in text its table and reading print before the
+     * numerics start. The numerics replay again with those outputs off. */
+    const int observed = ro->html || filtered;
+    const int table_first = numerics && format == FT_REPORT_TEXT;
+    /* progress only where nothing else writes to the terminal meanwhile; numerics print their
+     * own (calls done, rate, time left) */
     int show = cli_progress_wanted() && !(ro->explain && explain == stderr) &&
                !pthread_create(&pr.thread, NULL, progress_main, &pr);
-    if (ro->html || filtered)
-        rc = replay_observed(paths, n_paths, &o, numerics ? &no : NULL, &rep, &flt, ro->html, res,
-                             nres, err);
+    if (observed)
+        rc = replay_observed(paths, n_paths, &o, &rep, &flt, numerics ? NULL : ro->html, NULL, res,
+                             err);
     else
-        rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, err)
-                      : ft_replay_traces(paths, n_paths, &o, res, err);
+        rc = ft_replay_traces(paths, n_paths, &o, res, err);
     if (show) {
         atomic_store(&pr.stop, 1);
         pthread_join(pr.thread, NULL);
@@ -454,10 +477,47 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     rc = cli_out_close(&pc, rc, err);
     if (rc) goto done;
     if (ro->explain) fputc('\n', explain);
-    rc = ft_report_write_opts(report, res, numerics ? nres : NULL, format, &rep, err);
-    if (!rc && format == FT_REPORT_TEXT) {
+    if (table_first) {
+        rc = ft_report_write_opts(report, res, NULL, format, &rep, err);
+        if (!rc) fputc('\n', report);
+        if (!rc) rc = ft_report_reading(report, res, err);
+        fflush(report);
+        if (rc) goto done;
+    }
+    if (numerics) {
+        ft_replay_opts on = o;
+        on.per_call = NULL, on.explain = NULL, on.per_trace = NULL;
+        no.progress = (uint8_t)cli_progress_wanted();
+        struct sigaction sa, old_sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint;
+        sa.sa_flags = (int)SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_sa);
+        ft_replay_result *rn = ft_malloc(sizeof *rn);
+        rc = rn ? ft_numerics_replay_traces(paths, n_paths, &on, &no, rn, nres, err)
+                : ft_err_set(err, FT_ENOMEM, "out of memory");
+        sigaction(SIGINT, &old_sa, NULL);
+        if (!rc && nres->interrupted)
+            fprintf(stderr,
+                    "fusertrace replay: interrupted: numerics of %llu of %llu sampled calls "
+                    "below\n",
+                    (unsigned long long)nres->calls_run, (unsigned long long)nres->calls_planned);
+        /* the HTML holds the numerics too: its charts replay once more (milliseconds) */
+        if (!rc && ro->html)
+            rc = replay_observed(paths, n_paths, &on, &rep, &flt, ro->html, nres, rn, err);
+        ft_free(rn);
+        if (rc) goto done;
+    }
+    if (table_first) {
         fputc('\n', report);
-        rc = ft_report_reading(report, res, err);
+        rc = ft_report_numerics(report, nres, err);
+    } else {
+        rc = ft_report_write_opts(report, res, numerics ? nres : NULL, format, &rep, err);
+        if (!rc && format == FT_REPORT_TEXT) {
+            fputc('\n', report);
+            rc = ft_report_reading(report, res, err);
+        }
     }
     if (!rc && format == FT_REPORT_TEXT) {
         fputc('\n', report);
@@ -481,7 +541,7 @@ const cli_cmd cmd_replay = {
                 "                         [--build-ns NS] [--reset-ns NS] [--html FILE]\n"
                 "                         [--fuser GLOB] [--phase P] [--steps A:B]\n"
                 "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
-                "                          [--seed S]]",
+                "                          [--seed S] [--max-seconds S]]",
     .summary = "replay traces under plan-cache policies",
     .about = "Replays every call of the traces (one per rank, reduced into one report) through a\n"
              "model of TransformerEngine's fusion-plan cache under each policy, in one pass.\n"

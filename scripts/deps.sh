@@ -5,7 +5,7 @@
 # style check, the sqlite3 shell and headless Chromium for the SQL extension and HTML report
 # tests).
 set -e
-pkgs="build-essential cmake pkg-config libsqlite3-dev libzstd-dev libjansson-dev libsimdjson-dev libxxhash-dev zstd"
+pkgs="build-essential cmake pkg-config libsqlite3-dev libzstd-dev libjansson-dev libsimdjson-dev libxxhash-dev libopenblas-dev zstd"
 if [ "${1:-}" = test ]; then
   pkgs="$pkgs libcmocka-dev python3 python3-torch clang-format sqlite3 python3-pip python3-setuptools python3-wheel libyajl-dev chromium"
 fi
