@@ -6,7 +6,9 @@
  *   ft_cpu_*   plain C11 reference (kernels/cpu/), host pointers, always built;
  *   ft_cuda_*  CUDA (kernels/cuda/), same descriptors with DEVICE pointers (splits included, so
  *              launches are CUDA-graph safe) and a cudaStream_t passed as void * (NULL = default
- *              stream); without a CUDA build they return FT_ENODEV.
+ *              stream). They live in the plugin libfusertrace_cuda.so, which cpu/cuda_loader.c
+ *              loads on the first call; without it, a device or a CUDA build they return
+ *              FT_ENODEV saying which.
  * Usable from C11 and from .cu files (extern "C").
  *
  * Conventions
@@ -183,8 +185,12 @@ typedef struct ft_gemm {
     uint8_t accumulate;      /* 1: C += result (empty WGRAD groups then leave C_g as is) */
 } ft_gemm;
 
-/* Empty WGRAD groups give dW_g = 0 (unless accumulate). */
+/* Empty WGRAD groups give dW_g = 0 (unless accumulate). One CBLAS (OpenBLAS) sgemm per group. */
 int ft_cpu_gemm(const ft_gemm *g, ft_err *err);
+/* Threads each BLAS call may use (callers that run several GEMMs on threads of their own set 1). */
+void ft_cpu_blas_threads(int n);
+/* FLOP/s of a 256^3 float64 GEMM on this machine now (BLAS's current threads; about 10 ms). */
+double ft_cpu_gemm_rate(void);
 
 /* ==== activations (spec §4.3; math in fp32) ============================================== */
 
@@ -305,6 +311,8 @@ int ft_cpu_mlp_ref(const ft_mlp *m, const float *dy, ft_mlp_ref *out, ft_err *er
 /* ==== CUDA back end (kernels/cuda/; FT_ENODEV without a CUDA build or device) =============== */
 
 int ft_cuda_device_count(void);
+/* Device name and multiprocessor count of the current device. */
+int ft_cuda_device_info(char *name, size_t cap, int *n_sm, ft_err *err);
 int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols,
                      const int64_t *splits, uint32_t n_groups, float *out, void *stream,
                      ft_err *err);
@@ -317,6 +325,84 @@ int ft_cuda_act_backward(const ft_act *a, int64_t rows, int64_t k2, const float 
 int ft_cuda_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, void *stream, ft_err *err);
 int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out,
                          void *stream, ft_err *err);
+
+/* ==== numerical replay on the CUDA device (kernels/cuda/nx.cu) ============================ */
+/*
+ * The inputs of one sampled call, the float64 reference and every configuration's run stay on
+ * the device; only figures come back. Inputs are bf16 values of ft_nx_gauss streams (the CPU
+ * back end of numerics draws the same streams on the host): x = gauss(xseed + 1), probs =
+ * bf16(0.5 + 0.45 tanh(gauss(xseed + 6))), dy = gauss(xseed + 7) over [t] rows; W1 =
+ * gauss(wseed + 2) * w1_scale, b1 = gauss(wseed + 3) * 0.1, W2 = gauss(wseed + 4) * w2_scale,
+ * b2 = gauss(wseed + 5) * 0.1, each rounded to bf16 (weights are kept while wseed and the shape
+ * stay, as they do across calls of one fuser).
+ *
+ * A run is one configuration (path, quantizer state) forward and (grad) backward through the
+ * float32-contract MLP: by default on the fast path (operands fake-quantized exactly as
+ * ft_cuda_quantize does, expanded exactly into bf16 with the per-group factor as the GEMM's
+ * alpha, cuBLAS bf16 tensor-core GEMMs, fp32 accumulation; FP8 block scales that are not powers
+ * of two fall back to the emulation), with FT_NX_EMULATE through ft_cuda_mlp_forward/backward's
+ * float32 SIMT GEMMs. Its outputs (y, dx, dW1, dW2) are compared on the device with the
+ * reference (float64 math through cuBLAS DGEMM per expert, rounded to float32 for storage) and
+ * with the base run of the call (the first run with FT_NX_BASE).
+ */
+#define FT_NX_MAX_SLOTS 32 /* runs per call */
+#define FT_NX_PHASES    6  /* profile: inputs, reference, quantization, GEMMs, comparison, other */
+enum { FT_NX_BASE = 1, FT_NX_EMULATE = 2 };
+
+/* Approximately N(0, 1): the sum of four 16-bit uniforms of ft_hash_mix(seed, i). */
+float ft_nx_gauss(uint64_t seed, uint64_t i);
+
+typedef struct ft_nx_problem {
+    uint32_t n_groups;
+    const int64_t *splits; /* HOST [n_groups]; sum <= t */
+    int64_t t, k1, n1, k2, n2;
+    ft_act act;
+    uint8_t bias1, bias2, scaled, scale_bias; /* scaled: probabilities exist */
+    uint8_t grad;                             /* run the backward */
+    uint64_t wseed, xseed;
+    float w1_scale, w2_scale; /* weight scales (1 / sqrt(in_features)) */
+} ft_nx_problem;
+
+typedef struct ft_nx_figs {
+    int rc; /* FT_OK, or the refusal (TE's error: FT_EUNSUPPORTED, text in msg) */
+    char msg[160];
+    uint8_t fast;       /* ran on the bf16 fast path (else the float32 emulation) */
+    uint8_t has_base;   /* div, div_max_abs are against a base run */
+    double err;         /* worst relative L2 vs the reference over y (and dx, dW1, dW2) */
+    double out_err[4];  /* per output: y, dx, dW1, dW2 */
+    double div;         /* worst relative L2 vs the base run */
+    double div_max_abs; /* largest |difference| from the base run (NaN if any) */
+    uint64_t nonfinite; /* NaN/Inf output elements */
+} ft_nx_figs;
+
+typedef struct ft_cuda_nx ft_cuda_nx;
+/* FT_ENODEV without a device or a CUDA build. */
+int ft_cuda_nx_new(ft_cuda_nx **out, ft_err *err);
+void ft_cuda_nx_free(ft_cuda_nx *nx);
+/* Device bytes a problem needs at most (context buffers plus the larger of the reference's and a
+ * run's scratch). Host only; available without CUDA. */
+void ft_nx_bytes(const ft_nx_problem *p, uint64_t *bytes);
+/* Floating-point operations of the reference (float64) and of one run (fp32 accumulation). */
+void ft_nx_flops(const ft_nx_problem *p, double *ref_flops, double *run_flops);
+/* Free and total memory of the current device. */
+int ft_cuda_mem_info(uint64_t *free_b, uint64_t *total_b, ft_err *err);
+/* Set the call: inputs and reference (asynchronous; figures of earlier runs are dropped). */
+int ft_cuda_nx_problem(ft_cuda_nx *nx, const ft_nx_problem *p, ft_err *err);
+/* One run into the next slot (0, 1, ...). A configuration TE or the back end refuses is not run:
+ * its slot holds the refusal. Errors: a CUDA failure (FT_ECUDA, FT_ENOMEM). */
+int ft_cuda_nx_run(ft_cuda_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags,
+                   ft_err *err);
+/* Wait for the device and fill figs[0..n) of the runs so far (n <= runs). */
+int ft_cuda_nx_collect(ft_cuda_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err);
+/* Host copies of the last run's output / of the reference (which: 0 y, 1 dx, 2 dW1, 3 dW2). */
+int ft_cuda_nx_download(ft_cuda_nx *nx, int which, float *host, ft_err *err);
+int ft_cuda_nx_reference(ft_cuda_nx *nx, int which, float *host, ft_err *err);
+/* Device bytes the context holds now, and the most the stream-ordered pool has held since it
+ * was created (runs' scratch, the reference's work space, the weight cache). */
+int ft_cuda_nx_memory(ft_cuda_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err);
+/* Profiling: on = 1 synchronises at each phase and adds its wall time (0 off, -1 unchanged; a
+ * change clears the figures); ms (may be NULL) receives the milliseconds per phase. */
+void ft_cuda_nx_profile(ft_cuda_nx *nx, int on, double ms[FT_NX_PHASES]);
 
 #ifdef __cplusplus
 }

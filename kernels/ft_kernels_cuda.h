@@ -40,8 +40,7 @@ int ft_cuda_memset(void *p, int byte, size_t bytes, ft_err *err);
 int ft_cuda_h2d(void *dst, const void *src, size_t bytes, ft_err *err);
 int ft_cuda_d2h(void *dst, const void *src, size_t bytes, ft_err *err);
 int ft_cuda_sync(ft_err *err);
-/* Device name and multiprocessor count of the current device. */
-int ft_cuda_device_info(char *name, size_t cap, int *n_sm, ft_err *err);
+/* ft_cuda_device_info: see ft_kernels.h */
 
 typedef struct ft_cuda_timer ft_cuda_timer; /* a pair of CUDA events */
 int ft_cuda_timer_new(ft_cuda_timer **t, ft_err *err);

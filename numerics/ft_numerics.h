@@ -13,10 +13,11 @@
  * Results: ft_numerics_get / ft_numerics_report. Every figure is independent of the thread
  * count: which calls are sampled is decided in call order, and results are folded in call order.
  *
- * Back ends: CPU (kernels/cpu, the reference) or CUDA (the ft_cuda_* entry points): each
- * configuration goes to the device when the CUDA back end runs it; configurations it declines
- * (FT_EUNSUPPORTED/FT_EINVAL from ft_cuda_mlp_*) run on the CPU reference, and the report says
- * how many ran where. TE run-time refusals are always decided by the reference.
+ * Back ends: CPU (kernels/cpu: OpenBLAS GEMMs, float32 emulation, float64 reference; calls on a
+ * thread pool) or CUDA (kernels/cuda through ft_cuda_nx: the inputs are drawn on the device from
+ * the same seeds, the float64 reference runs in cuBLAS DGEMM, every configuration runs the bf16
+ * tensor-core fast path, and only figures come back; one thread, the device is one). TE run-time
+ * refusals are decided by ft_mlp_check on the host for both.
  *
  * What a run means for each comparison of a policy's choice with the fresh plan:
  * - same: same topology and same quantization -> identical numbers (divergence 0);
@@ -38,9 +39,11 @@
 
 #include "ft_common.h"
 #include "ft_replay.h"
+#include "ft_kernels.h"
 #include "ft_trace.h"
 #include "ft_tefuser.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -64,7 +67,19 @@ typedef struct ft_numerics_opts {
                         choice differs from the fresh plan at most N/4 */
     uint64_t seed;   /* mixed into every input seed */
     ft_numerics_backend backend;
-    uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core */
+    uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core
+                           (the CUDA back end uses one: the device is one) */
+    FILE *info;         /* trace drivers: before numerics start, one line with the estimate (calls
+                           sampled, FLOPs, memory, seconds); NULL: none */
+    uint8_t progress;   /* 1: a progress line on info while calls run (the caller checks that
+                           info is a terminal) */
+    double max_seconds; /* trace drivers: refuse (FT_ERANGE, with what to change) when the
+                           estimate exceeds it; 0: no limit. Memory beyond the device's or the
+                           host's is always refused. */
+    volatile sig_atomic_t *stop; /* non-zero (set by a signal handler): stop after the call in
+                                    flight; the results so far are returned (interrupted) */
+    uint8_t profile; /* time the phases into ft_numerics_result.phase_ms (CUDA: synchronises
+                        the device at every phase change, so the total is slower) */
 } ft_numerics_opts;
 
 typedef struct ft_numerics ft_numerics;
@@ -76,6 +91,10 @@ typedef struct ft_numerics ft_numerics;
 int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t n_policies,
                     const ft_numerics_opts *opts, ft_numerics **out, ft_err *err);
 void ft_numerics_free(ft_numerics *nx);
+
+/* FT_OK when the back end can run here; FT_ENODEV with what to do instead (CUDA without a device
+ * or without a CUDA build). Cheap: callers check before other work. */
+int ft_numerics_backend_check(ft_numerics_backend be, ft_err *err);
 
 /* Whether the fuser is a grouped MLP the numerics can run (cheap; call before collecting). */
 int ft_numerics_wants(const ft_numerics *nx, uint32_t fuser);
@@ -133,9 +152,15 @@ typedef struct ft_numerics_result {
     uint32_t n_threads;      /* threads that ran sampled calls (the largest, after a merge) */
     char device[64];         /* CUDA device name, "" on the CPU back end */
     char fallback_text[160]; /* CUDA: why the first configuration ran on the CPU instead */
-    ft_band fresh_err;       /* error of the fresh plans vs float64 */
-    ft_band harmless_band;   /* fused vs unfused, same quantization (controls and policies) */
-    ft_band quant_band;      /* different quantization from the fresh plan */
+    uint64_t device_bytes;   /* CUDA: most device memory held (context + pool peak) */
+    uint64_t calls_planned;  /* sampled calls the estimate counted (trace drivers) */
+    uint8_t interrupted;     /* opts.stop ended the run early: the figures cover calls_run */
+    double flops;            /* GEMM work done: float64 reference + every run, all sampled calls */
+    double phase_ms[FT_NX_PHASES]; /* opts.profile: inputs, reference, quantization, GEMMs,
+                                      comparison, other (CPU: runs count as other, threads add) */
+    ft_band fresh_err;             /* error of the fresh plans vs float64 */
+    ft_band harmless_band;         /* fused vs unfused, same quantization (controls and policies) */
+    ft_band quant_band;            /* different quantization from the fresh plan */
     uint32_t n_policies;
     ft_numerics_policy pol[FT_NUMERICS_MAX_POLICIES];
 } ft_numerics_result;

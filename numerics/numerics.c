@@ -1,6 +1,6 @@
 /*
- * numerics.c - numerical replay of sampled grouped-MLP calls on the kernels of kernels/ (CPU or
- * CUDA back end; ft_numerics.h).
+ * numerics.c - numerical replay of sampled grouped-MLP calls (ft_numerics.h) on the CPU kernels
+ * or on the device (ft_cuda_nx).
  *
  * Per call: derive each choice's run configuration (topology from the plan, quantization from the
  * quantizer state and the call's recipe), run every distinct configuration once on the same
@@ -11,15 +11,14 @@
  * A call goes through three phases: plan (call order, reads the model: configurations, raises,
  * the sampling decision), execute (touches nothing shared: inputs, reference, runs, comparisons;
  * any thread) and fold (call order, into the results). The trace driver queues planned calls
- * from the engine's per-call hook and executes each full queue on a pool of threads.
+ * from the engine's per-call hook and executes each full queue on a pool of threads. With an info
+ * stream or a time limit it first runs a dry pass (plans only) to estimate the work, prints it
+ * and refuses what does not fit; a stop flag (Ctrl-C) ends it with the results so far.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_hmap.h"
 #include "ft_numerics.h"
 #include "ft_kernels.h"
-#ifdef FT_HAVE_CUDA
-#include "ft_kernels_cuda.h"
-#endif
 
 #include <math.h>
 #include <pthread.h>
@@ -47,11 +46,14 @@ typedef struct runcfg {
     ft_mlp_quant q;
 } runcfg;
 
-typedef struct runout { /* outputs of one configuration for the current call */
+typedef struct runout { /* one configuration's run on the current call */
     runcfg cfg;
-    int rc;        /* FT_OK, or the kernel's FT_EUNSUPPORTED/FT_EINVAL */
-    char msg[160]; /* kernel message when rc != FT_OK */
-    float *y, *dx, *dw1, *dw2;
+    int rc;                    /* FT_OK, or the kernel's FT_EUNSUPPORTED/FT_EINVAL */
+    char msg[160];             /* kernel message when rc != FT_OK */
+    float *y, *dx, *dw1, *dw2; /* CPU back end: the outputs */
+    /* figures (both back ends): vs float64, vs the fresh plan's run (0 for the fresh run) */
+    double err, div, max_abs;
+    uint64_t nonfinite;
 } runout;
 
 /* What one policy's choice gave on one call. */
@@ -80,7 +82,9 @@ typedef struct job {
     int has_ctl;  /* a fused/unfused control ran */
     double fresh_err, ctl_div;
     uint64_t runs, device_runs;
-    char fallback[160]; /* CUDA: first configuration the device declined, and why */
+    double flops;
+    double phase_ms[FT_NX_PHASES]; /* CPU back end, opts.profile */
+    char fallback[160];            /* CUDA: first configuration the device declined, and why */
     choice_out out[FT_NUMERICS_MAX_POLICIES];
 } job;
 
@@ -94,6 +98,9 @@ struct ft_numerics {
     ft_hmap sit; /* situation hash -> sampled calls of that situation (at most SIT_SLOTS) */
     uint32_t n_sits;
     pthread_mutex_t gpu_lock; /* one thread at a time on the device */
+    ft_cuda_nx *dev;          /* CUDA back end: the device context */
+    uint64_t planned;         /* sampled calls the estimate counted (progress line) */
+    uint64_t t_start;         /* numerics start (progress line) */
     ft_numerics_result res;
 };
 
@@ -142,22 +149,28 @@ int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t
     if (opts && opts->backend != FT_NUMERICS_CPU && opts->backend != FT_NUMERICS_CUDA)
         return ft_err_set(err, FT_EINVAL, "numerics: unknown back end %d", (int)opts->backend);
     char device[64] = "";
+    ft_cuda_nx *dev = NULL;
     if (opts && opts->backend == FT_NUMERICS_CUDA) {
-#ifdef FT_HAVE_CUDA
-        if (ft_cuda_device_count() < 1)
-            return ft_err_set(err, FT_ENODEV,
-                              "numerics cuda: no CUDA device is visible (this build has CUDA, "
-                              "but cudaGetDeviceCount finds no device); use --numerics cpu");
-        int n_sm = 0, rc = ft_cuda_device_info(device, sizeof device, &n_sm, err);
-        if (rc) return rc;
-#else
-        return ft_err_set(err, FT_ENODEV,
-                          "numerics cuda: fusertrace was built without CUDA (nvcc not found "
-                          "at build time); use --numerics cpu");
-#endif
+        ft_err derr = {0};
+        int rc = ft_cuda_nx_new(&dev, &derr);
+        if (rc == FT_ENODEV)
+            return ft_err_set(err, FT_ENODEV, "numerics cuda: %s; use --numerics cpu",
+                              ft_err_msg(&derr));
+        if (rc) return ft_err_set(err, rc, "numerics cuda: %s", ft_err_msg(&derr));
+        int n_sm = 0;
+        rc = ft_cuda_device_info(device, sizeof device, &n_sm, err);
+        if (rc) {
+            ft_cuda_nx_free(dev);
+            return rc;
+        }
     }
     ft_numerics *nx = ft_calloc(1, sizeof *nx);
-    if (!nx) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
+    if (!nx) {
+        ft_cuda_nx_free(dev);
+        return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
+    }
+    nx->dev = dev;
+    if (dev && opts && opts->profile) ft_cuda_nx_profile(dev, 1, NULL);
     nx->m = m;
     if (opts) nx->o = *opts;
     if (nx->o.shrink < 1) nx->o.shrink = 1;
@@ -180,9 +193,21 @@ int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t
     return FT_OK;
 }
 
+int ft_numerics_backend_check(ft_numerics_backend be, ft_err *err)
+{
+    if (be != FT_NUMERICS_CUDA || ft_cuda_device_count() >= 1) return FT_OK;
+    ft_cuda_nx *dev = NULL;
+    ft_err derr = {0};
+    int rc = ft_cuda_nx_new(&dev, &derr); /* says why: no CUDA build, or no device */
+    ft_cuda_nx_free(dev);
+    return ft_err_set(err, FT_ENODEV, "numerics cuda: %s; use --numerics cpu",
+                      rc ? ft_err_msg(&derr) : "no CUDA device");
+}
+
 void ft_numerics_free(ft_numerics *nx)
 {
     if (!nx) return;
+    ft_cuda_nx_free(nx->dev);
     pthread_mutex_destroy(&nx->gpu_lock);
     ft_hmap_free(&nx->sit);
     ft_free(nx->mlp);
@@ -260,6 +285,7 @@ static int quant_equal(const runcfg *a, const runcfg *b, int grad)
 
 typedef struct problem {
     ft_mlp m;
+    ft_nx_problem np; /* the same problem for the device (shapes, seeds; no arrays) */
     int64_t *splits;
     float *x, *w1, *b1, *w2, *b2, *p, *dy;
     int grad;
@@ -267,21 +293,12 @@ typedef struct problem {
     double *ry, *rdx, *rdw1, *rdw2; /* float64 reference */
 } problem;
 
-/* Approximately N(0, 1): the sum of four 16-bit uniforms from one counter hash. */
-static float gauss(uint64_t seed, uint64_t i)
-{
-    uint64_t h = ft_hash_mix(seed, i);
-    double a = (double)(h & 0xFFFF) + (double)(h >> 16 & 0xFFFF) + (double)(h >> 32 & 0xFFFF) +
-               (double)(h >> 48);
-    return (float)((a * 0x1p-16 - 2.0) * 1.7320508);
-}
-
 static float *bf16_vec(int64_t n, float scale, uint64_t seed)
 {
     float *v = ft_malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
     if (!v) return NULL;
     for (int64_t i = 0; i < n; i++)
-        v[i] = ft_bf16_round(gauss(seed, (uint64_t)i) * scale);
+        v[i] = ft_bf16_round(ft_nx_gauss(seed, (uint64_t)i) * scale);
     return v;
 }
 
@@ -299,8 +316,9 @@ static void problem_free(problem *P)
     memset(P, 0, sizeof *P);
 }
 
-static int problem_init(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P,
-                        ft_err *err)
+/* Shapes, splits and seeds of the call (the inputs are drawn by problem_inputs or the device). */
+static int problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P,
+                         ft_err *err)
 {
     memset(P, 0, sizeof *P);
     const int64_t K = nx->o.shrink;
@@ -318,19 +336,6 @@ static int problem_init(const ft_numerics *nx, const mlp_desc *d, const job *c, 
     int64_t t = round_up(used, 128);
     uint64_t wseed = ft_hash_mix(nx->o.seed, (uint64_t)c->fuser);
     uint64_t xseed = ft_hash_mix(wseed, (uint64_t)c->seq);
-    P->x = bf16_vec(t * k1, 1.0f, xseed + 1);
-    P->w1 = bf16_vec(G * n1 * k1, 1.0f / sqrtf((float)k1), wseed + 2);
-    P->b1 = d->bias1 ? bf16_vec(G * n1, 0.1f, wseed + 3) : NULL;
-    P->w2 = bf16_vec(G * n2 * k2, 1.0f / sqrtf((float)k2), wseed + 4);
-    P->b2 = d->bias2 ? bf16_vec(G * n2, 0.1f, wseed + 5) : NULL;
-    P->p = d->scaled ? bf16_vec(t, 1.0f, xseed + 6) : NULL;
-    P->dy = bf16_vec(t * n2, 1.0f, xseed + 7);
-    if (!P->x || !P->w1 || (d->bias1 && !P->b1) || !P->w2 || (d->bias2 && !P->b2) ||
-        (d->scaled && !P->p) || !P->dy)
-        goto nomem;
-    if (P->p) /* router probabilities in (0, 1) */
-        for (int64_t i = 0; i < t; i++)
-            P->p[i] = ft_bf16_round(0.5f + 0.45f * tanhf(P->p[i]));
     P->grad = c->grad;
     ft_mlp m = {.n_groups = G,
                 .splits = P->splits,
@@ -340,16 +345,52 @@ static int problem_init(const ft_numerics *nx, const mlp_desc *d, const job *c, 
                 .k2 = k2,
                 .n2 = n2,
                 .act = d->act,
-                .scale_bias = d->scale_bias,
-                .x = P->x,
-                .w1 = P->w1,
-                .b1 = P->b1,
-                .w2 = P->w2,
-                .b2 = P->b2,
-                .probs = P->p};
+                .scale_bias = d->scale_bias};
     m.quant.seed = xseed;
     P->m = m;
     P->ny = t * n2, P->ndx = t * k1, P->ndw1 = G * n1 * k1, P->ndw2 = G * n2 * k2;
+    ft_nx_problem np = {.n_groups = G,
+                        .splits = P->splits,
+                        .t = t,
+                        .k1 = k1,
+                        .n1 = n1,
+                        .k2 = k2,
+                        .n2 = n2,
+                        .act = d->act,
+                        .bias1 = d->bias1,
+                        .bias2 = d->bias2,
+                        .scaled = d->scaled,
+                        .scale_bias = d->scale_bias,
+                        .grad = (uint8_t)(c->grad != 0),
+                        .wseed = wseed,
+                        .xseed = xseed,
+                        .w1_scale = 1.0f / sqrtf((float)k1),
+                        .w2_scale = 1.0f / sqrtf((float)k2)};
+    P->np = np;
+    return FT_OK;
+}
+
+/* Host inputs (the streams ft_nx_problem documents) and the float64 reference. */
+static int problem_inputs(const mlp_desc *d, const job *c, problem *P, ft_err *err)
+{
+    const ft_nx_problem *np = &P->np;
+    const int64_t t = np->t, k1 = np->k1, n1 = np->n1, k2 = np->k2, n2 = np->n2;
+    const int64_t G = np->n_groups;
+    P->x = bf16_vec(t * k1, 1.0f, np->xseed + 1);
+    P->w1 = bf16_vec(G * n1 * k1, np->w1_scale, np->wseed + 2);
+    P->b1 = d->bias1 ? bf16_vec(G * n1, 0.1f, np->wseed + 3) : NULL;
+    P->w2 = bf16_vec(G * n2 * k2, np->w2_scale, np->wseed + 4);
+    P->b2 = d->bias2 ? bf16_vec(G * n2, 0.1f, np->wseed + 5) : NULL;
+    P->p = d->scaled ? bf16_vec(t, 1.0f, np->xseed + 6) : NULL;
+    P->dy = bf16_vec(t * n2, 1.0f, np->xseed + 7);
+    if (!P->x || !P->w1 || (d->bias1 && !P->b1) || !P->w2 || (d->bias2 && !P->b2) ||
+        (d->scaled && !P->p) || !P->dy)
+        goto nomem;
+    if (P->p) /* router probabilities in (0, 1) */
+        for (int64_t i = 0; i < t; i++)
+            P->p[i] = ft_bf16_round(0.5f + 0.45f * tanhf(P->p[i]));
+    P->m.x = P->x, P->m.w1 = P->w1, P->m.b1 = P->b1, P->m.w2 = P->w2, P->m.b2 = P->b2;
+    P->m.probs = P->p;
     P->ry = ft_calloc((size_t)(P->ny > 0 ? P->ny : 1), sizeof(double));
     if (!P->ry) goto nomem;
     if (P->grad) {
@@ -399,108 +440,6 @@ done:
     ft_free(h);
     ft_free(z);
     return rc;
-}
-
-#ifdef FT_HAVE_CUDA
-/* m on the CUDA device through ft_cuda_mlp_forward/backward (device copies of every operand,
- * outputs copied back; padding rows zeroed as the reference leaves them). FT_EUNSUPPORTED or
- * FT_EINVAL: the CUDA back end does not run this configuration (nothing was written). */
-static int run_device(ft_numerics *nx, const ft_mlp *m, const problem *P, runout *o, ft_err *err)
-{
-    enum { SPL, X, W1, B1, W2, B2, PR, DY, H, Z, Y, DX, DW1, DW2, NB };
-    const size_t G = m->n_groups, t = (size_t)m->t, f4 = sizeof(float);
-    const size_t k1 = (size_t)m->k1, n1 = (size_t)m->n1, k2 = (size_t)m->k2, n2 = (size_t)m->n2;
-    const int g = P->grad;
-    struct {
-        int need;
-        const void *src; /* uploaded from */
-        float *dst;      /* downloaded to */
-        size_t bytes;
-        void *d;
-    } b[NB] = {
-        [SPL] = {1, m->splits, NULL, G * sizeof(int64_t), NULL},
-        [X] = {1, m->x, NULL, t * k1 * f4, NULL},
-        [W1] = {1, m->w1, NULL, G * n1 * k1 * f4, NULL},
-        [B1] = {m->b1 != NULL, m->b1, NULL, G * n1 * f4, NULL},
-        [W2] = {1, m->w2, NULL, G * n2 * k2 * f4, NULL},
-        [B2] = {m->b2 != NULL, m->b2, NULL, G * n2 * f4, NULL},
-        [PR] = {m->probs != NULL, m->probs, NULL, t * f4, NULL},
-        [DY] = {g, P->dy, NULL, t * n2 * f4, NULL},
-        [H] = {1, NULL, NULL, t * n1 * f4, NULL},
-        [Z] = {1, NULL, NULL, t * k2 * f4, NULL},
-        [Y] = {1, NULL, o->y, t * n2 * f4, NULL},
-        [DX] = {g, NULL, o->dx, t * k1 * f4, NULL},
-        [DW1] = {g, NULL, o->dw1, G * n1 * k1 * f4, NULL},
-        [DW2] = {g, NULL, o->dw2, G * n2 * k2 * f4, NULL},
-    };
-    int rc = FT_OK;
-    pthread_mutex_lock(&nx->gpu_lock);
-    for (int i = 0; i < NB && !rc; i++) {
-        if (!b[i].need) continue;
-        rc = ft_cuda_malloc(&b[i].d, b[i].bytes, err);
-        if (!rc && b[i].src) rc = ft_cuda_h2d(b[i].d, b[i].src, b[i].bytes, err);
-        if (!rc && !b[i].src) rc = ft_cuda_memset(b[i].d, 0, b[i].bytes, err);
-    }
-    if (!rc) {
-        ft_mlp dm = *m;
-        dm.splits = b[SPL].d, dm.x = b[X].d, dm.w1 = b[W1].d, dm.b1 = b[B1].d;
-        dm.w2 = b[W2].d, dm.b2 = b[B2].d, dm.probs = b[PR].d;
-        ft_mlp_fwd f = {b[H].d, b[Z].d, b[Y].d};
-        rc = ft_cuda_mlp_forward(&dm, &f, NULL, err);
-        if (!rc && g) {
-            ft_mlp_bwd bw = {b[DX].d, b[DW1].d, NULL, b[DW2].d, NULL, NULL};
-            rc = ft_cuda_mlp_backward(&dm, &f, b[DY].d, &bw, NULL, err);
-        }
-        if (!rc) rc = ft_cuda_sync(err);
-        for (int i = 0; i < NB && !rc; i++)
-            if (b[i].need && b[i].dst) rc = ft_cuda_d2h(b[i].dst, b[i].d, b[i].bytes, err);
-    }
-    for (int i = 0; i < NB; i++)
-        ft_cuda_free(b[i].d);
-    pthread_mutex_unlock(&nx->gpu_lock);
-    return rc;
-}
-#endif
-
-/* Run configuration o->cfg on P: on the device when the CUDA back end is chosen and runs it,
- * else on the CPU reference. */
-static int run_cfg(ft_numerics *nx, const problem *P, job *j, runout *o, ft_err *err)
-{
-    ft_mlp m = P->m;
-    uint64_t seed = m.quant.seed;
-    m.path = o->cfg.fused ? FT_MLP_FUSED : FT_MLP_UNFUSED;
-    m.quant = o->cfg.q;
-    m.quant.seed = seed;
-    o->y = ft_malloc((size_t)(P->ny > 0 ? P->ny : 1) * sizeof *o->y);
-    if (P->grad) {
-        o->dx = ft_malloc((size_t)(P->ndx > 0 ? P->ndx : 1) * sizeof *o->dx);
-        o->dw1 = ft_malloc((size_t)P->ndw1 * sizeof *o->dw1);
-        o->dw2 = ft_malloc((size_t)P->ndw2 * sizeof *o->dw2);
-    }
-    if (!o->y || (P->grad && (!o->dx || !o->dw1 || !o->dw2)))
-        return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
-    j->runs++;
-#ifdef FT_HAVE_CUDA
-    ft_err derr = {0};
-    /* A configuration TE rejects (ft_mlp_check, which both back ends start with) raises the
-     * same on either: the CPU path below gives that outcome, and it counts as the device's. */
-    if (nx->o.backend == FT_NUMERICS_CUDA && ft_mlp_check(&m, P->grad, &derr) != FT_OK) {
-        j->device_runs++;
-    } else if (nx->o.backend == FT_NUMERICS_CUDA) {
-        int rc = run_device(nx, &m, P, o, &derr);
-        if (rc == FT_OK) {
-            j->device_runs++;
-            return FT_OK;
-        }
-        if (rc != FT_EUNSUPPORTED && rc != FT_EINVAL)
-            return ft_err_set(err, rc, "numerics cuda: fuser %u seq %lld: %s", j->fuser,
-                              (long long)j->seq, ft_err_msg(&derr));
-        if (!j->fallback[0]) ft_strlcpy(j->fallback, ft_err_msg(&derr), sizeof j->fallback);
-    }
-#else
-    (void)nx;
-#endif
-    return run_cpu(&m, P, o, err);
 }
 
 static double rel_ff(const float *a, const float *b, int64_t n, double *max_abs)
@@ -570,6 +509,114 @@ static uint64_t nonfinite(const problem *P, const runout *a)
             n += !isfinite(a->dw2[i]);
     }
     return n;
+}
+
+/* The configuration as the kernels take it. */
+static void cfg_mlp(const problem *P, const runcfg *c, ft_mlp_path *path, ft_mlp_quant *q)
+{
+    *path = c->fused ? FT_MLP_FUSED : FT_MLP_UNFUSED;
+    *q = c->q;
+    q->seed = P->m.quant.seed;
+}
+
+/* CPU back end: host inputs and reference, every run, then the comparisons. outs[0] is the fresh
+ * plan (not run when skip0). */
+static int exec_cpu(const mlp_desc *d, job *j, problem *P, runout *outs, uint32_t n_outs, int skip0,
+                    ft_err *err)
+{
+    double rf = 0, uf = 0;
+    ft_nx_flops(&P->np, &rf, &uf);
+    uint64_t t0 = ft_now_ns();
+    int rc = problem_inputs(d, j, P, err);
+    uint64_t t1 = ft_now_ns();
+    j->phase_ms[1] += (double)(t1 - t0) * 1e-6; /* inputs and reference */
+    j->flops += rf;
+    for (uint32_t i = 0; i < n_outs && !rc; i++) {
+        if (i == 0 && skip0) continue;
+        runout *o = &outs[i];
+        ft_mlp m = P->m;
+        cfg_mlp(P, &o->cfg, &m.path, &m.quant);
+        o->y = ft_malloc((size_t)(P->ny > 0 ? P->ny : 1) * sizeof *o->y);
+        if (P->grad) {
+            o->dx = ft_malloc((size_t)(P->ndx > 0 ? P->ndx : 1) * sizeof *o->dx);
+            o->dw1 = ft_malloc((size_t)P->ndw1 * sizeof *o->dw1);
+            o->dw2 = ft_malloc((size_t)P->ndw2 * sizeof *o->dw2);
+        }
+        if (!o->y || (P->grad && (!o->dx || !o->dw1 || !o->dw2)))
+            return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
+        j->runs++;
+        uint64_t r0 = ft_now_ns();
+        if ((rc = run_cpu(&m, P, o, err))) break;
+        uint64_t r1 = ft_now_ns();
+        j->phase_ms[5] += (double)(r1 - r0) * 1e-6;
+        if (o->rc) continue;
+        j->flops += uf;
+        o->err = error_vs_ref(P, o);
+        o->nonfinite = nonfinite(P, o);
+        j->phase_ms[4] += (double)(ft_now_ns() - r1) * 1e-6;
+    }
+    uint64_t c0 = ft_now_ns();
+    const int base = !rc && !skip0 && !outs[0].rc;
+    for (uint32_t i = 1; i < n_outs && base; i++)
+        if (!outs[i].rc) outs[i].div = divergence(P, &outs[i], &outs[0], &outs[i].max_abs);
+    j->phase_ms[4] += (double)(ft_now_ns() - c0) * 1e-6;
+    return rc;
+}
+
+/* CUDA back end: everything on the device (inputs from the seeds, the float64 reference, the
+ * runs, the comparisons); one copy of the figures comes back. */
+static int exec_cuda(ft_numerics *nx, job *j, problem *P, runout *outs, uint32_t n_outs, int skip0,
+                     ft_err *err)
+{
+    uint64_t need = 0, free_b = 0, total_b = 0;
+    ft_nx_bytes(&P->np, &need);
+    int rc = FT_OK;
+    pthread_mutex_lock(&nx->gpu_lock);
+    ft_err derr = {0};
+    if (ft_cuda_mem_info(&free_b, &total_b, &derr) == FT_OK && need > total_b / 10 * 9) {
+        rc = ft_err_set(err, FT_ENOMEM,
+                        "numerics cuda: fuser %u seq %lld needs about %.1f GB of device memory, "
+                        "the device has %.1f GB; a larger --shrink helps",
+                        j->fuser, (long long)j->seq, (double)need * 1e-9, (double)total_b * 1e-9);
+        goto done;
+    }
+    if ((rc = ft_cuda_nx_problem(nx->dev, &P->np, &derr))) goto fail;
+    double rf = 0, uf = 0;
+    ft_nx_flops(&P->np, &rf, &uf);
+    j->flops += rf;
+    uint32_t slot[FT_NUMERICS_MAX_POLICIES + 2], n_slots = 0;
+    for (uint32_t i = 0; i < n_outs; i++) {
+        slot[i] = UINT32_MAX;
+        if (i == 0 && skip0) continue;
+        ft_mlp_path path;
+        ft_mlp_quant q;
+        cfg_mlp(P, &outs[i].cfg, &path, &q);
+        if ((rc = ft_cuda_nx_run(nx->dev, path, &q, i == 0 ? FT_NX_BASE : 0, &derr))) goto fail;
+        slot[i] = n_slots++;
+        j->runs++;
+        j->device_runs++;
+    }
+    ft_nx_figs figs[FT_NUMERICS_MAX_POLICIES + 2];
+    if ((rc = ft_cuda_nx_collect(nx->dev, figs, n_slots, &derr))) goto fail;
+    for (uint32_t i = 0; i < n_outs; i++) {
+        if (slot[i] == UINT32_MAX) continue;
+        const ft_nx_figs *f = &figs[slot[i]];
+        runout *o = &outs[i];
+        if (!f->rc) j->flops += uf;
+        o->rc = f->rc;
+        ft_strlcpy(o->msg, f->msg, sizeof o->msg);
+        o->err = f->err;
+        o->nonfinite = f->nonfinite;
+        o->div = f->has_base ? f->div : 0.0;
+        o->max_abs = f->has_base ? f->div_max_abs : 0.0;
+    }
+    goto done;
+fail:
+    ft_err_set(err, rc, "numerics cuda: fuser %u seq %lld: %s", j->fuser, (long long)j->seq,
+               ft_err_msg(&derr));
+done:
+    pthread_mutex_unlock(&nx->gpu_lock);
+    return rc;
 }
 
 /* ---- one call: plan, execute, fold --------------------------------------------------------- */
@@ -664,19 +711,13 @@ static int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err 
     return 1;
 }
 
-/* Inputs, reference, every distinct configuration, comparisons: into j only (any thread). */
-static void execute_call(ft_numerics *nx, job *j)
+/* The runs of a call: the fresh plan first (outs[0], not run when it raises), then every
+ * distinct choice that does not raise (which[p]: its run, UINT32_MAX if it raises), then the
+ * control: the fresh quantization on the other topology (*ctl_i; UINT32_MAX: none). */
+static uint32_t list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uint32_t *ctl_i)
 {
-    const mlp_desc *d = &nx->mlp[j->fuser];
-    const uint32_t np = nx->res.n_policies;
-    problem P;
-    runout outs[FT_NUMERICS_MAX_POLICIES + 2];
-    uint32_t n_outs = 0, fresh_i = 0, ctl_i = UINT32_MAX, which[FT_NUMERICS_MAX_POLICIES];
-    memset(outs, 0, sizeof outs);
-    int rc = problem_init(nx, d, j, &P, &j->err);
-    if (rc) goto done;
-
-    /* fresh first, then every distinct choice, then the control (other topology, same quant) */
+    uint32_t n_outs = 0;
+    *ctl_i = UINT32_MAX;
     outs[n_outs++].cfg = j->fresh_cfg;
     for (uint32_t p = 0; p < np; p++) {
         which[p] = UINT32_MAX;
@@ -693,23 +734,41 @@ static void execute_call(ft_numerics *nx, job *j)
         runcfg other = *fc;
         other.fused = !other.fused;
         for (uint32_t i = 0; i < n_outs; i++)
-            if (cfg_equal(&outs[i].cfg, &other)) ctl_i = i;
-        if (ctl_i == UINT32_MAX) {
-            ctl_i = n_outs;
+            if (cfg_equal(&outs[i].cfg, &other)) *ctl_i = i;
+        if (*ctl_i == UINT32_MAX) {
+            *ctl_i = n_outs;
             outs[n_outs++].cfg = other;
         }
     }
-    for (uint32_t i = 0; i < n_outs; i++) {
-        if (i == fresh_i && j->fresh_raise) continue;
-        if ((rc = run_cfg(nx, &P, j, &outs[i], &j->err))) goto done;
-    }
+    return n_outs;
+}
+
+/* Inputs, reference, every distinct configuration, comparisons: into j only (any thread). */
+static void execute_call(ft_numerics *nx, job *j)
+{
+    const mlp_desc *d = &nx->mlp[j->fuser];
+    const uint32_t np = nx->res.n_policies;
+    problem P;
+    runout outs[FT_NUMERICS_MAX_POLICIES + 2];
+    uint32_t n_outs = 0, fresh_i = 0, ctl_i = UINT32_MAX, which[FT_NUMERICS_MAX_POLICIES];
+    memset(outs, 0, sizeof outs);
+    int rc = problem_shape(nx, d, j, &P, &j->err);
+    if (rc) goto done;
+
+    n_outs = list_outs(j, np, outs, which, &ctl_i);
+    const runcfg *fc = &j->fresh_cfg;
+    const int skip0 = j->fresh_raise != NULL;
+    if (nx->o.backend == FT_NUMERICS_CUDA)
+        rc = exec_cuda(nx, j, &P, outs, n_outs, skip0, &j->err);
+    else
+        rc = exec_cpu(d, j, &P, outs, n_outs, skip0, &j->err);
+    if (rc) goto done;
     const runout *fr = &outs[fresh_i];
     j->fresh_ok = !j->fresh_raise && !fr->rc;
-    if (j->fresh_ok) j->fresh_err = error_vs_ref(&P, fr);
+    if (j->fresh_ok) j->fresh_err = fr->err;
     if (j->fresh_ok && ctl_i != UINT32_MAX && !outs[ctl_i].rc) {
-        double ma = 0;
         j->has_ctl = 1;
-        j->ctl_div = divergence(&P, &outs[ctl_i], fr, &ma);
+        j->ctl_div = outs[ctl_i].div;
     }
     for (uint32_t p = 0; p < np; p++) {
         choice_out *co = &j->out[p];
@@ -721,13 +780,14 @@ static void execute_call(ft_numerics *nx, job *j)
             ft_strlcpy(co->text, why, sizeof co->text);
             continue;
         }
-        co->err = error_vs_ref(&P, o);
-        co->nonfinite = nonfinite(&P, o);
+        co->err = o->err;
+        co->nonfinite = o->nonfinite;
         if (!j->fresh_ok) {
             co->kind = OUT_NOFRESH;
             continue;
         }
-        co->div = divergence(&P, o, fr, &co->max_abs);
+        co->div = o->div;
+        co->max_abs = o->max_abs;
         if (!quant_equal(&j->cfg[p], fc, j->grad))
             co->kind = OUT_QUANT;
         else
@@ -748,6 +808,9 @@ static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
     r->calls_run++;
     r->mlp_runs += j->runs;
     r->device_runs += j->device_runs;
+    r->flops += j->flops;
+    for (int k = 0; k < FT_NX_PHASES; k++)
+        r->phase_ms[k] += j->phase_ms[k];
     if (j->fallback[0] && !r->fallback_text[0])
         ft_strlcpy(r->fallback_text, j->fallback, sizeof r->fallback_text);
     if (!j->fresh_ok) r->fresh_raised++;
@@ -803,24 +866,50 @@ typedef struct pool {
     job *jobs;
     uint32_t n;
     atomic_uint next;
+    atomic_uint done;
+    pthread_t main;
 } pool;
+
+/* The progress line (opts.progress): calls done of the estimate's total, rate, time left. */
+static void progress_line(ft_numerics *nx, uint64_t done)
+{
+    if (!nx->o.info || !nx->o.progress) return;
+    const double s = (double)(ft_now_ns() - nx->t_start) * 1e-9;
+    const double rate = s > 0 ? (double)done / s : 0;
+    const uint64_t total = nx->planned > done ? nx->planned : done;
+    fprintf(nx->o.info, "\rnumerics: %llu of %llu sampled calls, %.2f calls/s, %.0f s left   ",
+            (unsigned long long)done, (unsigned long long)total, rate,
+            rate > 0 ? (double)(total - done) / rate : 0.0);
+    fflush(nx->o.info);
+}
 
 static void *pool_worker(void *arg)
 {
     pool *pl = arg;
     for (;;) {
+        if (pl->nx->o.stop && *pl->nx->o.stop) return NULL;
         unsigned k = atomic_fetch_add(&pl->next, 1u);
         if (k >= pl->n) return NULL;
         execute_call(pl->nx, &pl->jobs[k]);
+        unsigned d = atomic_fetch_add(&pl->done, 1u) + 1;
+        if (pthread_equal(pthread_self(), pl->main))
+            progress_line(pl->nx, pl->nx->res.calls_run + d);
     }
 }
+
+static uint32_t online_cores(void);
 
 static int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err)
 {
     if (!n) return FT_OK;
     uint64_t t0 = ft_now_ns();
-    pool pl = {nx, jobs, n, 0};
+    pool pl = {nx, jobs, n, 0, 0, pthread_self()};
     if (n_threads > n) n_threads = n;
+    /* the cores are shared between the threads here and BLAS's own threads inside each call */
+    if (nx->o.backend == FT_NUMERICS_CPU) {
+        uint32_t per = online_cores() / (n_threads ? n_threads : 1);
+        ft_cpu_blas_threads(per > 1 ? (int)per : 1);
+    }
     pthread_t th[64];
     uint32_t started = 0;
     if (n_threads > FT_ARRAY_LEN(th)) n_threads = FT_ARRAY_LEN(th);
@@ -831,11 +920,15 @@ static int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, 
         pthread_join(th[i], NULL);
     if (started + 1 > nx->res.n_threads) nx->res.n_threads = started + 1;
     int rc = FT_OK;
+    /* folded in call order up to the first call not executed (a stop) */
+    const uint32_t picked = atomic_load(&pl.next), ran = picked < n ? picked : n;
     for (uint32_t i = 0; i < n; i++) {
-        if (!rc) rc = fold_call(nx, &jobs[i], err);
+        if (!rc && i < ran) rc = fold_call(nx, &jobs[i], err);
         job_free(&jobs[i]);
     }
+    if (ran < n) nx->res.interrupted = 1;
     nx->res.wall_ns += ft_now_ns() - t0;
+    progress_line(nx, nx->res.calls_run);
     return rc;
 }
 
@@ -844,6 +937,12 @@ static int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, 
 void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out)
 {
     *out = nx->res;
+    if (nx->dev && nx->o.profile) ft_cuda_nx_profile(nx->dev, -1, out->phase_ms);
+    if (nx->dev) {
+        uint64_t held = 0, peak = 0;
+        ft_err e = {0};
+        if (ft_cuda_nx_memory(nx->dev, &held, &peak, &e) == FT_OK) out->device_bytes = held + peak;
+    }
 }
 
 static void band_merge(ft_band *dst, const ft_band *src)
@@ -866,6 +965,12 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
     dst->mlp_runs += src->mlp_runs;
     dst->device_runs += src->device_runs;
     dst->wall_ns += src->wall_ns;
+    dst->flops += src->flops;
+    dst->calls_planned += src->calls_planned;
+    dst->interrupted |= src->interrupted;
+    if (src->device_bytes > dst->device_bytes) dst->device_bytes = src->device_bytes;
+    for (int k = 0; k < FT_NX_PHASES; k++)
+        dst->phase_ms[k] += src->phase_ms[k];
     if (src->n_threads > dst->n_threads) dst->n_threads = src->n_threads;
     if (!dst->device[0]) ft_strlcpy(dst->device, src->device, sizeof dst->device);
     if (!dst->fallback_text[0])
@@ -892,6 +997,37 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
 }
 
 /* ---- the observer of the replay driver ----------------------------------------------------- */
+
+typedef struct estimate {
+    uint64_t calls, runs;
+    double flops;
+    uint64_t max_bytes; /* the largest call's memory (device, or host per thread) */
+} estimate;
+
+/* Add a planned call's work to the estimate (dry run) and drop the job. */
+static int estimate_job(ft_numerics *nx, uint32_t np, job *j, estimate *e, ft_err *err)
+{
+    problem P;
+    runout outs[FT_NUMERICS_MAX_POLICIES + 2];
+    uint32_t which[FT_NUMERICS_MAX_POLICIES], ctl_i;
+    memset(outs, 0, sizeof outs);
+    int rc = problem_shape(nx, &nx->mlp[j->fuser], j, &P, err);
+    if (!rc) {
+        uint32_t n_outs = list_outs(j, np, outs, which, &ctl_i);
+        uint32_t runs = n_outs - (j->fresh_raise != NULL);
+        double rf = 0, uf = 0;
+        uint64_t b = 0;
+        ft_nx_flops(&P.np, &rf, &uf);
+        ft_nx_bytes(&P.np, &b);
+        e->calls++;
+        e->runs += runs;
+        e->flops += rf + uf * runs;
+        if (b > e->max_bytes) e->max_bytes = b;
+    }
+    problem_free(&P);
+    job_free(j);
+    return rc;
+}
 /*
  * The driver calls obs_call for every call and policy, in call order then policy order. The
  * observer keeps each policy's choice (plan id of the engine's model, a copy of its quantizer
@@ -913,6 +1049,10 @@ struct ft_numerics_obs {
     uint32_t n_traces; /* traces folded into total */
     ft_numerics_result total;
     ft_replay_observer obs;
+    int dry;          /* estimate only: plan the calls, count their work, run nothing */
+    estimate est;     /* dry: the work counted; else the estimate the run was started with */
+    int stopped;      /* opts.stop was seen */
+    uint64_t t_start; /* for the progress line */
 };
 
 static uint32_t online_cores(void)
@@ -930,12 +1070,24 @@ static int obs_begin(void *ctx, const ft_replay *eng, ft_err *err)
         return ft_err_set(err, FT_ERANGE, "numerics: too many policies (%u)", d->np);
     for (uint32_t p = 0; p < d->np; p++)
         d->names[p] = ft_policy_name(idx[p]);
-    return ft_numerics_new(ft_replay_model(eng), d->names, d->np, &d->o, &d->nx, err);
+    ft_numerics_opts no = d->o;
+    if (d->dry) no.backend = FT_NUMERICS_CPU, no.profile = 0; /* plans only: no device */
+    int rc = ft_numerics_new(ft_replay_model(eng), d->names, d->np, &no, &d->nx, err);
+    if (!rc) {
+        d->nx->planned = d->est.calls;
+        d->nx->t_start = d->t_start;
+        d->nx->res.calls_planned = d->dry ? 0 : d->est.calls;
+    }
+    return rc;
 }
 
 static int obs_call(void *ctx, const ft_replay_call *c, ft_err *err)
 {
     ft_numerics_obs *d = ctx;
+    if (d->o.stop && *d->o.stop) {
+        d->stopped = 1;
+        return ft_err_set(err, FT_ESTATE, "numerics: stopped"); /* ends the engine's loop */
+    }
     if (!ft_numerics_wants(d->nx, c->fuser) || c->slot >= d->np) return FT_OK;
     d->q[c->slot] = *c->q;
     d->ch[c->slot].plan = c->plan;
@@ -954,9 +1106,15 @@ static int obs_call(void *ctx, const ft_replay_call *c, ft_err *err)
                            .fresh_q = &fq,
                            .chosen = d->ch};
     int rc = plan_call(d->nx, &nc, &d->jobs[d->n_jobs], err);
-    if (rc == 1 && ++d->n_jobs == d->cap) {
+    if (rc == 1 && d->dry) {
+        rc = estimate_job(d->nx, d->np, &d->jobs[d->n_jobs], &d->est, err);
+    } else if (rc == 1 && ++d->n_jobs == d->cap) {
         rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
         d->n_jobs = 0;
+        if (!rc && d->nx->res.interrupted) {
+            d->stopped = 1;
+            return ft_err_set(err, FT_ESTATE, "numerics: stopped");
+        }
     }
     return rc < 0 ? rc : FT_OK;
 }
@@ -965,10 +1123,19 @@ static int obs_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
 {
     (void)eng;
     ft_numerics_obs *d = ctx;
+    if (d->stopped) { /* Ctrl-C: the calls that ran are the result; queued ones are dropped */
+        rc = FT_OK;
+        ft_err_clear(err);
+        for (uint32_t i = 0; i < d->n_jobs; i++)
+            job_free(&d->jobs[i]);
+        d->n_jobs = 0;
+        if (d->nx) d->nx->res.interrupted = 1;
+    }
     if (!rc) rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
     for (uint32_t i = rc ? 0 : d->n_jobs; i < d->n_jobs; i++)
         job_free(&d->jobs[i]);
     d->n_jobs = 0;
+    if (d->o.info && d->o.progress && !d->dry && !rc) fputc('\n', d->o.info);
     if (!rc) {
         ft_numerics_result *nr = ft_malloc(sizeof *nr);
         if (!nr) {
@@ -994,6 +1161,7 @@ int ft_numerics_obs_new(const ft_numerics_opts *opts, ft_numerics_obs **out, ft_
     if (!d) return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
     if (opts) d->o = *opts;
     d->n_threads = d->o.n_threads ? d->o.n_threads : online_cores();
+    if (d->o.backend == FT_NUMERICS_CUDA) d->n_threads = 1; /* the device is one */
     d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
     d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
     if (!d->jobs) {
@@ -1030,6 +1198,62 @@ void ft_numerics_obs_free(ft_numerics_obs *d)
 
 /* ---- whole traces: the driver with this observer ----------------------------------------------
  */
+/* Seconds the estimate's work takes here, roughly: the device at 60 TFLOP/s (bench_numerics
+ * measured 75 at DeepSeek size) plus 5 ms per call; the CPU at the rate of a float64 GEMM
+ * measured now. */
+static double estimate_seconds(const estimate *e, ft_numerics_backend be)
+{
+    if (be == FT_NUMERICS_CUDA) return e->flops / 60e12 + 5e-3 * (double)e->calls;
+    double rate = ft_cpu_gemm_rate();
+    return e->flops / (rate > 0 ? rate : 1e9);
+}
+
+/* The estimate line, and the refusal (FT_ERANGE, with what to change) of what does not fit. */
+static int check_estimate(const estimate *e, const ft_numerics_opts *no, ft_err *err)
+{
+    const int cuda = no->backend == FT_NUMERICS_CUDA;
+    uint64_t cap = 0;
+    if (cuda) {
+        ft_err derr = {0};
+        ft_cuda_mem_info(NULL, &cap, &derr);
+    } else {
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        cap = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    }
+    uint32_t thr = cuda ? 1 : (no->n_threads ? no->n_threads : online_cores());
+    if (thr > e->calls && e->calls) thr = (uint32_t)e->calls;
+    const uint64_t mem = e->max_bytes * (thr ? thr : 1);
+    const double secs = estimate_seconds(e, no->backend);
+    if (no->info)
+        fprintf(no->info,
+                "numerics (%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of %s "
+                "memory at most, estimated %.0f s\n",
+                cuda ? "cuda" : "cpu", (unsigned long long)e->calls, (unsigned long long)e->runs,
+                e->flops * 1e-12, (double)mem * 1e-9, cuda ? "device" : "host", secs);
+    const int over_mem = cap && mem > cap / 10 * 9;
+    const int over_time = no->max_seconds > 0 && secs > no->max_seconds;
+    if (!over_mem && !over_time) return FT_OK;
+    /* the shrink that fits (work ~ K^3, memory ~ K^2), the sample that fits, the GPU */
+    uint32_t k = no->shrink ? no->shrink : 1, k2 = k;
+    double f = 1.0;
+    while (((over_time && secs / (f * f * f) > no->max_seconds) ||
+            (over_mem && (double)mem / (f * f) > (double)cap * 0.9)) &&
+           k2 < 4096) {
+        k2 *= 2;
+        f = (double)k2 / k;
+    }
+    uint64_t n = over_time ? (uint64_t)((double)e->calls * no->max_seconds / secs) : 0;
+    char alt[64] = "", sug[64] = "";
+    if (!cuda) ft_strlcpy(alt, ", or --numerics cuda", sizeof alt);
+    if (n >= 1) snprintf(sug, sizeof sug, ", --sample %llu", (unsigned long long)n);
+    return ft_err_set(err, FT_ERANGE,
+                      "numerics: %s (%.2f GB of %s memory for %u call%s at once, %.2f GB there; "
+                      "about %.0f s, limit %.0f s): use --shrink %u%s%s",
+                      over_mem ? "too large for this machine" : "too slow", (double)mem * 1e-9,
+                      cuda ? "device" : "host", thr, thr == 1 ? "" : "s", (double)cap * 1e-9, secs,
+                      no->max_seconds, k2, sug, alt);
+}
+
 static int with_observer(ft_trace *t, const char *const *paths, uint32_t n_paths,
                          const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
                          ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err)
@@ -1038,12 +1262,40 @@ static int with_observer(ft_trace *t, const char *const *paths, uint32_t n_paths
     ft_replay_result *rr = rr_out ? rr_out : ft_malloc(sizeof *rr);
     int rc = rr ? ft_numerics_obs_new(nopts, &o, err)
                 : ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
-    if (!rc) {
-        ft_replay_opts ro = ropts ? *ropts : (ft_replay_opts){0};
-        ro.observer = ft_numerics_obs_observer(o);
-        rc = t ? ft_replay_trace(t, &ro, rr, err) : ft_replay_traces(paths, n_paths, &ro, rr, err);
+    ft_replay_opts ro = ropts ? *ropts : (ft_replay_opts){0};
+    if (!rc && nopts && (nopts->info || nopts->max_seconds > 0)) {
+        /* a dry pass first (plans only: the replay's milliseconds): the estimate */
+        ft_replay_opts dry = ro;
+        dry.per_call = NULL, dry.explain = NULL;
+        dry.observer = ft_numerics_obs_observer(o);
+        o->dry = 1;
+        rc =
+            t ? ft_replay_trace(t, &dry, rr, err) : ft_replay_traces(paths, n_paths, &dry, rr, err);
+        if (!rc) rc = check_estimate(&o->est, nopts, err);
+        if (!rc) { /* the real pass starts afresh, knowing the total */
+            estimate e = o->est;
+            ft_numerics_obs_free(o);
+            o = NULL;
+            rc = ft_numerics_obs_new(nopts, &o, err);
+            if (!rc) o->est = e;
+        }
     }
-    if (!rc) ft_numerics_obs_result(o, out);
+    if (!rc) {
+        ro.observer = ft_numerics_obs_observer(o);
+        o->t_start = ft_now_ns();
+        rc = t ? ft_replay_trace(t, &ro, rr, err) : ft_replay_traces(paths, n_paths, &ro, rr, err);
+        if (rc && o->stopped) { /* Ctrl-C: what ran */
+            rc = FT_OK;
+            ft_err_clear(err);
+            ft_replay_result_init(rr, ro.policies, ro.n_policies);
+            if (!o->n_traces) o->total.interrupted = 1;
+        }
+    }
+    if (!rc) {
+        ft_numerics_obs_result(o, out);
+        out->calls_planned = o->est.calls;
+        if (o->stopped) out->interrupted = 1;
+    }
     ft_numerics_obs_free(o);
     if (rr != rr_out) ft_free(rr);
     return rc;

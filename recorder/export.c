@@ -3,8 +3,12 @@
  * header first and each fuser / recipe declaration re-emitted where it stood in the original
  * stream (before the record it preceded), so that export(import(x)) == x record for record.
  */
+#include "canon.h"
+#include "ft_hmap.h"
 #include "ft_recorder.h"
 #include "ft_trace_write.h"
+
+#include <string.h>
 
 typedef struct decl_cursor {
     uint32_t fi, ri; /* next fuser / recipe to emit */
@@ -38,9 +42,53 @@ static int emit_decls(ft_trace *t, ft_sink *sink, decl_cursor *c, uint64_t k, ft
     }
 }
 
+/* text must be what the recorder's canonical form of it is (and, for an op list, of n ops). */
+static int check_canon(ft_trace *t, const char *table, uint32_t row, const char *text, int kind,
+                       int64_t n_want, ft_err *err)
+{
+    char *c = NULL;
+    size_t n = 0;
+    ft_err e = {0};
+    int rc = ft_json_canon(text, kind, "value", &c, &n, &e);
+    if (rc == FT_ENOMEM) return ft_err_set(err, rc, "%s: out of memory", ft_trace_path(t));
+    int same = !rc && !strcmp(c, text) && (n_want < 0 || (int64_t)n == n_want);
+    ft_free(c);
+    if (!same)
+        return ft_err_set(err, FT_ECORRUPT,
+                          "%s: table %s: row %u: its JSON is not what the recorder writes (%s)",
+                          ft_trace_path(t), table, row, rc ? ft_err_msg(&e) : "not canonical");
+    return FT_OK;
+}
+
+int ft_trace_check_json(ft_trace *t, ft_err *err)
+{
+    const ft_header *h = ft_trace_header(t);
+    int rc = check_canon(t, "meta", 0, h->env_json, FT_CANON_OBJECT, -1, err);
+    if (!rc) rc = check_canon(t, "meta", 0, h->extra_json, FT_CANON_OBJECT, -1, err);
+    ft_hmap seen = {0}; /* op list texts checked (fusers of one op list share the text) */
+    for (uint32_t i = 0; !rc && i < ft_trace_n_fusers(t); i++) {
+        const ft_fuser_def *f = ft_trace_fuser(t, i);
+        uint64_t key = (uint64_t)(uintptr_t)f->ops_json;
+        if (ft_hmap_get(&seen, key) != UINT32_MAX) continue;
+        if (ft_hmap_put(&seen, key, i))
+            rc = ft_err_set(err, FT_ENOMEM, "%s: out of memory", ft_trace_path(t));
+        else
+            rc = check_canon(t, "oplists", i + 1, f->ops_json, FT_CANON_OPLIST, f->n_ops, err);
+    }
+    ft_hmap_free(&seen);
+    for (uint32_t i = 0; !rc && i < ft_trace_n_recipes(t); i++)
+        rc = check_canon(t, "recipes", i + 1, ft_trace_recipe(t, i)->attrs_json, FT_CANON_OBJECT,
+                         -1, err);
+    return rc;
+}
+
 int ft_trace_export(ft_trace *t, ft_sink *sink, ft_err *err)
 {
-    int rc = sink->header_fn(sink->ctx, ft_trace_header(t));
+    ft_err local;
+    if (!err) err = &local;
+    int rc = ft_trace_check_json(t, err);
+    if (rc) return rc;
+    rc = sink->header_fn(sink->ctx, ft_trace_header(t));
     if (rc) return sink_failed(sink, rc, "header", err);
     ft_reader *r = NULL;
     if ((rc = ft_reader_open(t, FT_READ_SPLITS, &r))) {

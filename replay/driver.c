@@ -86,9 +86,11 @@ static void replay_one(trace_job *j, uint32_t k)
     int rc = ft_trace_open(j->paths[k], FT_OPEN_READ, &t, &j->errs[k]);
     if (!rc) {
         rc = ft_replay_trace(t, j->opts, &j->results[k], &j->errs[k]);
-        if (rc) {
+        size_t n = strlen(j->paths[k]);
+        const char *m = ft_err_msg(&j->errs[k]);
+        if (rc && (strncmp(m, j->paths[k], n) || m[n] != ':')) { /* name the file once */
             char msg[FT_ERR_MAX];
-            ft_strlcpy(msg, ft_err_msg(&j->errs[k]), sizeof msg);
+            ft_strlcpy(msg, m, sizeof msg);
             ft_err_set(&j->errs[k], rc, "%s: %s", j->paths[k], msg);
         }
     }
@@ -158,6 +160,7 @@ int ft_replay_traces(const char *const *paths, uint32_t n_paths, const ft_replay
     for (uint32_t k = 0; k < n_paths; k++) {
         rc = ft_replay_result_merge(out, &j.results[k], err);
         if (rc) goto done;
+        if (opts->per_trace) opts->per_trace[k] = j.results[k];
     }
     out->wall_ns = ft_now_ns() - t0;
 done:

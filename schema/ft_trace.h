@@ -90,7 +90,10 @@ typedef struct ft_header {
 typedef struct ft_trace ft_trace;
 
 enum {
-    FT_OPEN_READ = 0,   /* read-only; checks application_id, user_version, small-table digest */
+    /* read-only; checks application_id, user_version, small-table digests and ft_limits.h.
+     * Creates no file beside the trace: a closed trace is read as it is (side files ignored), one
+     * not closed with its -wal when that is safe (schema/trace.c says when) */
+    FT_OPEN_READ = 0,
     FT_OPEN_CREATE = 1, /* create a new file (fails if it exists); WAL, explicit transactions */
 };
 
@@ -103,6 +106,23 @@ int ft_trace_close(ft_trace *t); /* NULL is a no-op */
  * fine. */
 void ft_trace_remove(const char *path);
 const ft_err *ft_trace_error(const ft_trace *t);
+/* What a reader should tell its user about how the trace was read, NULL if nothing: that the
+ * recording was not closed (with how many calls the trace holds, and whether a -wal beside it
+ * may hold more), or that a side file beside a closed trace was ignored. Names the file. */
+const char *ft_trace_notice(const ft_trace *t);
+
+/* Seal a trace whose recording was not closed (killed, or the machine stopped): fold a
+ * leftover -wal into the main file, mark it state 'recovered' and leave one self-contained
+ * file, as a close does. A trace already closed is left as it is (was_closed). A damaged -wal
+ * is refused (FT_ECORRUPT) unless force, which keeps what comes before the damage. FT_ESTATE
+ * when another process has the trace open. */
+typedef struct ft_seal_info {
+    int was_closed;                          /* the trace was closed already */
+    uint64_t wal_commits;                    /* commits the -wal held */
+    int wal_damaged;                         /* the -wal was damaged (only with force) */
+    uint64_t n_calls, n_backwards, n_chunks; /* what the sealed trace holds */
+} ft_seal_info;
+int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err);
 
 /* Small tables, loaded at open. Indices are dense row indices 0..n-1 in declaration order;
  * calls in batches refer to fusers and recipes by these indices. Strings live as long as t. */
@@ -158,6 +178,10 @@ int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out);
 int ft_reader_next(ft_reader *r, const ft_batch **out_batch);
 /* Restrict to chunks [first, first+count) by position (for splitting work over threads). */
 int ft_reader_range(ft_reader *r, uint64_t first_chunk, uint64_t n_chunks);
+/* The chunk positions [*first, *first + *n) that can hold records with lo <= seq <= hi (for
+ * ft_reader_range): chunks are in seq order, and chunk p holds the seqs from its first record's up
+ * to, not including, chunk p+1's. *n is 0 when no chunk can. No decoding. */
+void ft_trace_seq_chunks(const ft_trace *t, int64_t lo, int64_t hi, uint64_t *first, uint64_t *n);
 void ft_reader_close(ft_reader *r);
 
 /* Fill an ft_call / ft_backward view of record i of a batch (pointers into the batch). Split

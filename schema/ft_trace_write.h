@@ -16,8 +16,11 @@ extern "C" {
 #endif
 
 /* ---- writing (handles opened with FT_OPEN_CREATE) ----------------------------------------- */
-/* Each call is one transaction that also rewrites the affected digest; on failure nothing is
- * changed (in the file or in memory). JSON text must already be canonical. */
+/* Declarations (header, fusers, recipes) go into the open write transaction (one savepoint
+ * each), which the next chunk (or ft_trace_w_commit, or the finish) commits with the changed
+ * digests; a declaration refused (FT_EINVAL, FT_ERANGE: beyond ft_limits.h) or failed changes
+ * nothing. A failed commit leaves the handle refusing writes (FT_ESTATE). JSON text must
+ * already be canonical. */
 int ft_trace_w_header(ft_trace *t, const ft_header *h);
 /* FT_EINVAL: stream id already declared. */
 int ft_trace_w_fuser(ft_trace *t, int64_t stream_id, const char *label, const char *ops_json,
@@ -27,10 +30,19 @@ int ft_trace_w_recipe(ft_trace *t, int64_t stream_id, const char *type, int64_t 
                       const char *attrs_json, uint64_t decl_pos);
 /* info->id is assigned. */
 int ft_trace_w_chunk(ft_trace *t, ft_chunk_info *info, const void *data, size_t len);
-/* Mark the trace complete, checkpoint the WAL and leave a single self-contained file. */
+/* Commit pending declarations (a flush with no records). */
+int ft_trace_w_commit(ft_trace *t);
+/* Mark the trace complete, checkpoint the WAL and leave a single self-contained file; the
+ * connection is closed (only ft_trace_close may follow). */
 int ft_trace_w_finish(ft_trace *t);
 
+/* Byte offset of the first invalid UTF-8 sequence in s (NUL-terminated), or -1 when it is all
+ * valid: JSON, and so the capture stream, holds only UTF-8. */
+long ft_utf8_bad_at(const char *s);
+
 /* ---- lookups ------------------------------------------------------------------------------ */
+/* The path the trace was opened with (for messages). */
+const char *ft_trace_path(const ft_trace *t);
 /* Dense index of a declared stream id, UINT32_MAX if undeclared. */
 uint32_t ft_trace_fuser_index(const ft_trace *t, int64_t stream_id);
 uint32_t ft_trace_recipe_index(const ft_trace *t, int64_t stream_id);

@@ -6,6 +6,7 @@
 #include "trace_int.h"
 
 #include <sqlite3.h>
+#include <stdio.h>
 #include <string.h>
 
 struct ft_reader {
@@ -18,6 +19,21 @@ struct ft_reader {
     size_t cap;
     ft_batch batch;
 };
+
+/* Make the trace's error name the file, once (the decoder names only the chunk). */
+static int name_file(ft_trace *t, int rc)
+{
+    ft_err *e = ft_trace_err(t);
+    const char *p = ft_trace_path(t);
+    size_t n = strlen(p);
+    if (strncmp(e->msg, p, n) || e->msg[n] != ':') {
+        char msg[FT_ERR_MAX];
+        ft_strlcpy(msg, ft_err_msg(e), sizeof msg);
+        ft_err_set(e, rc, "%s: %s", p, msg);
+    }
+    e->rc = rc;
+    return rc;
+}
 
 int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out)
 {
@@ -49,6 +65,31 @@ int ft_reader_range(ft_reader *r, uint64_t first_chunk, uint64_t n_chunks)
     return FT_OK;
 }
 
+/* First chunk position whose first seq is > seq (binary search over the chunk index). */
+static uint64_t chunks_after(const ft_trace *t, int64_t seq)
+{
+    uint64_t a = 0, b = ft_trace_n_chunks(t);
+    while (a < b) {
+        uint64_t m = a + (b - a) / 2;
+        if (ft_trace_chunk(t, m)->first_seq > seq)
+            b = m;
+        else
+            a = m + 1;
+    }
+    return a;
+}
+
+void ft_trace_seq_chunks(const ft_trace *t, int64_t lo, int64_t hi, uint64_t *first, uint64_t *n)
+{
+    *first = 0;
+    *n = 0;
+    if (lo > hi || !ft_trace_n_chunks(t)) return;
+    uint64_t a = chunks_after(t, lo), b = chunks_after(t, hi);
+    if (a) a--; /* the chunk holding lo starts at or before it */
+    *first = a;
+    *n = b > a ? b - a : 0;
+}
+
 int ft_reader_next(ft_reader *r, const ft_batch **out_batch)
 {
     *out_batch = NULL;
@@ -62,28 +103,35 @@ int ft_reader_next(ft_reader *r, const ft_batch **out_batch)
                  : sqlite3_blob_open(db, "main", "chunks", "data", (int64_t)ci->id, 0, &r->blob);
     if (rc != SQLITE_OK) {
         int missing = rc == SQLITE_ERROR;
-        ft_err_set(err, missing ? FT_ECORRUPT : FT_ESQL, "%s: chunk %llu %s: %s",
-                   ft_trace_path(r->t), (unsigned long long)ci->id,
-                   missing ? "is missing" : "cannot be read", sqlite3_errmsg(db));
+        int st = missing ? FT_ECORRUPT : ft_sql_status(rc);
+        ft_err_set(err, st, "%s: chunk %llu %s: %s", ft_trace_path(r->t),
+                   (unsigned long long)ci->id,
+                   missing             ? "is missing"
+                   : st == FT_ECORRUPT ? "is damaged"
+                                       : "cannot be read",
+                   sqlite3_errmsg(db));
         sqlite3_blob_close(r->blob); /* a failed reopen leaves the handle unusable */
         r->blob = NULL;
-        return missing ? FT_ECORRUPT : FT_ESQL;
+        return st;
     }
     size_t len = (size_t)sqlite3_blob_bytes(r->blob);
     if (len > r->cap) {
         uint8_t *q = ft_realloc(r->buf, len);
-        if (!q) return ft_err_set(err, FT_ENOMEM, "out of memory reading chunk");
+        if (!q)
+            return ft_err_set(err, FT_ENOMEM, "%s: out of memory reading chunk %llu",
+                              ft_trace_path(r->t), (unsigned long long)ci->id);
         r->buf = q;
         r->cap = len;
     }
     if (len && (rc = sqlite3_blob_read(r->blob, r->buf, (int)len, 0)) != SQLITE_OK)
-        return ft_err_set(err, FT_ESQL, "%s: reading chunk %llu: %s", ft_trace_path(r->t),
+        return ft_err_set(err, ft_sql_status(rc), "%s: reading chunk %llu: %s", ft_trace_path(r->t),
                           (unsigned long long)ci->id, sqlite3_errmsg(db));
     rc = ft_chunk_decode(r->dec, ci, len ? r->buf : (const uint8_t *)"", len, ft_trace_limits(r->t),
                          r->flags, &r->batch, err);
     if (rc) {
-        if (rc == FT_ENOMEM) ft_err_set(err, rc, "out of memory decoding chunk");
-        return rc;
+        if (rc == FT_ENOMEM)
+            ft_err_set(err, rc, "out of memory decoding chunk %llu", (unsigned long long)ci->id);
+        return name_file(r->t, rc);
     }
     r->pos++;
     *out_batch = &r->batch;

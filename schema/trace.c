@@ -1,12 +1,36 @@
 /*
  * trace.c - the trace handle: create (DDL from trace.sql, WAL), open (application_id, format
  * version, small tables, chunk index, digests), the row writers used by the recorder, lookups,
- * meta and sizes. Limits: the small tables are held in memory (they are small by design); chunk
- * data is read on demand by the reader.
+ * meta and sizes. Limits: the small tables are held in memory (they are small by design, and
+ * held to ft_limits.h); chunk data is read on demand by the reader.
+ *
+ * How a trace is opened for reading (nothing is ever created beside it):
+ * - A finished trace (rollback mode in the SQLite header, the state a closed recording or
+ *   `seal` leaves) is opened with SQLite's immutable=1: no lock, no -shm, and no side file
+ *   (-wal, -journal) can change what is read. One found beside it is named in the notice.
+ * - A trace in WAL mode was not closed: it is being recorded, or the recorder stopped. Its -wal
+ *   is checked first, frame by frame (header and cumulative checksums, salts, as SQLite's WAL
+ *   format defines them): a frame of the current WAL generation that fails its checksum or is
+ *   cut short is reported as damage (SQLite would silently drop it and every commit after it),
+ *   unless the -wal is still changing (a writer is active), which is rechecked a few times.
+ *   With its -shm present (a live or killed recorder) the trace is read with its WAL, read-only
+ *   (SQLite creates no file then). Without a -shm, or beside a -journal, only the main file is
+ *   read (immutable) and the notice says how many commits the -wal holds that were not read:
+ *   `fusertrace seal` folds them in. The recorder checkpoints after every chunk, so the main
+ *   file alone holds every committed chunk but the last one at most.
+ *
+ * Writing: declarations are written in the transaction of the next chunk (one savepoint each,
+ * so a refused declaration changes nothing), and the digests once per commit; after each commit
+ * a passive checkpoint copies it into the main file. Close commits state 'complete', folds the
+ * WAL in (checkpoint TRUNCATE), closes the connection and only then, when SQLite removed the
+ * -wal, switches the header's two file-format bytes to rollback mode in one 2-byte write: a
+ * kill at any moment leaves either a WAL-mode trace (read as above) or a finished one, and never
+ * a hot journal (SQLite's own switch writes page 1 through a rollback journal).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "trace_int.h"
 #include "ft_hmap.h"
+#include "ft_limits.h"
 #include "trace_sql.h"
 
 #include <errno.h>
@@ -16,9 +40,25 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FT_CREATED_BY "fusertrace 0.1.0"
+
+enum { N_STMT = 8 };
+enum { ST_META, ST_OPLIST, ST_FUSER, ST_RECIPE, ST_CHUNK, ST_SAVE, ST_RELEASE, ST_UNDO };
+static const char *const stmt_sql[N_STMT] = {
+    "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+    "INSERT INTO oplists(id, hash, n_ops, ops) VALUES (?,?,?,?)",
+    "INSERT INTO fusers(id, stream_id, label, oplist, decl_pos, decl_no) VALUES (?,?,?,?,?,?)",
+    "INSERT INTO recipes(id, stream_id, type, obj, attrs, decl_pos, decl_no) "
+    "VALUES (?,?,?,?,?,?,?)",
+    "INSERT INTO chunks(id, first_seq, n_records, n_calls, codec, raw_bytes, checksum, data) "
+    "VALUES (?,?,?,?,?,?,?,?)",
+    "SAVEPOINT w",
+    "RELEASE w",
+    "ROLLBACK TO w",
+};
 
 typedef struct meta_kv {
     char *key, *value;
@@ -68,13 +108,44 @@ struct ft_trace {
     uint64_t dg[N_DG]; /* digest chains */
     ft_chunk_limits lim;
     ft_buf scratch;
+    sqlite3_stmt *st[N_STMT]; /* prepared on first use (writers) */
+    int in_txn;               /* a write transaction is open */
+    unsigned dirty;           /* digests (1 << DG_*) changed in the open transaction */
+    int broken;               /* a commit failed: memory and file disagree, no more writes */
+    int wal_read;             /* opened with its -wal (a trace not closed) */
+    char *notice;             /* what a reader should be told, NULL if nothing */
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
+int ft_sql_status(int sqlite_rc)
+{
+    switch (sqlite_rc & 0xff) {
+    case SQLITE_OK:
+        return FT_OK;
+    case SQLITE_NOMEM:
+        return FT_ENOMEM;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_FORMAT:
+    case SQLITE_RANGE:
+        return FT_ECORRUPT; /* damage: the file's pages or structure */
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return FT_EIO; /* the environment: disk, permissions, another process */
+    default:
+        return FT_ESQL;
+    }
+}
+
 static int sql_fail(ft_trace *t, int rc, const char *what)
 {
-    return ft_err_set(&t->err, rc == SQLITE_NOMEM ? FT_ENOMEM : FT_ESQL, "%s: %s: %s", t->path,
-                      what, sqlite3_errmsg(t->db));
+    return ft_err_set(&t->err, ft_sql_status(rc), "%s: %s: %s", t->path, what,
+                      t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
 }
 
 static int exec(ft_trace *t, const char *sql)
@@ -82,7 +153,7 @@ static int exec(ft_trace *t, const char *sql)
     char *msg = NULL;
     int rc = sqlite3_exec(t->db, sql, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
-        ft_err_set(&t->err, rc == SQLITE_NOMEM ? FT_ENOMEM : FT_ESQL, "%s: %s: %s", t->path, sql,
+        ft_err_set(&t->err, ft_sql_status(rc), "%s: %s: %s", t->path, sql,
                    msg ? msg : sqlite3_errstr(rc));
         sqlite3_free(msg);
         return t->err.rc;
@@ -245,16 +316,40 @@ static int meta_set_mem(ft_trace *t, const char *key, const char *value)
     return FT_OK;
 }
 
+/* The cached statement `which`, reset and unbound, or NULL (error set). */
+static sqlite3_stmt *stmt(ft_trace *t, int which)
+{
+    if (!t->st[which]) {
+        int rc = sqlite3_prepare_v2(t->db, stmt_sql[which], -1, &t->st[which], NULL);
+        if (rc != SQLITE_OK) {
+            sql_fail(t, rc, "preparing a statement");
+            return NULL;
+        }
+    }
+    return t->st[which];
+}
+
+/* Step a bound statement to completion and reset it; SQLite status. */
+static int step_done(ft_trace *t, sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    rc = rc == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(t->db);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
 static int meta_put_db(ft_trace *t, const char *key, const char *value)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(t->db, "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", -1,
-                                &st, NULL);
-    if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_stmt *st = stmt(t, ST_META);
+    if (!st) return t->err.rc;
+    int rc = sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK) rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(t->db);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_OK) return sql_fail(t, rc, "writing meta");
+    if (rc == SQLITE_OK) rc = step_done(t, st);
+    if (rc != SQLITE_OK) {
+        sqlite3_reset(st);
+        return sql_fail(t, rc, "writing meta");
+    }
     return FT_OK;
 }
 
@@ -266,10 +361,20 @@ static int put_digest_db(ft_trace *t, int which, uint64_t value)
 }
 
 /* ---- open --------------------------------------------------------------------------------- */
+static void finalize_all(ft_trace *t)
+{
+    for (int i = 0; i < N_STMT; i++) {
+        sqlite3_finalize(t->st[i]);
+        t->st[i] = NULL;
+    }
+}
+
 static void trace_free(ft_trace *t)
 {
     if (!t) return;
+    finalize_all(t);
     if (t->db) sqlite3_close(t->db);
+    ft_free(t->notice);
     for (size_t i = 0; i < t->n_meta; i++) {
         ft_free(t->meta[i].key);
         ft_free(t->meta[i].value);
@@ -385,6 +490,16 @@ static int corrupt_table(ft_trace *t, const char *table, const char *what)
     return ft_err_set(&t->err, FT_ECORRUPT, "%s: table %s is damaged: %s", t->path, table, what);
 }
 
+/* A row beyond ft_limits.h (or otherwise impossible): no recorder of this format wrote it. */
+static int over_limit(ft_trace *t, const char *table, int64_t id, const char *what, uint64_t have,
+                      uint64_t limit)
+{
+    return ft_err_set(&t->err, FT_ECORRUPT,
+                      "%s: table %s is damaged: row %" PRId64 ": %s %" PRIu64
+                      " exceeds the format's limit %" PRIu64,
+                      t->path, table, id, what, have, limit);
+}
+
 static int load_meta(ft_trace *t)
 {
     sqlite3_stmt *st = NULL;
@@ -396,6 +511,16 @@ static int load_meta(ft_trace *t)
         if (!k || !v) {
             sqlite3_finalize(st);
             return corrupt_table(t, "meta", "NULL key or value");
+        }
+        size_t lim =
+            !strcmp(k, "env") || !strcmp(k, "extra") ? FT_LIM_HDR_OBJ_BYTES : FT_LIM_HDR_STR_BYTES;
+        if ((size_t)sqlite3_column_bytes(st, 1) > lim || strlen(k) > FT_LIM_HDR_STR_BYTES) {
+            ft_err_set(&t->err, FT_ECORRUPT,
+                       "%s: table meta is damaged: key '%.64s': %d bytes exceed the format's "
+                       "limit %zu",
+                       t->path, k, sqlite3_column_bytes(st, 1), lim);
+            sqlite3_finalize(st);
+            return FT_ECORRUPT;
         }
         if (meta_set_mem(t, k, v)) {
             sqlite3_finalize(st);
@@ -416,9 +541,17 @@ static int load_oplists(ft_trace *t)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0), n_ops = sqlite3_column_int64(st, 2);
         const char *ops = (const char *)sqlite3_column_text(st, 3);
-        if (!ops || n_ops < 0 || n_ops > FT_MAX_OPS) {
+        if (!ops || n_ops < 0) {
             sqlite3_finalize(st);
             return corrupt_table(t, "oplists", "bad row");
+        }
+        if (n_ops > FT_LIM_OPS || (size_t)sqlite3_column_bytes(st, 3) > FT_LIM_OPS_BYTES) {
+            int big = n_ops > FT_LIM_OPS;
+            rc = over_limit(t, "oplists", id, big ? "ops" : "op list bytes",
+                            big ? (uint64_t)n_ops : (uint64_t)sqlite3_column_bytes(st, 3),
+                            big ? FT_LIM_OPS : FT_LIM_OPS_BYTES);
+            sqlite3_finalize(st);
+            return rc;
         }
         uint64_t h;
         oplist o = {id, (uint64_t)sqlite3_column_int64(st, 1), (uint32_t)n_ops, (char *)ops};
@@ -461,6 +594,16 @@ static int load_fusers(ft_trace *t)
         int64_t olid = sqlite3_column_int64(st, 3);
         decl d = {(uint64_t)sqlite3_column_int64(st, 4), (uint64_t)sqlite3_column_int64(st, 5)};
         uint32_t oi;
+        if (t->n_fusers >= FT_LIM_FUSERS ||
+            (label && (size_t)sqlite3_column_bytes(st, 2) > FT_LIM_LABEL_BYTES)) {
+            int many = t->n_fusers >= FT_LIM_FUSERS;
+            rc =
+                over_limit(t, "fusers", id, many ? "fusers" : "label bytes",
+                           many ? (uint64_t)t->n_fusers + 1 : (uint64_t)sqlite3_column_bytes(st, 2),
+                           many ? FT_LIM_FUSERS : FT_LIM_LABEL_BYTES);
+            sqlite3_finalize(st);
+            return rc;
+        }
         if (find_oplist(t, olid, &oi) || ft_hmap_get(&t->fuser_map, (uint64_t)sid) != UINT32_MAX) {
             sqlite3_finalize(st);
             return corrupt_table(t, "fusers", "a row refers to a missing op list or repeats an id");
@@ -495,6 +638,18 @@ static int load_recipes(ft_trace *t)
         if (!type || !attrs || ft_hmap_get(&t->recipe_map, (uint64_t)sid) != UINT32_MAX) {
             sqlite3_finalize(st);
             return corrupt_table(t, "recipes", "bad row");
+        }
+        uint64_t tb = (uint64_t)sqlite3_column_bytes(st, 2),
+                 ab = (uint64_t)sqlite3_column_bytes(st, 4);
+        if (t->n_recipes >= FT_LIM_RECIPES || tb > FT_LIM_TYPE_BYTES || ab > FT_LIM_ATTRS_BYTES) {
+            if (t->n_recipes >= FT_LIM_RECIPES)
+                rc = over_limit(t, "recipes", id, "recipes", t->n_recipes + 1, FT_LIM_RECIPES);
+            else if (tb > FT_LIM_TYPE_BYTES)
+                rc = over_limit(t, "recipes", id, "type bytes", tb, FT_LIM_TYPE_BYTES);
+            else
+                rc = over_limit(t, "recipes", id, "attrs bytes", ab, FT_LIM_ATTRS_BYTES);
+            sqlite3_finalize(st);
+            return rc;
         }
         uint64_t h;
         ft_recipe_def r = {sid, type, obj, attrs};
@@ -614,16 +769,14 @@ static int check_identity(ft_trace *t)
 {
     int64_t app = 0, ver = 0;
     int src;
-    if (pragma_int(t, "PRAGMA application_id", &app, &src)) {
-        if (src == SQLITE_NOTADB)
-            return ft_err_set(&t->err, FT_ENOTTRACE,
-                              "%s: not a fusertrace trace (not a SQLite "
-                              "database)",
-                              t->path);
-        return ft_err_set(&t->err, FT_EIO, "%s: cannot read: %s", t->path, sqlite3_errmsg(t->db));
+    if (pragma_int(t, "PRAGMA application_id", &app, &src) ||
+        pragma_int(t, "PRAGMA user_version", &ver, &src)) {
+        int rc = ft_sql_status(src);
+        if (rc == FT_ECORRUPT)
+            return ft_err_set(&t->err, rc, "%s: damaged: %s", t->path, sqlite3_errmsg(t->db));
+        return ft_err_set(&t->err, rc == FT_ESQL ? FT_EIO : rc, "%s: cannot read: %s", t->path,
+                          sqlite3_errmsg(t->db));
     }
-    if (pragma_int(t, "PRAGMA user_version", &ver, &src))
-        return ft_err_set(&t->err, FT_EIO, "%s: cannot read: %s", t->path, sqlite3_errmsg(t->db));
     if (app != FT_APPLICATION_ID)
         return ft_err_set(&t->err, FT_ENOTTRACE,
                           "%s: not a fusertrace trace (application_id 0x%" PRIx64 ")", t->path,
@@ -640,14 +793,337 @@ static int check_identity(ft_trace *t)
     return FT_OK;
 }
 
-static int open_read(ft_trace *t)
+/* ---- the file, its header and its side files ---------------------------------------------- */
+typedef struct probe {
+    int wal_mode;       /* header bytes 18/19 are 2 (WAL): the trace was not closed */
+    uint32_t page_size; /* from the header */
+    uint64_t db_bytes;
+    int has_wal, has_shm, has_journal;
+    uint64_t wal_bytes;
+} probe;
+
+static uint32_t get_be32(const uint8_t *p)
 {
-    int rc = sqlite3_open_v2(t->path, &t->db, SQLITE_OPEN_READONLY, NULL);
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint32_t get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+static int side_stat(const char *path, const char *suffix, uint64_t *bytes)
+{
+    char buf[4200];
+    struct stat sb;
+    snprintf(buf, sizeof buf, "%s%s", path, suffix);
+    if (stat(buf, &sb)) return 0;
+    if (bytes) *bytes = (uint64_t)sb.st_size;
+    return 1;
+}
+
+/* Read the first n bytes of the main file through SQLite's VFS: its unix VFS keeps a file that
+ * this process has open elsewhere (a recorder) open until its locks are released, where a plain
+ * close() would drop that connection's POSIX locks. Returns bytes read, -1 when the file
+ * cannot be read, -2 out of memory. */
+static int vfs_read_head(const char *path, uint8_t *buf, int n)
+{
+    sqlite3_vfs *vfs = sqlite3_vfs_find(NULL);
+    if (!vfs) return -1;
+    sqlite3_file *f = ft_calloc(1, (size_t)vfs->szOsFile);
+    if (!f) return -2;
+    int flags = 0, got = -1;
+    if (vfs->xOpen(vfs, path, f, SQLITE_OPEN_READONLY | SQLITE_OPEN_MAIN_DB, &flags) == SQLITE_OK) {
+        sqlite3_int64 size = 0;
+        if (f->pMethods->xFileSize(f, &size) == SQLITE_OK) {
+            got = size < n ? (int)size : n;
+            if (got > 0 && f->pMethods->xRead(f, buf, got, 0) != SQLITE_OK) got = -1;
+        }
+    }
+    if (f->pMethods) f->pMethods->xClose(f);
+    ft_free(f);
+    return got;
+}
+
+static int probe_file(ft_trace *t, probe *pr)
+{
+    static const char magic[16] = "SQLite format 3";
+    memset(pr, 0, sizeof *pr);
+    struct stat sb;
+    if (stat(t->path, &sb)) {
+        if (errno == ENOENT) return ft_err_set(&t->err, FT_ENOTFOUND, "%s: no such file", t->path);
+        return ft_err_set(&t->err, FT_EIO, "%s: cannot open: %s", t->path, strerror(errno));
+    }
+    if (S_ISDIR(sb.st_mode))
+        return ft_err_set(&t->err, FT_EINVAL, "%s: is a directory, not a trace", t->path);
+    if (!S_ISREG(sb.st_mode))
+        return ft_err_set(&t->err, FT_EINVAL, "%s: not a regular file, not a trace", t->path);
+    if (access(t->path, R_OK))
+        return ft_err_set(&t->err, FT_EIO, "%s: cannot open: %s", t->path, strerror(errno));
+    uint8_t h[100];
+    int n = vfs_read_head(t->path, h, (int)sizeof h);
+    if (n == -2) return ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
+    if (n < 0) return ft_err_set(&t->err, FT_EIO, "%s: cannot read its header", t->path);
+    if (n == 0) return ft_err_set(&t->err, FT_ENOTTRACE, "%s: empty file, not a trace", t->path);
+    if (memcmp(h, magic, (size_t)n < sizeof magic ? (size_t)n : sizeof magic))
+        return ft_err_set(&t->err, FT_ENOTTRACE,
+                          "%s: not a fusertrace trace (not a SQLite database)", t->path);
+    if (n < 100)
+        return ft_err_set(&t->err, FT_ECORRUPT,
+                          "%s: damaged: cut short (%d bytes, less than its header)", t->path, n);
+    uint32_t ps = (uint32_t)h[16] << 8 | h[17];
+    if (ps == 1) ps = 65536;
+    if (ps < 512 || (ps & (ps - 1)))
+        return ft_err_set(&t->err, FT_ECORRUPT, "%s: damaged: bad header (page size %u)", t->path,
+                          ps);
+    if (h[18] != h[19] || (h[18] != 1 && h[18] != 2))
+        return ft_err_set(&t->err, FT_ECORRUPT, "%s: damaged: bad header (file format %u/%u)",
+                          t->path, h[18], h[19]);
+    pr->wal_mode = h[18] == 2;
+    pr->page_size = ps;
+    pr->db_bytes = (uint64_t)sb.st_size;
+    if (pr->db_bytes % ps)
+        return ft_err_set(&t->err, FT_ECORRUPT,
+                          "%s: damaged: cut short (%" PRIu64 " bytes, not whole pages of %u)",
+                          t->path, pr->db_bytes, ps);
+    uint32_t n_pages = get_be32(h + 28);
+    if (!pr->wal_mode && get_be32(h + 24) == get_be32(h + 92) &&
+        (uint64_t)n_pages * ps > pr->db_bytes)
+        return ft_err_set(&t->err, FT_ECORRUPT,
+                          "%s: damaged: cut short (its header says %u pages of %u bytes, the "
+                          "file holds %" PRIu64 ")",
+                          t->path, n_pages, ps, pr->db_bytes / ps);
+    pr->has_wal = side_stat(t->path, "-wal", &pr->wal_bytes);
+    pr->has_shm = side_stat(t->path, "-shm", NULL);
+    pr->has_journal = side_stat(t->path, "-journal", NULL);
+    return FT_OK;
+}
+
+/* What a -wal holds: its frames checked as SQLite's WAL format defines them (32-byte header:
+ * magic, version, page size, checkpoint no, salts, checksum; frames of 24 header bytes (page,
+ * database size after a commit or 0, salts, cumulative checksum) and one page). */
+typedef struct wal_scan {
+    uint64_t frames;  /* valid frames of the current generation */
+    uint64_t commits; /* commit frames among them */
+    uint64_t tail;    /* valid frames after the last commit (an interrupted write) */
+    int damaged;      /* a frame of this generation fails its checksum or is cut short */
+    char why[160];    /* what is damaged */
+} wal_scan;
+
+static void wal_sum(int big_endian, const uint8_t *p, size_t n, uint32_t *s0, uint32_t *s1)
+{
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint32_t a = big_endian ? get_be32(p + i) : get_le32(p + i);
+        uint32_t b = big_endian ? get_be32(p + i + 4) : get_le32(p + i + 4);
+        *s0 += a + *s1;
+        *s1 += b + *s0;
+    }
+}
+
+static size_t read_full(FILE *f, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        size_t k = fread(buf + got, 1, n - got, f);
+        if (!k) break;
+        got += k;
+    }
+    return got;
+}
+
+static int scan_wal(const char *path, uint32_t page_size, wal_scan *ws)
+{
+    memset(ws, 0, sizeof *ws);
+    char wp[4200];
+    snprintf(wp, sizeof wp, "%s-wal", path);
+    FILE *f = fopen(wp, "rb");
+    if (!f) return FT_OK; /* gone meanwhile: nothing to read */
+    uint8_t h[32];
+    size_t n = read_full(f, h, sizeof h);
+    uint8_t *fr = NULL;
+    if (n == 0) goto done;
+    if (n < sizeof h) {
+        ws->damaged = 1;
+        snprintf(ws->why, sizeof ws->why, "cut short inside its header");
+        goto done;
+    }
+    uint32_t magic = get_be32(h), s0 = 0, s1 = 0;
+    if ((magic & 0xfffffffeu) != 0x377f0682u || get_be32(h + 4) != 3007000u) {
+        ws->damaged = 1;
+        snprintf(ws->why, sizeof ws->why, "not a SQLite WAL");
+        goto done;
+    }
+    int be = magic & 1;
+    wal_sum(be, h, 24, &s0, &s1);
+    if (s0 != get_be32(h + 24) || s1 != get_be32(h + 28)) {
+        ws->damaged = 1;
+        snprintf(ws->why, sizeof ws->why, "its header fails its checksum");
+        goto done;
+    }
+    if (get_be32(h + 8) != page_size) {
+        ws->damaged = 1;
+        snprintf(ws->why, sizeof ws->why, "page size %u, the trace's is %u", get_be32(h + 8),
+                 page_size);
+        goto done;
+    }
+    size_t fsz = 24 + (size_t)page_size;
+    if (!(fr = ft_malloc(fsz))) {
+        fclose(f);
+        return FT_ENOMEM;
+    }
+    for (;;) {
+        n = read_full(f, fr, fsz);
+        if (n == 0) break;
+        int same_gen = n >= 16 && !memcmp(fr + 8, h + 16, 8);
+        if (!same_gen) break; /* the end, or frames left from an earlier generation */
+        if (n < fsz) {
+            ws->damaged = 1;
+            snprintf(ws->why, sizeof ws->why, "frame %" PRIu64 " is cut short", ws->frames + 1);
+            break;
+        }
+        uint32_t a = s0, b = s1;
+        wal_sum(be, fr, 8, &a, &b);
+        wal_sum(be, fr + 24, page_size, &a, &b);
+        if (a != get_be32(fr + 16) || b != get_be32(fr + 20) || get_be32(fr) == 0) {
+            ws->damaged = 1;
+            snprintf(ws->why, sizeof ws->why, "frame %" PRIu64 " fails its checksum",
+                     ws->frames + 1);
+            break;
+        }
+        s0 = a;
+        s1 = b;
+        ws->frames++;
+        ws->tail++;
+        if (get_be32(fr + 4)) {
+            ws->commits++;
+            ws->tail = 0;
+        }
+    }
+done:
+    ft_free(fr);
+    fclose(f);
+    return FT_OK;
+}
+
+/* scan_wal, again while the -wal keeps changing (a writer is appending to it): damage is only
+ * reported when two scans a moment apart agree on the file. */
+static int scan_wal_settled(const char *path, uint32_t page_size, wal_scan *ws)
+{
+    for (int attempt = 0;; attempt++) {
+        struct stat a, b;
+        char wp[4200];
+        snprintf(wp, sizeof wp, "%s-wal", path);
+        int ha = !stat(wp, &a);
+        int rc = scan_wal(path, page_size, ws);
+        if (rc || !ws->damaged) return rc;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        int hb = !stat(wp, &b);
+        int still = ha && hb && a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
+                    a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
+        if (still || attempt == 5) {
+            if (!still) ws->damaged = 0; /* a writer is active: read what SQLite reads */
+            return FT_OK;
+        }
+    }
+}
+
+/* "file:PATH?QUERY" with PATH escaped as a URI path. */
+static char *file_uri(const char *path, const char *query)
+{
+    ft_buf b = {0};
+    ft_buf_append(&b, "file:", 5);
+    if (path[0] == '/') ft_buf_append(&b, "//", 2);
+    for (const char *p = path; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f)
+            ft_buf_printf(&b, "%%%02X", c);
+        else
+            ft_buf_append(&b, p, 1);
+    }
+    ft_buf_printf(&b, "?%s", query);
+    if (ft_buf_append(&b, "", 1)) {
+        ft_buf_free(&b);
+        return NULL;
+    }
+    return (char *)b.data;
+}
+
+static void set_notice(ft_trace *t, const probe *pr, const wal_scan *ws)
+{
+    const char *state = ft_trace_meta(t, "state");
+    ft_buf b = {0};
+    if (state && (!strcmp(state, "complete") || !strcmp(state, "recovered"))) {
+        int side = (pr->has_wal && pr->wal_bytes) || pr->has_journal;
+        if (side)
+            ft_buf_printf(&b,
+                          "%s: ignored the %s beside it: the trace was closed, so no side file "
+                          "can change it",
+                          t->path, pr->has_journal ? "-journal" : "-wal");
+    } else {
+        ft_buf_printf(&b,
+                      "%s: the recording was not closed (it is still running, or it stopped): "
+                      "it holds %" PRIu64 " calls and %" PRIu64 " backward events in %" PRIu64
+                      " chunks",
+                      t->path, t->n_calls, t->n_bwd, (uint64_t)t->n_chunks);
+        if (t->wal_read)
+            ft_buf_printf(&b, ", read with the -wal beside it");
+        else if (ws->commits)
+            ft_buf_printf(&b,
+                          "; the -wal beside it holds %" PRIu64
+                          " more commits that were not read ('fusertrace seal' folds them in)",
+                          ws->commits);
+        else if (pr->has_wal && pr->wal_bytes)
+            ft_buf_printf(&b, "; a -wal beside it may hold more ('fusertrace seal' folds it in)");
+        if (ws->tail)
+            ft_buf_printf(&b,
+                          "; its -wal ends in %" PRIu64 " frames of no commit (a write was "
+                          "interrupted)",
+                          ws->tail);
+    }
+    if (b.len && !ft_buf_append(&b, "", 1))
+        t->notice = (char *)b.data;
+    else
+        ft_buf_free(&b);
+}
+
+/* Open the database read-only as the header comment of this file says. */
+static int open_db_read(ft_trace *t, probe *pr, wal_scan *ws)
+{
+    int rc = probe_file(t, pr);
+    if (rc) return rc;
+    memset(ws, 0, sizeof *ws);
+    int use_wal = 0;
+    if (pr->wal_mode && pr->has_wal && pr->wal_bytes) {
+        if ((rc = scan_wal_settled(t->path, pr->page_size, ws)))
+            return ft_err_set(&t->err, rc, "%s: out of memory", t->path);
+        if (ws->damaged)
+            return ft_err_set(&t->err, FT_ECORRUPT,
+                              "%s-wal: damaged: %s; reading on would lose the commits after it "
+                              "(the main file alone holds what was checkpointed: move the -wal "
+                              "away to read it, or 'fusertrace seal --force' keeps what comes "
+                              "before the damage)",
+                              t->path, ws->why);
+        use_wal = pr->has_shm && !pr->has_journal;
+    }
+    char *uri = file_uri(t->path, use_wal ? "mode=ro" : "immutable=1");
+    if (!uri) return ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
+    rc = sqlite3_open_v2(uri, &t->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+    ft_free(uri);
     if (rc != SQLITE_OK)
-        return ft_err_set(&t->err, FT_EIO, "%s: cannot open: %s", t->path,
+        return ft_err_set(&t->err, ft_sql_status(rc) == FT_ENOMEM ? FT_ENOMEM : FT_EIO,
+                          "%s: cannot open: %s", t->path,
                           t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
+    t->wal_read = use_wal;
     sqlite3_busy_timeout(t->db, 5000);
-    if ((rc = check_identity(t))) return rc;
+    return FT_OK;
+}
+
+/* Load the small tables and the chunk index in one read transaction and check the digests. */
+static int load_all(ft_trace *t)
+{
+    int rc = check_identity(t);
+    if (rc) return rc;
     /* chunks are read through the OS page cache without a copy into SQLite's own cache */
     if ((rc = exec(t, "PRAGMA mmap_size=1073741824"))) return rc;
     /* one read transaction so every table is seen at the same commit */
@@ -658,6 +1134,16 @@ static int open_read(ft_trace *t)
     sqlite3_exec(t->db, "COMMIT", NULL, NULL, NULL);
     if (rc) return rc;
     parse_header(t);
+    return FT_OK;
+}
+
+static int open_read(ft_trace *t)
+{
+    probe pr;
+    wal_scan ws;
+    int rc = open_db_read(t, &pr, &ws);
+    if (rc || (rc = load_all(t))) return rc;
+    set_notice(t, &pr, &ws);
     return FT_OK;
 }
 
@@ -672,6 +1158,18 @@ static int write_digests_all(ft_trace *t)
 
 static int open_create(ft_trace *t)
 {
+    /* a side file without its trace was left by a killed process: SQLite would apply a stale
+     * -wal or -journal to the new file of the same name */
+    static const char *const side[] = {"-wal", "-journal", "-shm"};
+    struct stat sb;
+    if (!stat(t->path, &sb))
+        return ft_err_set(&t->err, FT_EINVAL, "%s: cannot create: it exists", t->path);
+    for (size_t i = 0; i < FT_ARRAY_LEN(side); i++)
+        if (side_stat(t->path, side[i], NULL))
+            return ft_err_set(&t->err, FT_EINVAL,
+                              "%s: cannot create: a stale %s%s (left by a killed process) is "
+                              "beside it; remove it first",
+                              t->path, t->path, side[i]);
     int fd = open(t->path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
     if (fd < 0)
         return ft_err_set(&t->err, errno == EEXIST ? FT_EINVAL : FT_EIO, "%s: cannot create: %s",
@@ -768,6 +1266,7 @@ int ft_trace_close(ft_trace *t)
 {
     if (!t) return FT_OK;
     int rc = FT_OK;
+    finalize_all(t);
     if (t->db && sqlite3_close(t->db) != SQLITE_OK) rc = FT_ESQL;
     t->db = NULL;
     trace_free(t);
@@ -782,19 +1281,80 @@ const ft_err *ft_trace_error(const ft_trace *t)
 /* ---- writers ------------------------------------------------------------------------------ */
 static int need_create(ft_trace *t)
 {
+    if (t->broken)
+        return ft_err_set(&t->err, FT_ESTATE, "%s: an earlier write failed; no more writes",
+                          t->path);
     if (t->mode != FT_OPEN_CREATE)
         return ft_err_set(&t->err, FT_ESTATE, "%s: trace is open read-only", t->path);
     return FT_OK;
 }
 
-static int commit(ft_trace *t)
+static int run_stmt(ft_trace *t, int which, const char *what)
 {
-    return exec(t, "COMMIT");
+    sqlite3_stmt *st = stmt(t, which);
+    if (!st) return t->err.rc;
+    int rc = step_done(t, st);
+    return rc == SQLITE_OK ? FT_OK : sql_fail(t, rc, what);
 }
 
-static void rollback(ft_trace *t)
+/* Open the write transaction if none is, then a savepoint for one change. */
+static int change_begin(ft_trace *t)
 {
-    sqlite3_exec(t->db, "ROLLBACK", NULL, NULL, NULL);
+    int rc;
+    if (!t->in_txn) {
+        if ((rc = exec(t, "BEGIN"))) return rc;
+        t->in_txn = 1;
+    }
+    return run_stmt(t, ST_SAVE, "opening a savepoint");
+}
+
+static int change_end(ft_trace *t)
+{
+    return run_stmt(t, ST_RELEASE, "releasing a savepoint");
+}
+
+/* Undo the change since change_begin (the earlier ones of the transaction stay). */
+static void change_undo(ft_trace *t)
+{
+    ft_err keep = t->err;
+    if (run_stmt(t, ST_UNDO, "rolling back a savepoint") ||
+        run_stmt(t, ST_RELEASE, "releasing a savepoint"))
+        t->broken = 1;
+    t->err = keep;
+}
+
+/* The handle's memory now disagrees with the file: no more writes. */
+static int break_handle(ft_trace *t, int rc)
+{
+    if (t->in_txn) sqlite3_exec(t->db, "ROLLBACK", NULL, NULL, NULL);
+    t->in_txn = 0;
+    t->broken = 1;
+    return rc;
+}
+
+/* Write the changed digests and commit the open transaction. */
+static int txn_commit(ft_trace *t, const char *what)
+{
+    if (!t->in_txn) return FT_OK;
+    int rc = FT_OK;
+    if (t->dirty & (1u << DG_META)) {
+        if ((rc = meta_digest(t, t->meta, t->n_meta, &t->dg[DG_META])))
+            return break_handle(t, ft_err_set(&t->err, rc, "%s: out of memory", t->path));
+    }
+    for (int i = 0; i < N_DG; i++)
+        if ((t->dirty & (1u << i)) && (rc = put_digest_db(t, i, t->dg[i])))
+            return break_handle(t, rc);
+    rc = sqlite3_exec(t->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) return break_handle(t, sql_fail(t, rc, what));
+    t->in_txn = 0;
+    t->dirty = 0;
+    return FT_OK;
+}
+
+int ft_trace_w_commit(ft_trace *t)
+{
+    int rc = need_create(t);
+    return rc ? rc : txn_commit(t, "committing declarations");
 }
 
 int ft_trace_w_header(ft_trace *t, const ft_header *h)
@@ -816,31 +1376,27 @@ int ft_trace_w_header(ft_trace *t, const ft_header *h)
         {"env", h->env_json && strcmp(h->env_json, "{}") ? h->env_json : NULL},
         {"extra", h->extra_json && strcmp(h->extra_json, "{}") ? h->extra_json : NULL},
     };
-    if ((rc = exec(t, "BEGIN"))) return rc;
-    for (size_t i = 0; i < FT_ARRAY_LEN(kv); i++)
-        if (kv[i].value && (rc = meta_put_db(t, kv[i].key, kv[i].value))) goto fail;
-    /* meta digest over the new state, computed on a copy */
-    for (size_t i = 0; i < FT_ARRAY_LEN(kv); i++)
-        if (kv[i].value && meta_set_mem(t, kv[i].key, kv[i].value)) {
-            rc = ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
-            goto fail_mem;
-        }
-    if ((rc = meta_digest(t, t->meta, t->n_meta, &t->dg[DG_META]))) {
-        rc = ft_err_set(&t->err, rc, "%s: out of memory", t->path);
-        goto fail_mem;
+    for (size_t i = 0; i < FT_ARRAY_LEN(kv); i++) {
+        size_t lim = i >= 6 ? FT_LIM_HDR_OBJ_BYTES : FT_LIM_HDR_STR_BYTES;
+        if (kv[i].value && strlen(kv[i].value) > lim)
+            return ft_err_set(&t->err, FT_ERANGE,
+                              "header field '%s': %zu bytes, more than the "
+                              "limit %zu",
+                              kv[i].key, strlen(kv[i].value), lim);
     }
-    if ((rc = put_digest_db(t, DG_META, t->dg[DG_META]))) goto fail_mem;
-    if ((rc = commit(t))) goto fail_mem;
+    if ((rc = change_begin(t))) return rc;
+    for (size_t i = 0; i < FT_ARRAY_LEN(kv); i++)
+        if (kv[i].value && (rc = meta_put_db(t, kv[i].key, kv[i].value))) {
+            change_undo(t);
+            return rc;
+        }
+    if ((rc = change_end(t))) return break_handle(t, rc);
+    for (size_t i = 0; i < FT_ARRAY_LEN(kv); i++)
+        if (kv[i].value && meta_set_mem(t, kv[i].key, kv[i].value))
+            return break_handle(t, ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path));
+    t->dirty |= 1u << DG_META;
     parse_header(t);
     return FT_OK;
-fail_mem:
-    /* the in-memory meta now disagrees with the file: refuse further writes */
-    rollback(t);
-    t->mode = FT_OPEN_READ;
-    return rc;
-fail:
-    rollback(t);
-    return rc;
 }
 
 int ft_trace_w_fuser(ft_trace *t, int64_t stream_id, const char *label, const char *ops_json,
@@ -851,7 +1407,20 @@ int ft_trace_w_fuser(ft_trace *t, int64_t stream_id, const char *label, const ch
     if (ft_hmap_get(&t->fuser_map, (uint64_t)stream_id) != UINT32_MAX)
         return ft_err_set(&t->err, FT_EINVAL, "fuser id %" PRId64 " is already declared",
                           stream_id);
-    uint64_t hash = ft_hash64(ops_json, strlen(ops_json));
+    if (t->n_fusers >= FT_LIM_FUSERS)
+        return ft_err_set(&t->err, FT_ERANGE, "fuser id %" PRId64 ": more than %u fusers",
+                          stream_id, FT_LIM_FUSERS);
+    size_t ops_len = strlen(ops_json), label_len = label ? strlen(label) : 0;
+    if (n_ops > FT_LIM_OPS || ops_len > FT_LIM_OPS_BYTES)
+        return ft_err_set(&t->err, FT_ERANGE,
+                          "fuser %" PRId64 ": field 'ops': %u ops in %zu bytes, more than the "
+                          "limit of %d ops in %u bytes",
+                          stream_id, n_ops, ops_len, FT_LIM_OPS, FT_LIM_OPS_BYTES);
+    if (label_len > FT_LIM_LABEL_BYTES)
+        return ft_err_set(&t->err, FT_ERANGE,
+                          "fuser %" PRId64 ": field 'label': %zu bytes, more than the limit %u",
+                          stream_id, label_len, FT_LIM_LABEL_BYTES);
+    uint64_t hash = ft_hash64(ops_json, ops_len);
     uint32_t oi = ft_hmap_get(&t->ol_map, hash);
     int new_ol = 0;
     if (oi == UINT32_MAX) {
@@ -865,78 +1434,57 @@ int ft_trace_w_fuser(ft_trace *t, int64_t stream_id, const char *label, const ch
     int64_t fid = (int64_t)t->n_fusers + 1;
     int64_t olid = new_ol ? (int64_t)t->n_ol + 1 : t->ol[oi].id;
     uint64_t dg_ol = t->dg[DG_OPLISTS], dg_fu = t->dg[DG_FUSERS], h;
-    sqlite3_stmt *st = NULL;
-    if ((rc = exec(t, "BEGIN"))) return rc;
+    sqlite3_stmt *st;
+    if ((rc = change_begin(t))) return rc;
     if (new_ol) {
-        rc = sqlite3_prepare_v2(t->db, "INSERT INTO oplists(id, hash, n_ops, ops) VALUES (?,?,?,?)",
-                                -1, &st, NULL);
-        if (rc == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, olid);
-            sqlite3_bind_int64(st, 2, (int64_t)hash);
-            sqlite3_bind_int64(st, 3, n_ops);
-            sqlite3_bind_text(st, 4, ops_json, -1, SQLITE_STATIC);
-            rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(t->db);
-        }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_OK) {
+        if (!(st = stmt(t, ST_OPLIST))) goto fail_rc;
+        sqlite3_bind_int64(st, 1, olid);
+        sqlite3_bind_int64(st, 2, (int64_t)hash);
+        sqlite3_bind_int64(st, 3, n_ops);
+        sqlite3_bind_text(st, 4, ops_json, (int)ops_len, SQLITE_STATIC);
+        if ((rc = step_done(t, st)) != SQLITE_OK) {
             rc = sql_fail(t, rc, "writing oplists");
             goto fail;
         }
         oplist o = {olid, hash, n_ops, (char *)ops_json};
-        if ((rc = row_oplist(t, &o, &h))) goto fail_nomem;
+        if (row_oplist(t, &o, &h)) goto fail_nomem;
         dg_ol = ft_hash_mix(dg_ol, h);
-        if ((rc = put_digest_db(t, DG_OPLISTS, dg_ol))) goto fail;
     }
-    rc = sqlite3_prepare_v2(t->db,
-                            "INSERT INTO fusers(id, stream_id, label, oplist, decl_pos, decl_no) "
-                            "VALUES (?,?,?,?,?,?)",
-                            -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, fid);
-        sqlite3_bind_int64(st, 2, stream_id);
-        if (label)
-            sqlite3_bind_text(st, 3, label, -1, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(st, 3);
-        sqlite3_bind_int64(st, 4, olid);
-        sqlite3_bind_int64(st, 5, (int64_t)d.pos);
-        sqlite3_bind_int64(st, 6, (int64_t)d.no);
-        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(t->db);
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_OK) {
+    if (!(st = stmt(t, ST_FUSER))) goto fail_rc;
+    sqlite3_bind_int64(st, 1, fid);
+    sqlite3_bind_int64(st, 2, stream_id);
+    if (label)
+        sqlite3_bind_text(st, 3, label, (int)label_len, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 3);
+    sqlite3_bind_int64(st, 4, olid);
+    sqlite3_bind_int64(st, 5, (int64_t)d.pos);
+    sqlite3_bind_int64(st, 6, (int64_t)d.no);
+    if ((rc = step_done(t, st)) != SQLITE_OK) {
         rc = sql_fail(t, rc, "writing fusers");
         goto fail;
     }
     ft_fuser_def f = {stream_id, label, ops_json, n_ops};
-    if ((rc = row_fuser(t, fid, &f, olid, &d, &h))) goto fail_nomem;
+    if (row_fuser(t, fid, &f, olid, &d, &h)) goto fail_nomem;
     dg_fu = ft_hash_mix(dg_fu, h);
-    if ((rc = put_digest_db(t, DG_FUSERS, dg_fu))) goto fail;
-    /* memory first (can fail), then commit; a failed commit leaves extra memory rows, so the
-     * handle refuses further writes in that case */
-    if (new_ol && add_oplist_mem(t, olid, hash, n_ops, ops_json)) goto fail_nomem;
+    if ((rc = change_end(t))) return break_handle(t, rc);
+    /* the rows are in the transaction: memory must follow, or the handle cannot go on */
+    if (new_ol && add_oplist_mem(t, olid, hash, n_ops, ops_json))
+        return break_handle(t, ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path));
     if (new_ol) oi = (uint32_t)(t->n_ol - 1);
-    if (add_fuser_mem(t, stream_id, label, oi, d)) {
-        if (new_ol) {
-            t->n_ol--;
-            ft_free(t->ol[t->n_ol].ops);
-            /* the hash map keeps a dangling index; the handle cannot write any more */
-            t->mode = FT_OPEN_READ;
-        }
-        goto fail_nomem;
-    }
-    if ((rc = commit(t))) {
-        rollback(t);
-        t->mode = FT_OPEN_READ;
-        return rc;
-    }
+    if (add_fuser_mem(t, stream_id, label, oi, d))
+        return break_handle(t, ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path));
     t->dg[DG_OPLISTS] = dg_ol;
     t->dg[DG_FUSERS] = dg_fu;
+    t->dirty |= (new_ol ? 1u << DG_OPLISTS : 0) | 1u << DG_FUSERS;
     return FT_OK;
 fail_nomem:
     rc = ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
+    goto fail;
+fail_rc:
+    rc = t->err.rc;
 fail:
-    rollback(t);
+    change_undo(t);
     return rc;
 }
 
@@ -948,6 +1496,18 @@ int ft_trace_w_recipe(ft_trace *t, int64_t stream_id, const char *type, int64_t 
     if (ft_hmap_get(&t->recipe_map, (uint64_t)stream_id) != UINT32_MAX)
         return ft_err_set(&t->err, FT_EINVAL, "recipe id %" PRId64 " is already declared",
                           stream_id);
+    if (t->n_recipes >= FT_LIM_RECIPES)
+        return ft_err_set(&t->err, FT_ERANGE, "recipe id %" PRId64 ": more than %u recipes",
+                          stream_id, FT_LIM_RECIPES);
+    size_t type_len = strlen(type), attrs_len = strlen(attrs_json);
+    if (type_len > FT_LIM_TYPE_BYTES)
+        return ft_err_set(&t->err, FT_ERANGE,
+                          "recipe %" PRId64 ": field 'type': %zu bytes, more than the limit %d",
+                          stream_id, type_len, FT_LIM_TYPE_BYTES);
+    if (attrs_len > FT_LIM_ATTRS_BYTES)
+        return ft_err_set(&t->err, FT_ERANGE,
+                          "recipe %" PRId64 ": field 'attrs': %zu bytes, more than the limit %u",
+                          stream_id, attrs_len, FT_LIM_ATTRS_BYTES);
     uint32_t j = ft_hmap_get(&t->pair_map, pair_key(obj, attrs_json));
     if (j != UINT32_MAX && t->recipes[j].obj == obj &&
         !strcmp(t->recipes[j].attrs_json, attrs_json))
@@ -958,24 +1518,20 @@ int ft_trace_w_recipe(ft_trace *t, int64_t stream_id, const char *type, int64_t 
     decl d = {decl_pos, (uint64_t)(t->n_fusers + t->n_recipes)};
     int64_t rid = (int64_t)t->n_recipes + 1;
     uint64_t h, dg_re = t->dg[DG_RECIPES];
-    sqlite3_stmt *st = NULL;
-    if ((rc = exec(t, "BEGIN"))) return rc;
-    rc = sqlite3_prepare_v2(t->db,
-                            "INSERT INTO recipes(id, stream_id, type, obj, attrs, decl_pos, "
-                            "decl_no) VALUES (?,?,?,?,?,?,?)",
-                            -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, rid);
-        sqlite3_bind_int64(st, 2, stream_id);
-        sqlite3_bind_text(st, 3, type, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 4, obj);
-        sqlite3_bind_text(st, 5, attrs_json, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 6, (int64_t)d.pos);
-        sqlite3_bind_int64(st, 7, (int64_t)d.no);
-        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(t->db);
+    if ((rc = change_begin(t))) return rc;
+    sqlite3_stmt *st = stmt(t, ST_RECIPE);
+    if (!st) {
+        rc = t->err.rc;
+        goto fail;
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, rid);
+    sqlite3_bind_int64(st, 2, stream_id);
+    sqlite3_bind_text(st, 3, type, (int)type_len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, obj);
+    sqlite3_bind_text(st, 5, attrs_json, (int)attrs_len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, (int64_t)d.pos);
+    sqlite3_bind_int64(st, 7, (int64_t)d.no);
+    if ((rc = step_done(t, st)) != SQLITE_OK) {
         rc = sql_fail(t, rc, "writing recipes");
         goto fail;
     }
@@ -984,23 +1540,14 @@ int ft_trace_w_recipe(ft_trace *t, int64_t stream_id, const char *type, int64_t 
         rc = ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
         goto fail;
     }
-    dg_re = ft_hash_mix(dg_re, h);
-    if ((rc = put_digest_db(t, DG_RECIPES, dg_re))) goto fail;
-    if (add_recipe_mem(t, stream_id, type, obj, attrs_json, d)) {
-        /* the maps may hold the new ids; refuse further writes */
-        t->mode = FT_OPEN_READ;
-        rc = ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
-        goto fail;
-    }
-    if ((rc = commit(t))) {
-        rollback(t);
-        t->mode = FT_OPEN_READ;
-        return rc;
-    }
-    t->dg[DG_RECIPES] = dg_re;
+    if ((rc = change_end(t))) return break_handle(t, rc);
+    if (add_recipe_mem(t, stream_id, type, obj, attrs_json, d))
+        return break_handle(t, ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path));
+    t->dg[DG_RECIPES] = ft_hash_mix(dg_re, h);
+    t->dirty |= 1u << DG_RECIPES;
     return FT_OK;
 fail:
-    rollback(t);
+    change_undo(t);
     return rc;
 }
 
@@ -1008,63 +1555,163 @@ int ft_trace_w_chunk(ft_trace *t, ft_chunk_info *info, const void *data, size_t 
 {
     int rc = need_create(t);
     if (rc) return rc;
+    if (len > INT32_MAX)
+        return ft_err_set(&t->err, FT_ERANGE, "%s: chunk of %zu bytes is too large", t->path, len);
     if (grow((void **)&t->chunks, &t->chunks_cap, t->n_chunks + 1, sizeof *t->chunks))
         return ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
     info->id = t->n_chunks + 1;
     uint64_t h;
     if (row_chunk(t, info, &h)) return ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
     uint64_t dg = ft_hash_mix(t->dg[DG_CHUNKS], h);
-    sqlite3_stmt *st = NULL;
-    if ((rc = exec(t, "BEGIN"))) return rc;
-    rc = sqlite3_prepare_v2(t->db,
-                            "INSERT INTO chunks(id, first_seq, n_records, n_calls, codec, "
-                            "raw_bytes, checksum, data) VALUES (?,?,?,?,?,?,?,?)",
-                            -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, (int64_t)info->id);
-        sqlite3_bind_int64(st, 2, info->first_seq);
-        sqlite3_bind_int64(st, 3, info->n_records);
-        sqlite3_bind_int64(st, 4, info->n_calls);
-        sqlite3_bind_int64(st, 5, info->codec);
-        sqlite3_bind_int64(st, 6, (int64_t)info->raw_bytes);
-        sqlite3_bind_int64(st, 7, (int64_t)info->checksum);
-        sqlite3_bind_blob(st, 8, data, (int)len, SQLITE_STATIC);
-        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(t->db);
+    if ((rc = change_begin(t))) return break_handle(t, rc);
+    sqlite3_stmt *st = stmt(t, ST_CHUNK);
+    if (!st) return break_handle(t, t->err.rc);
+    sqlite3_bind_int64(st, 1, (int64_t)info->id);
+    sqlite3_bind_int64(st, 2, info->first_seq);
+    sqlite3_bind_int64(st, 3, info->n_records);
+    sqlite3_bind_int64(st, 4, info->n_calls);
+    sqlite3_bind_int64(st, 5, info->codec);
+    sqlite3_bind_int64(st, 6, (int64_t)info->raw_bytes);
+    sqlite3_bind_int64(st, 7, (int64_t)info->checksum);
+    sqlite3_bind_blob(st, 8, data, (int)len, SQLITE_STATIC);
+    if ((rc = step_done(t, st)) != SQLITE_OK) {
+        char what[64];
+        snprintf(what, sizeof what, "writing chunk %" PRIu64, info->id);
+        return break_handle(t, sql_fail(t, rc, what));
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_OK) {
-        rc = sql_fail(t, rc, "writing chunks");
-        goto fail;
-    }
-    if ((rc = put_digest_db(t, DG_CHUNKS, dg))) goto fail;
-    if ((rc = commit(t))) goto fail;
+    if ((rc = change_end(t))) return break_handle(t, rc);
+    uint64_t keep = t->dg[DG_CHUNKS];
     t->dg[DG_CHUNKS] = dg;
+    t->dirty |= 1u << DG_CHUNKS;
+    char what[64];
+    snprintf(what, sizeof what, "committing chunk %" PRIu64, info->id);
+    if ((rc = txn_commit(t, what))) {
+        t->dg[DG_CHUNKS] = keep;
+        return rc;
+    }
     t->chunks[t->n_chunks++] = *info;
     t->n_calls += info->n_calls;
     t->n_bwd += info->n_records - info->n_calls;
+    /* copy the commit into the main file, so that the file alone (a copy) holds it; passive:
+     * never waits for a reader, and a reader's snapshot only defers it to the next commit */
+    sqlite3_wal_checkpoint_v2(t->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     return FT_OK;
-fail:
-    rollback(t);
+}
+
+/* Fold the WAL into the main file, close the connection and, when SQLite removed the -wal (no
+ * other connection had the file open), switch the header to rollback mode with one 2-byte
+ * write (file-format bytes 18 and 19, 2 -> 1), so that no journal is ever involved. */
+static int fold_wal_and_close(ft_trace *t)
+{
+    int n_log = 0, n_ckpt = 0;
+    int rc = sqlite3_wal_checkpoint_v2(t->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &n_log, &n_ckpt);
+    int folded = rc == SQLITE_OK;
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) return sql_fail(t, rc, "folding the WAL in");
+    finalize_all(t);
+    rc = sqlite3_close(t->db);
+    t->db = NULL;
+    if (rc != SQLITE_OK)
+        return ft_err_set(&t->err, ft_sql_status(rc), "%s: closing: %s", t->path,
+                          sqlite3_errstr(rc));
+    char wal[4200];
+    snprintf(wal, sizeof wal, "%s-wal", t->path);
+    struct stat sb;
+    if (!folded || !stat(wal, &sb)) return FT_OK; /* another connection: stays in WAL mode */
+    int fd = open(t->path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return ft_err_set(&t->err, FT_EIO, "%s: reopening to mark it closed: %s", t->path,
+                          strerror(errno));
+    uint8_t v[2];
+    rc = FT_OK;
+    if (pread(fd, v, 2, 18) != 2) {
+        rc = ft_err_set(&t->err, FT_EIO, "%s: reading its header: %s", t->path, strerror(errno));
+    } else if (v[0] == 2 && v[1] == 2) {
+        static const uint8_t rollback[2] = {1, 1};
+        if (pwrite(fd, rollback, 2, 18) != 2 || fsync(fd))
+            rc =
+                ft_err_set(&t->err, FT_EIO, "%s: writing its header: %s", t->path, strerror(errno));
+    }
+    if (close(fd) && !rc)
+        rc = ft_err_set(&t->err, FT_EIO, "%s: closing: %s", t->path, strerror(errno));
+    /* a -shm left by a killed recorder (seal) means nothing beside a rollback-mode file */
+    char shm[4200];
+    snprintf(shm, sizeof shm, "%s-shm", t->path);
+    if (!rc) unlink(shm);
+    return rc;
+}
+
+static int finish_as(ft_trace *t, const char *state)
+{
+    int rc = need_create(t);
+    if (rc) return rc;
+    if ((rc = change_begin(t))) return break_handle(t, rc);
+    if ((rc = meta_put_db(t, "state", state)) || (rc = change_end(t))) return break_handle(t, rc);
+    if (meta_set_mem(t, "state", state))
+        return break_handle(t, ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path));
+    t->dirty |= 1u << DG_META;
+    if ((rc = txn_commit(t, "committing the close"))) return rc;
+    rc = fold_wal_and_close(t);
+    t->mode = FT_OPEN_READ; /* the connection is gone: nothing more to write */
     return rc;
 }
 
 int ft_trace_w_finish(ft_trace *t)
 {
-    int rc = need_create(t);
-    if (rc) return rc;
-    if ((rc = exec(t, "BEGIN"))) return rc;
-    if ((rc = meta_put_db(t, "state", "complete"))) goto fail;
-    if (meta_set_mem(t, "state", "complete")) {
-        rc = ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
-        goto fail;
+    return finish_as(t, "complete");
+}
+
+int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err)
+{
+    memset(out, 0, sizeof *out);
+    ft_trace *t = ft_calloc(1, sizeof *t);
+    if (!t || !(t->path = ft_strdup(path))) {
+        ft_free(t);
+        return ft_err_set(err, FT_ENOMEM, "%s: out of memory", path);
     }
-    if ((rc = meta_digest(t, t->meta, t->n_meta, &t->dg[DG_META]))) goto fail;
-    if ((rc = put_digest_db(t, DG_META, t->dg[DG_META]))) goto fail;
-    if ((rc = commit(t))) goto fail;
-    if ((rc = exec(t, "PRAGMA wal_checkpoint(TRUNCATE)"))) return rc;
-    return exec(t, "PRAGMA journal_mode=DELETE");
-fail:
-    rollback(t);
+    probe pr;
+    wal_scan ws = {0};
+    int rc = probe_file(t, &pr);
+    if (!rc && pr.wal_mode && pr.has_wal && pr.wal_bytes) {
+        if ((rc = scan_wal_settled(path, pr.page_size, &ws)))
+            ft_err_set(&t->err, rc, "%s: out of memory", path);
+        else if (ws.damaged && !force)
+            rc = ft_err_set(&t->err, FT_ECORRUPT,
+                            "%s-wal: damaged: %s; 'seal --force' keeps what comes before the "
+                            "damage and drops the rest",
+                            path, ws.why);
+    }
+    out->wal_commits = ws.commits;
+    out->wal_damaged = ws.damaged;
+    if (!rc) {
+        /* read-write, as SQLite opens any database: the WAL is applied, and a hot journal
+         * (left by an older build's close) is rolled back */
+        rc = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READWRITE, NULL);
+        if (rc != SQLITE_OK)
+            rc = ft_err_set(&t->err, FT_EIO, "%s: cannot open for writing: %s", path,
+                            t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
+    }
+    if (!rc) {
+        sqlite3_busy_timeout(t->db, 5000);
+        /* nobody else may have it open: a recorder still writing would race with the seal */
+        if (!(rc = exec(t, "PRAGMA locking_mode=EXCLUSIVE")) && !(rc = exec(t, "BEGIN EXCLUSIVE")))
+            rc = exec(t, "COMMIT");
+        if (rc == FT_EIO)
+            ft_err_set(&t->err, FT_ESTATE,
+                       "%s: another process has it open (a recorder still writing?); seal it "
+                       "once the recording stopped",
+                       path);
+    }
+    if (!rc && !(rc = load_all(t))) {
+        const char *state = ft_trace_meta(t, "state");
+        out->was_closed = state && (!strcmp(state, "complete") || !strcmp(state, "recovered"));
+        out->n_calls = t->n_calls;
+        out->n_backwards = t->n_bwd;
+        out->n_chunks = t->n_chunks;
+        t->mode = FT_OPEN_CREATE;
+        rc = finish_as(t, out->was_closed ? state : "recovered");
+    }
+    if (rc && err) *err = t->err;
+    trace_free(t);
     return rc;
 }
 
@@ -1161,6 +1808,11 @@ uint64_t ft_trace_n_chunks(const ft_trace *t)
     return t->n_chunks;
 }
 
+const char *ft_trace_notice(const ft_trace *t)
+{
+    return t->notice;
+}
+
 const char *ft_trace_meta(const ft_trace *t, const char *key)
 {
     const meta_kv *kv = meta_find(t, key);
@@ -1200,7 +1852,7 @@ static uint64_t file_size(const char *path, const char *suffix)
 int ft_trace_sizes_get(ft_trace *t, ft_trace_sizes *out)
 {
     memset(out, 0, sizeof *out);
-    out->file_bytes = file_size(t->path, "") + file_size(t->path, "-wal");
+    out->file_bytes = file_size(t->path, "") + (t->wal_read ? file_size(t->path, "-wal") : 0);
     for (size_t i = 0; i < t->n_chunks; i++)
         out->chunk_raw_bytes += t->chunks[i].raw_bytes;
     sqlite3_stmt *st = NULL;

@@ -12,12 +12,15 @@
 
 #include <stdint.h>
 
+/* FT_* status for a SQLite result code: damage (CORRUPT, NOTADB) -> FT_ECORRUPT, the
+ * environment (IOERR, FULL, CANTOPEN, BUSY, ...) -> FT_EIO, NOMEM -> FT_ENOMEM. */
+int ft_sql_status(int sqlite_rc);
+
 /* Number of (stored) op lists. */
 uint32_t ft_trace_n_oplists(const ft_trace *t);
 const ft_chunk_limits *ft_trace_limits(const ft_trace *t);
 const ft_chunk_info *ft_trace_chunk(const ft_trace *t, uint64_t pos);
 ft_err *ft_trace_err(ft_trace *t);
-const char *ft_trace_path(const ft_trace *t);
 /* Recompute every digest from the file and compare (open and verify). */
 int ft_trace_check_digests(ft_trace *t);
 /* The database (verify, sizes, the reader's statements). */

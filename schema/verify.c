@@ -1,7 +1,13 @@
 /*
  * verify.c - the full check of a trace: SQLite's own structure check, the schema against
- * trace.sql, the small-table digests, and every chunk decoded with its split sizes (checksums,
- * lengths, references), seq order across chunks and backward -> call references.
+ * trace.sql, the small-table digests (the open checked them against ft_limits.h), and every
+ * chunk decoded with its split sizes (checksums, lengths, references), seq order within and
+ * across chunks and backward -> call references.
+ *
+ * Memory is bounded by two chunks, whatever the trace's length: a backward event's call is
+ * looked up exactly among the calls of its own chunk and of the one before (where the recorder
+ * puts nearly all of them); one further back is checked against that chunk's seq range (the
+ * chunk index gives first seqs, the pass records each chunk's last seq: 8 bytes per chunk).
  */
 #include "trace_int.h"
 #include "trace_sql.h"
@@ -76,6 +82,73 @@ static int check_sqlite(ft_trace *t, ft_err *err)
     return FT_ECORRUPT;
 }
 
+long ft_utf8_bad_at(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (long i = 0; p[i];) {
+        unsigned c = p[i], n = c < 0x80             ? 0
+                               : (c & 0xe0) == 0xc0 ? 1
+                               : (c & 0xf0) == 0xe0 ? 2
+                               : (c & 0xf8) == 0xf0 ? 3
+                                                    : 9;
+        if (n == 9 || (n == 1 && c < 0xc2)) return i;
+        uint32_t cp = n ? c & (0x3fu >> n) : c;
+        for (unsigned k = 1; k <= n; k++) {
+            if ((p[i + k] & 0xc0) != 0x80) return i;
+            cp = cp << 6 | (p[i + k] & 0x3fu);
+        }
+        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return i;
+        i += (long)n + 1;
+    }
+    return -1;
+}
+
+/* The small tables hold only what the capture stream can carry (the open checked the sizes). */
+static int check_tables(ft_trace *t, ft_err *err)
+{
+    const char *p = ft_trace_path(t);
+    const ft_header *h = ft_trace_header(t);
+    const char *hs[] = {h->te_version, h->torch_version, h->host, h->started_at};
+    for (size_t i = 0; i < FT_ARRAY_LEN(hs); i++)
+        if (hs[i] && ft_utf8_bad_at(hs[i]) >= 0)
+            return ft_err_set(err, FT_ECORRUPT, "%s: table meta: a header field is not UTF-8", p);
+    if ((h->has_rank && (h->rank < 0 || h->rank > INT32_MAX)) ||
+        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)))
+        return ft_err_set(err, FT_ECORRUPT, "%s: table meta: rank or world_size out of range", p);
+    for (uint32_t i = 0; i < ft_trace_n_fusers(t); i++) {
+        const ft_fuser_def *f = ft_trace_fuser(t, i);
+        if (f->id < 0 || (f->label && ft_utf8_bad_at(f->label) >= 0))
+            return ft_err_set(err, FT_ECORRUPT,
+                              "%s: table fusers: row %u: a negative id or a label not UTF-8", p,
+                              i + 1);
+    }
+    for (uint32_t i = 0; i < ft_trace_n_recipes(t); i++) {
+        const ft_recipe_def *r = ft_trace_recipe(t, i);
+        if (r->id < 0 || !r->type[0] || ft_utf8_bad_at(r->type) >= 0)
+            return ft_err_set(err, FT_ECORRUPT,
+                              "%s: table recipes: row %u: a negative id or a type empty or not "
+                              "UTF-8",
+                              p, i + 1);
+    }
+    return FT_OK;
+}
+
+/* Record i of a chunk holds only values the capture stream can carry. */
+static const char *bad_value(const ft_batch *b, uint32_t i)
+{
+    uint32_t fl = b->flags[i];
+    if (b->seq[i] < 0) return "seq";
+    if ((fl & FT_CF_HAS_NS) && b->ns[i] < 0) return "ns";
+    if (b->kind[i] != FT_REC_CALL) return b->bwd_call[i] < 0 ? "call" : NULL;
+    if (b->device[i] < 0) return "device";
+    if ((fl & FT_CF_HAS_STEP) && b->step[i] < 0) return "step";
+    if ((fl & FT_CF_HAS_MB) && b->mb[i] < 0) return "mb";
+    if ((fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] < 0) return "fuse_ns";
+    return NULL;
+}
+
 /* Is v among the sorted call seqs? */
 static int has_seq(const int64_t *s, size_t n, int64_t v)
 {
@@ -91,60 +164,123 @@ static int has_seq(const int64_t *s, size_t n, int64_t v)
     return 0;
 }
 
+/* The call seqs of one chunk (sorted, as seqs increase). */
+typedef struct call_set {
+    int64_t *seq;
+    size_t n, cap;
+    int64_t first; /* first record seq of the chunk */
+    int valid;
+} call_set;
+
+static int call_set_add(call_set *c, int64_t v)
+{
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 4096;
+        int64_t *q = ft_realloc(c->seq, nc * sizeof *q);
+        if (!q) return FT_ENOMEM;
+        c->seq = q;
+        c->cap = nc;
+    }
+    c->seq[c->n++] = v;
+    return FT_OK;
+}
+
+/* Position of the chunk whose [first seq, last seq] holds v among chunks [0, n), or -1. */
+static int64_t chunk_holding(ft_trace *t, const int64_t *last, uint64_t n, int64_t v)
+{
+    uint64_t lo = 0, hi = n; /* last chunk with first_seq <= v */
+    if (!n || ft_trace_chunk(t, 0)->first_seq > v) return -1;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (ft_trace_chunk(t, mid)->first_seq <= v)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return v <= last[lo] ? (int64_t)lo : -1;
+}
+
 int ft_trace_verify(ft_trace *t, ft_err *err)
 {
     int rc = check_sqlite(t, err);
     if (!rc) rc = check_schema(t, err);
     if (!rc && (rc = ft_trace_check_digests(t))) *err = *ft_trace_error(t);
+    if (!rc) rc = check_tables(t, err);
     if (rc) return rc;
     ft_reader *r = NULL;
-    int64_t *calls = NULL;
-    size_t n_calls = 0, cap = 0;
+    uint64_t n_chunks = ft_trace_n_chunks(t), pos = 0;
+    int64_t *last = ft_calloc(n_chunks ? n_chunks : 1, sizeof *last);
+    call_set cs[2] = {{0}, {0}}; /* [pos & 1]: this chunk, the other: the one before */
+    if (!last) return ft_err_set(err, FT_ENOMEM, "%s: out of memory", ft_trace_path(t));
     if ((rc = ft_reader_open(t, FT_READ_SPLITS, &r))) {
         *err = *ft_trace_error(t);
+        ft_free(last);
         return rc;
     }
-    int have_prev = 0;
-    int64_t prev = 0;
-    for (;;) {
+    for (;; pos++) {
         const ft_batch *b;
         if ((rc = ft_reader_next(r, &b))) {
             *err = *ft_trace_error(t);
             break;
         }
         if (!b) break;
-        if (have_prev && b->seq[0] <= prev) {
+        if (pos && b->seq[0] <= last[pos - 1]) {
             rc = ft_err_set(err, FT_ECORRUPT, "%s: chunk %llu: seq %lld does not follow %lld",
                             ft_trace_path(t), (unsigned long long)b->chunk_id, (long long)b->seq[0],
-                            (long long)prev);
+                            (long long)last[pos - 1]);
             break;
         }
-        prev = b->seq[b->n - 1];
-        have_prev = 1;
+        for (uint32_t k = 0; k < b->n_phases && !rc; k++)
+            if (ft_utf8_bad_at(b->phases[k]) >= 0)
+                rc = ft_err_set(err, FT_ECORRUPT, "%s: chunk %llu: phase %u is not UTF-8",
+                                ft_trace_path(t), (unsigned long long)b->chunk_id, k);
+        if (rc) break;
+        call_set *cur = &cs[pos & 1], *prev = &cs[(pos + 1) & 1];
+        cur->n = 0;
+        cur->first = b->seq[0];
+        cur->valid = 1;
         for (uint32_t i = 0; i < b->n && !rc; i++) {
+            if (i && b->seq[i] <= b->seq[i - 1]) {
+                rc = ft_err_set(err, FT_ECORRUPT, "%s: chunk %llu: seq %lld does not follow %lld",
+                                ft_trace_path(t), (unsigned long long)b->chunk_id,
+                                (long long)b->seq[i], (long long)b->seq[i - 1]);
+                break;
+            }
+            const char *bad = bad_value(b, i);
+            if (bad) {
+                rc = ft_err_set(
+                    err, FT_ECORRUPT, "%s: chunk %llu: seq %lld: field '%s' is negative",
+                    ft_trace_path(t), (unsigned long long)b->chunk_id, (long long)b->seq[i], bad);
+                break;
+            }
             if (b->kind[i] == FT_REC_CALL) {
-                if (n_calls == cap) {
-                    size_t nc = cap ? cap * 2 : 4096;
-                    int64_t *q = ft_realloc(calls, nc * sizeof *q);
-                    if (!q) {
-                        rc = ft_err_set(err, FT_ENOMEM, "out of memory");
-                        break;
-                    }
-                    calls = q;
-                    cap = nc;
-                }
-                calls[n_calls++] = b->seq[i];
-            } else if (!has_seq(calls, n_calls, b->bwd_call[i])) {
+                if (call_set_add(cur, b->seq[i]))
+                    rc = ft_err_set(err, FT_ENOMEM, "%s: out of memory", ft_trace_path(t));
+                continue;
+            }
+            int64_t v = b->bwd_call[i];
+            int ok;
+            if (v >= b->seq[i])
+                ok = 0;
+            else if (v >= cur->first)
+                ok = has_seq(cur->seq, cur->n, v);
+            else if (prev->valid && v >= prev->first)
+                ok = has_seq(prev->seq, prev->n, v);
+            else
+                ok = chunk_holding(t, last, pos, v) >= 0;
+            if (!ok)
                 rc = ft_err_set(err, FT_ECORRUPT,
                                 "%s: chunk %llu: backward seq %lld refers to seq %lld, which is "
                                 "not an earlier call",
                                 ft_trace_path(t), (unsigned long long)b->chunk_id,
-                                (long long)b->seq[i], (long long)b->bwd_call[i]);
-            }
+                                (long long)b->seq[i], (long long)v);
         }
         if (rc) break;
+        last[pos] = b->seq[b->n - 1];
     }
-    ft_free(calls);
+    ft_free(cs[0].seq);
+    ft_free(cs[1].seq);
+    ft_free(last);
     ft_reader_close(r);
     return rc;
 }

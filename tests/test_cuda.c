@@ -1559,6 +1559,219 @@ static void test_cuda_qpacked_rejects_bad_input(void **state)
     qp_free(&b);
 }
 
+/* ---- numerics fast path (ft_cuda_nx) ----------------------------------------------------- */
+
+/* The device's inputs and float64 reference against ft_cpu_mlp_ref on the same streams, and the
+ * fast path (bf16 operands, cuBLAS) against the float32 emulation per format, on ragged splits
+ * with empty groups, 1 group and 128 groups. Tolerances: reference 1e-5 relative L2 (float64
+ * math in two orders, stored as float32); fast vs emulation 1e-2 (FP8, MXFP8, bf16) and 3e-2
+ * (NVFP4): both round the same fp32 results to bf16, so they differ by accumulation order, and
+ * where that moves a value across a rounding or quantization boundary by one step of it. */
+static void test_cuda_nx_fast_matches_emulation(void **state)
+{
+    (void)state;
+    need_gpu();
+    ft_err err;
+    ft_err_clear(&err);
+    static int64_t s4[4] = {96, 0, 37, 100}, s1[1] = {200}, s128[128];
+    for (int g = 0; g < 128; g++)
+        s128[g] = (g % 3 == 1) ? 0 : (g * 7) % 13 + (g % 5 == 0 ? 16 : 0);
+    int64_t u128 = 0;
+    for (int g = 0; g < 128; g++)
+        u128 += s128[g];
+    struct {
+        uint32_t G;
+        const int64_t *splits;
+        int64_t t, k1, k2, n2;
+        ft_act_kind act;
+        int interleave;
+    } shp[] = {
+        {4, s4, 256, 160, 96, 136, FT_ACT_SWIGLU, 32},
+        {1, s1, 256, 96, 64, 64, FT_ACT_SRELU, 0},
+        {128, s128, (u128 + 127) / 128 * 128, 64, 32, 64, FT_ACT_CLAMPED_QGEGLU, 0},
+    };
+    struct {
+        const char *name;
+        ft_qfmt fmt;
+        ft_mlp_path path;
+        uint8_t rht, sr, two_d, pow2, e5m2;
+        double tol;
+    } cfg[] = {
+        {"bf16", FT_QF_NONE, FT_MLP_UNFUSED, 0, 0, 0, 0, 0, 1e-2},
+        {"fp8-delayed", FT_QF_FP8_DELAYED, FT_MLP_UNFUSED, 0, 0, 0, 0, 1, 1e-2},
+        {"fp8-current", FT_QF_FP8_CURRENT, FT_MLP_UNFUSED, 0, 0, 0, 0, 1, 1e-2},
+        {"fp8-block pow2", FT_QF_FP8_BLOCK, FT_MLP_UNFUSED, 0, 0, 0, 1, 0, 1e-2},
+        {"fp8-block fp32 scales", FT_QF_FP8_BLOCK, FT_MLP_UNFUSED, 0, 0, 0, 0, 0, 1e-2},
+        {"mxfp8 unfused", FT_QF_MXFP8, FT_MLP_UNFUSED, 0, 0, 0, 0, 1, 1e-2},
+        {"mxfp8 fused 2d", FT_QF_MXFP8, FT_MLP_FUSED, 0, 0, 1, 0, 0, 1e-2},
+        {"nvfp4 fused rht sr 2d", FT_QF_NVFP4, FT_MLP_FUSED, 1, 1, 1, 0, 0, 3e-2},
+        {"nvfp4 unfused rht", FT_QF_NVFP4, FT_MLP_UNFUSED, 1, 0, 0, 0, 0, 3e-2},
+        {"nvfp4 unfused no rht", FT_QF_NVFP4, FT_MLP_UNFUSED, 0, 0, 0, 0, 0, 3e-2},
+        {"nvfp4 fused no rht", FT_QF_NVFP4, FT_MLP_FUSED, 0, 0, 0, 0, 0, 3e-2},
+    };
+    ft_cuda_nx *nx = NULL;
+    assert_int_equal(ft_cuda_nx_new(&nx, &err), FT_OK);
+    for (size_t s = 0; s < sizeof shp / sizeof shp[0]; s++) {
+        const uint32_t G = shp[s].G;
+        const int64_t t = shp[s].t, k1 = shp[s].k1, k2 = shp[s].k2, n2 = shp[s].n2;
+        const int glu = shp[s].act != FT_ACT_SRELU;
+        const int64_t n1 = glu ? 2 * k2 : k2;
+        ft_nx_problem p = {.n_groups = G,
+                           .splits = shp[s].splits,
+                           .t = t,
+                           .k1 = k1,
+                           .n1 = n1,
+                           .k2 = k2,
+                           .n2 = n2,
+                           .act = {shp[s].act, shp[s].interleave, 7.0f, 1.702f, 1.0f},
+                           .bias1 = 1,
+                           .bias2 = 1,
+                           .scaled = 1,
+                           .scale_bias = s != 1,
+                           .grad = 1,
+                           .wseed = 11 + s,
+                           .xseed = 101 + s,
+                           .w1_scale = 1.0f / sqrtf((float)k1),
+                           .w2_scale = 1.0f / sqrtf((float)k2)};
+        assert_int_equal(ft_cuda_nx_problem(nx, &p, &err), FT_OK);
+        const int64_t cnt[4] = {t * n2, t * k1, G * n1 * k1, G * n2 * k2};
+        float *fa[4], *fb[4];
+        for (int o = 0; o < 4; o++) {
+            fa[o] = malloc((size_t)(cnt[o] > 0 ? cnt[o] : 1) * 4);
+            fb[o] = malloc((size_t)(cnt[o] > 0 ? cnt[o] : 1) * 4);
+            assert_true(fa[o] && fb[o]);
+        }
+        /* the reference against the CPU's on the same streams */
+        {
+            float *x = malloc((size_t)(t * k1) * 4), *w1 = malloc((size_t)(G * n1 * k1) * 4);
+            float *w2 = malloc((size_t)(G * n2 * k2) * 4), *b1 = malloc((size_t)(G * n1) * 4);
+            float *b2 = malloc((size_t)(G * n2) * 4), *pr = malloc((size_t)t * 4);
+            float *dy = malloc((size_t)(t * n2) * 4);
+            for (int64_t i = 0; i < t * k1; i++)
+                x[i] = ft_bf16_round(ft_nx_gauss(p.xseed + 1, (uint64_t)i));
+            for (int64_t i = 0; i < G * n1 * k1; i++)
+                w1[i] = ft_bf16_round(ft_nx_gauss(p.wseed + 2, (uint64_t)i) * p.w1_scale);
+            for (int64_t i = 0; i < G * n1; i++)
+                b1[i] = ft_bf16_round(ft_nx_gauss(p.wseed + 3, (uint64_t)i) * 0.1f);
+            for (int64_t i = 0; i < G * n2 * k2; i++)
+                w2[i] = ft_bf16_round(ft_nx_gauss(p.wseed + 4, (uint64_t)i) * p.w2_scale);
+            for (int64_t i = 0; i < G * n2; i++)
+                b2[i] = ft_bf16_round(ft_nx_gauss(p.wseed + 5, (uint64_t)i) * 0.1f);
+            for (int64_t i = 0; i < t; i++)
+                pr[i] = ft_bf16_round(
+                    0.5f + 0.45f * tanhf(ft_bf16_round(ft_nx_gauss(p.xseed + 6, (uint64_t)i))));
+            for (int64_t i = 0; i < t * n2; i++)
+                dy[i] = ft_bf16_round(ft_nx_gauss(p.xseed + 7, (uint64_t)i));
+            ft_mlp m = {.n_groups = G,
+                        .splits = p.splits,
+                        .t = t,
+                        .k1 = k1,
+                        .n1 = n1,
+                        .k2 = k2,
+                        .n2 = n2,
+                        .act = p.act,
+                        .scale_bias = p.scale_bias,
+                        .x = x,
+                        .w1 = w1,
+                        .b1 = b1,
+                        .w2 = w2,
+                        .b2 = b2,
+                        .probs = pr};
+            double *r64[4];
+            for (int o = 0; o < 4; o++)
+                r64[o] = calloc((size_t)(cnt[o] > 0 ? cnt[o] : 1), 8);
+            ft_mlp_ref r = {.y = r64[0], .dx = r64[1], .dw1 = r64[2], .dw2 = r64[3]};
+            assert_int_equal(ft_cpu_mlp_ref(&m, dy, &r, &err), FT_OK);
+            for (int o = 0; o < 4; o++) {
+                assert_int_equal(ft_cuda_nx_reference(nx, o, fa[o], &err), FT_OK);
+                for (int64_t i = 0; i < cnt[o]; i++)
+                    fb[o][i] = (float)r64[o][i];
+                int64_t exact = 0;
+                double e = rel_l2(fa[o], fb[o], cnt[o], &exact);
+                print_message("shape %zu reference %d: rel L2 %.2e vs the CPU's\n", s, o, e);
+                assert_true(e <= 1e-5);
+                free(r64[o]);
+            }
+            free(x), free(w1), free(w2), free(b1), free(b2), free(pr), free(dy);
+        }
+        for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+            ft_mlp_quant q = {.fmt = cfg[c].fmt,
+                              .fp8_fwd = FT_FP8_E4M3,
+                              .fp8_bwd = cfg[c].e5m2 ? FT_FP8_E5M2 : FT_FP8_E4M3,
+                              .rht = cfg[c].rht,
+                              .sr = cfg[c].sr,
+                              .two_d = cfg[c].two_d,
+                              .pow2_scales = cfg[c].pow2,
+                              .seed = 5};
+            assert_int_equal(ft_cuda_nx_problem(nx, &p, &err), FT_OK); /* slots from 0 */
+            assert_int_equal(ft_cuda_nx_run(nx, cfg[c].path, &q, FT_NX_BASE, &err), FT_OK);
+            ft_nx_figs f[3];
+            assert_int_equal(ft_cuda_nx_collect(nx, f, 1, &err), FT_OK);
+            for (int o = 0; o < 4 && !f[0].rc; o++)
+                assert_int_equal(ft_cuda_nx_download(nx, o, fa[o], &err), FT_OK);
+            assert_int_equal(ft_cuda_nx_run(nx, cfg[c].path, &q, FT_NX_EMULATE, &err), FT_OK);
+            assert_int_equal(ft_cuda_nx_collect(nx, f, 2, &err), FT_OK);
+            for (int o = 0; o < 4 && !f[1].rc; o++)
+                assert_int_equal(ft_cuda_nx_download(nx, o, fb[o], &err), FT_OK);
+            assert_int_equal(ft_cuda_nx_run(nx, cfg[c].path, &q, 0, &err), FT_OK);
+            assert_int_equal(ft_cuda_nx_collect(nx, f, 3, &err), FT_OK);
+            print_message("shape %zu %-22s rc %d fast %d: err %.3e emulated %.3e, div %.2e, "
+                          "again %.2e\n",
+                          s, cfg[c].name, f[0].rc, f[0].fast, f[0].err, f[1].err, f[1].div,
+                          f[2].div);
+            /* refusals are the same on both modes and decided before anything runs */
+            assert_int_equal(f[0].rc, f[1].rc);
+            assert_string_equal(f[0].msg, f[1].msg);
+            { /* TE's refusals as ft_mlp_check decides them on the host */
+                ft_mlp hm = {.n_groups = G,
+                             .splits = p.splits,
+                             .t = t,
+                             .k1 = k1,
+                             .n1 = n1,
+                             .k2 = k2,
+                             .n2 = n2,
+                             .act = p.act,
+                             .scale_bias = p.scale_bias,
+                             .path = cfg[c].path,
+                             .quant = q,
+                             .x = fa[0],
+                             .w1 = fa[0],
+                             .b1 = fa[0],
+                             .w2 = fa[0],
+                             .b2 = fa[0],
+                             .probs = fa[0]};
+                ft_err herr;
+                ft_err_clear(&herr);
+                int want = ft_mlp_check(&hm, 1, &herr);
+                assert_int_equal(f[0].rc, want);
+                if (want) {
+                    assert_int_equal(want, FT_EUNSUPPORTED);
+                    assert_string_equal(f[0].msg, ft_err_msg(&herr));
+                    continue;
+                }
+            }
+            assert_int_equal(f[0].rc, FT_OK);
+            assert_int_equal(f[0].fast, !(cfg[c].fmt == FT_QF_FP8_BLOCK && !cfg[c].pow2));
+            assert_int_equal(f[1].fast, 0);
+            assert_true(f[1].has_base && f[2].has_base);
+            assert_true(f[2].div == 0.0 && f[2].div_max_abs == 0.0); /* deterministic */
+            assert_true(f[0].nonfinite == 0 && f[1].nonfinite == 0);
+            assert_true(f[1].div <= cfg[c].tol);
+            assert_true(fabs(f[0].err - f[1].err) <= 0.25 * f[1].err + 1e-4);
+            /* the emulated run's outputs against the fast run's, element by element */
+            for (int o = 0; o < 4; o++) {
+                int64_t exact = 0;
+                double e = rel_l2(fa[o], fb[o], cnt[o], &exact);
+                if (e > cfg[c].tol) print_error("output %d: rel L2 %.3e\n", o, e);
+                assert_true(e <= cfg[c].tol);
+            }
+        }
+        for (int o = 0; o < 4; o++)
+            free(fa[o]), free(fb[o]);
+    }
+    ft_cuda_nx_free(nx);
+}
+
 #endif /* FT_HAVE_CUDA */
 
 static void test_cuda_device_count_is_sane(void **state)
@@ -1591,6 +1804,7 @@ int main(void)
         cmocka_unit_test(test_cuda_mlp_forward_graph_follows_splits),
         cmocka_unit_test(test_cuda_qpacked_matches_cpu),
         cmocka_unit_test(test_cuda_qpacked_rejects_bad_input),
+        cmocka_unit_test(test_cuda_nx_fast_matches_emulation),
 #endif
     };
     /* FT_CUDA_TEST_FILTER=PATTERN runs the matching tests only (cmocka's wildcard pattern): lets

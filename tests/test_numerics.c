@@ -900,11 +900,27 @@ static void test_numerics_cuda_backend(void **state)
         print_message("cuda: %llu of %llu runs on %s; harmless band cuda %.4g cpu %.4g\n",
                       (unsigned long long)nr[0].device_runs, (unsigned long long)nr[0].mlp_runs,
                       nr[0].device, nr[0].harmless_band.max, nr[1].harmless_band.max);
+        /* every run on the device, and the same report counts as the CPU back end's */
+        assert_true(nr[0].mlp_runs > 0);
+        assert_int_equal(nr[0].device_runs, nr[0].mlp_runs);
+        assert_string_not_equal(nr[0].device, "");
         assert_int_equal(nr[0].calls_run, nr[1].calls_run);
         assert_int_equal(nr[0].mlp_runs, nr[1].mlp_runs);
         assert_int_equal(nr[0].fresh_raised, nr[1].fresh_raised);
-        for (uint32_t p = 0; p < nr[0].n_policies; p++)
+        assert_int_equal(nr[0].harmless_band.n, nr[1].harmless_band.n);
+        assert_int_equal(nr[0].quant_band.n, nr[1].quant_band.n);
+        for (uint32_t p = 0; p < nr[0].n_policies; p++) {
+            assert_int_equal(nr[0].pol[p].same, nr[1].pol[p].same);
+            assert_int_equal(nr[0].pol[p].harmless, nr[1].pol[p].harmless);
+            assert_int_equal(nr[0].pol[p].quant, nr[1].pol[p].quant);
             assert_int_equal(nr[0].pol[p].raised, nr[1].pol[p].raised);
+            assert_int_equal(nr[0].pol[p].nonfinite, nr[1].pol[p].nonfinite);
+        }
+        /* bands: the same inputs, GEMMs in another order (a quarter of the band's width) */
+        const ft_band *bc[] = {&nr[0].fresh_err, &nr[0].harmless_band, &nr[0].quant_band};
+        const ft_band *bp[] = {&nr[1].fresh_err, &nr[1].harmless_band, &nr[1].quant_band};
+        for (int b = 0; b < 3; b++)
+            if (bp[b]->n) assert_true(fabs(bc[b]->max - bp[b]->max) <= 0.25 * bp[b]->max + 1e-4);
     }
     ft_trace_close(t);
     remove(path);

@@ -648,7 +648,7 @@ static void test_open_foreign_database(void **state)
     assert_int_equal(open_rc(path, &err), FT_ENOTTRACE);
 
     tmp_path(path, sizeof path, "missing.ftdb");
-    assert_int_equal(open_rc(path, &err), FT_EIO);
+    assert_int_equal(open_rc(path, &err), FT_ENOTFOUND);
     assert_non_null(strstr(err.msg, "missing.ftdb"));
 }
 

@@ -4,10 +4,13 @@
 # Binaries: FT_GPU_BIN=DIR uses the ones bench/gpu/prebuild.sh gathered (test_cuda, bench_cuda,
 # fusertrace and their libraries in DIR/lib); otherwise test_cuda and bench_cuda are built here
 # without CMake (nvcc for kernels/cuda, gcc for the C parts; the GPU image lacks the project's -dev
-# packages, so cmocka.h, xxhash.h and libcmocka.so must be in $FT_GPU_DEPS/{include,lib}), and
+# packages, so cmocka.h, xxhash.h, cblas.h, libcmocka.so and libopenblas.so must be in
+# $FT_GPU_DEPS/{include,lib}; the CUDA objects are linked in, so the plugin loader is left out), and
 # the numerical replay is skipped (fusertrace needs SQLite, zstd and jansson).
-# Steps: test_cuda; `replay --numerics cuda` and `cpu` on two synth traces (same report, both
-# back ends); ROUNDS rounds (default 2) of bench_cuda then the torch baselines, alternating, so
+# Steps: test_cuda (and test_numerics when prebuilt); `replay --numerics cuda` and `cpu` on two
+# synth traces (same report, both back ends); bench_numerics (when prebuilt; NUMERICS=0 skips it):
+# sampled calls per second of numerical replay at the four model shapes, CUDA at full size and
+# CPU at --shrink 8 with its same-run OpenBLAS float64 baseline; ROUNDS rounds (default 2) of bench_cuda then the torch baselines, alternating, so
 # both sides see the card in the same state; compute-sanitizer memcheck over the suite and
 # racecheck test by test (the kernels with shared memory), on small shapes. Logs go to $OUT (or ./gpu-out).
 # Usage: [FT_GPU_BIN=DIR] [ROUNDS=N] sh bench/gpu/run.sh [iters]
@@ -41,9 +44,9 @@ else
   gcc $CFLAGS -c tests/test_cuda.c -o "$B/test_cuda.o"
   gcc $CFLAGS -c bench/bench_cuda.c -o "$B/bench_cuda.o"
   LIBS="$B/common.c.o $B/"*.cu.o
-  CPU=$(ls "$B"/*.c.o | grep -v common.c.o)
-  "$NVCC" -o "$B/test_cuda" "$B/test_cuda.o" $CPU $LIBS -L"$DEPS/lib" -lcmocka -lcublas -lm
-  "$NVCC" -o "$B/bench_cuda" "$B/bench_cuda.o" $CPU $LIBS -lcublas -lm
+  CPU=$(ls "$B"/*.c.o | grep -v "common.c.o\|cuda_loader.c.o")
+  "$NVCC" -o "$B/test_cuda" "$B/test_cuda.o" $CPU $LIBS -L"$DEPS/lib" -lcmocka -lopenblas -lcublas -lm
+  "$NVCC" -o "$B/bench_cuda" "$B/bench_cuda.o" $CPU $LIBS -L"$DEPS/lib" -lopenblas -lcublas -lm
   set +e
   grep -i "spill" "$OUT/ptxas.txt" | sort | uniq -c | sort -rn | head -5
   export LD_LIBRARY_PATH="$DEPS/lib:${LD_LIBRARY_PATH:-}"
@@ -51,6 +54,20 @@ fi
 echo "== test_cuda"
 timeout 200 "$B/test_cuda" >"$OUT/test_cuda.txt" 2>&1; echo "test_cuda rc=$?"
 grep -v "^\[ *\(RUN\|OK\) *\]" "$OUT/test_cuda.txt" | grep -v "bit-equal\|: cpu 0 gpu 0" | tail -30
+if [ -x "$B/test_numerics" ]; then
+  # its scratch traces go to the build tree's path, which prebuild.sh recorded
+  [ -f "$B/build_dir" ] && mkdir -p "$(cat "$B/build_dir")/tests"
+  timeout 200 "$B/test_numerics" >"$OUT/test_numerics.txt" 2>&1; echo "test_numerics rc=$?"
+  grep "cuda:\|FAILED" "$OUT/test_numerics.txt"
+fi
+if [ -x "$B/bench_numerics" ] && [ "${NUMERICS:-1}" != 0 ]; then
+  echo "== bench_numerics: replay --numerics at model shapes"
+  timeout 400 "$B/bench_numerics" --model all,small --numerics cuda >"$OUT/bench_numerics_cuda.txt" 2>&1
+  echo "cuda rc=$?"; grep "^RESULT\|cold pass" "$OUT/bench_numerics_cuda.txt"
+  timeout 400 "$B/bench_numerics" --model all --numerics cpu --shrink 8 --sample 8 --no-profile \
+    >"$OUT/bench_numerics_cpu.txt" 2>&1
+  echo "cpu rc=$?"; grep "^RESULT\|^OpenBLAS" "$OUT/bench_numerics_cpu.txt"
+fi
 if [ -x "$B/fusertrace" ]; then
   echo "== numerical replay, both back ends"
   T=$(mktemp -d)

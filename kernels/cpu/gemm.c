@@ -2,31 +2,13 @@
  * gemm.c - grouped GEMM reference with fp32 accumulation over per-group row splits: the fprop,
  * dgrad and wgrad layouts of a grouped linear layer (spec/te-fuser.md §4.5 "GEMM operands").
  *
- * Plain loops ordered for unit-stride inner loops; fprop dot products use 8 partial sums (an
- * accumulation order like a tensor core's k-split, and vectorizable). Not tuned further: the
- * replay runs shrunk shapes, and the CUDA back end is the fast one.
+ * One CBLAS sgemm (OpenBLAS) per group, fp32 accumulation in BLAS's order; the bias is added
+ * after the product (FPROP).
  */
 #include "ft_kernels.h"
 
+#include <cblas.h>
 #include <string.h>
-
-static float dot(const float *a, const float *b, int64_t n)
-{
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++)
-            acc[l] += a[i + l] * b[i + l];
-    for (; i < n; i++)
-        acc[i & 7] += a[i] * b[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-static void axpy(float *y, float a, const float *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        y[i] += a * x[i];
-}
 
 static int check(const ft_gemm *g, ft_err *err)
 {
@@ -54,49 +36,78 @@ int ft_cpu_gemm(const ft_gemm *g, ft_err *err)
     int rc = check(g, err);
     if (rc) return rc;
     const int64_t n = g->n, k = g->k;
+    if (n > INT32_MAX || k > INT32_MAX || g->m > INT32_MAX)
+        return ft_err_set(err, FT_ERANGE, "gemm: shape beyond BLAS int (%lld x %lld x %lld)",
+                          (long long)g->m, (long long)n, (long long)k);
+    const float beta = g->accumulate ? 1.0f : 0.0f;
     int64_t r0 = 0;
     for (uint32_t grp = 0; grp < g->n_groups; grp++) {
         const int64_t rows = g->splits[grp];
         switch (g->kind) {
-        case FT_GEMM_FPROP: {
+        case FT_GEMM_FPROP: { /* C[rows][n] = A[rows][k] W_g[n][k]^T (+ bias * bias_scale) */
             const float *w = g->b + (size_t)grp * n * k;
             const float *bias = g->bias ? g->bias + (size_t)grp * n : NULL;
-            for (int64_t r = r0; r < r0 + rows; r++) {
-                const float *xr = g->a + r * k;
-                float *yr = g->c + r * n;
-                float bs = g->bias_scale ? g->bias_scale[r] : 1.0f;
-                for (int64_t j = 0; j < n; j++) {
-                    float v = dot(xr, w + j * k, k);
-                    if (bias) v += bias[j] * bs;
-                    yr[j] = g->accumulate ? yr[j] + v : v;
-                }
+            float *c = g->c + r0 * n;
+            if (rows > 0 && n > 0) {
+                if (k > 0)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)k,
+                                1.0f, g->a + r0 * k, (int)k, w, (int)k, beta, c, (int)n);
+                else if (!g->accumulate)
+                    memset(c, 0, (size_t)(rows * n) * sizeof *c);
             }
-            break;
-        }
-        case FT_GEMM_DGRAD: {
-            const float *w = g->b + (size_t)grp * n * k;
-            for (int64_t r = r0; r < r0 + rows; r++) {
-                const float *dy = g->a + r * n;
-                float *dx = g->c + r * k;
-                if (!g->accumulate) memset(dx, 0, (size_t)k * sizeof *dx);
+            for (int64_t r = 0; bias && r < rows; r++) {
+                const float bs = g->bias_scale ? g->bias_scale[r0 + r] : 1.0f;
                 for (int64_t j = 0; j < n; j++)
-                    axpy(dx, dy[j], w + j * k, k);
+                    c[r * n + j] += bias[j] * bs;
             }
             break;
         }
-        case FT_GEMM_WGRAD: {
+        case FT_GEMM_DGRAD: { /* C[rows][k] = A[rows][n] W_g[n][k] */
+            float *c = g->c + r0 * k;
+            if (rows > 0 && k > 0) {
+                if (n > 0)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)k,
+                                (int)n, 1.0f, g->a + r0 * n, (int)n, g->b + (size_t)grp * n * k,
+                                (int)k, beta, c, (int)k);
+                else if (!g->accumulate)
+                    memset(c, 0, (size_t)(rows * k) * sizeof *c);
+            }
+            break;
+        }
+        case FT_GEMM_WGRAD: { /* C_g[n][k] = A_g[rows][n]^T B_g[rows][k] */
             float *dw = g->c + (size_t)grp * n * k;
-            if (!g->accumulate) memset(dw, 0, (size_t)(n * k) * sizeof *dw);
-            for (int64_t r = r0; r < r0 + rows; r++) {
-                const float *dy = g->a + r * n;
-                const float *x = g->b + r * k;
-                for (int64_t j = 0; j < n; j++)
-                    axpy(dw + j * k, dy[j], x, k);
-            }
+            if (rows > 0 && n > 0 && k > 0)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)k, (int)rows,
+                            1.0f, g->a + r0 * n, (int)n, g->b + r0 * k, (int)k, beta, dw, (int)k);
+            else if (!g->accumulate)
+                memset(dw, 0, (size_t)(n * k) * sizeof *dw);
             break;
         }
         }
         r0 += rows;
     }
     return FT_OK;
+}
+
+void ft_cpu_blas_threads(int n)
+{
+    openblas_set_num_threads(n > 0 ? n : 1);
+}
+
+double ft_cpu_gemm_rate(void)
+{
+    enum { N = 256 };
+    double *a = ft_malloc(3 * (size_t)N * N * sizeof *a);
+    if (!a) return 0.0;
+    double *b = a + (size_t)N * N, *c = b + (size_t)N * N, best = 0.0;
+    for (size_t i = 0; i < 2 * (size_t)N * N; i++)
+        a[i] = (double)(i % 7) - 3.0;
+    for (int r = 0; r < 3; r++) {
+        uint64_t t0 = ft_now_ns();
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, N, 1.0, a, N, b, N, 0.0, c, N);
+        double s = (double)(ft_now_ns() - t0) * 1e-9, rate = 2.0 * N * N * N / (s > 0 ? s : 1e-9);
+        if (rate > best) best = rate;
+    }
+    ft_free(a);
+    return best;
 }

@@ -136,4 +136,67 @@ int ft_cuda_bf16_act_forward(const ft_act *a, int64_t rows, int64_t k2, const ui
                              const float *probs, uint16_t *z, cudaStream_t st, ft_err *err);
 int ft_cuda_simt_gemm_bf16(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err);
 
+// mlp.cu's activation and reduction kernels for the float32-contract MLP (mlp_f32.cu); rnd:
+// round outputs to bf16 values.
+int ft_cu_act_fwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
+                      float *z, bool rnd, cudaStream_t st, ft_err *err);
+int ft_cu_act_bwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
+                      const float *dz, float *dh, float *dprobs, bool rnd, cudaStream_t st,
+                      ft_err *err);
+int ft_cu_offsets(const int64_t *splits, int G, int64_t m, int64_t *offs, cudaStream_t st,
+                  ft_err *err); // offs[0..G], clamped to m
+int ft_cu_colsum_f32(const float *x, int64_t cols, const int64_t *offs, int G, const float *scale,
+                     float *db, cudaStream_t st, ft_err *err);
+int ft_cu_dprobs_bias_f32(const float *dy, int64_t n2, const float *b2, const int64_t *offs, int G,
+                          int64_t t, float *dprobs, cudaStream_t st, ft_err *err);
+
+// ft_cuda_quantize that also writes gscale[G] (device; NULL: not wanted), the per-group factor
+// every dequantized value of the group is an exact multiple of: a value v of group g is
+// code * block_scale * gscale[g] up to float32 rounding, and bf16(v / gscale[g]) is exactly
+// code * block_scale (at most 6 significant bits). NVFP4 amax / (448 * 6), FP8 current 1 / scale,
+// FP8 delayed 1 / q->scale, 1 for MXFP8, FP8 block and NONE (their values are exact in bf16
+// already: MXFP8 and power-of-two FP8 block scales).
+int ft_cuda_quantize_gs(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols,
+                        const int64_t *splits, uint32_t n_groups, float *out, float *gscale,
+                        cudaStream_t st, ft_err *err);
+
+// ---- the numerics fast path of the float32-contract MLP (mlp_f32.cu, nx.cu) --------------
+
+enum { FT_PH_GEN = 0, FT_PH_REF, FT_PH_QUANT, FT_PH_GEMM, FT_PH_CMP, FT_PH_OTHER, FT_PH_COUNT };
+
+// With a ft_fast, ft_cu_mlp_f32_forward/backward run the same steps as the emulation but feed the
+// GEMMs bf16 operands (the fake-quantized values divided by their group's factor, exact) on
+// cuBLAS tensor cores with fp32 accumulation and output, alpha = the two operands' factors.
+struct ft_fast_w { // a cached bf16 weight operand (one tensor and usage of every expert)
+    uint64_t key, tick;
+    uint16_t *b;
+    float *gs; // [G]
+    size_t bytes;
+};
+
+struct ft_fast {
+    void *blas;        // cublasHandle_t
+    const float *zero; // device 0.0f (cuBLAS pointer mode device)
+    int profile;       // 1: synchronise at every phase change and add wall time to ms[]
+    int phase;
+    uint64_t t_mark;
+    double ms[FT_PH_COUNT];
+    // Weights are the same across the calls of a fuser, so their bf16 operands are kept (LRU,
+    // at most wcap bytes); wgen changes whenever the weight arrays are rewritten.
+    uint64_t wgen, tick;
+    ft_fast_w w[16];
+    int n_w;
+    size_t wbytes, wcap;
+};
+void ft_fast_phase(ft_fast *f, int phase, cudaStream_t st);
+void ft_fast_forget(ft_fast *f, cudaStream_t st); // drop the cached weights
+
+// The float32-contract MLP: m holds device pointers; hsplits (may be NULL: read back from
+// m->splits) the same splits on the host; fast NULL: the float32 emulation (SIMT fp32 GEMMs).
+int ft_cu_mlp_f32_forward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast, ft_mlp_fwd *out,
+                          cudaStream_t st, ft_err *err);
+int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast,
+                           const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out, cudaStream_t st,
+                           ft_err *err);
+
 #endif

@@ -1,7 +1,8 @@
 // mlp.cu - the CUDA back end's host API: device helpers, GEMM dispatch, activation kernels
 // (forward, backward with dprobs), per-group bias-gradient reductions, and the grouped MLP
-// forward/backward in bf16 storage (fast path) and float32 storage (the ft_kernels.h emulation
-// contract: every format, fused and unfused).
+// forward/backward in bf16 storage. The float32-contract MLP (emulation and the numerics fast
+// path) is in mlp_f32.cu and reaches the activation and reduction kernels through the ft_cu_*
+// entry points at the end of this file.
 #include "ft_cuda_int.cuh"
 
 #include <string.h>
@@ -537,325 +538,38 @@ extern "C" int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m, const ft_cud
     return rc ? rc : rc2;
 }
 
-// ---- float32 contract: every format, fused and unfused -----------------------------------
-//
-// The emulation of kernels/cpu/mlp.c step for step on the device: the same fake-quantized
-// operands (ft_cuda_quantize, bit-exact to the CPU quantizer), the same exact fp32 GEMMs, the same
-// places of bf16 rounding, so the two back ends differ only by GEMM accumulation order (and the
-// activation's transcendental functions). The splits are read back to the host once per call
-// (the RHT wgrad copies each group into 16-row multiples and the padding rows are cleared): this
-// path is for numerical replay, not graph capture; the bf16 API above is the graph-safe one.
-// FP8 delayed scaling with amax histories (ft_mlp_quant.delayed) stays on the CPU back end.
+// ---- entry points the float32-contract MLP (mlp_f32.cu) shares --------------------------
 
-namespace
+int ft_cu_act_fwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
+                      float *z, bool rnd, cudaStream_t st, ft_err *err)
 {
-
-__global__ void round_bf16_kernel(float *dst, const float *src, int64_t n)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = __bfloat162float(__float2bfloat16_rn(src[i]));
+    return act_forward<float>(a, rows, k2, h, probs, z, st, err, rnd);
 }
 
-// dst = bf16(src) (dst may equal src)
-int round_bf16(float *dst, const float *src, int64_t n, cudaStream_t st, ft_err *err)
+int ft_cu_act_bwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
+                      const float *dz, float *dh, float *dprobs, bool rnd, cudaStream_t st,
+                      ft_err *err)
 {
-    if (n <= 0) return FT_OK;
-    round_bf16_kernel<<<cu_blocks(n, 256), 256, 0, st>>>(dst, src, n);
-    return cu_launched(err, "round_bf16_kernel");
+    return act_backward<float>(a, rows, k2, h, probs, dz, dh, dprobs, st, err, rnd);
 }
 
-// Stream-ordered scratch buffers of one call, freed together.
-struct scratch {
-    void *p[24];
-    int n;
-    cudaStream_t st;
-};
-
-float *scratch_f32(scratch *s, int64_t count, int *rc, ft_err *err)
+int ft_cu_offsets(const int64_t *splits, int G, int64_t m, int64_t *offs, cudaStream_t st,
+                  ft_err *err)
 {
-    void *p = NULL;
-    if (*rc) return NULL;
-    if (s->n >= (int)(sizeof s->p / sizeof s->p[0])) {
-        *rc = ft_err_set(err, FT_ENOMEM, "cuda mlp: too many scratch buffers");
-        return NULL;
-    }
-    *rc = cu_fail(cudaMallocAsync(&p, (size_t)(count > 0 ? count : 1) * 4, s->st), err,
-                  "cudaMallocAsync");
-    if (!*rc) s->p[s->n++] = p;
-    return (float *)p;
+    offsets_kernel<<<1, 1, 0, st>>>(splits, G, m, offs);
+    return cu_launched(err, "offsets_kernel");
 }
 
-int scratch_free(scratch *s, int rc, ft_err *err)
+int ft_cu_colsum_f32(const float *x, int64_t cols, const int64_t *offs, int G, const float *scale,
+                     float *db, cudaStream_t st, ft_err *err)
 {
-    for (int i = 0; i < s->n; i++) {
-        int rf = cu_fail(cudaFreeAsync(s->p[i], s->st), rc ? NULL : err, "cudaFreeAsync");
-        if (!rc) rc = rf;
-    }
-    s->n = 0;
-    return rc;
+    return group_colsum<float>(x, cols, offs, G, scale, db, st, err);
 }
 
-// The call's view: m with its device pointers, the splits on the host, rows in use.
-struct job {
-    const ft_mlp *m;
-    int64_t hsplits[FT_CUDA_MAX_GROUPS];
-    int64_t used;
-    cudaStream_t st;
-    scratch ws;
-};
-
-int job_init(job *j, const ft_mlp *m, int backward, cudaStream_t st, ft_err *err)
+int ft_cu_dprobs_bias_f32(const float *dy, int64_t n2, const float *b2, const int64_t *offs, int G,
+                          int64_t t, float *dprobs, cudaStream_t st, ft_err *err)
 {
-    j->m = m;
-    j->st = st;
-    j->ws.n = 0;
-    j->ws.st = st;
-    if (!m) return ft_err_set(err, FT_EINVAL, "cuda mlp: no descriptor");
-    if (m->n_groups < 1 || m->n_groups > FT_CUDA_MAX_GROUPS || !m->splits)
-        return ft_err_set(err, FT_EINVAL, "cuda mlp: n_groups %u outside 1..%d", m->n_groups,
-                          FT_CUDA_MAX_GROUPS);
-    int rc = cu_fail(cudaMemcpyAsync(j->hsplits, m->splits, m->n_groups * sizeof(int64_t),
-                                     cudaMemcpyDeviceToHost, st),
-                     err, "cudaMemcpy splits D2H");
-    if (!rc) rc = cu_fail(cudaStreamSynchronize(st), err, "cudaStreamSynchronize");
-    if (rc) return rc;
-    ft_mlp hm = *m;
-    hm.splits = j->hsplits;
-    rc = ft_mlp_check(&hm, backward, err);
-    if (rc) return rc;
-    if (m->quant.fmt == FT_QF_FP8_DELAYED && m->quant.delayed)
-        return ft_err_set(err, FT_EUNSUPPORTED,
-                          "cuda mlp: FP8 delayed scaling with amax histories runs on the CPU "
-                          "back end only (the histories live on the host)");
-    j->used = 0;
-    for (uint32_t g = 0; g < m->n_groups; g++)
-        j->used += j->hsplits[g];
-    return FT_OK;
-}
-
-// Fake-quantize a grouped tensor src[rows][cols] (device splits dsplits) for (tensor, usage);
-// without quantization the source itself is the operand.
-const float *quant_act(job *j, int tensor, int columnwise, const float *src, int64_t rows,
-                       int64_t cols, const int64_t *dsplits, int *rc, ft_err *err)
-{
-    if (*rc) return NULL;
-    if (j->m->quant.fmt == FT_QF_NONE) return src;
-    float *dst = scratch_f32(&j->ws, rows * cols, rc, err);
-    if (*rc) return NULL;
-    ft_qcfg q;
-    ft_mlp_qcfg(&j->m->quant, tensor, 0, columnwise, &q);
-    *rc = ft_cuda_quantize(&q, src, rows, cols, dsplits, j->m->n_groups, dst, j->st, err);
-    return dst;
-}
-
-// Fake-quantize every expert's weight w[G][n][k] for a usage.
-const float *quant_weights(job *j, int tensor, int columnwise, const float *w, int64_t n, int64_t k,
-                           int *rc, ft_err *err)
-{
-    if (*rc) return NULL;
-    if (j->m->quant.fmt == FT_QF_NONE) return w;
-    float *dst = scratch_f32(&j->ws, (int64_t)j->m->n_groups * n * k, rc, err);
-    for (uint32_t g = 0; g < j->m->n_groups && !*rc; g++) {
-        ft_qcfg q;
-        ft_mlp_qcfg(&j->m->quant, tensor, g, columnwise, &q);
-        const size_t off = (size_t)g * (size_t)(n * k);
-        *rc = ft_cuda_quantize(&q, w + off, n, k, NULL, 0, dst + off, j->st, err);
-    }
-    return dst;
-}
-
-int64_t pad16(int64_t v)
-{
-    return (v + 15) / 16 * 16;
-}
-
-// dW[G][n][k] from the columnwise-quantized a[t][n] (tensor ta) and b[t][k] (tensor tb) over
-// each group's tokens; with RHT each group is first copied into zero-padded 16-row multiples.
-int wgrad(job *j, int ta, const float *a, int64_t n, int tb, const float *b, int64_t k, float *dw,
-          ft_err *err)
-{
-    const ft_mlp *m = j->m;
-    const int rht = m->quant.fmt == FT_QF_NVFP4 && m->quant.rht;
-    int rc = FT_OK;
-    int64_t tp = m->t;
-    const int64_t *splits = m->splits;
-    if (rht) {
-        int64_t ps[FT_CUDA_MAX_GROUPS];
-        tp = 0;
-        for (uint32_t g = 0; g < m->n_groups; g++)
-            tp += ps[g] = pad16(j->hsplits[g]);
-        float *dps = scratch_f32(&j->ws, 2 * (int64_t)m->n_groups, &rc, err); // int64 [G]
-        float *ca = scratch_f32(&j->ws, tp * n, &rc, err);
-        float *cb = scratch_f32(&j->ws, tp * k, &rc, err);
-        if (rc) return rc;
-        rc = cu_fail(
-            cudaMemcpyAsync(dps, ps, m->n_groups * sizeof(int64_t), cudaMemcpyHostToDevice, j->st),
-            err, "cudaMemcpy splits H2D");
-        if (!rc) rc = cu_fail(cudaMemsetAsync(ca, 0, (size_t)(tp * n) * 4, j->st), err, "memset");
-        if (!rc) rc = cu_fail(cudaMemsetAsync(cb, 0, (size_t)(tp * k) * 4, j->st), err, "memset");
-        int64_t r0 = 0, p0 = 0;
-        for (uint32_t g = 0; g < m->n_groups && !rc; g++) {
-            const int64_t s = j->hsplits[g];
-            if (s > 0)
-                rc = cu_fail(cudaMemcpyAsync(ca + p0 * n, a + r0 * n, (size_t)(s * n) * 4,
-                                             cudaMemcpyDeviceToDevice, j->st),
-                             err, "cudaMemcpy D2D");
-            if (s > 0 && !rc)
-                rc = cu_fail(cudaMemcpyAsync(cb + p0 * k, b + r0 * k, (size_t)(s * k) * 4,
-                                             cudaMemcpyDeviceToDevice, j->st),
-                             err, "cudaMemcpy D2D");
-            r0 += s;
-            p0 += ps[g];
-        }
-        // the H2D copy above read ps before returning (pageable source), so ps may go now
-        if (rc) return rc;
-        a = ca, b = cb, splits = (const int64_t *)dps;
-    }
-    const float *qa = quant_act(j, ta, 1, a, tp, n, splits, &rc, err);
-    const float *qb = quant_act(j, tb, 1, b, tp, k, splits, &rc, err);
-    if (rc) return rc;
-    ft_gemm g;
-    memset(&g, 0, sizeof g);
-    g.kind = FT_GEMM_WGRAD;
-    g.n_groups = m->n_groups;
-    g.splits = splits;
-    g.m = tp;
-    g.n = n;
-    g.k = k;
-    g.a = qa;
-    g.b = qb;
-    g.c = dw;
-    rc = ft_cuda_gemm(&g, j->st, err);
-    if (!rc) rc = round_bf16(dw, dw, (int64_t)m->n_groups * n * k, j->st, err);
-    return rc;
-}
-
-} // namespace
-
-extern "C" int ft_cuda_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, void *stream, ft_err *err)
-{
-    job j;
-    int rc = job_init(&j, m, 0, (cudaStream_t)stream, err);
-    if (rc) return rc;
-    if (!out || !out->h || !out->z || !out->y)
-        return ft_err_set(err, FT_EINVAL, "cuda mlp forward: NULL output array");
-    const int64_t t = m->t, n1 = m->n1, k2 = m->k2, n2 = m->n2;
-    const int fused = m->path == FT_MLP_FUSED;
-    // FC1 into a zeroed fp32 accumulator (padding rows stay 0, as the reference clears them)
-    const float *xq = quant_act(&j, FT_MLP_X, 0, m->x, t, m->k1, m->splits, &rc, err);
-    const float *w1q = quant_weights(&j, FT_MLP_W1, 0, m->w1, n1, m->k1, &rc, err);
-    float *acc = scratch_f32(&j.ws, t * n1, &rc, err);
-    if (!rc) rc = cu_fail(cudaMemsetAsync(acc, 0, (size_t)(t * n1) * 4, j.st), err, "memset");
-    ft_gemm g;
-    memset(&g, 0, sizeof g);
-    g.kind = FT_GEMM_FPROP;
-    g.n_groups = m->n_groups;
-    g.splits = m->splits;
-    g.m = t;
-    g.n = n1;
-    g.k = m->k1;
-    g.a = xq;
-    g.b = w1q;
-    g.c = acc;
-    g.bias = m->b1;
-    if (!rc) rc = ft_cuda_gemm(&g, j.st, err);
-    if (!rc) rc = round_bf16(out->h, acc, t * n1, j.st, err);
-    // activation: fused evaluates it on the fp32 accumulator, unfused on the stored bf16 h; the
-    // fused MXFP8 epilogue quantizes z from fp32 (no bf16 rounding)
-    const bool rnd = !(fused && m->quant.fmt == FT_QF_MXFP8);
-    if (!rc)
-        rc = act_forward<float>(&m->act, t, k2, fused ? acc : out->h, m->probs, out->z, j.st, err,
-                                rnd);
-    // FC2
-    const float *zq = quant_act(&j, FT_MLP_Z, 0, out->z, t, k2, m->splits, &rc, err);
-    const float *w2q = quant_weights(&j, FT_MLP_W2, 0, m->w2, n2, k2, &rc, err);
-    if (!rc) rc = cu_fail(cudaMemsetAsync(out->y, 0, (size_t)(t * n2) * 4, j.st), err, "memset");
-    g.n = n2;
-    g.k = k2;
-    g.a = zq;
-    g.b = w2q;
-    g.c = out->y;
-    g.bias = m->b2;
-    g.bias_scale = m->scale_bias ? m->probs : NULL;
-    if (!rc) rc = ft_cuda_gemm(&g, j.st, err);
-    if (!rc) rc = round_bf16(out->y, out->y, j.used * n2, j.st, err);
-    return scratch_free(&j.ws, rc, err);
-}
-
-extern "C" int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy,
-                                    ft_mlp_bwd *out, void *stream, ft_err *err)
-{
-    job j;
-    int rc = job_init(&j, m, 1, (cudaStream_t)stream, err);
-    if (rc) return rc;
-    if (!fwd || !fwd->h || !fwd->z || !dy || !out || !out->dx || !out->dw1 || !out->dw2)
-        return ft_err_set(err, FT_EINVAL, "cuda mlp backward: NULL input or output array");
-    const int64_t t = m->t, k1 = m->k1, n1 = m->n1, k2 = m->k2, n2 = m->n2;
-    const uint32_t G = m->n_groups;
-    const int fused = m->path == FT_MLP_FUSED, mx = fused && m->quant.fmt == FT_QF_MXFP8;
-    int64_t *offs = (int64_t *)scratch_f32(&j.ws, 2 * ((int64_t)G + 1), &rc, err);
-    if (!rc) {
-        offsets_kernel<<<1, 1, 0, j.st>>>(m->splits, (int)G, t, offs);
-        rc = cu_launched(err, "offsets_kernel");
-    }
-    // FC2 backward: db2, dz = dY x W2 (columnwise); padding rows of dz are 0
-    if (!rc && out->db2) {
-        rc = group_colsum<float>(dy, n2, offs, (int)G, m->scale_bias ? m->probs : NULL, out->db2,
-                                 j.st, err);
-        if (!rc) rc = round_bf16(out->db2, out->db2, (int64_t)G * n2, j.st, err);
-    }
-    const float *dyq = quant_act(&j, FT_MLP_DY, 0, dy, t, n2, m->splits, &rc, err);
-    const float *w2c = quant_weights(&j, FT_MLP_W2, 1, m->w2, n2, k2, &rc, err);
-    float *dz = scratch_f32(&j.ws, t * k2, &rc, err);
-    float *dh32 = scratch_f32(&j.ws, t * n1, &rc, err);
-    float *dp = scratch_f32(&j.ws, t, &rc, err);
-    if (!rc) rc = cu_fail(cudaMemsetAsync(dz, 0, (size_t)(t * k2) * 4, j.st), err, "memset");
-    ft_gemm g;
-    memset(&g, 0, sizeof g);
-    g.kind = FT_GEMM_DGRAD;
-    g.n_groups = G;
-    g.splits = m->splits;
-    g.m = t;
-    g.n = n2;
-    g.k = k2;
-    g.a = dyq;
-    g.b = w2c;
-    g.c = dz;
-    if (!rc) rc = ft_cuda_gemm(&g, j.st, err);
-    if (!rc && !fused) rc = round_bf16(dz, dz, t * k2, j.st, err);
-    // activation backward on the saved bf16 h (dh kept in fp32 here)
-    if (!rc)
-        rc = act_backward<float>(&m->act, t, k2, fwd->h, m->probs, dz, dh32, dp, j.st, err, false);
-    if (!rc && m->scale_bias && t > 0) {
-        dprobs_bias_kernel<float>
-            <<<cu_blocks(t * 32, 256), 256, 0, j.st>>>(dy, n2, m->b2, offs, (int)G, dp);
-        rc = cu_launched(err, "dprobs_bias_kernel");
-    }
-    if (!rc && out->dprobs && m->probs)
-        rc =
-            cu_fail(cudaMemcpyAsync(out->dprobs, dp, (size_t)t * 4, cudaMemcpyDeviceToDevice, j.st),
-                    err, "cudaMemcpy D2D");
-    // dh: fp32 for the fused MXFP8 kernel, else bf16; db1 sums the fused path's fp32 dh
-    float *dh = mx ? dh32 : scratch_f32(&j.ws, t * n1, &rc, err);
-    if (!rc && !mx) rc = round_bf16(dh, dh32, t * n1, j.st, err);
-    if (!rc && out->db1) {
-        rc = group_colsum<float>(fused ? dh32 : dh, n1, offs, (int)G, NULL, out->db1, j.st, err);
-        if (!rc) rc = round_bf16(out->db1, out->db1, (int64_t)G * n1, j.st, err);
-    }
-    // FC1 backward: dx = dH x W1 (columnwise)
-    const float *dhq = quant_act(&j, FT_MLP_DH, 0, dh, t, n1, m->splits, &rc, err);
-    const float *w1c = quant_weights(&j, FT_MLP_W1, 1, m->w1, n1, k1, &rc, err);
-    if (!rc) rc = cu_fail(cudaMemsetAsync(out->dx, 0, (size_t)(t * k1) * 4, j.st), err, "memset");
-    g.n = n1;
-    g.k = k1;
-    g.a = dhq;
-    g.b = w1c;
-    g.c = out->dx;
-    if (!rc) rc = ft_cuda_gemm(&g, j.st, err);
-    if (!rc) rc = round_bf16(out->dx, out->dx, j.used * k1, j.st, err);
-    // wgrads: columnwise x columnwise over each group's tokens
-    if (!rc) rc = wgrad(&j, FT_MLP_DY, dy, n2, FT_MLP_Z, fwd->z, k2, out->dw2, err);
-    if (!rc) rc = wgrad(&j, FT_MLP_DH, dh, n1, FT_MLP_X, m->x, k1, out->dw1, err);
-    return scratch_free(&j.ws, rc, err);
+    if (t <= 0) return FT_OK;
+    dprobs_bias_kernel<float><<<cu_blocks(t * 32, 256), 256, 0, st>>>(dy, n2, b2, offs, G, dprobs);
+    return cu_launched(err, "dprobs_bias_kernel");
 }

@@ -270,11 +270,36 @@ __global__ void q_cols_kernel(qdev q, const float *x, float *out, int64_t cols, 
 
 } // namespace
 
+// The factor per group that ft_cuda_quantize_gs reports (see ft_cuda_int.cuh).
+__global__ void q_gscale_kernel(qdev q, int G, const uint32_t *amax_bits, float *gs)
+{
+    for (int g = threadIdx.x; g < G; g += blockDim.x) {
+        float s = 1.0f;
+        if (q.fmt == FT_QF_NVFP4) {
+            s = __fmul_rn(__uint_as_float(amax_bits[g]),
+                          __fdiv_rn(1.0f, FT_E4M3_MAX * FT_E2M1_MAX));
+        } else if (q.fmt == FT_QF_FP8_CURRENT) {
+            s = __fdiv_rn(
+                1.0f, fp8_scale_from_amax(__uint_as_float(amax_bits[g]), q.fmax, q.pow2, q.eps));
+        } else if (q.fmt == FT_QF_FP8_DELAYED) {
+            s = __fdiv_rn(1.0f, q.scale);
+        }
+        gs[g] = (s > 0.0f && s <= FLT_MAX) ? s : 1.0f;
+    }
+}
+
 extern "C" int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols,
                                 const int64_t *splits, uint32_t n_groups, float *out, void *stream,
                                 ft_err *err)
 {
-    cudaStream_t st = (cudaStream_t)stream;
+    return ft_cuda_quantize_gs(q, x, rows, cols, splits, n_groups, out, NULL, (cudaStream_t)stream,
+                               err);
+}
+
+int ft_cuda_quantize_gs(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols,
+                        const int64_t *splits, uint32_t n_groups, float *out, float *gscale,
+                        cudaStream_t st, ft_err *err)
+{
     if (!q || (unsigned)q->fmt >= FT_QF_COUNT)
         return ft_err_set(err, FT_EINVAL, "cuda quantize: unknown format");
     if (q->fp8 != FT_FP8_E4M3 && q->fp8 != FT_FP8_E5M2)
@@ -296,8 +321,8 @@ extern "C" int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, 
     if (splits && (n_groups == 0 || n_groups > FT_CUDA_MAX_GROUPS))
         return ft_err_set(err, FT_EINVAL, "cuda quantize: n_groups %u outside 1..%d", n_groups,
                           FT_CUDA_MAX_GROUPS);
-    if (rows == 0 || cols == 0) return FT_OK;
     const int G = splits ? (int)n_groups : 1;
+    if (rows == 0 || cols == 0) return FT_OK; // gscale untouched: no value uses it
     qdev d;
     d.fmt = q->fmt;
     d.fp8 = q->fp8;
@@ -344,6 +369,10 @@ extern "C" int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, 
         }
     }
     const uint32_t *ab = need_amax ? amax_bits : NULL;
+    if (!rc && gscale) {
+        q_gscale_kernel<<<1, 256, 0, st>>>(d, G, ab, gscale);
+        rc = cu_launched(err, "q_gscale_kernel");
+    }
     const int rowwise = d.fmt != FT_QF_NONE && !q->two_d && (d.bs == 0 || !q->columnwise);
     const int colwise = d.fmt != FT_QF_NONE && !q->two_d && q->columnwise && d.bs > 0 && d.bs <= 32;
     if (!rc && vec && rowwise) {
