@@ -114,13 +114,14 @@
  * allocating, so whatever the stored bytes claim a reader holds at most the two decoded
  * sections (ft_chunk_main_cap, ft_chunk_splits_cap: about 140 bytes per record plus 17 MB for
  * the phase dictionary and 2 MB for op_rg bitmaps, and 10 bytes per split size), about 120
- * bytes per record of output arrays, 8 bytes per split size and 2 bytes per op_rg entry. These
- * chunk-local limits live here; limits on what a trace may hold as a whole are not the codec's.
+ * bytes per record of output arrays, 8 bytes per split size and 2 bytes per op_rg entry. The
+ * per-chunk totals are ft_limits.h's FT_LIM_CHUNK_*; the rest of the format's limits live here.
  */
 #ifndef FT_CHUNK_H
 #define FT_CHUNK_H
 
 #include "ft_common.h"
+#include "ft_limits.h"
 #include "ft_trace.h"
 
 #include <stddef.h>
@@ -131,10 +132,10 @@
 #define FT_CHUNK_MAIN_HDR         104
 #define FT_CHUNK_N_COLS           16
 #define FT_CHUNK_MAX_RECORDS      (1u << 22)
-#define FT_CHUNK_MAX_RAW          (1u << 30) /* bytes in one decoded section */
-#define FT_CHUNK_MAX_SPLIT_VALUES (1u << 24) /* split sizes in one chunk, decoded */
-#define FT_CHUNK_MAX_OPRG_VALUES  (1u << 24) /* op_rg bytes in one chunk, decoded */
-#define FT_CHUNK_MAX_PHASES       4096
+#define FT_CHUNK_MAX_RAW          (1u << 30)                /* bytes in one decoded section */
+#define FT_CHUNK_MAX_SPLIT_VALUES FT_LIM_CHUNK_SPLIT_VALUES /* split sizes, decoded */
+#define FT_CHUNK_MAX_OPRG_VALUES  FT_LIM_CHUNK_OPRG_VALUES  /* op_rg bytes, decoded */
+#define FT_CHUNK_MAX_PHASES       FT_LIM_CHUNK_PHASES
 #define FT_CHUNK_MAX_PHASE_LEN    4096
 #define FT_MAX_SPLITS             65536 /* groups in one split vector */
 #define FT_MAX_OPS                65536 /* basic ops in one fuser */

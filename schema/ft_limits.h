@@ -39,8 +39,8 @@
 #define FT_LIM_LINE_BYTES (1u << 22)
 
 /* ---- per chunk, for the decoder's allocations (chunk.h has the format's own) ---------------- */
-#define FT_LIM_CHUNK_SPLIT_VALUES (1u << 27) /* decoded split values in one chunk */
-#define FT_LIM_CHUNK_OPRG_VALUES  (1u << 28) /* decoded op_rg entries in one chunk */
+#define FT_LIM_CHUNK_SPLIT_VALUES (1u << 24) /* decoded split values in one chunk */
+#define FT_LIM_CHUNK_OPRG_VALUES  (1u << 24) /* decoded op_rg entries in one chunk */
 #define FT_LIM_CHUNK_PHASES       4096       /* phase dictionary entries in one chunk */
 
 #if FT_LIM_OPS_BYTES + 6 * FT_LIM_LABEL_BYTES + 256 > FT_LIM_LINE_BYTES
