@@ -308,6 +308,39 @@ static void test_codec_damaged_bytes(void **state)
     ft_chunk_dec_free(d);
 }
 
+/* A chunk of a codec this build does not know is refused with a hint, not misread. */
+static void test_codec_unknown_refused(void **state)
+{
+    (void)state;
+    gen_rng g = {5};
+    ft_chunk_enc *e = NULL;
+    ft_chunk_dec *d = NULL;
+    assert_int_equal(ft_chunk_enc_new(&e), FT_OK);
+    assert_int_equal(ft_chunk_dec_new(&d), FT_OK);
+    ft_buf blob = {0};
+    rt_rec *v = random_records(&g, 50);
+    ft_chunk_info info;
+    encode_records(e, v, 50, &blob, &info);
+    assert_int_equal(info.codec, 2);
+    ft_batch b;
+    ft_err err = {0};
+    info.codec = 3;
+    assert_int_equal(ft_chunk_decode(d, &info, blob.data, blob.len, &rt_limits, 0, &b, &err),
+                     FT_ECORRUPT);
+    assert_non_null(strstr(err.msg, "unknown chunk codec 3"));
+    assert_non_null(strstr(err.msg, "reads codecs 1 and 2"));
+    info.codec = 1; /* a codec-2 chunk labelled codec 1 is not read as codec 1 */
+    assert_int_equal(ft_chunk_decode(d, &info, blob.data, blob.len, &rt_limits, 0, &b, &err),
+                     FT_ECORRUPT);
+    info.codec = 2;
+    assert_int_equal(ft_chunk_decode(d, &info, blob.data, blob.len, &rt_limits, 0, &b, &err),
+                     FT_OK);
+    free_records(v, 50);
+    ft_buf_free(&blob);
+    ft_chunk_enc_free(e);
+    ft_chunk_dec_free(d);
+}
+
 /* ---- decompression bombs: crafted chunks with valid checksums ---------------------------------
  */
 typedef struct bomb {
@@ -972,6 +1005,7 @@ int main(void)
         cmocka_unit_test(test_codec_damaged_bytes),
         cmocka_unit_test(test_codec_damaged_sections),
         cmocka_unit_test(test_codec_bombs),
+        cmocka_unit_test(test_codec_unknown_refused),
         cmocka_unit_test(test_open_foreign_database),
         cmocka_unit_test(test_open_newer_version),
         cmocka_unit_test(test_create_existing_fails),
