@@ -1841,6 +1841,27 @@ int ft_trace_check_digests(ft_trace *t)
     return rc;
 }
 
+int ft_trace_redigest(const char *path, ft_err *err)
+{
+    ft_trace *u = ft_calloc(1, sizeof *u);
+    if (!u || !(u->path = ft_strdup(path))) {
+        ft_free(u);
+        return ft_err_set(err, FT_ENOMEM, "%s: out of memory", path);
+    }
+    int rc = sqlite3_open_v2(path, &u->db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc != SQLITE_OK)
+        rc = ft_err_set(&u->err, FT_EIO, "%s: cannot open: %s", path, sqlite3_errstr(rc));
+    else if (!(rc = exec(u, "BEGIN"))) {
+        if (!(rc = load_meta(u)) && !(rc = load_oplists(u)) && !(rc = load_fusers(u)) &&
+            !(rc = load_recipes(u)) && !(rc = load_chunks(u)) && !(rc = write_digests_all(u)))
+            rc = exec(u, "COMMIT");
+        if (rc) sqlite3_exec(u->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    if (rc && err) *err = u->err;
+    trace_free(u);
+    return rc;
+}
+
 static uint64_t file_size(const char *path, const char *suffix)
 {
     char buf[4096];
