@@ -1,5 +1,5 @@
 /*
- * bench_model.c - cost of the fuser model's per-call operations (replayer/model.h), each next
+ * bench_model.c - cost of the fuser model's per-call operations (tefuser/ft_tefuser.h), each next
  * to a baseline measured in the same run: reading the precomputed recipe hash (what the
  * recipe-hash policy's key costs) and a memoised build (a plan lookup).
  *
@@ -7,7 +7,7 @@
  * recipes (MXFP8, NVFP4 with/without RHT, current scaling, overrides), SM100 environment.
  * Usage: bench_model [iterations, default 2000000]
  */
-#include "model.h"
+#include "ft_tefuser.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +104,8 @@ int main(int argc, char **argv)
     t0 = ft_now_ns();
     long n_cls = iters / 10 > 0 ? iters / 10 : 1;
     for (long i = 0; i < n_cls; i++)
-        acc += (uint64_t)ft_model_classify(m, 0, 2, fused, &q, unfused, 256 + (i & 1) * 64, NULL);
+        acc +=
+            (uint64_t)ft_model_classify(m, 0, 2, fused, &q, unfused, 256 + (i & 1) * 64, 0, NULL);
     sink = acc;
     double cls_ns = (double)(ft_now_ns() - t0) / (double)n_cls;
 

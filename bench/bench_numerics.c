@@ -7,7 +7,8 @@
  * (--threads 0, the default: one per online core; the figures do not depend on it, the time does)
  */
 #include "ft_replay.h"
-#include "numerics.h"
+#include "ft_numerics.h"
+#include "ft_report.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -72,7 +73,10 @@ int main(int argc, char **argv)
            "%.2f numerics calls/s\n",
            s_num, s_num / (s_base > 0 ? s_base : 1e-9), (unsigned long long)nr.calls_run,
            nr.calls_run / (s_num > 0 ? s_num : 1e-9));
-    ft_numerics_report(stdout, &nr, json, &err);
+    if (json)
+        ft_report_write(stdout, &base[1], &nr, FT_REPORT_JSON, &err);
+    else
+        ft_report_numerics(stdout, &nr, &err);
     ft_trace_close(t);
     ft_free(base);
     return 0;

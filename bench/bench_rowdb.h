@@ -10,6 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "bench_util.h"
 #include "ft_recorder.h"
+#include "ft_synth.h"
 
 #include <sqlite3.h>
 #include <stdio.h>

@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "bench_util.h"
 #include "ft_recorder.h"
+#include "ft_synth.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,9 @@
 #define _XOPEN_SOURCE 700
 #include "cli.h"
 #include "ft_recorder.h"
+#include "ft_synth.h"
 #include "ft_replay.h"
+#include "ft_report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,12 +91,12 @@ int cmd_demo(int argc, char **argv)
         goto done;
     }
     if (json) {
-        rc = ft_report_write(stdout, res, FT_REPORT_JSON, &err);
+        rc = ft_report_write(stdout, res, NULL, FT_REPORT_JSON, &err);
     } else {
         printf("fusertrace demo: a synthetic MoE training run (seed %llu), replayed under every "
                "plan-cache policy.\n\n",
                (unsigned long long)seed);
-        rc = ft_report_write(stdout, res, FT_REPORT_TEXT, &err);
+        rc = ft_report_write(stdout, res, NULL, FT_REPORT_TEXT, &err);
         if (!rc) {
             printf("\nWhat it means:\n");
             rc = ft_report_reading(stdout, res, &err);

@@ -1,11 +1,12 @@
 /*
  * cmd_replay.c - `fusertrace replay TRACE...`: replay traces (one per rank) under plan-cache
  * policies and print one reduced report (text table, JSON or CSV); with --numerics, also run the
- * sampled grouped-MLP calls' chosen and fresh plans (numerics.h) and add the numerics section.
+ * sampled grouped-MLP calls' chosen and fresh plans (ft_numerics.h) and add the numerics section.
  */
 #include "cli.h"
 #include "ft_replay.h"
-#include "numerics.h"
+#include "ft_report.h"
+#include "ft_numerics.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -60,37 +61,6 @@ static int parse_u32(const char *flag, const char *s, uint32_t *out)
     }
     *out = (uint32_t)v;
     return FT_EXIT_OK;
-}
-
-/* The replay report's JSON object with a "numerics" member added: the report is written to a
- * scratch file, its closing brace replaced. */
-static int write_json_with_numerics(const ft_replay_result *res, const ft_numerics_result *nres,
-                                    ft_err *err)
-{
-    FILE *tmp = tmpfile();
-    if (!tmp) return ft_err_set(err, FT_EIO, "cannot create a scratch file for the JSON report");
-    char *text = NULL;
-    int rc = ft_report_write(tmp, res, FT_REPORT_JSON, err);
-    long n = rc ? 0 : ftell(tmp);
-    if (!rc && (n <= 0 || fseek(tmp, 0, SEEK_SET))) rc = ft_err_set(err, FT_EIO, "scratch file");
-    if (!rc && !(text = ft_malloc((size_t)n + 1))) rc = ft_err_set(err, FT_ENOMEM, "no memory");
-    if (!rc && fread(text, 1, (size_t)n, tmp) != (size_t)n)
-        rc = ft_err_set(err, FT_EIO, "scratch file: short read");
-    if (!rc) {
-        while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' '))
-            n--;
-        if (n < 2 || text[0] != '{' || text[n - 1] != '}')
-            rc = ft_err_set(err, FT_EINVAL, "replay JSON report is not one object");
-    }
-    if (!rc) {
-        fwrite(text, 1, (size_t)n - 1, stdout);
-        fputs(",\"numerics\":", stdout);
-        rc = ft_numerics_report(stdout, nres, 1, err); /* one object and a newline */
-        if (!rc) fputs("}\n", stdout);
-    }
-    ft_free(text);
-    fclose(tmp);
-    return rc;
 }
 
 int cmd_replay(int argc, char **argv)
@@ -256,18 +226,10 @@ int cmd_replay(int argc, char **argv)
         goto done;
     }
     if (explain) fputc('\n', stdout);
-    if (numerics && format == FT_REPORT_JSON) {
-        rc = write_json_with_numerics(res, nres, &err);
-    } else {
-        rc = ft_report_write(stdout, res, format, &err);
-        if (!rc && format == FT_REPORT_TEXT) {
-            fputc('\n', stdout);
-            rc = ft_report_reading(stdout, res, &err);
-        }
-        if (!rc && numerics) {
-            fputc('\n', stdout);
-            rc = ft_numerics_report(stdout, nres, 0, &err);
-        }
+    rc = ft_report_write(stdout, res, numerics ? nres : NULL, format, &err);
+    if (!rc && format == FT_REPORT_TEXT) {
+        fputc('\n', stdout);
+        rc = ft_report_reading(stdout, res, &err);
     }
     if (rc) {
         fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));

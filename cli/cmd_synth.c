@@ -1,5 +1,5 @@
 /*
- * cmd_synth.c - `fusertrace synth`: write a synthetic training-run trace (recorder/synth.c).
+ * cmd_synth.c - `fusertrace synth`: write a synthetic training-run trace (synth/).
  *
  *   fusertrace synth SCENARIO [--set key=value ...] [--seed N] (-o OUT.ftdb | --jsonl OUT|-)
  *   fusertrace synth --list [SCENARIO]
@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "ft_recorder.h"
+#include "ft_synth.h"
 
 #include <errno.h>
 #include <stdio.h>

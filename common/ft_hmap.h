@@ -1,9 +1,9 @@
 /*
  * ft_hmap.h - the project's integer map: 64-bit keys (any value) to 32-bit values (any value but
  * UINT32_MAX, which marks an empty slot). Open addressing with linear probing, power-of-two
- * capacity, load <= 1/2, backward-shift deletion. Used for stream ids and the chunk coder's
- * dictionaries (schema/), the replayer's interning tables, memos and plan-store index, and
- * `info`. In-memory only: nothing depends on its iteration order.
+ * capacity, load <= 1/2, backward-shift deletion, one multiply per hash. The one integer map of
+ * the project: whoever needs integer keys uses it. In-memory only: nothing depends on its
+ * iteration order.
  */
 #ifndef FT_HMAP_H
 #define FT_HMAP_H

@@ -6,7 +6,7 @@
 #include "canon.h"
 #include "ft_hmap.h"
 #include "ft_recorder.h"
-#include "trace_int.h"
+#include "ft_trace_write.h"
 
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /*
- * ft_recorder.h - the public recording API, the record sink interface, JSONL import/export and
- * the synthetic scenario generator.
+ * ft_recorder.h - the public recording API, the record sink interface, and JSONL import/export
+ * (the synthetic scenario generator, which emits into a sink, is synth/ft_synth.h).
  *
  * Recording: ft_rec_open -> ft_rec_fuser / ft_rec_recipe declarations -> ft_rec_call /
  * ft_rec_backward appends -> ft_rec_close. Calls are buffered in columns and written as one chunk
@@ -116,24 +116,6 @@ int ft_trace_export(ft_trace *t, ft_sink *sink, ft_err *err);
  * exactly what the recorder writes, so the export of the trace imports again; FT_ECORRUPT
  * naming the table and row otherwise. ft_trace_export checks it first; `verify` runs it. */
 int ft_trace_check_json(ft_trace *t, ft_err *err);
-
-/* ---- synthetic scenarios ------------------------------------------------------------------ */
-typedef struct ft_synth_param {
-    const char *key;   /* e.g. "layers" */
-    const char *value; /* text, parsed by the scenario */
-} ft_synth_param;
-
-typedef struct ft_synth_scenario {
-    const char *name;    /* e.g. "recompute" */
-    const char *summary; /* one line for `synth --list` */
-    const char *keys;    /* "key=default: meaning" lines for `synth --list` */
-} ft_synth_scenario;
-
-uint32_t ft_synth_n_scenarios(void);
-const ft_synth_scenario *ft_synth_scenario_at(uint32_t i);
-/* Generate scenario `name` with overrides, deterministic per seed, into sink. */
-int ft_synth_run(const char *name, const ft_synth_param *params, uint32_t n_params, uint64_t seed,
-                 ft_sink *sink, ft_err *err);
 
 #ifdef __cplusplus
 }

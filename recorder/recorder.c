@@ -12,7 +12,7 @@
 #include "canon.h"
 #include "ft_limits.h"
 #include "ft_recorder.h"
-#include "trace_int.h"
+#include "ft_trace_write.h"
 
 #include <inttypes.h>
 #include <string.h>

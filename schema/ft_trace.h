@@ -17,6 +17,7 @@
 #define FT_TRACE_H
 
 #include "ft_common.h"
+#include "ft_decl.h"
 
 #include <stdint.h>
 
@@ -73,22 +74,6 @@ typedef struct ft_backward {
     int has_ns;   /* ns present */
     int64_t ns;
 } ft_backward;
-
-/* A declared fuser instance. ops_json is a canonical JSON array of {"type":..,"attrs":{..}}. */
-typedef struct ft_fuser_def {
-    int64_t id;           /* declared id (stream id) */
-    const char *label;    /* NULL when absent */
-    const char *ops_json; /* canonical JSON text (sorted keys, compact) */
-    uint32_t n_ops;       /* basic ops in the list */
-} ft_fuser_def;
-
-/* A declared recipe state: one (object identity, attribute values) pair. */
-typedef struct ft_recipe_def {
-    int64_t id;             /* declared id */
-    const char *type;       /* recipe class name, e.g. "NVFP4BlockScaling" */
-    int64_t obj;            /* identity of the Python object */
-    const char *attrs_json; /* canonical JSON object text (sorted keys, compact) */
-} ft_recipe_def;
 
 /* The stream header; fields absent in the source are NULL / has_* = 0. env_json and
  * extra_json are canonical JSON objects ("{}" when empty); extra_json holds header fields that

@@ -12,8 +12,10 @@
 
 #include "ft_kernels.h"
 #include "ft_recorder.h"
+#include "ft_synth.h"
 #include "ft_replay.h"
-#include "numerics.h"
+#include "ft_numerics.h"
+#include "ft_report.h"
 
 #include <jansson.h>
 
@@ -567,7 +569,11 @@ static void test_numerics_replay_rht_switch(void **state)
     ft_err err = {0};
     FILE *mf = tmpfile();
     assert_non_null(mf);
-    assert_int_equal(ft_numerics_report(mf, nr, 1, &err), FT_OK);
+    ft_replay_result *rr = ft_calloc(1, sizeof *rr);
+    assert_non_null(rr);
+    ft_replay_result_init(rr, NULL, 0);
+    assert_int_equal(ft_report_write(mf, rr, nr, FT_REPORT_JSON, &err), FT_OK);
+    ft_free(rr);
     long n = ftell(mf);
     assert_true(n > 0);
     rewind(mf);
@@ -578,7 +584,7 @@ static void test_numerics_replay_rht_switch(void **state)
     json_error_t je;
     json_t *o = json_loadb(buf, len, 0, &je);
     assert_non_null(o);
-    assert_true(json_is_object(json_object_get(o, "harmless_band")));
+    assert_true(json_is_object(json_object_get(json_object_get(o, "numerics"), "harmless_band")));
     json_decref(o);
     ft_free(buf);
     ft_free(nr);
@@ -696,27 +702,25 @@ typedef struct direct_ctx {
     ft_qstate q[FT_NUMERICS_MAX_POLICIES];
 } direct_ctx;
 
-static int direct_call(void *ctx, const ft_replay_call *c)
+static int direct_call(void *ctx, const ft_replay_call *c, ft_err *err)
 {
     direct_ctx *d = ctx;
     d->q[c->slot] = *c->q;
     d->ch[c->slot].plan = c->plan;
     d->ch[c->slot].q = &d->q[c->slot];
     if (c->slot + 1 < d->np || !ft_numerics_wants(d->nx, c->fuser)) return FT_OK;
-    const ft_batch *b = c->batch;
     ft_numerics_call nc = {.fuser = c->fuser,
                            .recipe = c->recipe,
                            .f = c->f,
                            .seq = c->seq,
-                           .splits = b->splits + b->splits_off[c->i],
-                           .n_splits = b->splits_off[c->i + 1] - b->splits_off[c->i],
+                           .splits = c->splits,
+                           .n_splits = c->n_splits,
                            .n_tokens = -1,
                            .fresh_plan = c->fresh,
                            .fresh_q = c->fresh_q,
                            .chosen = d->ch};
-    ft_err err = {0};
-    int rc = ft_numerics_run(d->nx, &nc, &err);
-    if (rc) print_error("%s\n", ft_err_msg(&err));
+    int rc = ft_numerics_run(d->nx, &nc, err);
+    if (rc) print_error("%s\n", ft_err_msg(err));
     return rc;
 }
 
@@ -743,7 +747,8 @@ static void test_numerics_run_matches_driver(void **state)
         fusers[i] = *ft_trace_fuser(t, i);
     for (uint32_t i = 0; i < nrc; i++)
         recipes[i] = *ft_trace_recipe(t, i);
-    ft_replay_opts ro = {.call_fn = direct_call, .call_ctx = d};
+    const ft_replay_observer obs = {.ctx = d, .needs = FT_OBSERVE_SPLITS, .call_fn = direct_call};
+    ft_replay_opts ro = {.observer = &obs};
     ft_replay *eng = NULL;
     assert_int_equal(ft_replay_new(fusers, nf, recipes, nrc, ft_trace_header(t), &ro, &eng, &err),
                      FT_OK);
@@ -753,9 +758,7 @@ static void test_numerics_run_matches_driver(void **state)
     for (uint32_t p = 0; p < d->np; p++)
         names[p] = ft_policy_name(rr->pol[p].policy);
     ft_numerics_opts no = {.shrink = 2, .sample = 10, .seed = 3};
-    assert_int_equal(
-        ft_numerics_new(ft_replay_model(eng), fusers, nf, 1, names, d->np, &no, &d->nx, &err),
-        FT_OK);
+    assert_int_equal(ft_numerics_new(ft_replay_model(eng), names, d->np, &no, &d->nx, &err), FT_OK);
     ft_reader *rd = NULL;
     assert_int_equal(ft_reader_open(t, FT_READ_SPLITS, &rd), FT_OK);
     for (;;) {

@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_recorder.h"
+#include "ft_synth.h"
 #include "stream_gen.h"
 #include "test_util.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_synth.c - the synthetic scenario generator (recorder/synth*.c) and `fusertrace synth`.
+ * test_synth.c - the synthetic scenario generator (synth/) and `fusertrace synth`.
  *
  * A collecting sink keeps every record the generator emits; the tests check the stream's
  * invariants (declarations before use, seq order, backward references, split sums), each
@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_recorder.h"
+#include "ft_synth.h"
 #include "test_util.h"
 
 #include <dirent.h>

@@ -121,17 +121,74 @@ void tu_assert_same_records(const char *name, const char *a, const char *b)
 }
 
 /* ---- fuzz corpora ------------------------------------------------------------------------ */
-void tu_replay_corpus(const char *dir, int (*fn)(const uint8_t *data, size_t len), int *n_files,
-                      int *n_ok)
+typedef struct corpus_entry {
+    char name[128];
+    int ok; /* expected FT_OK (1) or FT_EINVAL (0) */
+    int seen;
+} corpus_entry;
+
+static int entry_cmp(const void *a, const void *b)
 {
+    return strcmp(((const corpus_entry *)a)->name, ((const corpus_entry *)b)->name);
+}
+
+int tu_replay_corpus(const char *kind, int (*fn)(const uint8_t *data, size_t len))
+{
+    char dir[1024], spath[1024];
+    snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus/%s", FT_SOURCE_DIR, kind);
+    snprintf(spath, sizeof spath, "%s/tests/fuzz/%s.status", FT_SOURCE_DIR, kind);
+    const char *pm = getenv("FT_PRINT_CORPUS");
+    const int write_mode = pm && !strcmp(pm, "write");
+    corpus_entry *e = NULL;
+    size_t n_e = 0, cap = 0;
+    FILE *sf = write_mode ? NULL : fopen(spath, "r");
+    if (!write_mode && !sf) fail_msg("%s: no status file (FT_PRINT_CORPUS=write makes it)", spath);
+    char line[256];
+    while (sf && fgets(line, sizeof line, sf)) {
+        char name[128], st[16];
+        if (line[0] == '#' || sscanf(line, "%127s %15s", name, st) != 2) continue;
+        if (n_e == cap) {
+            cap = cap ? 2 * cap : 256;
+            e = realloc(e, cap * sizeof *e);
+            assert_non_null(e);
+        }
+        ft_strlcpy(e[n_e].name, name, sizeof e[n_e].name);
+        if (strcmp(st, "ok") && strcmp(st, "rejected")) fail_msg("%s: bad line '%s'", spath, line);
+        e[n_e].ok = !strcmp(st, "ok");
+        e[n_e++].seen = 0;
+    }
+    if (sf) fclose(sf);
+    if (n_e) qsort(e, n_e, sizeof *e, entry_cmp);
+    FILE *out = write_mode ? fopen(spath, "w") : NULL;
+    if (write_mode) {
+        assert_non_null(out);
+        fprintf(out,
+                "# expected status of every tests/fuzz/corpus/%s file: ok (FT_OK) or "
+                "rejected (FT_EINVAL)\n",
+                kind);
+    }
     DIR *d = opendir(dir);
     assert_non_null(d);
-    struct dirent *e;
-    *n_files = *n_ok = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct dirent *de;
+    int n_files = 0;
+    char **names = NULL;
+    size_t n_names = 0;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        names = realloc(names, (n_names + 1) * sizeof *names);
+        assert_non_null(names);
+        names[n_names++] = strdup(de->d_name);
+    }
+    closedir(d);
+    for (size_t k = 0; k < n_names; k++) { /* sorted, so a rewritten status file is stable */
+        for (size_t m = k + 1; m < n_names; m++)
+            if (strcmp(names[m], names[k]) < 0) {
+                char *t = names[k];
+                names[k] = names[m];
+                names[m] = t;
+            }
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
         size_t len;
         char *buf = tu_read_file(path, &len);
         assert_non_null(buf);
@@ -139,9 +196,26 @@ void tu_replay_corpus(const char *dir, int (*fn)(const uint8_t *data, size_t len
         int rc = fn((const uint8_t *)buf, len);
         if (rc != FT_OK && rc != FT_EINVAL) fail_msg("%s: status %d", path, rc);
         assert_int_equal(ft_alloc_live(), live);
-        ++*n_files;
-        *n_ok += rc == FT_OK;
         free(buf);
+        n_files++;
+        if (write_mode) {
+            fprintf(out, "%s %s\n", names[k], rc == FT_OK ? "ok" : "rejected");
+        } else {
+            corpus_entry key;
+            ft_strlcpy(key.name, names[k], sizeof key.name);
+            corpus_entry *x = n_e ? bsearch(&key, e, n_e, sizeof *e, entry_cmp) : NULL;
+            if (!x) fail_msg("%s has no line in %s (FT_PRINT_CORPUS=write adds it)", path, spath);
+            if (x->ok != (rc == FT_OK))
+                fail_msg("%s: expected %s, got %s", path, x->ok ? "ok" : "rejected",
+                         rc == FT_OK ? "ok" : "rejected");
+            x->seen = 1;
+        }
+        free(names[k]);
     }
-    closedir(d);
+    free(names);
+    for (size_t k = 0; k < n_e; k++)
+        if (!e[k].seen) fail_msg("%s lists %s, which is not in %s", spath, e[k].name, dir);
+    free(e);
+    if (out) assert_int_equal(fclose(out), 0);
+    return n_files;
 }

@@ -36,9 +36,12 @@ int tu_sh_buf(const char *cmd, ft_buf *out);
  * failure message. */
 void tu_assert_same_records(const char *name, const char *a, const char *b);
 
-/* Run fn on every file of a fuzz corpus directory (dot files skipped): each must give FT_OK or
- * FT_EINVAL and leave no ft_malloc'd byte behind. Counts the files and the FT_OK ones. */
-void tu_replay_corpus(const char *dir, int (*fn)(const uint8_t *data, size_t len), int *n_files,
-                      int *n_ok);
+/* Run fn on every file of the fuzz corpus tests/fuzz/corpus/KIND (dot files skipped): each must
+ * leave no ft_malloc'd byte behind and give exactly the status tests/fuzz/KIND.status lists for
+ * it ("NAME ok" or "NAME rejected", i.e. FT_OK or FT_EINVAL); a file without a line, a line
+ * without a file, or any other status fails. FT_PRINT_CORPUS=write rewrites the status file from
+ * what the files give now (every status still FT_OK or FT_EINVAL; review the diff). Returns the
+ * number of files. */
+int tu_replay_corpus(const char *kind, int (*fn)(const uint8_t *data, size_t len));
 
 #endif /* FT_TEST_UTIL_H */

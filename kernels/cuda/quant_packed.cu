@@ -4,7 +4,7 @@
 // after ft_qpacked_decode (shared device helpers in quant_dev.cuh; FP8 codes from the hardware
 // cvt.rn.satfinite, which rounds like the reference: RNE, +-max on overflow, NaN kept).
 //
-// Design (bandwidth-bound; measured figures: the lead's bench/RESULTS.md, bench_cuda "qpacked"):
+// Design (bandwidth-bound; measured figures: bench/RESULTS.md, bench_cuda "qpacked"):
 // - Warp tiles, no barriers in the loops: each warp takes whole tiles in a grid-stride loop over
 //   a persistent grid (CTAs per SM from the occupancy API) and issues all of a tile's loads
 //   (8 or 16 per lane, 16 bytes each) before any arithmetic. A tile's rows are a row block of its

@@ -1,5 +1,5 @@
 /*
- * fuzz_model.c - libFuzzer target for the fuser model's inputs (replayer/model.h): the header's
+ * fuzz_model.c - libFuzzer target for the fuser model's inputs (tefuser/ft_tefuser.h): the header's
  * env JSON, a recipe declaration and a fuser's ops JSON.
  *
  * Input: up to four '\n'-separated parts: env JSON, recipe type, recipe attrs JSON, ops JSON
@@ -8,15 +8,16 @@
  * acceptable statuses are FT_OK and FT_EINVAL; anything else (and any crash or leak) is a bug.
  *
  * Build with clang (not part of the normal build), from the repository root:
- *   clang -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -Icommon -Ischema -Ireplayer \
- *     tests/fuzz/fuzz_model.c replayer/model.c replayer/rules.c replayer/recipe.c \
+ *   clang -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -Icommon -Ischema -Itefuser \
+ *     tests/fuzz/fuzz_model.c tefuser/env.c tefuser/ops.c tefuser/rules.c tefuser/recipe.c \
+ *     tefuser/qstate.c tefuser/plan.c tefuser/classify.c \
  *     common/common.c $(pkg-config --cflags --libs jansson libxxhash) -lm -o fuzz_model
  *   ./fuzz_model -max_total_time=60 corpus-model tests/fuzz/corpus/model
  * The corpus in
- * tests/fuzz/corpus/model/ is replayed as an ordinary test by tests/test_replayer.c, which
+ * tests/fuzz/corpus/model/ is replayed as an ordinary test by tests/test_tefuser.c, which
  * includes this file and calls fuzz_model_run().
  */
-#include "model.h"
+#include "ft_tefuser.h"
 
 #include <jansson.h>
 
@@ -78,8 +79,8 @@ int fuzz_model_run(const uint8_t *data, size_t size)
             for (int a = 0; a < 3; a++)
                 for (int c = 0; c < 3; c++) {
                     const char *t = NULL;
-                    ft_stale s = ft_model_classify_f(m, 0, r, plans[a][0], &q, plans[c][0],
-                                                     (int64_t)step * 100 - 100, fs[step % 3], &t);
+                    ft_stale s = ft_model_classify(m, 0, r, plans[a][0], &q, plans[c][0],
+                                                   (int64_t)step * 100 - 100, fs[step % 3], &t);
                     if ((unsigned)s >= FT_STALE_COUNT || ((s == FT_STALE_RAISES) != (t != NULL)))
                         abort();
                 }

@@ -1,0 +1,172 @@
+/*
+ * numerics.h - numerical replay (DESIGN.md §Numerics): for a sampled grouped-MLP call, run the
+ * plan and quantizer state each policy chose and the fresh plan (a build from the call's full
+ * state), on deterministic inputs seeded by (fuser, seq), with the call's split sizes and the
+ * fuser's op dimensions (optionally shrunk), forward and, for grad calls, backward; compare each
+ * with a float64 reference and with the fresh plan.
+ *
+ * Two ways in: an observer of the replay driver (ft_numerics_obs: set ft_replay_opts.observer
+ * and call ft_replay_trace(s)), which takes every call's decisions from the driver and spreads
+ * the sampled calls over threads; or, per call, ft_numerics_new once (with the model whose plan
+ * ids the caller uses), ft_numerics_wants(), then ft_numerics_run with each policy's chosen plan
+ * id and quantizer state.
+ * Results: ft_numerics_get / ft_numerics_report. Every figure is independent of the thread
+ * count: which calls are sampled is decided in call order, and results are folded in call order.
+ *
+ * Back ends: CPU (kernels/cpu, the reference) or CUDA (the ft_cuda_* entry points): each
+ * configuration goes to the device when the CUDA back end runs it; configurations it declines
+ * (FT_EUNSUPPORTED/FT_EINVAL from ft_cuda_mlp_*) run on the CPU reference, and the report says
+ * how many ran where. TE run-time refusals are always decided by the reference.
+ *
+ * What a run means for each comparison of a policy's choice with the fresh plan:
+ * - same: same topology and same quantization -> identical numbers (divergence 0);
+ * - harmless: topology differs (fused vs unfused), quantization equal -> differences only where
+ *   the two paths round to bf16: the "harmless band";
+ * - quant: the quantization differs (stale quantizers, e.g. RHT kept after disable_rht) -> the
+ *   "quant band", which should sit clearly above the harmless band;
+ * - raised: TE would raise running the choice (ft_model_run_raises, or the kernel's own check).
+ * Every sampled call of a fusable recipe also runs a control: the fresh quantization on the
+ * other topology, so the harmless band is measured even when no policy is stale.
+ *
+ * Inputs are bf16 values: weights seeded by the fuser (the same parameters across calls), x, dy
+ * and probs by (fuser, seq); stochastic rounding seeded by (fuser, seq), the same for every plan
+ * of a call (TE's Philox offsets would be too). FP8 delayed scaling runs with scale 1 (its amax
+ * history across calls is not modelled here).
+ */
+#ifndef FT_NUMERICS_H
+#define FT_NUMERICS_H
+
+#include "ft_common.h"
+#include "ft_replay.h"
+#include "ft_trace.h"
+#include "ft_tefuser.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FT_NUMERICS_MAX_POLICIES 16
+
+typedef enum ft_numerics_backend {
+    FT_NUMERICS_CPU = 0, /* kernels/cpu reference */
+    FT_NUMERICS_CUDA = 1 /* ft_cuda_* where they run the configuration, else the reference */
+} ft_numerics_backend;
+
+typedef struct ft_numerics_opts {
+    uint32_t shrink; /* K >= 1: hidden sizes and split sizes divided by K (rounded up; hidden
+                        sizes kept multiples of 32, the token total padded to 128) */
+    uint32_t sample; /* 0: every grouped-MLP call; N: at most N calls, in call order: the first
+                        call of every situation (grad or not, what the fresh plan and each choice
+                        run, which raise), more of one situation up to N/8, calls where no
+                        choice differs from the fresh plan at most N/4 */
+    uint64_t seed;   /* mixed into every input seed */
+    ft_numerics_backend backend;
+    uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core */
+} ft_numerics_opts;
+
+typedef struct ft_numerics ft_numerics;
+
+/* For the model's fusers (dense fuser index); policy_names[n_policies] label the results
+ * (strings must outlive nx). Fusers without a FC1 -> activation -> FC2 grouped MLP
+ * (ft_model_grouped_mlp) are never run. With the CUDA back end and no usable device (or a build
+ * without CUDA): FT_ENODEV. */
+int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t n_policies,
+                    const ft_numerics_opts *opts, ft_numerics **out, ft_err *err);
+void ft_numerics_free(ft_numerics *nx);
+
+/* Whether the fuser is a grouped MLP the numerics can run (cheap; call before collecting). */
+int ft_numerics_wants(const ft_numerics *nx, uint32_t fuser);
+
+typedef struct ft_numerics_choice {
+    uint32_t plan;      /* model plan id the policy runs */
+    const ft_qstate *q; /* quantizer state it runs with */
+} ft_numerics_choice;
+
+typedef struct ft_numerics_call {
+    uint32_t fuser;                   /* dense fuser index */
+    int32_t recipe;                   /* dense recipe index, -1 = none */
+    uint32_t f;                       /* first_op_requiring_backward: f < n_ops runs backward */
+    int64_t seq;                      /* call sequence number */
+    const int64_t *splits;            /* [n_splits] split sizes (tokens per expert) */
+    uint32_t n_splits;                /* must equal the fuser's num_groups */
+    int64_t n_tokens;                 /* T if known, else -1 (sum of splits) */
+    uint32_t fresh_plan;              /* plan a fresh build gives (the oracle) */
+    const ft_qstate *fresh_q;         /* quantizer state of a fresh fuser */
+    const ft_numerics_choice *chosen; /* [n_policies], order of ft_numerics_new */
+} ft_numerics_call;
+
+/* Run one call if it is sampled (FT_OK also when it is skipped), on the calling thread. Errors:
+ * FT_EINVAL (splits do not match the fuser), FT_ENOMEM, a CUDA failure. */
+int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err);
+
+/* ---- results ------------------------------------------------------------------------------ */
+typedef struct ft_band {
+    uint64_t n;      /* comparisons */
+    double min, max; /* relative L2 divergence (max over the call's outputs) */
+    double sum;      /* for the mean */
+} ft_band;
+
+typedef struct ft_numerics_policy {
+    const char *name;
+    uint64_t calls;                 /* sampled calls */
+    uint64_t same, harmless, quant; /* comparisons by kind (see top) */
+    uint64_t raised;                /* choices TE would raise on (fresh plans that do included) */
+    uint64_t raised_stale;          /* of those, calls whose fresh plan runs */
+    char raise_text[160];           /* the first such message */
+    ft_band err;                    /* error vs float64 of the choice's outputs */
+    ft_band div;                    /* divergence from the fresh plan (non-raising calls) */
+    double div_max_abs;             /* largest absolute element difference from the fresh plan */
+    uint64_t nonfinite;             /* NaN/Inf output elements */
+} ft_numerics_policy;
+
+typedef struct ft_numerics_result {
+    uint64_t calls_seen;   /* grouped-MLP calls offered */
+    uint64_t calls_run;    /* sampled and run */
+    uint64_t fresh_raised; /* calls whose fresh plan itself raises */
+    uint64_t mlp_runs;     /* forward(+backward) executions */
+    uint64_t device_runs;  /* of those, on the CUDA device */
+    uint64_t wall_ns;      /* wall time of the numerics work (threads overlap inside it) */
+    ft_numerics_backend backend;
+    uint32_t n_threads;      /* threads that ran sampled calls (the largest, after a merge) */
+    char device[64];         /* CUDA device name, "" on the CPU back end */
+    char fallback_text[160]; /* CUDA: why the first configuration ran on the CPU instead */
+    ft_band fresh_err;       /* error of the fresh plans vs float64 */
+    ft_band harmless_band;   /* fused vs unfused, same quantization (controls and policies) */
+    ft_band quant_band;      /* different quantization from the fresh plan */
+    uint32_t n_policies;
+    ft_numerics_policy pol[FT_NUMERICS_MAX_POLICIES];
+} ft_numerics_result;
+
+void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out);
+
+/* Add src into dst (results of the same policy list, e.g. one per rank's trace). */
+int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *src, ft_err *err);
+
+/* ---- as an observer of the replay driver ---------------------------------------------------- */
+/* Every grouped-MLP call of every trace the driver replays is offered to the numerics with each
+ * policy's chosen plan and quantizer state; sampled calls run on opts->n_threads threads in
+ * groups while the engine waits. Sampling applies per trace; results add up over traces. */
+typedef struct ft_numerics_obs ft_numerics_obs;
+int ft_numerics_obs_new(const ft_numerics_opts *opts, ft_numerics_obs **out, ft_err *err);
+/* Put this into ft_replay_opts.observer (valid while the ft_numerics_obs lives). */
+const ft_replay_observer *ft_numerics_obs_observer(ft_numerics_obs *o);
+/* The results of every trace finished so far. */
+void ft_numerics_obs_result(const ft_numerics_obs *o, ft_numerics_result *out);
+void ft_numerics_obs_free(ft_numerics_obs *o);
+
+/* Conveniences: ft_replay_trace / ft_replay_traces with such an observer (ropts may be NULL;
+ * its observer is replaced). rr_out (may be NULL for one trace) receives the replay result. */
+int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
+                             const ft_numerics_opts *nopts, ft_replay_result *rr_out,
+                             ft_numerics_result *out, ft_err *err);
+int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
+                              const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
+                              ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FT_NUMERICS_H */

@@ -1,0 +1,359 @@
+/*
+ * replay_int.h - private to the replay engine (policy.c, cache.c, replay.c): the per-call inputs a
+ * policy sees, its per-fuser state, the policy table row, and the integer maps the hot path uses.
+ *
+ * Hot-path rule: everything a policy needs per call is an integer precomputed per recipe index
+ * (rinfo) or per call by the oracle pass (pcall); keys are small dense ids, never strings.
+ */
+#ifndef FT_REPLAY_INT_H
+#define FT_REPLAY_INT_H
+
+#include "ft_hmap.h"
+#include "ft_replay.h"
+
+#include <stdint.h>
+
+/* Key layout: a policy key is (id << FT_KEY_F_BITS) | f, and a store key prefixes the fuser:
+ * (fuser << 40) | key. Limits checked in ft_replay_new. */
+#define FT_KEY_F_BITS  16
+#define FT_KEY_ID_BITS 24
+#define FT_MAX_FUSERS  (1u << 24)
+#define FT_NEVER       (-1) /* "recipe_type = None": no call seen yet (TE's initial state) */
+#define FT_NO_ENTRY    UINT32_MAX
+
+/* What every policy may read about a recipe index (index recipe + 1; 0 = no recipe). */
+typedef struct rinfo {
+    uint8_t type;     /* ft_recipe_type */
+    uint8_t bo;       /* ft_bo */
+    uint8_t delayed;  /* DelayedScaling: amax_history_len changes reset */
+    int64_t hist;     /* amax_history_len, 0 unless delayed */
+    int32_t tb_id;    /* dense id of (type, backward_override) */
+    int32_t hash_id;  /* dense id of the canonical recipe hash (type + every attribute) */
+    int32_t obj_id;   /* dense id of the object identity (no recipe: its own id) */
+    int32_t objbo_id; /* dense id of (object identity, backward_override) */
+    uint32_t fresh_q; /* interned quantizer state of a fresh fuser under this recipe */
+} rinfo;
+
+/* One call of the current batch after the oracle pass (32 bytes: one stream for the loops). */
+typedef struct ccall {
+    uint32_t fuser; /* dense fuser index */
+    int32_t recipe; /* dense recipe index, -1 = none */
+    uint32_t f;     /* boundary */
+    uint32_t fresh; /* oracle plan */
+    int32_t fa;     /* fusion-attrs id (0 unless a policy needs it) */
+    uint32_t sb;    /* step bucket, FT_NO_ENTRY when the call has no step */
+    uint32_t i;     /* position in the batch */
+    uint8_t tok;    /* token class | (backward runs) << 2 */
+    uint8_t cap;    /* captured: 1 = has `rebuilt`, 2 = rebuilt */
+    uint8_t spare[2];
+} ccall;
+_Static_assert(sizeof(ccall) == 32, "ccall is 32 bytes");
+
+/* One call as the policies see it, from the oracle pass. */
+typedef struct pcall {
+    uint32_t fuser; /* dense fuser index */
+    int32_t recipe; /* dense recipe index, -1 = none */
+    uint32_t f;     /* first_op_requiring_backward (spec §1.2) */
+    int32_t fa_id;  /* dense id of the fusion-attrs key (only if a policy needs it) */
+} pcall;
+
+/* The last stale classification a fuser's policy state saw (front of the class memo). */
+typedef struct class_cache {
+    uint32_t plan, fresh, q;
+    int32_t recipe;
+    uint8_t tok, stale;
+    uint32_t memo; /* its class_memo entry */
+} class_cache;
+
+/* A policy's state for one fuser. */
+typedef struct pstate {
+    int64_t saved_hist;  /* last_hist */
+    uint64_t slot_key;   /* single-slot store: key of the held plan */
+    int32_t saved_a;     /* reset-rule component (type/bo id, hash id, object id); FT_NEVER */
+    int32_t saved_f;     /* te-pre3410: f of the held plan */
+    uint32_t plan;       /* plan the last call ran */
+    uint32_t q;          /* interned quantizer state */
+    uint32_t head, tail; /* LRU list of this fuser's dict entries, most recent first */
+    uint32_t count;      /* dict entries held */
+    /* front caches of the hot path */
+    uint64_t mru_key[2]; /* unbounded dict store: the two most recent keys and their plans */
+    uint32_t mru_plan[2];
+    class_cache cc[2]; /* last stale classification, by whether the backward runs */
+    uint32_t spare[2];
+} pstate;
+_Static_assert(sizeof(pstate) == 128, "pstate is indexed by a shift");
+
+typedef int (*policy_loop_fn)(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err);
+
+/* A policy's row: what the engine and the reports read. Its reset rule, key and store are the
+ * arguments its loop was instantiated with (POLICIES in policy.c); they live only there. */
+typedef struct policy_def {
+    const char *name;
+    const char *summary;
+    ft_store_kind store;
+    int needs_fa; /* reads pcall.fa_id */
+    /* The per-batch loop, specialised for this policy's reset rule, key and store. */
+    policy_loop_fn loop_fn;
+} policy_def;
+
+#define FT_QDIRECT 64 /* quantizer states with a direct transition row */
+
+const policy_def *ft_policy_def(uint32_t idx);
+
+/* ---- results (result.c) -------------------------------------------------------------------- */
+/* Halve a step histogram's resolution: bucket b takes buckets 2b and 2b+1. */
+void replay_step_fold(ft_step_hist *s);
+/* Count text (TE's error message) among the few kept texts. */
+void replay_add_raise_text(ft_raise_text *t, const char *text, uint64_t count);
+
+/* ---- plan store: dict of (fuser, key) -> plan with a per-fuser LRU list ------------------- */
+typedef struct store_entry {
+    uint64_t key; /* store key (fuser << 40 | policy key) */
+    uint32_t plan;
+    uint32_t prev, next; /* LRU neighbours within the fuser, FT_NO_ENTRY at the ends */
+} store_entry;
+
+typedef struct plan_store {
+    ft_hmap index;  /* store key -> entry */
+    store_entry *e; /* [n_e] pool */
+    uint32_t n_e, cap_e;
+    uint32_t free_head; /* free list through .next */
+    uint32_t capacity;  /* per fuser; 0 = unbounded (no LRU bookkeeping) */
+    uint64_t evictions;
+} plan_store;
+
+/* Look up key for fuser state s; on a hit set *plan, refresh LRU order and return 1. */
+int store_lookup(plan_store *st, pstate *s, uint64_t key, uint32_t *plan);
+/* Insert a freshly built plan (key not present), evicting the fuser's LRU entry at capacity. */
+int store_insert(plan_store *st, pstate *s, uint64_t key, uint32_t plan);
+void store_free(plan_store *st);
+
+/* ---- engine state (replay.c owns it; the policy loops in policy.c read it)
+ * ---------------------------------------------------------------------------- */
+typedef struct oracle_mru {
+    int32_t recipe[2]; /* two recent (recipe, f) of this fuser and their plans; -2 = empty */
+    uint32_t f[2];
+    uint32_t plan[2];
+    int32_t fa_recipe; /* last recipe whose fusion-attrs id is in fa_id; -2 = none */
+    int32_t fa_id;
+    int32_t prev_recipe; /* previous call's recipe and f (explain); prev_seen 0 = first sight */
+    uint32_t prev_f;
+    uint8_t prev_seen;
+    uint8_t victim; /* the slot a miss replaces (the one not used last) */
+    uint32_t n_ops; /* the fuser's op count */
+    int8_t raises[2]
+                 [8]; /* per MRU slot and token byte: the fresh plan raises (1), not (0), ? (-1) */
+} oracle_mru;
+_Static_assert(sizeof(oracle_mru) == 64, "oracle_mru is indexed by a shift");
+
+typedef struct class_memo {
+    uint32_t fuser, chosen, q, fresh;
+    int32_t recipe;
+    int tok_class;
+    ft_stale stale;
+    const char *text;                /* TE's error text (model-owned) */
+    uint64_t count[FT_MAX_POLICIES]; /* calls per policy slot that hit this entry */
+} class_memo;
+
+typedef struct policy_run {
+    const policy_def *def;
+    uint32_t idx;     /* registry index */
+    pstate *st;       /* [n_fusers] */
+    plan_store store; /* dict policies */
+    ft_policy_result res;
+} policy_run;
+
+struct ft_replay {
+    ft_model *model;
+    const ft_fuser_def *fusers;
+    const ft_recipe_def *recipes;
+    uint32_t n_fusers, n_recipes;
+    uint32_t *n_ops; /* [n_fusers] */
+    rinfo *ri;       /* [n_recipes + 1], index recipe + 1 */
+    oracle_mru *mru; /* [n_fusers] */
+    /* memo tables */
+    ft_hmap fa_memo; /* (fuser, recipe) -> fusion-attrs id */
+    ft_hmap fa_ids;  /* fusion key hash -> dense id */
+    ft_hmap q_index; /* qstate hash -> interned id */
+    ft_qstate *qs;   /* [n_qs] interned quantizer states */
+    uint32_t n_qs, cap_qs;
+    ft_hmap q_trans;    /* (q, recipe) -> q after reset_recipe_state(recipe) */
+    uint32_t *q_direct; /* [n_qdirect * (n_recipes + 1)] the same for q < n_qdirect */
+    uint32_t n_qdirect; /* <= FT_QDIRECT, fewer when there are very many recipes */
+    ft_hmap q_equal;    /* (q, q') -> ft_qstate_equal + 1 */
+    uint64_t q_eq_known[64], q_eq_val[64]; /* the same as bits, for states < 64 */
+    ft_hmap c_index;                       /* hash of class_memo key -> entry */
+    class_memo *cm;
+    uint32_t n_cm, cap_cm;
+    int64_t tok_rep[4]; /* a representative token count per token class, -2 = unset */
+    const char *fresh_texts[FT_MAX_RAISE_TEXTS]; /* TE's errors of fresh plans (model-owned) */
+    uint64_t fresh_counts[FT_MAX_RAISE_TEXTS];
+    int needs_fa;
+    /* policies */
+    uint32_t n_pol;
+    uint32_t pol_idx[FT_MAX_POLICIES]; /* registry index per slot (ft_replay_policies) */
+    policy_run pol[FT_MAX_POLICIES];
+    /* per-batch scratch, compacted: entry j is the j-th call of the batch (backward records
+     * dropped), at batch position cidx[j] */
+    uint32_t cap_batch;
+    uint32_t n_calls;        /* calls in the current batch */
+    int any_cap;             /* some call of the batch carries a captured `rebuilt` */
+    ccall *cc;               /* [cap_batch] the batch's calls */
+    int64_t step_width;      /* steps per bucket, shared by every histogram */
+    ft_step_hist step_calls; /* calls per step bucket (the same for every policy) */
+    uint8_t *rec;            /* [n_pol * cap_batch] per-call bits: 1 build, 2 reset */
+    uint32_t *rec_plan;      /* [n_pol * cap_batch] */
+    uint8_t *rec_stale;      /* [n_pol * cap_batch] */
+    uint32_t *rec_q;         /* [n_pol * cap_batch] interned quantizer state after the call */
+    int32_t *prev_r;         /* [cap_batch] explain: previous recipe of the fuser, -2 first sight */
+    uint32_t *prev_f;        /* [cap_batch] */
+    FILE *per_call, *explain;
+    ft_buf esc;                    /* scratch: a per-call line's escaped plan text */
+    const ft_replay_observer *obs; /* per-call decisions wanted by an observer, or NULL */
+    int rec_on;                    /* per-call records wanted (per_call, explain or an observer) */
+    /* results */
+    ft_replay_result base; /* non-policy fields */
+};
+
+/* Slow paths of the loop, in replay.c. */
+int replay_q_reset_slow(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out);
+int replay_q_equal(ft_replay *r, uint32_t a, uint32_t b);
+const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, uint32_t chosen,
+                                  uint32_t q, uint32_t fresh, int tok_class, int64_t n_tokens,
+                                  int *rc);
+
+/* ---- the per-policy loop over one batch ------------------------------------------------------ */
+/* Instantiated once per policy row with its functions as constants (POLICY_LOOP in policy.c), so
+ * the reset rule and key are inlined, and once more with per-call recording on. Per call: reset
+ * rule -> quantizer-state transition -> store -> staleness against the oracle -> counters. The
+ * per-policy step histogram counts builds per bucket here (res.steps.hits); ft_replay_get turns
+ * them into hits with the shared call counts. */
+static inline __attribute__((always_inline)) int
+policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
+            int (*reset_fn)(pstate *, const rinfo *, const pcall *),
+            uint64_t (*key_fn)(const rinfo *, const pcall *), ft_store_kind store,
+            int build_on_reset, int rec)
+{
+    policy_run *pr = &r->pol[p];
+    ft_policy_result *res = &pr->res;
+    const uint32_t n = r->n_calls, nr1 = r->n_recipes + 1, n_qdirect = r->n_qdirect;
+    const ccall *CC = r->cc;
+    const uint32_t *q_direct = r->q_direct;
+    const rinfo *RI = r->ri;
+    pstate *ST = pr->st;
+    uint64_t *step_builds = res->steps.hits;
+    const int lru = pr->store.capacity != 0; /* the MRU front cache only when unbounded */
+    const int any_cap = r->any_cap;
+    uint64_t resets = 0, builds = 0, qdrift = 0, stale_n[FT_STALE_COUNT] = {0};
+    int rc = FT_OK;
+    for (uint32_t j = 0; j < n; j++) {
+        const ccall *cj = &CC[j];
+        const uint32_t u = cj->fuser;
+        const pcall c = {u, cj->recipe, cj->f, cj->fa};
+        const rinfo *ri = &RI[c.recipe + 1];
+        pstate *s = &ST[u];
+        const uint32_t fresh = cj->fresh;
+        uint32_t plan = fresh;
+        int build;
+        const int reset = reset_fn(s, ri, &c);
+        if (reset) {
+            uint32_t nq = FT_NO_ENTRY;
+            if (s->q < n_qdirect) nq = q_direct[s->q * nr1 + (uint32_t)(c.recipe + 1)];
+            if (nq == FT_NO_ENTRY && (rc = replay_q_reset_slow(r, s->q, c.recipe, &nq))) goto fail;
+            s->q = nq;
+            resets++;
+        }
+        if (store == FT_STORE_NONE) {
+            build = 1;
+        } else if (store == FT_STORE_SINGLE) {
+            const uint64_t key = key_fn(ri, &c);
+            build = (build_on_reset && reset) || key != s->slot_key;
+            if (build)
+                s->slot_key = key;
+            else
+                plan = s->plan;
+        } else {
+            const uint64_t key = ((uint64_t)u << 40) | key_fn(ri, &c);
+            if (!lru && key == s->mru_key[0]) {
+                plan = s->mru_plan[0];
+                build = 0;
+            } else {
+                if (!lru && key == s->mru_key[1]) {
+                    plan = s->mru_plan[1];
+                    build = 0;
+                } else {
+                    build = !store_lookup(&pr->store, s, key, &plan);
+                    if (build) {
+                        if ((rc = store_insert(&pr->store, s, key, fresh))) goto fail;
+                        if (s->count > res->max_entries) res->max_entries = s->count;
+                        plan = fresh;
+                    }
+                }
+                s->mru_key[1] = s->mru_key[0];
+                s->mru_plan[1] = s->mru_plan[0];
+                s->mru_key[0] = key;
+                s->mru_plan[0] = plan;
+            }
+        }
+        s->plan = plan;
+        if (build) {
+            builds++;
+            if (cj->sb != FT_NO_ENTRY) step_builds[cj->sb]++;
+        }
+        uint32_t stale = FT_STALE_NONE;
+        if (plan != fresh) {
+            const uint8_t tok = cj->tok;
+            class_cache *cc = &s->cc[tok >> 2];
+            if (cc->plan == plan && cc->fresh == fresh && cc->q == s->q && cc->recipe == c.recipe &&
+                cc->tok == tok) {
+                stale = cc->stale;
+            } else {
+                const class_memo *cm = replay_classify(r, u, c.recipe, plan, s->q, fresh, tok,
+                                                       b->n_tokens[cj->i], &rc);
+                if (!cm) goto fail;
+                stale = (uint32_t)cm->stale;
+                cc->plan = plan;
+                cc->fresh = fresh;
+                cc->q = s->q;
+                cc->recipe = c.recipe;
+                cc->tok = tok;
+                cc->stale = (uint8_t)stale;
+                cc->memo = (uint32_t)(cm - r->cm);
+            }
+            if (stale == FT_STALE_RAISES) r->cm[cc->memo].count[p]++;
+        } else if (s->q != ri->fresh_q) {
+            const uint32_t a = s->q, fq = ri->fresh_q;
+            int eq;
+            if (a < 64 && fq < 64 && (r->q_eq_known[a] >> fq & 1))
+                eq = (int)(r->q_eq_val[a] >> fq & 1);
+            else
+                eq = replay_q_equal(r, a, fq);
+            qdrift += (uint64_t)!eq;
+        }
+        stale_n[stale]++;
+        if (any_cap && cj->cap) {
+            const int agree = (cj->cap >> 1) == build;
+            res->cap_calls++;
+            res->cap_agree += (uint64_t)agree;
+            if (!agree && res->first_disagree_seq < 0) res->first_disagree_seq = b->seq[cj->i];
+        }
+        if (rec) {
+            const size_t k = (size_t)p * r->cap_batch + j;
+            r->rec[k] = (uint8_t)(build | reset << 1);
+            r->rec_plan[k] = plan;
+            r->rec_stale[k] = (uint8_t)stale;
+            r->rec_q[k] = s->q;
+        }
+    }
+    rc = FT_OK;
+fail:
+    res->resets += resets;
+    res->builds += builds;
+    res->qdrift += qdrift;
+    for (int k = 0; k < FT_STALE_COUNT; k++)
+        res->stale[k] += stale_n[k];
+    if (!rc) return FT_OK;
+    return ft_err_set(err, rc, "replay: out of memory");
+}
+
+#endif /* FT_REPLAY_INT_H */

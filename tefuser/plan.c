@@ -1,0 +1,424 @@
+/*
+ * plan.c - the fuser model proper: fusers and recipes parsed once, plans built as TE's
+ * _apply_fusions does, interned and memoised, and the fusion-attrs key (docs/fuser-model.md).
+ *
+ * A plan is built as TE's _apply_fusions does: the joint pass over the basic ops, then the
+ * forward and the backward passes each over the joint result, each validated by
+ * _map_to_basic_ops. Its canonical text ("fwd[...] bwd[...]", one entry per unit: a basic op as
+ * Class(i), a fused op as FusedClass(lo-hi)) is interned to a dense plan id, so plans of equal
+ * topology share an id whatever fuser or boundary built them. Builds are memoised per
+ * (fuser, recipe, f).
+ */
+#include "tefuser_int.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the model ---------------------------------------------------------------------------- */
+void ft_model_set_audit(ft_model *m, uint8_t *flag)
+{
+    m->audit = flag;
+}
+
+/* Every recipe read value (-1..2) + 1 in its own byte: the fusion key hashes the bytes of the
+ * reads a fuser's rules declare in one mix. */
+_Static_assert(FT_RR_COUNT <= 8, "recipe reads are packed one byte each");
+static uint64_t recipe_reads_packed(const ft_recipe_model *r)
+{
+    uint64_t v = 0;
+    for (unsigned a = 0; a < FT_RR_COUNT; a++)
+        v |= ((uint64_t)(ft_recipe_read_value(r, (ft_recipe_read)a) + 1) & 0xff) << (8 * a);
+    return v;
+}
+
+static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
+{
+    uint32_t rmask = 0, emask = 0;
+    uint64_t *opmask = ft_calloc(fz->n_ops ? fz->n_ops : 1, sizeof *opmask);
+    if (!opmask) return ft_err_set(err, FT_ENOMEM, "fuser %lld: out of memory", (long long)fz->id);
+    for (uint32_t ri = 0; ri < ft_n_rules; ri++) {
+        const ft_rule *r = &ft_rules[ri];
+        if (!m->registered[ri] || !ft_rule_applicable(r, fz->ops, fz->n_ops)) continue;
+        for (unsigned k = 0; k < r->n_reads; k++) {
+            const ft_read *rd = &r->reads[k];
+            if (rd->scope == FT_SCOPE_RECIPE)
+                rmask |= 1u << rd->attr;
+            else if (rd->scope == FT_SCOPE_ENV)
+                emask |= 1u << rd->attr;
+            else
+                for (uint32_t i = 0; i < fz->n_ops; i++) {
+                    uint64_t types = r->slots[rd->slot].types;
+                    if ((!types || (types & FT_OPB(fz->ops[i].type))) &&
+                        ft_op_has_attr(&fz->ops[i], (ft_op_attr)rd->attr))
+                        opmask[i] |= 1ull << rd->attr;
+                }
+        }
+    }
+    ft_buf b = {0};
+    uint64_t h = ft_hash64("fusion-attrs", 12);
+    h = ft_hash_mix(h, rmask);
+    int rc = FT_OK;
+    for (unsigned a = 0; a < FT_RR_COUNT && !rc; a++)
+        if (rmask & (1u << a))
+            rc = ft_buf_printf(&b, "%srecipe.%s", b.len ? "," : "", ft_recipe_read_name(a));
+    for (uint32_t i = 0; i < fz->n_ops && !rc; i++)
+        for (unsigned a = 0; a < FT_OA_COUNT && !rc; a++)
+            if (opmask[i] & (1ull << a)) {
+                h = ft_hash_mix(ft_hash_mix(h, i), a);
+                h = ft_op_attr_hash(&fz->ops[i], (ft_op_attr)a, h);
+                rc = ft_buf_printf(&b, "%sop[%u].%s", b.len ? "," : "", i,
+                                   ft_op_attr_name((ft_op_attr)a));
+            }
+    for (unsigned a = 0; a < FT_EA_COUNT && !rc; a++)
+        if (emask & (1u << a)) {
+            h = ft_hash_mix(ft_hash_mix(h, 0xe000u + a), (uint64_t)m->env.v[a]);
+            rc = ft_buf_printf(&b, "%senv.%s", b.len ? "," : "", ft_env_attr_name(a));
+        }
+    ft_free(opmask);
+    if (!rc) fz->key_attrs = ft_strndup(b.data ? (const char *)b.data : "", b.len);
+    ft_buf_free(&b);
+    if (rc || !fz->key_attrs)
+        return ft_err_set(err, FT_ENOMEM, "fuser %lld: out of memory", (long long)fz->id);
+    fz->recipe_reads = rmask;
+    fz->recipe_bytes = 0;
+    for (unsigned a = 0; a < FT_RR_COUNT; a++)
+        if (rmask & (1u << a)) fz->recipe_bytes |= 0xffull << (8 * a);
+    fz->const_key = h;
+    return FT_OK;
+}
+
+int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_def *recipes,
+                 uint32_t n_recipes, const char *env_json, const ft_env_kv *overrides,
+                 uint32_t n_overrides, ft_model **out, ft_err *err)
+{
+    *out = NULL;
+    if (ft_n_rules > FT_MAX_RULES)
+        return ft_err_set(err, FT_EUNSUPPORTED, "rule table too large (%u rows)", ft_n_rules);
+    ft_model *m = ft_calloc(1, sizeof *m);
+    if (!m) return ft_err_set(err, FT_ENOMEM, "model: out of memory");
+    int rc = ft_env_parse(env_json, overrides, n_overrides, &m->env, err);
+    if (rc) goto fail;
+    for (uint32_t ri = 0; ri < ft_n_rules; ri++)
+        m->registered[ri] = !ft_rules[ri].registered || ft_rules[ri].registered(&m->env);
+    ft_recipe_none(&m->none);
+    m->none.reads = recipe_reads_packed(&m->none.pub);
+
+    m->errs = ft_calloc(1, sizeof *m->errs);
+    m->fusers = ft_calloc(n_fusers ? n_fusers : 1, sizeof *m->fusers);
+    m->recipes = ft_calloc(n_recipes ? n_recipes : 1, sizeof *m->recipes);
+    if (!m->errs || !m->fusers || !m->recipes) {
+        rc = ft_err_set(err, FT_ENOMEM, "model: out of memory");
+        goto fail;
+    }
+    uint32_t max_ops = 1;
+    for (uint32_t i = 0; i < n_fusers; i++) {
+        fuser_m *fz = &m->fusers[i];
+        fz->id = fusers[i].id;
+        rc = ft_ops_parse(fusers[i].ops_json, fusers[i].id, m->env.v[FT_EA_WORLD_SIZE], &fz->ops,
+                          &fz->n_ops, err);
+        if (rc) goto fail;
+        m->n_fusers = i + 1;
+        if (fusers[i].n_ops != fz->n_ops) {
+            rc = ft_err_set(err, FT_EINVAL, "fuser %lld: declares %u ops but its ops JSON has %u",
+                            (long long)fz->id, fusers[i].n_ops, fz->n_ops);
+            goto fail;
+        }
+        rc = fuser_key_init(m, fz, err);
+        if (rc) goto fail;
+        if (fz->n_ops > max_ops) max_ops = fz->n_ops;
+    }
+    for (uint32_t i = 0; i < n_recipes; i++) {
+        rc = ft_recipe_parse(&recipes[i], &m->env, &m->recipes[i], err);
+        if (rc) goto fail;
+        m->n_recipes = i + 1;
+        /* NVFP4 QParams are derived once, in __post_init__: a later declaration of the same
+         * object (mutated attributes, capture-jsonl "obj") keeps the flags of its first one. */
+        ft_recipe_int *ri = &m->recipes[i];
+        ri->reads = recipe_reads_packed(&ri->pub);
+        if (ri->pub.type != FT_RT_NVFP4 || ri->qparams_recorded) continue;
+        for (uint32_t j = 0; j < i; j++) {
+            const ft_recipe_int *rj = &m->recipes[j];
+            if (rj->pub.obj == ri->pub.obj && rj->pub.type == FT_RT_NVFP4) {
+                ft_recipe_set_qflags(ri, rj->pub.q_rht, rj->pub.q_sr, rj->pub.q_2d);
+                break;
+            }
+        }
+    }
+    m->scratch_cap = 3 * max_ops;
+    m->scratch = ft_malloc(m->scratch_cap * sizeof *m->scratch);
+    if (!m->scratch) {
+        rc = ft_err_set(err, FT_ENOMEM, "model: out of memory");
+        goto fail;
+    }
+    *out = m;
+    return FT_OK;
+fail:
+    ft_model_free(m);
+    return rc;
+}
+
+void ft_model_free(ft_model *m)
+{
+    if (!m) return;
+    json_decref(m->env.obj);
+    for (uint32_t i = 0; i < m->n_fusers; i++) {
+        ft_ops_free(m->fusers[i].ops, m->fusers[i].n_ops);
+        ft_free(m->fusers[i].key_attrs);
+    }
+    /* a fuser whose parse failed half-way owns nothing (ft_ops_parse cleans up) */
+    ft_free(m->fusers);
+    for (uint32_t i = 0; i < m->n_recipes; i++)
+        ft_recipe_int_free(&m->recipes[i]);
+    ft_free(m->recipes);
+    for (uint32_t i = 0; i < m->n_plans; i++) {
+        ft_free(m->plans[i].text);
+        ft_free(m->plans[i].units);
+    }
+    ft_free(m->plans);
+    ft_hmap_free(&m->intern);
+    ft_hmap_free(&m->memo);
+    ft_free(m->scratch);
+    if (m->errs) {
+        for (uint32_t i = 0; i < m->errs->n; i++)
+            ft_free(m->errs->s[i]);
+        ft_free(m->errs->s);
+        ft_free(m->errs);
+    }
+    ft_free(m);
+}
+
+uint32_t ft_model_n_fusers(const ft_model *m)
+{
+    return m->n_fusers;
+}
+
+uint32_t ft_model_n_ops(const ft_model *m, uint32_t fuser)
+{
+    return fuser < m->n_fusers ? m->fusers[fuser].n_ops : 0;
+}
+
+const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe)
+{
+    return &ft_model_recipe_int(m, recipe)->pub;
+}
+
+const char *ft_model_recipe_canon(const ft_model *m, int32_t recipe)
+{
+    const ft_recipe_int *r = ft_model_recipe_int(m, recipe);
+    return r->canon ? r->canon : "None";
+}
+
+uint32_t ft_model_n_plans(const ft_model *m)
+{
+    return m->n_plans;
+}
+
+/* ---- plans -------------------------------------------------------------------------------- */
+static int units_text(ft_buf *b, const ft_unit *u, uint32_t n, const ft_op *ops)
+{
+    int rc = FT_OK;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        if (u[i].rule < 0)
+            rc = ft_buf_printf(b, "%s%s(%u)", i ? "," : "", ops[u[i].lo].name, u[i].lo);
+        else if (u[i].lo == u[i].hi)
+            rc = ft_buf_printf(b, "%s%s(%u)", i ? "," : "", ft_rules[u[i].rule].fused, u[i].lo);
+        else
+            rc = ft_buf_printf(b, "%s%s(%u-%u)", i ? "," : "", ft_rules[u[i].rule].fused, u[i].lo,
+                               u[i].hi);
+    }
+    return rc;
+}
+
+/* Intern the plan text; copies units on first sight. */
+static int plan_intern(ft_model *m, const ft_buf *text, const ft_unit *fwd, uint32_t n_fwd,
+                       const ft_unit *bwd, uint32_t n_bwd, uint32_t *id)
+{
+    uint64_t h = ft_hash64(text->data, text->len);
+    /* the map holds the first plan of each text hash; a colliding text comes later in plans[] */
+    const uint32_t first = ft_hmap_get(&m->intern, h);
+    for (uint32_t i = first; first != UINT32_MAX && i < m->n_plans; i++) {
+        const plan_m *p = &m->plans[i];
+        if (p->hash == h && strlen(p->text) == text->len &&
+            !memcmp(p->text, text->data, text->len)) {
+            *id = i;
+            return FT_OK;
+        }
+    }
+    if (first == UINT32_MAX && ft_hmap_put(&m->intern, h, m->n_plans)) return FT_ENOMEM;
+    if (m->n_plans == m->cap_plans) {
+        uint32_t cap = m->cap_plans ? m->cap_plans * 2 : 16;
+        plan_m *np = ft_realloc(m->plans, cap * sizeof *np);
+        if (!np) return FT_ENOMEM;
+        m->plans = np;
+        m->cap_plans = cap;
+    }
+    plan_m *p = &m->plans[m->n_plans];
+    memset(p, 0, sizeof *p);
+    p->text = ft_strndup((const char *)text->data, text->len);
+    p->units = ft_malloc((n_fwd + n_bwd ? n_fwd + n_bwd : 1) * sizeof *p->units);
+    if (!p->text || !p->units) {
+        ft_free(p->text);
+        ft_free(p->units);
+        return FT_ENOMEM;
+    }
+    memcpy(p->units, fwd, n_fwd * sizeof *fwd);
+    memcpy(p->units + n_fwd, bwd, n_bwd * sizeof *bwd);
+    p->n_fwd = n_fwd;
+    p->n_bwd = n_bwd;
+    p->hash = h;
+    for (uint32_t i = 0; i < n_fwd + n_bwd; i++)
+        if (p->units[i].rule >= 0 && ft_rules[p->units[i].rule].grouped_mlp) p->fused_mlp = 1;
+    *id = m->n_plans++;
+    return FT_OK;
+}
+
+/* Memo key of a build: (fuser, recipe + 1, f) packed into 24 + 24 + 16 bits; builds outside
+ * those ranges are not memoised (UINT64_MAX). */
+static uint64_t memo_key(uint32_t fuser, int32_t recipe, uint32_t f)
+{
+    const uint64_t r1 = (uint64_t)(int64_t)recipe + 1;
+    if (fuser >= (1u << 24) || r1 >= (1u << 24) || f >= (1u << 16)) return UINT64_MAX;
+    return (uint64_t)fuser << 40 | r1 << 16 | f;
+}
+
+int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint32_t *plan_id,
+                   ft_err *err)
+{
+    if (fuser >= m->n_fusers)
+        return ft_err_set(err, FT_EINVAL, "build: fuser index %u out of range (%u fusers)", fuser,
+                          m->n_fusers);
+    if (recipe < -1 || (recipe >= 0 && (uint32_t)recipe >= m->n_recipes))
+        return ft_err_set(err, FT_EINVAL, "build: recipe index %d out of range (%u recipes)",
+                          recipe, m->n_recipes);
+    const fuser_m *fz = &m->fusers[fuser];
+    if (f > fz->n_ops)
+        return ft_err_set(err, FT_EINVAL, "build: fuser %lld: boundary f=%u exceeds %u ops",
+                          (long long)fz->id, f, fz->n_ops);
+    const uint64_t key = memo_key(fuser, recipe, f);
+    const uint32_t memo = key == UINT64_MAX ? UINT32_MAX : ft_hmap_get(&m->memo, key);
+    if (memo != UINT32_MAX) {
+        *plan_id = memo;
+        return FT_OK;
+    }
+    /* _apply_fusions: joint, then forward and backward each from the joint list. No fusion
+     * function reads f (their signature is func(ops, *, recipe)), so f only keys the memo. */
+    uint32_t n = fz->n_ops;
+    ft_unit *joint = m->scratch, *fwd = m->scratch + n, *bwd = m->scratch + 2 * n;
+    for (uint32_t i = 0; i < n; i++)
+        joint[i] = (ft_unit){-1, i, i};
+    ft_gate_ctx c = {&m->env, &ft_model_recipe_int(m, recipe)->pub, fz->ops, NULL, m->audit};
+    uint32_t nj = n, nf, nb;
+    ft_rules_apply_pass(&c, FT_PASS_JOINT, m->registered, joint, &nj);
+    memcpy(fwd, joint, nj * sizeof *joint);
+    memcpy(bwd, joint, nj * sizeof *joint);
+    nf = nb = nj;
+    ft_rules_apply_pass(&c, FT_PASS_FWD, m->registered, fwd, &nf);
+    ft_rules_apply_pass(&c, FT_PASS_BWD, m->registered, bwd, &nb);
+    int rc = ft_map_to_basic(fwd, nf, fz->ops, n, fz->id, err);
+    if (!rc) rc = ft_map_to_basic(bwd, nb, fz->ops, n, fz->id, err);
+    if (rc) return rc;
+    ft_buf text = {0};
+    rc = ft_buf_printf(&text, "fwd[");
+    if (!rc) rc = units_text(&text, fwd, nf, fz->ops);
+    if (!rc) rc = ft_buf_printf(&text, "] bwd[");
+    if (!rc) rc = units_text(&text, bwd, nb, fz->ops);
+    if (!rc) rc = ft_buf_printf(&text, "]");
+    uint32_t id = 0;
+    if (!rc) rc = plan_intern(m, &text, fwd, nf, bwd, nb, &id);
+    ft_buf_free(&text);
+    if (!rc && key != UINT64_MAX) rc = ft_hmap_put(&m->memo, key, id);
+    if (rc)
+        return ft_err_set(err, FT_ENOMEM, "build: fuser %lld: out of memory", (long long)fz->id);
+    m->n_built++;
+    *plan_id = id;
+    return FT_OK;
+}
+
+uint64_t ft_model_n_built(const ft_model *m)
+{
+    return m->n_built;
+}
+
+const char *ft_model_plan_text(const ft_model *m, uint32_t plan_id)
+{
+    return plan_id < m->n_plans ? m->plans[plan_id].text : NULL;
+}
+
+int ft_model_plan_fused_mlp(const ft_model *m, uint32_t plan_id)
+{
+    return plan_id < m->n_plans ? m->plans[plan_id].fused_mlp : 0;
+}
+
+/* ---- fusion-attrs key --------------------------------------------------------------------- */
+uint64_t ft_model_fusion_key(const ft_model *m, uint32_t fuser, int32_t recipe)
+{
+    if (fuser >= m->n_fusers) return 0;
+    const fuser_m *fz = &m->fusers[fuser];
+    const ft_recipe_int *r = ft_model_recipe_int(m, recipe);
+    uint64_t h = fz->const_key;
+    return ft_hash_mix(h, r->reads & fz->recipe_bytes);
+}
+
+const char *ft_model_fusion_key_attrs(const ft_model *m, uint32_t fuser)
+{
+    return fuser < m->n_fusers ? m->fusers[fuser].key_attrs : "";
+}
+
+/* ---- the grouped MLP a fuser holds -------------------------------------------------------- */
+int ft_model_grouped_mlp(const ft_model *m, uint32_t fuser, ft_grouped_mlp *d)
+{
+    memset(d, 0, sizeof *d);
+    if (fuser >= m->n_fusers) return 0;
+    const ft_op *ops = m->fusers[fuser].ops;
+    const uint32_t n = m->fusers[fuser].n_ops;
+    for (uint32_t i = 0; i + 2 < n; i++) {
+        const ft_op *a = &ops[i], *b = &ops[i + 1], *c = &ops[i + 2];
+        if (a->type != FT_OP_GROUPED_LINEAR || c->type != FT_OP_GROUPED_LINEAR) continue;
+        int scaled = 0, act;
+        switch (b->type) {
+        case FT_OP_SCALED_SWIGLU:
+            scaled = 1; /* fall through */
+        case FT_OP_SWIGLU:
+            act = FT_MLP_SWIGLU;
+            break;
+        case FT_OP_SCALED_CLAMPED_QGEGLU:
+            scaled = 1; /* fall through */
+        case FT_OP_CLAMPED_SWIGLU:
+            act = FT_MLP_CLAMPED_QGEGLU;
+            break;
+        case FT_OP_SCALED_SRELU:
+            scaled = 1; /* fall through */
+        case FT_OP_SRELU:
+            act = FT_MLP_SRELU;
+            break;
+        default:
+            continue;
+        }
+        const int glu = act != FT_MLP_SRELU;
+        int64_t k1 = a->v[FT_OA_IN_FEATURES], n1 = a->v[FT_OA_OUT_FEATURES];
+        int64_t k2 = c->v[FT_OA_IN_FEATURES], n2 = c->v[FT_OA_OUT_FEATURES];
+        int64_t G = a->v[FT_OA_NUM_GROUPS];
+        if (k1 < 1 || k2 < 1 || n2 < 1 || n1 != (glu ? 2 * k2 : k2) || G < 1 ||
+            G != c->v[FT_OA_NUM_GROUPS] || G > (1 << 20))
+            continue;
+        d->first = i;
+        d->groups = (uint32_t)G;
+        d->k1 = k1, d->n1 = n1, d->k2 = k2, d->n2 = n2;
+        d->act = (uint8_t)act;
+        d->scaled = (uint8_t)scaled;
+        d->bias1 = a->v[FT_OA_BIAS] != 0;
+        d->bias2 = c->v[FT_OA_BIAS] != 0;
+        d->scale_bias = d->bias2 && c->v[FT_OA_SCALE_BIAS] != 0 && scaled;
+        if (glu) d->interleave = b->v[FT_OA_GLU_INTERLEAVE] == 32 ? 32 : 0;
+        if (act == FT_MLP_CLAMPED_QGEGLU) {
+            d->limit = b->f[FT_OA_LIMIT];
+            d->alpha = b->f[FT_OA_ALPHA];
+            d->offset = b->f[FT_OA_GLU_LINEAR_OFFSET];
+        }
+        return 1;
+    }
+    return 0;
+}

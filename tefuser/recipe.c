@@ -1,0 +1,581 @@
+/*
+ * recipe.c - the six TE recipe types as data (spec/te-fuser.md §3), their canonical encoding
+ * and hash, and the quantizer-state model (spec §1.6, §5).
+ *
+ * A recipe declaration (type, attrs JSON) becomes an ft_recipe_int: every dataclass field of its
+ * type, TE's default where the capture is silent (env-derived defaults such as
+ * NVTE_NVFP4_DISABLE_RHT come from the trace header's env, as TE evaluates them once at import),
+ * a canonical text "Type{field=value,...}" over all fields in table order plus any unknown field
+ * (sorted, prefixed '+'), and the 64-bit hash of that text. The key order of the attrs JSON does
+ * not matter; an absent field and its default encode the same. Fields whose name starts with
+ * '_' are object state, not configuration, and are left out.
+ *
+ * Limits: field values are type-checked and enum fields checked for membership; TE's
+ * cross-field asserts (e.g. DelayedScaling requires backward_override None) are not re-checked,
+ * because a recipe mutated after construction is not re-validated by TE either.
+ */
+#include "tefuser_int.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- the attribute table ------------------------------------------------------------------ */
+enum { RK_BOOL, RK_INT, RK_FLOAT, RK_ENUM, RK_OPT_ENUM, RK_JSON };
+enum { ENV_NONE, ENV_EQ1, ENV_STR, ENV_UPPER };
+enum {
+    F_NONE,
+    F_BO,
+    F_HIST,
+    F_DISABLE_RHT,
+    F_DISABLE_SR,
+    F_DISABLE_2D,
+    F_ROW_SCALED,
+    F_4OVER6,
+    F_ENABLE_2D,
+    F_FP8_FORMAT,
+    F_QP_INP,
+    F_QP_WEIGHT,
+    F_QP_GRAD,
+};
+
+static const char *const fmt_fp8[] = {"E4M3", "HYBRID", "E5M2", NULL};
+static const char *const fmt_fp4[] = {"E2M1", NULL};
+static const char *const bo_names[] = {"high_precision", "dequantized", NULL};
+static const char *const scopes_4o6[] = {"none", "weights", "activations", "all", NULL};
+static const char *const err_modes[] = {"MAE", "MSE", NULL};
+
+static const char *const fp8_e4m3_hybrid[] = {"E4M3", "HYBRID", NULL};
+static const char *const amax_algos[] = {"max", "most_recent", NULL};
+
+/* One dataclass field of a recipe type, in declaration order (the canonical encoding follows
+ * it). What the model reads: kind, default, the environment default of the class body, whether
+ * RecipeState.create bakes it into quantizers, the ft_recipe_model field it fills. What a new
+ * object holds (for synth, through ft_recipe_field_at): its value after __post_init__ as a
+ * capture records it, whether the constructor takes it, and which enum values it accepts. */
+typedef struct recipe_attr {
+    const char *name;
+    uint8_t kind;               /* RK_* */
+    uint8_t quant;              /* baked into quantizers when RecipeState.create runs */
+    uint8_t field;              /* F_*: the ft_recipe_model field it fills */
+    const char *dflt;           /* default as canonical JSON text (what an absent value means) */
+    const char *env;            /* class-body os.getenv default, or NULL */
+    uint8_t env_kind;           /* ENV_* */
+    const char *const *allowed; /* enum names (RK_ENUM / RK_OPT_ENUM) a capture may hold */
+    const char *init;           /* a new object's value as recorded; NULL: dflt, or not recorded */
+    uint8_t ctor;               /* a constructor argument (else fixed by the class) */
+    uint8_t derived;            /* set by __post_init__, recorded only when the capture reads it */
+    const char *const *ctor_allowed; /* enum values the constructor accepts; NULL: allowed */
+} recipe_attr;
+
+#define QP(pow2)  "{\"amax_epsilon\":0.0,\"power_2_scale\":" pow2 "}"
+#define MM(split) "{\"use_split_accumulator\":" split "}"
+
+#define BO_ATTR(ctor_)                                                                             \
+    {                                                                                              \
+        .name = "backward_override", .kind = RK_OPT_ENUM, .field = F_BO, .dflt = "null",           \
+        .env = "NVTE_BACKWARD_OVERRIDE", .env_kind = ENV_STR, .allowed = bo_names, .ctor = (ctor_) \
+    }
+#define DPA_ATTRS(ctor_)                                                                           \
+    {.name = "fp8_dpa", .kind = RK_BOOL, .dflt = "false", .ctor = (ctor_)},                        \
+    {                                                                                              \
+        .name = "fp8_mha", .kind = RK_BOOL, .dflt = "false", .ctor = (ctor_)                       \
+    }
+#define FP8_FORMAT(dflt_, ctor_)                                                                   \
+    {                                                                                              \
+        .name = "fp8_format", .kind = RK_ENUM, .quant = 1, .field = F_FP8_FORMAT, .dflt = (dflt_), \
+        .allowed = fmt_fp8, .ctor = (ctor_), .ctor_allowed = fp8_e4m3_hybrid                       \
+    }
+#define FIXED_JSON(name_, init_, quant_)                                                           \
+    {                                                                                              \
+        .name = (name_), .kind = RK_JSON, .quant = (quant_), .dflt = "null", .init = (init_)       \
+    }
+
+static const recipe_attr attrs_delayed[] = {
+    {.name = "margin", .kind = RK_INT, .dflt = "0", .ctor = 1},
+    FP8_FORMAT("\"HYBRID\"", 1), /* E5M2 alone is illegal */
+    {.name = "amax_history_len", .kind = RK_INT, .field = F_HIST, .dflt = "1024", .ctor = 1},
+    {.name = "amax_compute_algo",
+     .kind = RK_JSON,
+     .dflt = "\"max\"",
+     .ctor = 1,
+     .ctor_allowed = amax_algos},
+    FIXED_JSON("scaling_factor_compute_algo", NULL, 0),
+    {.name = "reduce_amax", .kind = RK_BOOL, .dflt = "true", .ctor = 1},
+    DPA_ATTRS(1),
+    BO_ATTR(0), /* DelayedScaling asserts backward_override is None */
+};
+static const recipe_attr attrs_current[] = {
+    {.name = "use_power_2_scales",
+     .kind = RK_BOOL,
+     .quant = 1,
+     .dflt = "false",
+     .env = "NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES",
+     .env_kind = ENV_EQ1},
+    FP8_FORMAT("\"HYBRID\"", 1),
+    FIXED_JSON("fp8_quant_fwd_inp", QP("false"), 1),
+    FIXED_JSON("fp8_quant_fwd_weight", QP("false"), 1),
+    FIXED_JSON("fp8_quant_bwd_grad", QP("false"), 1),
+    FIXED_JSON("fp8_gemm_fprop", MM("false"), 0),
+    FIXED_JSON("fp8_gemm_dgrad", MM("true"), 0),
+    FIXED_JSON("fp8_gemm_wgrad", MM("true"), 0),
+    DPA_ATTRS(1),
+    BO_ATTR(1),
+};
+static const recipe_attr attrs_mxfp8[] = {
+    {.name = "margin", .kind = RK_INT, .dflt = "0", .ctor = 1},
+    FP8_FORMAT("\"E4M3\"", 1),
+    DPA_ATTRS(1),
+    BO_ATTR(1),
+    {.name = "enable_2d_quantization",
+     .kind = RK_BOOL,
+     .quant = 1,
+     .field = F_ENABLE_2D,
+     .dflt = "false",
+     .ctor = 1},
+};
+static const recipe_attr attrs_block[] = {
+    {.name = "use_f32_scales",
+     .kind = RK_BOOL,
+     .quant = 1,
+     .dflt = "false",
+     .env = "NVTE_FP8_BLOCK_SCALING_FP32_SCALES",
+     .env_kind = ENV_EQ1},
+    FP8_FORMAT("\"E4M3\"", 1),
+    FIXED_JSON("fp8_quant_fwd_inp", QP("true"), 1),
+    FIXED_JSON("fp8_quant_fwd_weight", QP("true"), 1),
+    FIXED_JSON("fp8_quant_bwd_grad", QP("true"), 1),
+    {.name = "x_block_scaling_dim", .kind = RK_INT, .quant = 1, .dflt = "1"},
+    {.name = "w_block_scaling_dim", .kind = RK_INT, .quant = 1, .dflt = "2"},
+    {.name = "grad_block_scaling_dim", .kind = RK_INT, .quant = 1, .dflt = "1"},
+    FIXED_JSON("fp8_gemm_fprop", MM("true"), 0),
+    FIXED_JSON("fp8_gemm_dgrad", MM("true"), 0),
+    FIXED_JSON("fp8_gemm_wgrad", MM("true"), 0),
+    DPA_ATTRS(0), /* Float8BlockScaling asserts both False */
+    BO_ATTR(1),
+};
+/* disable_rht/_stochastic_rounding/_2d_quantization are quantizer-relevant through the derived
+ * QParams (q_rht, q_sr, q_2d), which the qhash covers directly. */
+static const recipe_attr attrs_nvfp4[] = {
+    {.name = "disable_rht",
+     .kind = RK_BOOL,
+     .field = F_DISABLE_RHT,
+     .dflt = "false",
+     .env = "NVTE_NVFP4_DISABLE_RHT",
+     .env_kind = ENV_EQ1,
+     .ctor = 1},
+    {.name = "disable_stochastic_rounding",
+     .kind = RK_BOOL,
+     .field = F_DISABLE_SR,
+     .dflt = "false",
+     .env = "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING",
+     .env_kind = ENV_EQ1,
+     .ctor = 1},
+    {.name = "disable_2d_quantization",
+     .kind = RK_BOOL,
+     .field = F_DISABLE_2D,
+     .dflt = "false",
+     .env = "NVTE_NVFP4_DISABLE_2D_QUANTIZATION",
+     .env_kind = ENV_EQ1,
+     .ctor = 1},
+    {.name = "row_scaled_activation",
+     .kind = RK_BOOL,
+     .quant = 1,
+     .field = F_ROW_SCALED,
+     .dflt = "false",
+     .env = "NVTE_NVFP4_ROW_SCALED_ACTIVATION",
+     .env_kind = ENV_EQ1,
+     .ctor = 1},
+    {.name = "nvfp4_4over6",
+     .kind = RK_ENUM,
+     .quant = 1,
+     .field = F_4OVER6,
+     .dflt = "\"none\"",
+     .env = "NVTE_NVFP4_4OVER6",
+     .env_kind = ENV_STR,
+     .allowed = scopes_4o6,
+     .ctor = 1},
+    {.name = "nvfp4_4over6_e4m3_use_256",
+     .kind = RK_ENUM,
+     .quant = 1,
+     .dflt = "\"all\"",
+     .env = "NVTE_NVFP4_4OVER6_E4M3_USE_256",
+     .env_kind = ENV_STR,
+     .allowed = scopes_4o6,
+     .ctor = 1},
+    {.name = "nvfp4_4over6_err_mode",
+     .kind = RK_ENUM,
+     .quant = 1,
+     .dflt = "\"MAE\"",
+     .env = "NVTE_NVFP4_4OVER6_ERR_MODE",
+     .env_kind = ENV_UPPER,
+     .allowed = err_modes,
+     .ctor = 1},
+    {.name = "fp4_format", .kind = RK_ENUM, .quant = 1, .dflt = "\"E2M1\"", .allowed = fmt_fp4},
+    FP8_FORMAT("\"E4M3\"", 0),
+    {.name = "fp4_quant_fwd_inp", .kind = RK_JSON, .field = F_QP_INP, .dflt = "null", .derived = 1},
+    {.name = "fp4_quant_fwd_weight",
+     .kind = RK_JSON,
+     .field = F_QP_WEIGHT,
+     .dflt = "null",
+     .derived = 1},
+    {.name = "fp4_quant_bwd_grad",
+     .kind = RK_JSON,
+     .field = F_QP_GRAD,
+     .dflt = "null",
+     .derived = 1},
+    DPA_ATTRS(1),
+    BO_ATTR(1),
+};
+static const recipe_attr attrs_custom[] = {
+    /* a callable the user must pass: no default a capture could record (synth names its own) */
+    {.name = "qfactory", .kind = RK_JSON, .quant = 1, .dflt = "null"},
+    FP8_FORMAT("\"HYBRID\"", 1),
+    DPA_ATTRS(1),
+    BO_ATTR(1),
+    {.name = "quantization_alignment", .kind = RK_INT, .dflt = "128", .ctor = 1},
+};
+
+static const struct {
+    const char *name;
+    const recipe_attr *attrs;
+    size_t n_attrs;
+} recipe_types[FT_RT_COUNT] = {
+    [FT_RT_NONE] = {"None", NULL, 0},
+    [FT_RT_DELAYED] = {"DelayedScaling", attrs_delayed, FT_ARRAY_LEN(attrs_delayed)},
+    [FT_RT_CURRENT] = {"Float8CurrentScaling", attrs_current, FT_ARRAY_LEN(attrs_current)},
+    [FT_RT_MXFP8] = {"MXFP8BlockScaling", attrs_mxfp8, FT_ARRAY_LEN(attrs_mxfp8)},
+    [FT_RT_BLOCK] = {"Float8BlockScaling", attrs_block, FT_ARRAY_LEN(attrs_block)},
+    [FT_RT_NVFP4] = {"NVFP4BlockScaling", attrs_nvfp4, FT_ARRAY_LEN(attrs_nvfp4)},
+    [FT_RT_CUSTOM] = {"CustomRecipe", attrs_custom, FT_ARRAY_LEN(attrs_custom)},
+};
+
+const char *ft_recipe_type_name(ft_recipe_type t)
+{
+    return (unsigned)t < FT_RT_COUNT ? recipe_types[t].name : "?";
+}
+
+uint32_t ft_recipe_n_fields(ft_recipe_type t)
+{
+    return (unsigned)t < FT_RT_COUNT ? (uint32_t)recipe_types[t].n_attrs : 0;
+}
+
+int ft_recipe_field_at(ft_recipe_type t, uint32_t i, ft_recipe_field *out)
+{
+    if (i >= ft_recipe_n_fields(t)) return FT_ERANGE;
+    static const uint8_t kinds[] = {
+        [RK_BOOL] = FT_RF_BOOL, [RK_INT] = FT_RF_INT,           [RK_FLOAT] = FT_RF_JSON,
+        [RK_ENUM] = FT_RF_ENUM, [RK_OPT_ENUM] = FT_RF_OPT_ENUM, [RK_JSON] = FT_RF_JSON};
+    const recipe_attr *a = &recipe_types[t].attrs[i];
+    *out = (ft_recipe_field){.name = a->name,
+                             .kind = (ft_rf_kind)kinds[a->kind],
+                             .init = a->init ? a->init : a->dflt,
+                             .settable = a->ctor,
+                             .derived = a->derived,
+                             .values = a->ctor_allowed ? a->ctor_allowed : a->allowed};
+    return FT_OK;
+}
+
+const char *ft_bo_name(ft_bo bo)
+{
+    return bo == FT_BO_NONE ? "None" : (unsigned)bo <= 2 ? bo_names[bo - 1] : "?";
+}
+
+/* ---- parsing ------------------------------------------------------------------------------ */
+static int enum_index(const char *const *names, const char *s)
+{
+    if (!strncmp(s, "Format.", 7)) s += 7; /* tolerate "Format.E4M3" */
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(names[i], s)) return i;
+    return -1;
+}
+
+/* The value TE's class body would take from the environment, as JSON (new reference), or NULL
+ * when the variable is unset. */
+static json_t *env_default(const recipe_attr *a, const ft_env *env)
+{
+    if (!a->env || !env) return NULL;
+    const char *s = ft_env_str(env, a->env);
+    if (!s) return NULL;
+    switch (a->env_kind) {
+    case ENV_EQ1:
+        return json_boolean(!strcmp(s, "1"));
+    case ENV_UPPER: {
+        char buf[64];
+        size_t n = ft_strlcpy(buf, s, sizeof buf);
+        for (size_t i = 0; i < n && i < sizeof buf; i++)
+            buf[i] = (char)toupper((unsigned char)buf[i]);
+        return json_string(buf);
+    }
+    default:
+        return json_string(s);
+    }
+}
+
+/* QParams flag from a recorded fp4_quant_* object; -1 when absent. */
+static int qparam_flag(const json_t *qp, const char *key)
+{
+    if (!json_is_object(qp)) return -1;
+    const json_t *v = json_object_get(qp, key);
+    return json_is_boolean(v) ? json_is_true(v) : -1;
+}
+
+static int append_json(ft_buf *b, const json_t *v)
+{
+    char *t =
+        json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+    if (!t) return FT_ENOMEM;
+    int rc = ft_buf_append(b, t, strlen(t));
+    free(t); /* allocated by jansson */
+    return rc;
+}
+
+int ft_recipe_parse(const ft_recipe_def *def, const ft_env *env, ft_recipe_int *out, ft_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->id = def->id;
+    out->pub.obj = def->obj;
+    int t = -1;
+    for (int i = 1; i < FT_RT_COUNT && def->type; i++)
+        if (!strcmp(def->type, recipe_types[i].name)) t = i;
+    if (t < 0)
+        return ft_err_set(err, FT_EINVAL, "recipe %lld: unknown recipe type '%s'",
+                          (long long)def->id, def->type ? def->type : "(null)");
+    out->pub.type = (ft_recipe_type)t;
+    const char *tn = recipe_types[t].name;
+
+    json_error_t je;
+    json_t *attrs = NULL;
+    if (def->attrs_json && *def->attrs_json) {
+        attrs = json_loads(def->attrs_json, 0, &je);
+        if (!attrs)
+            return ft_err_set(err, FT_EINVAL,
+                              "recipe %lld (%s): field 'attrs' is not valid JSON (%s)",
+                              (long long)def->id, tn, je.text);
+        if (!json_is_object(attrs)) {
+            json_decref(attrs);
+            return ft_err_set(err, FT_EINVAL, "recipe %lld (%s): field 'attrs' is not an object",
+                              (long long)def->id, tn);
+        }
+    }
+
+    int rc = FT_OK;
+    ft_buf canon = {0}, qcanon = {0};
+    int qp_inp = -1, qp_weight = -1, qp_grad = -1;
+    rc = ft_buf_printf(&canon, "%s{", tn);
+    if (!rc) rc = ft_buf_printf(&qcanon, "%s{", tn);
+    for (size_t i = 0; i < recipe_types[t].n_attrs && !rc; i++) {
+        const recipe_attr *a = &recipe_types[t].attrs[i];
+        json_t *own = NULL;
+        const json_t *v = attrs ? json_object_get(attrs, a->name) : NULL;
+        if (!v) v = own = env_default(a, env);
+        if (!v) v = own = json_loads(a->dflt, JSON_DECODE_ANY, NULL);
+        if (!v) {
+            rc = ft_err_set(err, FT_ENOMEM, "recipe %lld: out of memory", (long long)def->id);
+            break;
+        }
+        const char *want = NULL;
+        json_t *norm = NULL; /* normalised value for the canonical text */
+        int64_t iv = 0;
+        switch (a->kind) {
+        case RK_BOOL:
+            if (!json_is_boolean(v)) want = "a bool";
+            iv = json_is_true(v);
+            break;
+        case RK_INT:
+            if (!json_is_integer(v))
+                want = "an integer";
+            else
+                iv = json_integer_value(v);
+            break;
+        case RK_FLOAT:
+            if (!json_is_number(v)) want = "a number";
+            break;
+        case RK_OPT_ENUM:
+            if (json_is_null(v)) {
+                iv = -1;
+                break;
+            }
+            /* fall through */
+        case RK_ENUM: {
+            int k = json_is_string(v) ? enum_index(a->allowed, json_string_value(v)) : -1;
+            if (k < 0 && json_is_string(v) && a->env_kind == ENV_UPPER) {
+                char buf[64];
+                size_t n = ft_strlcpy(buf, json_string_value(v), sizeof buf);
+                for (size_t j = 0; j < n && j < sizeof buf; j++)
+                    buf[j] = (char)toupper((unsigned char)buf[j]);
+                k = enum_index(a->allowed, buf);
+            }
+            if (k < 0) {
+                want = a->kind == RK_OPT_ENUM ? "null or one of its enum names"
+                                              : "one of its enum names";
+                break;
+            }
+            iv = k;
+            norm = json_string(a->allowed[k]);
+            if (!norm) rc = FT_ENOMEM;
+            break;
+        }
+        default:
+            break;
+        }
+        if (want) {
+            char *shown = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+            rc = ft_err_set(err, FT_EINVAL, "recipe %lld (%s): attribute '%s' must be %s, got %s",
+                            (long long)def->id, tn, a->name, want, shown ? shown : "?");
+            free(shown);
+            json_decref(own);
+            break;
+        }
+        if (!rc) rc = ft_buf_printf(&canon, "%s%s=", i ? "," : "", a->name);
+        if (!rc) rc = append_json(&canon, norm ? norm : v);
+        if (!rc && a->quant) {
+            rc = ft_buf_printf(&qcanon, "%s=", a->name);
+            if (!rc) rc = append_json(&qcanon, norm ? norm : v);
+            if (!rc) rc = ft_buf_printf(&qcanon, ",");
+        }
+        switch (a->field) {
+        case F_BO:
+            out->pub.bo = iv < 0 ? FT_BO_NONE : (ft_bo)(iv + 1);
+            break;
+        case F_HIST:
+            if (iv <= 0 && !rc)
+                rc = ft_err_set(err, FT_EINVAL,
+                                "recipe %lld (%s): attribute 'amax_history_len' must be >= 1",
+                                (long long)def->id, tn);
+            out->pub.amax_history_len = iv;
+            break;
+        case F_DISABLE_RHT:
+            out->pub.disable_rht = (uint8_t)iv;
+            break;
+        case F_DISABLE_SR:
+            out->pub.disable_sr = (uint8_t)iv;
+            break;
+        case F_DISABLE_2D:
+            out->pub.disable_2d = (uint8_t)iv;
+            break;
+        case F_ROW_SCALED:
+            out->pub.row_scaled = (uint8_t)iv;
+            break;
+        case F_4OVER6:
+            out->pub.four_over_six = (uint8_t)iv; /* 0 none, 1 weights, 2 activations, 3 all */
+            break;
+        case F_ENABLE_2D:
+            out->pub.enable_2d = (uint8_t)iv;
+            break;
+        case F_FP8_FORMAT:
+            out->pub.fp8_format = (uint8_t)iv;
+            break;
+        case F_QP_INP:
+            qp_inp = qparam_flag(v, "random_hadamard_transform");
+            break;
+        case F_QP_WEIGHT:
+            qp_weight = qparam_flag(v, "fp4_2d_quantization");
+            break;
+        case F_QP_GRAD:
+            qp_grad = qparam_flag(v, "stochastic_rounding");
+            break;
+        default:
+            break;
+        }
+        json_decref(norm);
+        json_decref(own);
+    }
+    if (rc) goto fail;
+
+    /* fields the table does not know: kept in the hash (every attribute counts), sorted */
+    if (attrs) {
+        size_t n_extra = 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach(attrs, key, val)
+        {
+            int known = key[0] == '_'; /* private attributes (e.g. _cached_repr) are state */
+            for (size_t i = 0; i < recipe_types[t].n_attrs; i++)
+                if (!strcmp(recipe_types[t].attrs[i].name, key)) known = 1;
+            if (!known) n_extra++;
+        }
+        if (n_extra) {
+            const char **keys = ft_calloc(n_extra, sizeof *keys);
+            if (!keys) {
+                rc = ft_err_set(err, FT_ENOMEM, "recipe %lld: out of memory", (long long)def->id);
+                goto fail;
+            }
+            size_t k = 0;
+            json_object_foreach(attrs, key, val)
+            {
+                int known = key[0] == '_';
+                for (size_t i = 0; i < recipe_types[t].n_attrs; i++)
+                    if (!strcmp(recipe_types[t].attrs[i].name, key)) known = 1;
+                if (known) continue;
+                size_t j = k++;
+                while (j > 0 && strcmp(keys[j - 1], key) > 0) {
+                    keys[j] = keys[j - 1];
+                    j--;
+                }
+                keys[j] = key;
+            }
+            for (size_t i = 0; i < n_extra && !rc; i++) {
+                rc = ft_buf_printf(&canon, ",+%s=", keys[i]);
+                if (!rc) rc = append_json(&canon, json_object_get(attrs, keys[i]));
+            }
+            ft_free(keys);
+            if (rc) goto nomem;
+        }
+    }
+    rc = ft_buf_printf(&canon, "}");
+    if (rc) goto nomem;
+
+    if (out->pub.type == FT_RT_NVFP4) {
+        /* __post_init__: inp RHT = !disable_rht; weight 2D = !disable_2d; grad SR = !disable_sr */
+        out->pub.q_rht = (uint8_t)(qp_inp >= 0 ? qp_inp : !out->pub.disable_rht);
+        out->pub.q_2d = (uint8_t)(qp_weight >= 0 ? qp_weight : !out->pub.disable_2d);
+        out->pub.q_sr = (uint8_t)(qp_grad >= 0 ? qp_grad : !out->pub.disable_sr);
+    }
+    out->qparams_recorded = qp_inp >= 0 || qp_weight >= 0 || qp_grad >= 0;
+    rc = ft_buf_printf(&qcanon, "}");
+    if (rc) goto nomem;
+    out->canon = ft_strndup((const char *)canon.data, canon.len);
+    if (!out->canon) goto nomem;
+    out->pub.hash = ft_hash64(canon.data, canon.len);
+    out->qbase = ft_hash64(qcanon.data, qcanon.len);
+    ft_recipe_set_qflags(out, out->pub.q_rht, out->pub.q_sr, out->pub.q_2d);
+    ft_buf_free(&canon);
+    ft_buf_free(&qcanon);
+    json_decref(attrs);
+    return FT_OK;
+nomem:
+    rc = ft_err_set(err, FT_ENOMEM, "recipe %lld: out of memory", (long long)def->id);
+fail:
+    ft_buf_free(&canon);
+    ft_buf_free(&qcanon);
+    json_decref(attrs);
+    ft_free(out->canon);
+    out->canon = NULL;
+    return rc;
+}
+
+void ft_recipe_set_qflags(ft_recipe_int *r, uint8_t rht, uint8_t sr, uint8_t twod)
+{
+    r->pub.q_rht = rht;
+    r->pub.q_sr = sr;
+    r->pub.q_2d = twod;
+    r->pub.qhash = ft_hash_mix(r->qbase, (uint64_t)rht | (uint64_t)sr << 1 | (uint64_t)twod << 2);
+}
+
+void ft_recipe_int_free(ft_recipe_int *r)
+{
+    if (!r) return;
+    ft_free(r->canon);
+    r->canon = NULL;
+}
+
+void ft_recipe_none(ft_recipe_int *out)
+{
+    memset(out, 0, sizeof *out);
+    out->id = -1;
+    out->pub.type = FT_RT_NONE;
+    out->pub.obj = 0;
+    out->pub.hash = ft_hash64("None", 4);
+    out->pub.qhash = 0;
+}

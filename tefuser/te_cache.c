@@ -1,0 +1,52 @@
+/*
+ * te_cache.c - TE's plan-cache rule as each ref writes it (docs/fuser-model.md, "The plan
+ * cache"): whether OperationFuser.maybe_fuse_ops resets recipe state and whether it runs the
+ * fusion passes, per call, for one fuser. Written for clarity, not speed: synth uses it for the
+ * captured `rebuilt` flags of the run it writes, and the tests use it as the reference the
+ * replay engine's specialised loops must agree with call for call.
+ */
+#include "tefuser_int.h"
+
+#include <string.h>
+
+void ft_te_cache_init(ft_te_cache *c, ft_te_ref ref)
+{
+    memset(c, 0, sizeof *c);
+    c->ref = ref;
+}
+
+int ft_te_cache_call(ft_te_cache *c, int type, int bo, int64_t hist, uint32_t f, int *reset)
+{
+    /* recipe_type starts as None, which equals no recipe type (not even NoneType): the first
+     * call resets. DelayedScaling's amax_history_len joins the reset rule at every ref. */
+    const int delayed_change = type == FT_RT_DELAYED && c->hist != hist;
+    int rs, build;
+    switch (c->ref) {
+    case FT_TE_PRE3410: /* one slot keyed by (type, f, bo): a reset is a rebuild */
+        rs = build = !c->seen || type != c->type || f != c->f || bo != c->bo || delayed_change;
+        break;
+    case FT_TE_3410_COMMIT1: /* one slot keyed by (type, bo): f dropped */
+        rs = build = !c->seen || type != c->type || bo != c->bo || delayed_change;
+        break;
+    default: /* FT_TE_3410: reset on (type, bo); a dict of plans keyed by (type, f, bo) */
+        rs = !c->seen || type != c->type || bo != c->bo || delayed_change;
+        build = 1;
+        for (uint32_t i = 0; i < c->n_keys && build; i++)
+            build = !(c->keys[i].type == type && c->keys[i].bo == bo && c->keys[i].f == f);
+        if (build && c->n_keys < FT_TE_CACHE_KEYS) {
+            c->keys[c->n_keys].type = type;
+            c->keys[c->n_keys].bo = bo;
+            c->keys[c->n_keys++].f = f;
+        }
+        break;
+    }
+    if (rs) {
+        c->seen = 1;
+        c->type = type;
+        c->bo = bo;
+        c->f = f;
+        c->hist = hist;
+    }
+    if (reset) *reset = rs;
+    return build;
+}
