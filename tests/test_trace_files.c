@@ -271,6 +271,27 @@ static void test_killed_recording_copy_and_seal(void **state)
     assert_int_equal(si.n_calls, 500);
 }
 
+/* A trace read while it is being recorded (here in the same process, whose POSIX locks a reader
+ * must not drop): read with its WAL, said to be not closed, and the recording goes on. */
+static void test_live_read(void **state)
+{
+    (void)state;
+    char p[600];
+    tmp_path(p, sizeof p, "live.ftdb");
+    ft_rec *r = rec_start(p, 100);
+    for (int i = 0; i < 250; i++)
+        assert_int_equal(call1(r, i + 1, i), FT_OK);
+    const char *nc = "read with the -wal";
+    assert_int_equal(calls_in(p, NULL, &nc), 200); /* two chunks committed, one pending */
+    for (int i = 250; i < 420; i++)
+        assert_int_equal(call1(r, i + 1, i), FT_OK);
+    assert_int_equal(calls_in(p, NULL, &nc), 400);
+    assert_int_equal(ft_rec_close(r), FT_OK);
+    const char *none = NULL;
+    assert_int_equal(calls_in(p, NULL, &none), 420);
+    assert_false(exists(p, "-wal") || exists(p, "-shm") || exists(p, "-journal"));
+}
+
 /* A close killed at any moment leaves a readable trace with every call and never a journal. */
 static void test_killed_close(void **state)
 {
@@ -595,6 +616,58 @@ static void test_reader_exit_statuses(void **state)
     }
 }
 
+/* Damage anywhere past the header is damage to every reader: exit 1 (or 2 when the file no
+ * longer says trace, 0 when the bytes were in unused space), never 3 (environment). */
+static void test_random_damage_exit_statuses(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char p[600], d[600], cmd[2000];
+    tmp_path(p, sizeof p, "dmg-src.ftdb");
+    tmp_path(d, sizeof d, "dmg.ftdb");
+    snprintf(cmd, sizeof cmd, "%s synth demo --set steps=2 -o '%s' >/dev/null", cli, p);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    size_t n;
+    char *orig = tu_read_file(p, &n);
+    assert_non_null(orig);
+    uint64_t g = 0x9e3779b97f4a7c15ull;
+    static const char *const readers[] = {"verify", "info", "export", "replay"};
+    int counts[4] = {0};
+    for (int k = 0; k < 24; k++) {
+        g ^= g << 13;
+        g ^= g >> 7;
+        g ^= g << 17;
+        /* four bytes flipped at once, anywhere after the first 100 (the SQLite header) */
+        size_t at[4];
+        char save[4];
+        for (int q = 0; q < 4; q++) {
+            g ^= g << 13;
+            g ^= g >> 7;
+            g ^= g << 17;
+            at[q] = 100 + (size_t)(g % (n - 100));
+            save[q] = orig[at[q]];
+            orig[at[q]] = (char)(orig[at[q]] ^ (char)(1 + (g >> 40) % 255));
+        }
+        FILE *f = fopen(d, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(orig, 1, n, f), n);
+        for (int q = 3; q >= 0; q--)
+            orig[at[q]] = save[q];
+        fclose(f);
+        for (size_t r = 0; r < 4; r++) {
+            snprintf(cmd, sizeof cmd, "%s %s '%s' %s >/dev/null 2>&1", cli, readers[r], d,
+                     r == 2 ? "-o -" : "");
+            int rc = tu_sh(cmd, NULL, 0);
+            if (rc < 0 || rc > 2)
+                fail_msg("%s after a flip at byte %zu: exit %d", readers[r], at, rc);
+            counts[rc]++;
+        }
+    }
+    print_message("random damage: exit 0 %d, 1 %d, 2 %d\n", counts[0], counts[1], counts[2]);
+    free(orig);
+}
+
 /* The shipped capture streams' reports and info run clean (under UBSan in the ASan pass). */
 static void test_shipped_traces_reports(void **state)
 {
@@ -629,6 +702,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_foreign_wal_ignored),
         cmocka_unit_test(test_killed_recording_copy_and_seal),
+        cmocka_unit_test(test_live_read),
         cmocka_unit_test(test_killed_close),
         cmocka_unit_test(test_damaged_wal_reported),
         cmocka_unit_test(test_stale_side_file_refused),
@@ -638,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_info_at_scale),
         cmocka_unit_test(test_many_fusers_fast),
         cmocka_unit_test(test_reader_exit_statuses),
+        cmocka_unit_test(test_random_damage_exit_statuses),
         cmocka_unit_test(test_shipped_traces_reports),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
