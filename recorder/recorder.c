@@ -266,8 +266,10 @@ int ft_rec_header(ft_rec *r, const ft_header *h)
     if (r->have_header || r->n_decls || r->n_records)
         return ft_err_set(&r->err, FT_ESTATE, "header must come first and only once");
     if ((h->has_rank && (h->rank < 0 || h->rank > INT32_MAX)) ||
-        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)))
-        return ft_err_set(&r->err, FT_ERANGE, "header: rank or world_size out of range");
+        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)) ||
+        (h->has_rank && h->has_world_size && h->rank >= h->world_size))
+        return ft_err_set(&r->err, FT_ERANGE,
+                          "header: rank or world_size out of range (0 <= rank < world_size)");
     if ((rc = check_text(r, "header te_version", h->te_version)) ||
         (rc = check_text(r, "header torch_version", h->torch_version)) ||
         (rc = check_text(r, "header host", h->host)) ||

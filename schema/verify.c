@@ -115,7 +115,8 @@ static int check_tables(ft_trace *t, ft_err *err)
         if (hs[i] && ft_utf8_bad_at(hs[i]) >= 0)
             return ft_err_set(err, FT_ECORRUPT, "%s: table meta: a header field is not UTF-8", p);
     if ((h->has_rank && (h->rank < 0 || h->rank > INT32_MAX)) ||
-        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)))
+        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)) ||
+        (h->has_rank && h->has_world_size && h->rank >= h->world_size))
         return ft_err_set(err, FT_ECORRUPT, "%s: table meta: rank or world_size out of range", p);
     for (uint32_t i = 0; i < ft_trace_n_fusers(t); i++) {
         const ft_fuser_def *f = ft_trace_fuser(t, i);
