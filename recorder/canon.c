@@ -118,3 +118,37 @@ int ft_json_canon(const char *text, int kind, const char *what, char **out, size
     json_decref(j);
     return rc;
 }
+
+int ft_json_header_ok(const char *env_json, const char *extra_json, ft_err *err)
+{
+    static const char *const named[] = {
+        "t",    "format",     "version", "te_version", "torch_version",
+        "host", "started_at", "rank",    "world_size", "env"};
+    json_t *env = json_loads(env_json ? env_json : "{}", 0, NULL);
+    json_t *extra = json_loads(extra_json ? extra_json : "{}", 0, NULL);
+    int rc = FT_OK;
+    const char *key;
+    json_t *v;
+    if (!json_is_object(env) || !json_is_object(extra))
+        rc = ft_err_set(err, env && extra ? FT_EINVAL : FT_ENOMEM,
+                        "header: env or extra is not "
+                        "a JSON object");
+    if (!rc) json_object_foreach(env, key, v)
+        {
+            if (!json_is_string(v)) {
+                rc = ft_err_set(err, FT_EINVAL, "header env.%.80s: not a string", key);
+                break;
+            }
+        }
+    if (!rc) json_object_foreach(extra, key, v)
+        {
+            for (size_t i = 0; i < sizeof named / sizeof *named && !rc; i++)
+                if (!strcmp(key, named[i]))
+                    rc = ft_err_set(err, FT_EINVAL,
+                                    "header extra field '%s' is a name the header defines", key);
+            if (rc) break;
+        }
+    json_decref(env);
+    json_decref(extra);
+    return rc;
+}

@@ -19,4 +19,9 @@ enum { FT_CANON_ANY = 0, FT_CANON_OBJECT = 1, FT_CANON_OPLIST = 2 };
 int ft_json_canon(const char *text, int kind, const char *what, char **out, size_t *n_items,
                   ft_err *err);
 
+/* The header's env and extra objects (canonical JSON text) are what the capture stream can
+ * carry: env's values are strings, and extra names no field the header line defines (export
+ * writes extra's fields into that line). FT_EINVAL naming the field otherwise. */
+int ft_json_header_ok(const char *env_json, const char *extra_json, ft_err *err);
+
 #endif /* FT_CANON_H */

@@ -65,6 +65,10 @@ int ft_trace_check_json(ft_trace *t, ft_err *err)
     const ft_header *h = ft_trace_header(t);
     int rc = check_canon(t, "meta", 0, h->env_json, FT_CANON_OBJECT, -1, err);
     if (!rc) rc = check_canon(t, "meta", 0, h->extra_json, FT_CANON_OBJECT, -1, err);
+    ft_err e = {0};
+    if (!rc && (rc = ft_json_header_ok(h->env_json, h->extra_json, &e)))
+        rc = ft_err_set(err, rc == FT_ENOMEM ? rc : FT_ECORRUPT, "%s: table meta: %s",
+                        ft_trace_path(t), ft_err_msg(&e));
     ft_hmap seen = {0}; /* op list texts checked (fusers of one op list share the text) */
     for (uint32_t i = 0; !rc && i < ft_trace_n_fusers(t); i++) {
         const ft_fuser_def *f = ft_trace_fuser(t, i);

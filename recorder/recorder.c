@@ -281,6 +281,7 @@ int ft_rec_header(ft_rec *r, const ft_header *h)
     if (!rc)
         rc = ft_json_canon(h->extra_json ? h->extra_json : "{}", FT_CANON_OBJECT, "header extra",
                            &extra, NULL, &r->err);
+    if (!rc) rc = ft_json_header_ok(env, extra, &r->err);
     if (!rc) {
         ft_header c = *h;
         c.env_json = env;
