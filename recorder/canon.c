@@ -152,3 +152,37 @@ int ft_json_header_ok(const char *env_json, const char *extra_json, ft_err *err)
     json_decref(extra);
     return rc;
 }
+
+int ft_oplist_groups(const char *ops_json, uint32_t *groups, ft_err *err)
+{
+    *groups = 0;
+    json_t *j = json_loads(ops_json, 0, NULL);
+    if (!json_is_array(j)) {
+        json_decref(j);
+        return ft_err_set(err, j ? FT_EINVAL : FT_ENOMEM, "ops: not a JSON array");
+    }
+    int rc = FT_OK, mixed = 0;
+    size_t n = json_array_size(j);
+    if (!n) rc = ft_err_set(err, FT_EINVAL, "ops: must hold at least one op");
+    for (size_t i = 0; i < n && !rc; i++) {
+        json_t *op = json_array_get(j, i);
+        json_t *a = json_object_get(op, "attrs");
+        json_t *g = a ? json_object_get(a, "num_groups") : NULL;
+        if (!json_string_length(json_object_get(op, "type"))) {
+            rc = ft_err_set(err, FT_EINVAL, "ops[%zu].type: must not be empty", i);
+        } else if (g) {
+            json_int_t v = json_is_integer(g) ? json_integer_value(g) : 0;
+            if (v < 1 || v > INT32_MAX)
+                rc = ft_err_set(err, FT_EINVAL,
+                                "ops[%zu].attrs.num_groups: not an integer in [1, %d]", i,
+                                INT32_MAX);
+            else if (!*groups)
+                *groups = (uint32_t)v;
+            else if (*groups != (uint32_t)v)
+                mixed = 1;
+        }
+    }
+    if (mixed || rc) *groups = 0;
+    json_decref(j);
+    return rc;
+}

@@ -54,6 +54,8 @@ struct ft_rec {
     int has_last;
     int64_t last_seq;
     seqset calls;
+    uint32_t *groups; /* [n_fusers] num_groups every m_splits of the fuser has, 0 if unchecked */
+    size_t groups_cap;
 };
 
 /* ---- what the capture stream can carry ---------------------------------------------------- */
@@ -197,6 +199,7 @@ static void rec_free(ft_rec *r)
     ft_chunk_enc_free(r->enc);
     ft_buf_free(&r->blob);
     seqset_free(&r->calls);
+    ft_free(r->groups);
     ft_free(r);
 }
 
@@ -307,9 +310,27 @@ int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json)
     snprintf(what, sizeof what, "fuser %" PRId64 " ops", id);
     rc = ft_json_canon(ops_json, FT_CANON_OPLIST, what, &ops, &n_ops, &r->err);
     if (rc) return rc;
-    rc = ft_trace_w_fuser(r->t, id, label, ops, (uint32_t)n_ops, r->n_records);
+    uint32_t groups = 0;
+    ft_err ge = {0};
+    size_t n = ft_trace_n_fusers(r->t);
+    if ((rc = ft_oplist_groups(ops, &groups, &ge))) {
+        ft_err_set(&r->err, rc, "fuser %" PRId64 ": field %s", id, ft_err_msg(&ge));
+    } else if (n >= r->groups_cap) {
+        size_t cap = r->groups_cap ? r->groups_cap * 2 : 64;
+        uint32_t *q = ft_realloc(r->groups, cap * sizeof *q);
+        if (!q)
+            rc = ft_err_set(&r->err, FT_ENOMEM, "out of memory");
+        else
+            r->groups = q, r->groups_cap = cap;
+    }
+    int written = 0;
+    if (!rc) {
+        rc = ft_trace_w_fuser(r->t, id, label, ops, (uint32_t)n_ops, r->n_records);
+        written = 1;
+    }
     ft_free(ops);
-    if (rc) return from_trace(r, rc);
+    if (rc) return written ? from_trace(r, rc) : rc;
+    r->groups[n] = groups;
     r->n_decls++;
     return FT_OK;
 }
@@ -398,6 +419,11 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
                               "call seq %" PRId64 ": field 'op_rg': entry %u is not 0/1", c->seq,
                               i);
     int64_t n_tokens = 0;
+    if ((fl & FT_CF_HAS_SPLITS) && r->groups[fi] && c->n_splits != r->groups[fi])
+        return ft_err_set(&r->err, FT_EINVAL,
+                          "call seq %" PRId64 ": field 'm_splits': %u entries, fuser %" PRId64
+                          " has num_groups %u",
+                          c->seq, c->n_splits, c->fuser, r->groups[fi]);
     if (fl & FT_CF_HAS_SPLITS) {
         if (c->n_splits > FT_LIM_SPLITS)
             return ft_err_set(&r->err, FT_ERANGE,
