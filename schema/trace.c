@@ -1696,10 +1696,10 @@ int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err)
         if (!(rc = exec(t, "PRAGMA locking_mode=EXCLUSIVE")) && !(rc = exec(t, "BEGIN EXCLUSIVE")))
             rc = exec(t, "COMMIT");
         if (rc == FT_EIO)
-            ft_err_set(&t->err, FT_ESTATE,
-                       "%s: another process has it open (a recorder still writing?); seal it "
-                       "once the recording stopped",
-                       path);
+            rc = ft_err_set(&t->err, FT_ESTATE,
+                            "%s: another process has it open (a recorder still writing?); seal "
+                            "it once the recording stopped",
+                            path);
     }
     if (!rc && !(rc = load_all(t))) {
         const char *state = ft_trace_meta(t, "state");
@@ -1708,7 +1708,9 @@ int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err)
         out->n_backwards = t->n_bwd;
         out->n_chunks = t->n_chunks;
         t->mode = FT_OPEN_CREATE;
-        rc = finish_as(t, out->was_closed ? state : "recovered");
+        /* a closed trace in rollback mode is left untouched (a write would need a journal) */
+        if (!out->was_closed || pr.wal_mode)
+            rc = finish_as(t, out->was_closed ? state : "recovered");
     }
     if (rc && err) *err = t->err;
     trace_free(t);
