@@ -1099,10 +1099,10 @@ static int open_db_read(ft_trace *t, probe *pr, wal_scan *ws)
             return ft_err_set(&t->err, rc, "%s: out of memory", t->path);
         if (ws->damaged)
             return ft_err_set(&t->err, FT_ECORRUPT,
-                              "%s-wal: damaged: %s; reading on would lose the commits after it "
-                              "(the main file alone holds what was checkpointed: move the -wal "
-                              "away to read it, or 'fusertrace seal --force' keeps what comes "
-                              "before the damage)",
+                              "%s-wal: damaged: %s (the -wal was cut or changed, or the "
+                              "recording's last write was interrupted, e.g. by a full disk); "
+                              "SQLite would drop it and every commit after it silently. "
+                              "'fusertrace seal --force' keeps what comes before it",
                               t->path, ws->why);
         use_wal = pr->has_shm && !pr->has_journal;
     }
@@ -1142,7 +1142,20 @@ static int open_read(ft_trace *t)
     probe pr;
     wal_scan ws;
     int rc = open_db_read(t, &pr, &ws);
-    if (rc || (rc = load_all(t))) return rc;
+    if (rc) return rc;
+    if ((rc = load_all(t))) {
+        /* read without the -wal (no -shm beside it) after a checkpoint the recorder could not
+         * finish, the main file alone is inconsistent: the -wal has the rest */
+        if (rc == FT_ECORRUPT && !t->wal_read && ws.commits) {
+            char msg[FT_ERR_MAX];
+            ft_strlcpy(msg, ft_err_msg(&t->err), sizeof msg);
+            ft_err_set(&t->err, rc,
+                       "%s (read without the -wal beside it, which holds %" PRIu64
+                       " commits: 'fusertrace seal' folds them in)",
+                       msg, ws.commits);
+        }
+        return rc;
+    }
     set_notice(t, &pr, &ws);
     return FT_OK;
 }

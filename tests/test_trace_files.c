@@ -370,6 +370,66 @@ static void test_stale_side_file_refused(void **state)
     unlink(j);
 }
 
+/* A recording that runs out of room (here a file size limit: the same short writes as a full
+ * disk) fails naming the file and the step, and the trace keeps what was committed. */
+static void test_out_of_room_names_file(void **state)
+{
+    (void)state;
+    char p[600];
+    tmp_path(p, sizeof p, "full.ftdb");
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {96 * 1024, 96 * 1024};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        ft_rec *r = rec_start(p, 100);
+        int rc = FT_OK;
+        char msg[FT_ERR_MAX] = "";
+        for (int i = 0; i < 200000 && !rc; i++)
+            if ((rc = call1(r, i + 1, i))) ft_strlcpy(msg, ft_err_msg(ft_rec_error(r)), sizeof msg);
+        if (!rc && (rc = ft_rec_close(r)))
+            ft_strlcpy(msg, "close failed", sizeof msg);
+        else if (rc)
+            ft_rec_abort(r);
+        if (write(fds[1], msg, strlen(msg) + 1) < 0) _exit(3);
+        _exit(rc ? 1 : 0);
+    }
+    close(fds[1]);
+    char msg[FT_ERR_MAX + 1] = "";
+    ssize_t n = read(fds[0], msg, FT_ERR_MAX);
+    close(fds[0]);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 1);
+    assert_true(n > 0);
+    print_message("out of room: %s (-wal %d, -shm %d)\n", msg, exists(p, "-wal"),
+                  exists(p, "-shm"));
+    assert_non_null(strstr(msg, p));
+    assert_non_null(strstr(msg, "chunk"));
+    /* the failed commit left a cut frame at the end of the -wal: reported, not dropped silently;
+     * seal --force keeps every chunk committed before it */
+    int rc;
+    ft_trace *t = NULL;
+    ft_err err = {0};
+    rc = ft_trace_open(p, FT_OPEN_READ, &t, &err);
+    if (rc) {
+        assert_int_equal(rc, FT_ECORRUPT);
+        assert_non_null(strstr(err.msg, "-wal: damaged"));
+        ft_seal_info si;
+        assert_int_equal(ft_trace_seal(p, 1, &si, &err), FT_OK);
+    } else {
+        ft_trace_close(t);
+    }
+    uint64_t calls = calls_in(p, &rc, NULL);
+    assert_int_equal(rc, FT_OK);
+    assert_true(calls > 0 && calls % 100 == 0);
+}
+
 /* ---- limits ------------------------------------------------------------------------------- */
 static char *ops_of(uint32_t n)
 {
@@ -706,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_killed_close),
         cmocka_unit_test(test_damaged_wal_reported),
         cmocka_unit_test(test_stale_side_file_refused),
+        cmocka_unit_test(test_out_of_room_names_file),
         cmocka_unit_test(test_limits_round_trip),
         cmocka_unit_test(test_over_limit_table_is_damage),
         cmocka_unit_test(test_info_extreme_values),
