@@ -14,101 +14,95 @@
 #include <string.h>
 #include <unistd.h>
 
-static void usage(FILE *f)
+typedef struct demo_opts {
+    uint64_t seed;
+    int json;
+} demo_opts;
+
+static const cli_opt options[] = {
+    {"seed", 0, "N", "the synthetic run's seed (default 1)", cli_parse_u64,
+     offsetof(demo_opts, seed)},
+    {"json", 0, NULL, "the report as JSON", cli_parse_flag, offsetof(demo_opts, json)},
+};
+
+static void init(void *opts)
 {
-    fprintf(f,
-            "usage: fusertrace demo [--seed N] [--json]\n"
-            "\nSynthesizes a small MoE training run (the `demo` synth scenario: grouped-MLP\n"
-            "layers, activation recompute, evaluation, recipe switches), replays it under every\n"
-            "plan-cache policy and explains the result. Nothing is left on disk.\n");
+    ((demo_opts *)opts)->seed = 1;
 }
 
-int cmd_demo(int argc, char **argv)
+static int run(void *opts_v, int n_args, char **args, ft_err *err)
 {
-    uint64_t seed = 1;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return FT_EXIT_OK;
-        } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            int64_t v;
-            if (ft_parse_i64(argv[++i], &v) || v < 0) {
-                fprintf(stderr, "fusertrace demo: --seed wants a non-negative integer\n");
-                return FT_EXIT_INPUT;
-            }
-            seed = (uint64_t)v;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else {
-            fprintf(stderr, "fusertrace demo: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return FT_EXIT_INPUT;
-        }
-    }
-
+    (void)n_args, (void)args;
+    const demo_opts *o = opts_v;
+    uint64_t seed = o->seed;
+    int json = o->json;
     const char *tmp = getenv("TMPDIR");
     char dir[1024], path[1100];
     snprintf(dir, sizeof dir, "%s/fusertrace-demo-XXXXXX", tmp && *tmp ? tmp : P_tmpdir);
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "fusertrace demo: cannot create a temporary directory under %s\n",
-                tmp && *tmp ? tmp : P_tmpdir);
-        return FT_EXIT_INTERNAL;
-    }
+    if (!mkdtemp(dir))
+        return ft_err_set(err, FT_EIO, "cannot create a temporary directory under %s",
+                          tmp && *tmp ? tmp : P_tmpdir);
     snprintf(path, sizeof path, "%s/demo.ftdb", dir);
 
-    int status = FT_EXIT_OK, rc;
-    ft_err err = {0};
+    int rc;
     ft_rec *rec = NULL;
     ft_replay_result *res = ft_malloc(sizeof *res);
     if (!res) {
-        fprintf(stderr, "fusertrace demo: out of memory\n");
-        status = FT_EXIT_INTERNAL;
+        rc = ft_err_set(err, FT_ENOMEM, "out of memory");
         goto done;
     }
-    rc = ft_rec_open(path, NULL, &rec, &err);
+    rc = ft_rec_open(path, NULL, &rec, err);
     if (!rc) {
         ft_sink sink;
         ft_rec_sink(rec, &sink);
-        rc = ft_synth_run("demo", NULL, 0, seed, &sink, &err);
+        rc = ft_synth_run("demo", NULL, 0, seed, &sink, err);
         if (rc) {
             ft_rec_abort(rec);
         } else if ((rc = ft_rec_close(rec))) {
-            ft_err_set(&err, rc, "closing the demo trace failed");
+            ft_err_set(err, rc, "closing the demo trace failed");
         }
         rec = NULL;
     }
     if (rc) {
-        fprintf(stderr, "fusertrace demo: synthesizing the demo trace: %s\n", ft_err_msg(&err));
-        status = FT_EXIT_INTERNAL;
+        char msg[FT_ERR_MAX];
+        ft_strlcpy(msg, err->msg, sizeof msg);
+        /* nothing the user gave can be wrong here: the environment failed */
+        rc = ft_err_set(err, FT_EIO, "synthesizing the demo trace: %s", msg);
         goto done;
     }
     const char *paths[1] = {path};
-    rc = ft_replay_traces(paths, 1, NULL, res, &err);
-    if (rc) {
-        fprintf(stderr, "fusertrace demo: replay: %s\n", ft_err_msg(&err));
-        status = cli_exit_code(rc);
-        goto done;
-    }
+    rc = ft_replay_traces(paths, 1, NULL, res, err);
+    if (rc) goto done;
     if (json) {
-        rc = ft_report_write(stdout, res, NULL, FT_REPORT_JSON, &err);
+        rc = ft_report_write(stdout, res, NULL, FT_REPORT_JSON, err);
     } else {
         printf("fusertrace demo: a synthetic MoE training run (seed %llu), replayed under every "
                "plan-cache policy.\n\n",
                (unsigned long long)seed);
-        rc = ft_report_write(stdout, res, NULL, FT_REPORT_TEXT, &err);
+        rc = ft_report_write(stdout, res, NULL, FT_REPORT_TEXT, err);
         if (!rc) {
             printf("\nWhat it means:\n");
-            rc = ft_report_reading(stdout, res, &err);
+            rc = ft_report_reading(stdout, res, err);
         }
-    }
-    if (rc) {
-        fprintf(stderr, "fusertrace demo: %s\n", ft_err_msg(&err));
-        status = FT_EXIT_INTERNAL;
     }
 done:
     ft_free(res);
     ft_trace_remove(path);
     rmdir(dir);
-    return status;
+    return rc;
 }
+
+const cli_cmd cmd_demo = {
+    .name = "demo",
+    .synopsis = "[--seed N] [--json]",
+    .summary = "synthesize the demo trace and replay it under every policy",
+    .about = "Synthesizes a small MoE training run (the `demo` synth scenario: grouped-MLP\n"
+             "layers, activation recompute, evaluation, recipe switches), replays it under every\n"
+             "plan-cache policy and explains the result (docs/reading-a-report.md). Nothing is\n"
+             "left on disk.",
+    CLI_OPTS(demo_opts, options),
+    .init_fn = init,
+    .min_args = 0,
+    .max_args = 0,
+    .run_fn = run,
+};

@@ -2,12 +2,11 @@
  * cmd_import.c - `fusertrace import IN.jsonl -o OUT.ftdb`: a capture-jsonl v1 stream (`-` for
  * stdin) into a new trace.
  *
- * The trace is recorded under a temporary name in the output's directory and renamed over OUT
- * only when complete, so OUT is never half-written: on any error the temporary file (and its
- * SQLite side files) is removed, the message (naming the line and field) printed, and the exit
- * status is 2 for bad input (3 for an I/O or SQLite failure, per cli.h). SIGINT, SIGTERM and
- * SIGHUP remove the temporary too (cli_out, out_file.c); only SIGKILL (or a crash) can leave
- * `OUT.tmp-XXXXXX` behind, and never a partial OUT.
+ * The trace is recorded under a temporary name beside OUT and renamed over it only when complete
+ * (cli_out, out_file.c), so OUT is never half-written: on any error the temporary (and its SQLite
+ * side files) is removed and the message names the line and field. Replacing an existing OUT
+ * needs -f. On a terminal, progress (bytes read) goes to stderr; a one-line summary follows
+ * every successful import.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
@@ -15,113 +14,149 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
+#include <time.h>
 
-static void usage(FILE *f)
+typedef struct import_opts {
+    const char *out;
+    int force;
+    uint32_t chunk_calls;
+} import_opts;
+
+static const cli_opt options[] = {
+    {"output", 'o', "OUT.ftdb", "the trace to write (required)", cli_parse_str,
+     offsetof(import_opts, out)},
+    {"force", 'f', NULL, "replace OUT if it exists", cli_parse_flag, offsetof(import_opts, force)},
+    {"chunk-calls", 0, "N", "records per chunk (default 65536)", cli_parse_count,
+     offsetof(import_opts, chunk_calls)},
+};
+
+/* A sink in front of the recorder that counts what passes and shows progress. */
+typedef struct counting {
+    ft_sink inner;
+    FILE *in;
+    const char *name;
+    double in_bytes; /* the input's size, 0 when unknown (stdin) */
+    uint64_t calls, backwards, fusers, recipes;
+} counting;
+
+static void progress(counting *c)
 {
-    fprintf(f, "usage: fusertrace import IN.jsonl|- -o OUT.ftdb [--chunk-calls N]\n"
-               "  Read a capture stream (capture-jsonl v1; - for stdin) into a new trace.\n"
-               "  OUT is replaced only when the whole stream imported; on any error nothing is\n"
-               "  left behind. --chunk-calls N: records per chunk (default 65536).\n");
+    if (!cli_progress_wanted()) return;
+    off_t at = ftello(c->in);
+    if (c->in_bytes > 0 && at >= 0)
+        cli_progress("%s: %.0f%% (%llu calls)", c->name, 100.0 * (double)at / c->in_bytes,
+                     (unsigned long long)c->calls);
+    else
+        cli_progress("%s: %llu calls", c->name, (unsigned long long)c->calls);
 }
 
-int cmd_import(int argc, char **argv)
+static int c_header(void *ctx, const ft_header *h)
 {
-    const char *in_path = NULL, *out_path = NULL;
-    ft_rec_opts opts = {0, 0};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return FT_EXIT_OK;
-        } else if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
-            if (++i == argc) goto bad_usage;
-            out_path = argv[i];
-        } else if (!strcmp(argv[i], "--chunk-calls")) {
-            int64_t v;
-            if (++i == argc || ft_parse_i64(argv[i], &v) || v < 1 || v > UINT32_MAX) {
-                fprintf(stderr, "fusertrace import: --chunk-calls needs a count >= 1\n");
-                return FT_EXIT_INPUT;
-            }
-            opts.chunk_calls = (uint32_t)v;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "fusertrace import: unknown option '%s'\n", argv[i]);
-            goto bad_usage;
-        } else if (!in_path) {
-            in_path = argv[i];
-        } else {
-            fprintf(stderr, "fusertrace import: more than one input ('%s')\n", argv[i]);
-            goto bad_usage;
-        }
-    }
-    if (!in_path || !out_path) goto bad_usage;
-    if (!strcmp(out_path, "-")) {
-        fprintf(stderr, "fusertrace import: the output must be a file (a trace is a database)\n");
-        return FT_EXIT_INPUT;
-    }
-    char side[4096];
-    snprintf(side, sizeof side, "%s-wal", out_path);
-    if (!access(side, F_OK)) {
-        fprintf(stderr,
-                "fusertrace import: %s exists: %s is open or was not closed cleanly; not "
-                "replacing it\n",
-                side, out_path);
-        return FT_EXIT_INPUT;
-    }
+    counting *c = ctx;
+    return c->inner.header_fn(c->inner.ctx, h);
+}
+static int c_fuser(void *ctx, const ft_fuser_def *f)
+{
+    counting *c = ctx;
+    c->fusers++;
+    return c->inner.fuser_fn(c->inner.ctx, f);
+}
+static int c_recipe(void *ctx, const ft_recipe_def *rd)
+{
+    counting *c = ctx;
+    c->recipes++;
+    return c->inner.recipe_fn(c->inner.ctx, rd);
+}
+static int c_call(void *ctx, const ft_call *call)
+{
+    counting *c = ctx;
+    if ((++c->calls & 0xffff) == 0) progress(c);
+    return c->inner.call_fn(c->inner.ctx, call);
+}
+static int c_backward(void *ctx, const ft_backward *b)
+{
+    counting *c = ctx;
+    c->backwards++;
+    return c->inner.backward_fn(c->inner.ctx, b);
+}
+static const ft_err *c_error(void *ctx)
+{
+    counting *c = ctx;
+    return c->inner.error_fn ? c->inner.error_fn(c->inner.ctx) : NULL;
+}
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int run(void *opts_v, int n_args, char **args, ft_err *err)
+{
+    import_opts *opts = opts_v;
+    (void)n_args;
+    const char *in_path = args[0];
+    if (!opts->out) return cli_usage_error(err, "-o OUT.ftdb is required");
+    int rc = cli_in_check(in_path, CLI_IN_STREAM, err);
+    if (rc) return rc;
     FILE *in = stdin;
     const char *name = "<stdin>";
     if (strcmp(in_path, "-")) {
-        in = fopen(in_path, "rb");
-        if (!in) {
-            fprintf(stderr, "fusertrace import: cannot open %s: %s\n", in_path, strerror(errno));
-            return FT_EXIT_INPUT;
-        }
+        if (!(in = fopen(in_path, "rb")))
+            return ft_err_set(err, FT_EINVAL, "cannot open %s: %s", in_path, strerror(errno));
         name = in_path;
     }
-
-    /* a fresh temporary name beside OUT, renamed over it only when the import is complete */
-    ft_err err = {0, ""};
+    double t0 = now_s();
     cli_out out;
-    int rc = cli_out_open(&out, out_path, CLI_OUT_DB, &err);
-    if (rc) {
-        fprintf(stderr, "fusertrace import: %s\n", ft_err_msg(&err));
-        if (in != stdin) fclose(in);
-        return cli_exit_code(rc);
-    }
+    rc = cli_out_open(&out, opts->out, CLI_OUT_DB, opts->force, err);
+    if (rc) goto done;
+    ft_rec_opts ro = {.chunk_calls = opts->chunk_calls};
     ft_rec *rec = NULL;
-    rc = ft_rec_open(out.tmp, &opts, &rec, &err);
-    if (rc) {
-        fprintf(stderr, "fusertrace import: %s\n", ft_err_msg(&err));
-        cli_out_close(&out, rc, &err);
-        if (in != stdin) fclose(in);
-        return cli_exit_code(rc) == FT_EXIT_OK ? FT_EXIT_INTERNAL : cli_exit_code(rc);
+    if ((rc = ft_rec_open(out.tmp, &ro, &rec, err))) {
+        cli_out_close(&out, rc, err);
+        goto done;
     }
-    ft_sink sink;
-    ft_rec_sink(rec, &sink);
-    rc = ft_jsonl_import(in, name, &sink, stderr, &err);
-    if (in != stdin) fclose(in);
+    counting c = {.in = in, .name = name};
+    struct stat st;
+    if (in != stdin && !fstat(fileno(in), &st) && S_ISREG(st.st_mode))
+        c.in_bytes = (double)st.st_size;
+    ft_rec_sink_prevalidated(rec, &c.inner); /* the importer checks every record */
+    ft_sink sink = {&c, c_header, c_fuser, c_recipe, c_call, c_backward, c_error};
+    rc = ft_jsonl_import(in, name, &sink, stderr, err);
+    cli_progress_end();
     if (rc) {
         ft_rec_abort(rec);
-    } else {
-        /* flush first: on failure the handle still holds the detail */
-        rc = ft_rec_flush(rec);
-        if (rc) {
-            ft_err_set(&err, rc, "%s: %s", out_path, ft_err_msg(ft_rec_error(rec)));
-            ft_rec_abort(rec);
-        } else if ((rc = ft_rec_close(rec))) {
-            ft_err_set(&err, rc, "%s: closing the trace failed: %s", out_path, ft_strerror(rc));
-        }
+    } else if ((rc = ft_rec_flush(rec))) { /* flush first: on failure the handle has the detail */
+        ft_err_set(err, rc, "%s: %s", opts->out, ft_err_msg(ft_rec_error(rec)));
+        ft_rec_abort(rec);
+    } else if ((rc = ft_rec_close(rec))) {
+        ft_err_set(err, rc, "%s: closing the trace failed: %s", opts->out, ft_strerror(rc));
     }
-    rc = cli_out_close(&out, rc, &err);
-    if (rc) {
-        fprintf(stderr, "fusertrace import: %s\n", ft_err_msg(&err));
-        return cli_exit_code(rc);
-    }
-    return FT_EXIT_OK;
-
-bad_usage:
-    usage(stderr);
-    return FT_EXIT_INPUT;
+    rc = cli_out_close(&out, rc, err);
+    if (!rc)
+        fprintf(stderr,
+                "fusertrace import: %s: %llu calls, %llu backward events, %llu fusers, %llu "
+                "recipe states in %.1f s\n",
+                opts->out, (unsigned long long)c.calls, (unsigned long long)c.backwards,
+                (unsigned long long)c.fusers, (unsigned long long)c.recipes, now_s() - t0);
+done:
+    if (in != stdin) fclose(in);
+    return rc;
 }
+
+const cli_cmd cmd_import = {
+    .name = "import",
+    .synopsis = "IN.jsonl|IN.jsonl.zst|- -o OUT.ftdb [-f] [--chunk-calls N]",
+    .summary = "capture stream (JSONL) -> trace",
+    .about = "Reads a capture stream (capture-jsonl v1, docs/capture-format.md; plain or\n"
+             "zstd-compressed; - for stdin) into\n"
+             "a new trace. OUT is written only when the whole stream imported; on any error\n"
+             "nothing is left behind and the message names the line and field.",
+    CLI_OPTS(import_opts, options),
+    .min_args = 1,
+    .max_args = 1,
+    .run_fn = run,
+};

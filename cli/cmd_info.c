@@ -610,43 +610,27 @@ static void stats_free(stats *s)
     ft_free(s->recipe_calls);
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: fusertrace info TRACE [--json]\n"
-               "  calls, backward events, fusers and op lists, recipes by type and variant,\n"
-               "  ranks, devices, steps, phases, time span, bytes on disk and per call\n");
-}
+typedef struct info_opts {
+    int json;
+} info_opts;
 
-int cmd_info(int argc, char **argv)
+static const cli_opt options[] = {
+    {"json", 0, NULL, "as JSON (an array of objects when several traces are given)", cli_parse_flag,
+     offsetof(info_opts, json)},
+};
+
+/* One trace: FT_OK, or the status with its message already printed. */
+static int info_one(const char *path, int json)
 {
-    const char *path = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return FT_EXIT_OK;
-        } else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "fusertrace info: unexpected argument '%s'\n", argv[i]);
-            usage(stderr);
-            return FT_EXIT_INPUT;
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) {
-        usage(stderr);
-        return FT_EXIT_INPUT;
-    }
     ft_trace *t = NULL;
     ft_err err = {0};
-    int rc = ft_trace_open(path, FT_OPEN_READ, &t, &err);
+    int rc = cli_in_check(path, CLI_IN_TRACE, &err);
+    if (!rc) rc = ft_trace_open(path, FT_OPEN_READ, &t, &err);
     if (rc) {
-        fprintf(stderr, "fusertrace info: %s\n", ft_err_msg(&err));
-        return cli_exit_code(rc);
+        fprintf(stderr, "%s: %s\n", cli_prog(), ft_err_msg(&err));
+        return rc;
     }
-    if (ft_trace_notice(t)) fprintf(stderr, "fusertrace info: %s\n", ft_trace_notice(t));
+    if (ft_trace_notice(t)) fprintf(stderr, "%s: %s\n", cli_prog(), ft_trace_notice(t));
     stats s = {0};
     groups g = {0};
     s.fuser_calls = ft_calloc((size_t)ft_trace_n_fusers(t) + 1, sizeof *s.fuser_calls);
@@ -664,11 +648,39 @@ int cmd_info(int argc, char **argv)
         else
             print_text(t, path, &s, &sz, &g);
         if (!rc && (fflush(stdout) || ferror(stdout))) rc = FT_EIO;
-        if (rc) ft_err_set(&err, FT_EIO, "writing to stdout failed");
+        if (rc) ft_err_set(&err, FT_EIO, "writing stdout failed");
     }
-    if (rc) fprintf(stderr, "fusertrace info: %s\n", ft_err_msg(&err));
+    if (rc) fprintf(stderr, "%s: %s\n", cli_prog(), ft_err_msg(&err));
     stats_free(&s);
     groups_free(&g);
     ft_trace_close(t);
-    return cli_exit_code(rc);
+    return rc;
 }
+
+/* Every trace in turn; the status of the worst failure (its message printed). */
+static int run(void *opts_v, int n_args, char **args, ft_err *err)
+{
+    (void)err;
+    const info_opts *o = opts_v;
+    int worst = FT_OK;
+    if (o->json && n_args > 1) printf("[\n");
+    for (int i = 0; i < n_args; i++) {
+        if (i) printf(o->json ? ",\n" : "\n");
+        int rc = info_one(args[i], o->json);
+        if (cli_exit_code(rc) > cli_exit_code(worst)) worst = rc;
+    }
+    if (o->json && n_args > 1) printf("]\n");
+    return worst;
+}
+
+const cli_cmd cmd_info = {
+    .name = "info",
+    .synopsis = "TRACE... [--json]",
+    .summary = "what a trace holds",
+    .about = "Calls, backward events, fusers and op lists, recipes by type and variant, ranks,\n"
+             "devices, steps, phases, time span, bytes on disk and per call, for each trace.",
+    CLI_OPTS(info_opts, options),
+    .min_args = 1,
+    .max_args = CLI_ANY,
+    .run_fn = run,
+};

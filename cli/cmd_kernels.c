@@ -11,21 +11,10 @@
 #include "cli.h"
 #include "ft_kernels.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: fusertrace kernels quantize --format mxfp8|nvfp4|fp8-current|fp8-block\n"
-            "           --rows R --cols C [--columnwise] [--rht] [--2d] [--sr [--seed S]]\n"
-            "           [--fp8 e4m3|e5m2] [--pow2-scales | --fp32-scales] [--stats]\n"
-            "  Reads R*C row-major little-endian float32 values from stdin and writes the\n"
-            "  quantized-then-dequantized values (same layout) to stdout, or error figures with\n"
-            "  --stats. --rht (nvfp4 --columnwise only) leaves values in the rotated basis.\n"
-            "  fp8-block defaults to power-of-2 scales (TE's default), fp8-current to fp32.\n");
-}
 
 static int host_is_le(void)
 {
@@ -46,15 +35,84 @@ static void swap32(float *v, size_t n)
     }
 }
 
-static int parse_dim(const char *flag, const char *s, int64_t *out)
+typedef struct quantize_opts {
+    ft_qcfg q;
+    uint32_t rows, cols;
+    uint64_t seed;
+    int stats, have_seed, pow2, fp32, columnwise, rht, two_d, sr;
+} quantize_opts;
+
+static int parse_format(const cli_opt *o, const char *v, void *field, ft_err *err)
 {
-    if (!s || ft_parse_i64(s, out) || *out < 1 || *out > ((int64_t)1 << 31)) {
-        fprintf(stderr, "fusertrace kernels quantize: %s needs a positive integer, got '%s'\n",
-                flag, s ? s : "(nothing)");
-        return 1;
-    }
-    return 0;
+    (void)o;
+    static const struct {
+        const char *name;
+        int fmt;
+    } formats[] = {{"mxfp8", FT_QF_MXFP8},
+                   {"nvfp4", FT_QF_NVFP4},
+                   {"fp8-current", FT_QF_FP8_CURRENT},
+                   {"fp8-block", FT_QF_FP8_BLOCK}};
+    for (size_t i = 0; i < FT_ARRAY_LEN(formats); i++)
+        if (!strcmp(v, formats[i].name)) {
+            ((ft_qcfg *)field)->fmt = formats[i].fmt;
+            return FT_OK;
+        }
+    return ft_err_set(err, FT_EINVAL, "unknown format '%s' (mxfp8, nvfp4, fp8-current, fp8-block)",
+                      v);
 }
+
+static int parse_fp8(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    (void)o;
+    if (!strcmp(v, "e4m3"))
+        ((ft_qcfg *)field)->fp8 = FT_FP8_E4M3;
+    else if (!strcmp(v, "e5m2"))
+        ((ft_qcfg *)field)->fp8 = FT_FP8_E5M2;
+    else
+        return ft_err_set(err, FT_EINVAL, "wants e4m3 or e5m2, got '%s'", v);
+    return FT_OK;
+}
+
+static int parse_seed(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    quantize_opts *q = (quantize_opts *)((char *)field - offsetof(quantize_opts, seed));
+    q->have_seed = 1;
+    return cli_parse_u64(o, v, field, err);
+}
+
+static void init(void *opts)
+{
+    quantize_opts *o = opts;
+    o->q.fmt = FT_QF_COUNT;
+    o->q.fp8 = FT_FP8_E4M3;
+}
+
+#define Q offsetof(quantize_opts, q)
+static const cli_opt options[] = {
+    {"format", 0, "F", "mxfp8, nvfp4, fp8-current or fp8-block (required)", parse_format, Q},
+    {"rows", 0, "R", "rows of the tensor (required)", cli_parse_count,
+     offsetof(quantize_opts, rows)},
+    {"cols", 0, "C", "columns of the tensor (required)", cli_parse_count,
+     offsetof(quantize_opts, cols)},
+    {"columnwise", 0, NULL, "quantize along columns (results transposed back)", cli_parse_flag,
+     offsetof(quantize_opts, columnwise)},
+    {"rht", 0, NULL,
+     "random Hadamard transform (nvfp4 --columnwise only); values stay in\n"
+     "the rotated basis",
+     cli_parse_flag, offsetof(quantize_opts, rht)},
+    {"2d", 0, NULL, "2D scaling blocks", cli_parse_flag, offsetof(quantize_opts, two_d)},
+    {"sr", 0, NULL, "stochastic rounding", cli_parse_flag, offsetof(quantize_opts, sr)},
+    {"seed", 0, "S", "the stochastic rounding seed (with --sr)", parse_seed,
+     offsetof(quantize_opts, seed)},
+    {"fp8", 0, "e4m3|e5m2", "the FP8 element format (default e4m3)", parse_fp8, Q},
+    {"pow2-scales", 0, NULL, "power-of-2 scales (fp8-block's default)", cli_parse_flag,
+     offsetof(quantize_opts, pow2)},
+    {"fp32-scales", 0, NULL, "float32 scales (fp8-current's default)", cli_parse_flag,
+     offsetof(quantize_opts, fp32)},
+    {"stats", 0, NULL, "print error figures instead of the values", cli_parse_flag,
+     offsetof(quantize_opts, stats)},
+};
+#undef Q
 
 /* The bf16 RHT of every 16-row chunk of each column: the reference --stats compares against. */
 static void rht_columns(float *x, int64_t rows, int64_t cols)
@@ -70,145 +128,64 @@ static void rht_columns(float *x, int64_t rows, int64_t cols)
         }
 }
 
-static int cmd_quantize(int argc, char **argv)
+static int run_quantize(void *opts_v, int n_args, char **args, ft_err *err)
 {
-    ft_qcfg q = {.fmt = FT_QF_COUNT, .fp8 = FT_FP8_E4M3};
-    int64_t rows = 0, cols = 0, seed = 0;
-    int stats = 0, have_seed = 0, pow2 = -1;
-    const char *me = "fusertrace kernels quantize";
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return FT_EXIT_OK;
-        } else if (!strcmp(a, "--format")) {
-            i++;
-            if (!v)
-                q.fmt = FT_QF_COUNT;
-            else if (!strcmp(v, "mxfp8"))
-                q.fmt = FT_QF_MXFP8;
-            else if (!strcmp(v, "nvfp4"))
-                q.fmt = FT_QF_NVFP4;
-            else if (!strcmp(v, "fp8-current"))
-                q.fmt = FT_QF_FP8_CURRENT;
-            else if (!strcmp(v, "fp8-block"))
-                q.fmt = FT_QF_FP8_BLOCK;
-            else {
-                fprintf(stderr,
-                        "%s: unknown --format '%s' (mxfp8, nvfp4, fp8-current, "
-                        "fp8-block)\n",
-                        me, v ? v : "");
-                return FT_EXIT_INPUT;
-            }
-        } else if (!strcmp(a, "--rows")) {
-            i++;
-            if (parse_dim("--rows", v, &rows)) return FT_EXIT_INPUT;
-        } else if (!strcmp(a, "--cols")) {
-            i++;
-            if (parse_dim("--cols", v, &cols)) return FT_EXIT_INPUT;
-        } else if (!strcmp(a, "--seed")) {
-            i++;
-            if (!v || ft_parse_i64(v, &seed)) {
-                fprintf(stderr, "%s: --seed needs an integer, got '%s'\n", me, v ? v : "");
-                return FT_EXIT_INPUT;
-            }
-            have_seed = 1;
-        } else if (!strcmp(a, "--fp8")) {
-            i++;
-            if (v && !strcmp(v, "e4m3"))
-                q.fp8 = FT_FP8_E4M3;
-            else if (v && !strcmp(v, "e5m2"))
-                q.fp8 = FT_FP8_E5M2;
-            else {
-                fprintf(stderr, "%s: --fp8 needs e4m3 or e5m2, got '%s'\n", me, v ? v : "");
-                return FT_EXIT_INPUT;
-            }
-        } else if (!strcmp(a, "--columnwise")) {
-            q.columnwise = 1;
-        } else if (!strcmp(a, "--rht")) {
-            q.rht = 1;
-        } else if (!strcmp(a, "--2d")) {
-            q.two_d = 1;
-        } else if (!strcmp(a, "--sr")) {
-            q.sr = 1;
-        } else if (!strcmp(a, "--pow2-scales")) {
-            pow2 = 1;
-        } else if (!strcmp(a, "--fp32-scales")) {
-            pow2 = 0;
-        } else if (!strcmp(a, "--stats")) {
-            stats = 1;
-        } else {
-            fprintf(stderr, "%s: unknown argument '%s'\n", me, a);
-            usage(stderr);
-            return FT_EXIT_INPUT;
-        }
-    }
-    if (q.fmt == FT_QF_COUNT || rows == 0 || cols == 0) {
-        fprintf(stderr, "%s: --format, --rows and --cols are required\n", me);
-        usage(stderr);
-        return FT_EXIT_INPUT;
-    }
-    if (have_seed && !q.sr) {
-        fprintf(stderr, "%s: --seed is only meaningful with --sr\n", me);
-        return FT_EXIT_INPUT;
-    }
-    if (q.rht && !q.columnwise) {
-        fprintf(stderr, "%s: --rht applies to columnwise data only; add --columnwise\n", me);
-        return FT_EXIT_INPUT;
-    }
+    (void)n_args, (void)args;
+    quantize_opts *o = opts_v;
+    ft_qcfg q = o->q;
+    int64_t rows = o->rows, cols = o->cols;
+    int stats = o->stats, have_seed = o->have_seed;
+    if (o->pow2 && o->fp32)
+        return ft_err_set(err, FT_EINVAL, "--pow2-scales and --fp32-scales exclude each other");
+    int pow2 = o->pow2 ? 1 : o->fp32 ? 0 : -1;
+    q.columnwise = (uint8_t)o->columnwise;
+    q.rht = (uint8_t)o->rht;
+    q.two_d = (uint8_t)o->two_d;
+    q.sr = (uint8_t)o->sr;
+    if (q.fmt == FT_QF_COUNT || rows == 0 || cols == 0)
+        return cli_usage_error(err, "--format, --rows and --cols are required");
+    if (have_seed && !q.sr)
+        return ft_err_set(err, FT_EINVAL, "--seed is only meaningful with --sr");
+    if (q.rht && !q.columnwise)
+        return ft_err_set(err, FT_EINVAL,
+                          "--rht applies to columnwise data only; add --columnwise");
     if (q.fmt == FT_QF_FP8_BLOCK)
         q.pow2_scales = pow2 != 0;
     else
         q.pow2_scales = pow2 == 1;
-    if (pow2 >= 0 && q.fmt != FT_QF_FP8_BLOCK && q.fmt != FT_QF_FP8_CURRENT) {
-        fprintf(stderr, "%s: --pow2-scales/--fp32-scales apply to fp8-current and fp8-block\n", me);
-        return FT_EXIT_INPUT;
-    }
-    if (q.fp8 == FT_FP8_E5M2 && q.fmt == FT_QF_NVFP4) {
-        fprintf(stderr, "%s: --fp8 does not apply to nvfp4 (E2M1 data, E4M3 scales)\n", me);
-        return FT_EXIT_INPUT;
-    }
-    q.seed = (uint64_t)seed;
+    if (pow2 >= 0 && q.fmt != FT_QF_FP8_BLOCK && q.fmt != FT_QF_FP8_CURRENT)
+        return ft_err_set(err, FT_EINVAL,
+                          "--pow2-scales/--fp32-scales apply to fp8-current and fp8-block");
+    if (q.fp8 == FT_FP8_E5M2 && q.fmt == FT_QF_NVFP4)
+        return ft_err_set(err, FT_EINVAL, "--fp8 does not apply to nvfp4 (E2M1 data, E4M3 scales)");
+    q.seed = o->seed;
 
-    if (rows > ((int64_t)1 << 32) / cols) {
-        fprintf(stderr, "%s: %lld x %lld values is too many (limit 2^32)\n", me, (long long)rows,
-                (long long)cols);
-        return FT_EXIT_INPUT;
-    }
+    if (rows > ((int64_t)1 << 32) / cols)
+        return ft_err_set(err, FT_EINVAL, "%lld x %lld values is too many (limit 2^32)",
+                          (long long)rows, (long long)cols);
     size_t n = (size_t)(rows * cols);
     float *x = ft_malloc(n * sizeof *x), *out = ft_malloc(n * sizeof *out);
-    int ex = FT_EXIT_OK;
+    int rc = FT_OK;
     if (!x || !out) {
-        fprintf(stderr, "%s: no memory for %zu values\n", me, n);
-        ex = FT_EXIT_INTERNAL;
+        rc = ft_err_set(err, FT_ENOMEM, "no memory for %zu values", n);
         goto done;
     }
     size_t got = fread(x, sizeof *x, n, stdin);
     if (got != n) {
-        fprintf(stderr, "%s: stdin: read %zu float32 values, expected %lld x %lld = %zu%s\n", me,
-                got, (long long)rows, (long long)cols, n, ferror(stdin) ? " (read error)" : "");
-        ex = FT_EXIT_INPUT;
+        rc = ft_err_set(err, ferror(stdin) ? FT_EIO : FT_EINVAL,
+                        "stdin: read %zu float32 values, expected %lld x %lld = %zu%s", got,
+                        (long long)rows, (long long)cols, n, ferror(stdin) ? " (read error)" : "");
         goto done;
     }
-    int extra = fgetc(stdin);
-    if (extra != EOF) {
-        fprintf(stderr, "%s: stdin: more than %lld x %lld = %zu float32 values\n", me,
-                (long long)rows, (long long)cols, n);
-        ex = FT_EXIT_INPUT;
+    if (fgetc(stdin) != EOF) {
+        rc = ft_err_set(err, FT_EINVAL, "stdin: more than %lld x %lld = %zu float32 values",
+                        (long long)rows, (long long)cols, n);
         goto done;
     }
     if (!host_is_le()) swap32(x, n);
 
-    ft_err err = {0};
     ft_qstats st;
-    int rc = ft_cpu_quantize(&q, x, rows, cols, NULL, 0, out, &st, &err);
-    if (rc) {
-        fprintf(stderr, "%s: %s\n", me, ft_err_msg(&err));
-        ex = cli_exit_code(rc);
-        goto done;
-    }
+    if ((rc = ft_cpu_quantize(&q, x, rows, cols, NULL, 0, out, &st, err))) goto done;
     if (stats) {
         if (q.rht) rht_columns(x, rows, cols);
         ft_quant_error(x, out, n, &st);
@@ -224,26 +201,37 @@ static int cmd_quantize(int argc, char **argv)
         printf("nonfinite %lld\n", (long long)st.n_nan);
     } else {
         if (!host_is_le()) swap32(out, n);
-        if (fwrite(out, sizeof *out, n, stdout) != n || fflush(stdout)) {
-            fprintf(stderr, "%s: stdout: write failed\n", me);
-            ex = FT_EXIT_INTERNAL;
-        }
+        if (fwrite(out, sizeof *out, n, stdout) != n)
+            rc = ft_err_set(err, FT_EIO, "writing stdout failed: %s", strerror(errno));
     }
 done:
     ft_free(x);
     ft_free(out);
-    return ex;
+    return rc;
 }
 
-int cmd_kernels(int argc, char **argv)
-{
-    if (argc >= 2 && !strcmp(argv[1], "quantize")) return cmd_quantize(argc - 1, argv + 1);
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        usage(stdout);
-        return FT_EXIT_OK;
-    }
-    fprintf(stderr, "fusertrace kernels: unknown or missing subcommand%s%s\n", argc >= 2 ? " " : "",
-            argc >= 2 ? argv[1] : "");
-    usage(stderr);
-    return FT_EXIT_INPUT;
-}
+static const cli_cmd quantize = {
+    .name = "quantize",
+    .synopsis = "--format mxfp8|nvfp4|fp8-current|fp8-block --rows R --cols C [--columnwise]\n"
+                "           [--rht] [--2d] [--sr [--seed S]] [--fp8 e4m3|e5m2]\n"
+                "           [--pow2-scales | --fp32-scales] [--stats] < IN.f32 > OUT.f32",
+    .summary = "fake-quantize one float32 tensor the way TE would",
+    .about = "Reads R*C row-major little-endian float32 values from stdin and writes the\n"
+             "quantized-then-dequantized values (same layout) to stdout, or error figures with\n"
+             "--stats. fp8-block defaults to power-of-2 scales (TE's default), fp8-current to\n"
+             "fp32.",
+    CLI_OPTS(quantize_opts, options),
+    .init_fn = init,
+    .min_args = 0,
+    .max_args = 0,
+    .run_fn = run_quantize,
+};
+static const cli_cmd *const subs[] = {&quantize};
+
+const cli_cmd cmd_kernels = {
+    .name = "kernels",
+    .synopsis = "quantize [...]",
+    .summary = "grouped-MLP kernels and quantizers",
+    .subs = subs,
+    .n_subs = FT_ARRAY_LEN(subs),
+};

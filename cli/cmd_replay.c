@@ -3,249 +3,287 @@
  * policies and print one reduced report (text table, JSON or CSV); with --numerics, also run the
  * sampled grouped-MLP calls' chosen and fresh plans (ft_numerics.h) and add the numerics section.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "ft_replay.h"
 #include "ft_report.h"
 #include "ft_numerics.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
-static void usage(FILE *f)
+/* The back ends of numerical replay, by name: where the CUDA back end is chosen (and where a
+ * back end loaded on demand would be looked up). */
+static const struct {
+    const char *name;
+    ft_numerics_backend backend;
+} backends[] = {{"cpu", FT_NUMERICS_CPU}, {"cuda", FT_NUMERICS_CUDA}};
+
+enum { MAX_ENV = 256 };
+typedef struct env_list {
+    ft_env_kv kv[MAX_ENV];
+    char keys[MAX_ENV][128];
+    uint32_t n;
+} env_list;
+typedef struct policy_list {
+    uint32_t idx[FT_MAX_POLICIES];
+    uint32_t n;
+} policy_list;
+typedef struct opt_u64 {
+    uint64_t v;
+    int set;
+} opt_u64;
+
+typedef struct replay_opts {
+    policy_list pol;
+    env_list env;
+    uint32_t capacity, threads, sample, shrink; /* 0: not given */
+    int json, csv, explain, all;
+    const char *per_call, *captured;
+    int backend; /* index into backends[], -1: no --numerics */
+    opt_u64 seed;
+} replay_opts;
+
+static int parse_policies(const cli_opt *o, const char *v, void *field, ft_err *err)
 {
-    fprintf(
-        f,
-        "usage: fusertrace replay TRACE... [--policy LIST|all] [--capacity N] [--env K=V]...\n"
-        "                         [--json | --csv] [--per-call FILE] [--explain]\n"
-        "                         [--captured POLICY] [--threads N]\n"
-        "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
-        "                          [--seed S]]\n"
-        "\n"
-        "Replays every call of the traces (one per rank, reduced into one report) through a\n"
-        "model of TransformerEngine's fusion-plan cache under each policy, in one pass.\n"
-        "  --policy LIST    comma-separated policies, or all (default)\n"
-        "  --capacity N     LRU capacity of dict stores per fuser (default unbounded)\n"
-        "  --env K=V        override a key of the trace's env (device_cc, NVTE_*, ...)\n"
-        "  --json, --csv    machine-readable summary (CSV: summary and per-step rows)\n"
-        "  --per-call FILE  one JSON line per call and policy (- for stdout)\n"
-        "  --explain        for every build, name the key component that changed\n"
-        "  --captured P     the policy the captured run used (default: the header's\n"
-        "                   fuser_cache field, else its te_version)\n"
-        "  --threads N      worker threads, one trace each (default: one per core); with\n"
-        "                   --numerics, threads running sampled calls (results do not\n"
-        "                   depend on it)\n"
-        "  --numerics B     numerical replay on back end cpu or cuda: for sampled grouped-MLP\n"
-        "                   calls, run every policy's chosen plan and quantizer state and the\n"
-        "                   fresh plan (forward, and backward for grad calls) against a float64\n"
-        "                   reference; reports the harmless and quant bands per policy. cuda\n"
-        "                   runs what the CUDA back end supports on the device, the rest on the\n"
-        "                   CPU reference (the report counts both); no device: exit 3\n"
-        "  --sample N       at most N calls per trace (default 64), in call order: the first\n"
-        "                   call of every situation (what the fresh plan and each policy's\n"
-        "                   choice run, which raise), then more of each up to N/8\n"
-        "  --all            every grouped-MLP call\n"
-        "  --shrink K       divide hidden sizes and split sizes by K (default 1: the real\n"
-        "                   sizes, slow on the CPU for large models; 8 or 16 for a quick look)\n"
-        "  --seed S         input seed (default 1)\n"
-        "\npolicies:\n");
+    (void)o;
+    policy_list *p = field;
+    return ft_policy_parse_list(v, p->idx, &p->n, err);
+}
+
+static int parse_env(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    (void)o;
+    env_list *e = field;
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v) return ft_err_set(err, FT_EINVAL, "wants KEY=VALUE, got '%s'", v);
+    if (e->n == MAX_ENV) return ft_err_set(err, FT_EINVAL, "more than %d given", MAX_ENV);
+    if ((size_t)(eq - v) >= sizeof e->keys[0])
+        return ft_err_set(err, FT_EINVAL, "'%s': key too long", v);
+    memcpy(e->keys[e->n], v, (size_t)(eq - v));
+    e->keys[e->n][eq - v] = '\0';
+    e->kv[e->n].key = e->keys[e->n];
+    e->kv[e->n++].value = eq + 1;
+    return FT_OK;
+}
+
+static int parse_captured(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    (void)o;
+    uint32_t idx;
+    int rc = ft_policy_find(v, &idx, err);
+    if (!rc) *(const char **)field = v;
+    return rc;
+}
+
+static int parse_backend(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    (void)o;
+    for (size_t i = 0; i < FT_ARRAY_LEN(backends); i++)
+        if (!strcmp(v, backends[i].name)) {
+            *(int *)field = (int)i;
+            return FT_OK;
+        }
+    return ft_err_set(err, FT_EINVAL, "wants cpu or cuda, got '%s'", v);
+}
+
+static int parse_seed(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    opt_u64 *s = field;
+    s->set = 1;
+    return cli_parse_u64(o, v, &s->v, err);
+}
+
+static void init(void *opts)
+{
+    ((replay_opts *)opts)->backend = -1;
+}
+
+#define OFF(f) offsetof(replay_opts, f)
+static const cli_opt options[] = {
+    {"policy", 0, "LIST", "comma-separated policies, or all (default)", parse_policies, OFF(pol)},
+    {"capacity", 0, "N", "LRU capacity (N >= 1) of dict stores per fuser (default unbounded)",
+     cli_parse_count, OFF(capacity)},
+    {"env", 0, "K=V", "override a key of the trace's env (device_cc, NVTE_*, ...); repeatable",
+     parse_env, OFF(env)},
+    {"json", 0, NULL, "the report as JSON", cli_parse_flag, OFF(json)},
+    {"csv", 0, NULL, "the report as CSV (summary and per-step rows)", cli_parse_flag, OFF(csv)},
+    {"per-call", 0, "FILE",
+     "one JSON line per call and policy; - for stdout, where the text\n"
+     "report then goes to stderr",
+     cli_parse_str, OFF(per_call)},
+    {"explain", 0, NULL,
+     "for every build, name the key component that changed (on stdout\n"
+     "with the text report, else on stderr)",
+     cli_parse_flag, OFF(explain)},
+    {"captured", 0, "POLICY",
+     "the policy the captured run used (default: the header's\n"
+     "fuser_cache field, else its te_version)",
+     parse_captured, OFF(captured)},
+    {"threads", 0, "N",
+     "worker threads, one trace each (default: one per core); with\n"
+     "--numerics, threads running sampled calls (results do not depend on it)",
+     cli_parse_count, OFF(threads)},
+    {"numerics", 0, "cpu|cuda",
+     "numerical replay: for sampled grouped-MLP calls, run every policy's chosen\n"
+     "plan and quantizer state and the fresh plan (forward, and backward for grad\n"
+     "calls) against a float64 reference; reports the harmless and quant bands per\n"
+     "policy. cuda runs what the CUDA back end supports on the device, the rest on\n"
+     "the CPU reference (the report counts both); no device: exit 3",
+     parse_backend, OFF(backend)},
+    {"sample", 0, "N",
+     "at most N calls per trace (default 64), in call order: the first call\n"
+     "of every situation, then more of each up to N/8",
+     cli_parse_count, OFF(sample)},
+    {"all", 0, NULL, "every grouped-MLP call", cli_parse_flag, OFF(all)},
+    {"shrink", 0, "K",
+     "divide hidden sizes and split sizes by K (default 1: the real sizes,\n"
+     "slow on the CPU for large models; 8 or 16 for a quick look)",
+     cli_parse_count, OFF(shrink)},
+    {"seed", 0, "S", "numerics input seed (default 1)", parse_seed, OFF(seed)},
+};
+#undef OFF
+
+/* Progress on a terminal while the library replays: a line that says the run is alive once it
+ * has taken a second (the engine has no progress hook; it reports when done). */
+typedef struct progress {
+    pthread_t thread;
+    atomic_int stop;
+    uint32_t n_traces;
+    uint64_t n_calls;
+    int numerics;
+} progress;
+
+static void *progress_main(void *arg)
+{
+    progress *p = arg;
+    struct timespec t0, now, tick = {0, 100000000};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!atomic_load(&p->stop)) {
+        nanosleep(&tick, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double s = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+        cli_progress("%s %u trace%s, %llu calls: %.0f s", p->numerics ? "numerics on" : "replaying",
+                     p->n_traces, p->n_traces == 1 ? "" : "s", (unsigned long long)p->n_calls, s);
+    }
+    return NULL;
+}
+
+static void help_policies(FILE *f)
+{
+    fprintf(f, "\npolicies:\n");
     for (uint32_t i = 0; i < ft_policy_count(); i++)
         fprintf(f, "  %-16s %s\n", ft_policy_name(i), ft_policy_summary(i));
 }
 
-static int parse_u32(const char *flag, const char *s, uint32_t *out)
+static int run(void *opts_v, int n_args, char **args, ft_err *err)
 {
-    int64_t v;
-    if (ft_parse_i64(s, &v) || v < 0 || v > UINT32_MAX) {
-        fprintf(stderr, "fusertrace replay: %s wants a non-negative integer, got '%s'\n", flag, s);
-        return FT_EXIT_INPUT;
-    }
-    *out = (uint32_t)v;
-    return FT_EXIT_OK;
-}
+    replay_opts *ro = opts_v;
+    uint32_t n_paths = (uint32_t)n_args;
+    int numerics = ro->backend >= 0;
+    if (!numerics && (ro->sample || ro->all || ro->shrink || ro->seed.set))
+        return cli_usage_error(err,
+                               "--sample, --all, --shrink and --seed go with --numerics cpu|cuda");
+    if (ro->sample && ro->all) return cli_usage_error(err, "--sample and --all exclude each other");
+    if (ro->json && ro->csv) return cli_usage_error(err, "--json and --csv exclude each other");
+    if (numerics && ro->csv)
+        return cli_usage_error(err, "--numerics has no CSV form (use --json or text)");
+    int per_call_stdout =
+        ro->per_call && (!strcmp(ro->per_call, "-") || !strcmp(ro->per_call, "/dev/stdout"));
+    if (per_call_stdout && (ro->json || ro->csv))
+        return cli_usage_error(
+            err, "--per-call - and --%s both want stdout; name a file for one of them",
+            ro->json ? "json" : "csv");
+    int format = ro->json ? FT_REPORT_JSON : ro->csv ? FT_REPORT_CSV : FT_REPORT_TEXT;
+    /* stdout carries only the requested format: the report, or the per-call lines */
+    FILE *report = per_call_stdout ? stderr : stdout;
+    FILE *explain = format == FT_REPORT_TEXT ? report : stderr;
 
-int cmd_replay(int argc, char **argv)
-{
-    const char **paths = ft_calloc((size_t)argc + 1, sizeof *paths);
-    ft_env_kv *env = ft_calloc((size_t)argc + 1, sizeof *env);
-    char **env_keys = ft_calloc((size_t)argc + 1, sizeof *env_keys);
-    uint32_t n_paths = 0, n_env = 0, pol[FT_MAX_POLICIES], n_pol = 0;
-    int format = FT_REPORT_TEXT, explain = 0, status = FT_EXIT_OK;
-    const char *per_call_path = NULL;
-    FILE *per_call = NULL;
-    ft_replay_opts o = {0};
-    ft_err err = {0};
-    const char *numerics = NULL;
-    int sample_set = 0, all = 0;
-    ft_numerics_opts no = {.shrink = 1, .sample = 64, .seed = 1};
+    /* every input checked and opened before any output exists */
+    int rc = FT_OK;
+    for (uint32_t i = 0; i < n_paths && !rc; i++)
+        rc = cli_in_check(args[i], CLI_IN_TRACE, err);
+    progress pr = {.n_traces = n_paths, .numerics = numerics};
+    for (uint32_t i = 0; i < n_paths && !rc; i++) {
+        ft_trace *t = NULL;
+        if (!(rc = ft_trace_open(args[i], FT_OPEN_READ, &t, err)))
+            pr.n_calls += ft_trace_n_calls(t);
+        ft_trace_close(t);
+    }
+    if (rc) return rc;
+
     ft_replay_result *res = ft_malloc(sizeof *res);
     ft_numerics_result *nres = ft_malloc(sizeof *nres);
-    if (!paths || !env || !env_keys || !res || !nres) {
-        fprintf(stderr, "fusertrace replay: out of memory\n");
-        status = FT_EXIT_INTERNAL;
+    cli_out pc = {.slot = -1};
+    if (!res || !nres) {
+        rc = ft_err_set(err, FT_ENOMEM, "out of memory");
         goto done;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_val = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            goto done;
-        } else if (!strcmp(a, "--policy") && has_val) {
-            int rc = ft_policy_parse_list(argv[++i], pol, &n_pol, &err);
-            if (rc) {
-                fprintf(stderr, "fusertrace replay: --policy: %s\n", ft_err_msg(&err));
-                status = FT_EXIT_INPUT;
-                goto done;
-            }
-        } else if (!strcmp(a, "--capacity") && has_val) {
-            if ((status = parse_u32(a, argv[++i], &o.capacity))) goto done;
-        } else if (!strcmp(a, "--threads") && has_val) {
-            if ((status = parse_u32(a, argv[++i], &o.n_threads))) goto done;
-        } else if (!strcmp(a, "--env") && has_val) {
-            const char *kv = argv[++i], *eq = strchr(kv, '=');
-            if (!eq || eq == kv) {
-                fprintf(stderr, "fusertrace replay: --env wants KEY=VALUE, got '%s'\n", kv);
-                status = FT_EXIT_INPUT;
-                goto done;
-            }
-            env_keys[n_env] = ft_strndup(kv, (size_t)(eq - kv));
-            if (!env_keys[n_env]) {
-                status = FT_EXIT_INTERNAL;
-                goto done;
-            }
-            env[n_env].key = env_keys[n_env];
-            env[n_env].value = eq + 1;
-            n_env++;
-        } else if (!strcmp(a, "--json")) {
-            format = FT_REPORT_JSON;
-        } else if (!strcmp(a, "--csv")) {
-            format = FT_REPORT_CSV;
-        } else if (!strcmp(a, "--per-call") && has_val) {
-            per_call_path = argv[++i];
-        } else if (!strcmp(a, "--explain")) {
-            explain = 1;
-        } else if (!strcmp(a, "--captured") && has_val) {
-            uint32_t idx;
-            o.captured = argv[++i];
-            if (ft_policy_find(o.captured, &idx, &err)) {
-                fprintf(stderr, "fusertrace replay: --captured: %s\n", ft_err_msg(&err));
-                status = FT_EXIT_INPUT;
-                goto done;
-            }
-        } else if (!strcmp(a, "--numerics") && has_val) {
-            numerics = argv[++i];
-            if (strcmp(numerics, "cpu") && strcmp(numerics, "cuda")) {
-                fprintf(stderr, "fusertrace replay: --numerics wants cpu or cuda, got '%s'\n",
-                        numerics);
-                status = FT_EXIT_INPUT;
-                goto done;
-            }
-        } else if (!strcmp(a, "--sample") && has_val) {
-            if ((status = parse_u32(a, argv[++i], &no.sample))) goto done;
-            if (!no.sample) {
-                fprintf(stderr, "fusertrace replay: --sample wants N >= 1 (--all for every "
-                                "call)\n");
-                status = FT_EXIT_INPUT;
-                goto done;
-            }
-            sample_set = 1;
-        } else if (!strcmp(a, "--all")) {
-            all = 1;
-        } else if (!strcmp(a, "--shrink") && has_val) {
-            if ((status = parse_u32(a, argv[++i], &no.shrink))) goto done;
-            if (!no.shrink) {
-                fprintf(stderr, "fusertrace replay: --shrink wants K >= 1\n");
-                status = FT_EXIT_INPUT;
-                goto done;
-            }
-        } else if (!strcmp(a, "--seed") && has_val) {
-            int64_t v;
-            if (ft_parse_i64(argv[++i], &v) || v < 0) {
-                fprintf(stderr,
-                        "fusertrace replay: --seed wants a non-negative integer, got '%s'\n",
-                        argv[i]);
-                status = FT_EXIT_INPUT;
-                goto done;
-            }
-            no.seed = (uint64_t)v;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "fusertrace replay: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            status = FT_EXIT_INPUT;
-            goto done;
-        } else {
-            paths[n_paths++] = a;
-        }
+    if (ro->per_call && (rc = cli_out_open(&pc, ro->per_call, CLI_OUT_STREAM, 1, err))) goto done;
+
+    ft_replay_opts o = {
+        .policies = ro->pol.n ? ro->pol.idx : NULL,
+        .n_policies = ro->pol.n,
+        .capacity = ro->capacity,
+        .env = ro->env.kv,
+        .n_env = ro->env.n,
+        .captured = ro->captured,
+        .per_call = ro->per_call ? pc.f : NULL,
+        .explain = ro->explain ? explain : NULL,
+        .n_threads = ro->threads,
+    };
+    ft_numerics_opts no = {.shrink = ro->shrink ? ro->shrink : 1,
+                           .sample = ro->all      ? 0
+                                     : ro->sample ? ro->sample
+                                                  : 64,
+                           .seed = ro->seed.set ? ro->seed.v : 1,
+                           .n_threads = ro->threads};
+    if (numerics) no.backend = backends[ro->backend].backend;
+    const char *const *paths = (const char *const *)args;
+    /* progress only where nothing else writes to the terminal meanwhile */
+    int show = cli_progress_wanted() && !(ro->explain && explain == stderr) &&
+               !pthread_create(&pr.thread, NULL, progress_main, &pr);
+    rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, err)
+                  : ft_replay_traces(paths, n_paths, &o, res, err);
+    if (show) {
+        atomic_store(&pr.stop, 1);
+        pthread_join(pr.thread, NULL);
+        cli_progress_end();
     }
-    if (!n_paths) {
-        fprintf(stderr, "fusertrace replay: no trace given\n");
-        usage(stderr);
-        status = FT_EXIT_INPUT;
-        goto done;
-    }
-    if (!numerics && (sample_set || all || no.shrink != 1 || no.seed != 1)) {
-        fprintf(stderr, "fusertrace replay: --sample, --all, --shrink and --seed go with "
-                        "--numerics cpu|cuda\n");
-        status = FT_EXIT_INPUT;
-        goto done;
-    }
-    if (sample_set && all) {
-        fprintf(stderr, "fusertrace replay: --sample and --all exclude each other\n");
-        status = FT_EXIT_INPUT;
-        goto done;
-    }
-    if (numerics && format == FT_REPORT_CSV) {
-        fprintf(stderr, "fusertrace replay: --numerics has no CSV form (use --json or text)\n");
-        status = FT_EXIT_INPUT;
-        goto done;
-    }
-    if (all) no.sample = 0;
-    if (numerics) {
-        no.backend = strcmp(numerics, "cuda") ? FT_NUMERICS_CPU : FT_NUMERICS_CUDA;
-        no.n_threads = o.n_threads;
-    }
-    if (per_call_path) {
-        per_call = strcmp(per_call_path, "-") ? fopen(per_call_path, "w") : stdout;
-        if (!per_call) {
-            fprintf(stderr, "fusertrace replay: cannot write '%s'\n", per_call_path);
-            status = FT_EXIT_INTERNAL;
-            goto done;
-        }
-    }
-    o.policies = n_pol ? pol : NULL;
-    o.n_policies = n_pol;
-    o.env = env;
-    o.n_env = n_env;
-    o.per_call = per_call;
-    o.explain = explain ? stdout : NULL;
-    int rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, &err)
-                      : ft_replay_traces(paths, n_paths, &o, res, &err);
-    if (rc) {
-        fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));
-        status = cli_exit_code(rc);
-        goto done;
-    }
-    if (explain) fputc('\n', stdout);
-    rc = ft_report_write(stdout, res, numerics ? nres : NULL, format, &err);
+    /* the per-call file complete (or its failure known) before the report is written */
+    rc = cli_out_close(&pc, rc, err);
+    if (rc) goto done;
+    if (ro->explain) fputc('\n', explain);
+    rc = ft_report_write(report, res, numerics ? nres : NULL, format, err);
     if (!rc && format == FT_REPORT_TEXT) {
-        fputc('\n', stdout);
-        rc = ft_report_reading(stdout, res, &err);
-    }
-    if (rc) {
-        fprintf(stderr, "fusertrace replay: %s\n", ft_err_msg(&err));
-        status = FT_EXIT_INTERNAL;
+        fputc('\n', report);
+        rc = ft_report_reading(report, res, err);
     }
 done:
-    if (per_call && per_call != stdout && fclose(per_call)) {
-        fprintf(stderr, "fusertrace replay: writing '%s' failed\n", per_call_path);
-        status = FT_EXIT_INTERNAL;
-    }
-    for (uint32_t k = 0; env_keys && k < n_env; k++)
-        ft_free(env_keys[k]);
-    ft_free(env_keys);
-    ft_free(env);
-    ft_free(paths);
+    rc = cli_out_close(&pc, rc, err); /* a failed replay leaves no per-call file behind */
     ft_free(res);
     ft_free(nres);
-    return status;
+    return rc;
 }
+
+const cli_cmd cmd_replay = {
+    .name = "replay",
+    .synopsis = "TRACE... [--policy LIST|all] [--capacity N] [--env K=V]...\n"
+                "                         [--json | --csv] [--per-call FILE] [--explain]\n"
+                "                         [--captured POLICY] [--threads N]\n"
+                "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
+                "                          [--seed S]]",
+    .summary = "replay traces under plan-cache policies",
+    .about = "Replays every call of the traces (one per rank, reduced into one report) through a\n"
+             "model of TransformerEngine's fusion-plan cache under each policy, in one pass.\n"
+             "docs/reading-a-report.md explains every column and line of the report.",
+    CLI_OPTS(replay_opts, options),
+    .init_fn = init,
+    .min_args = 1,
+    .max_args = CLI_ANY,
+    .run_fn = run,
+    .help_fn = help_policies,
+};

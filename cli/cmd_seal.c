@@ -11,45 +11,25 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: fusertrace seal TRACE [--force]\n"
-               "  finish a trace whose recording was not closed: fold the -wal beside it in,\n"
-               "  mark it recovered, leave one self-contained file; --force keeps what comes\n"
-               "  before a damaged -wal frame and drops the rest\n");
-}
+typedef struct seal_opts {
+    int force;
+} seal_opts;
 
-int cmd_seal(int argc, char **argv)
+static const cli_opt options[] = {
+    {"force", 'f', NULL, "keep what comes before a damaged -wal frame and drop the rest",
+     cli_parse_flag, offsetof(seal_opts, force)},
+};
+
+static int run(void *opts_v, int n_args, char **args, ft_err *err)
 {
-    const char *path = NULL;
-    int force = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--force") || !strcmp(argv[i], "-f")) {
-            force = 1;
-        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return FT_EXIT_OK;
-        } else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "fusertrace seal: unexpected argument '%s'\n", argv[i]);
-            usage(stderr);
-            return FT_EXIT_INPUT;
-        } else {
-            path = argv[i];
-        }
-    }
-    if (!path) {
-        usage(stderr);
-        return FT_EXIT_INPUT;
-    }
+    (void)n_args;
+    const seal_opts *o = opts_v;
+    const char *path = args[0];
+    int rc = cli_in_check(path, CLI_IN_TRACE, err);
+    if (rc) return rc;
     ft_seal_info si;
-    ft_err err = {0};
-    int rc = ft_trace_seal(path, force, &si, &err);
-    if (rc) {
-        fprintf(stderr, "fusertrace seal: %s\n", ft_err_msg(&err));
-        return rc == FT_ESTATE ? FT_EXIT_INTERNAL : cli_exit_code(rc);
-    }
+    if ((rc = ft_trace_seal(path, o->force, &si, err))) return rc; /* FT_ESTATE (open): exit 3 */
     if (si.was_closed)
         printf("%s: already closed (%" PRIu64 " calls, %" PRIu64 " backward events, %" PRIu64
                " chunks)\n",
@@ -59,5 +39,19 @@ int cmd_seal(int argc, char **argv)
                " chunks (%" PRIu64 " commits folded in from the -wal%s); state 'recovered'\n",
                path, si.n_calls, si.n_backwards, si.n_chunks, si.wal_commits,
                si.wal_damaged ? ", the damaged rest dropped" : "");
-    return FT_EXIT_OK;
+    return FT_OK;
 }
+
+const cli_cmd cmd_seal = {
+    .name = "seal",
+    .synopsis = "TRACE [-f]",
+    .summary = "finish a trace whose recording was not closed",
+    .about = "Folds the -wal left beside a trace whose recording was not closed (killed, or the\n"
+             "machine stopped) into the main file, marks it recovered and leaves one\n"
+             "self-contained file, as a close would have. A trace already closed is left as it\n"
+             "is. A damaged -wal is refused (exit 1) unless -f.",
+    CLI_OPTS(seal_opts, options),
+    .min_args = 1,
+    .max_args = 1,
+    .run_fn = run,
+};

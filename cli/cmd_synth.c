@@ -6,8 +6,8 @@
  *
  * -o records through the recorder into OUT.ftdb; --jsonl writes capture-jsonl v1 (`-` = stdout).
  * Files are written under a temporary name and renamed into place only when complete (cli_out,
- * out_file.c), so a failed or interrupted run leaves no output behind. Exit status: 0 ok, 2 unknown
- * scenario/key or bad value or usage, 3 I/O or other failures.
+ * out_file.c), so a failed or interrupted run leaves no output behind; replacing an existing
+ * file needs -f. A trace cannot go to stdout (`-o -` is refused: use --jsonl -).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
@@ -21,16 +21,55 @@
 
 #define MAX_SETS 256
 
-static void usage(FILE *f)
+typedef struct synth_sets {
+    ft_synth_param p[MAX_SETS];
+    char keys[MAX_SETS][128];
+    uint32_t n;
+} synth_sets;
+
+typedef struct synth_opts {
+    const char *ftdb, *jsonl;
+    int force, list;
+    uint64_t seed;
+    synth_sets sets;
+} synth_opts;
+
+static int parse_set(const cli_opt *o, const char *v, void *field, ft_err *err)
 {
-    fprintf(f, "usage: fusertrace synth SCENARIO [--set key=value ...] [--seed N] "
-               "(-o OUT.ftdb | --jsonl OUT|-)\n"
-               "       fusertrace synth --list [SCENARIO]\n"
-               "Generates a synthetic training-run call stream, deterministic per seed "
-               "(default 1).\n");
+    (void)o;
+    synth_sets *s = field;
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v) return ft_err_set(err, FT_EINVAL, "'%s': expected key=value", v);
+    if (s->n == MAX_SETS) return ft_err_set(err, FT_EINVAL, "more than %d given", MAX_SETS);
+    if ((size_t)(eq - v) >= sizeof s->keys[0])
+        return ft_err_set(err, FT_EINVAL, "'%s': key too long", v);
+    memcpy(s->keys[s->n], v, (size_t)(eq - v));
+    s->keys[s->n][eq - v] = '\0';
+    s->p[s->n].key = s->keys[s->n];
+    s->p[s->n++].value = eq + 1;
+    return FT_OK;
 }
 
-static int list(const char *only)
+static void init(void *opts)
+{
+    ((synth_opts *)opts)->seed = 1;
+}
+
+static const cli_opt options[] = {
+    {"output", 'o', "OUT.ftdb", "write a trace", cli_parse_str, offsetof(synth_opts, ftdb)},
+    {"jsonl", 0, "OUT|-", "write a capture stream instead (- for stdout)", cli_parse_str,
+     offsetof(synth_opts, jsonl)},
+    {"force", 'f', NULL, "replace the output if it exists", cli_parse_flag,
+     offsetof(synth_opts, force)},
+    {"set", 0, "KEY=VALUE", "override a scenario key (repeatable; --list names them)", parse_set,
+     offsetof(synth_opts, sets)},
+    {"seed", 0, "N", "random seed (default 1): the stream is deterministic per seed", cli_parse_u64,
+     offsetof(synth_opts, seed)},
+    {"list", 0, NULL, "list the scenarios (or SCENARIO's keys) and exit", cli_parse_flag,
+     offsetof(synth_opts, list)},
+};
+
+static int list(const char *only, ft_err *err)
 {
     int found = 0;
     for (uint32_t i = 0; i < ft_synth_n_scenarios(); i++) {
@@ -46,33 +85,16 @@ static int list(const char *only)
         }
         printf("\n");
     }
-    if (!found) {
-        fprintf(stderr, "fusertrace synth: unknown scenario '%s'\n", only);
-        return FT_EXIT_INPUT;
-    }
-    if (fflush(stdout) || ferror(stdout)) {
-        fprintf(stderr, "fusertrace synth: writing the list failed: %s\n", strerror(errno));
-        return FT_EXIT_INTERNAL;
-    }
-    return FT_EXIT_OK;
-}
-
-static int parse_seed(const char *s, uint64_t *out)
-{
-    if (!s || !*s || *s < '0' || *s > '9') return FT_EINVAL;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end) return FT_EINVAL;
-    *out = (uint64_t)v;
+    if (!found)
+        return ft_err_set(err, FT_ENOTFOUND, "unknown scenario '%s' (--list lists them)", only);
     return FT_OK;
 }
 
 static int run_ftdb(const char *scen, const ft_synth_param *sets, uint32_t n_sets, uint64_t seed,
-                    const char *out, ft_err *err)
+                    const char *out, int force, ft_err *err)
 {
     cli_out o;
-    int rc = cli_out_open(&o, out, CLI_OUT_DB, err);
+    int rc = cli_out_open(&o, out, CLI_OUT_DB, force, err);
     if (rc) return rc;
     ft_rec *r;
     rc = ft_rec_open(o.tmp, NULL, &r, err);
@@ -88,17 +110,14 @@ static int run_ftdb(const char *scen, const ft_synth_param *sets, uint32_t n_set
     } else if ((rc = ft_rec_close(r))) {
         ft_err_set(err, rc, "%s: closing the trace failed: %s", out, ft_strerror(rc));
     }
-    if (!rc)
-        ft_trace_remove(
-            out); /* a stale WAL beside an old OUT would be replayed into the new file */
     return cli_out_close(&o, rc, err);
 }
 
 static int run_jsonl(const char *scen, const ft_synth_param *sets, uint32_t n_sets, uint64_t seed,
-                     const char *out, ft_err *err)
+                     const char *out, int force, ft_err *err)
 {
     cli_out o;
-    int rc = cli_out_open(&o, out, CLI_OUT_STREAM, err);
+    int rc = cli_out_open(&o, out, CLI_OUT_CAPTURE, force, err);
     if (rc) return rc;
     ft_jsonl_writer *w = NULL;
     rc = ft_jsonl_writer_new(o.f, &w);
@@ -108,84 +127,37 @@ static int run_jsonl(const char *scen, const ft_synth_param *sets, uint32_t n_se
         ft_sink sink;
         ft_jsonl_writer_sink(w, &sink);
         rc = ft_synth_run(scen, sets, n_sets, seed, &sink, err);
+        if (rc && ferror(o.f)) /* the output failed */
+            ft_err_set(err, FT_EIO, "writing %s failed: %s", o.name, strerror(errno));
         ft_jsonl_writer_free(w);
     }
     return cli_out_close(&o, rc, err);
 }
 
-int cmd_synth(int argc, char **argv)
+static int run(void *opts_v, int n_args, char **args, ft_err *err)
 {
-    const char *scen = NULL, *ftdb = NULL, *jsonl = NULL;
-    ft_synth_param sets[MAX_SETS];
-    uint32_t n_sets = 0;
-    uint64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_arg = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return FT_EXIT_OK;
-        } else if (!strcmp(a, "--list")) {
-            if (i + 2 < argc) {
-                fprintf(stderr, "fusertrace synth: --list takes at most one scenario\n");
-                return FT_EXIT_INPUT;
-            }
-            return list(has_arg ? argv[i + 1] : NULL);
-        } else if (!strcmp(a, "--set") || !strcmp(a, "--seed") || !strcmp(a, "-o") ||
-                   !strcmp(a, "--jsonl")) {
-            if (!has_arg) {
-                fprintf(stderr, "fusertrace synth: %s needs a value\n", a);
-                return FT_EXIT_INPUT;
-            }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--set")) {
-                char *eq = strchr(v, '=');
-                if (!eq || eq == v) {
-                    fprintf(stderr, "fusertrace synth: --set '%s': expected key=value\n", v);
-                    return FT_EXIT_INPUT;
-                }
-                if (n_sets == MAX_SETS) {
-                    fprintf(stderr, "fusertrace synth: more than %d --set\n", MAX_SETS);
-                    return FT_EXIT_INPUT;
-                }
-                *eq = '\0'; /* argv strings are ours to modify */
-                sets[n_sets].key = v;
-                sets[n_sets++].value = eq + 1;
-            } else if (!strcmp(a, "--seed")) {
-                if (parse_seed(v, &seed)) {
-                    fprintf(stderr,
-                            "fusertrace synth: --seed '%s': expected an integer in [0, 2^64)\n", v);
-                    return FT_EXIT_INPUT;
-                }
-            } else if (!strcmp(a, "-o")) {
-                ftdb = v;
-            } else {
-                jsonl = v;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "fusertrace synth: unknown option '%s'\n", a);
-            usage(stderr);
-            return FT_EXIT_INPUT;
-        } else if (!scen) {
-            scen = a;
-        } else {
-            fprintf(stderr, "fusertrace synth: unexpected argument '%s'\n", a);
-            return FT_EXIT_INPUT;
-        }
-    }
-    if (!scen || (!ftdb == !jsonl)) {
-        fprintf(stderr, "fusertrace synth: %s\n",
-                !scen ? "no scenario named (--list lists them)"
-                      : "name exactly one output: -o OUT.ftdb or --jsonl OUT");
-        usage(stderr);
-        return FT_EXIT_INPUT;
-    }
-    ft_err err = {0};
-    int rc = ftdb ? run_ftdb(scen, sets, n_sets, seed, ftdb, &err)
-                  : run_jsonl(scen, sets, n_sets, seed, jsonl, &err);
-    if (rc) {
-        fprintf(stderr, "fusertrace: %s\n", ft_err_msg(&err));
-        return cli_exit_code(rc);
-    }
-    return FT_EXIT_OK;
+    synth_opts *o = opts_v;
+    if (o->list) return list(n_args ? args[0] : NULL, err);
+    if (!n_args) return cli_usage_error(err, "no scenario named (--list lists them)");
+    if (!o->ftdb == !o->jsonl)
+        return cli_usage_error(err, "name exactly one output: -o OUT.ftdb or --jsonl OUT");
+    if (o->ftdb && !strcmp(o->ftdb, "-"))
+        return ft_err_set(err, FT_EINVAL,
+                          "-o -: a trace cannot be written to stdout (it is a database file); "
+                          "--jsonl - writes the capture stream there");
+    return o->ftdb ? run_ftdb(args[0], o->sets.p, o->sets.n, o->seed, o->ftdb, o->force, err)
+                   : run_jsonl(args[0], o->sets.p, o->sets.n, o->seed, o->jsonl, o->force, err);
 }
+
+const cli_cmd cmd_synth = {
+    .name = "synth",
+    .synopsis = "SCENARIO [--set KEY=VALUE ...] [--seed N] (-o OUT.ftdb | --jsonl OUT|-) [-f]\n"
+                "       fusertrace synth --list [SCENARIO]",
+    .summary = "a synthetic training-run trace (--list names the scenarios)",
+    .about = "Generates a synthetic training-run call stream, deterministic per seed.",
+    CLI_OPTS(synth_opts, options),
+    .init_fn = init,
+    .min_args = 0,
+    .max_args = 1,
+    .run_fn = run,
+};

@@ -14,48 +14,49 @@
 #include <stdio.h>
 #include <string.h>
 
-static void usage(FILE *f)
+/* One trace: FT_OK, or the status with its message printed. */
+static int verify_one(const char *path)
 {
-    fprintf(f, "usage: fusertrace verify TRACE\n"
-               "  checks the schema, the small-table digests, every chunk's checksum and\n"
-               "  decoding, seq order and every reference; exit 0 sound, 1 damaged,\n"
-               "  2 not a trace / newer format / usage\n");
-}
-
-static int exit_for(int rc)
-{
-    return cli_exit_code(rc); /* the same mapping as every reader */
-}
-
-int cmd_verify(int argc, char **argv)
-{
-    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        usage(stdout);
-        return FT_EXIT_OK;
-    }
-    if (argc != 2 || argv[1][0] == '-') {
-        usage(stderr);
-        return FT_EXIT_INPUT;
-    }
     ft_trace *t = NULL;
     ft_err err = {0};
-    int rc = ft_trace_open(argv[1], FT_OPEN_READ, &t, &err);
-    if (rc) {
-        fprintf(stderr, "fusertrace verify: %s\n", ft_err_msg(&err));
-        return exit_for(rc);
+    int rc = cli_in_check(path, CLI_IN_TRACE, &err);
+    if (!rc && !(rc = ft_trace_open(path, FT_OPEN_READ, &t, &err))) {
+        if (ft_trace_notice(t)) fprintf(stderr, "%s: %s\n", cli_prog(), ft_trace_notice(t));
+        rc = ft_trace_verify(t, &err);
+        if (!rc) rc = ft_trace_check_json(t, &err); /* what verifies exports and imports again */
     }
-    if (ft_trace_notice(t)) fprintf(stderr, "fusertrace verify: %s\n", ft_trace_notice(t));
-    rc = ft_trace_verify(t, &err);
-    if (!rc) rc = ft_trace_check_json(t, &err); /* what verifies exports and imports again */
     if (rc) {
-        fprintf(stderr, "fusertrace verify: %s\n", ft_err_msg(&err));
+        fprintf(stderr, "%s: %s\n", cli_prog(), ft_err_msg(&err));
     } else {
-        printf("%s: ok (%llu calls, %llu backward events, %llu chunks, %u fusers, %u recipes)\n",
-               argv[1], (unsigned long long)ft_trace_n_calls(t),
-               (unsigned long long)ft_trace_n_backwards(t),
-               (unsigned long long)ft_trace_n_chunks(t), ft_trace_n_fusers(t),
-               ft_trace_n_recipes(t));
+        printf(
+            "%s: ok (%llu calls, %llu backward events, %llu chunks, %u fusers, %u recipes)\n", path,
+            (unsigned long long)ft_trace_n_calls(t), (unsigned long long)ft_trace_n_backwards(t),
+            (unsigned long long)ft_trace_n_chunks(t), ft_trace_n_fusers(t), ft_trace_n_recipes(t));
     }
     ft_trace_close(t);
-    return exit_for(rc);
+    return rc;
 }
+
+/* Every trace in turn; the status of the worst failure (its message printed). */
+static int run(void *opts_v, int n_args, char **args, ft_err *err)
+{
+    (void)opts_v, (void)err;
+    int worst = FT_OK;
+    for (int i = 0; i < n_args; i++) {
+        int rc = verify_one(args[i]);
+        if (cli_exit_code(rc) > cli_exit_code(worst)) worst = rc;
+    }
+    return worst;
+}
+
+const cli_cmd cmd_verify = {
+    .name = "verify",
+    .synopsis = "TRACE...",
+    .summary = "check schema, checksums, chunks, references",
+    .about = "Checks each trace: the schema, the small-table digests, every chunk's checksum and\n"
+             "decoding, seq order and every reference. Exit 0 when all are sound, 1 when one is\n"
+             "damaged, 2 when one is not a trace (or of a newer format) or the usage is wrong.",
+    .min_args = 1,
+    .max_args = CLI_ANY,
+    .run_fn = run,
+};

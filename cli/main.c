@@ -1,46 +1,42 @@
 /*
- * main.c - the `fusertrace` command: a table of subcommands, each a thin layer over the
- * libraries (cli/cmd_*.c).
+ * main.c - the `fusertrace` command: the table of subcommands (each defined in cli/cmd_NAME.c as
+ * `const cli_cmd cmd_NAME`), `help [CMD]`, `--version`, and the one mapping from FT_* statuses
+ * to exit codes. Adding a subcommand is its file plus one row of COMMANDS.
  */
 #include "cli.h"
-#include "ft_common.h"
+#include "ft_trace.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static const struct {
-    const char *name;
-    int (*run_fn)(int argc, char **argv);
-    const char *usage;
-} commands[] = {
-    {"demo", cmd_demo,
-     "demo                       synthesize the demo trace and replay it under every policy"},
-    {"import", cmd_import, "import IN.jsonl -o OUT.ftdb  capture stream (JSONL) -> trace"},
-    {"export", cmd_export, "export IN.ftdb [-o OUT.jsonl] trace -> capture stream"},
-    {"info", cmd_info, "info TRACE [--json]          what a trace holds"},
-    {"verify", cmd_verify,
-     "verify TRACE                 check schema, checksums, chunks, references"},
-    {"seal", cmd_seal,
-     "seal TRACE [--force]         finish a trace whose recording was not closed"},
-    {"synth", cmd_synth, "synth SCENARIO [...] -o OUT  synthetic training-run trace (--list)"},
-    {"replay", cmd_replay, "replay TRACE... [...]        replay under plan-cache policies"},
-    {"kernels", cmd_kernels, "kernels quantize [...]       grouped-MLP kernels and quantizers"},
-};
+#ifndef FT_VERSION
+#define FT_VERSION "unknown"
+#endif
+
+/* The subcommands, in the order `fusertrace help` lists them. */
+#define COMMANDS(X)                                                                                \
+    X(demo) X(import) X(export) X(info) X(verify) X(seal) X(synth) X(replay) X(kernels)
+
+#define DECLARE(name) extern const cli_cmd cmd_##name;
+COMMANDS(DECLARE)
+#define ROW(name) &cmd_##name,
+static const cli_cmd *const commands[] = {COMMANDS(ROW)};
 
 int cli_exit_code(int rc)
 {
     switch (rc) {
     case FT_OK:
         return FT_EXIT_OK;
+    case FT_ECORRUPT:
+        return FT_EXIT_CHECK;
     case FT_EINVAL:
     case FT_ERANGE:
     case FT_ENOTFOUND:
     case FT_ENOTTRACE:
     case FT_EVERSION:
+    case FT_EUNSUPPORTED:
         return FT_EXIT_INPUT;
-    case FT_ECORRUPT:
-        return FT_EXIT_CHECK;
-    default:
+    default: /* FT_EIO, FT_ENOMEM, FT_ESQL, FT_EZSTD, FT_ESTATE, FT_ENODEV, FT_ECUDA */
         return FT_EXIT_INTERNAL;
     }
 }
@@ -49,8 +45,29 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: fusertrace COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < FT_ARRAY_LEN(commands); i++)
-        fprintf(f, "  %s\n", commands[i].usage);
-    fprintf(f, "\n`fusertrace COMMAND --help` describes each command.\n");
+        fprintf(f, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
+    fprintf(f, "\n`fusertrace help COMMAND` (or `fusertrace COMMAND --help`) describes a command;\n"
+               "`fusertrace --version` prints the version.\n"
+               "Exit status: 0 success, 1 a check failed (damage found), 2 bad input or usage,\n"
+               "3 the environment failed (I/O, memory, no device).\n");
+}
+
+static const cli_cmd *find(const char *name)
+{
+    for (size_t i = 0; i < FT_ARRAY_LEN(commands); i++)
+        if (!strcmp(name, commands[i]->name)) return commands[i];
+    return NULL;
+}
+
+/* Only for the top-level texts; commands check stdout through cli_run. */
+static int finish(int status)
+{
+    ft_err err = {0};
+    if (cli_stdout_close(&err)) {
+        fprintf(stderr, "fusertrace: %s\n", ft_err_msg(&err));
+        if (!status) status = cli_exit_code(err.rc);
+    }
+    return status;
 }
 
 int main(int argc, char **argv)
@@ -59,13 +76,44 @@ int main(int argc, char **argv)
         usage(stderr);
         return FT_EXIT_INPUT;
     }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    const char *a = argv[1];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h") || (!strcmp(a, "help") && argc == 2)) {
         usage(stdout);
-        return FT_EXIT_OK;
+        return finish(FT_EXIT_OK);
     }
-    for (size_t i = 0; i < FT_ARRAY_LEN(commands); i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run_fn(argc - 1, argv + 1);
-    fprintf(stderr, "fusertrace: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return FT_EXIT_INPUT;
+    if (!strcmp(a, "--version") || !strcmp(a, "version")) {
+        printf("fusertrace %s (trace format %d, capture-jsonl 1)\n", FT_VERSION, FT_FORMAT_VERSION);
+        return finish(FT_EXIT_OK);
+    }
+    if (!strcmp(a, "help")) { /* help CMD [SUB] */
+        const cli_cmd *c = find(argv[2]);
+        if (!c) {
+            fprintf(stderr, "fusertrace help: unknown command '%s'\n", argv[2]);
+            usage(stderr);
+            return FT_EXIT_INPUT;
+        }
+        char prog[128];
+        snprintf(prog, sizeof prog, "fusertrace %s", c->name);
+        if (argc > 3) {
+            for (size_t i = 0; i < c->n_subs; i++)
+                if (!strcmp(argv[3], c->subs[i]->name)) {
+                    snprintf(prog, sizeof prog, "fusertrace %s %s", c->name, c->subs[i]->name);
+                    cli_help(stdout, c->subs[i], prog);
+                    return finish(FT_EXIT_OK);
+                }
+            fprintf(stderr, "fusertrace help: %s has no subcommand '%s'\n", c->name, argv[3]);
+            return FT_EXIT_INPUT;
+        }
+        cli_help(stdout, c, prog);
+        return finish(FT_EXIT_OK);
+    }
+    const cli_cmd *c = find(a);
+    if (!c) {
+        fprintf(stderr, "fusertrace: unknown command '%s'\n", a);
+        usage(stderr);
+        return FT_EXIT_INPUT;
+    }
+    char prog[128];
+    snprintf(prog, sizeof prog, "fusertrace %s", c->name);
+    return cli_run(c, prog, argc - 1, argv + 1);
 }

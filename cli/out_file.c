@@ -1,17 +1,31 @@
 /*
- * out_file.c - outputs written whole or not at all: a file is written under a temporary name
- * beside its final path (`PATH.tmp-XXXXXX`, so the rename stays within one file system) and
- * renamed over PATH only when complete; on failure the temporary and the SQLite side files that
- * may sit beside it are removed. SIGINT, SIGTERM and SIGHUP remove the temporary too, so only
- * SIGKILL or a crash can leave one behind, and never a partial PATH.
+ * out_file.c - inputs checked before outputs are opened, and outputs written whole or not at
+ * all, for every command.
  *
- * One output at a time: the signal guard keeps the names of the one open temporary.
+ * Inputs: cli_in_check stats each input (following links) before any output exists: a missing
+ * or unreadable file, a directory, or `-` where a trace is wanted is an input error naming it,
+ * and its (device, inode) is remembered. An output that resolves to one of them is refused, so
+ * `replay T --per-call T` or `export T -o T` cannot truncate T.
+ *
+ * Outputs: a regular file (or a new one) is written under a temporary name beside its target
+ * (`PATH.tmp-XXXXXX`, so the rename stays within one file system), synced, and renamed over the
+ * target only when complete; on failure the temporary and the SQLite side files that may sit
+ * beside it are removed. A symlink is followed: the temporary goes beside the link's target,
+ * which is replaced, and the link itself stays. A FIFO, a character device (/dev/null, a
+ * terminal) and `-` are written in place: nothing can be taken back there, but every write,
+ * flush and close is still checked, so `-o /dev/full` fails. Replacing an existing trace or
+ * capture needs force (-f), as in zstd; a trace is never written to anything but a file.
+ *
+ * SIGINT, SIGTERM and SIGHUP remove the open temporaries, so only SIGKILL or a crash can leave
+ * one behind, and never a partial target.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
 #include "cli.h"
 #include "ft_trace.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,31 +35,79 @@
 
 /* The side files SQLite may make beside a database. */
 static const char *const side_ext[] = {"", "-wal", "-shm", "-journal"};
+enum { N_SIDE = 4, MAX_GUARDED = 4, MAX_INPUTS = 1024 };
 
-/* ---- signal guard ------------------------------------------------------------------------ */
-/* The temporary's names, precomputed so that the handler uses async-signal-safe calls only. */
-static char guarded[4][CLI_PATH_MAX + 16];
-static volatile sig_atomic_t have_guarded;
+/* ---- inputs -------------------------------------------------------------------------------- */
+static struct {
+    dev_t dev;
+    ino_t ino;
+} inputs[MAX_INPUTS];
+static uint32_t n_inputs;
 
-static void remove_guarded(void)
+int cli_in_check(const char *path, int kind, ft_err *err)
 {
-    for (size_t i = 0; i < FT_ARRAY_LEN(side_ext); i++)
-        unlink(guarded[i]);
+    struct stat st;
+    if (!strcmp(path, "-")) {
+        if (kind == CLI_IN_TRACE)
+            return ft_err_set(err, FT_EINVAL,
+                              "-: a trace cannot be read from stdin (it is a database file); "
+                              "name the file");
+        if (fstat(STDIN_FILENO, &st)) return FT_OK;
+    } else {
+        if (stat(path, &st))
+            return ft_err_set(err, FT_EINVAL, "cannot open %s: %s", path, strerror(errno));
+        if (S_ISDIR(st.st_mode))
+            return ft_err_set(err, FT_EINVAL, "%s is a directory, not a %s", path,
+                              kind == CLI_IN_TRACE ? "trace" : "file");
+        if (kind == CLI_IN_TRACE && !S_ISREG(st.st_mode))
+            return ft_err_set(err, FT_EINVAL, "%s is not a regular file (a trace is a database)",
+                              path);
+        /* access, not open: opening a FIFO's read end to test it would release its writer */
+        if (access(path, R_OK))
+            return ft_err_set(err, FT_EINVAL, "cannot open %s: %s", path, strerror(errno));
+    }
+    /* `cmd TRACE >> TRACE`: the shell opened the input as stdout (without truncating it) */
+    struct stat so;
+    if (strcmp(path, "-") && !fstat(STDOUT_FILENO, &so) && S_ISREG(so.st_mode) &&
+        so.st_dev == st.st_dev && so.st_ino == st.st_ino)
+        return ft_err_set(err, FT_EINVAL, "stdout is %s, an input; not writing into it", path);
+    if (n_inputs == MAX_INPUTS) return FT_OK; /* only the same-file check is lost */
+    inputs[n_inputs].dev = st.st_dev;
+    inputs[n_inputs++].ino = st.st_ino;
+    return FT_OK;
 }
+
+static int is_input(const struct stat *st)
+{
+    for (uint32_t i = 0; i < n_inputs; i++)
+        if (inputs[i].dev == st->st_dev && inputs[i].ino == st->st_ino) return 1;
+    return 0;
+}
+
+/* ---- signal guard -------------------------------------------------------------------------- */
+/* The temporaries' names, precomputed so that the handler uses async-signal-safe calls only. */
+static char guarded[MAX_GUARDED][N_SIDE][CLI_PATH_MAX + 16];
+static volatile sig_atomic_t guard_on[MAX_GUARDED];
 
 static void on_signal(int sig)
 {
-    if (have_guarded) remove_guarded();
+    for (int s = 0; s < MAX_GUARDED; s++)
+        if (guard_on[s])
+            for (int i = 0; i < N_SIDE; i++)
+                unlink(guarded[s][i]);
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
-static void guard(const char *tmp)
+static int guard(const char *tmp)
 {
-    have_guarded = 0;
-    for (size_t i = 0; i < FT_ARRAY_LEN(side_ext); i++)
-        snprintf(guarded[i], sizeof guarded[i], "%s%s", tmp, side_ext[i]);
-    have_guarded = 1;
+    int s = 0;
+    while (s < MAX_GUARDED && guard_on[s])
+        s++;
+    if (s == MAX_GUARDED) return -1;
+    for (int i = 0; i < N_SIDE; i++)
+        snprintf(guarded[s][i], sizeof guarded[s][i], "%s%s", tmp, side_ext[i]);
+    guard_on[s] = 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -53,24 +115,103 @@ static void guard(const char *tmp)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    return s;
 }
 
-/* ---- public ------------------------------------------------------------------------------ */
-int cli_out_open(cli_out *o, const char *path, int kind, ft_err *err)
+static void unguard(cli_out *o)
 {
-    memset(o, 0, sizeof *o);
-    if (kind == CLI_OUT_STREAM && (!path || !strcmp(path, "-"))) {
+    if (o->slot >= 0) guard_on[o->slot] = 0;
+    o->slot = -1;
+}
+
+/* ---- outputs ------------------------------------------------------------------------------- */
+static const char *what(int kind)
+{
+    return kind == CLI_OUT_DB ? "trace" : kind == CLI_OUT_CAPTURE ? "capture stream" : "file";
+}
+
+/* In place: stdout, a FIFO, a character device. */
+static int open_in_place(cli_out *o, const char *path, ft_err *err)
+{
+    if (!strcmp(path, "-") || !strcmp(path, "/dev/stdout")) {
         o->f = stdout;
+        o->name = "stdout";
         return FT_OK;
     }
-    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp-XXXXXX", path) >= sizeof o->tmp)
+    int fd = open(path, O_WRONLY | O_NOCTTY);
+    if (fd < 0) return ft_err_set(err, FT_EINVAL, "cannot write %s: %s", path, strerror(errno));
+    if (!(o->f = fdopen(fd, "w"))) {
+        int e = errno;
+        close(fd);
+        return ft_err_set(err, FT_ENOMEM, "cannot write %s: %s", path, strerror(e));
+    }
+    return FT_OK;
+}
+
+int cli_out_open(cli_out *o, const char *path, int kind, int force, ft_err *err)
+{
+    memset(o, 0, sizeof *o);
+    o->slot = -1;
+    o->kind = kind;
+    o->name = path ? path : "stdout";
+    if (!path || !strcmp(path, "-") || !strcmp(path, "/dev/stdout")) {
+        if (kind == CLI_OUT_DB)
+            return ft_err_set(err, FT_EINVAL,
+                              "%s: a trace cannot be written to stdout (it is a database file); "
+                              "name a file",
+                              path ? path : "-");
+        return open_in_place(o, "-", err);
+    }
+    /* the target: the file itself, or what a symlink names (the link stays) */
+    char target[CLI_PATH_MAX];
+    struct stat st;
+    int exists = stat(path, &st) == 0;
+    if (!exists && errno != ENOENT)
+        return ft_err_set(err, FT_EINVAL, "cannot write %s: %s", path, strerror(errno));
+    struct stat lst;
+    if (!exists && !lstat(path, &lst) && S_ISLNK(lst.st_mode))
+        return ft_err_set(err, FT_EINVAL, "%s is a symlink to a missing file; not following it",
+                          path);
+    if (exists) {
+        if (is_input(&st))
+            return ft_err_set(err, FT_EINVAL, "%s is also an input; not overwriting it", path);
+        if (S_ISDIR(st.st_mode)) return ft_err_set(err, FT_EINVAL, "%s is a directory", path);
+        if (!S_ISREG(st.st_mode)) {
+            if (kind == CLI_OUT_DB || (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)))
+                return ft_err_set(err, FT_EINVAL, "%s is not a regular file; a %s must be one",
+                                  path, what(kind));
+            return open_in_place(o, path, err);
+        }
+        if (kind != CLI_OUT_STREAM && !force)
+            return ft_err_set(err, FT_EINVAL, "%s exists; -f (--force) replaces it", path);
+        char *real = realpath(path, NULL);
+        if (!real)
+            return ft_err_set(err, FT_EINVAL, "cannot resolve %s: %s", path, strerror(errno));
+        size_t n = ft_strlcpy(target, real, sizeof target);
+        free(real);
+        if (n >= sizeof target) return ft_err_set(err, FT_EINVAL, "%s: path too long", path);
+    } else if (ft_strlcpy(target, path, sizeof target) >= sizeof target) {
+        return ft_err_set(err, FT_EINVAL, "%s: path too long", path);
+    }
+    if (kind == CLI_OUT_DB && !force) { /* a WAL left beside it would be read into the new one */
+        char side[CLI_PATH_MAX + 16];
+        snprintf(side, sizeof side, "%s-wal", target);
+        if (!access(side, F_OK))
+            return ft_err_set(err, FT_EINVAL,
+                              "%s exists (a trace there is open or was not closed cleanly); "
+                              "-f (--force) replaces it",
+                              side);
+    }
+    ft_strlcpy(o->path, target, sizeof o->path);
+    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp-XXXXXX", target) >= sizeof o->tmp)
         return ft_err_set(err, FT_EINVAL, "%s: output path too long", path);
     int fd = mkstemp(o->tmp);
-    if (fd < 0)
-        return ft_err_set(err, FT_EINVAL, "cannot create a file beside %s: %s", path,
-                          strerror(errno));
-    o->path = path;
-    guard(o->tmp);
+    if (fd < 0) {
+        int e = errno;
+        o->path[0] = '\0';
+        return ft_err_set(err, FT_EINVAL, "cannot create a file beside %s: %s", path, strerror(e));
+    }
+    o->slot = guard(o->tmp);
     if (kind == CLI_OUT_DB) { /* the name is reserved; the recorder creates the file anew */
         close(fd);
         unlink(o->tmp);
@@ -78,33 +219,64 @@ int cli_out_open(cli_out *o, const char *path, int kind, ft_err *err)
     }
     mode_t mask = umask(0); /* mkstemp makes it 0600; give it the mode a plain create would */
     umask(mask);
-    fchmod(fd, 0666 & ~mask);
+    if (exists) /* a replaced file keeps its mode */
+        fchmod(fd, st.st_mode & 07777);
+    else
+        fchmod(fd, 0666 & ~mask);
     o->f = fdopen(fd, "w");
     if (!o->f) {
         int e = errno;
         close(fd);
         unlink(o->tmp);
-        have_guarded = 0;
-        return ft_err_set(err, FT_EINVAL, "cannot create a file beside %s: %s", path, strerror(e));
+        unguard(o);
+        o->path[0] = '\0';
+        return ft_err_set(err, FT_ENOMEM, "cannot create a file beside %s: %s", path, strerror(e));
     }
     return FT_OK;
 }
 
 int cli_out_close(cli_out *o, int rc, ft_err *err)
 {
-    const char *name = o->path ? o->path : "stdout";
-    /* what stdio still holds must reach the file too */
-    if (o->f && (fflush(o->f) || ferror(o->f)) && !rc)
-        rc = ft_err_set(err, FT_EIO, "writing %s failed: %s", name, strerror(errno));
-    if (o->f && o->f != stdout && fclose(o->f) && !rc)
-        rc = ft_err_set(err, FT_EIO, "writing %s failed: %s", name, strerror(errno));
-    o->f = NULL;
-    if (!o->path) return rc;
+    const char *name = o->name ? o->name : "stdout";
+    if (o->f) { /* what stdio still holds must reach the file too */
+        if ((fflush(o->f) || ferror(o->f)) && !rc)
+            rc = ft_err_set(err, FT_EIO, "writing %s failed: %s", name, strerror(errno));
+        if (o->path[0] && !rc && fsync(fileno(o->f)))
+            rc = ft_err_set(err, FT_EIO, "writing %s failed: %s", name, strerror(errno));
+        if (o->f != stdout && fclose(o->f) && !rc)
+            rc = ft_err_set(err, FT_EIO, "writing %s failed: %s", name, strerror(errno));
+        o->f = NULL;
+    }
+    if (!o->path[0]) return rc;
+    if (!rc && o->kind == CLI_OUT_DB) { /* stale side files of a replaced trace */
+        char side[CLI_PATH_MAX + 16];
+        for (int i = 1; i < N_SIDE; i++) {
+            snprintf(side, sizeof side, "%s%s", o->path, side_ext[i]);
+            if (unlink(side) && errno != ENOENT)
+                rc = ft_err_set(err, FT_EIO, "cannot remove %s: %s", side, strerror(errno));
+        }
+    }
     if (!rc && rename(o->tmp, o->path))
         rc =
             ft_err_set(err, FT_EIO, "cannot rename %s to %s: %s", o->tmp, o->path, strerror(errno));
     if (rc) ft_trace_remove(o->tmp);
-    have_guarded = 0;
-    o->path = NULL;
+    unguard(o);
+    o->path[0] = '\0';
     return rc;
+}
+
+int cli_stdout_close(ft_err *err)
+{
+    /* flushed and checked, not closed: the process may run another command (the CLI fuzzer) */
+    int bad = fflush(stdout) != 0;
+    int e = errno;
+    if (!bad && ferror(stdout)) bad = 1, e = EIO;
+    clearerr(stdout);
+    if (bad) return ft_err_set(err, FT_EIO, "writing stdout failed: %s", strerror(e));
+    return FT_OK;
+}
+
+void cli_in_reset(void)
+{
+    n_inputs = 0;
 }

@@ -54,6 +54,15 @@ int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json)
 int ft_rec_recipe(ft_rec *r, int64_t id, const char *type, int64_t obj, const char *attrs_json);
 int ft_rec_call(ft_rec *r, const ft_call *c);
 int ft_rec_backward(ft_rec *r, const ft_backward *b);
+/* Pre-validated appends, for a producer that has checked the record itself against everything
+ * ft_rec_call / ft_rec_backward check (seq order, flag bits, declared fuser and recipe ids, op_rg
+ * length and 0/1 values, split count against FT_LIM_SPLITS, non-negative splits whose sum fits
+ * in int64, phase length against FT_LIM_PHASE_BYTES, a backward naming an earlier call): the
+ * JSONL importer. The recorder skips those checks; it still refuses an undeclared id with
+ * FT_ESTATE (a broken promise). Once used, the checked ft_rec_backward on the same handle is
+ * FT_ESTATE (the recorder no longer knows every call seq). */
+int ft_rec_call_prevalidated(ft_rec *r, const ft_call *c);
+int ft_rec_backward_prevalidated(ft_rec *r, const ft_backward *b);
 /* Commit the pending chunk now (the next call starts a new chunk). */
 int ft_rec_flush(ft_rec *r);
 
@@ -98,18 +107,38 @@ struct ft_sink {
 
 /* A sink that records into r. */
 void ft_rec_sink(ft_rec *r, ft_sink *out);
+/* A sink that records into r through the pre-validated entries: only for ft_jsonl_import, which
+ * checks every record before it reaches the sink. */
+void ft_rec_sink_prevalidated(ft_rec *r, ft_sink *out);
 
 /* A sink that writes capture-jsonl v1 to f (records in the order given). */
 typedef struct ft_jsonl_writer ft_jsonl_writer;
 int ft_jsonl_writer_new(FILE *f, ft_jsonl_writer **out);
+/* The same, compressed as it is written: one zstd frame with a content checksum, at zstd_level
+ * (1..22; 0 = FT_JSONL_ZSTD_LEVEL), streamed (ZSTD_compressStream2), so memory stays small. */
+#define FT_JSONL_ZSTD_LEVEL 12
+int ft_jsonl_writer_new_zstd(FILE *f, int zstd_level, ft_jsonl_writer **out);
 void ft_jsonl_writer_sink(ft_jsonl_writer *w, ft_sink *out);
+/* End the output: a compressing writer compresses what it holds and ends its frame (without
+ * this the stream is truncated); for a plain writer it does nothing. FT_OK, or FT_EIO / FT_ENOMEM
+ * with the detail in ft_jsonl_writer_error. The caller still flushes and closes f. */
+int ft_jsonl_writer_finish(ft_jsonl_writer *w);
+const ft_err *ft_jsonl_writer_error(const ft_jsonl_writer *w);
 void ft_jsonl_writer_free(ft_jsonl_writer *w);
 
 /* ---- import / export ---------------------------------------------------------------------- */
-/* Parse capture-jsonl v1 from `in` (named `name` in messages) into sink, streaming with bounded
- * memory. Bad input -> FT_EINVAL with "NAME:LINE: field 'x': what is wrong" in err. Warnings
- * (unknown fields ignored) go to warn (may be NULL). */
+/* Parse capture-jsonl v1 from `in` (named `name` in messages) into sink, streaming: memory holds
+ * the declarations and about one byte per call seq (for checking backward references). `in` may
+ * be zstd-compressed (told by its first bytes). Bad input -> FT_EINVAL with "NAME:LINE: field 'x':
+ * what is wrong" in err. Warnings (unknown fields ignored) go to warn (may be NULL). Every record
+ * is checked in full before it reaches the sink, so the sink may be ft_rec_sink_prevalidated. */
 int ft_jsonl_import(FILE *in, const char *name, ft_sink *sink, FILE *warn, ft_err *err);
+/* flags for ft_jsonl_import_ex */
+#define FT_JSONL_NO_FAST_PATH 1u /* parse every line with the general (jansson) path */
+/* ft_jsonl_import with flags; FT_JSONL_NO_FAST_PATH is for tests and benchmarks, which compare
+ * the two paths: they accept the same input and give the same records and messages. */
+int ft_jsonl_import_ex(FILE *in, const char *name, ft_sink *sink, FILE *warn, unsigned flags,
+                       ft_err *err);
 /* Replay every record of t, in stream order with declarations where they stood, into sink. */
 int ft_trace_export(ft_trace *t, ft_sink *sink, ft_err *err);
 /* The small tables' JSON (op lists with their op counts, recipe attrs, header env and extra) is

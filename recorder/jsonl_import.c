@@ -1,24 +1,40 @@
 /*
  * jsonl_import.c - capture-jsonl v1 (spec/capture-jsonl.md) -> any ft_sink.
  *
- * The stream is read line by line into one buffer that grows up to FT_JSONL_MAX_LINE bytes; a
- * longer line is an error. Each line is parsed with jansson (json_loadb), validated strictly and
- * handed to the sink as one record, then freed. Memory therefore does not grow with the input
- * except for what validation must remember: the declared fuser ids (with their op counts), the
- * declared recipe ids and (obj, attrs) pairs, and the call seqs that a later `backward` may name,
- * kept as runs of consecutive seqs in a window of at most 16 MiB (see seq_runs).
+ * Input: plain JSON Lines, or a zstd-compressed stream (`.jsonl.zst`), told apart by the first
+ * bytes (the zstd frame magic), not by the name, and decompressed as it is read
+ * (ZSTD_decompressStream), never whole. A compressed stream that ends inside a frame, or whose
+ * frame is damaged, is an error naming the line it was in.
+ *
+ * The stream is read line by line into one buffer that grows up to FT_LIM_LINE_BYTES
+ * (ft_limits.h); a longer line is an error. Every line is parsed once:
+ *   - `call` and `backward` lines (almost all of a stream) go through the fast path: simdjson
+ *     On-Demand into a flat record (json_fast.h), checked here and handed to the sink;
+ *   - every other line, and any line the fast path does not accept or whose record fails a check
+ *     here, goes through the general path: jansson (json_loadb), checked field by field, which
+ *     words the message. A bad line is therefore parsed twice, a good one once, and the messages
+ *     are the general path's whatever the line.
+ * Memory does not grow with the input except for what validation must remember: the declared
+ * fuser ids (with their op counts), the declared recipe ids and (obj, attrs) pairs, and the seqs
+ * of every call, which a later `backward` may name (common/ft_seqset.h: about one byte per call).
  *
  * Every failure is FT_EINVAL (or the sink's own status) with "NAME:LINE: field 'x': what is
  * wrong" in err. Header fields that the format does not name are kept in ft_header.extra_json;
  * unknown fields of other records are ignored with one warning per (record type, field name).
  * Optional fields must be absent rather than null (null is accepted only where the format says
- * "or null"), so that export gives back exactly what was imported.
+ * "or null"), so that export gives back exactly what was imported. Everything accepted is within
+ * the limits of ft_limits.h, so it records, verifies, exports and re-imports.
  *
- * Speed is bounded by jansson's own parse (one heap node per JSON value); bench/bench_import.c
- * measures both, bench/RESULTS.md has the figures.
+ * The importer checks every record completely, so it can feed the recorder through its
+ * pre-validated entries (ft_rec_sink_prevalidated): each record is checked once.
+ * bench/bench_import.c measures both paths, bench/RESULTS.md has the figures.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "ft_hmap.h"
+#include "ft_limits.h"
 #include "ft_recorder.h"
+#include "ft_seqset.h"
+#include "json_fast.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,87 +43,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
-#define FT_JSONL_MAX_LINE (1u << 20) /* bytes per line, newline excluded */
-#define MAX_OPS           4096       /* basic ops per fuser */
-#define MAX_WARNED        64         /* distinct unknown field names reported */
+#define MAX_WARNED 64 /* distinct unknown field names reported */
 
 /* ---- small containers -------------------------------------------------------------------- */
-/* Open-addressing map int64 key -> uint64 value (fuser op count and groups, state indices). */
-typedef struct idmap {
-    int64_t *keys;  /* [cap] */
-    uint64_t *vals; /* [cap] */
-    uint8_t *used;  /* [cap] */
-    size_t n, cap;  /* entries, slots (power of two) */
-} idmap;
-
-static uint64_t mix64(uint64_t x)
-{
-    return ft_hash_mix(0x5bd1e995u, x);
-}
-
-static int idmap_find(const idmap *m, int64_t key, uint64_t *val)
-{
-    if (!m->cap) return 0;
-    size_t mask = m->cap - 1;
-    for (size_t i = mix64((uint64_t)key) & mask;; i = (i + 1) & mask) {
-        if (!m->used[i]) return 0;
-        if (m->keys[i] == key) {
-            if (val) *val = m->vals[i];
-            return 1;
-        }
-    }
-}
-
-static int idmap_put(idmap *m, int64_t key, uint64_t val);
-
-static int idmap_grow(idmap *m)
-{
-    idmap g = {0};
-    g.cap = m->cap ? m->cap * 2 : 64;
-    g.keys = ft_malloc(g.cap * sizeof *g.keys);
-    g.vals = ft_malloc(g.cap * sizeof *g.vals);
-    g.used = ft_calloc(g.cap, 1);
-    if (!g.keys || !g.vals || !g.used) {
-        ft_free(g.keys);
-        ft_free(g.vals);
-        ft_free(g.used);
-        return FT_ENOMEM;
-    }
-    for (size_t i = 0; i < m->cap; i++)
-        if (m->used[i]) idmap_put(&g, m->keys[i], m->vals[i]);
-    ft_free(m->keys);
-    ft_free(m->vals);
-    ft_free(m->used);
-    *m = g;
-    return FT_OK;
-}
-
-/* Insert a key known to be absent. */
-static int idmap_put(idmap *m, int64_t key, uint64_t val)
-{
-    if ((m->n + 1) * 4 > m->cap * 3) {
-        int rc = idmap_grow(m);
-        if (rc) return rc;
-    }
-    size_t mask = m->cap - 1;
-    size_t i = mix64((uint64_t)key) & mask;
-    while (m->used[i])
-        i = (i + 1) & mask;
-    m->used[i] = 1;
-    m->keys[i] = key;
-    m->vals[i] = val;
-    m->n++;
-    return FT_OK;
-}
-
-static void idmap_free(idmap *m)
-{
-    ft_free(m->keys);
-    ft_free(m->vals);
-    ft_free(m->used);
-    memset(m, 0, sizeof *m);
-}
+/* A declared fuser: what its calls are checked against. */
+typedef struct fuser_info {
+    uint32_t n_ops;  /* basic ops: the length of op_rg */
+    uint32_t groups; /* num_groups shared by its grouped ops: the length of m_splits (0: any) */
+} fuser_info;
 
 /* Declared recipe states, to reject a second declaration of one (obj, attrs) pair. */
 typedef struct recipe_state {
@@ -117,93 +62,40 @@ typedef struct recipe_state {
     int64_t id;    /* the id it was declared under */
 } recipe_state;
 
-/* Call seqs as runs [start, start + len), appended in increasing order, for checking that a
- * backward names an earlier call. To keep memory bounded the set holds at most MAX_RUNS runs
- * (16 MiB); when full, the older half is forgotten and seqs below `forgot_below` can no longer
- * be checked here (runs_has answers RUNS_UNKNOWN; `fusertrace verify` still checks them). A
- * backward normally names a call of the same training step, far inside the window. */
-#ifndef FT_JSONL_MAX_RUNS
-#define FT_JSONL_MAX_RUNS (1u << 20)
-#endif
-enum { RUNS_NO = 0, RUNS_YES = 1, RUNS_UNKNOWN = 2 };
-
-typedef struct seq_runs {
-    int64_t *start; /* [cap] */
-    int64_t *len;   /* [cap] */
-    size_t n, cap;
-    int forgot;           /* some runs were dropped */
-    int64_t forgot_below; /* every seq below this one is outside the window */
-} seq_runs;
-
-static int runs_add(seq_runs *r, int64_t seq)
-{
-    if (r->n && r->start[r->n - 1] + r->len[r->n - 1] == seq) {
-        r->len[r->n - 1]++;
-        return FT_OK;
-    }
-    if (r->n == FT_JSONL_MAX_RUNS) { /* forget the older half */
-        size_t keep = r->n / 2, drop = r->n - keep;
-        memmove(r->start, r->start + drop, keep * sizeof *r->start);
-        memmove(r->len, r->len + drop, keep * sizeof *r->len);
-        r->n = keep;
-        r->forgot = 1;
-        r->forgot_below = r->start[0];
-    }
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 256;
-        if (cap > FT_JSONL_MAX_RUNS) cap = FT_JSONL_MAX_RUNS;
-        int64_t *s = ft_realloc(r->start, cap * sizeof *s);
-        if (!s) return FT_ENOMEM;
-        r->start = s;
-        int64_t *l = ft_realloc(r->len, cap * sizeof *l);
-        if (!l) return FT_ENOMEM;
-        r->len = l;
-        r->cap = cap;
-    }
-    r->start[r->n] = seq;
-    r->len[r->n] = 1;
-    r->n++;
-    return FT_OK;
-}
-
-static int runs_has(const seq_runs *r, int64_t seq)
-{
-    if (r->forgot && seq < r->forgot_below) return RUNS_UNKNOWN;
-    size_t lo = 0, hi = r->n;
-    while (lo < hi) { /* first run with start > seq */
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->start[mid] > seq)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    if (!lo) return RUNS_NO;
-    return seq - r->start[lo - 1] < r->len[lo - 1] ? RUNS_YES : RUNS_NO;
-}
-
 /* ---- importer state ---------------------------------------------------------------------- */
 typedef struct importer {
     const char *name; /* input name for messages */
     FILE *in;
     FILE *warn;
+    int fast; /* use the fast path */
     ft_sink *sink;
     ft_err *err;
     uint64_t line; /* 1-based number of the current line */
     /* line reader */
-    char *buf; /* [cap], grows up to FT_JSONL_MAX_LINE + 1 */
-    size_t cap;
+    char *buf;       /* [cap + FT_JFAST_PADDING], cap grows up to FT_LIM_LINE_BYTES + 1 */
+    size_t cap;      /* bytes the lines may use (the padding after them is the fast path's) */
     size_t beg, end; /* unread bytes are buf[beg, end) */
     int eof;
+    /* zstd input (a compressed stream) */
+    ZSTD_DStream *zd; /* NULL for plain input */
+    uint8_t *zbuf;    /* [zcap] compressed bytes read, zin.src */
+    size_t zcap;
+    ZSTD_inBuffer zin;
+    size_t zlast; /* ZSTD_decompressStream's last hint: 0 when a frame has just ended */
+    int zeof;     /* the compressed input has ended */
     /* validation state */
     int have_header;
     int have_seq;
     int64_t last_seq;
-    idmap fusers;  /* id -> op count */
-    idmap recipes; /* declared recipe ids */
-    idmap states;  /* hash of (obj, attrs) -> index into rstates */
+    ft_hmap fusers; /* id -> index into finfo */
+    fuser_info *finfo;
+    size_t n_finfo, cap_finfo;
+    ft_hmap recipes; /* declared recipe ids (value 0) */
+    ft_hmap states;  /* hash of (obj, attrs) -> index into rstates */
     recipe_state *rstates;
     size_t n_rstates, cap_rstates;
-    seq_runs calls;
+    ft_seqset calls; /* seqs of the calls so far */
+    ft_jfast *jf;    /* the fast path's parser */
     /* per-line scratch */
     uint8_t *op_rg;
     size_t cap_op_rg;
@@ -213,7 +105,6 @@ typedef struct importer {
     char *warned[MAX_WARNED];
     size_t n_warned;
     int warned_overflow;
-    int warned_window; /* a backward named a call older than the seq window */
 } importer;
 
 /* Set the error as "NAME:LINE: field 'F': <fmt>" (field may be NULL). */
@@ -312,6 +203,13 @@ static int get_str(importer *im, const json_t *obj, const char *key, int require
     if (!json_is_string(v)) return fail(im, key, "expected a string, got %s", type_name(v));
     if (nonempty && json_string_length(v) == 0) return fail(im, key, "must not be empty");
     *out = json_string_value(v);
+    return FT_OK;
+}
+
+/* A text field within its limit in bytes (ft_limits.h). */
+static int check_bytes(importer *im, const char *field, size_t n, size_t limit)
+{
+    if (n > limit) return fail(im, field, "%zu bytes, more than the limit %zu", n, limit);
     return FT_OK;
 }
 
@@ -436,10 +334,14 @@ static int do_header(importer *im, json_t *o)
     version = json_integer_value(vv);
     if (version != 1)
         return fail(im, "version", "unsupported version %" PRId64 " (this build reads 1)", version);
-    if ((rc = get_str(im, o, "te_version", 0, 0, &h.te_version))) return rc;
-    if ((rc = get_str(im, o, "torch_version", 0, 0, &h.torch_version))) return rc;
-    if ((rc = get_str(im, o, "host", 0, 0, &h.host))) return rc;
-    if ((rc = get_str(im, o, "started_at", 0, 0, &h.started_at))) return rc;
+    const char *const str_key[] = {"te_version", "torch_version", "host", "started_at"};
+    const char **const str_val[] = {&h.te_version, &h.torch_version, &h.host, &h.started_at};
+    for (size_t i = 0; i < FT_ARRAY_LEN(str_key); i++) {
+        if ((rc = get_str(im, o, str_key[i], 0, 0, str_val[i]))) return rc;
+        if (*str_val[i] &&
+            (rc = check_bytes(im, str_key[i], strlen(*str_val[i]), FT_LIM_HDR_STR_BYTES)))
+            return rc;
+    }
     if ((rc = get_int(im, o, "rank", 0, 0, INT32_MAX, &h.rank, &h.has_rank))) return rc;
     if ((rc = get_int(im, o, "world_size", 0, 1, INT32_MAX, &h.world_size, &h.has_world_size)))
         return rc;
@@ -485,6 +387,9 @@ static int do_header(importer *im, json_t *o)
         rc = fail_nomem(im);
         goto out;
     }
+    if ((env && (rc = check_bytes(im, "env", strlen(env), FT_LIM_HDR_OBJ_BYTES))) ||
+        (rc = check_bytes(im, "(fields not in the format)", strlen(extra), FT_LIM_HDR_OBJ_BYTES)))
+        goto out;
     h.env_json = env ? env : "{}";
     h.extra_json = extra;
     rc = im->sink->header_fn ? im->sink->header_fn(im->sink->ctx, &h) : FT_OK;
@@ -504,9 +409,12 @@ static int do_fuser(importer *im, json_t *o)
     ft_fuser_def f;
     memset(&f, 0, sizeof f);
     if ((rc = get_int(im, o, "id", 1, 0, INT64_MAX, &f.id, NULL))) return rc;
-    if (idmap_find(&im->fusers, f.id, NULL))
+    if (ft_hmap_get(&im->fusers, (uint64_t)f.id) != UINT32_MAX)
         return fail(im, "id", "fuser %" PRId64 " is already declared", f.id);
+    if (im->n_finfo == FT_LIM_FUSERS)
+        return fail(im, "id", "more than %u fusers declared (the limit)", FT_LIM_FUSERS);
     if ((rc = get_str(im, o, "label", 0, 0, &f.label))) return rc;
+    if (f.label && (rc = check_bytes(im, "label", strlen(f.label), FT_LIM_LABEL_BYTES))) return rc;
     json_t *ops = json_object_get(o, "ops");
     if (!ops) return fail(im, "ops", "missing");
     if (!json_is_array(ops)) return fail(im, "ops", "expected an array, got %s", type_name(ops));
@@ -514,7 +422,7 @@ static int do_fuser(importer *im, json_t *o)
     uint32_t groups = 0; /* num_groups shared by the grouped ops, 0 if none (or they differ) */
     int mixed = 0;
     if (n == 0) return fail(im, "ops", "must hold at least one op");
-    if (n > MAX_OPS) return fail(im, "ops", "%zu ops, more than the limit %d", n, MAX_OPS);
+    if (n > FT_LIM_OPS) return fail(im, "ops", "%zu ops, more than the limit %d", n, FT_LIM_OPS);
     for (size_t i = 0; i < n; i++) {
         json_t *op = json_array_get(ops, i);
         char field[48];
@@ -552,12 +460,27 @@ static int do_fuser(importer *im, json_t *o)
 
     char *ops_json = dump_canonical(ops);
     if (!ops_json) return fail_nomem(im);
+    if ((rc = check_bytes(im, "ops", strlen(ops_json), FT_LIM_OPS_BYTES))) {
+        free_dump(ops_json);
+        return rc;
+    }
+    if (im->n_finfo == im->cap_finfo) {
+        size_t cap = im->cap_finfo ? im->cap_finfo * 2 : 64;
+        fuser_info *q = ft_realloc(im->finfo, cap * sizeof *q);
+        if (!q) {
+            free_dump(ops_json);
+            return fail_nomem(im);
+        }
+        im->finfo = q;
+        im->cap_finfo = cap;
+    }
     f.ops_json = ops_json;
     f.n_ops = (uint32_t)n;
     rc = im->sink->fuser_fn ? im->sink->fuser_fn(im->sink->ctx, &f) : FT_OK;
     free_dump(ops_json);
     if (rc) return fail_sink(im, rc, "fuser");
-    if (idmap_put(&im->fusers, f.id, (uint64_t)n | (uint64_t)groups << 32)) return fail_nomem(im);
+    if (ft_hmap_put(&im->fusers, (uint64_t)f.id, (uint32_t)im->n_finfo)) return fail_nomem(im);
+    im->finfo[im->n_finfo++] = (fuser_info){(uint32_t)n, groups};
     return FT_OK;
 }
 
@@ -569,9 +492,12 @@ static int do_recipe(importer *im, json_t *o)
     ft_recipe_def r;
     memset(&r, 0, sizeof r);
     if ((rc = get_int(im, o, "id", 1, 0, INT64_MAX, &r.id, NULL))) return rc;
-    if (idmap_find(&im->recipes, r.id, NULL))
+    if (ft_hmap_get(&im->recipes, (uint64_t)r.id) != UINT32_MAX)
         return fail(im, "id", "recipe %" PRId64 " is already declared", r.id);
+    if (im->n_rstates == FT_LIM_RECIPES)
+        return fail(im, "id", "more than %u recipe states declared (the limit)", FT_LIM_RECIPES);
     if ((rc = get_str(im, o, "type", 1, 1, &r.type))) return rc;
+    if ((rc = check_bytes(im, "type", strlen(r.type), FT_LIM_TYPE_BYTES))) return rc;
     if ((rc = get_int(im, o, "obj", 1, INT64_MIN, INT64_MAX, &r.obj, NULL))) return rc;
     json_t *a = json_object_get(o, "attrs");
     if (!a) return fail(im, "attrs", "missing");
@@ -580,10 +506,14 @@ static int do_recipe(importer *im, json_t *o)
 
     char *attrs = dump_canonical(a);
     if (!attrs) return fail_nomem(im);
+    if ((rc = check_bytes(im, "attrs", strlen(attrs), FT_LIM_ATTRS_BYTES))) {
+        free_dump(attrs);
+        return rc;
+    }
     uint64_t hash = ft_hash64(attrs, strlen(attrs));
     int64_t skey = (int64_t)ft_hash_mix(hash, (uint64_t)r.obj);
-    uint64_t at;
-    int in_map = idmap_find(&im->states, skey, &at);
+    uint32_t at = ft_hmap_get(&im->states, (uint64_t)skey);
+    int in_map = at != UINT32_MAX;
     if (in_map) {
         /* the map holds one state per key; on a (practically impossible) 64-bit key collision
          * fall back to scanning them all */
@@ -600,10 +530,6 @@ static int do_recipe(importer *im, json_t *o)
                         "%" PRId64,
                         r.obj, s->id);
         }
-    }
-    if (im->n_rstates == UINT32_MAX) {
-        free_dump(attrs);
-        return fail(im, "id", "more than %u recipe states", UINT32_MAX);
     }
     if (im->n_rstates == im->cap_rstates) {
         size_t cap = im->cap_rstates ? im->cap_rstates * 2 : 16;
@@ -623,8 +549,9 @@ static int do_recipe(importer *im, json_t *o)
     r.attrs_json = attrs;
     rc = im->sink->recipe_fn ? im->sink->recipe_fn(im->sink->ctx, &r) : FT_OK;
     free_dump(attrs);
-    if (!rc && idmap_put(&im->recipes, r.id, 0)) rc = FT_ENOMEM;
-    if (!rc && !in_map && idmap_put(&im->states, skey, (uint32_t)im->n_rstates)) rc = FT_ENOMEM;
+    if (!rc && ft_hmap_put(&im->recipes, (uint64_t)r.id, 0)) rc = FT_ENOMEM;
+    if (!rc && !in_map && ft_hmap_put(&im->states, (uint64_t)skey, (uint32_t)im->n_rstates))
+        rc = FT_ENOMEM;
     if (rc) {
         ft_free(copy);
         return rc == FT_ENOMEM ? fail_nomem(im) : fail_sink(im, rc, "recipe");
@@ -657,6 +584,26 @@ static int grow(importer *im, void **p, size_t *cap, size_t n, size_t elem)
     return FT_OK;
 }
 
+/* Hand a checked call to the sink and remember its seq. */
+static int put_call(importer *im, const ft_call *c)
+{
+    int rc = im->sink->call_fn ? im->sink->call_fn(im->sink->ctx, c) : FT_OK;
+    if (rc) return fail_sink(im, rc, "call");
+    if (ft_seqset_add(&im->calls, c->seq)) return fail_nomem(im);
+    im->have_seq = 1;
+    im->last_seq = c->seq;
+    return FT_OK;
+}
+
+static int put_backward(importer *im, const ft_backward *b)
+{
+    int rc = im->sink->backward_fn ? im->sink->backward_fn(im->sink->ctx, b) : FT_OK;
+    if (rc) return fail_sink(im, rc, "backward");
+    im->have_seq = 1;
+    im->last_seq = b->seq;
+    return FT_OK;
+}
+
 static const char *const call_known[] = {
     "t",    "seq", "fuser", "recipe", "grad", "input_rg", "op_rg",   "device", "m_splits",
     "step", "mb",  "phase", "graph",  "ns",   "fuse_ns",  "rebuilt", NULL};
@@ -667,16 +614,15 @@ static int do_call(importer *im, json_t *o)
     size_t n_known = 1; /* "t" */
     ft_call c;
     memset(&c, 0, sizeof c);
-    uint64_t finfo = 0; /* op count | num_groups << 32 */
     char field[48];
 
     if ((rc = get_seq(im, o, &c.seq))) return rc;
     n_known++;
     if ((rc = get_int(im, o, "fuser", 1, 0, INT64_MAX, &c.fuser, NULL))) return rc;
     n_known++;
-    if (!idmap_find(&im->fusers, c.fuser, &finfo))
-        return fail(im, "fuser", "fuser %" PRId64 " is not declared", c.fuser);
-    uint32_t n_ops = (uint32_t)finfo, groups = (uint32_t)(finfo >> 32);
+    uint32_t fi = ft_hmap_get(&im->fusers, (uint64_t)c.fuser);
+    if (fi == UINT32_MAX) return fail(im, "fuser", "fuser %" PRId64 " is not declared", c.fuser);
+    uint32_t n_ops = im->finfo[fi].n_ops, groups = im->finfo[fi].groups;
 
     json_t *r = json_object_get(o, "recipe");
     if (!r) return fail(im, "recipe", "missing (use null when quantization is disabled)");
@@ -685,7 +631,7 @@ static int do_call(importer *im, json_t *o)
         if (!json_is_integer(r))
             return fail(im, "recipe", "expected an integer or null, got %s", type_name(r));
         c.recipe = json_integer_value(r);
-        if (!idmap_find(&im->recipes, c.recipe, NULL))
+        if (ft_hmap_get(&im->recipes, (uint64_t)c.recipe) == UINT32_MAX)
             return fail(im, "recipe", "recipe %" PRId64 " is not declared", c.recipe);
         c.flags |= FT_CF_HAS_RECIPE;
     }
@@ -731,6 +677,9 @@ static int do_call(importer *im, json_t *o)
             return fail(im, "m_splits",
                         "has %zu entries but fuser %" PRId64 " has num_groups %" PRIu32, n, c.fuser,
                         groups);
+        if (n > FT_LIM_SPLITS)
+            return fail(im, "m_splits", "%zu entries, more than the limit %d", n, FT_LIM_SPLITS);
+        int64_t sum = 0;
         if ((rc = grow(im, (void **)&im->splits, &im->cap_splits, n, sizeof(int64_t)))) return rc;
         for (size_t i = 0; i < n; i++) {
             json_t *v = json_array_get(ms, i);
@@ -743,6 +692,10 @@ static int do_call(importer *im, json_t *o)
                 snprintf(field, sizeof field, "m_splits[%zu]", i);
                 return fail(im, field, "negative split %" JSON_INTEGER_FORMAT, x);
             }
+            if (x > INT64_MAX - sum)
+                return fail(im, "m_splits", "the split sizes add up to more than %" PRId64,
+                            INT64_MAX);
+            sum += x;
             im->splits[i] = x;
         }
         c.flags |= FT_CF_HAS_SPLITS;
@@ -754,6 +707,7 @@ static int do_call(importer *im, json_t *o)
     if ((rc = get_int(im, o, "mb", 0, 0, INT64_MAX, &c.mb, &has))) return rc;
     if (has) c.flags |= FT_CF_HAS_MB, n_known++;
     if ((rc = get_str(im, o, "phase", 0, 0, &c.phase))) return rc;
+    if (c.phase && (rc = check_bytes(im, "phase", strlen(c.phase), FT_LIM_PHASE_BYTES))) return rc;
     if (c.phase) c.flags |= FT_CF_HAS_PHASE, n_known++;
     if ((rc = get_bool(im, o, "graph", 0, &b, &has))) return rc;
     if (has) c.flags |= FT_CF_HAS_GRAPH | (b ? FT_CF_GRAPH : 0), n_known++;
@@ -764,13 +718,7 @@ static int do_call(importer *im, json_t *o)
     if ((rc = get_bool(im, o, "rebuilt", 0, &b, &has))) return rc;
     if (has) c.flags |= FT_CF_HAS_REBUILT | (b ? FT_CF_REBUILT : 0), n_known++;
     check_unknown(im, o, "call", call_known, n_known);
-
-    rc = im->sink->call_fn ? im->sink->call_fn(im->sink->ctx, &c) : FT_OK;
-    if (rc) return fail_sink(im, rc, "call");
-    if (runs_add(&im->calls, c.seq)) return fail_nomem(im);
-    im->have_seq = 1;
-    im->last_seq = c.seq;
-    return FT_OK;
+    return put_call(im, &c);
 }
 
 static const char *const backward_known[] = {"t", "seq", "call", "ns", NULL};
@@ -782,24 +730,11 @@ static int do_backward(importer *im, json_t *o)
     memset(&b, 0, sizeof b);
     if ((rc = get_seq(im, o, &b.seq))) return rc;
     if ((rc = get_int(im, o, "call", 1, 0, INT64_MAX, &b.call, NULL))) return rc;
-    int known = runs_has(&im->calls, b.call);
-    if (known == RUNS_NO)
+    if (!ft_seqset_has(&im->calls, b.call))
         return fail(im, "call", "%" PRId64 " is not the seq of an earlier call record", b.call);
-    if (known == RUNS_UNKNOWN && im->warn && !im->warned_window) {
-        im->warned_window = 1;
-        fprintf(im->warn,
-                "%s:%" PRIu64 ": warning: field 'call': %" PRId64 " is older than the %u call "
-                "runs the importer remembers; references this old are not checked on import "
-                "(run `fusertrace verify`)\n",
-                im->name, im->line, b.call, FT_JSONL_MAX_RUNS / 2);
-    }
     if ((rc = get_int(im, o, "ns", 0, 0, INT64_MAX, &b.ns, &b.has_ns))) return rc;
     check_unknown(im, o, "backward", backward_known, count_present(o, backward_known));
-    rc = im->sink->backward_fn ? im->sink->backward_fn(im->sink->ctx, &b) : FT_OK;
-    if (rc) return fail_sink(im, rc, "backward");
-    im->have_seq = 1;
-    im->last_seq = b.seq;
-    return FT_OK;
+    return put_backward(im, &b);
 }
 
 /* ---- lines ------------------------------------------------------------------------------- */
@@ -906,16 +841,97 @@ static int parse_error(importer *im, const char *s, size_t len, const json_error
     }
 }
 
+/* The fast path (json_fast.h): 1 when the line is a plain call or backward record that passes
+ * every check of do_call / do_backward, handed to the sink with the outcome in *rc; 0 when the
+ * general path must take it (nothing has happened then). The checks are do_call's and
+ * do_backward's on values that the parser has already typed; their messages are the general
+ * path's, which is why any failure here falls back to it rather than saying anything. */
+static int fast_line(importer *im, const char *s, size_t len, int *rc)
+{
+    ft_jfast_rec f;
+    if (!im->jf || !im->have_header || !ft_jfast_parse(im->jf, s, len, &f)) return 0;
+    if (!(f.present & FT_JF_SEQ) || f.seq < 0 || (im->have_seq && f.seq <= im->last_seq)) return 0;
+    if (f.kind == FT_JF_BACKWARD) {
+        if (!(f.present & FT_JF_CALLREF) || f.call < 0 || !ft_seqset_has(&im->calls, f.call))
+            return 0;
+        if ((f.present & FT_JF_NS) && f.ns < 0) return 0;
+        ft_backward b = {f.seq, f.call, (f.present & FT_JF_NS) != 0, f.ns};
+        *rc = put_backward(im, &b);
+        return 1;
+    }
+    const uint32_t need =
+        FT_JF_FUSER | FT_JF_RECIPE | FT_JF_GRAD | FT_JF_INPUT_RG | FT_JF_OP_RG | FT_JF_DEVICE;
+    if ((f.present & need) != need || f.fuser < 0 || f.device < 0 || f.device > INT32_MAX) return 0;
+    uint32_t fi = ft_hmap_get(&im->fusers, (uint64_t)f.fuser);
+    if (fi == UINT32_MAX || f.n_op_rg != im->finfo[fi].n_ops) return 0;
+    ft_call c;
+    memset(&c, 0, sizeof c);
+    c.seq = f.seq;
+    c.fuser = f.fuser;
+    if (!f.recipe_null) {
+        if (ft_hmap_get(&im->recipes, (uint64_t)f.recipe) == UINT32_MAX) return 0;
+        c.recipe = f.recipe;
+        c.flags |= FT_CF_HAS_RECIPE;
+    }
+    c.flags |= (f.grad ? FT_CF_GRAD : 0) | (f.input_rg ? FT_CF_INPUT_RG : 0);
+    c.n_op_rg = f.n_op_rg;
+    c.op_rg = f.op_rg;
+    c.device = (int32_t)f.device;
+    if (f.present & FT_JF_M_SPLITS) {
+        uint32_t groups = im->finfo[fi].groups;
+        if ((groups && f.n_splits != groups) || f.n_splits > FT_LIM_SPLITS) return 0;
+        int64_t sum = 0;
+        for (uint32_t i = 0; i < f.n_splits; i++) {
+            int64_t x = f.m_splits[i];
+            if (x < 0 || x > INT64_MAX - sum) return 0;
+            sum += x;
+        }
+        c.flags |= FT_CF_HAS_SPLITS;
+        c.n_splits = f.n_splits;
+        c.m_splits = f.m_splits;
+    }
+    if (f.present & FT_JF_STEP) {
+        if (f.step < 0) return 0;
+        c.flags |= FT_CF_HAS_STEP;
+        c.step = f.step;
+    }
+    if (f.present & FT_JF_MB) {
+        if (f.mb < 0) return 0;
+        c.flags |= FT_CF_HAS_MB;
+        c.mb = f.mb;
+    }
+    if (f.present & FT_JF_PHASE) {
+        if (f.phase_len > FT_LIM_PHASE_BYTES) return 0;
+        c.flags |= FT_CF_HAS_PHASE;
+        c.phase = f.phase;
+    }
+    if (f.present & FT_JF_GRAPH) c.flags |= FT_CF_HAS_GRAPH | (f.graph ? FT_CF_GRAPH : 0);
+    if (f.present & FT_JF_NS) {
+        if (f.ns < 0) return 0;
+        c.flags |= FT_CF_HAS_NS;
+        c.ns = f.ns;
+    }
+    if (f.present & FT_JF_FUSE_NS) {
+        if (f.fuse_ns < 0) return 0;
+        c.flags |= FT_CF_HAS_FUSE_NS;
+        c.fuse_ns = f.fuse_ns;
+    }
+    if (f.present & FT_JF_REBUILT) c.flags |= FT_CF_HAS_REBUILT | (f.rebuilt ? FT_CF_REBUILT : 0);
+    *rc = put_call(im, &c);
+    return 1;
+}
+
 static int do_line(importer *im, const char *s, size_t len)
 {
     if (len == 0) return fail(im, NULL, "empty line (every line must hold one JSON object)");
     const char *nul = memchr(s, '\0', len);
     if (nul) return fail(im, NULL, "column %zu: NUL byte", (size_t)(nul - s) + 1);
+    int rc;
+    if (fast_line(im, s, len, &rc)) return rc;
 
     json_error_t je;
     json_t *o = json_loadb(s, len, JSON_REJECT_DUPLICATES, &je);
     if (!o) return parse_error(im, s, len, &je);
-    int rc;
     if (!json_is_object(o)) {
         rc = fail(im, NULL, "expected a JSON object, got %s", type_name(o));
         goto out;
@@ -954,6 +970,95 @@ out:
     return rc;
 }
 
+/* ---- input ------------------------------------------------------------------------------ */
+/* A zstd frame (or a skippable frame) starts with one of these little-endian magic numbers. */
+static int is_zstd(const uint8_t *p, size_t n)
+{
+    if (n < 4) return 0;
+    uint32_t m = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return m == ZSTD_MAGICNUMBER || (m & ZSTD_MAGIC_SKIPPABLE_MASK) == ZSTD_MAGIC_SKIPPABLE_START;
+}
+
+/* A failure of the compressed stream, named by the line it was in. */
+static int fail_zstd(importer *im, const char *what)
+{
+    return ft_err_set(im->err, FT_EINVAL, "%s:%" PRIu64 ": compressed input (zstd): %s", im->name,
+                      im->line + 1, what);
+}
+
+static int fail_read(importer *im)
+{
+    return ft_err_set(im->err, FT_EIO, "%s: read error after line %" PRIu64 ": %s", im->name,
+                      im->line, strerror(errno));
+}
+
+/* Decompress into buf[end, cap) until some bytes come out or the input ends (im->eof). At the end
+ * of the compressed input, a frame still in progress is given the chance to flush what it holds
+ * (its last output may not have fitted); one that then has nothing more is truncated. */
+static int fill_zstd(importer *im)
+{
+    for (;;) {
+        if (im->zin.pos == im->zin.size && !im->zeof) {
+            size_t got = fread(im->zbuf, 1, im->zcap, im->in);
+            if (got == 0) {
+                if (ferror(im->in)) return fail_read(im);
+                im->zeof = 1;
+            }
+            im->zin.src = im->zbuf;
+            im->zin.size = got;
+            im->zin.pos = 0;
+        }
+        int at_end = im->zin.pos == im->zin.size && im->zeof;
+        if (at_end && im->zlast == 0) { /* the last frame ended: the stream is complete */
+            im->eof = 1;
+            return FT_OK;
+        }
+        ZSTD_outBuffer out = {im->buf + im->end, im->cap - im->end, 0};
+        size_t r = ZSTD_decompressStream(im->zd, &out, &im->zin);
+        if (ZSTD_isError(r)) return fail_zstd(im, ZSTD_getErrorName(r));
+        im->zlast = r;
+        im->end += out.pos;
+        if (out.pos) return FT_OK;
+        if (at_end && r != 0) return fail_zstd(im, "truncated (the stream ends inside a frame)");
+    }
+}
+
+/* More bytes into buf[end, cap), or im->eof. */
+static int fill(importer *im)
+{
+    if (im->zd) return fill_zstd(im);
+    size_t got = fread(im->buf + im->end, 1, im->cap - im->end, im->in);
+    im->end += got;
+    if (got == 0) {
+        if (ferror(im->in)) return fail_read(im);
+        im->eof = 1;
+    }
+    return FT_OK;
+}
+
+/* Read the first bytes; a compressed stream moves them to the zstd input and decompresses. */
+static int open_input(importer *im)
+{
+    size_t got = fread(im->buf, 1, im->cap, im->in);
+    if (got == 0 && ferror(im->in)) return fail_read(im);
+    if (!is_zstd((const uint8_t *)im->buf, got)) {
+        im->end = got;
+        if (got < im->cap) im->eof = feof(im->in) ? 1 : 0;
+        return FT_OK;
+    }
+    im->zd = ZSTD_createDStream();
+    im->zcap = ZSTD_DStreamInSize() > im->cap ? ZSTD_DStreamInSize() : im->cap;
+    im->zbuf = ft_malloc(im->zcap);
+    if (!im->zd || !im->zbuf) return fail_nomem(im);
+    size_t r = ZSTD_initDStream(im->zd);
+    if (ZSTD_isError(r)) return fail_zstd(im, ZSTD_getErrorName(r));
+    memcpy(im->zbuf, im->buf, got);
+    im->zin = (ZSTD_inBuffer){im->zbuf, got, 0};
+    im->zlast = 1;
+    im->zeof = got < im->cap && feof(im->in);
+    return FT_OK;
+}
+
 /* Next line (without its newline) into s and len; returns 1 for a line, 0 at the end, <0 on error.
  */
 static int next_line(importer *im, const char **s, size_t *len)
@@ -979,28 +1084,23 @@ static int next_line(importer *im, const char **s, size_t *len)
             im->beg = 0;
         }
         if (im->end == im->cap) {
-            if (im->cap == FT_JSONL_MAX_LINE + 1) {
+            if (im->cap == FT_LIM_LINE_BYTES + 1) {
                 im->line++;
-                return fail(im, NULL, "line longer than %u bytes", FT_JSONL_MAX_LINE);
+                return fail(im, NULL, "line longer than %u bytes", FT_LIM_LINE_BYTES);
             }
-            size_t cap = im->cap * 4 < FT_JSONL_MAX_LINE + 1 ? im->cap * 4 : FT_JSONL_MAX_LINE + 1;
-            char *p = ft_realloc(im->buf, cap);
+            size_t cap = im->cap * 4 < FT_LIM_LINE_BYTES + 1 ? im->cap * 4 : FT_LIM_LINE_BYTES + 1;
+            char *p = ft_realloc(im->buf, cap + FT_JFAST_PADDING);
             if (!p) return fail_nomem(im);
             im->buf = p;
             im->cap = cap;
         }
-        size_t got = fread(im->buf + im->end, 1, im->cap - im->end, im->in);
-        im->end += got;
-        if (got == 0) {
-            if (ferror(im->in))
-                return ft_err_set(im->err, FT_EIO, "%s: read error after line %" PRIu64 ": %s",
-                                  im->name, im->line, strerror(errno));
-            im->eof = 1;
-        }
+        int rc = fill(im);
+        if (rc) return rc;
     }
 }
 
-int ft_jsonl_import(FILE *in, const char *name, ft_sink *sink, FILE *warn, ft_err *err)
+int ft_jsonl_import_ex(FILE *in, const char *name, ft_sink *sink, FILE *warn, unsigned flags,
+                       ft_err *err)
 {
     importer im;
     memset(&im, 0, sizeof im);
@@ -1011,33 +1111,47 @@ int ft_jsonl_import(FILE *in, const char *name, ft_sink *sink, FILE *warn, ft_er
     im.err = err;
     if (!in || !sink) return ft_err_set(err, FT_EINVAL, "%s: no input or no sink", im.name);
     im.cap = 64 * 1024;
-    im.buf = ft_malloc(im.cap);
+    im.buf = ft_malloc(im.cap + FT_JFAST_PADDING);
     if (!im.buf) return ft_err_set(err, FT_ENOMEM, "%s: out of memory", im.name);
+    if (!(flags & FT_JSONL_NO_FAST_PATH)) {
+        im.jf = ft_jfast_new();
+        if (!im.jf) {
+            ft_free(im.buf);
+            return ft_err_set(err, FT_ENOMEM, "%s: out of memory", im.name);
+        }
+    }
 
-    int rc;
+    int rc = open_input(&im);
     const char *s = NULL;
     size_t len = 0;
-    while ((rc = next_line(&im, &s, &len)) == 1) {
+    while (!rc && (rc = next_line(&im, &s, &len)) == 1) {
         im.line++;
         rc = do_line(&im, s, len);
-        if (rc) break;
     }
     if (rc == 0 && !im.have_header)
         rc =
             ft_err_set(err, FT_EINVAL, "%s:1: field 't': no header record (empty stream)", im.name);
 
     ft_free(im.buf);
-    idmap_free(&im.fusers);
-    idmap_free(&im.recipes);
-    idmap_free(&im.states);
+    ZSTD_freeDStream(im.zd);
+    ft_free(im.zbuf);
+    ft_jfast_free(im.jf);
+    ft_hmap_free(&im.fusers);
+    ft_free(im.finfo);
+    ft_hmap_free(&im.recipes);
+    ft_hmap_free(&im.states);
     for (size_t i = 0; i < im.n_rstates; i++)
         ft_free(im.rstates[i].attrs);
     ft_free(im.rstates);
-    ft_free(im.calls.start);
-    ft_free(im.calls.len);
+    ft_seqset_free(&im.calls);
     ft_free(im.op_rg);
     ft_free(im.splits);
     for (size_t i = 0; i < im.n_warned; i++)
         ft_free(im.warned[i]);
     return rc;
+}
+
+int ft_jsonl_import(FILE *in, const char *name, ft_sink *sink, FILE *warn, ft_err *err)
+{
+    return ft_jsonl_import_ex(in, name, sink, warn, 0, err);
 }

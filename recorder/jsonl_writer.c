@@ -10,6 +10,10 @@
  *
  * A line is built in a buffer and written with one fwrite; a short write is FT_EIO. The caller
  * flushes/closes the FILE and checks it (stdio may still hold the last lines).
+ *
+ * A compressing writer (ft_jsonl_writer_new_zstd) gathers lines into ZSTD_CStreamInSize() bytes
+ * and compresses them with ZSTD_compressStream2 into one frame with a content checksum, writing
+ * each compressed block as it comes; ft_jsonl_writer_finish ends the frame.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_recorder.h"
@@ -17,11 +21,18 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <zstd.h>
 
 struct ft_jsonl_writer {
     FILE *f;
     ft_buf line; /* the record being built */
     ft_err err;
+    /* compressing writer only */
+    ZSTD_CCtx *cz;
+    ft_buf pend;   /* lines not yet compressed */
+    size_t chunk;  /* compress when pend holds this many bytes */
+    uint8_t *zout; /* [zcap] compressed bytes */
+    size_t zcap;
 };
 
 /* ---- building a line ------------------------------------------------------------------- */
@@ -107,14 +118,39 @@ static int begin(ft_jsonl_writer *w, const char *type)
     return rc ? rc : str(w, type);
 }
 
+static int write_out(ft_jsonl_writer *w, const void *p, size_t n)
+{
+    if (n && fwrite(p, 1, n, w->f) != n)
+        return ft_err_set(&w->err, FT_EIO, "write failed: %s", strerror(errno));
+    return FT_OK;
+}
+
+/* Compress pend (all of it) and write what comes out; mode ZSTD_e_end also ends the frame. */
+static int compress_pending(ft_jsonl_writer *w, ZSTD_EndDirective mode)
+{
+    ZSTD_inBuffer in = {w->pend.data, w->pend.len, 0};
+    for (;;) {
+        ZSTD_outBuffer out = {w->zout, w->zcap, 0};
+        size_t left = ZSTD_compressStream2(w->cz, &out, &in, mode);
+        if (ZSTD_isError(left))
+            return ft_err_set(&w->err, FT_EIO, "zstd: %s", ZSTD_getErrorName(left));
+        int rc = write_out(w, w->zout, out.pos);
+        if (rc) return rc;
+        if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size) break;
+    }
+    w->pend.len = 0;
+    return FT_OK;
+}
+
 /* Close the record and write it out. */
 static int end(ft_jsonl_writer *w)
 {
     int rc = lit(w, "}\n");
     if (rc) return rc;
-    if (fwrite(w->line.data, 1, w->line.len, w->f) != w->line.len)
-        return ft_err_set(&w->err, FT_EIO, "write failed: %s", strerror(errno));
-    return FT_OK;
+    if (!w->cz) return write_out(w, w->line.data, w->line.len);
+    if (ft_buf_append(&w->pend, w->line.data, w->line.len))
+        return ft_err_set(&w->err, FT_ENOMEM, "out of memory");
+    return w->pend.len >= w->chunk ? compress_pending(w, ZSTD_e_continue) : FT_OK;
 }
 
 /* ---- records --------------------------------------------------------------------------- */
@@ -259,6 +295,43 @@ int ft_jsonl_writer_new(FILE *f, ft_jsonl_writer **out)
     return FT_OK;
 }
 
+int ft_jsonl_writer_new_zstd(FILE *f, int zstd_level, ft_jsonl_writer **out)
+{
+    *out = NULL;
+    if (!zstd_level) zstd_level = FT_JSONL_ZSTD_LEVEL;
+    if (zstd_level < 1 || zstd_level > ZSTD_maxCLevel()) return FT_EINVAL;
+    ft_jsonl_writer *w = NULL;
+    int rc = ft_jsonl_writer_new(f, &w);
+    if (rc) return rc;
+    w->cz = ZSTD_createCCtx();
+    w->chunk = ZSTD_CStreamInSize();
+    w->zcap = ZSTD_CStreamOutSize();
+    w->zout = ft_malloc(w->zcap);
+    if (!w->cz || !w->zout || ft_buf_reserve(&w->pend, w->chunk + 4096)) {
+        ft_jsonl_writer_free(w);
+        return FT_ENOMEM;
+    }
+    if (ZSTD_isError(ZSTD_CCtx_setParameter(w->cz, ZSTD_c_compressionLevel, zstd_level)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(w->cz, ZSTD_c_checksumFlag, 1))) {
+        ft_jsonl_writer_free(w);
+        return FT_EINVAL;
+    }
+    *out = w;
+    return FT_OK;
+}
+
+int ft_jsonl_writer_finish(ft_jsonl_writer *w)
+{
+    if (!w->cz) return FT_OK;
+    if (w->err.rc) return w->err.rc; /* a failed write left the frame unusable */
+    return compress_pending(w, ZSTD_e_end);
+}
+
+const ft_err *ft_jsonl_writer_error(const ft_jsonl_writer *w)
+{
+    return &w->err;
+}
+
 void ft_jsonl_writer_sink(ft_jsonl_writer *w, ft_sink *out)
 {
     memset(out, 0, sizeof *out);
@@ -275,5 +348,8 @@ void ft_jsonl_writer_free(ft_jsonl_writer *w)
 {
     if (!w) return;
     ft_buf_free(&w->line);
+    ft_buf_free(&w->pend);
+    ZSTD_freeCCtx(w->cz);
+    ft_free(w->zout);
     ft_free(w);
 }

@@ -12,6 +12,7 @@
 #include "canon.h"
 #include "ft_limits.h"
 #include "ft_recorder.h"
+#include "ft_seqset.h"
 #include "ft_trace_write.h"
 
 #include <inttypes.h>
@@ -20,26 +21,6 @@
 #define DEFAULT_CHUNK_RECORDS 65536u
 #define DEFAULT_ZSTD_LEVEL    2
 #define CF_ALL                ((1u << 13) - 1u)
-#define SEQ_BLOCK             128
-#define SEQ_RECENT            4096 /* recent call seqs kept plain (a power of two) */
-
-/* The seqs of every call so far, for checking backward references with bounded cost: strictly
- * increasing values delta-varint coded in blocks of SEQ_BLOCK with an index of block starts. */
-typedef struct seq_block {
-    int64_t first; /* first seq of the block */
-    size_t off;    /* offset of its second value in bytes */
-} seq_block;
-
-typedef struct seqset {
-    ft_buf bytes;
-    seq_block *blk; /* [n_blk] */
-    size_t n_blk, cap;
-    uint32_t in_last; /* values in the last block */
-    int64_t last;
-    int64_t recent[SEQ_RECENT]; /* ring of the last SEQ_RECENT values */
-    uint64_t n;                 /* values added */
-} seqset;
-
 struct ft_rec {
     ft_trace *t;
     ft_chunk_enc *enc;
@@ -53,7 +34,8 @@ struct ft_rec {
     uint64_t n_decls;   /* declarations so far */
     int has_last;
     int64_t last_seq;
-    seqset calls;
+    ft_seqset calls;  /* seqs of the calls appended through the checked entries */
+    int prevalidated; /* records came through the pre-validated entries */
     uint32_t *groups; /* [n_fusers] num_groups every m_splits of the fuser has, 0 if unchecked */
     size_t groups_cap;
 };
@@ -74,85 +56,6 @@ static int check_nonneg(ft_rec *r, int64_t seq, const char *field, int64_t v)
                           "call seq %" PRId64 ": field '%s': %" PRId64 " is negative", seq, field,
                           v);
     return FT_OK;
-}
-
-/* ---- seq set ------------------------------------------------------------------------------ */
-static int seqset_add(seqset *s, int64_t v)
-{
-    s->recent[s->n++ & (SEQ_RECENT - 1)] = v;
-    if (!s->n_blk || s->in_last == SEQ_BLOCK) {
-        if (s->n_blk == s->cap) {
-            size_t nc = s->cap ? s->cap * 2 : 64;
-            seq_block *q = ft_realloc(s->blk, nc * sizeof *q);
-            if (!q) return FT_ENOMEM;
-            s->blk = q;
-            s->cap = nc;
-        }
-        s->blk[s->n_blk++] = (seq_block){v, s->bytes.len};
-        s->in_last = 1;
-        s->last = v;
-        return FT_OK;
-    }
-    uint8_t tmp[10];
-    size_t n = 0;
-    uint64_t d = (uint64_t)v - (uint64_t)s->last;
-    while (d >= 0x80) {
-        tmp[n++] = (uint8_t)(d | 0x80);
-        d >>= 7;
-    }
-    tmp[n++] = (uint8_t)d;
-    int rc = ft_buf_append(&s->bytes, tmp, n);
-    if (rc) return rc;
-    s->in_last++;
-    s->last = v;
-    return FT_OK;
-}
-
-static int seqset_has(const seqset *s, int64_t v)
-{
-    if (!s->n_blk || v < s->blk[0].first || v > s->last) return 0;
-    uint64_t n_recent = s->n < SEQ_RECENT ? s->n : SEQ_RECENT;
-    uint64_t lo_i = s->n - n_recent; /* logical indices [lo_i, n) are in the ring */
-    if (v >= s->recent[lo_i & (SEQ_RECENT - 1)]) {
-        uint64_t lo = lo_i, hi = s->n;
-        while (lo < hi) {
-            uint64_t mid = lo + (hi - lo) / 2;
-            int64_t x = s->recent[mid & (SEQ_RECENT - 1)];
-            if (x == v) return 1;
-            if (x < v)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        return 0;
-    }
-    size_t lo = 0, hi = s->n_blk; /* last block with first <= v */
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (s->blk[mid].first <= v)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    int64_t x = s->blk[lo].first;
-    size_t p = s->blk[lo].off, end = lo + 1 < s->n_blk ? s->blk[lo + 1].off : s->bytes.len;
-    while (x < v && p < end) {
-        uint64_t d = 0;
-        for (int sh = 0; p < end; sh += 7) {
-            uint8_t b = s->bytes.data[p++];
-            d |= (uint64_t)(b & 0x7f) << sh;
-            if (b < 0x80) break;
-        }
-        x = (int64_t)((uint64_t)x + d);
-    }
-    return x == v;
-}
-
-static void seqset_free(seqset *s)
-{
-    ft_buf_free(&s->bytes);
-    ft_free(s->blk);
-    memset(s, 0, sizeof *s);
 }
 
 /* ---- open / close ------------------------------------------------------------------------- */
@@ -198,7 +101,7 @@ static void rec_free(ft_rec *r)
     ft_trace_close(r->t);
     ft_chunk_enc_free(r->enc);
     ft_buf_free(&r->blob);
-    seqset_free(&r->calls);
+    ft_seqset_free(&r->calls);
     ft_free(r->groups);
     ft_free(r);
 }
@@ -374,6 +277,23 @@ static int after_append(ft_rec *r, int64_t seq)
     return FT_OK;
 }
 
+/* Encode a checked call (fi, ri: its dense fuser and recipe indices). */
+static int append_call(ft_rec *r, const ft_call *c, uint32_t fi, int32_t ri, int64_t n_tokens)
+{
+    int rc;
+    if ((c->flags & FT_CF_HAS_SPLITS) &&
+        ft_chunk_enc_n_split_values(r->enc) + c->n_splits > FT_CHUNK_MAX_SPLIT_VALUES / 2 &&
+        (rc = ft_rec_flush(r)))
+        return rc;
+    rc = ft_chunk_enc_call(r->enc, c, fi, ri, n_tokens);
+    if (rc == FT_ERANGE) { /* a per-chunk dictionary is full: start a new chunk */
+        if ((rc = ft_rec_flush(r))) return rc;
+        rc = ft_chunk_enc_call(r->enc, c, fi, ri, n_tokens);
+    }
+    if (rc) return broken(r, rc);
+    return FT_OK;
+}
+
 int ft_rec_call(ft_rec *r, const ft_call *c)
 {
     int rc = check_usable(r);
@@ -454,17 +374,8 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
         snprintf(what, sizeof what, "call seq %" PRId64 ": field 'phase'", c->seq);
         if ((rc = check_text(r, what, c->phase))) return rc;
     }
-    if ((fl & FT_CF_HAS_SPLITS) &&
-        ft_chunk_enc_n_split_values(r->enc) + c->n_splits > FT_CHUNK_MAX_SPLIT_VALUES / 2 &&
-        (rc = ft_rec_flush(r)))
-        return rc;
-    rc = ft_chunk_enc_call(r->enc, c, fi, ri, n_tokens);
-    if (rc == FT_ERANGE) { /* a per-chunk dictionary is full: start a new chunk */
-        if ((rc = ft_rec_flush(r))) return rc;
-        rc = ft_chunk_enc_call(r->enc, c, fi, ri, n_tokens);
-    }
-    if (rc) return broken(r, rc);
-    if ((rc = seqset_add(&r->calls, c->seq))) return broken(r, rc);
+    if ((rc = append_call(r, c, fi, ri, n_tokens))) return rc;
+    if ((rc = ft_seqset_add(&r->calls, c->seq))) return broken(r, rc);
     return after_append(r, c->seq);
 }
 
@@ -476,11 +387,47 @@ int ft_rec_backward(ft_rec *r, const ft_backward *b)
     if ((rc = check_nonneg(r, b->seq, "seq", b->seq)) ||
         (b->has_ns && (rc = check_nonneg(r, b->seq, "ns", b->ns))))
         return rc;
-    if (b->call >= b->seq || !seqset_has(&r->calls, b->call))
+    if (r->prevalidated)
+        return ft_err_set(&r->err, FT_ESTATE,
+                          "backward seq %" PRId64 ": earlier calls came through the pre-validated "
+                          "entries; the recorder cannot check this reference",
+                          b->seq);
+    if (b->call >= b->seq || !ft_seqset_has(&r->calls, b->call))
         return ft_err_set(&r->err, FT_EINVAL,
                           "backward seq %" PRId64 ": field 'call': %" PRId64
                           " is not the seq of an earlier call",
                           b->seq, b->call);
+    rc = ft_chunk_enc_backward(r->enc, b);
+    if (rc) return broken(r, rc);
+    return after_append(r, b->seq);
+}
+
+/* ---- pre-validated entries (the JSONL importer) ------------------------------------------- */
+int ft_rec_call_prevalidated(ft_rec *r, const ft_call *c)
+{
+    int rc = check_usable(r);
+    if (rc) return rc;
+    uint32_t fi = ft_trace_fuser_index(r->t, c->fuser);
+    uint32_t ri = c->flags & FT_CF_HAS_RECIPE ? ft_trace_recipe_index(r->t, c->recipe) : 0;
+    if (fi == UINT32_MAX || ri == UINT32_MAX) /* a broken promise, not bad input */
+        return ft_err_set(&r->err, FT_ESTATE,
+                          "call seq %" PRId64 ": pre-validated call names an undeclared id",
+                          c->seq);
+    int64_t n_tokens = 0;
+    if (c->flags & FT_CF_HAS_SPLITS)
+        for (uint32_t i = 0; i < c->n_splits; i++)
+            n_tokens += c->m_splits[i];
+    r->prevalidated = 1;
+    int32_t rix = c->flags & FT_CF_HAS_RECIPE ? (int32_t)ri : -1;
+    if ((rc = append_call(r, c, fi, rix, n_tokens))) return rc;
+    return after_append(r, c->seq);
+}
+
+int ft_rec_backward_prevalidated(ft_rec *r, const ft_backward *b)
+{
+    int rc = check_usable(r);
+    if (rc) return rc;
+    r->prevalidated = 1;
     rc = ft_chunk_enc_backward(r->enc, b);
     if (rc) return broken(r, rc);
     return after_append(r, b->seq);
@@ -541,6 +488,16 @@ static int sink_backward(void *ctx, const ft_backward *b)
     return ft_rec_backward(ctx, b);
 }
 
+static int sink_call_pre(void *ctx, const ft_call *c)
+{
+    return ft_rec_call_prevalidated(ctx, c);
+}
+
+static int sink_backward_pre(void *ctx, const ft_backward *b)
+{
+    return ft_rec_backward_prevalidated(ctx, b);
+}
+
 static const ft_err *sink_error(void *ctx)
 {
     return ft_rec_error(ctx);
@@ -555,4 +512,11 @@ void ft_rec_sink(ft_rec *r, ft_sink *out)
     out->call_fn = sink_call;
     out->backward_fn = sink_backward;
     out->error_fn = sink_error;
+}
+
+void ft_rec_sink_prevalidated(ft_rec *r, ft_sink *out)
+{
+    ft_rec_sink(r, out);
+    out->call_fn = sink_call_pre;
+    out->backward_fn = sink_backward_pre;
 }

@@ -26,13 +26,6 @@ static double pct_floor(uint64_t a, uint64_t b)
     return (double)(uint64_t)((double)a / (double)b * 10000.0) / 100.0; /* a is huge: no wrap */
 }
 
-/* First step of bucket b, in unsigned arithmetic: the end of the last bucket can be 2^63, one
- * past INT64_MAX (steps up to INT64_MAX in 1024 buckets), and the caller subtracts 1. */
-static uint64_t step_edge(uint32_t b, int64_t width)
-{
-    return (uint64_t)b * (uint64_t)width;
-}
-
 double ft_report_modeled_ns(const ft_replay_result *r, const ft_policy_result *p)
 {
     if (!r->cap_build_n) return -1.0;
@@ -146,9 +139,10 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q)
     for (uint32_t b = 0; b < q->steps.n; b++) {
         if (!q->steps.calls[b]) continue;
         json_t *s = json_object();
-        json_object_set_new(s, "step", json_integer((json_int_t)step_edge(b, q->steps.width)));
-        json_object_set_new(s, "step_end",
-                            json_integer((json_int_t)(step_edge(b + 1, q->steps.width) - 1)));
+        json_object_set_new(s, "step", json_integer((json_int_t)((int64_t)b * q->steps.width)));
+        json_object_set_new(
+            s, "step_end",
+            json_integer((json_int_t)((int64_t)b * q->steps.width + (q->steps.width - 1))));
         json_object_set_new(s, "calls", json_integer((json_int_t)q->steps.calls[b]));
         json_object_set_new(s, "hits", json_integer((json_int_t)q->steps.hits[b]));
         json_object_set_new(s, "hit_rate", json_real(ratio(q->steps.hits[b], q->steps.calls[b])));
@@ -275,8 +269,8 @@ static int write_csv(FILE *f, const ft_replay_result *r)
         for (uint32_t b = 0; b < q->steps.n; b++) {
             if (!q->steps.calls[b]) continue;
             fprintf(f, "step,%s,%lld,%lld,%llu,%llu,%llu,%.6f,,,,,,,,,\n",
-                    ft_policy_name(q->policy), (long long)step_edge(b, q->steps.width),
-                    (long long)(step_edge(b + 1, q->steps.width) - 1),
+                    ft_policy_name(q->policy), (long long)((int64_t)b * q->steps.width),
+                    (long long)((int64_t)b * q->steps.width + (q->steps.width - 1)),
                     (unsigned long long)q->steps.calls[b],
                     (unsigned long long)(q->steps.calls[b] - q->steps.hits[b]),
                     (unsigned long long)q->steps.hits[b],

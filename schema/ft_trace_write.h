@@ -35,13 +35,14 @@ int ft_trace_w_commit(ft_trace *t);
 /* Mark the trace complete, checkpoint the WAL and leave a single self-contained file; the
  * connection is closed (only ft_trace_close may follow). */
 int ft_trace_w_finish(ft_trace *t);
+
 /* Byte offset of the first invalid UTF-8 sequence in s (NUL-terminated), or -1 when it is all
  * valid: JSON, and so the capture stream, holds only UTF-8. */
 long ft_utf8_bad_at(const char *s);
-/* The trace's path (messages). */
-const char *ft_trace_path(const ft_trace *t);
 
 /* ---- lookups ------------------------------------------------------------------------------ */
+/* The path the trace was opened with (for messages). */
+const char *ft_trace_path(const ft_trace *t);
 /* Dense index of a declared stream id, UINT32_MAX if undeclared. */
 uint32_t ft_trace_fuser_index(const ft_trace *t, int64_t stream_id);
 uint32_t ft_trace_recipe_index(const ft_trace *t, int64_t stream_id);

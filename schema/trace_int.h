@@ -21,7 +21,6 @@ uint32_t ft_trace_n_oplists(const ft_trace *t);
 const ft_chunk_limits *ft_trace_limits(const ft_trace *t);
 const ft_chunk_info *ft_trace_chunk(const ft_trace *t, uint64_t pos);
 ft_err *ft_trace_err(ft_trace *t);
-const char *ft_trace_path(const ft_trace *t);
 /* Recompute every digest of the trace at path from its rows and store them (tests and the
  * fuzzer: an edited trace made digest-consistent, as a careful forger would). */
 int ft_trace_redigest(const char *path, ft_err *err);

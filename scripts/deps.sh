@@ -1,11 +1,12 @@
 #!/bin/sh
 # Install the Debian packages fusertrace needs, only those missing. Usage: scripts/deps.sh [test]
-# (`test` adds what the test suite needs: CMocka, Debian's PyTorch for the capture-hook tests,
+# (`test` adds what the test suite needs: CMocka, Debian's PyTorch for the capture-hook tests, pip
+# with setuptools and wheel for the `pip install recorder/python` check,
 # clang-format for the style check).
 set -e
-pkgs="build-essential cmake pkg-config libsqlite3-dev libzstd-dev libjansson-dev libxxhash-dev zstd"
+pkgs="build-essential cmake pkg-config libsqlite3-dev libzstd-dev libjansson-dev libsimdjson-dev libxxhash-dev zstd"
 if [ "${1:-}" = test ]; then
-  pkgs="$pkgs libcmocka-dev python3 python3-torch clang-format sqlite3"
+  pkgs="$pkgs libcmocka-dev python3 python3-torch clang-format sqlite3 python3-pip python3-setuptools python3-wheel libyajl-dev"
 fi
 missing=""
 for p in $pkgs; do

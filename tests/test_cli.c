@@ -7,7 +7,10 @@
  * failures (exit 2, message naming line and field, no output and no temporary left, an existing
  * output untouched), usage errors, export of damaged traces (exit 1 naming the chunk or table),
  * info and verify exit codes, replay --numerics (text and JSON sections, usage errors, the CUDA
- * back end's exit 3 without a device).
+ * back end's exit 3 without a device); outputs (one that is an input refused and the input
+ * intact, -f to replace, symlinks followed, FIFOs and devices written in place, a full device
+ * failing, nothing left by a replay that fails mid-way), JSON purity of stdout, one exit status
+ * and message per mistake, --version, help CMD, --opt=value and --.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_common.h"
@@ -18,6 +21,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -274,9 +278,13 @@ static void test_cli_import_error_keeps_existing_output(void **state)
     char ls[4096];
     listing(f, ls, sizeof ls);
     assert_string_equal(ls, "bad.jsonl out.ftdb");
-    /* a successful import replaces it */
+    /* a successful import replaces it, with -f only */
     assert_int_equal(
-        run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/all-fields.jsonl", "-o", db, NULL), 0);
+        run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/all-fields.jsonl", "-o", db, NULL), 2);
+    assert_non_null(strstr(f->err, "-f (--force)"));
+    assert_int_equal(run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/all-fields.jsonl", "-o",
+                         db, "-f", NULL),
+                     0);
     listing(f, ls, sizeof ls);
     assert_string_equal(ls, "bad.jsonl out.ftdb");
 }
@@ -541,6 +549,514 @@ static void test_cli_replay_numerics_cuda(void **state)
     free(text);
 }
 
+/* ---- outputs: nothing an input or half-written ----------------------------------------- */
+static size_t file_size(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    return (size_t)st.st_size;
+}
+
+/* A trace of the demo scenario at dir/name. */
+static const char *make_trace(fx *f, const char *name)
+{
+    const char *t = in_dir(f, name);
+    int rc = run(f, NULL, NULL, "synth", "rht-switch", "--set", "steps=2", "-o", t, NULL);
+    if (rc) print_error("synth: %s\n", f->err);
+    assert_int_equal(rc, 0);
+    return t;
+}
+
+static void test_cli_output_that_is_an_input_is_refused(void **state)
+{
+    fx *f = *state;
+    char t[2048], link[2048], jsonl[2048];
+    ft_strlcpy(t, make_trace(f, "t.ftdb"), sizeof t);
+    ft_strlcpy(link, in_dir(f, "link.ftdb"), sizeof link);
+    ft_strlcpy(jsonl, in_dir(f, "t.jsonl"), sizeof jsonl);
+    assert_int_equal(symlink("t.ftdb", link), 0);
+    size_t n0;
+    char *before = tu_read_file(t, &n0);
+    assert_non_null(before);
+    static const char *const how[][4] = {
+        {"replay", "--per-call", NULL, NULL},
+        {"replay", "--numerics", "cpu", "--per-call"},
+        {"export", "-o", NULL, NULL},
+        {"export", "-f", "-o", NULL},
+    };
+    for (size_t i = 0; i < FT_ARRAY_LEN(how); i++)
+        for (int via_link = 0; via_link < 2; via_link++) {
+            const char *argv[8] = {how[i][0], t};
+            int n = 2;
+            for (int k = 1; k < 4 && how[i][k]; k++)
+                argv[n++] = how[i][k];
+            argv[n++] = via_link ? link : t;
+            int rc = run(f, NULL, NULL, argv[0], argv[1], argv[2], argv[3], argv[4], argv[5], NULL);
+            if (rc != 2) print_error("case %zu/%d: exit %d: %s\n", i, via_link, rc, f->err);
+            assert_int_equal(rc, 2);
+            assert_non_null(strstr(f->err, "is also an input; not overwriting it"));
+            size_t n1;
+            char *after = tu_read_file(t, &n1);
+            assert_non_null(after);
+            assert_int_equal(n0, n1);
+            assert_memory_equal(before, after, n0);
+            free(after);
+        }
+    free(before);
+    /* import onto its own input, and replay of several traces onto the second */
+    assert_int_equal(run(f, NULL, NULL, "export", t, "-o", jsonl, NULL), 0);
+    size_t nj = file_size(jsonl);
+    assert_int_equal(run(f, NULL, NULL, "import", jsonl, "-o", jsonl, "-f", NULL), 2);
+    assert_non_null(strstr(f->err, "is also an input"));
+    assert_int_equal(file_size(jsonl), nj);
+    /* stdout opened onto an input (`replay T >> T`): refused, T untouched */
+    {
+        int fd = open(t, O_WRONLY | O_APPEND);
+        assert_true(fd >= 0);
+        const char *cli = getenv("FT_CLI");
+        char a_replay[] = "replay", a_info[] = "info";
+        char *av[][3] = {{(char *)cli, a_replay, t}, {(char *)cli, a_info, t}};
+        for (int k = 0; k < 2; k++) {
+            char *argv[] = {av[k][0], av[k][1], av[k][2], NULL};
+            posix_spawn_file_actions_t fa;
+            assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+            posix_spawn_file_actions_adddup2(&fa, fd, 1);
+            posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+            pid_t pid;
+            assert_int_equal(posix_spawn(&pid, cli, &fa, NULL, argv, environ), 0);
+            posix_spawn_file_actions_destroy(&fa);
+            int status;
+            while (waitpid(pid, &status, 0) < 0)
+                assert_int_equal(errno, EINTR);
+            assert_true(WIFEXITED(status));
+            assert_int_equal(WEXITSTATUS(status), 2);
+        }
+        close(fd);
+        size_t n1;
+        char *after = tu_read_file(t, &n1);
+        assert_non_null(after);
+        assert_int_equal(n1, n0);
+        free(after);
+    }
+    char t2[2048];
+    ft_strlcpy(t2, make_trace(f, "t2.ftdb"), sizeof t2);
+    assert_int_equal(run(f, NULL, NULL, "replay", t, t2, "--per-call", t2, NULL), 2);
+    assert_true(file_size(t2) > 0);
+    assert_int_equal(run(f, NULL, NULL, "verify", t2, NULL), 0);
+    char ls[4096];
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "link.ftdb t.ftdb t.jsonl t2.ftdb");
+}
+
+static void test_cli_output_replace_needs_force(void **state)
+{
+    fx *f = *state;
+    char t[2048], out[2048];
+    ft_strlcpy(t, make_trace(f, "t.ftdb"), sizeof t);
+    ft_strlcpy(out, in_dir(f, "t.jsonl"), sizeof out);
+    assert_int_equal(run(f, NULL, NULL, "synth", "rht-switch", "-o", t, NULL), 2);
+    assert_non_null(strstr(f->err, "t.ftdb exists; -f (--force) replaces it"));
+    assert_int_equal(run(f, NULL, NULL, "synth", "demo", "-o", t, "--force", NULL), 0);
+    assert_int_equal(run(f, NULL, NULL, "verify", t, NULL), 0);
+    put_file(out, "old\n");
+    assert_int_equal(run(f, NULL, NULL, "export", t, "-o", out, NULL), 2);
+    assert_non_null(strstr(f->err, "-f (--force)"));
+    assert_int_equal(file_size(out), 4);
+    assert_int_equal(run(f, NULL, NULL, "synth", "demo", "--jsonl", out, NULL), 2);
+    assert_int_equal(run(f, NULL, NULL, "export", t, "-o", out, "-f", NULL), 0);
+    assert_true(file_size(out) > 4);
+    /* a -wal left beside a trace's name: not replaced without -f (it would be read into the new
+     * file), removed with it */
+    char wal[2100];
+    snprintf(wal, sizeof wal, "%s/n.ftdb-wal", f->dir);
+    put_file(wal, "stale");
+    assert_int_equal(run(f, NULL, NULL, "import", out, "-o", in_dir(f, "n.ftdb"), NULL), 2);
+    assert_non_null(strstr(f->err, "n.ftdb-wal exists"));
+    assert_int_equal(run(f, NULL, NULL, "import", out, "-o", in_dir(f, "n.ftdb"), "-f", NULL), 0);
+    assert_false(exists(wal));
+    assert_int_equal(run(f, NULL, NULL, "verify", in_dir(f, "n.ftdb"), NULL), 0);
+}
+
+/* -o onto a symlink replaces the link's target, and the link stays a link. */
+static void test_cli_output_symlink_followed(void **state)
+{
+    fx *f = *state;
+    char t[2048], target[2048], link[2048];
+    ft_strlcpy(t, make_trace(f, "t.ftdb"), sizeof t);
+    ft_strlcpy(target, in_dir(f, "target.jsonl"), sizeof target);
+    ft_strlcpy(link, in_dir(f, "link.jsonl"), sizeof link);
+    put_file(target, "old\n");
+    assert_int_equal(symlink("target.jsonl", link), 0);
+    assert_int_equal(run(f, NULL, NULL, "export", t, "-o", link, "-f", NULL), 0);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_true(file_size(target) > 4);
+    assert_int_equal(run(f, NULL, NULL, "import", link, "-o", in_dir(f, "back.ftdb"), NULL), 0);
+    /* a per-call file through a link, and a link to nowhere */
+    assert_int_equal(run(f, NULL, NULL, "replay", t, "--per-call", link, NULL), 0);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(symlink("missing/x.jsonl", in_dir(f, "dangling")), 0);
+    assert_int_equal(run(f, NULL, NULL, "export", t, "-o", in_dir(f, "dangling"), NULL), 2);
+    assert_non_null(strstr(f->err, "dangling"));
+    char ls[4096];
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "back.ftdb dangling link.jsonl t.ftdb target.jsonl");
+}
+
+typedef struct fifo_reader {
+    const char *path;
+    char *data;
+    size_t n;
+} fifo_reader;
+
+static void *read_fifo(void *arg)
+{
+    fifo_reader *r = arg;
+    FILE *p = fopen(r->path, "rb");
+    if (!p) return NULL;
+    size_t cap = 1 << 16;
+    r->data = malloc(cap);
+    size_t got;
+    while (r->data && (got = fread(r->data + r->n, 1, cap - r->n, p)) > 0) {
+        r->n += got;
+        if (r->n == cap) r->data = realloc(r->data, cap *= 2);
+    }
+    fclose(p);
+    return NULL;
+}
+
+typedef struct fifo_writer {
+    const char *path;
+    const char *data;
+    size_t n;
+} fifo_writer;
+
+static void *write_fifo(void *arg)
+{
+    fifo_writer *w = arg;
+    FILE *p = fopen(w->path, "wb");
+    if (!p) return NULL;
+    fwrite(w->data, 1, w->n, p);
+    fclose(p);
+    return NULL;
+}
+
+/* A FIFO and a character device are written in place, never replaced by a file. */
+static void test_cli_output_fifo_and_device_in_place(void **state)
+{
+    fx *f = *state;
+    char t[2048], fifo[2048], ref[2048];
+    ft_strlcpy(t, make_trace(f, "t.ftdb"), sizeof t);
+    ft_strlcpy(fifo, in_dir(f, "pipe"), sizeof fifo);
+    ft_strlcpy(ref, in_dir(f, "ref.jsonl"), sizeof ref);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(run(f, NULL, NULL, "export", t, "-o", ref, NULL), 0);
+    static const char *const kinds[] = {"export", "synth", "replay"};
+    for (size_t k = 0; k < FT_ARRAY_LEN(kinds); k++) {
+        fifo_reader r = {.path = fifo};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, read_fifo, &r), 0);
+        int rc = !strcmp(kinds[k], "export") ? run(f, NULL, NULL, "export", t, "-o", fifo, NULL)
+                 : !strcmp(kinds[k], "synth")
+                     ? run(f, NULL, NULL, "synth", "rht-switch", "--set", "steps=2", "--jsonl",
+                           fifo, NULL)
+                     : run(f, NULL, NULL, "replay", t, "--per-call", fifo, NULL);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        if (rc) print_error("%s: %s\n", kinds[k], f->err);
+        assert_int_equal(rc, 0);
+        struct stat st;
+        assert_int_equal(lstat(fifo, &st), 0);
+        assert_true(S_ISFIFO(st.st_mode));
+        assert_non_null(r.data);
+        if (k < 2) { /* the same stream a file gets */
+            size_t n;
+            char *want = tu_read_file(ref, &n);
+            assert_non_null(want);
+            assert_int_equal(r.n, n);
+            assert_memory_equal(r.data, want, n);
+            free(want);
+        } else {
+            assert_true(r.n > 0 && r.data[0] == '{');
+        }
+        free(r.data);
+    }
+    /* a FIFO as import's input: checking it does not disturb its writer */
+    {
+        size_t n;
+        char *stream = tu_read_file(ref, &n);
+        assert_non_null(stream);
+        fifo_writer w = {.path = fifo, .data = stream, .n = n};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, write_fifo, &w), 0);
+        int rc = run(f, NULL, NULL, "import", fifo, "-o", in_dir(f, "from-fifo.ftdb"), NULL);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        if (rc) print_error("import from a FIFO: %s\n", f->err);
+        assert_int_equal(rc, 0);
+        free(stream);
+        assert_int_equal(run(f, NULL, NULL, "verify", in_dir(f, "from-fifo.ftdb"), NULL), 0);
+    }
+    assert_int_equal(run(f, NULL, NULL, "export", t, "-o", "/dev/null", NULL), 0);
+    struct stat st;
+    assert_int_equal(stat("/dev/null", &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    /* a trace is a database: never onto a FIFO or stdout */
+    assert_int_equal(run(f, NULL, NULL, "import", ref, "-o", fifo, NULL), 2);
+    assert_non_null(strstr(f->err, "not a regular file"));
+    assert_int_equal(run(f, NULL, NULL, "synth", "demo", "-o", "-", NULL), 2);
+    assert_non_null(strstr(f->err, "--jsonl -"));
+}
+
+/* Every output checked to the end: a full device fails with exit 3 naming the output. */
+static void test_cli_output_full_device(void **state)
+{
+    fx *f = *state;
+    if (!exists("/dev/full")) skip();
+    char t[2048];
+    ft_strlcpy(t, make_trace(f, "t.ftdb"), sizeof t);
+    static const char *const to_stdout[][3] = {
+        {"info", NULL, NULL},          {"info", "--json", NULL},   {"verify", NULL, NULL},
+        {"replay", NULL, NULL},        {"replay", "--json", NULL}, {"export", NULL, NULL},
+        {"replay", "--per-call", "-"},
+    };
+    for (size_t i = 0; i < FT_ARRAY_LEN(to_stdout); i++) {
+        int rc =
+            run(f, NULL, "/dev/full", to_stdout[i][0], t, to_stdout[i][1], to_stdout[i][2], NULL);
+        if (rc != 3) print_error("%s %s: exit %d: %s\n", to_stdout[i][0], t, rc, f->err);
+        assert_int_equal(rc, 3);
+        assert_non_null(strstr(f->err, "stdout"));
+    }
+    assert_int_equal(run(f, NULL, "/dev/full", "--version", NULL), 3);
+    assert_int_equal(run(f, NULL, "/dev/full", "help", "replay", NULL), 3);
+    assert_int_equal(run(f, NULL, NULL, "export", t, "-o", "/dev/full", NULL), 3);
+    assert_non_null(strstr(f->err, "writing /dev/full failed"));
+    assert_int_equal(run(f, NULL, NULL, "replay", t, "--per-call", "/dev/full", NULL), 3);
+    assert_non_null(strstr(f->err, "/dev/full"));
+    assert_int_equal(
+        run(f, NULL, NULL, "synth", "rht-switch", "--set", "steps=2", "--jsonl", "/dev/full", NULL),
+        3);
+    assert_non_null(strstr(f->err, "/dev/full"));
+}
+
+/* A replay that fails on a damaged chunk after writing per-call lines leaves no file. */
+static void test_cli_replay_damaged_leaves_no_per_call(void **state)
+{
+    fx *f = *state;
+    char db[2048], per_call[2048];
+    ft_strlcpy(db, in_dir(f, "d.ftdb"), sizeof db);
+    ft_strlcpy(per_call, in_dir(f, "calls.jsonl"), sizeof per_call);
+    assert_int_equal(run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/recompute-rht.jsonl", "-o",
+                         db, "--chunk-calls", "2", NULL),
+                     0);
+    sqlite3 *s = NULL;
+    assert_int_equal(sqlite3_open(db, &s), SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_prepare_v2(s,
+                                        "SELECT id, data, (SELECT count(*) FROM chunks) FROM "
+                                        "chunks ORDER BY id DESC LIMIT 1",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_true(sqlite3_column_int(q, 2) >= 3); /* the damage is after the first chunks */
+    sqlite3_int64 id = sqlite3_column_int64(q, 0);
+    int n = sqlite3_column_bytes(q, 1);
+    unsigned char *d = malloc((size_t)n);
+    assert_non_null(d);
+    memcpy(d, sqlite3_column_blob(q, 1), (size_t)n);
+    sqlite3_finalize(q);
+    d[n / 2] ^= 0x55;
+    assert_int_equal(
+        sqlite3_prepare_v2(s, "UPDATE chunks SET data = ?1 WHERE id = ?2", -1, &q, NULL),
+        SQLITE_OK);
+    sqlite3_bind_blob(q, 1, d, n, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(q, 2, id);
+    assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+    sqlite3_finalize(q);
+    free(d);
+    assert_int_equal(sqlite3_close(s), SQLITE_OK);
+
+    char out[2100];
+    snprintf(out, sizeof out, "%s/report.txt", f->dir);
+    assert_int_equal(
+        run(f, NULL, out, "replay", db, "--per-call", per_call, "--threads", "1", NULL), 1);
+    assert_non_null(strstr(f->err, "chunk"));
+    assert_false(exists(per_call));
+    assert_int_equal(file_size(out), 0);
+    unlink(out);
+    char ls[4096];
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "d.ftdb");
+}
+
+/* ---- stdout carries only the requested format ------------------------------------------- */
+static void test_cli_json_stdout_pure(void **state)
+{
+    fx *f = *state;
+    char t[2048], out[2048];
+    ft_strlcpy(t, make_trace(f, "t.ftdb"), sizeof t);
+    ft_strlcpy(out, in_dir(f, "out.json"), sizeof out);
+    json_error_t je;
+    /* --explain --json: one JSON document on stdout, the explain lines on stderr */
+    assert_int_equal(run(f, NULL, out, "replay", t, "--explain", "--json", NULL), 0);
+    json_t *o = json_load_file(out, 0, &je);
+    if (!o) print_error("%s: %s (line %d)\n", out, je.text, je.line);
+    assert_non_null(o);
+    json_decref(o);
+    assert_true(strlen(f->err) > 0);
+    assert_int_equal(run(f, NULL, out, "replay", t, "--explain", "--json", "--numerics", "cpu",
+                         "--shrink", "16", "--sample", "2", NULL),
+                     0);
+    assert_non_null(o = json_load_file(out, 0, &je));
+    assert_non_null(json_object_get(o, "numerics"));
+    json_decref(o);
+    /* --per-call -: every stdout line is a JSON object; the text report goes to stderr */
+    assert_int_equal(run(f, NULL, out, "replay", t, "--per-call", "-", NULL), 0);
+    assert_non_null(strstr(f->err, "policy"));
+    char *text = tu_read_file(out, NULL);
+    assert_non_null(text);
+    int lines = 0;
+    for (char *p = text, *eol; *p; p = eol + 1) {
+        eol = strchr(p, '\n');
+        assert_non_null(eol);
+        *eol = '\0';
+        json_t *line = json_loads(p, 0, &je);
+        if (!line) print_error("line %d is not JSON: %.80s\n", lines + 1, p);
+        assert_true(json_is_object(line));
+        json_decref(line);
+        lines++;
+    }
+    assert_true(lines > 10);
+    free(text);
+    assert_int_equal(run(f, NULL, NULL, "replay", t, "--per-call", "-", "--json", NULL), 2);
+    assert_non_null(strstr(f->err, "both want stdout"));
+    /* info --json is JSON too: an object, or an array of them for several traces */
+    assert_int_equal(run(f, NULL, out, "info", t, "--json", NULL), 0);
+    assert_non_null(o = json_load_file(out, 0, &je));
+    assert_true(json_is_object(o));
+    json_decref(o);
+    assert_int_equal(run(f, NULL, out, "info", t, t, "--json", NULL), 0);
+    assert_non_null(o = json_load_file(out, 0, &je));
+    assert_int_equal(json_array_size(o), 2);
+    json_decref(o);
+}
+
+/* ---- one convention ---------------------------------------------------------------------- */
+static void test_cli_same_mistake_same_answer(void **state)
+{
+    fx *f = *state;
+    char t[2048], missing[2048];
+    ft_strlcpy(t, make_trace(f, "t.ftdb"), sizeof t);
+    ft_strlcpy(missing, in_dir(f, "missing.ftdb"), sizeof missing);
+    const char *out = in_dir(f, "o.ftdb");
+    /* a missing input, a directory, `-` where a trace is wanted: exit 2 and one message */
+    static const char *const cmds[] = {"info", "verify", "export", "replay", "seal"};
+    char want[2200];
+    for (size_t i = 0; i < FT_ARRAY_LEN(cmds); i++) {
+        assert_int_equal(run(f, NULL, NULL, cmds[i], missing, NULL), 2);
+        snprintf(want, sizeof want, "fusertrace %s: cannot open %s: No such file or directory",
+                 cmds[i], missing);
+        assert_non_null(strstr(f->err, want));
+        assert_int_equal(run(f, NULL, NULL, cmds[i], f->dir, NULL), 2);
+        snprintf(want, sizeof want, "fusertrace %s: %s is a directory", cmds[i], f->dir);
+        assert_non_null(strstr(f->err, want));
+        assert_int_equal(run(f, NULL, NULL, cmds[i], "-", NULL), 2);
+        snprintf(want, sizeof want, "fusertrace %s: -: a trace cannot be read from stdin", cmds[i]);
+        assert_non_null(strstr(f->err, want));
+        assert_int_equal(run(f, NULL, NULL, cmds[i], t, "--no-such-flag", NULL), 2);
+        snprintf(want, sizeof want, "fusertrace %s: unknown option '--no-such-flag'", cmds[i]);
+        assert_non_null(strstr(f->err, want));
+        assert_non_null(strstr(f->err, "usage: fusertrace"));
+    }
+    assert_int_equal(run(f, NULL, NULL, "import", missing, "-o", out, NULL), 2);
+    assert_non_null(strstr(f->err, "cannot open"));
+    assert_int_equal(run(f, NULL, NULL, "import", f->dir, "-o", out, NULL), 2);
+    assert_non_null(strstr(f->err, "is a directory"));
+    /* bad values */
+    assert_int_equal(run(f, NULL, NULL, "replay", t, "--capacity", "0", NULL), 2);
+    assert_non_null(strstr(f->err, "--capacity: wants an integer >= 1, got '0'"));
+    assert_int_equal(run(f, NULL, NULL, "replay", t, "--threads", "x", NULL), 2);
+    assert_non_null(strstr(f->err, "--threads"));
+    assert_int_equal(run(f, NULL, NULL, "import", t, "-o", out, "--chunk-calls=0", NULL), 2);
+    assert_non_null(strstr(f->err, "--chunk-calls"));
+    assert_int_equal(run(f, NULL, NULL, "replay", t, "--policy", "nope", NULL), 2);
+    assert_int_equal(run(f, NULL, NULL, "synth", "no-such-scenario", "-o", out, NULL), 2);
+    assert_int_equal(run(f, NULL, NULL, "replay", t, "--capacity", NULL), 2);
+    assert_non_null(strstr(f->err, "--capacity needs a value"));
+    /* --opt=value, -oVALUE and flags that take none */
+    assert_int_equal(
+        run(f, NULL, NULL, "replay", t, "--policy=te-3410", "--capacity=4", "--threads=1", NULL),
+        0);
+    assert_int_equal(run(f, NULL, NULL, "replay", t, "--json=yes", NULL), 2);
+    assert_non_null(strstr(f->err, "--json takes no value"));
+    assert_int_equal(run(f, NULL, NULL, "export", t, "-o-", NULL), 0);
+    /* `--` ends the options: what follows is a path even if it starts with '-' */
+    assert_int_equal(run(f, NULL, NULL, "info", "--", "--json", NULL), 2);
+    assert_non_null(strstr(f->err, "cannot open --json"));
+    assert_int_equal(run(f, NULL, NULL, "verify", "--", t, NULL), 0);
+    /* several files where several make sense */
+    assert_int_equal(run(f, NULL, NULL, "verify", t, t, NULL), 0);
+    assert_int_equal(run(f, NULL, NULL, "info", t, t, NULL), 0);
+    char ls[4096];
+    listing(f, ls, sizeof ls);
+    assert_string_equal(ls, "t.ftdb");
+}
+
+static void test_cli_version_and_help(void **state)
+{
+    fx *f = *state;
+    char out[2048];
+    ft_strlcpy(out, in_dir(f, "out.txt"), sizeof out);
+    assert_int_equal(run(f, NULL, out, "--version", NULL), 0);
+    char *text = tu_read_file(out, NULL);
+    assert_non_null(text);
+    assert_true(!strncmp(text, "fusertrace ", 11));
+    assert_non_null(strstr(text, "trace format"));
+    free(text);
+    static const char *const cmds[] = {"demo", "import", "export", "info",   "verify",
+                                       "seal", "synth",  "replay", "kernels"};
+    for (size_t i = 0; i < FT_ARRAY_LEN(cmds); i++) {
+        assert_int_equal(run(f, NULL, out, "help", cmds[i], NULL), 0);
+        char *h = tu_read_file(out, NULL);
+        assert_non_null(h);
+        char want[64];
+        snprintf(want, sizeof want, "usage: fusertrace %s", cmds[i]);
+        assert_non_null(strstr(h, want));
+        free(h);
+        /* help CMD and CMD --help say the same */
+        assert_int_equal(run(f, NULL, in_dir(f, "out2.txt"), cmds[i], "--help", NULL), 0);
+        size_t n1, n2;
+        char *a = tu_read_file(out, &n1), *b = tu_read_file(in_dir(f, "out2.txt"), &n2);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(a, b, n1);
+        free(a);
+        free(b);
+    }
+    assert_int_equal(run(f, NULL, out, "help", "kernels", "quantize", NULL), 0);
+    assert_int_equal(run(f, NULL, out, "help", NULL), 0);
+    text = tu_read_file(out, NULL);
+    assert_non_null(strstr(text, "replay"));
+    assert_non_null(strstr(text, "Exit status"));
+    free(text);
+    assert_int_equal(run(f, NULL, NULL, "help", "nope", NULL), 2);
+    assert_non_null(strstr(f->err, "unknown command 'nope'"));
+    assert_int_equal(run(f, NULL, NULL, NULL), 2);
+}
+
+/* import says what it did, on stderr, in one line. */
+static void test_cli_import_summary(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/recompute-rht.jsonl", "-o",
+                         in_dir(f, "s.ftdb"), NULL),
+                     0);
+    const char *s = strstr(f->err, "fusertrace import: ");
+    assert_non_null(s);
+    assert_non_null(strstr(s, " calls, "));
+    assert_non_null(strstr(s, " backward events, "));
+    assert_int_equal(strchr(s, '\n')[1], '\0'); /* one line */
+}
+
 int main(void)
 {
     if (!getenv("FT_CLI")) {
@@ -561,6 +1077,18 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_info_and_verify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_replay_numerics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_replay_numerics_cuda, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_output_that_is_an_input_is_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cli_output_replace_needs_force, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_output_symlink_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_output_fifo_and_device_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_output_full_device, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_replay_damaged_leaves_no_per_call, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cli_json_stdout_pure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_same_mistake_same_answer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_version_and_help, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_import_summary, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

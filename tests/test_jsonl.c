@@ -5,8 +5,14 @@
  * line and the field), unknown-field handling, sink and writer failures, allocation-failure
  * injection, and the round trip import -> writer for every canned stream in traces/ (and, through
  * the recorder, import -> .ftdb -> export), compared record by record as parsed JSON.
+ *
+ * The importer's two paths (the simdjson fast path for call and backward lines, the jansson
+ * general path for everything else) must agree exactly: same status, message, warnings and output
+ * on the fuzz corpus, on traces/ and on thousands of mutated copies of them. zstd-compressed
+ * input and output: round trips, truncated and damaged streams named by line, write errors.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "ft_limits.h"
 #include "ft_recorder.h"
 #include "test_util.h"
 
@@ -54,7 +60,7 @@ static FILE *input_of(const char *text, size_t len)
     return f;
 }
 
-static void import_n(const char *text, size_t len, result *r)
+static void import_flags(const char *text, size_t len, unsigned flags, result *r)
 {
     memset(r, 0, sizeof *r);
     FILE *in = input_of(text, len);
@@ -67,12 +73,17 @@ static void import_n(const char *text, size_t len, result *r)
     if (!r->rc) {
         ft_sink sink;
         ft_jsonl_writer_sink(w, &sink);
-        r->rc = ft_jsonl_import(in, "t.jsonl", &sink, warn, &r->err);
+        r->rc = ft_jsonl_import_ex(in, "t.jsonl", &sink, warn, flags, &r->err);
         ft_jsonl_writer_free(w);
     }
     fclose(out);
     fclose(warn);
     fclose(in);
+}
+
+static void import_n(const char *text, size_t len, result *r)
+{
+    import_flags(text, len, 0, r);
 }
 
 static void import_text(const char *text, result *r)
@@ -410,7 +421,7 @@ static void test_import_line_too_long(void **state)
     (void)state;
     const char *start = "{\"t\":\"fuser\",\"id\":1,\"label\":\"";
     const char *tail = "\",\"ops\":[{\"type\":\"GELU\"}]}\n";
-    size_t h = strlen(HDR), ns = strlen(start), nx = (size_t)2 << 20, nt = strlen(tail);
+    size_t h = strlen(HDR), ns = strlen(start), nx = (size_t)FT_LIM_LINE_BYTES, nt = strlen(tail);
     char *text = malloc(h + ns + nx + nt);
     assert_non_null(text);
     memcpy(text, HDR, h);
@@ -607,10 +618,10 @@ static void test_roundtrip_traces_writer(void **state)
     assert_true(n_files >= 3);
 }
 
-/* import -> recorder (.ftdb, 2 records per chunk so records cross chunks) -> export -> writer */
-static void test_roundtrip_traces_recorder(void **state)
+/* import -> recorder (.ftdb, 2 records per chunk so records cross chunks) -> export -> writer,
+ * through the recorder's checked sink and through its pre-validated one (what `import` uses) */
+static void roundtrip_traces_recorder(int prevalidated)
 {
-    (void)state;
     DIR *d = opendir(FT_SOURCE_DIR "/traces");
     assert_non_null(d);
     struct dirent *e;
@@ -632,7 +643,10 @@ static void test_roundtrip_traces_recorder(void **state)
         ft_err err = {0, ""};
         assert_int_equal(ft_rec_open(db, &opts, &rec, &err), FT_OK);
         ft_sink sink;
-        ft_rec_sink(rec, &sink);
+        if (prevalidated)
+            ft_rec_sink_prevalidated(rec, &sink);
+        else
+            ft_rec_sink(rec, &sink);
         FILE *in = input_of(text, len);
         int rc = ft_jsonl_import(in, e->d_name, &sink, NULL, &err);
         fclose(in);
@@ -664,6 +678,417 @@ static void test_roundtrip_traces_recorder(void **state)
     }
     closedir(d);
     assert_true(n_files >= 3);
+}
+
+static void test_roundtrip_traces_recorder(void **state)
+{
+    (void)state;
+    roundtrip_traces_recorder(0);
+    roundtrip_traces_recorder(1);
+}
+
+/* After the pre-validated entries, the recorder cannot check a backward reference itself. */
+static void test_recorder_prevalidated_then_checked(void **state)
+{
+    (void)state;
+    char db[1024];
+    snprintf(db, sizeof db, "%s/test_jsonl_%d_pre.ftdb", FT_BINARY_DIR, (int)getpid());
+    unlink(db);
+    ft_rec *rec = NULL;
+    ft_err err = {0, ""};
+    assert_int_equal(ft_rec_open(db, NULL, &rec, &err), FT_OK);
+    ft_sink sink;
+    ft_rec_sink_prevalidated(rec, &sink);
+    const char *text = PRE CALL0;
+    FILE *in = input_of(text, strlen(text));
+    assert_int_equal(ft_jsonl_import(in, "p.jsonl", &sink, NULL, &err), FT_OK);
+    fclose(in);
+    ft_backward b = {1, 0, 0, 0};
+    assert_int_equal(ft_rec_backward(rec, &b), FT_ESTATE);
+    assert_non_null(strstr(ft_rec_error(rec)->msg, "pre-validated"));
+    assert_int_equal(ft_rec_backward_prevalidated(rec, &b), FT_OK);
+    assert_int_equal(ft_rec_close(rec), FT_OK);
+    unlink(db);
+}
+
+/* ---- limits (ft_limits.h): what import accepts records, verifies and re-imports ------------ */
+static void test_import_limits(void **state)
+{
+    (void)state;
+    ft_buf b = {0};
+    /* a fuser label one byte over */
+    ft_buf_printf(&b, "%s{\"t\":\"fuser\",\"id\":1,\"label\":\"", HDR);
+    for (unsigned i = 0; i <= FT_LIM_LABEL_BYTES; i++)
+        ft_buf_append(&b, "x", 1);
+    ft_buf_printf(&b, "\",\"ops\":[{\"type\":\"GELU\"}]}\n");
+    expect_bad_n((const char *)b.data, b.len, 2, "label", "more than the limit");
+    /* a recipe type one byte over */
+    b.len = 0;
+    ft_buf_printf(&b, "%s{\"t\":\"recipe\",\"id\":1,\"obj\":5,\"attrs\":{},\"type\":\"", HDR);
+    for (unsigned i = 0; i <= FT_LIM_TYPE_BYTES; i++)
+        ft_buf_append(&b, "T", 1);
+    ft_buf_printf(&b, "\"}\n");
+    expect_bad_n((const char *)b.data, b.len, 2, "type", "more than the limit");
+    /* a phase one byte over (a call line: the fast path hands it to the general path) */
+    b.len = 0;
+    ft_buf_printf(&b, "%s", PRE);
+    ft_buf_printf(&b, "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":true,"
+                      "\"input_rg\":true,\"op_rg\":[true,false],\"device\":0,\"phase\":\"");
+    for (int i = 0; i <= FT_LIM_PHASE_BYTES; i++)
+        ft_buf_append(&b, "p", 1);
+    ft_buf_printf(&b, "\"}\n");
+    expect_bad_n((const char *)b.data, b.len, 4, "phase", "more than the limit");
+    /* a phase at the limit is fine */
+    b.len = 0;
+    ft_buf_printf(&b, "%s", PRE);
+    ft_buf_printf(&b, "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":true,"
+                      "\"input_rg\":true,\"op_rg\":[true,false],\"device\":0,\"phase\":\"");
+    for (int i = 0; i < FT_LIM_PHASE_BYTES; i++)
+        ft_buf_append(&b, "p", 1);
+    ft_buf_printf(&b, "\"}\n");
+    result r;
+    import_n((const char *)b.data, b.len, &r);
+    assert_int_equal(r.rc, FT_OK);
+    result_free(&r);
+    /* more split values than the limit */
+    b.len = 0;
+    ft_buf_printf(&b, "%s", PRE);
+    ft_buf_printf(&b, "{\"t\":\"call\",\"seq\":0,\"fuser\":1,\"recipe\":1,\"grad\":true,"
+                      "\"input_rg\":true,\"op_rg\":[true,false],\"device\":0,\"m_splits\":[0");
+    for (int i = 0; i < FT_LIM_SPLITS; i++)
+        ft_buf_append(&b, ",1", 2);
+    ft_buf_printf(&b, "]}\n");
+    expect_bad_n((const char *)b.data, b.len, 4, "m_splits", "more than the limit");
+    ft_buf_free(&b);
+    /* split sizes whose sum does not fit in int64 */
+    expect_bad(PRE CALL_WITH(",\"m_splits\":[9223372036854775807,1]"), 4, "m_splits",
+               "add up to more than");
+}
+
+/* Backward references far behind the recent-seq window: every call stays checkable. */
+static void test_import_backward_far(void **state)
+{
+    (void)state;
+    ft_buf b = {0};
+    ft_buf_printf(&b, "%s", PRE);
+    int n = 20000; /* calls at even seqs 0, 2, ..., a backward at each odd seq after 10000 */
+    for (int i = 0; i < n; i++)
+        ft_buf_printf(&b,
+                      "{\"t\":\"call\",\"seq\":%d,\"fuser\":1,\"recipe\":1,\"grad\":true,"
+                      "\"input_rg\":true,\"op_rg\":[true,false],\"device\":0}\n",
+                      2 * i);
+    size_t base = b.len;
+    ft_buf_printf(&b, "{\"t\":\"backward\",\"seq\":%d,\"call\":10}\n", 2 * n);
+    result r;
+    import_n((const char *)b.data, b.len, &r);
+    if (r.rc) print_error("%s\n", r.err.msg);
+    assert_int_equal(r.rc, FT_OK);
+    result_free(&r);
+    b.len = base;
+    ft_buf_printf(&b, "{\"t\":\"backward\",\"seq\":%d,\"call\":11}\n", 2 * n);
+    expect_bad_n((const char *)b.data, b.len, n + 4, "call",
+                 "11 is not the seq of an earlier call");
+    ft_buf_free(&b);
+}
+
+/* ---- the two paths agree ------------------------------------------------------------------- */
+/* Import text with and without the fast path; everything observable must be the same. */
+static void assert_paths_agree(const char *what, const char *text, size_t len)
+{
+    result a, g;
+    import_flags(text, len, 0, &a);
+    import_flags(text, len, FT_JSONL_NO_FAST_PATH, &g);
+    if (a.rc != g.rc || strcmp(a.err.msg, g.err.msg) || a.out_len != g.out_len ||
+        memcmp(a.out, g.out, a.out_len) || a.warn_len != g.warn_len ||
+        memcmp(a.warn, g.warn, a.warn_len))
+        fail_msg("%s: the paths disagree:\n  fast    rc %d '%s'\n  general rc %d '%s'\n"
+                 "  output %zu / %zu bytes, warnings %zu / %zu bytes",
+                 what, a.rc, a.err.msg, g.rc, g.err.msg, a.out_len, g.out_len, a.warn_len,
+                 g.warn_len);
+    result_free(&a);
+    result_free(&g);
+}
+
+static void test_import_paths_agree_corpus(void **state)
+{
+    (void)state;
+    const char *const dirs[] = {FT_SOURCE_DIR "/tests/fuzz/corpus/jsonl", FT_SOURCE_DIR "/traces"};
+    int n_files = 0;
+    for (size_t k = 0; k < FT_ARRAY_LEN(dirs); k++) {
+        DIR *d = opendir(dirs[k]);
+        assert_non_null(d);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_name[0] == '.') continue;
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", dirs[k], e->d_name);
+            size_t len;
+            char *text = tu_read_file(path, &len);
+            assert_non_null(text);
+            assert_paths_agree(path, text, len);
+            free(text);
+            n_files++;
+        }
+        closedir(d);
+    }
+    assert_true(n_files >= 150);
+}
+
+static uint64_t xs;
+static uint64_t xrand(void)
+{
+    xs ^= xs << 13;
+    xs ^= xs >> 7;
+    xs ^= xs << 17;
+    return xs;
+}
+
+/* Random small edits of the canned streams, aimed at the JSON syntax and at the values. */
+static void test_import_paths_agree_mutations(void **state)
+{
+    (void)state;
+    const char *const files[] = {"all-fields.jsonl", "recompute-mxfp8.jsonl", "spec-example.jsonl",
+                                 "te-edge-boundary.jsonl"};
+    static const char alphabet[] = "{}[]\",:0123456789-+.eEtrufalsn \t\r\\x\x01\x7f\xc3\xff";
+    xs = 0x2545f4914f6cdd1dull;
+    print_message("mutation seed 0x%llx\n", (unsigned long long)xs);
+    int n_cases = 0;
+    for (size_t k = 0; k < FT_ARRAY_LEN(files); k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/traces/%s", FT_SOURCE_DIR, files[k]);
+        size_t len;
+        char *text = tu_read_file(path, &len);
+        assert_non_null(text);
+        char *m = malloc(len + 16);
+        assert_non_null(m);
+        for (int it = 0; it < 1500; it++) {
+            memcpy(m, text, len);
+            size_t n = len;
+            int edits = 1 + (int)(xrand() % 3);
+            for (int e = 0; e < edits && n > 2; e++) {
+                size_t at = (size_t)(xrand() % n);
+                char c = alphabet[xrand() % (sizeof alphabet - 1)];
+                switch (xrand() % 3) {
+                case 0: /* replace */
+                    m[at] = c;
+                    break;
+                case 1: /* delete */
+                    memmove(m + at, m + at + 1, n - at - 1);
+                    n--;
+                    break;
+                default: /* insert */
+                    memmove(m + at + 1, m + at, n - at);
+                    m[at] = c;
+                    n++;
+                    break;
+                }
+            }
+            char what[1100];
+            snprintf(what, sizeof what, "%s, mutation %d", files[k], it);
+            assert_paths_agree(what, m, n);
+            n_cases++;
+        }
+        free(m);
+        free(text);
+    }
+    assert_int_equal(n_cases, 6000);
+}
+
+/* ---- zstd-compressed streams ---------------------------------------------------------------- */
+/* text through import into a compressing writer: the .jsonl.zst of text. */
+static char *compress_stream(const char *text, size_t len, size_t *out_len)
+{
+    char *out = NULL;
+    FILE *of = open_memstream(&out, out_len);
+    assert_non_null(of);
+    ft_jsonl_writer *w = NULL;
+    assert_int_equal(ft_jsonl_writer_new_zstd(of, 0, &w), FT_OK);
+    ft_sink sink;
+    ft_jsonl_writer_sink(w, &sink);
+    FILE *in = input_of(text, len);
+    ft_err err = {0, ""};
+    int rc = ft_jsonl_import(in, "c.jsonl", &sink, NULL, &err);
+    fclose(in);
+    if (rc) print_error("%s\n", err.msg);
+    assert_int_equal(rc, FT_OK);
+    assert_int_equal(ft_jsonl_writer_finish(w), FT_OK);
+    ft_jsonl_writer_free(w);
+    fclose(of);
+    return out;
+}
+
+/* A stream of n call lines after PRE. */
+static char *many_calls(int n, size_t *len)
+{
+    ft_buf b = {0};
+    ft_buf_printf(&b, "%s", PRE);
+    for (int i = 0; i < n; i++)
+        ft_buf_printf(&b,
+                      "{\"t\":\"call\",\"seq\":%d,\"fuser\":1,\"recipe\":1,\"grad\":%s,"
+                      "\"input_rg\":true,\"op_rg\":[true,false],\"device\":0,\"ns\":%d}\n",
+                      i, i % 3 ? "true" : "false", i * 7919 % 100003);
+    ft_buf_append(&b, "", 1);
+    *len = b.len - 1;
+    return (char *)b.data;
+}
+
+static void test_import_zstd_round_trip(void **state)
+{
+    (void)state;
+    size_t len;
+    char *text = tu_read_file(FT_SOURCE_DIR "/traces/all-fields.jsonl", &len);
+    assert_non_null(text);
+    size_t zlen;
+    char *z = compress_stream(text, len, &zlen);
+    assert_true(zlen >= 4);
+    assert_memory_equal(z, "\x28\xb5\x2f\xfd", 4); /* a zstd frame */
+    result r;
+    import_n(z, zlen, &r); /* named t.jsonl: detected by its bytes, not its name */
+    if (r.rc) print_error("%s\n", r.err.msg);
+    assert_int_equal(r.rc, FT_OK);
+    tu_assert_same_records("all-fields.jsonl (zstd)", text, r.out);
+    result_free(&r);
+    free(z);
+    free(text);
+
+    /* streams whose last block decompresses to more than the line buffer holds (it is flushed
+     * after the compressed input has ended) */
+    for (int n = 300; n <= 3000; n += 450) {
+        text = many_calls(n, &len);
+        z = compress_stream(text, len, &zlen);
+        import_n(z, zlen, &r);
+        if (r.rc) print_error("%d calls: %s\n", n, r.err.msg);
+        assert_int_equal(r.rc, FT_OK);
+        assert_int_equal(r.out_len, len);
+        assert_memory_equal(r.out, text, len);
+        result_free(&r);
+        free(z);
+        free(text);
+    }
+
+    /* a stream larger than every buffer, and two frames back to back */
+    text = many_calls(60000, &len);
+    z = compress_stream(text, len, &zlen);
+    char *zz = malloc(2 * zlen);
+    assert_non_null(zz);
+    memcpy(zz, z, zlen);
+    import_n(z, zlen, &r);
+    assert_int_equal(r.rc, FT_OK);
+    assert_int_equal(r.out_len, len);
+    assert_memory_equal(r.out, text, len);
+    result_free(&r);
+    /* the second frame repeats the first: its header is the second header record */
+    memcpy(zz + zlen, z, zlen);
+    import_n(zz, 2 * zlen, &r);
+    assert_int_equal(r.rc, FT_EINVAL);
+    char where[32];
+    snprintf(where, sizeof where, "t.jsonl:%d:", 60000 + 4);
+    assert_non_null(strstr(r.err.msg, where));
+    assert_non_null(strstr(r.err.msg, "a second header"));
+    result_free(&r);
+    free(zz);
+    free(z);
+    free(text);
+}
+
+static void test_import_zstd_truncated(void **state)
+{
+    (void)state;
+    size_t len, zlen;
+    char *text = many_calls(30000, &len);
+    char *z = compress_stream(text, len, &zlen);
+    const size_t cuts[] = {4, zlen / 2, zlen - 1};
+    for (size_t k = 0; k < FT_ARRAY_LEN(cuts); k++) {
+        long live = ft_alloc_live();
+        result r;
+        import_n(z, cuts[k], &r);
+        if (r.rc != FT_EINVAL || !strstr(r.err.msg, "t.jsonl:") ||
+            !strstr(r.err.msg, "compressed input (zstd)"))
+            print_error("cut at %zu of %zu: rc %d %s\n", cuts[k], zlen, r.rc, r.err.msg);
+        assert_int_equal(r.rc, FT_EINVAL);
+        assert_non_null(strstr(r.err.msg, "compressed input (zstd): truncated"));
+        if (k == 0) assert_non_null(strstr(r.err.msg, "t.jsonl:1:"));
+        if (k == 2) { /* every line came out; the frame's checksum did not */
+            char where[32];
+            snprintf(where, sizeof where, "t.jsonl:%d:", 30000 + 3 + 1);
+            assert_non_null(strstr(r.err.msg, where));
+        }
+        assert_int_equal(ft_alloc_live(), live);
+        result_free(&r);
+    }
+    /* damage inside the frame: zstd's own error, named by line */
+    z[zlen / 2] ^= 0x5a;
+    result r;
+    import_n(z, zlen, &r);
+    assert_int_equal(r.rc, FT_EINVAL);
+    assert_non_null(strstr(r.err.msg, "t.jsonl:"));
+    assert_non_null(strstr(r.err.msg, "compressed input (zstd): "));
+    result_free(&r);
+    free(z);
+    free(text);
+}
+
+static void test_writer_zstd_write_error(void **state)
+{
+    (void)state;
+    FILE *full = fopen("/dev/full", "w");
+    if (!full) skip();
+    setvbuf(full, NULL, _IONBF, 0);
+    ft_jsonl_writer *w = NULL;
+    assert_int_equal(ft_jsonl_writer_new_zstd(full, 3, &w), FT_OK);
+    ft_sink sink;
+    ft_jsonl_writer_sink(w, &sink);
+    FILE *in = input_of(PRE, strlen(PRE));
+    ft_err err = {0, ""};
+    assert_int_equal(ft_jsonl_import(in, "w.jsonl", &sink, NULL, &err), FT_OK); /* held */
+    fclose(in);
+    assert_int_equal(ft_jsonl_writer_finish(w), FT_EIO);
+    assert_non_null(strstr(ft_jsonl_writer_error(w)->msg, "write failed"));
+    ft_jsonl_writer_free(w);
+    fclose(full);
+    assert_int_equal(ft_jsonl_writer_new_zstd(stdout, 23, &w), FT_EINVAL);
+    assert_null(w);
+}
+
+/* The CLI: `export -o NAME.zst` compresses, `import` reads it back (and names lines in it). */
+static void test_cli_zst_round_trip(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char dir[1024], cmd[8192];
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_jsonl_cli_zst"), 0);
+    snprintf(cmd, sizeof cmd,
+             "'%s' import '%s/traces/all-fields.jsonl' -o '%s/a.ftdb' && "
+             "'%s' export '%s/a.ftdb' -o '%s/a.jsonl.zst' && "
+             "'%s' import '%s/a.jsonl.zst' -o '%s/b.ftdb' && '%s' export '%s/b.ftdb'",
+             cli, FT_SOURCE_DIR, dir, cli, dir, dir, cli, dir, dir, cli, dir);
+    ft_buf out = {0};
+    assert_int_equal(tu_sh_buf(cmd, &out), 0);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/a.jsonl.zst", dir);
+    size_t zlen;
+    char *z = tu_read_file(path, &zlen);
+    assert_non_null(z);
+    assert_true(zlen > 4);
+    assert_memory_equal(z, "\x28\xb5\x2f\xfd", 4);
+    char *text = tu_read_file(FT_SOURCE_DIR "/traces/all-fields.jsonl", NULL);
+    assert_non_null(text);
+    tu_assert_same_records("all-fields.jsonl via .zst", text, (const char *)out.data);
+    /* a truncated .zst: exit 2, the message names the file and a line */
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(z, 1, zlen / 2, f), zlen / 2);
+    fclose(f);
+    char msg[4096];
+    snprintf(cmd, sizeof cmd, "'%s' import '%s' -o '%s/c.ftdb' 2>&1", cli, path, dir);
+    assert_int_equal(tu_sh(cmd, msg, sizeof msg), 2);
+    assert_non_null(strstr(msg, "a.jsonl.zst:"));
+    assert_non_null(strstr(msg, "compressed input (zstd): truncated"));
+    free(text);
+    free(z);
+    ft_buf_free(&out);
+    tu_dir_remove(dir);
 }
 
 int main(void)
@@ -708,6 +1133,15 @@ int main(void)
         cmocka_unit_test(test_import_alloc_failures),
         cmocka_unit_test(test_roundtrip_traces_writer),
         cmocka_unit_test(test_roundtrip_traces_recorder),
+        cmocka_unit_test(test_recorder_prevalidated_then_checked),
+        cmocka_unit_test(test_import_limits),
+        cmocka_unit_test(test_import_backward_far),
+        cmocka_unit_test(test_import_paths_agree_corpus),
+        cmocka_unit_test(test_import_paths_agree_mutations),
+        cmocka_unit_test(test_import_zstd_round_trip),
+        cmocka_unit_test(test_import_zstd_truncated),
+        cmocka_unit_test(test_writer_zstd_write_error),
+        cmocka_unit_test(test_cli_zst_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@ One line turns it on, before or after TE is imported:
 or, without touching the script, `FUSERTRACE_CAPTURE=traces/ python3 -m fusertrace_capture.run
 train.py ARGS` (the environment variable alone also works wherever `fusertrace_capture` gets
 imported, e.g. from a .pth file; see README.md). Each rank writes traces/rank{R}.ftdb through the
-C recorder (libfusertrace_rec.so, found through $FUSERTRACE_LIB or next to this package), or
+C recorder (libfusertrace_rec.so, found through $FUSERTRACE_LIB, next to this package, or where
+`cmake --install` put it; _writer.find_library lists the places), or
 traces/rank{R}.jsonl (capture-jsonl v1, for `fusertrace import`) with a warning when the library
 is not available.
 

@@ -1,5 +1,5 @@
 """Trace writers: the C recorder through ctypes (rank{R}.ftdb) and a JSON Lines fallback
-(rank{R}.jsonl, format spec/capture-jsonl.md).
+(rank{R}.jsonl, format docs/capture-format.md).
 
 Both take the same calls: header(dict), fuser(id, label, ops_json), recipe(id, type, obj,
 attrs_json), call(...), backward(seq, call, ns), flush(), close(). Neither is thread-safe; the
@@ -13,6 +13,7 @@ loses at most those lines and never leaves half a record behind (short of a full
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import json
 import os
 import struct
@@ -81,23 +82,50 @@ class _FtHeader(ctypes.Structure):  # schema/ft_trace.h: ft_header
 _lib_cache: dict = {}
 
 
+def _candidates(explicit: Optional[str]) -> list:
+    """(origin, path) of the places the recorder library may be, in the order they are tried."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = []
+    if explicit:
+        out.append(("argument", explicit))
+    env = os.environ.get("FUSERTRACE_LIB")
+    if env:
+        out.append(("FUSERTRACE_LIB", env))
+    out.append(("package", os.path.join(here, LIB_NAME)))
+    out.append(("package parent", os.path.join(os.path.dirname(here), LIB_NAME)))
+    # `cmake --install` writes the libdir it installed the library into beside this file
+    try:
+        from . import _installed  # type: ignore[attr-defined]
+        out.append(("install libdir", os.path.join(_installed.LIBDIR, LIB_NAME)))
+    except ImportError:
+        pass
+    # an installed tree: PREFIX/lib/pythonX.Y/site-packages/fusertrace_capture -> PREFIX/lib
+    site = os.path.dirname(here)
+    out.append(("install tree", os.path.join(os.path.dirname(os.path.dirname(site)), LIB_NAME)))
+    # a checkout built with ./ft.sh: recorder/python/fusertrace_capture -> build/recorder
+    root = os.path.dirname(os.path.dirname(site))
+    out.append(("build tree", os.path.join(root, "build", "recorder", LIB_NAME)))
+    # the dynamic linker's search path (e.g. /usr/local/lib after ldconfig)
+    found = ctypes.util.find_library("fusertrace_rec")
+    if found:
+        out.append(("linker path", found))
+    return out
+
+
 def find_library(explicit: Optional[str] = None) -> tuple[Optional[str], str]:
     """(path, "") of the recorder library to use, or (None, why not).
 
     Looked up in order: `explicit`, $FUSERTRACE_LIB, next to the package, next to its parent
-    folder. A library that lacks the recorder's symbols (e.g. a placeholder build) is refused."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    candidates = []
-    if explicit:
-        candidates.append(("argument", explicit))
-    env = os.environ.get("FUSERTRACE_LIB")
-    if env:
-        candidates.append(("FUSERTRACE_LIB", env))
-    candidates.append(("package", os.path.join(here, LIB_NAME)))
-    candidates.append(("package parent", os.path.join(os.path.dirname(here), LIB_NAME)))
+    folder, the libdir `cmake --install` recorded, the lib folder of the tree the package is
+    installed in, a checkout's build/recorder, the dynamic linker's path. A library that lacks
+    the recorder's symbols (e.g. a placeholder build) is refused."""
     reasons = []
-    for origin, path in candidates:
-        if not os.path.exists(path):
+    seen = set()
+    for origin, path in _candidates(explicit):
+        if path in seen:
+            continue
+        seen.add(path)
+        if os.sep in path and not os.path.exists(path):
             if origin in ("argument", "FUSERTRACE_LIB"):
                 reasons.append(f"{origin} {path}: no such file")
             continue
@@ -106,7 +134,8 @@ def find_library(explicit: Optional[str] = None) -> tuple[Optional[str], str]:
             return path, ""
         reasons.append(f"{origin} {path}: {why}")
     if not reasons:
-        reasons.append(f"{LIB_NAME} not found (set FUSERTRACE_LIB or copy it next to the package)")
+        reasons.append(f"{LIB_NAME} not found (install fusertrace with `./ft.sh install`, set "
+                       "FUSERTRACE_LIB or copy it next to the package)")
     return None, "; ".join(reasons)
 
 
