@@ -84,6 +84,10 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
             printf("\nWhat it means:\n");
             rc = ft_report_reading(stdout, res, err);
         }
+        if (!rc) {
+            fputc('\n', stdout);
+            rc = ft_report_recommendation(stdout, res, NULL, err);
+        }
     }
 done:
     ft_free(res);

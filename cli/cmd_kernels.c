@@ -1,7 +1,7 @@
 /*
  * cmd_kernels.c - `fusertrace kernels quantize`: fake-quantize one float32 tensor the way
  * TransformerEngine would, for checking quantization error and cross-checking other
- * implementations (spec/te-fuser.md §4.6 "Conventions for inspecting one tensor").
+ * implementations (docs/fuser-model.md, "Inspecting one tensor").
  *
  * Input: exactly ROWS*COLS row-major little-endian float32 values on stdin. Output: the
  * dequantized values in the same layout on stdout (columnwise results transposed back; with

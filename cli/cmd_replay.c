@@ -37,14 +37,25 @@ typedef struct opt_u64 {
     int set;
 } opt_u64;
 
+typedef struct opt_ns {
+    double v;
+    int set;
+} opt_ns;
+typedef struct opt_steps {
+    int64_t lo, hi;
+    int set;
+} opt_steps;
+
 typedef struct replay_opts {
     policy_list pol;
     env_list env;
     uint32_t capacity, threads, sample, shrink; /* 0: not given */
-    int json, csv, explain, all;
-    const char *per_call, *captured;
+    int json, csv, explain, all, timing;
+    const char *per_call, *captured, *html, *fuser, *phase;
     int backend; /* index into backends[], -1: no --numerics */
     opt_u64 seed;
+    opt_ns build_ns, reset_ns;
+    opt_steps steps;
 } replay_opts;
 
 static int parse_policies(const cli_opt *o, const char *v, void *field, ft_err *err)
@@ -97,6 +108,36 @@ static int parse_seed(const cli_opt *o, const char *v, void *field, ft_err *err)
     return cli_parse_u64(o, v, &s->v, err);
 }
 
+static int parse_ns(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    (void)o;
+    opt_ns *n = field;
+    if (ft_parse_f64(v, &n->v) || !(n->v >= 0) || n->v > 1e15)
+        return ft_err_set(err, FT_EINVAL, "wants a number of ns >= 0, got '%s'", v);
+    n->set = 1;
+    return FT_OK;
+}
+
+static int parse_steps(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    (void)o;
+    opt_steps *st = field;
+    const char *colon = strchr(v, ':');
+    char lo[32] = "", hi[32] = "";
+    if (colon && (size_t)(colon - v) < sizeof lo && strlen(colon + 1) < sizeof hi) {
+        memcpy(lo, v, (size_t)(colon - v));
+        ft_strlcpy(hi, colon + 1, sizeof hi);
+    }
+    st->lo = 0;
+    st->hi = INT64_MAX;
+    if (!colon || (lo[0] && ft_parse_i64(lo, &st->lo)) || (hi[0] && ft_parse_i64(hi, &st->hi)) ||
+        st->lo < 0 || st->hi < st->lo)
+        return ft_err_set(err, FT_EINVAL,
+                          "wants A:B (steps A to B, either may be left out), got '%s'", v);
+    st->set = 1;
+    return FT_OK;
+}
+
 static void init(void *opts)
 {
     ((replay_opts *)opts)->backend = -1;
@@ -144,6 +185,30 @@ static const cli_opt options[] = {
      "slow on the CPU for large models; 8 or 16 for a quick look)",
      cli_parse_count, OFF(shrink)},
     {"seed", 0, "S", "numerics input seed (default 1)", parse_seed, OFF(seed)},
+    {"html", 0, "FILE",
+     "also write a self-contained HTML report (charts along the run, breakdowns\n"
+     "per fuser label, phase and rank, provenance); the traces then replay one\n"
+     "after another",
+     cli_parse_str, OFF(html)},
+    {"fuser", 0, "GLOB", "count only the calls of fusers whose label matches GLOB", cli_parse_str,
+     OFF(fuser)},
+    {"phase", 0, "P", "count only the calls of phase P (fwd, recompute, eval, ...)", cli_parse_str,
+     OFF(phase)},
+    {"steps", 0, "A:B",
+     "count only the calls of steps A to B (A: or :B open-ended); with a filter\n"
+     "every call is still replayed, so that the cache sees the whole run, and the\n"
+     "traces replay one after another",
+     parse_steps, OFF(steps)},
+    {"build-ns", 0, "NS",
+     "TE's cost of a plan build, assumed when the trace has no captured fuse_ns\n"
+     "(default 100000: a capture of TE 2.20 recording fuse_ns)",
+     parse_ns, OFF(build_ns)},
+    {"reset-ns", 0, "NS", "TE's cost of reset_recipe_state alone, assumed (default 0)", parse_ns,
+     OFF(reset_ns)},
+    {"timing", 0, NULL,
+     "add this replayer's own measured times (ns/call, plan-build ns); they vary\n"
+     "run to run, so they are off by default",
+     cli_parse_flag, OFF(timing)},
 };
 #undef OFF
 
@@ -177,6 +242,93 @@ static void help_policies(FILE *f)
     fprintf(f, "\npolicies:\n");
     for (uint32_t i = 0; i < ft_policy_count(); i++)
         fprintf(f, "  %-16s %s\n", ft_policy_name(i), ft_policy_summary(i));
+}
+
+/* The command line, for the HTML report's provenance (Linux: /proc/self/cmdline), or NULL. */
+static char *command_line(void)
+{
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (!f) return NULL;
+    ft_buf b = {0};
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        if (ft_buf_append(&b, buf, n)) break;
+    fclose(f);
+    if (ft_buf_append(&b, "", 1)) {
+        ft_buf_free(&b);
+        return NULL;
+    }
+    /* the program's own path is machine-specific: "fusertrace" stands for it */
+    char *s = (char *)b.data, *first_end = memchr(s, 0, b.len);
+    ft_buf out = {0};
+    int rc = ft_buf_printf(&out, "fusertrace");
+    for (char *p = first_end ? first_end + 1 : s + b.len; !rc && p < s + b.len - 1;
+         p += strlen(p) + 1)
+        rc = ft_buf_printf(&out, " %s", p);
+    ft_buf_free(&b);
+    if (rc) {
+        ft_buf_free(&out);
+        return NULL;
+    }
+    return (char *)out.data;
+}
+
+/* --html or a filter: replay the traces one after another with the report's collector watching
+ * (and the numerics after it); with a filter the counts become those of the matching calls; the
+ * HTML file is written whole or not at all. */
+static int replay_observed(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
+                           const ft_numerics_opts *no, const ft_report_opts *rep,
+                           const ft_report_filter *flt, const char *html, ft_replay_result *res,
+                           ft_numerics_result *nres, ft_err *err)
+{
+    ft_report_data *d = NULL;
+    ft_numerics_obs *nobs = NULL;
+    ft_replay_opts o = *opts;
+    int rc = ft_report_data_new(o.policies, o.n_policies, &d, err);
+    if (!rc) ft_report_data_filter(d, flt);
+    if (!rc && no) {
+        rc = ft_numerics_obs_new(no, &nobs, err);
+        if (!rc) o.observer = ft_numerics_obs_observer(nobs);
+    }
+    if (!rc && o.explain) {
+        o.explain = ft_report_data_explain(d, o.explain);
+        if (!o.explain) rc = ft_err_set(err, FT_ENOMEM, "cannot count the --explain causes");
+    }
+    if (!rc) rc = ft_report_replay(paths, n_paths, &o, d, stderr, res, err);
+    if (!rc && nobs) ft_numerics_obs_result(nobs, nres);
+    if (!rc && (flt->fuser_glob || flt->phase || flt->has_steps))
+        ft_report_data_apply_filter(d, res);
+    if (!rc && html) {
+        cli_out out = {.slot = -1};
+        char *command = command_line();
+        ft_report_html_opts ho = {.command = command, .title = NULL};
+        rc = cli_out_open(&out, html, CLI_OUT_STREAM, 1, err);
+        if (!rc) rc = ft_report_html(out.f, res, nobs ? nres : NULL, d, rep, &ho, err);
+        rc = cli_out_close(&out, rc, err);
+        ft_free(command);
+    }
+    ft_numerics_obs_free(nobs);
+    ft_report_data_free(d);
+    return rc;
+}
+
+/* "fuser label GLOB, phase P, steps A to B" for the report. */
+static void filter_text(const ft_report_filter *flt, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    if (flt->fuser_glob) n += (size_t)snprintf(buf + n, cap - n, "fuser label %s", flt->fuser_glob);
+    if (flt->phase && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, "%sphase %s", n ? ", " : "", flt->phase);
+    if (flt->has_steps && n < cap) {
+        if (flt->step_hi == INT64_MAX)
+            snprintf(buf + n, cap - n, "%ssteps %lld and later", n ? ", " : "",
+                     (long long)flt->step_lo);
+        else
+            snprintf(buf + n, cap - n, "%ssteps %lld to %lld", n ? ", " : "",
+                     (long long)flt->step_lo, (long long)flt->step_hi);
+    }
 }
 
 static int run(void *opts_v, int n_args, char **args, ft_err *err)
@@ -214,14 +366,48 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
         ft_trace_close(t);
     }
     if (rc) return rc;
+    const char *const *paths = (const char *const *)args;
+    /* --env keys the model does not read change nothing: say so */
+    for (uint32_t k = 0; k < ro->env.n; k++) {
+        if (ft_env_key_is_read(ro->env.kv[k].key)) continue;
+        fprintf(stderr,
+                "%s: warning: --env %s: the model reads no such key, so it changes nothing; it "
+                "reads:",
+                cli_prog(), ro->env.kv[k].key);
+        const char *key;
+        for (uint32_t j = 0; (key = ft_env_read_key(j)); j++)
+            fprintf(stderr, "%s %s", j ? "," : "", key);
+        fputc('\n', stderr);
+    }
 
     ft_replay_result *res = ft_malloc(sizeof *res);
     ft_numerics_result *nres = ft_malloc(sizeof *nres);
+    ft_replay_result *per_trace = n_paths > 1 ? ft_calloc(n_paths, sizeof *per_trace) : NULL;
+    int64_t *ranks = ft_calloc(n_paths, sizeof *ranks);
+    ft_report_notes *notes = ft_malloc(sizeof *notes);
     cli_out pc = {.slot = -1};
-    if (!res || !nres) {
+    if (!res || !nres || !ranks || !notes || (n_paths > 1 && !per_trace)) {
         rc = ft_err_set(err, FT_ENOMEM, "out of memory");
         goto done;
     }
+    /* one trace per rank, and a warning for traces of different runs */
+    if ((rc = ft_report_check_inputs(paths, n_paths, stderr, ranks, err))) goto done;
+    if ((rc = ft_report_find_unfused(paths, n_paths, ro->env.kv, ro->env.n, notes, err))) goto done;
+    ft_report_filter flt = {.fuser_glob = ro->fuser,
+                            .phase = ro->phase,
+                            .has_steps = ro->steps.set,
+                            .step_lo = ro->steps.lo,
+                            .step_hi = ro->steps.hi};
+    int filtered = ro->fuser || ro->phase || ro->steps.set;
+    char filter_buf[512];
+    filter_text(&flt, filter_buf, sizeof filter_buf);
+    ft_report_opts rep;
+    ft_report_opts_init(&rep);
+    rep.timing = ro->timing;
+    if (ro->build_ns.set) rep.build_ns = ro->build_ns.v;
+    if (ro->reset_ns.set) rep.reset_ns = ro->reset_ns.v;
+    rep.filter = filtered ? filter_buf : NULL;
+    rep.notes = notes;
     if (ro->per_call && (rc = cli_out_open(&pc, ro->per_call, CLI_OUT_STREAM, 1, err))) goto done;
 
     ft_replay_opts o = {
@@ -235,6 +421,14 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
         .explain = ro->explain ? explain : NULL,
         .n_threads = ro->threads,
     };
+    if (per_trace && !filtered && !ro->html) {
+        /* per-trace (rank) rows */
+        o.per_trace = per_trace;
+        rep.n_per_trace = n_paths;
+        rep.per_trace = per_trace;
+        rep.trace_names = paths;
+        rep.trace_ranks = ranks;
+    }
     ft_numerics_opts no = {.shrink = ro->shrink ? ro->shrink : 1,
                            .sample = ro->all      ? 0
                                      : ro->sample ? ro->sample
@@ -242,12 +436,15 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
                            .seed = ro->seed.set ? ro->seed.v : 1,
                            .n_threads = ro->threads};
     if (numerics) no.backend = backends[ro->backend].backend;
-    const char *const *paths = (const char *const *)args;
     /* progress only where nothing else writes to the terminal meanwhile */
     int show = cli_progress_wanted() && !(ro->explain && explain == stderr) &&
                !pthread_create(&pr.thread, NULL, progress_main, &pr);
-    rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, err)
-                  : ft_replay_traces(paths, n_paths, &o, res, err);
+    if (ro->html || filtered)
+        rc = replay_observed(paths, n_paths, &o, numerics ? &no : NULL, &rep, &flt, ro->html, res,
+                             nres, err);
+    else
+        rc = numerics ? ft_numerics_replay_traces(paths, n_paths, &o, &no, res, nres, err)
+                      : ft_replay_traces(paths, n_paths, &o, res, err);
     if (show) {
         atomic_store(&pr.stop, 1);
         pthread_join(pr.thread, NULL);
@@ -257,15 +454,22 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     rc = cli_out_close(&pc, rc, err);
     if (rc) goto done;
     if (ro->explain) fputc('\n', explain);
-    rc = ft_report_write(report, res, numerics ? nres : NULL, format, err);
+    rc = ft_report_write_opts(report, res, numerics ? nres : NULL, format, &rep, err);
     if (!rc && format == FT_REPORT_TEXT) {
         fputc('\n', report);
         rc = ft_report_reading(report, res, err);
+    }
+    if (!rc && format == FT_REPORT_TEXT) {
+        fputc('\n', report);
+        rc = ft_report_recommendation(report, res, &rep, err);
     }
 done:
     rc = cli_out_close(&pc, rc, err); /* a failed replay leaves no per-call file behind */
     ft_free(res);
     ft_free(nres);
+    ft_free(per_trace);
+    ft_free(ranks);
+    ft_free(notes);
     return rc;
 }
 
@@ -273,7 +477,9 @@ const cli_cmd cmd_replay = {
     .name = "replay",
     .synopsis = "TRACE... [--policy LIST|all] [--capacity N] [--env K=V]...\n"
                 "                         [--json | --csv] [--per-call FILE] [--explain]\n"
-                "                         [--captured POLICY] [--threads N]\n"
+                "                         [--captured POLICY] [--threads N] [--timing]\n"
+                "                         [--build-ns NS] [--reset-ns NS] [--html FILE]\n"
+                "                         [--fuser GLOB] [--phase P] [--steps A:B]\n"
                 "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
                 "                          [--seed S]]",
     .summary = "replay traces under plan-cache policies",

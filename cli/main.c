@@ -15,7 +15,8 @@
 
 /* The subcommands, in the order `fusertrace help` lists them. */
 #define COMMANDS(X)                                                                                \
-    X(demo) X(import) X(export) X(info) X(verify) X(seal) X(synth) X(replay) X(kernels)
+    X(demo)                                                                                        \
+    X(import) X(export) X(info) X(verify) X(seal) X(synth) X(replay) X(diff) X(sql) X(kernels)
 
 #define DECLARE(name) extern const cli_cmd cmd_##name;
 COMMANDS(DECLARE)

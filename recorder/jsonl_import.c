@@ -1,5 +1,5 @@
 /*
- * jsonl_import.c - capture-jsonl v1 (spec/capture-jsonl.md) -> any ft_sink.
+ * jsonl_import.c - capture-jsonl v1 (docs/capture-format.md) -> any ft_sink.
  *
  * Input: plain JSON Lines, or a zstd-compressed stream (`.jsonl.zst`), told apart by the first
  * bytes (the zstd frame magic), not by the name, and decompressed as it is read

@@ -1,6 +1,6 @@
 /*
  * jsonl_writer.c - the ft_jsonl_writer sink: writes each record it receives as one capture-jsonl
- * v1 line (spec/capture-jsonl.md), in the order given.
+ * v1 line (docs/capture-format.md), in the order given.
  *
  * Optional fields are written only when present, so that export(import(x)) gives back x record
  * for record (key order and whitespace aside). The JSON texts held by records (ops, recipe attrs,

@@ -160,6 +160,7 @@ int ft_replay_traces(const char *const *paths, uint32_t n_paths, const ft_replay
     for (uint32_t k = 0; k < n_paths; k++) {
         rc = ft_replay_result_merge(out, &j.results[k], err);
         if (rc) goto done;
+        if (opts->per_trace) opts->per_trace[k] = j.results[k];
     }
     out->wall_ns = ft_now_ns() - t0;
 done:

@@ -663,7 +663,11 @@ static int write_records(ft_replay *r, const ft_batch *b, ft_err *err)
                                     .q = &r->qs[r->rec_q[k]],
                                     .fresh_q = &r->qs[r->ri[recipe + 1].fresh_q],
                                     .splits = b->splits_off ? b->splits + s0 : NULL,
-                                    .n_splits = b->splits_off ? b->splits_off[i + 1] - s0 : 0};
+                                    .n_splits = b->splits_off ? b->splits_off[i + 1] - s0 : 0,
+                                    .step = (b->flags[i] & FT_CF_HAS_STEP) ? b->step[i] : -1,
+                                    .phase = (b->flags[i] & FT_CF_HAS_PHASE) && b->phase[i] >= 0
+                                                 ? b->phases[b->phase[i]]
+                                                 : NULL};
                 int rc = r->obs->call_fn(r->obs->ctx, &c, err);
                 if (rc) {
                     if (!err->msg[0])

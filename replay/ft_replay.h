@@ -65,6 +65,8 @@ typedef struct ft_replay_call {
     const ft_qstate *fresh_q; /* a fresh fuser's quantizer state under the call's recipe */
     const int64_t *splits;    /* [n_splits] the call's split sizes (observers that ask for them) */
     uint32_t n_splits;        /* 0: none recorded, or not asked for */
+    int64_t step;             /* the call's training step, -1 when not recorded */
+    const char *phase;        /* its phase ("fwd", "recompute", ...), NULL when not recorded */
 } ft_replay_call;
 
 /* ---- observers of the trace driver ---------------------------------------------------------- */
@@ -98,6 +100,8 @@ typedef struct ft_replay_opts {
     FILE *explain;                      /* one line per build naming what changed, or NULL */
     const ft_replay_observer *observer; /* per-call decisions as structs (numerics), or NULL */
     uint32_t n_threads;                 /* ft_replay_traces: 0 = one per online core */
+    struct ft_replay_result *per_trace; /* ft_replay_traces: [n_paths] each trace's own result
+                                         * (per-rank rows), or NULL */
 } ft_replay_opts;
 
 /* ---- results (plain data, mergeable) ------------------------------------------------------ */

@@ -2,12 +2,12 @@
  * policy.c - the policy registry: one row per plan-cache policy (DESIGN.md §Policies).
  *
  * A policy is a reset rule (when reset_recipe_state runs), a key function and a store. The rules
- * for te-pre3410 and te-3410 follow TE's OperationFuser.maybe_fuse_ops exactly (spec §1.3 OLD,
- * §1.4 NEW): the initial recipe_type is None (FT_NEVER), which differs from NoneType (no recipe,
- * FT_RT_NONE), so every fuser resets on its first call; DelayedScaling's amax_history_len joins
- * the reset rule. Adding a policy: write its reset and key functions and one line in POLICIES
- * below, then regenerate the goldens (traces/README.md): they are matched by policy name, so the
- * other policies' lines stay as they are.
+ * for te-pre3410 and te-3410 follow TE's OperationFuser.maybe_fuse_ops exactly
+ * (docs/fuser-model.md, "The plan cache"): the initial recipe_type is None (FT_NEVER), which
+ * differs from NoneType (no recipe, FT_RT_NONE), so every fuser resets on its first call;
+ * DelayedScaling's amax_history_len joins the reset rule. Adding a policy: write its reset and key
+ * functions and one line in POLICIES below, then regenerate the goldens (traces/README.md): they
+ * are matched by policy name, so the other policies' lines stay as they are.
  */
 #include "replay_int.h"
 

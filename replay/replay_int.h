@@ -53,7 +53,7 @@ _Static_assert(sizeof(ccall) == 32, "ccall is 32 bytes");
 typedef struct pcall {
     uint32_t fuser; /* dense fuser index */
     int32_t recipe; /* dense recipe index, -1 = none */
-    uint32_t f;     /* first_op_requiring_backward (spec §1.2) */
+    uint32_t f;     /* first_op_requiring_backward (ft_te_boundary) */
     int32_t fa_id;  /* dense id of the fusion-attrs key (only if a policy needs it) */
 } pcall;
 

@@ -1,6 +1,7 @@
 /*
  * ft_report.h - what a replay found, for people: the summary table as text, JSON or CSV (with
- * the numerical replay's section when it ran), and a short plain-language reading of it.
+ * the numerical replay's section when it ran), a short plain-language reading of it, and the
+ * recommendation that closes every report.
  */
 #ifndef FT_REPORT_H
 #define FT_REPORT_H
@@ -16,13 +17,128 @@ extern "C" {
 #endif
 
 enum { FT_REPORT_TEXT = 0, FT_REPORT_JSON = 1, FT_REPORT_CSV = 2 };
+
+/* TE's cost of one plan build when the trace captured no fuse_ns: about 100 us, the mean fuse_ns
+ * of the builds in a capture of TE 2.20's fuser on a training run that records it (issue 12 of
+ * this project; the replayer's own builds take 3-6 us and say nothing about TE's). Every figure
+ * made from it is labelled assumed. */
+#define FT_REPORT_BUILD_NS 100000.0
+/* reset_recipe_state alone: no measurement of TE's; when a reset comes with a build, the build
+ * figure covers it. 0 unless --reset-ns gives one. */
+#define FT_REPORT_RESET_NS 0.0
+
+/* "Why nothing fuses": fusers whose op list has a fusion's op types but that fuse under no
+ * recipe of their trace, grouped by what blocks them (ft_model_why_unfused). */
+enum { FT_REPORT_MAX_NOTES = 16 };
+typedef struct ft_report_unfused {
+    char fused[64];    /* the fused op that never forms */
+    char reason[256];  /* what blocks it */
+    char example[128]; /* one fuser's label (or "fuser ID") */
+    uint64_t n_fusers;
+} ft_report_unfused;
+typedef struct ft_report_notes {
+    uint32_t n;
+    ft_report_unfused u[FT_REPORT_MAX_NOTES];
+} ft_report_notes;
+/* The notes of the traces' fusers under env (the header's, with the --env overrides). */
+int ft_report_find_unfused(const char *const *paths, uint32_t n_paths, const ft_env_kv *env,
+                           uint32_t n_env, ft_report_notes *out, ft_err *err);
+
+typedef struct ft_report_opts {
+    int timing;      /* add this replayer's own measured times (vary run to run; default off, so
+                      * that text, JSON and CSV are byte-for-byte reproducible) */
+    double build_ns; /* assumed TE cost per build / per reset, without captured fuse_ns */
+    double reset_ns;
+    const char *filter; /* which calls the counts cover (--fuser, --phase, --steps), or NULL */
+    const ft_report_notes *notes; /* why nothing fuses, or NULL */
+    /* per-trace (rank) rows when several traces were replayed: [n_per_trace] each */
+    uint32_t n_per_trace;
+    const ft_replay_result *per_trace;
+    const char *const *trace_names;
+    const int64_t *trace_ranks; /* -1: the header names no rank */
+} ft_report_opts;
+void ft_report_opts_init(ft_report_opts *o);
+
 /* The summary of a replay; nres (may be NULL) adds the numerics of the same replay: after the
  * table in text, as the member "numerics" of the one JSON document; CSV has no numerics form
- * (FT_EINVAL). */
+ * (FT_EINVAL). ft_report_write uses the default options. */
+int ft_report_write_opts(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres,
+                         int format, const ft_report_opts *o, ft_err *err);
 int ft_report_write(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres, int format,
                     ft_err *err);
 /* The numerics section alone, as text. */
 int ft_report_numerics(FILE *f, const ft_numerics_result *r, ft_err *err);
+
+/* The stale classes as people say them ("other fusion, same quantization", "slower (unfused)",
+ * "other quantization", "raises in TE"); JSON keys keep ft_stale_name's short names. */
+const char *ft_report_stale_label(ft_stale s);
+/* A note on a policy that is not a candidate like the others ("historical: ...", "baseline:
+ * ..."), or NULL. */
+const char *ft_report_policy_note(uint32_t policy);
+
+/* TE's framework time under policy p: modeled from the captured fuse_ns where the trace has it,
+ * else builds x build_ns + resets x reset_ns (*assumed = 1). */
+double ft_report_framework_ns(const ft_replay_result *r, const ft_policy_result *p,
+                              const ft_report_opts *o, int *assumed);
+
+/* The policies with the fewest builds among those that never ran a stale plan (ties, the one to
+ * name first), and the slot of the captured run's policy. */
+typedef struct ft_recommend {
+    uint32_t n_best;                /* 0 when every policy ran a stale plan */
+    uint32_t best[FT_MAX_POLICIES]; /* slots into r->pol, the one to name first first */
+    int captured;                   /* slot of the captured run's policy, -1 if not replayed */
+} ft_recommend;
+void ft_report_recommend(const ft_replay_result *r, ft_recommend *out);
+/* The recommendation in plain words, closing a text report. */
+int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report_opts *o,
+                             ft_err *err);
+/* ---- the HTML report (collect.c, html.c) ---------------------------------------------------- */
+/* What the HTML report draws beyond the summary, gathered while the replay runs: builds, resets
+ * and stale calls along the run and per step, per fuser label, per phase, per trace, the
+ * --explain causes, and the inputs' identity. Bounded memory. */
+typedef struct ft_report_data ft_report_data;
+int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, ft_report_data **out,
+                       ft_err *err);
+void ft_report_data_free(ft_report_data *d);
+/* A FILE for ft_replay_opts.explain that counts the causes and passes the lines on to forward
+ * (may be NULL). Owned by d. */
+FILE *ft_report_data_explain(ft_report_data *d, FILE *forward);
+/* Count only some calls (every call is still replayed, so that the cache sees the whole run):
+ * fuser labels matching a glob, one phase, a range of steps. */
+typedef struct ft_report_filter {
+    const char *fuser_glob; /* fnmatch pattern on the label, or NULL */
+    const char *phase;      /* or NULL */
+    int has_steps;          /* steps [step_lo, step_hi] only (calls without a step are out) */
+    int64_t step_lo, step_hi;
+} ft_report_filter;
+void ft_report_data_filter(ft_report_data *d, const ft_report_filter *flt);
+/* Replace r's per-policy counts (calls, builds, hits, resets, stale classes, qdrift, steps) by
+ * the filtered ones; what only the engine knows (raise texts, captured agreement) is cleared. */
+void ft_report_data_apply_filter(const ft_report_data *d, ft_replay_result *r);
+
+/* Replay the traces one after another with d watching (and opts->observer, e.g. numerics, after
+ * it): like ft_replay_traces, plus each input's size, digest and header; two traces of one rank
+ * are an error (FT_EINVAL), traces that look like different runs a warning written to warn:
+ * another TE version or world size, start times more than 10 minutes apart, or other hosts for
+ * single-process traces (the ranks of one multi-node run sit on different hosts). */
+int ft_report_replay(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
+                     ft_report_data *d, FILE *warn, ft_replay_result *out, ft_err *err);
+
+/* The same checks of several traces without replaying them: one rank each (FT_EINVAL naming the
+ * two files), one run (a warning to warn); ranks (may be NULL): [n_paths] each header's rank, -1
+ * when it names none. */
+int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *warn, int64_t *ranks,
+                           ft_err *err);
+
+typedef struct ft_report_html_opts {
+    const char *command; /* the command line that made the report, for its provenance */
+    const char *title;   /* NULL: "fusertrace report" */
+} ft_report_html_opts;
+/* One self-contained HTML file: inline CSS, SVG charts and a small script, nothing fetched. */
+int ft_report_html(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres,
+                   const ft_report_data *d, const ft_report_opts *o, const ft_report_html_opts *h,
+                   ft_err *err);
+
 /* A short plain-language reading of the result: which policy builds least, which ran stale
  * plans and what they would have done, quantizer drift. */
 int ft_report_reading(FILE *f, const ft_replay_result *r, ft_err *err);

@@ -178,6 +178,10 @@ int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out);
 int ft_reader_next(ft_reader *r, const ft_batch **out_batch);
 /* Restrict to chunks [first, first+count) by position (for splitting work over threads). */
 int ft_reader_range(ft_reader *r, uint64_t first_chunk, uint64_t n_chunks);
+/* The chunk positions [*first, *first + *n) that can hold records with lo <= seq <= hi (for
+ * ft_reader_range): chunks are in seq order, and chunk p holds the seqs from its first record's up
+ * to, not including, chunk p+1's. *n is 0 when no chunk can. No decoding. */
+void ft_trace_seq_chunks(const ft_trace *t, int64_t lo, int64_t hi, uint64_t *first, uint64_t *n);
 void ft_reader_close(ft_reader *r);
 
 /* Fill an ft_call / ft_backward view of record i of a batch (pointers into the batch). Split

@@ -65,6 +65,31 @@ int ft_reader_range(ft_reader *r, uint64_t first_chunk, uint64_t n_chunks)
     return FT_OK;
 }
 
+/* First chunk position whose first seq is > seq (binary search over the chunk index). */
+static uint64_t chunks_after(const ft_trace *t, int64_t seq)
+{
+    uint64_t a = 0, b = ft_trace_n_chunks(t);
+    while (a < b) {
+        uint64_t m = a + (b - a) / 2;
+        if (ft_trace_chunk(t, m)->first_seq > seq)
+            b = m;
+        else
+            a = m + 1;
+    }
+    return a;
+}
+
+void ft_trace_seq_chunks(const ft_trace *t, int64_t lo, int64_t hi, uint64_t *first, uint64_t *n)
+{
+    *first = 0;
+    *n = 0;
+    if (lo > hi || !ft_trace_n_chunks(t)) return;
+    uint64_t a = chunks_after(t, lo), b = chunks_after(t, hi);
+    if (a) a--; /* the chunk holding lo starts at or before it */
+    *first = a;
+    *n = b > a ? b - a : 0;
+}
+
 int ft_reader_next(ft_reader *r, const ft_batch **out_batch)
 {
     *out_batch = NULL;

@@ -1,6 +1,6 @@
 /*
  * model.h - the fuser model: what TransformerEngine 2.20's OperationFuser would build for a call,
- * independent of any cache policy (spec/te-fuser.md §1.5, §2, §3, §5).
+ * independent of any cache policy (docs/fuser-model.md).
  *
  * - Recipes: the six recipe types with their attributes, a canonical 64-bit hash of (type, every
  *   attribute), and the flags the quantizer-state model needs.
@@ -9,9 +9,9 @@
  *   with greedy windows, and the map-to-basic-ops validation.
  * - Plans: a built plan is interned; equal topology (same fused ops over the same basic-op index
  *   runs, forward and backward) gives the same plan id, so policies compare plans by id.
- * - Quantizer state: what reset_recipe_state leaves in a fuser's quantizers (§1.6, §5).
+ * - Quantizer state: what reset_recipe_state leaves in a fuser's quantizers ("Quantizer state").
  * - Stale classification: what running plan P with quantizer state Q would do, compared with the
- *   fresh plan (§2.3 run time, §5 outcome table).
+ *   fresh plan ("Run-time checks", "Stale plans").
  *
  * The model is immutable after ft_model_new except for the plan intern table, which grows on
  * ft_model_build; builds are memoised by (fuser, recipe, f), so repeated builds are lookups.
@@ -94,6 +94,11 @@ typedef struct ft_env_kv {
 /* ---- the model ---------------------------------------------------------------------------- */
 typedef struct ft_model ft_model;
 
+/* The env keys the model reads (the header's env and --env): the i-th one, NULL past the last;
+ * and whether key is one of them (a key it does not read changes nothing). */
+const char *ft_env_read_key(uint32_t i);
+int ft_env_key_is_read(const char *key);
+
 /* Build the model of a trace's fusers and recipes. env_json is the header's env object (may be
  * NULL); overrides (may be NULL) replace its keys (--env KEY=VALUE). Bad ops or attrs JSON ->
  * FT_EINVAL naming the fuser/recipe id and field. */
@@ -110,9 +115,10 @@ const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe);
  * ft_recipe_model.hash; recipe -1 gives "None". */
 const char *ft_model_recipe_canon(const ft_model *m, int32_t recipe);
 
-/* Build (or look up) the plan TE would build for fuser under recipe with boundary f (spec
- * §1.5). *plan_id is an interned id; plans with identical topology share an id. A build that TE
- * would reject (mismatch after fusing) is FT_EUNSUPPORTED with a message. */
+/* Build (or look up) the plan TE would build for fuser under recipe with boundary f
+ * (docs/fuser-model.md, "Building a plan"). *plan_id is an interned id; plans with identical
+ * topology share an id. A build that TE would reject (mismatch after fusing) is FT_EUNSUPPORTED
+ * with a message. */
 int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint32_t *plan_id,
                    ft_err *err);
 /* Builds that ran the fusion passes so far (memo hits of ft_model_build not counted). */
@@ -121,6 +127,18 @@ uint64_t ft_model_n_built(const ft_model *m);
  * the forward then the backward op list (both in forward order), comma separated; a basic op
  * is Class(i), a fused op FusedClass(lo-hi) over basic ops lo..hi (FusedClass(i) over one). */
 const char *ft_model_plan_text(const ft_model *m, uint32_t plan_id);
+
+/* Why a fusion whose op types the fuser has does not happen under recipe (-1: none): the first
+ * such rule (in registry order) that a fresh plan does not apply, and what blocked it: the
+ * import-time registration (env: device capability, env flag, library version) or the gate's
+ * failing read (an op attribute, the recipe, the env), with its value. 1 when found, 0 when every
+ * rule that could apply does (or none could). */
+typedef struct ft_unfused_why {
+    const char *func;  /* TE fusion function, e.g. "fuse_ops" */
+    const char *fused; /* the fused op it would build, e.g. "GroupedMLP_CuTeGEMMGLU" */
+    char reason[256];  /* in words */
+} ft_unfused_why;
+int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_unfused_why *out);
 /* Whether the plan has a fused grouped MLP (used by classification and reports). */
 int ft_model_plan_fused_mlp(const ft_model *m, uint32_t plan_id);
 /* Number of distinct plans interned so far. */
@@ -155,7 +173,7 @@ uint64_t ft_model_fusion_key(const ft_model *m, uint32_t fuser, int32_t recipe);
  * "recipe.is_none,recipe.mxfp8(),...,op[0].in_features,...,env.device_cc" (for reports). */
 const char *ft_model_fusion_key_attrs(const ft_model *m, uint32_t fuser);
 
-/* ---- quantizer state (spec §1.6, §5 "minimal simulator state") ---------------------------- */
+/* ---- quantizer state (docs/fuser-model.md, "Quantizer state") ---------------------------- */
 /* Compare states with ft_qstate_equal and intern them with ft_qstate_hash only: qhash (every
  * other attribute baked into the quantizers) is part of the state, and fields may be added. */
 typedef struct ft_qstate {

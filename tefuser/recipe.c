@@ -1,6 +1,6 @@
 /*
- * recipe.c - the six TE recipe types as data (spec/te-fuser.md §3), their canonical encoding
- * and hash, and the quantizer-state model (spec §1.6, §5).
+ * recipe.c - the six TE recipe types as data (docs/fuser-model.md, "Recipes"), their canonical
+ * encoding and hash, and the quantizer-state model ("Quantizer state").
  *
  * A recipe declaration (type, attrs JSON) becomes an ft_recipe_int: every dataclass field of its
  * type, TE's default where the capture is silent (env-derived defaults such as
@@ -249,6 +249,25 @@ static const struct {
     [FT_RT_NVFP4] = {"NVFP4BlockScaling", attrs_nvfp4, FT_ARRAY_LEN(attrs_nvfp4)},
     [FT_RT_CUSTOM] = {"CustomRecipe", attrs_custom, FT_ARRAY_LEN(attrs_custom)},
 };
+
+const char *ft_recipe_env_key(uint32_t i)
+{
+    /* every recipe attribute's env default, each name once, in table order */
+    uint32_t k = 0;
+    for (int t = 0; t < FT_RT_COUNT; t++)
+        for (size_t a = 0; a < recipe_types[t].n_attrs; a++) {
+            const char *e = recipe_types[t].attrs[a].env;
+            if (!e) continue;
+            int seen = 0;
+            for (int t2 = 0; t2 <= t && !seen; t2++)
+                for (size_t a2 = 0; a2 < (t2 == t ? a : recipe_types[t2].n_attrs) && !seen; a2++)
+                    seen = recipe_types[t2].attrs[a2].env &&
+                           !strcmp(recipe_types[t2].attrs[a2].env, e);
+            if (seen) continue;
+            if (k++ == i) return e;
+        }
+    return NULL;
+}
 
 const char *ft_recipe_type_name(ft_recipe_type t)
 {

@@ -40,27 +40,40 @@ static const ft_op *unit_op(const ft_gate_ctx *c, const ft_unit *u)
     return &c->ops[u->hi];
 }
 
+/* The why-unfused query notes every read; the last one before a rejection is its cause. */
+static void note(const ft_gate_ctx *c, uint8_t scope, uint8_t slot, uint8_t attr, uint32_t op)
+{
+    if (!c->last) return;
+    c->last->set = 1;
+    c->last->what = (ft_read){scope, slot, attr};
+    c->last->op = op;
+}
+
 static int64_t rd_op(const ft_gate_ctx *c, const ft_unit *w, int slot, ft_op_attr a)
 {
     audit(c, FT_SCOPE_OP, (uint8_t)slot, (uint8_t)a);
+    note(c, FT_SCOPE_OP, (uint8_t)slot, (uint8_t)a, w[slot].hi);
     return unit_op(c, &w[slot])->v[a];
 }
 
 static double rd_opf(const ft_gate_ctx *c, const ft_unit *w, int slot, ft_op_attr a)
 {
     audit(c, FT_SCOPE_OP, (uint8_t)slot, (uint8_t)a);
+    note(c, FT_SCOPE_OP, (uint8_t)slot, (uint8_t)a, w[slot].hi);
     return unit_op(c, &w[slot])->f[a];
 }
 
 static int64_t rd_recipe(const ft_gate_ctx *c, ft_recipe_read rr)
 {
     audit(c, FT_SCOPE_RECIPE, 0, (uint8_t)rr);
+    note(c, FT_SCOPE_RECIPE, 0, (uint8_t)rr, 0);
     return ft_recipe_read_value(c->recipe, rr);
 }
 
 static int64_t rd_env(const ft_gate_ctx *c, ft_env_attr a)
 {
     audit(c, FT_SCOPE_ENV, 0, (uint8_t)a);
+    note(c, FT_SCOPE_ENV, 0, (uint8_t)a, 0);
     return c->env->v[a];
 }
 
@@ -92,14 +105,23 @@ const char *ft_recipe_read_name(ft_recipe_read r)
 /* ---- grouped MLP (ops/fused/grouped_mlp.py) ----------------------------------------------- */
 /* _GroupedMLP_CuTeGEMMBase.is_supported(): env flag > 0, SM 10.x, cuDNN FE >= 1.23.0, and the
  * wrappers importable (glu/dglu/quant with FE >= 1.23; wgrad unless disabled by env). */
+static const char *base_unsupported(const ft_env *env)
+{
+    if (env->v[FT_EA_CUTEDSL_FUSED_GROUPED_MLP] <= 0)
+        return "env NVTE_CUTEDSL_FUSED_GROUPED_MLP is not set to 1";
+    if (env->v[FT_EA_DEVICE_CC] / 10 != 10) return "the device capability (device_cc) is not 10.x";
+    if (env->v[FT_EA_CUDNN_FRONTEND] < ft_version_code(1, 23, 0))
+        return "cudnn_frontend is older than 1.23.0 (or not installed)";
+    /* grouped_gemm_wgrad_wrapper_sm100 is imported unless wgrad is disabled by env */
+    if (env->v[FT_EA_DISABLE_CUTEDSL_WGRAD] < 1 && !env->v[FT_EA_CUDNN_WGRAD_WRAPPER])
+        return "the cuDNN wgrad wrapper cannot be imported (cudnn_wgrad_wrapper=0) and "
+               "NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP is not 1";
+    return NULL;
+}
+
 static int base_supported(const ft_env *env)
 {
-    if (env->v[FT_EA_CUTEDSL_FUSED_GROUPED_MLP] <= 0) return 0;
-    if (env->v[FT_EA_DEVICE_CC] / 10 != 10) return 0;
-    if (env->v[FT_EA_CUDNN_FRONTEND] < ft_version_code(1, 23, 0)) return 0;
-    /* grouped_gemm_wgrad_wrapper_sm100 is imported unless wgrad is disabled by env */
-    if (env->v[FT_EA_DISABLE_CUTEDSL_WGRAD] < 1 && !env->v[FT_EA_CUDNN_WGRAD_WRAPPER]) return 0;
-    return 1;
+    return base_unsupported(env) == NULL;
 }
 
 int ft_grouped_mlp_glu_registered(const ft_env *env)
@@ -428,7 +450,10 @@ static int try_window(const ft_gate_ctx *c, int16_t rule_idx, ft_unit *units, ui
             break;
         }
     }
-    if (ok && r->gate && !r->gate(c, w, present)) ok = 0;
+    if (ok && r->gate) {
+        if (c->last) *c->last = (ft_last_read){.gate = 1}; /* what the gate reads, not the takes */
+        if (!r->gate(c, w, present)) ok = 0;
+    }
     if (!ok) {
         /* SLIDE: shift by one. CONSUME: what the anchor took goes out unfused. */
         *next_i = (r->scan == FT_SCAN_CONSUME && k > i) ? k : i + 1;
@@ -494,6 +519,37 @@ mismatch:;
     int rc = ft_err_set(err, FT_EUNSUPPORTED, "%s", b.data ? (const char *)b.data : "mismatch");
     ft_buf_free(&b);
     return rc;
+}
+
+int ft_rule_blocked_at(const ft_gate_ctx *c0, int16_t rule, const ft_unit *units, uint32_t n,
+                       uint32_t i, ft_last_read *last)
+{
+    ft_unit copy[FT_MAX_SLOTS + 1];
+    uint32_t k = n - i < FT_MAX_SLOTS ? n - i : FT_MAX_SLOTS, cn = k, next;
+    memcpy(copy, units + i, k * sizeof *copy);
+    ft_gate_ctx c = *c0;
+    c.rule = &ft_rules[rule];
+    c.undeclared = NULL;
+    c.last = last;
+    /* the window's own units only: a match never looks past them */
+    *last = (ft_last_read){0};
+    if (try_window(&c, rule, copy, &cn, 0, &next)) return 0;
+    return last->gate && last->set;
+}
+
+const char *ft_rule_unregistered_reason(uint32_t rule, const ft_env *env, char *buf, size_t cap)
+{
+    const ft_rule *r = &ft_rules[rule];
+    const char *why = NULL;
+    if (r->grouped_mlp) {
+        why = base_unsupported(env);
+        if (!why && r->registered == reg_srelu &&
+            env->v[FT_EA_CUDNN_FRONTEND] < ft_version_code(1, 24, 0))
+            why = "cudnn_frontend is older than 1.24.0 (the SReLU kernels)";
+    }
+    snprintf(buf, cap, "%s is not registered: %s", r->fused,
+             why ? why : "its import-time check fails");
+    return buf;
 }
 
 int ft_rule_applicable(const ft_rule *r, const ft_op *ops, uint32_t n_ops)

@@ -143,6 +143,8 @@ typedef struct ft_env {
 int ft_version_parse(const char *s, int64_t *out);
 int64_t ft_version_code(int major, int minor, int patch);
 const char *ft_env_attr_name(ft_env_attr a);
+/* The i-th distinct env variable a recipe attribute's default reads (NULL past the last). */
+const char *ft_recipe_env_key(uint32_t i);
 /* Env string value of key (NULL if absent). */
 const char *ft_env_str(const ft_env *e, const char *key);
 
@@ -201,7 +203,17 @@ typedef struct ft_gate_ctx {
     /* read audit (tests): while a rule runs, a read it did not declare sets *undeclared */
     const struct ft_rule *rule;
     uint8_t *undeclared;
+    /* why-unfused query (ft_model_why_unfused): the last read of a take or gate, or NULL */
+    struct ft_last_read *last;
 } ft_gate_ctx;
+
+/* The last attribute a take condition or gate read, and where. */
+typedef struct ft_last_read {
+    int gate; /* the gate ran (the op types and take conditions matched) */
+    int set;  /* and read what */
+    ft_read what;
+    uint32_t op; /* basic op index, for FT_SCOPE_OP */
+} ft_last_read;
 
 /* Window slot: op types (0 = any unit, basic or fused), optional, extra take condition. The
  * condition sees the window filled so far (w[0..slot-1]) and the candidate in w[slot]. */
@@ -248,6 +260,13 @@ void ft_rules_apply_pass(const ft_gate_ctx *c, ft_pass pass, const uint8_t *regi
  * FT_EUNSUPPORTED with TE's message otherwise. */
 int ft_map_to_basic(const ft_unit *units, uint32_t n_units, const ft_op *ops, uint32_t n_ops,
                     int64_t fuser_id, ft_err *err);
+/* Whether rule's window, tried at units[i], matches in op types and take conditions but its
+ * gate rejects it: 1 and *last = the attribute the gate read last (the failing condition), else
+ * 0. units are not changed. */
+int ft_rule_blocked_at(const ft_gate_ctx *c, int16_t rule, const ft_unit *units, uint32_t n,
+                       uint32_t i, ft_last_read *last);
+/* Why rule is not registered under env, in words ("device_cc 9.0 is not 10.x", ...). */
+const char *ft_rule_unregistered_reason(uint32_t rule, const ft_env *env, char *buf, size_t cap);
 /* Whether the rule's window could match somewhere in ops (type compatibility only). */
 int ft_rule_applicable(const ft_rule *r, const ft_op *ops, uint32_t n_ops);
 /* Unfused GroupedLinear path choice (is_op_fuser_grouped_tensor_path_supported). */

@@ -1,8 +1,10 @@
 /*
  * test_replay.c - the policy registry and replay engine against TE's own behaviour.
  *
- * - TE's PR 3410 tests as traces (spec §1.4): grad off/on/off and off/on/off/on on one Identity op.
- * - The disable_rht scenarios S1-S6 of spec §5 with the expected builds, resets and stale classes.
+ * - TE's PR 3410 tests as traces (docs/fuser-model.md, "PR 3410's head"): grad off/on/off and
+ * off/on/off/on on one Identity op.
+ * - The disable_rht scenarios S1-S6 (docs/fuser-model.md, "The disable_rht scenarios") with the
+ * expected builds, resets and stale classes.
  * - LRU capacity, per-call output format, policy list parsing, batch boundaries.
  * - Canned traces: every traces/NAME.jsonl with a traces/NAME.golden is imported and replayed
  *   under every policy and compared with its golden counts, line by policy name. FT_PRINT_GOLDEN=1
@@ -294,7 +296,7 @@ static void emit_call(ft_sink *s, int64_t fuser, uint32_t n_ops, int64_t recipe,
     assert_int_equal(s->call_fn(s->ctx, &c), FT_OK);
 }
 
-/* The spec §5 setup: one grouped-MLP fuser; recipes R1 (NVFP4, RHT) id 1, R2 (NVFP4,
+/* The disable_rht scenarios' setup: one grouped-MLP fuser; recipes R1 (NVFP4, RHT) id 1, R2 (NVFP4,
  * disable_rht) id 2, M (MXFP8) id 3, each its own object. */
 static void emit_s_setup(ft_sink *s)
 {
@@ -606,7 +608,7 @@ static void test_te_cache_rule_matches_engine_on_random_calls(void **state)
     mini_free(m);
 }
 
-/* ---- spec §5 scenarios ---------------------------------------------------------------------- */
+/* ---- the disable_rht scenarios ------------------------------------------------------------- */
 static void run_s(const int64_t *recipes, const int *grads, int n, ft_replay_result *res)
 {
     ft_sink s;
@@ -740,10 +742,10 @@ static void test_scenario_mutated_object(void **state)
     emit_call(&s, 7, 3, 2, 1, 1, -1);
     ft_replay_result res;
     mini_replay(m, NULL, 0, &res);
-    /* The mutated object keeps the QParams derived at construction (spec §3: mutating
-     * disable_rht changes the fusion gate, not the quantizers), so a fresh fuser would also run
-     * with RHT quantizers: the stale fused plan does the same quantization (harmless), and the
-     * same-class reset under recipe-hash leaves no quantizer drift. */
+    /* The mutated object keeps the QParams derived at construction (docs/fuser-model.md, "Recipes":
+     * mutating disable_rht changes the fusion gate, not the quantizers), so a fresh fuser would
+     * also run with RHT quantizers: the stale fused plan does the same quantization (harmless), and
+     * the same-class reset under recipe-hash leaves no quantizer drift. */
     static const expect e[] = {
         {"recipe-object", 1, 1, 1, 0, 0, 0, 0},
         {"recipe-hash", 2, 2, 0, 0, 0, 0, 0},
@@ -1229,8 +1231,20 @@ static void test_cli_replay_formats_and_flags(void **state)
     char path[1024], args[4096], pc[1100];
     import_trace("rht-round-trips", path, sizeof path);
     int st;
-    /* JSON: all seven policies, two traces reduced into one report */
-    snprintf(args, sizeof args, "replay '%s' '%s' --json", path, path);
+    /* JSON: all seven policies, two traces reduced into one report (ranks 0 and 1 of a 2-rank
+     * run: two traces of one rank are refused) */
+    char path1[1100], path2[1100];
+    snprintf(path1, sizeof path1, "%s.rank0.ftdb", path);
+    snprintf(path2, sizeof path2, "%s.rank1.ftdb", path);
+    remove(path1);
+    remove(path2);
+    snprintf(args, sizeof args,
+             "for r in 0 1; do sed \"1s/\\\"rank\\\":0,\\\"world_size\\\":1/\\\"rank\\\":$r,"
+             "\\\"world_size\\\":2/\" '%s/traces/rht-round-trips.jsonl' | '%s' import - -o "
+             "'%s.rank'$r.ftdb || exit 1; done",
+             FT_SOURCE_DIR, tu_cli(), path);
+    assert_int_equal(tu_sh(args, NULL, 0), 0);
+    snprintf(args, sizeof args, "replay '%s' '%s' --json", path1, path2);
     char *out = run_cli(args, &st);
     assert_int_equal(st, 0);
     json_t *doc = json_loads(out, 0, NULL);
@@ -1300,7 +1314,14 @@ static void test_cli_replay_formats_and_flags(void **state)
     out = run_cli(args, &st);
     assert_int_equal(st, 2);
     ft_free(out);
+    snprintf(args, sizeof args, "replay '%s' '%s'", path, path);
+    out = run_cli(args, &st);
+    assert_int_equal(st, 2);
+    assert_non_null(strstr(out, "are both rank 0"));
+    ft_free(out);
     remove(path);
+    remove(path1);
+    remove(path2);
 }
 
 static void test_cli_demo_explains(void **state)

@@ -759,7 +759,8 @@ static void test_qstate_reset_rules(void **state)
     ft_model_free(m);
 }
 
-/* ---- the §5 scenarios at the model level -------------------------------------------------- */
+/* ---- the disable_rht scenarios at the model level ----------------------------------------------
+ */
 /* TE's reset decisions: OLD (pre-3410) resets when (type, f, bo) or the delayed history changes,
  * NEW (3410) when (type, bo) or the history changes. Plans come from the policy's cache; here
  * a tiny NEW cache keyed by (type, f, bo) and OLD's single slot. */

@@ -6,7 +6,7 @@ ref, runs them on stub op classes that carry the attributes the functions read, 
 passes as OperationFuser._apply_fusions does, and compares the resulting plan text with the C
 model's (plan_driver) on random op lists, recipes and environments. No TE code is copied into
 fusertrace; it is read from the checkout at run time. Import-time registration
-(is_supported) is re-stated here from the spec, since it depends on cuDNN imports.
+(is_supported) is re-stated here from docs/fuser-model.md ("The grouped-MLP gate"), since it depends on cuDNN imports.
 
 Build the driver, then run:
   cc -std=c11 -I tefuser -I common -I schema tefuser/te_diff/plan_driver.c \

@@ -4,7 +4,7 @@ Real PyTorch on the CPU: a frozen input projection (te.ops BasicLinear + Bias + 
 blocks (GroupedLinear, ScaledSwiGLU, GroupedLinear with router probabilities that need grad), the
 first under torch.utils.checkpoint (no-grad forward, grad-enabled recompute in backward), an op
 called directly (a transient fuser per call), microbatches, an optimizer, no-grad evaluation,
-and the recipe changes of spec/te-fuser.md section 6 (one MXFP8 object for training, NVFP4 with
+and the recipe changes of docs/fuser-model.md, "Call patterns" (one MXFP8 object for training, NVFP4 with
 and without RHT, DelayedScaling with a new amax history length, BF16 evaluation, fresh default
 recipes from te.autocast(recipe=None)).
 
@@ -42,7 +42,7 @@ class MoEBlock(torch.nn.Module):
         if quant is None or not torch.is_grad_enabled():
             return x + self.mlp(x, splits, probs, splits)
         # The recompute in backward: re-enter the forward's autocast with the same recipe
-        # object, as TE's distributed.checkpoint does (spec/te-fuser.md section 6).
+        # object, as TE's distributed.checkpoint does (docs/fuser-model.md, "Call patterns").
         with fc.phase("recompute"), te.autocast(enabled=quant[0], recipe=quant[1]):
             return x + self.mlp(x, splits, probs, splits)
 

@@ -2,7 +2,7 @@
 
 Op attributes follow the fusertrace conventions (only what TE's fusion gates or the numerics
 read; absent means TE's default). They are read from the attribute names of TE 2.20 (PR #3410
-state, spec/te-fuser.md section 2.1); an attribute a given TE build does not have is left out,
+state, docs/fuser-model.md, "Ops"); an attribute a given TE build does not have is left out,
 never guessed.
 """
 from __future__ import annotations
@@ -147,7 +147,7 @@ def json_value(v: Any) -> Any:
 
 
 def recipe_attrs(recipe) -> dict:
-    """Every dataclass field of the recipe, by name (spec/te-fuser.md section 3)."""
+    """Every dataclass field of the recipe, by name (docs/fuser-model.md, "Recipes")."""
     if dataclasses.is_dataclass(recipe):
         return {f.name: json_value(getattr(recipe, f.name, None))
                 for f in dataclasses.fields(recipe)}

@@ -8,7 +8,7 @@ plain PyTorch on the CPU and nothing is quantized.
 Version switch: FT_STANDIN_TE=3410 (default) behaves like TE PR #3410's head (plans cached in a
 dict keyed by (recipe type, first_op_requiring_backward, backward_override)); FT_STANDIN_TE=pre3410
 behaves like the base before it (one plan, rebuilt with a recipe-state reset whenever that key
-changes). See spec/te-fuser.md sections 1.3 and 1.4.
+changes). See docs/fuser-model.md, "The plan cache".
 """
 import os
 

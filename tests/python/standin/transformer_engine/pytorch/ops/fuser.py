@@ -1,6 +1,6 @@
 """Stand-in for transformer_engine.pytorch.ops.fuser: OperationFuser and its autograd function.
 
-The plan-cache logic of maybe_fuse_ops follows spec/te-fuser.md: section 1.4 (TE PR #3410 head)
+The plan-cache logic of maybe_fuse_ops follows docs/fuser-model.md, "PR 3410's head" (TE PR #3410 head)
 by default, section 1.3 (the base before it) with FT_STANDIN_TE=pre3410. Names, signatures and
 the attributes the capture hook may look at (_basic_ops, _basic_op_params, _forward_ops,
 _backward_ops, _fused_ops_cache, first_op_requiring_backward, recipe_type, backward_override,
@@ -174,7 +174,7 @@ class OperationFuser:
         recipe_type = type(recipe)
         backward_override = recipe.backward_override if recipe is not None else None
 
-        if _PRE_3410:  # spec section 1.3
+        if _PRE_3410:  # docs/fuser-model.md, "Before PR 3410"
             fusion_params = (recipe_type, first_op_requiring_backward, backward_override)
             need_reset = fusion_params != (self.recipe_type, self.first_op_requiring_backward,
                                            self.backward_override)
@@ -191,7 +191,7 @@ class OperationFuser:
                 recipe.amax_history_len if isinstance(recipe, DelayedScaling) else 0)
             return
 
-        # spec section 1.4
+        # docs/fuser-model.md, "PR 3410's head"
         self.first_op_requiring_backward = first_op_requiring_backward
         recipe_params = (recipe_type, backward_override)
         need_reset = recipe_params != (self.recipe_type, self.backward_override)

@@ -1,0 +1,40 @@
+/*
+ * sql_int.h - private to sql/: what the virtual tables share (the traces a connection opened,
+ * the seq bounds a constraint gives, error text).
+ */
+#ifndef FT_SQL_INT_H
+#define FT_SQL_INT_H
+
+#include "ft_replay.h"
+#include "ft_sql.h"
+
+#include <sqlite3ext.h>
+#include <stdint.h>
+
+typedef struct sql_trace {
+    char *path; /* as named in the query */
+    ft_trace *t;
+    struct sql_trace *next;
+} sql_trace;
+
+/* Shared by the modules of one connection (client data, freed with the last). */
+typedef struct sql_ctx {
+    int refs;
+    ft_trace *dflt;  /* borrowed default trace, or NULL */
+    char *dflt_name; /* its name, for the hidden column */
+    sql_trace *open;
+} sql_ctx;
+
+/* The trace named path (NULL: the default one, else the connection's main database file),
+ * opened read-only on first use; an SQLite status with the message in vt. */
+int sql_trace_get(sql_ctx *ctx, sqlite3 *db, sqlite3_vtab *vt, const char *table, const char *path,
+                  ft_trace **out, const char **name);
+/* Narrow [*lo, *hi] by `seq OP value` (OP one of E L M G H: = < <= > >=); a non-numeric value
+ * leaves the bounds as they are (SQLite still checks the constraint). */
+void sql_narrow(int64_t *lo, int64_t *hi, char op, sqlite3_value *val);
+/* vt's error message: fmt with one %s. Returns rc. */
+int sql_vtab_err(sqlite3_vtab *vt, int rc, const char *fmt, const char *detail);
+
+extern const sqlite3_module sql_decisions_module;
+
+#endif /* FT_SQL_INT_H */
