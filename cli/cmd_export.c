@@ -87,6 +87,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     if (rc) return rc;
     ft_trace *t = NULL;
     if ((rc = ft_trace_open(in_path, FT_OPEN_READ, &t, err))) return name_trace(in_path, rc, err);
+    if (ft_trace_notice(t)) fprintf(stderr, "%s: %s\n", cli_prog(), ft_trace_notice(t));
 
     cli_out out;
     if ((rc = cli_out_open(&out, opts->out, CLI_OUT_CAPTURE, opts->force, err))) {

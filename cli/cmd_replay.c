@@ -372,8 +372,11 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     progress pr = {.n_traces = n_paths, .numerics = numerics};
     for (uint32_t i = 0; i < n_paths && !rc; i++) {
         ft_trace *t = NULL;
-        if (!(rc = ft_trace_open(args[i], FT_OPEN_READ, &t, err)))
+        if (!(rc = ft_trace_open(args[i], FT_OPEN_READ, &t, err))) {
             pr.n_calls += ft_trace_n_calls(t);
+            /* a recording not closed, or a side file ignored: said before the report */
+            if (ft_trace_notice(t)) fprintf(stderr, "%s: %s\n", cli_prog(), ft_trace_notice(t));
+        }
         ft_trace_close(t);
     }
     /* the back end can run here: said before any output */

@@ -118,3 +118,71 @@ int ft_json_canon(const char *text, int kind, const char *what, char **out, size
     json_decref(j);
     return rc;
 }
+
+int ft_json_header_ok(const char *env_json, const char *extra_json, ft_err *err)
+{
+    static const char *const named[] = {
+        "t",    "format",     "version", "te_version", "torch_version",
+        "host", "started_at", "rank",    "world_size", "env"};
+    json_t *env = json_loads(env_json ? env_json : "{}", 0, NULL);
+    json_t *extra = json_loads(extra_json ? extra_json : "{}", 0, NULL);
+    int rc = FT_OK;
+    const char *key;
+    json_t *v;
+    if (!json_is_object(env) || !json_is_object(extra))
+        rc = ft_err_set(err, env && extra ? FT_EINVAL : FT_ENOMEM,
+                        "header: env or extra is not "
+                        "a JSON object");
+    if (!rc) json_object_foreach(env, key, v)
+        {
+            if (!json_is_string(v)) {
+                rc = ft_err_set(err, FT_EINVAL, "header env.%.80s: not a string", key);
+                break;
+            }
+        }
+    if (!rc) json_object_foreach(extra, key, v)
+        {
+            for (size_t i = 0; i < sizeof named / sizeof *named && !rc; i++)
+                if (!strcmp(key, named[i]))
+                    rc = ft_err_set(err, FT_EINVAL,
+                                    "header extra field '%s' is a name the header defines", key);
+            if (rc) break;
+        }
+    json_decref(env);
+    json_decref(extra);
+    return rc;
+}
+
+int ft_oplist_groups(const char *ops_json, uint32_t *groups, ft_err *err)
+{
+    *groups = 0;
+    json_t *j = json_loads(ops_json, 0, NULL);
+    if (!json_is_array(j)) {
+        json_decref(j);
+        return ft_err_set(err, j ? FT_EINVAL : FT_ENOMEM, "ops: not a JSON array");
+    }
+    int rc = FT_OK, mixed = 0;
+    size_t n = json_array_size(j);
+    if (!n) rc = ft_err_set(err, FT_EINVAL, "ops: must hold at least one op");
+    for (size_t i = 0; i < n && !rc; i++) {
+        json_t *op = json_array_get(j, i);
+        json_t *a = json_object_get(op, "attrs");
+        json_t *g = a ? json_object_get(a, "num_groups") : NULL;
+        if (!json_string_length(json_object_get(op, "type"))) {
+            rc = ft_err_set(err, FT_EINVAL, "ops[%zu].type: must not be empty", i);
+        } else if (g) {
+            json_int_t v = json_is_integer(g) ? json_integer_value(g) : 0;
+            if (v < 1 || v > INT32_MAX)
+                rc = ft_err_set(err, FT_EINVAL,
+                                "ops[%zu].attrs.num_groups: not an integer in [1, %d]", i,
+                                INT32_MAX);
+            else if (!*groups)
+                *groups = (uint32_t)v;
+            else if (*groups != (uint32_t)v)
+                mixed = 1;
+        }
+    }
+    if (mixed || rc) *groups = 0;
+    json_decref(j);
+    return rc;
+}

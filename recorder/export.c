@@ -60,11 +60,59 @@ static int check_canon(ft_trace *t, const char *table, uint32_t row, const char 
     return FT_OK;
 }
 
+/* Every op list as the capture stream requires (ft_oplist_groups), and every call's m_splits
+ * of the length its fuser's num_groups says (one pass over the chunks, only when some fuser has
+ * a num_groups). */
+static int check_groups(ft_trace *t, ft_err *err)
+{
+    uint32_t nf = ft_trace_n_fusers(t), any = 0;
+    uint32_t *g = ft_calloc(nf ? nf : 1, sizeof *g);
+    if (!g) return ft_err_set(err, FT_ENOMEM, "%s: out of memory", ft_trace_path(t));
+    int rc = FT_OK;
+    for (uint32_t i = 0; i < nf && !rc; i++) {
+        ft_err e = {0};
+        if (i && ft_trace_fuser(t, i)->ops_json == ft_trace_fuser(t, i - 1)->ops_json) {
+            g[i] = g[i - 1];
+        } else if ((rc = ft_oplist_groups(ft_trace_fuser(t, i)->ops_json, &g[i], &e))) {
+            rc = ft_err_set(err, rc == FT_ENOMEM ? rc : FT_ECORRUPT, "%s: table fusers: row %u: %s",
+                            ft_trace_path(t), i + 1, ft_err_msg(&e));
+        }
+        any |= g[i];
+    }
+    ft_reader *r = NULL;
+    if (!rc && any && (rc = ft_reader_open(t, FT_READ_SPLITS, &r))) *err = *ft_trace_error(t);
+    while (!rc && any) {
+        const ft_batch *b;
+        if ((rc = ft_reader_next(r, &b))) {
+            *err = *ft_trace_error(t);
+            break;
+        }
+        if (!b) break;
+        for (uint32_t i = 0; i < b->n && !rc; i++) {
+            uint32_t want = b->kind[i] == FT_REC_CALL ? g[b->fuser[i]] : 0;
+            uint32_t have = b->splits_off[i + 1] - b->splits_off[i];
+            if (want && (b->flags[i] & FT_CF_HAS_SPLITS) && have != want)
+                rc = ft_err_set(err, FT_ECORRUPT,
+                                "%s: chunk %llu: call seq %lld: m_splits has %u entries, its "
+                                "fuser's num_groups is %u",
+                                ft_trace_path(t), (unsigned long long)b->chunk_id,
+                                (long long)b->seq[i], have, want);
+        }
+    }
+    ft_reader_close(r);
+    ft_free(g);
+    return rc;
+}
+
 int ft_trace_check_json(ft_trace *t, ft_err *err)
 {
     const ft_header *h = ft_trace_header(t);
     int rc = check_canon(t, "meta", 0, h->env_json, FT_CANON_OBJECT, -1, err);
     if (!rc) rc = check_canon(t, "meta", 0, h->extra_json, FT_CANON_OBJECT, -1, err);
+    ft_err e = {0};
+    if (!rc && (rc = ft_json_header_ok(h->env_json, h->extra_json, &e)))
+        rc = ft_err_set(err, rc == FT_ENOMEM ? rc : FT_ECORRUPT, "%s: table meta: %s",
+                        ft_trace_path(t), ft_err_msg(&e));
     ft_hmap seen = {0}; /* op list texts checked (fusers of one op list share the text) */
     for (uint32_t i = 0; !rc && i < ft_trace_n_fusers(t); i++) {
         const ft_fuser_def *f = ft_trace_fuser(t, i);
@@ -79,6 +127,7 @@ int ft_trace_check_json(ft_trace *t, ft_err *err)
     for (uint32_t i = 0; !rc && i < ft_trace_n_recipes(t); i++)
         rc = check_canon(t, "recipes", i + 1, ft_trace_recipe(t, i)->attrs_json, FT_CANON_OBJECT,
                          -1, err);
+    if (!rc) rc = check_groups(t, err);
     return rc;
 }
 

@@ -36,6 +36,8 @@ struct ft_rec {
     int64_t last_seq;
     ft_seqset calls;  /* seqs of the calls appended through the checked entries */
     int prevalidated; /* records came through the pre-validated entries */
+    uint32_t *groups; /* [n_fusers] num_groups every m_splits of the fuser has, 0 if unchecked */
+    size_t groups_cap;
 };
 
 /* ---- what the capture stream can carry ---------------------------------------------------- */
@@ -100,6 +102,7 @@ static void rec_free(ft_rec *r)
     ft_chunk_enc_free(r->enc);
     ft_buf_free(&r->blob);
     ft_seqset_free(&r->calls);
+    ft_free(r->groups);
     ft_free(r);
 }
 
@@ -169,8 +172,10 @@ int ft_rec_header(ft_rec *r, const ft_header *h)
     if (r->have_header || r->n_decls || r->n_records)
         return ft_err_set(&r->err, FT_ESTATE, "header must come first and only once");
     if ((h->has_rank && (h->rank < 0 || h->rank > INT32_MAX)) ||
-        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)))
-        return ft_err_set(&r->err, FT_ERANGE, "header: rank or world_size out of range");
+        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)) ||
+        (h->has_rank && h->has_world_size && h->rank >= h->world_size))
+        return ft_err_set(&r->err, FT_ERANGE,
+                          "header: rank or world_size out of range (0 <= rank < world_size)");
     if ((rc = check_text(r, "header te_version", h->te_version)) ||
         (rc = check_text(r, "header torch_version", h->torch_version)) ||
         (rc = check_text(r, "header host", h->host)) ||
@@ -182,6 +187,7 @@ int ft_rec_header(ft_rec *r, const ft_header *h)
     if (!rc)
         rc = ft_json_canon(h->extra_json ? h->extra_json : "{}", FT_CANON_OBJECT, "header extra",
                            &extra, NULL, &r->err);
+    if (!rc) rc = ft_json_header_ok(env, extra, &r->err);
     if (!rc) {
         ft_header c = *h;
         c.env_json = env;
@@ -207,9 +213,27 @@ int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json)
     snprintf(what, sizeof what, "fuser %" PRId64 " ops", id);
     rc = ft_json_canon(ops_json, FT_CANON_OPLIST, what, &ops, &n_ops, &r->err);
     if (rc) return rc;
-    rc = ft_trace_w_fuser(r->t, id, label, ops, (uint32_t)n_ops, r->n_records);
+    uint32_t groups = 0;
+    ft_err ge = {0};
+    size_t n = ft_trace_n_fusers(r->t);
+    if ((rc = ft_oplist_groups(ops, &groups, &ge))) {
+        ft_err_set(&r->err, rc, "fuser %" PRId64 ": field %s", id, ft_err_msg(&ge));
+    } else if (n >= r->groups_cap) {
+        size_t cap = r->groups_cap ? r->groups_cap * 2 : 64;
+        uint32_t *q = ft_realloc(r->groups, cap * sizeof *q);
+        if (!q)
+            rc = ft_err_set(&r->err, FT_ENOMEM, "out of memory");
+        else
+            r->groups = q, r->groups_cap = cap;
+    }
+    int written = 0;
+    if (!rc) {
+        rc = ft_trace_w_fuser(r->t, id, label, ops, (uint32_t)n_ops, r->n_records);
+        written = 1;
+    }
     ft_free(ops);
-    if (rc) return from_trace(r, rc);
+    if (rc) return written ? from_trace(r, rc) : rc;
+    r->groups[n] = groups;
     r->n_decls++;
     return FT_OK;
 }
@@ -315,6 +339,11 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
                               "call seq %" PRId64 ": field 'op_rg': entry %u is not 0/1", c->seq,
                               i);
     int64_t n_tokens = 0;
+    if ((fl & FT_CF_HAS_SPLITS) && r->groups[fi] && c->n_splits != r->groups[fi])
+        return ft_err_set(&r->err, FT_EINVAL,
+                          "call seq %" PRId64 ": field 'm_splits': %u entries, fuser %" PRId64
+                          " has num_groups %u",
+                          c->seq, c->n_splits, c->fuser, r->groups[fi]);
     if (fl & FT_CF_HAS_SPLITS) {
         if (c->n_splits > FT_LIM_SPLITS)
             return ft_err_set(&r->err, FT_ERANGE,

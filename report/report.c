@@ -23,7 +23,9 @@ static double ratio(uint64_t a, uint64_t b)
 /* a/b in percent, rounded down to 0.01 so that 99.998% does not print as 100.00% */
 static double pct_floor(uint64_t a, uint64_t b)
 {
-    return b ? (double)(a * 10000 / b) / 100.0 : 0.0;
+    if (!b) return 0.0;
+    if (a <= UINT64_MAX / 10000) return (double)(a * 10000 / b) / 100.0;
+    return (double)(uint64_t)((double)a / (double)b * 10000.0) / 100.0; /* a is huge: no wrap */
 }
 
 double ft_report_modeled_ns(const ft_replay_result *r, const ft_policy_result *p)

@@ -19,8 +19,8 @@ extern "C" {
 /* Declarations (header, fusers, recipes) go into the open write transaction (one savepoint
  * each), which the next chunk (or ft_trace_w_commit, or the finish) commits with the changed
  * digests; a declaration refused (FT_EINVAL, FT_ERANGE: beyond ft_limits.h) or failed changes
- * nothing. A failed commit leaves the handle refusing writes (FT_ESTATE). JSON text must
- * already be canonical. */
+ * nothing. A failed commit leaves the handle refusing writes (FT_ESTATE). After each commit a
+ * passive checkpoint copies it into the main file. JSON text must already be canonical. */
 int ft_trace_w_header(ft_trace *t, const ft_header *h);
 /* FT_EINVAL: stream id already declared. */
 int ft_trace_w_fuser(ft_trace *t, int64_t stream_id, const char *label, const char *ops_json,

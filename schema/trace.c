@@ -1099,10 +1099,10 @@ static int open_db_read(ft_trace *t, probe *pr, wal_scan *ws)
             return ft_err_set(&t->err, rc, "%s: out of memory", t->path);
         if (ws->damaged)
             return ft_err_set(&t->err, FT_ECORRUPT,
-                              "%s-wal: damaged: %s; reading on would lose the commits after it "
-                              "(the main file alone holds what was checkpointed: move the -wal "
-                              "away to read it, or 'fusertrace seal --force' keeps what comes "
-                              "before the damage)",
+                              "%s-wal: damaged: %s (the -wal was cut or changed, or the "
+                              "recording's last write was interrupted, e.g. by a full disk); "
+                              "SQLite would drop it and every commit after it silently. "
+                              "'fusertrace seal --force' keeps what comes before it",
                               t->path, ws->why);
         use_wal = pr->has_shm && !pr->has_journal;
     }
@@ -1142,7 +1142,20 @@ static int open_read(ft_trace *t)
     probe pr;
     wal_scan ws;
     int rc = open_db_read(t, &pr, &ws);
-    if (rc || (rc = load_all(t))) return rc;
+    if (rc) return rc;
+    if ((rc = load_all(t))) {
+        /* read without the -wal (no -shm beside it) after a checkpoint the recorder could not
+         * finish, the main file alone is inconsistent: the -wal has the rest */
+        if (rc == FT_ECORRUPT && !t->wal_read && ws.commits) {
+            char msg[FT_ERR_MAX];
+            ft_strlcpy(msg, ft_err_msg(&t->err), sizeof msg);
+            ft_err_set(&t->err, rc,
+                       "%s (read without the -wal beside it, which holds %" PRIu64
+                       " commits: 'fusertrace seal' folds them in)",
+                       msg, ws.commits);
+        }
+        return rc;
+    }
     set_notice(t, &pr, &ws);
     return FT_OK;
 }
@@ -1696,10 +1709,10 @@ int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err)
         if (!(rc = exec(t, "PRAGMA locking_mode=EXCLUSIVE")) && !(rc = exec(t, "BEGIN EXCLUSIVE")))
             rc = exec(t, "COMMIT");
         if (rc == FT_EIO)
-            ft_err_set(&t->err, FT_ESTATE,
-                       "%s: another process has it open (a recorder still writing?); seal it "
-                       "once the recording stopped",
-                       path);
+            rc = ft_err_set(&t->err, FT_ESTATE,
+                            "%s: another process has it open (a recorder still writing?); seal "
+                            "it once the recording stopped",
+                            path);
     }
     if (!rc && !(rc = load_all(t))) {
         const char *state = ft_trace_meta(t, "state");
@@ -1708,7 +1721,9 @@ int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err)
         out->n_backwards = t->n_bwd;
         out->n_chunks = t->n_chunks;
         t->mode = FT_OPEN_CREATE;
-        rc = finish_as(t, out->was_closed ? state : "recovered");
+        /* a closed trace in rollback mode is left untouched (a write would need a journal) */
+        if (!out->was_closed || pr.wal_mode)
+            rc = finish_as(t, out->was_closed ? state : "recovered");
     }
     if (rc && err) *err = t->err;
     trace_free(t);
@@ -1837,6 +1852,27 @@ int ft_trace_check_digests(ft_trace *t)
     }
     if (rc) t->err = u->err;
     u->db = NULL;
+    trace_free(u);
+    return rc;
+}
+
+int ft_trace_redigest(const char *path, ft_err *err)
+{
+    ft_trace *u = ft_calloc(1, sizeof *u);
+    if (!u || !(u->path = ft_strdup(path))) {
+        ft_free(u);
+        return ft_err_set(err, FT_ENOMEM, "%s: out of memory", path);
+    }
+    int rc = sqlite3_open_v2(path, &u->db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc != SQLITE_OK)
+        rc = ft_err_set(&u->err, FT_EIO, "%s: cannot open: %s", path, sqlite3_errstr(rc));
+    else if (!(rc = exec(u, "BEGIN"))) {
+        if (!(rc = load_meta(u)) && !(rc = load_oplists(u)) && !(rc = load_fusers(u)) &&
+            !(rc = load_recipes(u)) && !(rc = load_chunks(u)) && !(rc = write_digests_all(u)))
+            rc = exec(u, "COMMIT");
+        if (rc) sqlite3_exec(u->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    if (rc && err) *err = u->err;
     trace_free(u);
     return rc;
 }

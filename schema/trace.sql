@@ -13,7 +13,8 @@
 PRAGMA application_id = 1179931203;
 PRAGMA user_version = 1;
 
--- Key/value strings: format_version, created_by, state ('recording'|'complete'), the capture
+-- Key/value strings: format_version, created_by, state ('recording'|'complete'|'recovered':
+-- sealed after the recording stopped without a close), the capture
 -- header fields (te_version, torch_version, host, started_at, rank, world_size), env and extra
 -- (canonical JSON objects) and the digests 'digest.meta', 'digest.oplists', 'digest.fusers',
 -- 'digest.recipes', 'digest.chunks' (16 hex digits each; digest.meta covers every other key).

@@ -21,6 +21,9 @@ uint32_t ft_trace_n_oplists(const ft_trace *t);
 const ft_chunk_limits *ft_trace_limits(const ft_trace *t);
 const ft_chunk_info *ft_trace_chunk(const ft_trace *t, uint64_t pos);
 ft_err *ft_trace_err(ft_trace *t);
+/* Recompute every digest of the trace at path from its rows and store them (tests and the
+ * fuzzer: an edited trace made digest-consistent, as a careful forger would). */
+int ft_trace_redigest(const char *path, ft_err *err);
 /* Recompute every digest from the file and compare (open and verify). */
 int ft_trace_check_digests(ft_trace *t);
 /* The database (verify, sizes, the reader's statements). */

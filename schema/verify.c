@@ -115,7 +115,8 @@ static int check_tables(ft_trace *t, ft_err *err)
         if (hs[i] && ft_utf8_bad_at(hs[i]) >= 0)
             return ft_err_set(err, FT_ECORRUPT, "%s: table meta: a header field is not UTF-8", p);
     if ((h->has_rank && (h->rank < 0 || h->rank > INT32_MAX)) ||
-        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)))
+        (h->has_world_size && (h->world_size < 1 || h->world_size > INT32_MAX)) ||
+        (h->has_rank && h->has_world_size && h->rank >= h->world_size))
         return ft_err_set(err, FT_ECORRUPT, "%s: table meta: rank or world_size out of range", p);
     for (uint32_t i = 0; i < ft_trace_n_fusers(t); i++) {
         const ft_fuser_def *f = ft_trace_fuser(t, i);
@@ -132,7 +133,37 @@ static int check_tables(ft_trace *t, ft_err *err)
                               "UTF-8",
                               p, i + 1);
     }
+    /* declarations in stream order: fusers and recipes each in increasing decl_no, the two
+     * merging into 0, 1, 2, ... with decl_pos never decreasing and at most the record count */
+    uint32_t nf = ft_trace_n_fusers(t), nr = ft_trace_n_recipes(t), fi = 0, ri = 0;
+    uint64_t n_rec = ft_trace_n_calls(t) + ft_trace_n_backwards(t), last_pos = 0;
+    for (uint64_t no = 0; fi < nf || ri < nr; no++) {
+        uint64_t fpos = 0, fno = UINT64_MAX, rpos = 0, rno = UINT64_MAX;
+        if (fi < nf) ft_trace_fuser_decl(t, fi, &fpos, &fno);
+        if (ri < nr) ft_trace_recipe_decl(t, ri, &rpos, &rno);
+        int fuser = fno == no;
+        uint64_t pos = fuser ? fpos : rpos;
+        if ((!fuser && rno != no) || pos < last_pos || pos > n_rec)
+            return ft_err_set(
+                err, FT_ECORRUPT, "%s: table %s: row %u: declaration %llu is out of stream order",
+                p, fuser ? "fusers" : "recipes", fuser ? fi + 1 : ri + 1, (unsigned long long)no);
+        last_pos = pos;
+        fuser ? fi++ : ri++;
+    }
     return FT_OK;
+}
+
+/* The record at stream position k uses only fusers and recipes declared before it. */
+static int declared_before(ft_trace *t, const ft_batch *b, uint32_t i, uint64_t k)
+{
+    uint64_t pos, no;
+    ft_trace_fuser_decl(t, b->fuser[i], &pos, &no);
+    if (pos > k) return 0;
+    if (b->recipe[i] >= 0) {
+        ft_trace_recipe_decl(t, (uint32_t)b->recipe[i], &pos, &no);
+        if (pos > k) return 0;
+    }
+    return 1;
 }
 
 /* Record i of a chunk holds only values the capture stream can carry. */
@@ -202,6 +233,8 @@ static int64_t chunk_holding(ft_trace *t, const int64_t *last, uint64_t n, int64
 
 int ft_trace_verify(ft_trace *t, ft_err *err)
 {
+    ft_err local;
+    if (!err) err = &local;
     int rc = check_sqlite(t, err);
     if (!rc) rc = check_schema(t, err);
     if (!rc && (rc = ft_trace_check_digests(t))) *err = *ft_trace_error(t);
@@ -217,6 +250,7 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
         ft_free(last);
         return rc;
     }
+    uint64_t k = 0; /* stream position of the record */
     for (;; pos++) {
         const ft_batch *b;
         if ((rc = ft_reader_next(r, &b))) {
@@ -230,10 +264,10 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
                             (long long)last[pos - 1]);
             break;
         }
-        for (uint32_t k = 0; k < b->n_phases && !rc; k++)
-            if (ft_utf8_bad_at(b->phases[k]) >= 0)
+        for (uint32_t ph = 0; ph < b->n_phases && !rc; ph++)
+            if (ft_utf8_bad_at(b->phases[ph]) >= 0)
                 rc = ft_err_set(err, FT_ECORRUPT, "%s: chunk %llu: phase %u is not UTF-8",
-                                ft_trace_path(t), (unsigned long long)b->chunk_id, k);
+                                ft_trace_path(t), (unsigned long long)b->chunk_id, ph);
         if (rc) break;
         call_set *cur = &cs[pos & 1], *prev = &cs[(pos + 1) & 1];
         cur->n = 0;
@@ -254,7 +288,13 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
                 break;
             }
             if (b->kind[i] == FT_REC_CALL) {
-                if (call_set_add(cur, b->seq[i]))
+                if (!declared_before(t, b, i, k + i))
+                    rc = ft_err_set(err, FT_ECORRUPT,
+                                    "%s: chunk %llu: call seq %lld uses a fuser or recipe "
+                                    "declared after it",
+                                    ft_trace_path(t), (unsigned long long)b->chunk_id,
+                                    (long long)b->seq[i]);
+                else if (call_set_add(cur, b->seq[i]))
                     rc = ft_err_set(err, FT_ENOMEM, "%s: out of memory", ft_trace_path(t));
                 continue;
             }
@@ -277,6 +317,7 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
         }
         if (rc) break;
         last[pos] = b->seq[b->n - 1];
+        k += b->n;
     }
     ft_free(cs[0].seq);
     ft_free(cs[1].seq);

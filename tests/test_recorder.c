@@ -225,7 +225,7 @@ static void test_recorder_rejects_bad_records(void **state)
     assert_int_equal(ft_rec_open(path, NULL, &r, &err), FT_OK);
     assert_int_equal(ft_rec_open(path, NULL, &(ft_rec *){NULL}, &err), FT_EINVAL);
     uint8_t rg[3] = {1, 0, 1}, badrg[3] = {1, 2, 0};
-    int64_t sp[4] = {1, 2, 3, 4}, neg[2] = {5, -1}, big[2] = {INT64_MAX, 1};
+    int64_t sp[4] = {1, 2, 3, 4}, neg[4] = {5, -1, 0, 0}, big[4] = {INT64_MAX, 1, 0, 0};
     assert_int_equal(ft_rec_fuser(r, 1, NULL, ops3), FT_OK);
     ft_header h = {0};
     assert_int_equal(ft_rec_header(r, &h), FT_ESTATE); /* header after a declaration */
@@ -248,10 +248,13 @@ static void test_recorder_rejects_bad_records(void **state)
     assert_non_null(strstr(ft_rec_error(r)->msg, "'op_rg'"));
     c = mk_call(11, 1, badrg, 3, sp, 4);
     assert_int_equal(ft_rec_call(r, &c), FT_EINVAL);
-    c = mk_call(11, 1, rg, 3, neg, 2);
+    c = mk_call(11, 1, rg, 3, sp, 2); /* fuser 1's num_groups is 4 */
+    assert_int_equal(ft_rec_call(r, &c), FT_EINVAL);
+    assert_non_null(strstr(ft_rec_error(r)->msg, "num_groups"));
+    c = mk_call(11, 1, rg, 3, neg, 4);
     assert_int_equal(ft_rec_call(r, &c), FT_EINVAL);
     assert_non_null(strstr(ft_rec_error(r)->msg, "negative"));
-    c = mk_call(11, 1, rg, 3, big, 2);
+    c = mk_call(11, 1, rg, 3, big, 4);
     assert_int_equal(ft_rec_call(r, &c), FT_ERANGE);
     c = mk_call(11, 1, rg, 3, sp, 4);
     c.flags |= 1u << 20;

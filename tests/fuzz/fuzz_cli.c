@@ -7,8 +7,9 @@
  * of at most 256 bytes). Each input runs in a scratch folder that holds a small valid trace
  * (t.ftdb), its capture stream (c.jsonl) and a damaged copy (bad.ftdb), restored before every
  * run, so commands find real inputs and may write outputs there. To keep a run harmless and
- * short, '/' in a word becomes '_' (no path leaves the folder) and a run of 4 to 19 digits is
- * cut to its first 3 (no huge synth sizes; runs of 20 digits and more stay, for overflow).
+ * short, '/' in a word becomes '_' (no path leaves the folder) and a number of 4 to 19 digits
+ * is cut to its first 3 digits (no huge synth sizes; 20 digits and more stay, for overflow;
+ * digits inside a name such as te-3410 stay).
  * stdin is /dev/null, stdout and stderr are discarded.
  *
  * Oracle: no crash, leak or undefined behaviour (the sanitizers), and the exit status is one
@@ -24,6 +25,7 @@
 #include <string.h>
 
 enum { FUZZ_CLI_MAX_ARGS = 24, FUZZ_CLI_MAX_WORD = 256 };
+#define IS_ALPHA(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z'))
 
 typedef struct fuzz_cli_argv {
     int argc;
@@ -47,14 +49,17 @@ static void fuzz_cli_split(const uint8_t *data, size_t size, fuzz_cli_argv *a)
         }
         i++; /* the separator */
         w[n] = '\0';
-        /* digit runs of 4..19 -> their first 3 */
+        /* number runs of 4..19 digits -> their first 3 (digits inside a name, as in
+         * te-pre3410 or te-3410, stay) */
         size_t o = 0;
         for (size_t k = 0; k < n;) {
             size_t e = k;
             while (e < n && w[e] >= '0' && w[e] <= '9')
                 e++;
             if (e > k) {
-                size_t run = e - k, keep = run >= 4 && run <= 19 ? 3 : run;
+                int in_name = k > 0 && (IS_ALPHA(w[k - 1]) ||
+                                        (w[k - 1] == '-' && k > 1 && IS_ALPHA(w[k - 2])));
+                size_t run = e - k, keep = !in_name && run >= 4 && run <= 19 ? 3 : run;
                 memmove(w + o, w + k, keep);
                 o += keep;
                 k = e;

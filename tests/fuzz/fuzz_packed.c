@@ -32,8 +32,8 @@
 int fuzz_packed_run(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The declarations every input records against: (id, op count). Op counts 0..12 cover empty
- * fusers, byte-sized and multi-byte op_rg patterns. */
+/* The declarations every input records against: (id, op count). Op counts 1..12 cover
+ * one-op fusers, byte-sized and multi-byte op_rg patterns. */
 static const struct {
     int64_t id;
     const char *ops;
@@ -44,7 +44,7 @@ static const struct {
      "{\"type\":\"GroupedLinear\",\"attrs\":{\"num_groups\":4}}]",
      3},
     {2, "[{\"type\":\"BasicLinear\"}]", 1},
-    {5, "[]", 0},
+    {5, "[{\"type\":\"Identity\"}]", 1}, /* the capture stream wants at least one op */
     {9,
      "[{\"type\":\"LayerNorm\"},{\"type\":\"BasicLinear\"},{\"type\":\"Bias\"},{\"type\":"
      "\"GELU\"},{\"type\":\"BasicLinear\"},{\"type\":\"Bias\"},{\"type\":\"Dropout\"},{\"type\":"
