@@ -1,6 +1,6 @@
 /*
  * ft_kernels.h - grouped-MLP math for fusertrace: number formats, quantization emulation, grouped
- * GEMM, activations and the grouped MLP forward/backward (spec/te-fuser.md §4).
+ * GEMM, activations and the grouped MLP forward/backward (docs/fuser-model.md, "Grouped-MLP math").
  *
  * One contract, two back ends:
  *   ft_cpu_*   plain C11 reference (kernels/cpu/), host pointers, always built;
@@ -192,7 +192,8 @@ void ft_cpu_blas_threads(int n);
 /* FLOP/s of a 256^3 float64 GEMM on this machine now (BLAS's current threads; about 10 ms). */
 double ft_cpu_gemm_rate(void);
 
-/* ==== activations (spec §4.3; math in fp32) ============================================== */
+/* ==== activations (docs/fuser-model.md, "Activations"; math in fp32)
+ * ============================================== */
 
 typedef enum ft_act_kind {
     FT_ACT_SWIGLU = 0,     /* f(u,v) = u sigma(u) v */
@@ -221,7 +222,7 @@ int ft_cpu_act_forward(const ft_act *a, int64_t rows, int64_t k2, const float *h
 int ft_cpu_act_backward(const ft_act *a, int64_t rows, int64_t k2, const float *h,
                         const float *probs, const float *dz, float *dh, float *dprobs, ft_err *err);
 
-/* ==== grouped MLP (spec §4.2, §4.4; FC1 -> scaled activation -> FC2) ====================== */
+/* ==== grouped MLP (docs/fuser-model.md; FC1 -> scaled activation -> FC2) ====================== */
 
 /* Quantized tensors of the MLP, for ft_mlp_qcfg and the delayed-scaling states. */
 enum { FT_MLP_X = 0, FT_MLP_W1, FT_MLP_Z, FT_MLP_W2, FT_MLP_DY, FT_MLP_DH, FT_MLP_N_TENSORS };

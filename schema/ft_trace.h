@@ -8,7 +8,7 @@
  * kept in meta. Readers check both and name what is damaged.
  *
  * This header is the contract shared by the recorder (writes), the JSONL import/export, synth and
- * the replayer (reads). Records mirror spec/capture-jsonl.md version 1.
+ * the replayer (reads). Records mirror the capture stream, version 1 (docs/capture-format.md).
  *
  * Threading: an ft_trace or ft_reader handle is used by one thread at a time; distinct handles on
  * distinct files (or read-only handles on one file) may be used from different threads.

@@ -2,14 +2,14 @@
  * synth.c - synthetic training-run call streams for what-if studies (`fusertrace synth`).
  *
  * One generic generator models a Megatron-style MoE training loop as TransformerEngine's
- * OperationFuser sees it (spec/te-fuser.md §6): L layers, each with its own fusers (grouped MLP
- * `GroupedLinear, ScaledSwiGLU, GroupedLinear`, and a dense `BasicLinear, Bias, GELU, BasicLinear,
- * Bias` for dense layers and shared experts); steps of microbatches over pipeline stages with the
- * 1F1B schedule, plain or interleaved over virtual stages (device = stage); full activation
- * recompute (no_grad forward, then in the backward the recompute with grad under the same recipe
- * object and split sizes, then its backward); eval passes; frozen layers; recipe schedules (BF16
- * first/last layers, per-layer recipes, global switches, NVFP4 disable_rht mutated in place or
- * changed across a detour, backward_override and amax_history_len changes). Scenarios
+ * OperationFuser sees it (docs/fuser-model.md, "Call patterns"): L layers, each with its own fusers
+ * (grouped MLP `GroupedLinear, ScaledSwiGLU, GroupedLinear`, and a dense `BasicLinear, Bias, GELU,
+ * BasicLinear, Bias` for dense layers and shared experts); steps of microbatches over pipeline
+ * stages with the 1F1B schedule, plain or interleaved over virtual stages (device = stage); full
+ * activation recompute (no_grad forward, then in the backward the recompute with grad under the
+ * same recipe object and split sizes, then its backward); eval passes; frozen layers; recipe
+ * schedules (BF16 first/last layers, per-layer recipes, global switches, NVFP4 disable_rht mutated
+ * in place or changed across a detour, backward_override and amax_history_len changes). Scenarios
  * (synth_keys.c) are rows of defaults for it.
  *
  * Records go to an ft_sink in stream order: header, then each fuser and recipe declaration right
@@ -36,7 +36,8 @@
  * count for small means or a rounded normal with the binomial variance, then the surplus or
  * deficit moved token by token to experts picked by popularity), exact in their sum;
  * `fuse_ns`/`rebuilt` are emitted only with captured=te-pre3410|te-3410, where rebuilt follows
- * spec §1.3/§1.4 exactly and fuse_ns is a modelled figure, not a measurement.
+ * TE's plan-cache rule (tefuser/te_cache.c) exactly and fuse_ns is a modelled figure, not a
+ * measurement.
  */
 #include "ft_tefuser.h"
 #include "synth_int.h"
@@ -1017,8 +1018,9 @@ static int run_pass(gen *g, int64_t step, int eval)
     return FT_OK;
 }
 
-/* CUDA graphs (spec §6, make_graphed_callables): eager warm-up iterations and one capture run
- * forward and backward with grad through the fuser, flagged graph; stages one after another. */
+/* CUDA graphs (docs/fuser-model.md, "Call patterns"; make_graphed_callables): eager warm-up
+ * iterations and one capture run forward and backward with grad through the fuser, flagged graph;
+ * stages one after another. */
 static int graph_setup(gen *g, int64_t step)
 {
     int64_t t = g->t;
@@ -1065,7 +1067,8 @@ static int schedule_step(gen *g, int64_t step)
     if (step == 0) return FT_OK;
     int detour_end = c->detour_every && step == g->detour_until;
     if (detour_end) {
-        /* after a detour the program builds a new recipe object (spec §5 S2) */
+        /* after a detour the program builds a new recipe object (scenario S2, docs/fuser-model.md)
+         */
         robj *n;
         if (g->cur) {
             if ((rc = robj_clone(g, g->cur, &n))) return rc;
@@ -1158,7 +1161,7 @@ static void grad_state(gen *g, int64_t step)
             int op_any = 0;
             for (uint32_t i = 0; i < g->n_ops[g->fusers[L->fuser[k]].kind]; i++)
                 op_any |= L->rg_train[k][i];
-            L->bwd[k] = L->input_rg || op_any; /* f < n under grad (spec §1.2) */
+            L->bwd[k] = L->input_rg || op_any; /* f < n under grad (ft_te_boundary) */
             any |= op_any;
         }
         before |= any;

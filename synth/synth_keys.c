@@ -94,7 +94,7 @@ static const key_def keys[] = {
      "from this step on the global recipe is a new switch_recipe object (-1 = never)"},
     {"switch_recipe", K_STR, OFF(switch_recipe), 0, 0, "nvfp4", "recipe spec after switch_step"},
     {"rht_flip_every", K_INT, OFF(rht_flip_every), 0, BIG, "0",
-     "flip NVFP4 disable_rht on the same object every N steps (spec S1), 0 = never"},
+     "flip NVFP4 disable_rht on the same object every N steps (scenario S1), 0 = never"},
     {"detour_every", K_INT, OFF(detour_every), 0, BIG, "0",
      "every N steps run detour_steps steps under detour_recipe, then a new object (S2)"},
     {"detour_steps", K_INT, OFF(detour_steps), 1, BIG, "1", "length of one detour in steps"},
@@ -135,7 +135,7 @@ static const key_def keys[] = {
     {"timestamps", K_BOOL, OFF(timestamps), 0, 1, "1", "emit ns timestamps"},
     {"captured", K_STR, OFF(captured), 0, 0, "none",
      "model a capture from this TE: te-pre3410 or te-3410 adds rebuilt and a modelled fuse_ns "
-     "(spec §1.3/§1.4); none omits both"},
+     "(docs/fuser-model.md); none omits both"},
 };
 
 /* ---- scenarios ---------------------------------------------------------------------------- */

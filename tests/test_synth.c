@@ -989,7 +989,7 @@ static void test_synth_recipe_zoo(void **state)
     coll_free(&c);
 }
 
-/* Attributes are every dataclass field with TE's defaults (spec §3). */
+/* Attributes are every dataclass field with TE's defaults (docs/fuser-model.md, "Recipes"). */
 static void test_synth_recipe_attrs_defaults(void **state)
 {
     (void)state;
@@ -1278,7 +1278,7 @@ static void test_synth_alloc_failure_clean(void **state)
     assert_true(ok);
 }
 
-/* captured=te-pre3410 / te-3410: rebuilt follows spec §1.3 / §1.4. Full recompute makes the old
+/* captured=te-pre3410 / te-3410: rebuilt follows TE's plan-cache rule. Full recompute makes the old
  * fuser rebuild on every call (the boundary alternates), the new one twice per fuser and recipe;
  * an amax_history_len change rebuilds only in the old one. */
 static void count_rebuilt(const coll *c, size_t *calls, size_t *rebuilt, size_t *per_fuser_max,

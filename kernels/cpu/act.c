@@ -1,7 +1,7 @@
 /*
  * act.c - activations forward and backward with per-row probabilities (TE's scaled activation
- * kernels, spec/te-fuser.md §4.3): SwiGLU, ClampedQGeGLU and SReLU, GLU halves plain or
- * interleaved in 32-column groups. All math in fp32; callers round outputs where TE stores bf16.
+ * kernels, docs/fuser-model.md, "Activations"): SwiGLU, ClampedQGeGLU and SReLU, GLU halves plain
+ * or interleaved in 32-column groups. All math in fp32; callers round outputs where TE stores bf16.
  */
 #include "act_int.h"
 

@@ -1,6 +1,6 @@
 /*
  * gemm.c - grouped GEMM reference with fp32 accumulation over per-group row splits: the fprop,
- * dgrad and wgrad layouts of a grouped linear layer (spec/te-fuser.md §4.5 "GEMM operands").
+ * dgrad and wgrad layouts of a grouped linear layer (docs/fuser-model.md, "GEMM operands").
  *
  * One CBLAS sgemm (OpenBLAS) per group, fp32 accumulation in BLAS's order; the bias is added
  * after the product (FPROP).

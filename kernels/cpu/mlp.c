@@ -1,16 +1,16 @@
 /*
  * mlp.c - the grouped MLP (FC1 -> scaled activation -> FC2) forward and backward on the CPU,
- * fused and unfused, with fake-quantized GEMM operands (spec/te-fuser.md §4.2, §4.4-4.6).
+ * fused and unfused, with fake-quantized GEMM operands (docs/fuser-model.md, "Grouped-MLP math").
  *
- * Operand usages (spec §4.5 table): fprop X rowwise x W rowwise; dgrad dY rowwise x W
+ * Operand usages ("GEMM operands"): fprop X rowwise x W rowwise; dgrad dY rowwise x W
  * columnwise; wgrad dY columnwise x X columnwise, contracted over each group's tokens. With RHT
  * the two wgrad operands are rotated along the token axis (groups zero-padded to 16 rows), which
  * cancels in the product.
  *
  * Where bf16 rounding happens is what separates the paths (see ft_mlp_path in ft_kernels.h).
- * Assumption (spec §7 q.2, not answerable from TE's source): the fused FC1 epilogue evaluates the
- * activation on the fp32 accumulator + bias, and db1 of the fused dGLU kernel is reduced from fp32
- * dh.
+ * Assumption (docs/fuser-model.md, "Limits and open questions"; not answerable from TE's source):
+ * the fused FC1 epilogue evaluates the activation on the fp32 accumulator + bias, and db1 of the
+ * fused dGLU kernel is reduced from fp32 dh.
  */
 #include "act_int.h"
 #include "formats_int.h"

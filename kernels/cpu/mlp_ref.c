@@ -1,8 +1,8 @@
 /*
  * mlp_ref.c - float64 reference of the grouped MLP forward and backward: the exact math of
- * spec/te-fuser.md §4.2-4.4 with no quantization and no bf16 rounding, written independently of
- * mlp.c (its own float64 GEMMs through CBLAS dgemm per group, its own activation loops) so that
- * each checks the other.
+ * docs/fuser-model.md ("Grouped-MLP math") with no quantization and no bf16 rounding, written
+ * independently of mlp.c (its own float64 GEMMs through CBLAS dgemm per group, its own activation
+ * loops) so that each checks the other.
  */
 #include "act_int.h"
 

@@ -1,6 +1,6 @@
 /*
- * quant.c - quantization emulation exact to TransformerEngine's semantics (spec/te-fuser.md
- * §4.5-4.6): quantize, then dequantize to float32 in TE's dequantization order.
+ * quant.c - quantization emulation exact to TransformerEngine's semantics (docs/fuser-model.md,
+ * "Quantization formats"): quantize, then dequantize to float32 in TE's dequantization order.
  *
  * Layouts: rowwise 1D blocks run along a row; columnwise 1D blocks are handled in slabs of
  * block-size rows with one block per column (no transposes); 2D tiles are shared by both usages.

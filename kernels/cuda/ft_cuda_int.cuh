@@ -43,7 +43,7 @@ __device__ __forceinline__ uint16_t f_to_bf16(float f)
     return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 }
 
-// ---- activations (spec §4.3, fp32 math) ---------------------------------------------------
+// ---- activations (docs/fuser-model.md, "Activations"; fp32 math) -------------------------
 
 struct act_params {
     int kind;       // ft_act_kind

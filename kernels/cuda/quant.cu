@@ -1,6 +1,7 @@
 // quant.cu - ft_cuda_quantize: the float32 fake-quantization contract of ft_kernels.h on the GPU
 // (FP8 delayed/current/block, MXFP8, NVFP4 with columnwise RHT and stochastic rounding), value
-// for value the CPU reference's results (kernels/cpu/quant.c, spec §4.5-4.6).
+// for value the CPU reference's results (kernels/cpu/quant.c; docs/fuser-model.md, "Quantization
+// formats").
 //
 // Two passes where a per-group amax is needed (FP8 current, NVFP4): an amax kernel (atomicMax on
 // the float's bits; NaN ignored, as in the reference) and the quantize kernel. One thread owns one
