@@ -1614,6 +1614,66 @@ int ft_trace_w_chunk(ft_trace *t, ft_chunk_info *info, const void *data, size_t 
 /* Fold the WAL into the main file, close the connection and, when SQLite removed the -wal (no
  * other connection had the file open), switch the header to rollback mode with one 2-byte
  * write (file-format bytes 18 and 19, 2 -> 1), so that no journal is ever involved. */
+/* Small traces small: a finished trace of at most FT_SMALL_TRACE_BYTES is copied into
+ * PATH.small-PID with 512-byte pages (VACUUM INTO; the copy is in rollback mode), which
+ * compact_finish renames over PATH once the recording's connection is closed. The fixed cost of
+ * a trace is a page per table and index, so 4096-byte pages made a 240-call capture 40 KB; 512-byte
+ * pages make it about 10. Larger traces keep 4096-byte pages (their chunk blobs read faster). A
+ * failure or a kill leaves the original trace as it was (and at worst the copy beside it). */
+#define FT_SMALL_TRACE_BYTES (1u << 20)
+
+static int compact_copy(ft_trace *t, char *copy, size_t cap)
+{
+    copy[0] = '\0';
+    sqlite3_stmt *st = NULL;
+    int64_t pages = 0, size = 0;
+    if (sqlite3_prepare_v2(t->db, "PRAGMA page_count", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        pages = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (sqlite3_prepare_v2(t->db, "PRAGMA page_size", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        size = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (pages <= 0 || size <= 512 || pages * size > FT_SMALL_TRACE_BYTES) return 0;
+    if ((size_t)snprintf(copy, cap, "%s.small-%ld", t->path, (long)getpid()) >= cap) {
+        copy[0] = '\0';
+        return 0;
+    }
+    unlink(copy); /* a copy a killed close of this pid left */
+    char *sql = sqlite3_mprintf("PRAGMA page_size=512; VACUUM INTO %Q", copy);
+    int rc = sql ? sqlite3_exec(t->db, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK) { /* the trace stays as it is, with its larger pages */
+        unlink(copy);
+        copy[0] = '\0';
+        return 0;
+    }
+    return 1;
+}
+
+/* The copy in place of the trace: synced, renamed, the folder synced. 1 when it replaced it. */
+static int compact_finish(const char *path, const char *copy)
+{
+    int fd = open(copy, O_RDONLY | O_CLOEXEC);
+    int ok = fd >= 0 && !fsync(fd);
+    if (fd >= 0) close(fd);
+    if (ok && !rename(copy, path)) {
+        char dir[4200];
+        ft_strlcpy(dir, path, sizeof dir);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        int dfd = open(slash ? (dir[0] ? dir : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd); /* durability of the name; the data is synced already */
+            close(dfd);
+        }
+        return 1;
+    }
+    unlink(copy);
+    return 0;
+}
+
 static int fold_wal_and_close(ft_trace *t)
 {
     int n_log = 0, n_ckpt = 0;
@@ -1621,6 +1681,8 @@ static int fold_wal_and_close(ft_trace *t)
     int folded = rc == SQLITE_OK;
     if (rc != SQLITE_OK && rc != SQLITE_BUSY) return sql_fail(t, rc, "folding the WAL in");
     finalize_all(t);
+    char copy[4200];
+    const int compact = folded && compact_copy(t, copy, sizeof copy);
     rc = sqlite3_close(t->db);
     t->db = NULL;
     if (rc != SQLITE_OK)
@@ -1629,7 +1691,16 @@ static int fold_wal_and_close(ft_trace *t)
     char wal[4200];
     snprintf(wal, sizeof wal, "%s-wal", t->path);
     struct stat sb;
-    if (!folded || !stat(wal, &sb)) return FT_OK; /* another connection: stays in WAL mode */
+    if (!folded || !stat(wal, &sb)) { /* another connection: stays in WAL mode */
+        if (compact) unlink(copy);
+        return FT_OK;
+    }
+    char shm[4200];
+    snprintf(shm, sizeof shm, "%s-shm", t->path);
+    if (compact && compact_finish(t->path, copy)) { /* the copy is in rollback mode already */
+        unlink(shm);
+        return FT_OK;
+    }
     int fd = open(t->path, O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return ft_err_set(&t->err, FT_EIO, "%s: reopening to mark it closed: %s", t->path,
@@ -1647,8 +1718,6 @@ static int fold_wal_and_close(ft_trace *t)
     if (close(fd) && !rc)
         rc = ft_err_set(&t->err, FT_EIO, "%s: closing: %s", t->path, strerror(errno));
     /* a -shm left by a killed recorder (seal) means nothing beside a rollback-mode file */
-    char shm[4200];
-    snprintf(shm, sizeof shm, "%s-shm", t->path);
     if (!rc) unlink(shm);
     return rc;
 }

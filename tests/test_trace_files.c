@@ -643,6 +643,34 @@ static void test_many_fusers_fast(void **state)
 }
 
 /* ---- exit statuses by cause --------------------------------------------------------------- */
+/* Small traces small: a finished trace of at most 1 MiB is rewritten with 512-byte pages at close
+ * (a page per table and index is most of a small trace), in rollback mode, and still verifies. */
+static void test_small_trace_small(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char p[600], cmd[1600], out[512];
+    tmp_path(p, sizeof p, "small.ftdb");
+    snprintf(cmd, sizeof cmd, "%s synth demo --set steps=5 --set microbatches=2 -o '%s' >/dev/null",
+             cli, p);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    size_t n;
+    char *d = tu_read_file(p, &n);
+    assert_non_null(d);
+    print_message("264-call trace: %zu bytes, page size %u\n", n,
+                  (unsigned)((uint8_t)d[16] << 8 | (uint8_t)d[17]));
+    assert_true(n <= 16384);                        /* 40960 with 4096-byte pages */
+    assert_true((uint8_t)d[16] == 2 && d[17] == 0); /* 512-byte pages */
+    assert_true(d[18] == 1 && d[19] == 1);          /* rollback mode: a closed trace */
+    free(d);
+    snprintf(cmd, sizeof cmd, "%s verify '%s'", cli, p);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "ls '%s'* 2>/dev/null | grep -c small-", p);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 1); /* grep found no copy left beside it */
+    remove(p);
+}
+
 static void test_reader_exit_statuses(void **state)
 {
     (void)state;
@@ -772,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_info_extreme_values),
         cmocka_unit_test(test_info_at_scale),
         cmocka_unit_test(test_many_fusers_fast),
+        cmocka_unit_test(test_small_trace_small),
         cmocka_unit_test(test_reader_exit_statuses),
         cmocka_unit_test(test_random_damage_exit_statuses),
         cmocka_unit_test(test_shipped_traces_reports),
