@@ -8,7 +8,7 @@
  * `replay T --per-call T` or `export T -o T` cannot truncate T.
  *
  * Outputs: a regular file (or a new one) is written under a temporary name beside its target
- * (`PATH.tmp-XXXXXX`, so the rename stays within one file system), synced, and renamed over the
+ * (`PATH.tmp-PID-XXXXXX`, so the rename stays within one file system), synced, and renamed over the
  * target only when complete; on failure the temporary and the SQLite side files that may sit
  * beside it are removed. A symlink is followed: the temporary goes beside the link's target,
  * which is replaced, and the link itself stays. A FIFO, a character device (/dev/null, a
@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "ft_trace.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -148,6 +149,43 @@ static int open_in_place(cli_out *o, const char *path, ft_err *err)
     return FT_OK;
 }
 
+/* Temporaries a killed fusertrace left beside target (TARGET.tmp-PID-XXXXXX, with the SQLite
+ * side files of a trace being written there): removed when process PID is gone. A live
+ * process's temporaries, and every other file, are left alone. */
+static void sweep_stale(const char *target)
+{
+    char dir[CLI_PATH_MAX];
+    ft_strlcpy(dir, target, sizeof dir);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : target;
+    if (slash)
+        *slash = '\0';
+    else
+        ft_strlcpy(dir, ".", sizeof dir);
+    char prefix[CLI_PATH_MAX];
+    if ((size_t)snprintf(prefix, sizeof prefix, "%s.tmp-", base) >= sizeof prefix) return;
+    const size_t np = strlen(prefix);
+    DIR *d = opendir(slash && !dir[0] ? "/" : dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, np)) continue;
+        char *end;
+        long pid = strtol(e->d_name + np, &end, 10);
+        if (end == e->d_name + np || *end != '-' || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to ask */
+        char full[2 * CLI_PATH_MAX + 2];
+        snprintf(full, sizeof full, "%s/%s", slash && !dir[0] ? "" : dir, e->d_name);
+        size_t n = strlen(full);
+        /* the temporary itself (its -wal, -shm and -journal go with it), not a side file alone */
+        if ((n > 4 && !strcmp(full + n - 4, "-wal")) || (n > 4 && !strcmp(full + n - 4, "-shm")) ||
+            (n > 8 && !strcmp(full + n - 8, "-journal")))
+            continue;
+        ft_trace_remove(full);
+    }
+    closedir(d);
+}
+
 int cli_out_open(cli_out *o, const char *path, int kind, int force, ft_err *err)
 {
     memset(o, 0, sizeof *o);
@@ -203,7 +241,9 @@ int cli_out_open(cli_out *o, const char *path, int kind, int force, ft_err *err)
                               side);
     }
     ft_strlcpy(o->path, target, sizeof o->path);
-    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp-XXXXXX", target) >= sizeof o->tmp)
+    sweep_stale(target);
+    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp-%ld-XXXXXX", target, (long)getpid()) >=
+        sizeof o->tmp)
         return ft_err_set(err, FT_EINVAL, "%s: output path too long", path);
     int fd = mkstemp(o->tmp);
     if (fd < 0) {
