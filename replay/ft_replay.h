@@ -12,8 +12,8 @@
  * recipes and keys, never with the number of calls. Per fuser it is 128 B per policy (its
  * state), 68 B for the oracle's cache, the model's 48 B plus 416 B per basic op (its parsed
  * attributes) plus the op-list JSON the trace holds, and 24 B (plus the map's slot) per plan a dict
- * store keeps: about 1.5 KB for a 3-op fuser under all seven policies, so 10^6 fusers take
- * about 1.5 GB. A fuser has at most FT_LIM_OPS ops (schema/ft_limits.h) and a trace at most
+ * store keeps: about 2.3 KB for a 3-op fuser under all seven policies, so 10^6 fusers take
+ * about 2.3 GB. A fuser has at most FT_LIM_OPS ops (schema/ft_limits.h) and a trace at most
  * FT_LIM_FUSERS fusers, which bounds it. Per-call output (--per-call) and build explanations
  * (--explain) are streamed to files.
  *
