@@ -1220,6 +1220,46 @@ static __attribute__((noinline)) int dec_dicts(ft_chunk_dec *d, uint64_t id, con
     return FT_OK;
 }
 
+/* A split entry that refers to an earlier vector (tag 0: the last one of the same fuser and
+ * microbatch key; tag >= 3: the (tag - 3)-th newest): copied to splits[pos..], checked against
+ * the token count, remembered under key. *k = its length, or UINT32_MAX when the entry is a
+ * literal (tag 1 or 2), which the caller decodes. Shared by both codecs. */
+static int split_ref(ft_chunk_dec *d, sp_state *s, uint64_t tag, uint64_t key, uint64_t T,
+                     size_t pos, uint64_t id, uint32_t i, uint32_t *k, ft_err *err)
+{
+    uint32_t j = UINT32_MAX;
+    *k = UINT32_MAX;
+    if (tag == 0) {
+        j = ft_hmap_get(&s->key_map, key);
+        if (j == UINT32_MAX || j >= s->n_vecs)
+            return CORRUPT("chunk %llu: record %u: split vector refers to no earlier vector",
+                           (unsigned long long)id, i);
+    } else if (tag >= 3) {
+        if (tag - 3 >= s->n_vecs)
+            return CORRUPT("chunk %llu: record %u: split vector reference out of range",
+                           (unsigned long long)id, i);
+        j = (uint32_t)(s->n_vecs - 1 - (tag - 3));
+    }
+    if (j == UINT32_MAX) return FT_OK;
+    const uint32_t n = s->vecs[j].k;
+    if (pos + n > FT_CHUNK_MAX_SPLIT_VALUES)
+        return CORRUPT("chunk %llu: more than %u split sizes", (unsigned long long)id,
+                       FT_CHUNK_MAX_SPLIT_VALUES);
+    int rc = grow((void **)&d->splits, &d->splits_cap, pos + n + 1, sizeof *d->splits);
+    if (rc) return rc;
+    const int64_t *src = d->splits + s->vecs[j].off;
+    uint64_t sum = 0;
+    for (uint32_t m = 0; m < n; m++)
+        sum += (uint64_t)src[m];
+    if (sum != T)
+        return CORRUPT("chunk %llu: record %u: split sizes do not sum to the token count",
+                       (unsigned long long)id, i);
+    memcpy(d->splits + pos, src, (size_t)n * sizeof *src);
+    if (tag != 0 && (rc = ft_hmap_put(&s->key_map, key, j))) return rc;
+    *k = n;
+    return FT_OK;
+}
+
 /* Decode the split section into splits_off / splits. */
 static __attribute__((noinline)) int dec_splits(ft_chunk_dec *d, uint64_t id, const uint8_t *p,
                                                 const uint8_t *end, uint32_t n, ft_err *err)
@@ -1240,37 +1280,9 @@ static __attribute__((noinline)) int dec_splits(ft_chunk_dec *d, uint64_t id, co
         if (varint_get(&p, end, &tag))
             return CORRUPT("chunk %llu: record %u: split entry truncated", (unsigned long long)id,
                            i);
-        uint32_t j = UINT32_MAX, k;
-        if (tag == 0) {
-            j = ft_hmap_get(&s->key_map, key);
-            if (j == UINT32_MAX || j >= s->n_vecs)
-                return CORRUPT("chunk %llu: record %u: split vector refers to no earlier vector",
-                               (unsigned long long)id, i);
-        } else if (tag >= 3) {
-            if (tag - 3 >= s->n_vecs)
-                return CORRUPT("chunk %llu: record %u: split vector reference out of range",
-                               (unsigned long long)id, i);
-            j = (uint32_t)(s->n_vecs - 1 - (tag - 3));
-        }
-        if (j != UINT32_MAX) {
-            k = s->vecs[j].k;
-            if (pos + k > FT_CHUNK_MAX_SPLIT_VALUES)
-                return CORRUPT("chunk %llu: too many split sizes", (unsigned long long)id);
-            rc = grow((void **)&d->splits, &d->splits_cap, pos + k + 1, sizeof *d->splits);
-            if (rc) return rc;
-            const int64_t *src = d->splits + s->vecs[j].off;
-            uint64_t sum = 0;
-            for (uint32_t m = 0; m < k; m++)
-                sum += (uint64_t)src[m];
-            if (sum != T)
-                return CORRUPT("chunk %llu: record %u: split sizes do not sum to the token count",
-                               (unsigned long long)id, i);
-            memcpy(d->splits + pos, src, (size_t)k * sizeof *src);
-            if (tag != 0) {
-                rc = ft_hmap_put(&s->key_map, key, j);
-                if (rc) return rc;
-            }
-        } else {
+        uint32_t k;
+        if ((rc = split_ref(d, s, tag, key, T, pos, id, i, &k, err))) return rc;
+        if (k == UINT32_MAX) {
             if (tag == 1) {
                 if (!f->has_k)
                     return CORRUPT("chunk %llu: record %u: split length refers to no earlier "
@@ -1308,7 +1320,7 @@ static __attribute__((noinline)) int dec_splits(ft_chunk_dec *d, uint64_t id, co
                 left -= x;
             }
             if (k) v[k - 1] = (int64_t)left;
-            j = (uint32_t)s->n_vecs++;
+            const uint32_t j = (uint32_t)s->n_vecs++;
             s->vecs[j].off = pos;
             s->vecs[j].k = k;
             rc = ft_hmap_put(&s->key_map, key, j);
@@ -1374,38 +1386,9 @@ static __attribute__((noinline)) int dec_splits2(ft_chunk_dec *d, uint64_t id, c
         if (varint_get(&tg, tg_end, &tag))
             return CORRUPT("chunk %llu: record %u: split entry truncated", (unsigned long long)id,
                            i);
-        uint32_t j = UINT32_MAX, k;
-        if (tag == 0) {
-            j = ft_hmap_get(&s->key_map, key);
-            if (j == UINT32_MAX || j >= s->n_vecs)
-                return CORRUPT("chunk %llu: record %u: split vector refers to no earlier vector",
-                               (unsigned long long)id, i);
-        } else if (tag >= 3) {
-            if (tag - 3 >= s->n_vecs)
-                return CORRUPT("chunk %llu: record %u: split vector reference out of range",
-                               (unsigned long long)id, i);
-            j = (uint32_t)(s->n_vecs - 1 - (tag - 3));
-        }
-        if (j != UINT32_MAX) {
-            k = s->vecs[j].k;
-            if (pos + k > FT_CHUNK_MAX_SPLIT_VALUES)
-                return CORRUPT("chunk %llu: more than %u split sizes", (unsigned long long)id,
-                               FT_CHUNK_MAX_SPLIT_VALUES);
-            rc = grow((void **)&d->splits, &d->splits_cap, pos + k + 1, sizeof *d->splits);
-            if (rc) return rc;
-            const int64_t *src = d->splits + s->vecs[j].off;
-            uint64_t sum = 0;
-            for (uint32_t m = 0; m < k; m++)
-                sum += (uint64_t)src[m];
-            if (sum != T)
-                return CORRUPT("chunk %llu: record %u: split sizes do not sum to the token count",
-                               (unsigned long long)id, i);
-            memcpy(d->splits + pos, src, (size_t)k * sizeof *src);
-            if (tag != 0) {
-                rc = ft_hmap_put(&s->key_map, key, j);
-                if (rc) return rc;
-            }
-        } else {
+        uint32_t k;
+        if ((rc = split_ref(d, s, tag, key, T, pos, id, i, &k, err))) return rc;
+        if (k == UINT32_MAX) {
             if (tag == 1) {
                 if (!f->has_k)
                     return CORRUPT("chunk %llu: record %u: split length refers to no earlier "
@@ -1463,7 +1446,7 @@ static __attribute__((noinline)) int dec_splits2(ft_chunk_dec *d, uint64_t id, c
                                (unsigned long long)id, i);
             if (k > 1) sym += k - 1;
             if (k) v[k - 1] = (int64_t)left;
-            j = (uint32_t)s->n_vecs++;
+            const uint32_t j = (uint32_t)s->n_vecs++;
             s->vecs[j].off = pos;
             s->vecs[j].k = k;
             rc = ft_hmap_put(&s->key_map, key, j);
