@@ -1260,6 +1260,33 @@ static int split_ref(ft_chunk_dec *d, sp_state *s, uint64_t tag, uint64_t key, u
     return FT_OK;
 }
 
+/* The length of a literal split vector: the fuser's last length (tag 1) or a varint from
+ * [*p, end) (tag 2), checked against the per-call and per-chunk limits and the token count.
+ * Shared by both codecs. */
+static int split_len(const sp_fuser *f, uint64_t tag, const uint8_t **p, const uint8_t *end,
+                     uint64_t T, size_t pos, uint64_t id, uint32_t i, uint32_t *k, ft_err *err)
+{
+    if (tag == 1) {
+        if (!f->has_k)
+            return CORRUPT("chunk %llu: record %u: split length refers to no earlier vector",
+                           (unsigned long long)id, i);
+        *k = f->last_k;
+    } else {
+        uint64_t kk;
+        if (varint_get(p, end, &kk) || kk > FT_MAX_SPLITS)
+            return CORRUPT("chunk %llu: record %u: bad split vector length", (unsigned long long)id,
+                           i);
+        *k = (uint32_t)kk;
+    }
+    if (pos + *k > FT_CHUNK_MAX_SPLIT_VALUES)
+        return CORRUPT("chunk %llu: more than %u split sizes", (unsigned long long)id,
+                       FT_CHUNK_MAX_SPLIT_VALUES);
+    if (*k == 0 && T != 0)
+        return CORRUPT("chunk %llu: record %u: empty split vector with tokens",
+                       (unsigned long long)id, i);
+    return FT_OK;
+}
+
 /* Decode the split section into splits_off / splits. */
 static __attribute__((noinline)) int dec_splits(ft_chunk_dec *d, uint64_t id, const uint8_t *p,
                                                 const uint8_t *end, uint32_t n, ft_err *err)
@@ -1283,24 +1310,7 @@ static __attribute__((noinline)) int dec_splits(ft_chunk_dec *d, uint64_t id, co
         uint32_t k;
         if ((rc = split_ref(d, s, tag, key, T, pos, id, i, &k, err))) return rc;
         if (k == UINT32_MAX) {
-            if (tag == 1) {
-                if (!f->has_k)
-                    return CORRUPT("chunk %llu: record %u: split length refers to no earlier "
-                                   "vector",
-                                   (unsigned long long)id, i);
-                k = f->last_k;
-            } else {
-                uint64_t kk;
-                if (varint_get(&p, end, &kk) || kk > FT_MAX_SPLITS)
-                    return CORRUPT("chunk %llu: record %u: bad split vector length",
-                                   (unsigned long long)id, i);
-                k = (uint32_t)kk;
-            }
-            if (pos + k > FT_CHUNK_MAX_SPLIT_VALUES)
-                return CORRUPT("chunk %llu: too many split sizes", (unsigned long long)id);
-            if (k == 0 && T != 0)
-                return CORRUPT("chunk %llu: record %u: empty split vector with tokens",
-                               (unsigned long long)id, i);
+            if ((rc = split_len(f, tag, &p, end, T, pos, id, i, &k, err))) return rc;
             rc = grow((void **)&d->splits, &d->splits_cap, pos + k + 1, sizeof *d->splits);
             if (!rc) rc = grow((void **)&s->vecs, &s->vecs_cap, s->n_vecs + 1, sizeof *s->vecs);
             if (!rc) rc = sp_predict(s, f, k, T);
@@ -1389,25 +1399,7 @@ static __attribute__((noinline)) int dec_splits2(ft_chunk_dec *d, uint64_t id, c
         uint32_t k;
         if ((rc = split_ref(d, s, tag, key, T, pos, id, i, &k, err))) return rc;
         if (k == UINT32_MAX) {
-            if (tag == 1) {
-                if (!f->has_k)
-                    return CORRUPT("chunk %llu: record %u: split length refers to no earlier "
-                                   "vector",
-                                   (unsigned long long)id, i);
-                k = f->last_k;
-            } else {
-                uint64_t kk;
-                if (varint_get(&tg, tg_end, &kk) || kk > FT_MAX_SPLITS)
-                    return CORRUPT("chunk %llu: record %u: bad split vector length",
-                                   (unsigned long long)id, i);
-                k = (uint32_t)kk;
-            }
-            if (pos + k > FT_CHUNK_MAX_SPLIT_VALUES)
-                return CORRUPT("chunk %llu: more than %u split sizes", (unsigned long long)id,
-                               FT_CHUNK_MAX_SPLIT_VALUES);
-            if (k == 0 && T != 0)
-                return CORRUPT("chunk %llu: record %u: empty split vector with tokens",
-                               (unsigned long long)id, i);
+            if ((rc = split_len(f, tag, &tg, tg_end, T, pos, id, i, &k, err))) return rc;
             if (k > 1 && (uint64_t)(sym_end - sym) < k - 1)
                 return CORRUPT("chunk %llu: record %u: split vector truncated",
                                (unsigned long long)id, i);
