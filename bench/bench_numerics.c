@@ -17,7 +17,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "ft_kernels.h"
 #include "ft_recorder.h"
-#include "ft_replay.h"
+#include "ft_replayer.h"
 #include "ft_numerics.h"
 #include "ft_report.h"
 #include "ft_synth.h"

@@ -14,7 +14,7 @@
 #define _XOPEN_SOURCE 700
 #include "bench_util.h"
 #include "ft_recorder.h"
-#include "ft_replay.h"
+#include "ft_replayer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

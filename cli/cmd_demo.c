@@ -6,7 +6,7 @@
 #include "cli.h"
 #include "ft_recorder.h"
 #include "ft_synth.h"
-#include "ft_replay.h"
+#include "ft_replayer.h"
 #include "ft_report.h"
 
 #include <stdio.h>

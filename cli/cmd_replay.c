@@ -5,7 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
-#include "ft_replay.h"
+#include "ft_replayer.h"
 #include "ft_report.h"
 #include "ft_numerics.h"
 

@@ -38,7 +38,7 @@
 #define FT_NUMERICS_H
 
 #include "ft_common.h"
-#include "ft_replay.h"
+#include "ft_replayer.h"
 #include "ft_kernels.h"
 #include "ft_trace.h"
 #include "ft_tefuser.h"

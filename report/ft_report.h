@@ -8,7 +8,7 @@
 
 #include "ft_common.h"
 #include "ft_numerics.h"
-#include "ft_replay.h"
+#include "ft_replayer.h"
 
 #include <stdio.h>
 

@@ -1,6 +1,6 @@
 /*
  * decisions.c - the `decisions` virtual table: the replay's decisions as rows, one per call and
- * policy, made by running the replay engine (ft_replay.h) over the trace while the query reads:
+ * policy, made by running the replay engine (ft_replayer.h) over the trace while the query reads:
  *   seq, policy, fuser, label, build, hit, reset, stale (ft_stale_name), plan, fresh_plan,
  *   and the hidden trace argument.
  * A constraint policy = 'NAME' replays only that policy. A seq upper bound stops the replay after

@@ -5,7 +5,7 @@
 #ifndef FT_SQL_INT_H
 #define FT_SQL_INT_H
 
-#include "ft_replay.h"
+#include "ft_replayer.h"
 #include "ft_sql.h"
 
 #include <sqlite3ext.h>

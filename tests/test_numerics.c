@@ -13,7 +13,7 @@
 #include "ft_kernels.h"
 #include "ft_recorder.h"
 #include "ft_synth.h"
-#include "ft_replay.h"
+#include "ft_replayer.h"
 #include "ft_numerics.h"
 #include "ft_report.h"
 

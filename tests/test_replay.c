@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #include "ft_recorder.h"
-#include "ft_replay.h"
+#include "ft_replayer.h"
 #include "ft_report.h"
 #include "test_util.h"
 

@@ -11,7 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_recorder.h"
-#include "ft_replay.h"
+#include "ft_replayer.h"
 #include "ft_sql.h"
 #include "test_util.h"
 

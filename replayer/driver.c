@@ -5,7 +5,7 @@
  * nothing else walks a trace.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "replay_int.h"
+#include "replayer_int.h"
 
 #include <pthread.h>
 #include <stdlib.h>

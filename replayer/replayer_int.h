@@ -1,15 +1,16 @@
 /*
- * replay_int.h - private to the replay engine (policy.c, cache.c, replay.c): the per-call inputs a
- * policy sees, its per-fuser state, the policy table row, and the integer maps the hot path uses.
+ * replayer_int.h - private to the replayer (policy.c, store.c, engine.c, driver.c, result.c): the
+ * per-call inputs a policy sees, its per-fuser state, the policy table row, and the integer maps
+ * the hot path uses.
  *
  * Hot-path rule: everything a policy needs per call is an integer precomputed per recipe index
  * (rinfo) or per call by the oracle pass (pcall); keys are small dense ids, never strings.
  */
-#ifndef FT_REPLAY_INT_H
-#define FT_REPLAY_INT_H
+#ifndef FT_REPLAYER_INT_H
+#define FT_REPLAYER_INT_H
 
 #include "ft_hmap.h"
-#include "ft_replay.h"
+#include "ft_replayer.h"
 
 #include <stdint.h>
 
@@ -356,4 +357,4 @@ fail:
     return ft_err_set(err, rc, "replay: out of memory");
 }
 
-#endif /* FT_REPLAY_INT_H */
+#endif /* FT_REPLAYER_INT_H */

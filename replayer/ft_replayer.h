@@ -1,5 +1,5 @@
 /*
- * ft_replay.h - replay a trace through TransformerEngine's plan cache under several cache-key
+ * ft_replayer.h - replay a trace through TransformerEngine's plan cache under several cache-key
  * policies at once, and report what each would do.
  *
  * Policies (DESIGN.md §Policies) are rows of one static table (policy.c): a key function, a
@@ -21,8 +21,8 @@
  * ft_replay_trace (one trace file through ft_reader) -> ft_replay_traces (many files, one thread
  * per trace, reduced into one ft_replay_result); report/ft_report.h prints results.
  */
-#ifndef FT_REPLAY_H
-#define FT_REPLAY_H
+#ifndef FT_REPLAYER_H
+#define FT_REPLAYER_H
 
 #include "ft_common.h"
 #include "ft_trace.h"
@@ -195,4 +195,4 @@ int ft_replay_captured_policy(const char *te_version);
 #ifdef __cplusplus
 }
 #endif
-#endif /* FT_REPLAY_H */
+#endif /* FT_REPLAYER_H */

@@ -9,7 +9,7 @@
  * functions and one line in POLICIES below, then regenerate the goldens (traces/README.md): they
  * are matched by policy name, so the other policies' lines stay as they are.
  */
-#include "replay_int.h"
+#include "replayer_int.h"
 
 #include <string.h>
 

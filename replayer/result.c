@@ -3,7 +3,7 @@
  * (fixed bucket count, the width doubling as steps outgrow it), TE's error texts with counts,
  * and the merge of one trace's result into another's.
  */
-#include "replay_int.h"
+#include "replayer_int.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
  * pool, and per fuser a doubly linked LRU list kept only when a capacity is set (TE's dict is
  * unbounded; --capacity N simulates an LRU-bounded variant).
  */
-#include "replay_int.h"
+#include "replayer_int.h"
 
 #include <string.h>
 

@@ -16,7 +16,7 @@
  * Limits: < 2^24 fusers and recipes, < 65535 ops per fuser (FT_EUNSUPPORTED otherwise).
  */
 #define _POSIX_C_SOURCE 200809L
-#include "replay_int.h"
+#include "replayer_int.h"
 
 #include <jansson.h>
 #include <stdlib.h>
