@@ -534,9 +534,12 @@ static int filter_phases(ft_replay *r, const ft_batch *b)
     return FT_OK;
 }
 
-static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
+/* Instantiated with and without a filter (filt is a constant), so that a replay without one
+ * runs the plain loop. */
+static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const ft_batch *b,
+                                                              ft_err *err, const int filt)
 {
-    const int needs_fa = r->needs_fa, filt = r->filt;
+    const int needs_fa = r->needs_fa;
     const uint32_t n = b->n, n_fusers = r->n_fusers, n_recipes1 = r->n_recipes + 1;
     int shift = 0; /* step_width is a power of two: buckets by shift, not division */
     while ((INT64_C(1) << shift) < r->step_width)
@@ -564,7 +567,7 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
         cj->recipe = recipe;
         cj->f = f;
         cj->match = (uint8_t)(!filt || call_matches(r, b, i, u));
-        counted += cj->match;
+        if (filt) counted += cj->match;
         int k = m->recipe[0] == recipe && m->f[0] == f   ? 0
                 : m->recipe[1] == recipe && m->f[1] == f ? 1
                                                          : -1;
@@ -620,9 +623,19 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
         if (max_sb > r->pol[p].res.steps.n) r->pol[p].res.steps.n = max_sb;
     r->n_calls = j;
     r->any_cap = any_cap != 0;
-    r->base.calls += counted;
+    r->base.calls += filt ? counted : j;
     r->base.backwards += n - j;
     return FT_OK;
+}
+
+static int oracle_plain(ft_replay *r, const ft_batch *b, ft_err *err)
+{
+    return oracle_pass(r, b, err, 0);
+}
+
+static int oracle_filtered(ft_replay *r, const ft_batch *b, ft_err *err)
+{
+    return oracle_pass(r, b, err, 1);
 }
 
 /* ---- the view ------------------------------------------------------------------------------ */
@@ -726,7 +739,7 @@ int ft_replay_batch(ft_replay *r, const ft_batch *b, const ft_replay_view **view
     if (!rc) rc = filter_phases(r, b);
     if (rc) return ft_err_set(err, rc, "replay: out of memory");
     uint64_t t0 = ft_now_ns();
-    rc = oracle_pass(r, b, err);
+    rc = r->filt ? oracle_filtered(r, b, err) : oracle_plain(r, b, err);
     if (rc) return rc;
     uint64_t t1 = ft_now_ns();
     r->base.oracle_ns += t1 - t0;

@@ -1324,6 +1324,132 @@ static void test_trace_file_replay_matches_in_memory(void **state)
     remove(path);
 }
 
+/* ---- the driver: push observers, pull cursor ------------------------------------------------ */
+typedef struct drive_log {
+    int begins, ends, batches, fail_at; /* fail_at: the batch whose batch_fn fails, -1 never */
+    int64_t next_seq;                   /* the seq the next view must start at */
+    uint32_t calls, trace_index[4];
+    int end_rc;
+} drive_log;
+
+static int log_begin(void *ctx, const ft_replay_input *in, const ft_replay *eng, ft_err *err)
+{
+    (void)err;
+    drive_log *d = ctx;
+    assert_non_null(eng);
+    assert_non_null(in->trace);
+    if (d->begins < 4) d->trace_index[d->begins] = in->index;
+    d->begins++;
+    d->next_seq = 0;
+    return FT_OK;
+}
+
+static int log_batch(void *ctx, const ft_replay_view *v, ft_err *err)
+{
+    (void)err;
+    drive_log *d = ctx;
+    if (d->batches++ == d->fail_at) return FT_EINVAL;
+    for (uint32_t j = 0; j < v->n; j++) {
+        assert_int_equal(v->seq[j], d->next_seq); /* every call, in order, once */
+        assert_int_equal(v->seq[j], v->batch->seq[v->row[j]]);
+        d->next_seq = v->seq[j] + 1;
+    }
+    d->calls += v->n;
+    return FT_OK;
+}
+
+static int log_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
+{
+    (void)eng;
+    (void)err;
+    drive_log *d = ctx;
+    d->ends++;
+    d->end_rc = rc;
+    return FT_OK;
+}
+
+/* Observers see begin, every view (all calls, in order), end per trace; one that fails stops the
+ * replay with a message naming where, and still ends; the pull form bounded by a seq decodes only
+ * what can hold it. */
+static void test_driver_observers_and_cursor(void **state)
+{
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/test_replay_drive_%ld.ftdb", FT_BINARY_DIR, (long)getpid());
+    remove(path);
+    ft_rec *rec = NULL;
+    ft_err err = {0};
+    ft_rec_opts ro = {8, 0}; /* 5 chunks */
+    assert_int_equal(ft_rec_open(path, &ro, &rec, &err), FT_OK);
+    ft_sink rs;
+    ft_rec_sink(rec, &rs);
+    emit_s_setup(&rs);
+    for (int i = 0; i < 40; i++)
+        emit_call(&rs, 7, 3, 1 + i % 3, i % 2, i / 4, -1);
+    assert_int_equal(ft_rec_close(rec), FT_OK);
+
+    static drive_log a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.fail_at = b.fail_at = -1;
+    const ft_replay_observer oa = {&a, FT_VIEW_DECISIONS, log_begin, log_batch, log_end};
+    const ft_replay_observer ob = {&b, FT_VIEW_CAUSES, log_begin, log_batch, log_end};
+    const ft_replay_observer *both[2] = {&oa, &ob};
+    ft_replay_opts o = {.observers = both, .n_observers = 2};
+    const char *paths[2] = {path, path};
+    ft_replay_result res, per[2];
+    o.per_trace = per;
+    assert_int_equal(ft_replay_traces(paths, 2, &o, &res, &err), FT_OK);
+    assert_int_equal(a.begins, 2);
+    assert_int_equal(a.ends, 2);
+    assert_int_equal(a.end_rc, FT_OK);
+    assert_int_equal(a.batches, 10);
+    assert_int_equal(a.calls, 80);
+    assert_int_equal(a.trace_index[1], 1);
+    assert_int_equal(b.calls, 80);
+    assert_int_equal(res.calls, 80);
+    assert_int_equal(per[1].calls, 40);
+
+    /* the second observer fails on its third batch: the replay stops, both end with the status */
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.fail_at = -1;
+    b.fail_at = 2;
+    o.per_trace = NULL;
+    assert_int_equal(ft_replay_traces(paths, 1, &o, &res, &err), FT_EINVAL);
+    assert_non_null(strstr(err.msg, "observer stopped"));
+    assert_non_null(strstr(err.msg, path));
+    assert_int_equal(a.batches, 3);
+    assert_int_equal(a.ends, 1);
+    assert_int_equal(b.ends, 1);
+    assert_int_equal(b.end_rc, FT_EINVAL);
+
+    /* pull form: seqs up to 12 lie in the first two chunks */
+    ft_trace *t = NULL;
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    ft_replay_opts po = {.needs = FT_VIEW_DECISIONS};
+    ft_replay_cursor *c = NULL;
+    assert_int_equal(ft_replay_cursor_open(t, &po, &c, &err), FT_OK);
+    assert_int_equal(ft_replay_cursor_bound(c, 12, &err), FT_OK);
+    uint32_t n_views = 0, n_calls = 0;
+    for (int more = 1; more;) {
+        const ft_replay_view *v = NULL;
+        assert_int_equal(ft_replay_cursor_next(c, &v, &more, &err), FT_OK);
+        if (!more) break;
+        assert_non_null(v);
+        assert_int_equal(v->n_pol, ft_policy_count());
+        n_views++;
+        n_calls += v->n;
+    }
+    assert_int_equal(n_views, 2);
+    assert_int_equal(n_calls, 16);
+    ft_replay_cursor_result(c, &res);
+    assert_int_equal(res.calls, 16);
+    ft_replay_cursor_close(c);
+    ft_trace_close(t);
+    remove(path);
+}
+
 /* ---- the replay and demo commands --------------------------------------------------------- */
 /* Import traces/NAME.jsonl into a trace in FT_BINARY_DIR; path into out. */
 static void import_trace(const char *name, char *out, size_t cap)
@@ -1496,6 +1622,7 @@ int main(void)
         cmocka_unit_test(test_explain_names_changed_component),
         cmocka_unit_test(test_canned_traces_match_golden),
         cmocka_unit_test(test_trace_file_replay_matches_in_memory),
+        cmocka_unit_test(test_driver_observers_and_cursor),
         cmocka_unit_test(test_cli_replay_formats_and_flags),
         cmocka_unit_test(test_cli_demo_explains),
     };
