@@ -329,10 +329,10 @@ typedef struct replay_cmd {
     ft_numerics_result *nres;
     int64_t *ranks;
     ft_report_notes *notes;
-    cli_out pc;              /* --per-call */
-    ft_report_calls *calls;  /* --per-call and --explain lines */
-    ft_report_data *data;    /* --html */
-    ft_numerics_obs *est;    /* --numerics: the estimate, in the first pass */
+    cli_out pc;             /* --per-call */
+    ft_report_calls *calls; /* --per-call and --explain lines */
+    ft_report_data *data;   /* --html */
+    ft_numerics_obs *est;   /* --numerics: the estimate, in the first pass */
     const ft_replay_observer *obs[3];
 } replay_cmd;
 
@@ -518,8 +518,7 @@ static int numerics_pass(replay_cmd *c, ft_err *err)
     if (!rc && c->nres->interrupted)
         fprintf(stderr,
                 "fusertrace replay: interrupted: numerics of %llu of %llu sampled calls below\n",
-                (unsigned long long)c->nres->calls_run,
-                (unsigned long long)c->nres->calls_planned);
+                (unsigned long long)c->nres->calls_run, (unsigned long long)c->nres->calls_planned);
     ft_free(rn);
     ft_numerics_obs_free(run);
     return rc;
@@ -532,7 +531,9 @@ static int write_html(replay_cmd *c, ft_err *err)
     char *command = command_line();
     ft_report_html_opts ho = {.command = command, .title = NULL};
     int rc = cli_out_open(&out, c->ro->html, CLI_OUT_STREAM, 1, err);
-    if (!rc) rc = ft_report_html(out.f, c->res, c->numerics ? c->nres : NULL, c->data, &c->rep, &ho, err);
+    if (!rc)
+        rc =
+            ft_report_html(out.f, c->res, c->numerics ? c->nres : NULL, c->data, &c->rep, &ho, err);
     rc = cli_out_close(&out, rc, err);
     ft_free(command);
     return rc;

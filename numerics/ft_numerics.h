@@ -5,9 +5,9 @@
  * fuser's op dimensions (optionally shrunk), forward and, for grad calls, backward; compare each
  * with a float64 reference and with the fresh plan.
  *
- * Two ways in: an observer of the replay driver (ft_numerics_obs: put it into
- * ft_replay_opts.observers and call ft_replay_run), which takes every call's decisions from the
- * driver's views and spreads the sampled calls over threads; or, per call, ft_numerics_new once (with the model whose plan
+ * Two ways in: an observer of the replay driver (ft_numerics_obs, one of ft_replay_opts.observers
+ * of ft_replay_run), which takes every call's decisions from the driver's views and spreads
+ * the sampled calls over threads; or, per call, ft_numerics_new once (with the model whose plan
  * ids the caller uses), ft_numerics_wants(), then ft_numerics_run with each policy's chosen plan
  * id and quantizer state.
  * Results: ft_numerics_get / ft_numerics_report. Every figure is independent of the thread
@@ -174,10 +174,10 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
 /* Every grouped-MLP call of every trace the driver replays is offered to the numerics with each
  * policy's chosen plan and quantizer state, from the batch's view; sampled calls run on
  * opts->n_threads threads in groups while the engine waits. Sampling applies per trace; results
- * add up over traces. An estimating observer (estimate_only = 1) only plans the calls and counts their
- * work (no back end is touched), so it can share a pass with the other consumers of a command:
- * after that pass ft_numerics_obs_check writes the estimate to opts->info and refuses what does
- * not fit (FT_ERANGE, with what to change), and ft_numerics_obs_follow makes the observer that
+ * add up over traces. An estimating observer (estimate_only = 1) only plans the calls and counts
+ * their work (no back end is touched), so it can share a pass with the other consumers of a
+ * command: after that pass ft_numerics_obs_check writes the estimate to opts->info and refuses what
+ * does not fit (FT_ERANGE, with what to change), and ft_numerics_obs_follow makes the observer that
  * runs the calls in a second pass, knowing the total. */
 typedef struct ft_numerics_obs ft_numerics_obs;
 int ft_numerics_obs_new(const ft_numerics_opts *opts, int estimate_only, ft_numerics_obs **out,

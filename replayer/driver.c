@@ -83,8 +83,7 @@ int ft_replay_cursor_bound(ft_replay_cursor *c, int64_t seq_hi, ft_err *err)
     return FT_OK;
 }
 
-int ft_replay_cursor_next(ft_replay_cursor *c, const ft_replay_view **view, int *more,
-                          ft_err *err)
+int ft_replay_cursor_next(ft_replay_cursor *c, const ft_replay_view **view, int *more, ft_err *err)
 {
     const ft_batch *b;
     *view = NULL;
@@ -116,7 +115,6 @@ static int drive(ft_trace *t, const char *path, uint32_t k, const ft_replay_opts
     ft_replay_opts o = *opts;
     for (uint32_t i = 0; i < opts->n_observers; i++)
         o.needs |= opts->observers[i]->needs;
-    if (o.needs & (FT_VIEW_SPLITS | FT_VIEW_CAUSES)) o.needs |= FT_VIEW_DECISIONS;
     ft_replay_cursor *c = NULL;
     int rc = ft_replay_cursor_open(t, &o, &c, err);
     if (rc) return rc;
@@ -182,8 +180,7 @@ void ft_replay_set_close(ft_replay_set *s)
     ft_free(s);
 }
 
-int ft_replay_set_open(const char *const *paths, uint32_t n_paths, ft_replay_set **out,
-                       ft_err *err)
+int ft_replay_set_open(const char *const *paths, uint32_t n_paths, ft_replay_set **out, ft_err *err)
 {
     ft_err local;
     if (!err) err = &local;

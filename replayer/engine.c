@@ -537,7 +537,7 @@ static int filter_phases(ft_replay *r, const ft_batch *b)
 /* Instantiated with and without a filter (filt is a constant), so that a replay without one
  * runs the plain loop. */
 static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const ft_batch *b,
-                                                              ft_err *err, const int filt)
+                                                             ft_err *err, const int filt)
 {
     const int needs_fa = r->needs_fa;
     const uint32_t n = b->n, n_fusers = r->n_fusers, n_recipes1 = r->n_recipes + 1;

@@ -70,13 +70,13 @@ int ft_policy_of_te_ref(ft_te_ref ref);
 /* ---- the decisions view --------------------------------------------------------------------- */
 typedef struct ft_replay ft_replay;
 
-/* What a view carries beyond its call columns (ft_replay_opts.needs, ft_replay_observer.needs).
- * Without FT_VIEW_DECISIONS or FT_VIEW_CAUSES a batch records nothing per call and gives no
- * view (the counts' hot path). */
+/* What a consumer asks of the views (ft_replay_opts.needs, ft_replay_observer.needs). With none
+ * a batch records nothing per call and gives no view (the counts' hot path); any of them gives
+ * the call columns and every policy's decisions, and the two others add their columns. */
 enum {
     FT_VIEW_DECISIONS = 1u << 0, /* the call columns and every policy's dec, plan, stale, q */
     FT_VIEW_SPLITS = 1u << 1,    /* the calls' split sizes (the reader decodes them) */
-    FT_VIEW_CAUSES = 1u << 2,    /* FT_VIEW_DECISIONS plus why each build happened */
+    FT_VIEW_CAUSES = 1u << 2,    /* why each build happened, and the fuser's previous call */
 };
 
 /* A policy's decision on a call. */
@@ -150,7 +150,7 @@ const ft_fuser_def *ft_replay_fuser(const ft_replay *r, uint32_t fuser);
 /* ---- observers of the push driver ----------------------------------------------------------- */
 /* The trace an observer is about to see. */
 typedef struct ft_replay_input {
-    uint32_t index;  /* position among the driver's traces */
+    uint32_t index;   /* position among the driver's traces */
     const char *path; /* as given; NULL for a trace handed in open (ft_replay_trace) */
     ft_trace *trace;  /* its header, fusers and recipes (read them, do not read its chunks) */
 } ft_replay_input;
@@ -277,8 +277,7 @@ int ft_replay_cursor_open(ft_trace *t, const ft_replay_opts *opts, ft_replay_cur
 int ft_replay_cursor_bound(ft_replay_cursor *c, int64_t seq_hi, ft_err *err);
 /* Decode and replay the next batch: *view is its view (NULL without FT_VIEW_DECISIONS), valid
  * until the next call; *more is 0 at the end of the trace. Errors name the chunk. */
-int ft_replay_cursor_next(ft_replay_cursor *c, const ft_replay_view **view, int *more,
-                          ft_err *err);
+int ft_replay_cursor_next(ft_replay_cursor *c, const ft_replay_view **view, int *more, ft_err *err);
 const ft_replay *ft_replay_cursor_engine(const ft_replay_cursor *c);
 /* The results of the batches so far (wall_ns from the open). */
 void ft_replay_cursor_result(const ft_replay_cursor *c, ft_replay_result *out);

@@ -224,10 +224,10 @@ struct ft_replay {
     int32_t *v_recipe, *v_phase;
     int64_t *v_seq, *v_step, *v_ntok;
     uint8_t *v_match;
-    uint32_t *v_soff;   /* [cap_batch + 1] split offsets */
-    int32_t *prev_r;    /* [cap_batch] causes: previous recipe of the fuser, -2 first sight */
-    uint32_t *prev_f;   /* [cap_batch] */
-    uint16_t *changed;  /* [cap_batch] FT_WHY_FIRST .. FT_WHY_OBJECT */
+    uint32_t *v_soff;  /* [cap_batch + 1] split offsets */
+    int32_t *prev_r;   /* [cap_batch] causes: previous recipe of the fuser, -2 first sight */
+    uint32_t *prev_f;  /* [cap_batch] */
+    uint16_t *changed; /* [cap_batch] FT_WHY_FIRST .. FT_WHY_OBJECT */
     /* results */
     ft_replay_result base; /* non-policy fields */
 };

@@ -44,8 +44,8 @@ static void explain_line(FILE *o, const ft_replay_view *v, uint32_t j, uint32_t 
     const ft_view_policy *vp = &v->pol[p];
     const ft_fuser_def *fd = ft_replay_fuser(v->engine, v->fuser[j]);
     const unsigned why = vp->why[j];
-    fprintf(o, "[explain] %s seq=%lld fuser=%lld", ft_policy_name(vp->policy),
-            (long long)v->seq[j], (long long)fd->id);
+    fprintf(o, "[explain] %s seq=%lld fuser=%lld", ft_policy_name(vp->policy), (long long)v->seq[j],
+            (long long)fd->id);
     if (fd->label) fprintf(o, " (%s)", fd->label);
     fprintf(o, ": %s because ", vp->dec[j] & FT_DEC_RESET ? "reset+build" : "build");
     if (why & FT_WHY_FIRST) {

@@ -210,9 +210,8 @@ static int dec_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str
     if (policy && ft_policy_find(policy, &pol, NULL)) return SQLITE_OK; /* no such policy */
     int rc = sql_trace_get(v->ctx, v->db, &v->base, "decisions", path, &c->t, &c->path);
     if (rc) return rc;
-    ft_replay_opts o = {.policies = policy ? &pol : NULL,
-                        .n_policies = policy ? 1 : 0,
-                        .needs = FT_VIEW_DECISIONS};
+    ft_replay_opts o = {
+        .policies = policy ? &pol : NULL, .n_policies = policy ? 1 : 0, .needs = FT_VIEW_DECISIONS};
     ft_err err = {0};
     rc = ft_replay_cursor_open(c->t, &o, &c->rc, &err);
     if (!rc && c->hi < INT64_MAX) rc = ft_replay_cursor_bound(c->rc, c->hi, &err);

@@ -744,9 +744,9 @@ static void test_numerics_run_matches_driver(void **state)
         names[p] = ft_policy_name(idx[p]);
     ft_numerics_opts no = {.shrink = 2, .sample = 10, .seed = 3};
     ft_numerics *nx = NULL;
-    assert_int_equal(ft_numerics_new(ft_replay_model(ft_replay_cursor_engine(c)), names, np, &no,
-                                     &nx, &err),
-                     FT_OK);
+    assert_int_equal(
+        ft_numerics_new(ft_replay_model(ft_replay_cursor_engine(c)), names, np, &no, &nx, &err),
+        FT_OK);
     for (int more = 1; more;) {
         const ft_replay_view *v = NULL;
         assert_int_equal(ft_replay_cursor_next(c, &v, &more, &err), FT_OK);

@@ -702,7 +702,8 @@ static void test_te_cache_rule_matches_engine_on_random_calls(void **state)
     ft_replay_opts o = {0};
     o.policies = idx;
     o.n_policies = 3;
-    const ft_replay_observer obs = {.ctx = &got, .needs = FT_VIEW_DECISIONS, .batch_fn = ref_on_batch};
+    const ft_replay_observer obs = {
+        .ctx = &got, .needs = FT_VIEW_DECISIONS, .batch_fn = ref_on_batch};
     const ft_replay_observer *one[1];
     watch(&o, one, &obs);
     ft_replay_result res;
@@ -999,9 +1000,10 @@ static void test_captured_policy_from_version(void **state)
     static const struct {
         const char *version;
         int policy;
-    } cases[] = {{"2.20.2", 0},        {"2.20.0.dev0+pr3410", 1}, {"2.21.0", 1},
-                 {"2.21.0rc1", 1},     {"2.21.0.dev0", 1},        {"3.0", 1},
-                 {"2.9", 0},           {"unknown", 0}};
+    } cases[] = {{"2.20.2", 0},      {"2.20.0.dev0+pr3410", 1},
+                 {"2.21.0", 1},      {"2.21.0rc1", 1},
+                 {"2.21.0.dev0", 1}, {"3.0", 1},
+                 {"2.9", 0},         {"unknown", 0}};
     ft_te_ref ref;
     assert_int_equal(ft_te_captured_ref(NULL, NULL, &ref), 0);
     assert_int_equal(ft_te_captured_ref("{}", "", &ref), 0);
@@ -1110,28 +1112,15 @@ static void test_replay_rejects_bad_batch(void **state)
 
 /* Every allocation failure on the way through setup, batches and results is reported and leaks
  * nothing (the engine and the model both allocate through ft_malloc). */
-static void test_replay_alloc_failures_leak_nothing(void **state)
+static void alloc_failures(const mini *m, const ft_replay_opts *o)
 {
-    (void)state;
-    ft_sink s;
-    mini *m = mini_new(&s);
-    emit_s_setup(&s);
-    static const int64_t rs[] = {1, 3, 2, -1, 1, 2, 3};
-    for (int i = 0; i < 28; i++)
-        emit_call(&s, 7, 3, rs[i % 7], i % 2, i, i % 3 ? 1 : -1);
-    /* plain, and with the view, its causes and a filter (their own allocations) */
-    const ft_replay_filter flt = {.phase = "fwd"};
-    ft_replay_opts cfg[2] = {{.capacity = 1},
-                             {.capacity = 1, .needs = FT_VIEW_CAUSES, .filter = &flt}};
-    for (int k = 0; k < 2; k++) {
-    const ft_replay_opts o = cfg[k];
     int ok = 0;
     for (long n = 0; n < 2000 && !ok; n++) {
         long live = ft_alloc_live();
         ft_replay *r = NULL;
         ft_err err = {0};
         ft_alloc_fail_after(n);
-        int rc = ft_replay_new(m->fusers, m->nf, m->recipes, m->nr, &m->hdr, &o, &r, &err);
+        int rc = ft_replay_new(m->fusers, m->nf, m->recipes, m->nr, &m->hdr, o, &r, &err);
         for (uint32_t lo = 0; !rc && lo < m->n; lo += 5) {
             ft_batch b;
             mini_batch(m, lo, lo + 5 < m->n ? lo + 5 : m->n, &b);
@@ -1144,7 +1133,23 @@ static void test_replay_alloc_failures_leak_nothing(void **state)
         assert_int_equal(ft_alloc_live(), live);
     }
     assert_true(ok); /* eventually enough allocations succeed */
-    }
+}
+
+static void test_replay_alloc_failures_leak_nothing(void **state)
+{
+    (void)state;
+    ft_sink s;
+    mini *m = mini_new(&s);
+    emit_s_setup(&s);
+    static const int64_t rs[] = {1, 3, 2, -1, 1, 2, 3};
+    for (int i = 0; i < 28; i++)
+        emit_call(&s, 7, 3, rs[i % 7], i % 2, i, i % 3 ? 1 : -1);
+    /* plain, and with the view, its causes and a filter (their own allocations) */
+    const ft_replay_filter flt = {.phase = "fwd"};
+    const ft_replay_opts plain = {.capacity = 1};
+    const ft_replay_opts viewed = {.capacity = 1, .needs = FT_VIEW_CAUSES, .filter = &flt};
+    alloc_failures(m, &plain);
+    alloc_failures(m, &viewed);
     mini_free(m);
 }
 

@@ -679,11 +679,11 @@ static void test_report_causes_match_explain_lines(void **state)
     assert_non_null(page);
     static const struct {
         const char *in_line, *or_line, *row; /* a line names the cause with either text */
-    } causes[] = {{"because first sight", NULL, "first sight of this fuser"},
-                  {"recipe type ", NULL, "recipe type"},
-                  {"because f ", ", f ", "f (first op requiring backward: grad mode)"},
-                  {"because nothing changed", NULL,
-                   "nothing changed since the fuser's previous call"}};
+    } causes[] = {
+        {"because first sight", NULL, "first sight of this fuser"},
+        {"recipe type ", NULL, "recipe type"},
+        {"because f ", ", f ", "f (first op requiring backward: grad mode)"},
+        {"because nothing changed", NULL, "nothing changed since the fuser's previous call"}};
     int rows = 0;
     for (uint32_t p = 0; p < ft_policy_count(); p++) {
         char pfx[64];
