@@ -1118,7 +1118,8 @@ static int obs_one(ft_numerics_obs *d, const ft_replay_view *v, uint32_t j, ft_e
 static int obs_batch(void *ctx, const ft_replay_view *v, ft_err *err)
 {
     ft_numerics_obs *d = ctx;
-    if (v->n_pol != d->np || !v->splits_off) return FT_OK;
+    if (v->n_pol != d->np || !v->splits_off)
+        return ft_err_set(err, FT_ESTATE, "numerics: the replay's views carry no split sizes");
     for (uint32_t j = 0; j < v->n; j++) {
         if (d->o.stop && *d->o.stop) {
             d->stopped = 1;

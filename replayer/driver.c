@@ -4,7 +4,7 @@
  * `decisions` table reads rows straight out of it). Push form (ft_replay_run): a loop over the
  * pull form for every trace of an ft_replay_set, each view handed to every observer in order;
  * traces nobody observes run on a pool of threads, reduced into one result. The set opens each
- * trace once for every pass a command makes over it, so nothing else opens or walks a trace.
+ * trace once for every pass a command makes over it; nothing else replays a trace.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "replayer_int.h"
