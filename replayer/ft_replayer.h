@@ -58,7 +58,6 @@ const char *ft_policy_summary(uint32_t idx); /* one line: key, reset rule, store
 /* What reports say of a policy that is not a candidate like the others ("historical: ...",
  * "baseline: ..."), or NULL. */
 const char *ft_policy_note(uint32_t idx);
-ft_store_kind ft_policy_store(uint32_t idx);
 /* Index of policy `name`; FT_ENOTFOUND (with the known names in err) otherwise. */
 int ft_policy_find(const char *name, uint32_t *idx, ft_err *err);
 /* Parse "all" or a comma-separated list of names into idx[] (at most FT_MAX_POLICIES, no

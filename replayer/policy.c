@@ -163,7 +163,6 @@ POLICIES(LOOP)
      .summary = summary_,                                                                          \
      .note = note_,                                                                                \
      .te_ref = ref_,                                                                               \
-     .store = store_,                                                                              \
      .needs_fa = reads_fa,                                                                         \
      .loop_fn = loop_##id},
 static const policy_def policies[] = {POLICIES(ROW)};
@@ -198,11 +197,6 @@ int ft_policy_of_te_ref(ft_te_ref ref)
     for (uint32_t i = 0; i < FT_ARRAY_LEN(policies); i++)
         if (policies[i].te_ref == (int)ref) return (int)i;
     return -1;
-}
-
-ft_store_kind ft_policy_store(uint32_t idx)
-{
-    return idx < FT_ARRAY_LEN(policies) ? policies[idx].store : FT_STORE_NONE;
 }
 
 static int find_n(const char *name, size_t len, uint32_t *idx)

@@ -94,8 +94,7 @@ typedef struct policy_def {
     const char *summary; /* one line: key, reset rule, store */
     const char *note;    /* the reports' note ("historical: ...", "baseline: ..."), or NULL */
     int te_ref;          /* the ft_te_ref whose plan cache it reproduces, -1 none */
-    ft_store_kind store;
-    int needs_fa; /* reads pcall.fa_id */
+    int needs_fa;        /* reads pcall.fa_id */
     /* The per-batch loop, specialised for this policy's reset rule, key and store. */
     policy_loop_fn loop_fn;
 } policy_def;

@@ -1054,7 +1054,16 @@ static void test_registry_parse_list(void **state)
         assert_int_equal(ft_policy_find(ft_policy_name(i), &idx[0], NULL), FT_OK);
         assert_int_equal(idx[0], i);
     }
-    assert_int_equal(ft_policy_store(0), FT_STORE_NONE);
+    /* the rows' notes and TE refs */
+    uint32_t k;
+    assert_int_equal(ft_policy_find("rebuild-always", &k, NULL), FT_OK);
+    assert_non_null(strstr(ft_policy_note(k), "baseline"));
+    assert_int_equal(ft_policy_find("te-3410-commit1", &k, NULL), FT_OK);
+    assert_non_null(strstr(ft_policy_note(k), "historical"));
+    assert_int_equal(ft_policy_of_te_ref(FT_TE_3410_COMMIT1), (int)k);
+    assert_int_equal(ft_policy_find("fusion-attrs", &k, NULL), FT_OK);
+    assert_null(ft_policy_note(k));
+    assert_null(ft_policy_note(ft_policy_count()));
 }
 
 /* ---- batch boundaries and merging ----------------------------------------------------------- */
