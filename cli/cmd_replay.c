@@ -2,6 +2,9 @@
  * cmd_replay.c - `fusertrace replay TRACE...`: replay traces (one per rank) under plan-cache
  * policies and print one reduced report (text table, JSON or CSV); with --numerics, also run the
  * sampled grouped-MLP calls' chosen and fresh plans (ft_numerics.h) and add the numerics section.
+ * Each trace is opened once; one pass of the replay driver serves every consumer (the counts,
+ * --per-call and --explain, the HTML collector, the numerics' estimate), and --numerics makes a
+ * second one that runs the sampled calls.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
@@ -211,8 +214,7 @@ static const cli_opt options[] = {
      OFF(phase)},
     {"steps", 0, "A:B",
      "count only the calls of steps A to B (A: or :B open-ended); with a filter\n"
-     "every call is still replayed, so that the cache sees the whole run, and the\n"
-     "traces replay one after another",
+     "every call is still replayed, so that the cache sees the whole run",
      parse_steps, OFF(steps)},
     {"build-ns", 0, "NS",
      "TE's cost of a plan build, assumed when the trace has no captured fuse_ns\n"
