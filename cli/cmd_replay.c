@@ -2,6 +2,9 @@
  * cmd_replay.c - `fusertrace replay TRACE...`: replay traces (one per rank) under plan-cache
  * policies and print one reduced report (text table, JSON or CSV); with --numerics, also run the
  * sampled grouped-MLP calls' chosen and fresh plans (ft_numerics.h) and add the numerics section.
+ * Each trace is opened once; one pass of the replay driver serves every consumer (the counts,
+ * --per-call and --explain, the HTML collector, the numerics' estimate), and --numerics makes a
+ * second one that runs the sampled calls.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
@@ -211,8 +214,7 @@ static const cli_opt options[] = {
      OFF(phase)},
     {"steps", 0, "A:B",
      "count only the calls of steps A to B (A: or :B open-ended); with a filter\n"
-     "every call is still replayed, so that the cache sees the whole run, and the\n"
-     "traces replay one after another",
+     "every call is still replayed, so that the cache sees the whole run",
      parse_steps, OFF(steps)},
     {"build-ns", 0, "NS",
      "TE's cost of a plan build, assumed when the trace has no captured fuse_ns\n"
@@ -293,39 +295,8 @@ static char *command_line(void)
     return (char *)out.data;
 }
 
-/* --html or a filter: replay the traces one after another with the report's collector watching
- * (and the numerics after it); with a filter the counts become those of the matching calls; the
- * HTML file is written whole or not at all. */
-static int replay_observed(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
-                           const ft_report_opts *rep, const ft_report_filter *flt, const char *html,
-                           const ft_numerics_result *nres, ft_replay_result *res, ft_err *err)
-{
-    ft_report_data *d = NULL;
-    ft_replay_opts o = *opts;
-    int rc = ft_report_data_new(o.policies, o.n_policies, &d, err);
-    if (!rc) ft_report_data_filter(d, flt);
-    if (!rc && o.explain) {
-        o.explain = ft_report_data_explain(d, o.explain);
-        if (!o.explain) rc = ft_err_set(err, FT_ENOMEM, "cannot count the --explain causes");
-    }
-    if (!rc) rc = ft_report_replay(paths, n_paths, &o, d, stderr, res, err);
-    if (!rc && (flt->fuser_glob || flt->phase || flt->has_steps))
-        ft_report_data_apply_filter(d, res);
-    if (!rc && html) {
-        cli_out out = {.slot = -1};
-        char *command = command_line();
-        ft_report_html_opts ho = {.command = command, .title = NULL};
-        rc = cli_out_open(&out, html, CLI_OUT_STREAM, 1, err);
-        if (!rc) rc = ft_report_html(out.f, res, nres, d, rep, &ho, err);
-        rc = cli_out_close(&out, rc, err);
-        ft_free(command);
-    }
-    ft_report_data_free(d);
-    return rc;
-}
-
 /* "fuser label GLOB, phase P, steps A to B" for the report. */
-static void filter_text(const ft_report_filter *flt, char *buf, size_t cap)
+static void filter_text(const ft_replay_filter *flt, char *buf, size_t cap)
 {
     size_t n = 0;
     buf[0] = 0;
@@ -342,11 +313,34 @@ static void filter_text(const ft_report_filter *flt, char *buf, size_t cap)
     }
 }
 
-static int run(void *opts_v, int n_args, char **args, ft_err *err)
+/* One replay command: its inputs (each trace opened once), options, outputs and the consumers
+ * of its passes over the traces (one pass; with --numerics a second one after the estimate). */
+typedef struct replay_cmd {
+    const replay_opts *ro;
+    const char *const *paths;
+    uint32_t n_paths;
+    ft_replay_set *set;
+    int format, numerics, filtered;
+    FILE *report, *explain; /* the text report's stream; --explain's */
+    ft_replay_filter flt;
+    char filter_buf[512];
+    ft_report_opts rep;
+    ft_replay_opts o;
+    ft_numerics_opts no;
+    ft_replay_result *res, *per_trace;
+    ft_numerics_result *nres;
+    int64_t *ranks;
+    ft_report_notes *notes;
+    cli_out pc;             /* --per-call */
+    ft_report_calls *calls; /* --per-call and --explain lines */
+    ft_report_data *data;   /* --html */
+    ft_numerics_obs *est;   /* --numerics: the estimate, in the first pass */
+    const ft_replay_observer *obs[3];
+} replay_cmd;
+
+static int check_usage(const replay_opts *ro, ft_err *err)
 {
-    replay_opts *ro = opts_v;
-    uint32_t n_paths = (uint32_t)n_args;
-    int numerics = ro->backend >= 0;
+    const int numerics = ro->backend >= 0;
     if (!numerics && (ro->sample || ro->all || ro->shrink || ro->seed.set || ro->max_seconds.set))
         return cli_usage_error(err, "--sample, --all, --shrink, --seed and --max-seconds go with "
                                     "--numerics cpu|cuda");
@@ -360,29 +354,27 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
         return cli_usage_error(
             err, "--per-call - and --%s both want stdout; name a file for one of them",
             ro->json ? "json" : "csv");
-    int format = ro->json ? FT_REPORT_JSON : ro->csv ? FT_REPORT_CSV : FT_REPORT_TEXT;
-    /* stdout carries only the requested format: the report, or the per-call lines */
-    FILE *report = per_call_stdout ? stderr : stdout;
-    FILE *explain = format == FT_REPORT_TEXT ? report : stderr;
+    return FT_OK;
+}
 
-    /* every input checked and opened before any output exists */
+/* Every input checked and opened (once: the set serves every pass) before any output exists;
+ * what the traces and --env say that the report does not, on stderr. */
+static int open_inputs(replay_cmd *c, uint64_t *n_calls, ft_err *err)
+{
+    const replay_opts *ro = c->ro;
     int rc = FT_OK;
-    for (uint32_t i = 0; i < n_paths && !rc; i++)
-        rc = cli_in_check(args[i], CLI_IN_TRACE, err);
-    progress pr = {.n_traces = n_paths, .numerics = numerics};
-    for (uint32_t i = 0; i < n_paths && !rc; i++) {
-        ft_trace *t = NULL;
-        if (!(rc = ft_trace_open(args[i], FT_OPEN_READ, &t, err))) {
-            pr.n_calls += ft_trace_n_calls(t);
-            /* a recording not closed, or a side file ignored: said before the report */
-            if (ft_trace_notice(t)) fprintf(stderr, "%s: %s\n", cli_prog(), ft_trace_notice(t));
-        }
-        ft_trace_close(t);
+    for (uint32_t i = 0; i < c->n_paths && !rc; i++)
+        rc = cli_in_check(c->paths[i], CLI_IN_TRACE, err);
+    if (!rc) rc = ft_replay_set_open(c->paths, c->n_paths, &c->set, err);
+    for (uint32_t i = 0; !rc && i < c->n_paths; i++) {
+        const ft_trace *t = ft_replay_set_trace(c->set, i);
+        *n_calls += ft_trace_n_calls(t);
+        /* a recording not closed, or a side file ignored: said before the report */
+        if (ft_trace_notice(t)) fprintf(stderr, "%s: %s\n", cli_prog(), ft_trace_notice(t));
     }
     /* the back end can run here: said before any output */
-    if (!rc && numerics) rc = ft_numerics_backend_check(backends[ro->backend].backend, err);
+    if (!rc && c->numerics) rc = ft_numerics_backend_check(backends[ro->backend].backend, err);
     if (rc) return rc;
-    const char *const *paths = (const char *const *)args;
     /* --env keys the model does not read change nothing: say so */
     for (uint32_t k = 0; k < ro->env.n; k++) {
         if (ft_env_key_is_read(ro->env.kv[k].key)) continue;
@@ -395,144 +387,223 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
             fprintf(stderr, "%s %s", j ? "," : "", key);
         fputc('\n', stderr);
     }
+    return FT_OK;
+}
 
-    ft_replay_result *res = ft_malloc(sizeof *res);
-    ft_numerics_result *nres = ft_malloc(sizeof *nres);
-    ft_replay_result *per_trace = n_paths > 1 ? ft_calloc(n_paths, sizeof *per_trace) : NULL;
-    int64_t *ranks = ft_calloc(n_paths, sizeof *ranks);
-    ft_report_notes *notes = ft_malloc(sizeof *notes);
-    cli_out pc = {.slot = -1};
-    if (!res || !nres || !ranks || !notes || (n_paths > 1 && !per_trace)) {
-        rc = ft_err_set(err, FT_ENOMEM, "out of memory");
-        goto done;
-    }
+/* The checks of several traces, why nothing fuses, and the options of the report, the replay
+ * and the numerics; the --per-call output opened. */
+static int setup(replay_cmd *c, ft_err *err)
+{
+    const replay_opts *ro = c->ro;
+    c->res = ft_malloc(sizeof *c->res);
+    c->nres = ft_malloc(sizeof *c->nres);
+    c->per_trace = c->n_paths > 1 ? ft_calloc(c->n_paths, sizeof *c->per_trace) : NULL;
+    c->ranks = ft_calloc(c->n_paths, sizeof *c->ranks);
+    c->notes = ft_malloc(sizeof *c->notes);
+    if (!c->res || !c->nres || !c->ranks || !c->notes || (c->n_paths > 1 && !c->per_trace))
+        return ft_err_set(err, FT_ENOMEM, "out of memory");
     /* one trace per rank, and a warning for traces of different runs */
-    if ((rc = ft_report_check_inputs(paths, n_paths, stderr, ranks, err))) goto done;
-    if ((rc = ft_report_find_unfused(paths, n_paths, ro->env.kv, ro->env.n, notes, err))) goto done;
-    ft_report_filter flt = {.fuser_glob = ro->fuser,
-                            .phase = ro->phase,
-                            .has_steps = ro->steps.set,
-                            .step_lo = ro->steps.lo,
-                            .step_hi = ro->steps.hi};
-    int filtered = ro->fuser || ro->phase || ro->steps.set;
-    char filter_buf[512];
-    filter_text(&flt, filter_buf, sizeof filter_buf);
-    ft_report_opts rep;
-    ft_report_opts_init(&rep);
-    rep.timing = ro->timing;
-    if (ro->build_ns.set) rep.build_ns = ro->build_ns.v;
-    if (ro->reset_ns.set) rep.reset_ns = ro->reset_ns.v;
-    rep.filter = filtered ? filter_buf : NULL;
-    rep.notes = notes;
-    if (ro->per_call && (rc = cli_out_open(&pc, ro->per_call, CLI_OUT_STREAM, 1, err))) goto done;
-
-    ft_replay_opts o = {
-        .policies = ro->pol.n ? ro->pol.idx : NULL,
-        .n_policies = ro->pol.n,
-        .capacity = ro->capacity,
-        .env = ro->env.kv,
-        .n_env = ro->env.n,
-        .captured = ro->captured,
-        .per_call = ro->per_call ? pc.f : NULL,
-        .explain = ro->explain ? explain : NULL,
-        .n_threads = ro->threads,
-    };
-    if (per_trace && !filtered && !ro->html) {
+    int rc = ft_report_check_inputs(c->set, stderr, c->ranks, err);
+    if (!rc) rc = ft_report_find_unfused(c->set, ro->env.kv, ro->env.n, c->notes, err);
+    if (rc) return rc;
+    c->flt = (ft_replay_filter){.fuser_glob = ro->fuser,
+                                .phase = ro->phase,
+                                .has_steps = ro->steps.set,
+                                .step_lo = ro->steps.lo,
+                                .step_hi = ro->steps.hi};
+    c->filtered = ro->fuser || ro->phase || ro->steps.set;
+    filter_text(&c->flt, c->filter_buf, sizeof c->filter_buf);
+    ft_report_opts_init(&c->rep);
+    c->rep.timing = ro->timing;
+    if (ro->build_ns.set) c->rep.build_ns = ro->build_ns.v;
+    if (ro->reset_ns.set) c->rep.reset_ns = ro->reset_ns.v;
+    c->rep.filter = c->filtered ? c->filter_buf : NULL;
+    c->rep.notes = c->notes;
+    if (ro->per_call && (rc = cli_out_open(&c->pc, ro->per_call, CLI_OUT_STREAM, 1, err)))
+        return rc;
+    c->o = (ft_replay_opts){.policies = ro->pol.n ? ro->pol.idx : NULL,
+                            .n_policies = ro->pol.n,
+                            .capacity = ro->capacity,
+                            .env = ro->env.kv,
+                            .n_env = ro->env.n,
+                            .captured = ro->captured,
+                            .filter = c->filtered ? &c->flt : NULL,
+                            .n_threads = ro->threads};
+    if (c->per_trace && !c->filtered && !ro->html) {
         /* per-trace (rank) rows */
-        o.per_trace = per_trace;
-        rep.n_per_trace = n_paths;
-        rep.per_trace = per_trace;
-        rep.trace_names = paths;
-        rep.trace_ranks = ranks;
+        c->o.per_trace = c->per_trace;
+        c->rep.n_per_trace = c->n_paths;
+        c->rep.per_trace = c->per_trace;
+        c->rep.trace_names = c->paths;
+        c->rep.trace_ranks = c->ranks;
     }
-    ft_numerics_opts no = {.shrink = ro->shrink ? ro->shrink : 1,
-                           .sample = ro->all      ? 0
-                                     : ro->sample ? ro->sample
-                                                  : 64,
-                           .seed = ro->seed.set ? ro->seed.v : 1,
-                           .n_threads = ro->threads};
-    if (numerics) {
-        no.backend = backends[ro->backend].backend;
-        no.max_seconds = ro->max_seconds.set ? (double)ro->max_seconds.v : 600.0;
-        no.info = stderr;
-        no.stop = &g_stop;
+    c->no = (ft_numerics_opts){.shrink = ro->shrink ? ro->shrink : 1,
+                               .sample = ro->all      ? 0
+                                         : ro->sample ? ro->sample
+                                                      : 64,
+                               .seed = ro->seed.set ? ro->seed.v : 1,
+                               .n_threads = ro->threads};
+    if (c->numerics) {
+        c->no.backend = backends[ro->backend].backend;
+        c->no.max_seconds = ro->max_seconds.set ? (double)ro->max_seconds.v : 600.0;
+        c->no.info = stderr;
+        c->no.stop = &g_stop;
+        c->no.progress = (uint8_t)cli_progress_wanted();
     }
-    /* First the replay (a plain replay takes milliseconds), with per-call and explain output and
-     * the report's observers (--html, filters); in text its table and reading print before the
-     * numerics start. The numerics replay again with those outputs off. */
-    const int observed = ro->html || filtered;
-    const int table_first = numerics && format == FT_REPORT_TEXT;
+    return FT_OK;
+}
+
+/* The one pass that serves every consumer but the numerics' runs: the counts (with the filter),
+ * the --per-call and --explain lines, what the HTML draws, the numerics' estimate. */
+static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
+{
+    const replay_opts *ro = c->ro;
+    uint32_t n_obs = 0;
+    int rc = FT_OK;
+    if (ro->per_call || ro->explain) {
+        rc = ft_report_calls_new(ro->per_call ? c->pc.f : NULL, ro->explain ? c->explain : NULL,
+                                 &c->calls, err);
+        if (!rc) c->obs[n_obs++] = ft_report_calls_observer(c->calls);
+    }
+    if (!rc && ro->html) {
+        rc = ft_report_data_new(c->o.policies, c->o.n_policies, ro->explain, &c->data, err);
+        if (!rc) c->obs[n_obs++] = ft_report_data_observer(c->data);
+    }
+    if (!rc && c->numerics) {
+        rc = ft_numerics_obs_new(&c->no, 1, &c->est, err);
+        if (!rc) c->obs[n_obs++] = ft_numerics_obs_observer(c->est);
+    }
+    if (rc) return rc;
+    ft_replay_opts o = c->o;
+    o.observers = c->obs;
+    o.n_observers = n_obs;
     /* progress only where nothing else writes to the terminal meanwhile; numerics print their
      * own (calls done, rate, time left) */
-    int show = cli_progress_wanted() && !(ro->explain && explain == stderr) &&
-               !pthread_create(&pr.thread, NULL, progress_main, &pr);
-    if (observed)
-        rc = replay_observed(paths, n_paths, &o, &rep, &flt, numerics ? NULL : ro->html, NULL, res,
-                             err);
-    else
-        rc = ft_replay_traces(paths, n_paths, &o, res, err);
+    int show = cli_progress_wanted() && !(ro->explain && c->explain == stderr) &&
+               !pthread_create(&pr->thread, NULL, progress_main, pr);
+    rc = ft_replay_run(c->set, &o, c->res, err);
     if (show) {
-        atomic_store(&pr.stop, 1);
-        pthread_join(pr.thread, NULL);
+        atomic_store(&pr->stop, 1);
+        pthread_join(pr->thread, NULL);
         cli_progress_end();
     }
     /* the per-call file complete (or its failure known) before the report is written */
-    rc = cli_out_close(&pc, rc, err);
-    if (rc) goto done;
-    if (ro->explain) fputc('\n', explain);
-    if (table_first) {
-        rc = ft_report_write_opts(report, res, NULL, format, &rep, err);
-        if (!rc) fputc('\n', report);
-        if (!rc) rc = ft_report_reading(report, res, err);
-        fflush(report);
-        if (rc) goto done;
-    }
-    if (numerics) {
-        ft_replay_opts on = o;
-        on.per_call = NULL, on.explain = NULL, on.per_trace = NULL;
-        no.progress = (uint8_t)cli_progress_wanted();
+    rc = cli_out_close(&c->pc, rc, err);
+    if (!rc && ro->explain) fputc('\n', c->explain);
+    return rc;
+}
+
+/* The numerics' own pass: the estimate said and checked, then the sampled calls run; Ctrl-C
+ * stops it with the results so far. */
+static int numerics_pass(replay_cmd *c, ft_err *err)
+{
+    ft_numerics_obs *run = NULL;
+    int rc = ft_numerics_obs_check(c->est, err);
+    if (!rc) rc = ft_numerics_obs_follow(c->est, &run, err);
+    ft_replay_result *rn = rc ? NULL : ft_malloc(sizeof *rn);
+    if (!rc && !rn) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
+    if (!rc) {
+        const ft_replay_observer *obs[1] = {ft_numerics_obs_observer(run)};
+        ft_replay_opts on = c->o;
+        on.filter = NULL, on.per_trace = NULL;
+        on.observers = obs;
+        on.n_observers = 1;
         struct sigaction sa, old_sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_sigint;
         sa.sa_flags = (int)SA_RESETHAND;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, &old_sa);
-        ft_replay_result *rn = ft_malloc(sizeof *rn);
-        rc = rn ? ft_numerics_replay_traces(paths, n_paths, &on, &no, rn, nres, err)
-                : ft_err_set(err, FT_ENOMEM, "out of memory");
+        rc = ft_numerics_obs_finish(run, ft_replay_run(c->set, &on, rn, err), c->nres, err);
         sigaction(SIGINT, &old_sa, NULL);
-        if (!rc && nres->interrupted)
-            fprintf(stderr,
-                    "fusertrace replay: interrupted: numerics of %llu of %llu sampled calls "
-                    "below\n",
-                    (unsigned long long)nres->calls_run, (unsigned long long)nres->calls_planned);
-        /* the HTML holds the numerics too: its charts replay once more (milliseconds) */
-        if (!rc && ro->html)
-            rc = replay_observed(paths, n_paths, &on, &rep, &flt, ro->html, nres, rn, err);
-        ft_free(rn);
-        if (rc) goto done;
     }
+    if (!rc && c->nres->interrupted)
+        fprintf(stderr,
+                "fusertrace replay: interrupted: numerics of %llu of %llu sampled calls below\n",
+                (unsigned long long)c->nres->calls_run, (unsigned long long)c->nres->calls_planned);
+    ft_free(rn);
+    ft_numerics_obs_free(run);
+    return rc;
+}
+
+/* The HTML file, written whole or not at all. */
+static int write_html(replay_cmd *c, ft_err *err)
+{
+    cli_out out = {.slot = -1};
+    char *command = command_line();
+    ft_report_html_opts ho = {.command = command, .title = NULL};
+    int rc = cli_out_open(&out, c->ro->html, CLI_OUT_STREAM, 1, err);
+    if (!rc)
+        rc =
+            ft_report_html(out.f, c->res, c->numerics ? c->nres : NULL, c->data, &c->rep, &ho, err);
+    rc = cli_out_close(&out, rc, err);
+    ft_free(command);
+    return rc;
+}
+
+/* The replay, then (text) its table and reading before the numerics start, the numerics, the
+ * HTML, the report. */
+static int replay_and_report(replay_cmd *c, progress *pr, ft_err *err)
+{
+    const int table_first = c->numerics && c->format == FT_REPORT_TEXT;
+    int rc = first_pass(c, pr, err);
+    if (!rc && table_first) {
+        rc = ft_report_write_opts(c->report, c->res, NULL, c->format, &c->rep, err);
+        if (!rc) fputc('\n', c->report);
+        if (!rc) rc = ft_report_reading(c->report, c->res, err);
+        fflush(c->report);
+    }
+    if (!rc && c->numerics) rc = numerics_pass(c, err);
+    if (!rc && c->ro->html) rc = write_html(c, err);
+    if (rc) return rc;
     if (table_first) {
-        fputc('\n', report);
-        rc = ft_report_numerics(report, nres, err);
+        fputc('\n', c->report);
+        rc = ft_report_numerics(c->report, c->nres, err);
     } else {
-        rc = ft_report_write_opts(report, res, numerics ? nres : NULL, format, &rep, err);
-        if (!rc && format == FT_REPORT_TEXT) {
-            fputc('\n', report);
-            rc = ft_report_reading(report, res, err);
+        rc = ft_report_write_opts(c->report, c->res, c->numerics ? c->nres : NULL, c->format,
+                                  &c->rep, err);
+        if (!rc && c->format == FT_REPORT_TEXT) {
+            fputc('\n', c->report);
+            rc = ft_report_reading(c->report, c->res, err);
         }
     }
-    if (!rc && format == FT_REPORT_TEXT) {
-        fputc('\n', report);
-        rc = ft_report_recommendation(report, res, &rep, err);
+    if (!rc && c->format == FT_REPORT_TEXT) {
+        fputc('\n', c->report);
+        rc = ft_report_recommendation(c->report, c->res, &c->rep, err);
     }
-done:
-    rc = cli_out_close(&pc, rc, err); /* a failed replay leaves no per-call file behind */
-    ft_free(res);
-    ft_free(nres);
-    ft_free(per_trace);
-    ft_free(ranks);
-    ft_free(notes);
+    return rc;
+}
+
+static int run(void *opts_v, int n_args, char **args, ft_err *err)
+{
+    const replay_opts *ro = opts_v;
+    int rc = check_usage(ro, err);
+    if (rc) return rc;
+    replay_cmd c = {.ro = ro,
+                    .paths = (const char *const *)args,
+                    .n_paths = (uint32_t)n_args,
+                    .numerics = ro->backend >= 0,
+                    .pc = {.slot = -1}};
+    c.format = ro->json ? FT_REPORT_JSON : ro->csv ? FT_REPORT_CSV : FT_REPORT_TEXT;
+    /* stdout carries only the requested format: the report, or the per-call lines */
+    const int per_call_stdout =
+        ro->per_call && (!strcmp(ro->per_call, "-") || !strcmp(ro->per_call, "/dev/stdout"));
+    c.report = per_call_stdout ? stderr : stdout;
+    c.explain = c.format == FT_REPORT_TEXT ? c.report : stderr;
+    progress pr = {.n_traces = c.n_paths, .numerics = c.numerics};
+    rc = open_inputs(&c, &pr.n_calls, err);
+    if (!rc) rc = setup(&c, err);
+    if (!rc) rc = replay_and_report(&c, &pr, err);
+    rc = cli_out_close(&c.pc, rc, err); /* a failed replay leaves no per-call file behind */
+    ft_report_calls_free(c.calls);
+    ft_report_data_free(c.data);
+    ft_numerics_obs_free(c.est);
+    ft_replay_set_close(c.set);
+    ft_free(c.res);
+    ft_free(c.nres);
+    ft_free(c.per_trace);
+    ft_free(c.ranks);
+    ft_free(c.notes);
     return rc;
 }
 

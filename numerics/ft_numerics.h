@@ -5,8 +5,8 @@
  * fuser's op dimensions (optionally shrunk), forward and, for grad calls, backward; compare each
  * with a float64 reference and with the fresh plan.
  *
- * Two ways in: an observer of the replay driver (ft_numerics_obs: set ft_replay_opts.observer
- * and call ft_replay_trace(s)), which takes every call's decisions from the driver and spreads
+ * Two ways in: an observer of the replay driver (ft_numerics_obs, one of ft_replay_opts.observers
+ * of ft_replay_run), which takes every call's decisions from the driver's views and spreads
  * the sampled calls over threads; or, per call, ft_numerics_new once (with the model whose plan
  * ids the caller uses), ft_numerics_wants(), then ft_numerics_run with each policy's chosen plan
  * id and quantizer state.
@@ -172,18 +172,30 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
 
 /* ---- as an observer of the replay driver ---------------------------------------------------- */
 /* Every grouped-MLP call of every trace the driver replays is offered to the numerics with each
- * policy's chosen plan and quantizer state; sampled calls run on opts->n_threads threads in
- * groups while the engine waits. Sampling applies per trace; results add up over traces. */
+ * policy's chosen plan and quantizer state, from the batch's view; sampled calls run on
+ * opts->n_threads threads in groups while the engine waits. Sampling applies per trace; results
+ * add up over traces. An estimating observer (estimate_only = 1) only plans the calls and counts
+ * their work (no back end is touched), so it can share a pass with the other consumers of a
+ * command: after that pass ft_numerics_obs_check writes the estimate to opts->info and refuses what
+ * does not fit (FT_ERANGE, with what to change), and ft_numerics_obs_follow makes the observer that
+ * runs the calls in a second pass, knowing the total. */
 typedef struct ft_numerics_obs ft_numerics_obs;
-int ft_numerics_obs_new(const ft_numerics_opts *opts, ft_numerics_obs **out, ft_err *err);
-/* Put this into ft_replay_opts.observer (valid while the ft_numerics_obs lives). */
+int ft_numerics_obs_new(const ft_numerics_opts *opts, int estimate_only, ft_numerics_obs **out,
+                        ft_err *err);
+/* Put this into ft_replay_opts.observers (valid while the ft_numerics_obs lives). */
 const ft_replay_observer *ft_numerics_obs_observer(ft_numerics_obs *o);
+int ft_numerics_obs_check(const ft_numerics_obs *est, ft_err *err);
+int ft_numerics_obs_follow(const ft_numerics_obs *est, ft_numerics_obs **run, ft_err *err);
 /* The results of every trace finished so far. */
 void ft_numerics_obs_result(const ft_numerics_obs *o, ft_numerics_result *out);
+/* After a running observer's pass that returned rc: its results into out. A pass that opts->stop
+ * ended is FT_OK (err cleared), out->interrupted set, the figures those of the calls that ran. */
+int ft_numerics_obs_finish(ft_numerics_obs *o, int rc, ft_numerics_result *out, ft_err *err);
 void ft_numerics_obs_free(ft_numerics_obs *o);
 
-/* Conveniences: ft_replay_trace / ft_replay_traces with such an observer (ropts may be NULL;
- * its observer is replaced). rr_out (may be NULL for one trace) receives the replay result. */
+/* Conveniences: ft_replay_trace / ft_replay_traces with such an observer, after an estimating
+ * pass when nopts has an info stream or a time limit (ropts may be NULL; its observers are
+ * replaced). rr_out (may be NULL for one trace) receives the replay result. */
 int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
                              const ft_numerics_opts *nopts, ft_replay_result *rr_out,
                              ft_numerics_result *out, ft_err *err);

@@ -1029,11 +1029,11 @@ static int estimate_job(ft_numerics *nx, uint32_t np, job *j, estimate *e, ft_er
     return rc;
 }
 /*
- * The driver calls obs_call for every call and policy, in call order then policy order. The
- * observer keeps each policy's choice (plan id of the engine's model, a copy of its quantizer
- * state) until the last policy of the call, plans the call, and queues it if sampled; a full
- * queue is executed on the thread pool while the engine waits. One ft_numerics lives per trace
- * (obs_begin to obs_end); its results are folded into the observer's total at the end.
+ * The driver hands obs_batch every batch's view. Per call of a grouped-MLP fuser the observer takes
+ * each policy's choice from the view's columns (plan id of the engine's model, its quantizer
+ * state, valid for the batch), plans the call, and queues it if sampled; a full queue is executed
+ * on the thread pool while the engine waits. One ft_numerics lives per trace (obs_begin to
+ * obs_end); its results are folded into the observer's total at the end.
  */
 
 struct ft_numerics_obs {
@@ -1042,7 +1042,6 @@ struct ft_numerics_obs {
     uint32_t np;
     uint32_t n_threads;
     ft_numerics_choice ch[FT_NUMERICS_MAX_POLICIES];
-    ft_qstate q[FT_NUMERICS_MAX_POLICIES]; /* copies: the engine's are valid during the call only */
     const char *names[FT_NUMERICS_MAX_POLICIES];
     job *jobs; /* [cap] queued calls */
     uint32_t n_jobs, cap;
@@ -1061,8 +1060,9 @@ static uint32_t online_cores(void)
     return nc > 0 ? (uint32_t)nc : 1;
 }
 
-static int obs_begin(void *ctx, const ft_replay *eng, ft_err *err)
+static int obs_begin(void *ctx, const ft_replay_input *in, const ft_replay *eng, ft_err *err)
 {
+    (void)in;
     ft_numerics_obs *d = ctx;
     const uint32_t *idx;
     d->np = ft_replay_policies(eng, &idx);
@@ -1081,29 +1081,25 @@ static int obs_begin(void *ctx, const ft_replay *eng, ft_err *err)
     return rc;
 }
 
-static int obs_call(void *ctx, const ft_replay_call *c, ft_err *err)
+/* Call j of the view: plan it, and queue it (or count its work) if sampled. */
+static int obs_one(ft_numerics_obs *d, const ft_replay_view *v, uint32_t j, ft_err *err)
 {
-    ft_numerics_obs *d = ctx;
-    if (d->o.stop && *d->o.stop) {
-        d->stopped = 1;
-        return ft_err_set(err, FT_ESTATE, "numerics: stopped"); /* ends the engine's loop */
+    const uint32_t s0 = v->splits_off[j], n_splits = v->splits_off[j + 1] - s0;
+    if (!n_splits) return FT_OK; /* a call without split sizes: nothing to run */
+    for (uint32_t p = 0; p < d->np; p++) {
+        d->ch[p].plan = v->pol[p].plan[j];
+        d->ch[p].q = ft_replay_qstate(v->engine, v->pol[p].q[j]);
     }
-    if (!ft_numerics_wants(d->nx, c->fuser) || c->slot >= d->np) return FT_OK;
-    d->q[c->slot] = *c->q;
-    d->ch[c->slot].plan = c->plan;
-    d->ch[c->slot].q = &d->q[c->slot];
-    if (c->slot + 1 < d->np) return FT_OK;
-    if (!c->n_splits) return FT_OK; /* a call without split sizes: nothing to run */
-    ft_qstate fq = *c->fresh_q;
-    ft_numerics_call nc = {.fuser = c->fuser,
-                           .recipe = c->recipe,
-                           .f = c->f,
-                           .seq = c->seq,
-                           .splits = c->splits,
-                           .n_splits = c->n_splits,
-                           .n_tokens = -1,
-                           .fresh_plan = c->fresh,
-                           .fresh_q = &fq,
+    /* the split sizes were checked (each >= 0) and summed into n_tokens once, by the decoder */
+    ft_numerics_call nc = {.fuser = v->fuser[j],
+                           .recipe = v->recipe[j],
+                           .f = v->f[j],
+                           .seq = v->seq[j],
+                           .splits = v->splits + s0,
+                           .n_splits = n_splits,
+                           .n_tokens = v->n_tokens[j],
+                           .fresh_plan = v->fresh[j],
+                           .fresh_q = ft_replay_qstate(v->engine, v->fresh_q[j]),
                            .chosen = d->ch};
     int rc = plan_call(d->nx, &nc, &d->jobs[d->n_jobs], err);
     if (rc == 1 && d->dry) {
@@ -1117,6 +1113,23 @@ static int obs_call(void *ctx, const ft_replay_call *c, ft_err *err)
         }
     }
     return rc < 0 ? rc : FT_OK;
+}
+
+static int obs_batch(void *ctx, const ft_replay_view *v, ft_err *err)
+{
+    ft_numerics_obs *d = ctx;
+    if (v->n_pol != d->np || !v->splits_off)
+        return ft_err_set(err, FT_ESTATE, "numerics: the replay's views carry no split sizes");
+    for (uint32_t j = 0; j < v->n; j++) {
+        if (d->o.stop && *d->o.stop) {
+            d->stopped = 1;
+            return ft_err_set(err, FT_ESTATE, "numerics: stopped"); /* ends the replay */
+        }
+        if (!ft_numerics_wants(d->nx, v->fuser[j])) continue;
+        int rc = obs_one(d, v, j, err);
+        if (rc) return rc;
+    }
+    return FT_OK;
 }
 
 static int obs_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
@@ -1154,7 +1167,8 @@ static int obs_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
     return rc;
 }
 
-int ft_numerics_obs_new(const ft_numerics_opts *opts, ft_numerics_obs **out, ft_err *err)
+int ft_numerics_obs_new(const ft_numerics_opts *opts, int estimate_only, ft_numerics_obs **out,
+                        ft_err *err)
 {
     *out = NULL;
     ft_numerics_obs *d = ft_calloc(1, sizeof *d);
@@ -1169,10 +1183,12 @@ int ft_numerics_obs_new(const ft_numerics_opts *opts, ft_numerics_obs **out, ft_
         return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
     }
     d->total.backend = d->o.backend;
+    d->dry = estimate_only != 0;
+    d->t_start = ft_now_ns();
     d->obs = (ft_replay_observer){.ctx = d,
-                                  .needs = FT_OBSERVE_SPLITS,
+                                  .needs = FT_VIEW_DECISIONS | FT_VIEW_SPLITS,
                                   .begin_fn = obs_begin,
-                                  .call_fn = obs_call,
+                                  .batch_fn = obs_batch,
                                   .end_fn = obs_end};
     *out = d;
     return FT_OK;
@@ -1254,49 +1270,68 @@ static int check_estimate(const estimate *e, const ft_numerics_opts *no, ft_err 
                       no->max_seconds, k2, sug, alt);
 }
 
-static int with_observer(ft_trace *t, const char *const *paths, uint32_t n_paths,
-                         const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
-                         ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err)
+int ft_numerics_obs_check(const ft_numerics_obs *est, ft_err *err)
 {
-    ft_numerics_obs *o = NULL;
+    return check_estimate(&est->est, &est->o, err);
+}
+
+int ft_numerics_obs_follow(const ft_numerics_obs *est, ft_numerics_obs **run, ft_err *err)
+{
+    int rc = ft_numerics_obs_new(&est->o, 0, run, err);
+    if (!rc) (*run)->est = est->est;
+    return rc;
+}
+
+int ft_numerics_obs_finish(ft_numerics_obs *o, int rc, ft_numerics_result *out, ft_err *err)
+{
+    if (rc && o->stopped) { /* Ctrl-C: what ran */
+        rc = FT_OK;
+        ft_err_clear(err);
+        if (!o->n_traces) o->total.interrupted = 1;
+    }
+    if (rc) return rc;
+    ft_numerics_obs_result(o, out);
+    out->calls_planned = o->est.calls;
+    if (o->stopped) out->interrupted = 1;
+    return FT_OK;
+}
+
+/* The replay driver over t (or every trace of set) with o as its one observer. */
+static int pass(ft_trace *t, const ft_replay_set *set, const ft_replay_opts *ropts,
+                ft_numerics_obs *o, ft_replay_result *rr, ft_err *err)
+{
+    ft_replay_opts ro = *ropts;
+    const ft_replay_observer *obs[1] = {ft_numerics_obs_observer(o)};
+    ro.observers = obs;
+    ro.n_observers = 1;
+    return t ? ft_replay_trace(t, &ro, rr, err) : ft_replay_run(set, &ro, rr, err);
+}
+
+static int with_observer(ft_trace *t, const ft_replay_set *set, const ft_replay_opts *ropts,
+                         const ft_numerics_opts *nopts, ft_replay_result *rr_out,
+                         ft_numerics_result *out, ft_err *err)
+{
+    ft_numerics_obs *est = NULL, *run = NULL;
     ft_replay_result *rr = rr_out ? rr_out : ft_malloc(sizeof *rr);
-    int rc = rr ? ft_numerics_obs_new(nopts, &o, err)
-                : ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
-    ft_replay_opts ro = ropts ? *ropts : (ft_replay_opts){0};
-    if (!rc && nopts && (nopts->info || nopts->max_seconds > 0)) {
-        /* a dry pass first (plans only: the replay's milliseconds): the estimate */
-        ft_replay_opts dry = ro;
-        dry.per_call = NULL, dry.explain = NULL;
-        dry.observer = ft_numerics_obs_observer(o);
-        o->dry = 1;
-        rc =
-            t ? ft_replay_trace(t, &dry, rr, err) : ft_replay_traces(paths, n_paths, &dry, rr, err);
-        if (!rc) rc = check_estimate(&o->est, nopts, err);
-        if (!rc) { /* the real pass starts afresh, knowing the total */
-            estimate e = o->est;
-            ft_numerics_obs_free(o);
-            o = NULL;
-            rc = ft_numerics_obs_new(nopts, &o, err);
-            if (!rc) o->est = e;
-        }
+    const ft_replay_opts ro = ropts ? *ropts : (ft_replay_opts){0};
+    /* with an info stream or a time limit, an estimate pass first (plans only: the replay's
+     * milliseconds); the run starts afresh, knowing the total */
+    const int estimating = nopts && (nopts->info || nopts->max_seconds > 0);
+    int rc = rr ? FT_OK : ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+    if (!rc && estimating) {
+        rc = ft_numerics_obs_new(nopts, 1, &est, err);
+        if (!rc) rc = pass(t, set, &ro, est, rr, err);
+        if (!rc) rc = ft_numerics_obs_check(est, err);
+        if (!rc) rc = ft_numerics_obs_follow(est, &run, err);
+    } else if (!rc) {
+        rc = ft_numerics_obs_new(nopts, 0, &run, err);
     }
     if (!rc) {
-        ro.observer = ft_numerics_obs_observer(o);
-        o->t_start = ft_now_ns();
-        rc = t ? ft_replay_trace(t, &ro, rr, err) : ft_replay_traces(paths, n_paths, &ro, rr, err);
-        if (rc && o->stopped) { /* Ctrl-C: what ran */
-            rc = FT_OK;
-            ft_err_clear(err);
-            ft_replay_result_init(rr, ro.policies, ro.n_policies);
-            if (!o->n_traces) o->total.interrupted = 1;
-        }
+        rc = ft_numerics_obs_finish(run, pass(t, set, &ro, run, rr, err), out, err);
+        if (!rc && run->stopped) ft_replay_result_init(rr, ro.policies, ro.n_policies);
     }
-    if (!rc) {
-        ft_numerics_obs_result(o, out);
-        out->calls_planned = o->est.calls;
-        if (o->stopped) out->interrupted = 1;
-    }
-    ft_numerics_obs_free(o);
+    ft_numerics_obs_free(est);
+    ft_numerics_obs_free(run);
     if (rr != rr_out) ft_free(rr);
     return rc;
 }
@@ -1305,7 +1340,7 @@ int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
                              const ft_numerics_opts *nopts, ft_replay_result *rr_out,
                              ft_numerics_result *out, ft_err *err)
 {
-    return with_observer(t, NULL, 0, ropts, nopts, rr_out, out, err);
+    return with_observer(t, NULL, ropts, nopts, rr_out, out, err);
 }
 
 int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
@@ -1313,5 +1348,9 @@ int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
                               ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err)
 {
     memset(out, 0, sizeof *out);
-    return with_observer(NULL, paths, n_paths, ropts, nopts, rr_out, out, err);
+    ft_replay_set *set = NULL;
+    int rc = ft_replay_set_open(paths, n_paths, &set, err);
+    if (!rc) rc = with_observer(NULL, set, ropts, nopts, rr_out, out, err);
+    ft_replay_set_close(set);
+    return rc;
 }

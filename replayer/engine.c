@@ -9,7 +9,9 @@
  *   2. one loop per policy over the batch: reset rule, store lookup or build, staleness against
  *      the oracle (classification memoised by (fuser, recipe, plan, qstate, fresh, token class)),
  *      counters. Each loop is timed as a whole, so the figure is ns per call of key + lookup;
- *   3. if asked, per-call JSON lines, build explanations and the observer's calls, in call order.
+ *   3. if some consumer asked (ft_replay_opts.needs), the batch's view: the call columns, every
+ *      policy's decisions recorded by its loop, and why each build happened (FT_WHY_*).
+ * The engine never prints: writers and observers read the view (driver.c hands it to them).
  * Everything per call is integer work on precomputed ids; memory grows with distinct fusers,
  * recipes, keys and quantizer states, never with the number of calls.
  *
@@ -18,7 +20,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "replayer_int.h"
 
-#include <jansson.h>
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,7 +150,6 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
     return c;
 }
 
-/* ---- step histogram ------------------------------------------------------------------------- */
 /* ---- engine lifecycle ----------------------------------------------------------------------- */
 void ft_replay_free(ft_replay *r)
 {
@@ -171,13 +172,28 @@ void ft_replay_free(ft_replay *r)
     }
     ft_free(r->cc);
     ft_free(r->q_direct);
+    ft_free(r->fuser_ok);
+    ft_free(r->phase_ok);
     ft_free(r->rec);
     ft_free(r->rec_plan);
     ft_free(r->rec_q);
     ft_free(r->rec_stale);
+    ft_free(r->rec_why);
+    ft_free(r->v_row);
+    ft_free(r->v_fuser);
+    ft_free(r->v_f);
+    ft_free(r->v_fresh);
+    ft_free(r->v_fresh_q);
+    ft_free(r->v_recipe);
+    ft_free(r->v_phase);
+    ft_free(r->v_seq);
+    ft_free(r->v_step);
+    ft_free(r->v_ntok);
+    ft_free(r->v_match);
+    ft_free(r->v_soff);
     ft_free(r->prev_r);
     ft_free(r->prev_f);
-    ft_buf_free(&r->esc);
+    ft_free(r->changed);
     ft_free(r);
 }
 
@@ -228,28 +244,13 @@ static int setup_recipes(ft_replay *r, ft_err *err)
     return rc;
 }
 
-/* The captured run's policy: the header field `fuser_cache` when the capture recorded which plan
- * cache TE had ("single": before PR 3410, "dict": PR 3410, "type": its first commit), else from
- * te_version. */
+/* The captured run's policy: the one whose row reproduces the TE ref the header names (tefuser
+ * reads the header's fuser_cache and te_version). */
 static int captured_from_header(const ft_header *h)
 {
-    static const struct {
-        const char *value, *policy;
-    } caches[] = {{"single", "te-pre3410"}, {"dict", "te-3410"}, {"type", "te-3410-commit1"}};
-    if (!h) return -1;
-    if (h->extra_json) {
-        json_t *x = json_loads(h->extra_json, 0, NULL);
-        const char *v = json_string_value(json_object_get(x, "fuser_cache"));
-        int found = -1;
-        for (size_t i = 0; v && i < FT_ARRAY_LEN(caches); i++) {
-            uint32_t idx;
-            if (!strcmp(v, caches[i].value) && !ft_policy_find(caches[i].policy, &idx, NULL))
-                found = (int)idx;
-        }
-        json_decref(x);
-        if (found >= 0) return found;
-    }
-    return ft_replay_captured_policy(h->te_version);
+    ft_te_ref ref;
+    if (!h || !ft_te_captured_ref(h->extra_json, h->te_version, &ref)) return -1;
+    return ft_policy_of_te_ref(ref);
 }
 
 int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_def *recipes,
@@ -272,10 +273,11 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
     r->recipes = recipes;
     r->n_fusers = n_fusers;
     r->n_recipes = n_recipes;
-    r->per_call = opts->per_call;
-    r->obs = opts->observer && opts->observer->call_fn ? opts->observer : NULL;
-    r->rec_on = opts->per_call || opts->explain || r->obs;
-    r->explain = opts->explain;
+    r->needs = opts->needs;
+    r->rec_on = opts->needs != 0;
+    r->causes = (opts->needs & FT_VIEW_CAUSES) != 0;
+    r->filt = opts->filter != NULL;
+    if (opts->filter) r->filter = *opts->filter;
     for (int k = 0; k < 4; k++)
         r->tok_rep[k] = -2;
     r->tok_rep[0] = -1;
@@ -290,8 +292,11 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
     r->n_ops = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->n_ops);
     r->ri = ft_calloc(n_recipes + 1, sizeof *r->ri);
     r->mru = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->mru);
-    if (!r->n_ops || !r->ri || !r->mru) goto nomem;
+    r->fuser_ok = ft_calloc(n_fusers ? n_fusers : 1, 1);
+    if (!r->n_ops || !r->ri || !r->mru || !r->fuser_ok) goto nomem;
     for (uint32_t u = 0; u < n_fusers; u++) {
+        const char *glob = r->filter.fuser_glob, *label = fusers[u].label;
+        r->fuser_ok[u] = !glob || (label && !fnmatch(glob, label, 0));
         r->n_ops[u] = ft_model_n_ops(r->model, u);
         if (r->n_ops[u] >= (1u << FT_KEY_F_BITS) - 1) {
             rc = ft_err_set(err, FT_EUNSUPPORTED, "fuser %lld has %u ops; at most %u",
@@ -362,22 +367,6 @@ fail:
     return rc;
 }
 
-int ft_replay_captured_policy(const char *te_version)
-{
-    uint32_t idx;
-    if (!te_version || !*te_version) return -1;
-    const char *name = "te-pre3410";
-    if (strstr(te_version, "3410")) {
-        name = "te-3410";
-    } else {
-        char *end;
-        long major = strtol(te_version, &end, 10);
-        long minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
-        if (major > 2 || (major == 2 && minor >= 21)) name = "te-3410";
-    }
-    return ft_policy_find(name, &idx, NULL) ? -1 : (int)idx;
-}
-
 #define GROW(field, cap)                                                                           \
     do {                                                                                           \
         void *np_ = ft_realloc(r->field, (size_t)(cap) * sizeof *r->field);                        \
@@ -397,8 +386,24 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
         GROW(rec_q, (size_t)r->n_pol * cap);
         GROW(rec_plan, (size_t)r->n_pol * cap);
         GROW(rec_stale, (size_t)r->n_pol * cap);
+        GROW(v_row, cap);
+        GROW(v_fuser, cap);
+        GROW(v_f, cap);
+        GROW(v_fresh, cap);
+        GROW(v_fresh_q, cap);
+        GROW(v_recipe, cap);
+        GROW(v_phase, cap);
+        GROW(v_seq, cap);
+        GROW(v_step, cap);
+        GROW(v_ntok, cap);
+        GROW(v_match, cap);
+        GROW(v_soff, (size_t)cap + 1);
+    }
+    if (r->causes) {
+        GROW(rec_why, (size_t)r->n_pol * cap);
         GROW(prev_r, cap);
         GROW(prev_f, cap);
+        GROW(changed, cap);
     }
     r->cap_batch = cap;
     return FT_OK;
@@ -500,9 +505,41 @@ static void step_widen(ft_replay *r, int64_t step, uint32_t n_done, uint32_t max
     }
 }
 
-static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
+/* Whether record i passes the filter (ft_replay_filter; phase_ok holds the batch's phases). */
+static int call_matches(const ft_replay *r, const ft_batch *b, uint32_t i, uint32_t u)
 {
-    const int rec = r->rec_on, needs_fa = r->needs_fa;
+    const uint32_t fl = b->flags[i];
+    if (!r->fuser_ok[u]) return 0;
+    if (r->filter.phase && !((fl & FT_CF_HAS_PHASE) && b->phase[i] >= 0 &&
+                             (uint32_t)b->phase[i] < b->n_phases && r->phase_ok[b->phase[i]]))
+        return 0;
+    if (r->filter.has_steps) {
+        const int64_t step = (fl & FT_CF_HAS_STEP) ? b->step[i] : -1;
+        if (step < r->filter.step_lo || step > r->filter.step_hi) return 0;
+    }
+    return 1;
+}
+
+static int filter_phases(ft_replay *r, const ft_batch *b)
+{
+    if (!r->filt || !r->filter.phase) return FT_OK;
+    if (b->n_phases > r->cap_phases) {
+        uint8_t *np = ft_realloc(r->phase_ok, b->n_phases);
+        if (!np) return FT_ENOMEM;
+        r->phase_ok = np;
+        r->cap_phases = b->n_phases;
+    }
+    for (uint32_t k = 0; k < b->n_phases; k++)
+        r->phase_ok[k] = b->phases[k] && !strcmp(b->phases[k], r->filter.phase);
+    return FT_OK;
+}
+
+/* Instantiated with and without a filter (filt is a constant), so that a replay without one
+ * runs the plain loop. */
+static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const ft_batch *b,
+                                                             ft_err *err, const int filt)
+{
+    const int needs_fa = r->needs_fa;
     const uint32_t n = b->n, n_fusers = r->n_fusers, n_recipes1 = r->n_recipes + 1;
     int shift = 0; /* step_width is a power of two: buckets by shift, not division */
     while ((INT64_C(1) << shift) < r->step_width)
@@ -514,7 +551,7 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
     ccall *CC = r->cc;
     uint64_t *step_calls = r->step_calls.calls;
     oracle_mru *mru = r->mru;
-    uint32_t j = 0, max_sb = 0, any_cap = 0;
+    uint32_t j = 0, max_sb = 0, any_cap = 0, counted = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (K[i] != FT_REC_CALL) continue;
         const uint32_t u = BU[i], fl = FL[i];
@@ -529,6 +566,8 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
         cj->fuser = u;
         cj->recipe = recipe;
         cj->f = f;
+        cj->match = (uint8_t)(!filt || call_matches(r, b, i, u));
+        if (filt) counted += cj->match;
         int k = m->recipe[0] == recipe && m->f[0] == f   ? 0
                 : m->recipe[1] == recipe && m->f[1] == f ? 1
                                                          : -1;
@@ -546,7 +585,8 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
                 return ft_err_set(err, rc, "replay: out of memory");
         }
         cj->tok = (uint8_t)(token_class(fl, TOKENS[i]) | (f < m->n_ops) << 2);
-        if (m->raises[k][cj->tok]) fresh_raise(r, m, k, u, recipe, f, cj->tok, TOKENS[i]);
+        /* under a filter the fresh plans' raises are not counted (ft_replay_filter) */
+        if (m->raises[k][cj->tok] && !filt) fresh_raise(r, m, k, u, recipe, f, cj->tok, TOKENS[i]);
         cj->cap = (uint8_t)((fl & FT_CF_HAS_REBUILT) >> 5 | (fl & FT_CF_REBUILT) >> 2);
         any_cap |= cj->cap;
         if ((fl & FT_CF_HAS_REBUILT) && (fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0) {
@@ -559,7 +599,7 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
             }
         }
         cj->sb = FT_NO_ENTRY;
-        if ((fl & FT_CF_HAS_STEP) && STEP[i] >= 0) {
+        if ((fl & FT_CF_HAS_STEP) && STEP[i] >= 0 && cj->match) {
             if ((STEP[i] >> shift) >= FT_STEP_BUCKETS) {
                 step_widen(r, STEP[i], j, max_sb);
                 while ((INT64_C(1) << shift) < r->step_width)
@@ -570,13 +610,6 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
             cj->sb = sb;
             step_calls[sb]++;
             if (sb + 1 > max_sb) max_sb = sb + 1;
-        }
-        if (rec) {
-            r->prev_r[j] = m->prev_seen ? m->prev_recipe : -2;
-            r->prev_f[j] = m->prev_f;
-            m->prev_seen = 1;
-            m->prev_recipe = recipe;
-            m->prev_f = f;
         }
         j++;
         continue;
@@ -590,119 +623,123 @@ static int oracle_pass(ft_replay *r, const ft_batch *b, ft_err *err)
         if (max_sb > r->pol[p].res.steps.n) r->pol[p].res.steps.n = max_sb;
     r->n_calls = j;
     r->any_cap = any_cap != 0;
-    r->base.calls += j;
+    r->base.calls += filt ? counted : j;
     r->base.backwards += n - j;
     return FT_OK;
 }
 
-/* ---- per-call output and explanations ------------------------------------------------------- */
-static const char *rtype_name(const ft_replay *r, int32_t recipe)
+static int oracle_plain(ft_replay *r, const ft_batch *b, ft_err *err)
 {
-    return ft_recipe_type_name((ft_recipe_type)r->ri[recipe + 1].type);
+    return oracle_pass(r, b, err, 0);
 }
 
-static void explain_build(ft_replay *r, uint32_t p, const ft_batch *b, uint32_t j, int reset)
+static int oracle_filtered(ft_replay *r, const ft_batch *b, ft_err *err)
 {
-    const uint32_t i = r->cc[j].i;
-    FILE *o = r->explain;
-    uint32_t u = b->fuser[i];
-    int32_t rc = b->recipe[i], pr = r->prev_r[j];
-    const ft_fuser_def *fd = &r->fusers[u];
-    fprintf(o, "[explain] %s seq=%lld fuser=%lld", ft_policy_name(r->pol[p].idx),
-            (long long)b->seq[i], (long long)fd->id);
-    if (fd->label) fprintf(o, " (%s)", fd->label);
-    fprintf(o, ": %s because ", reset ? "reset+build" : "build");
-    if (pr == -2) {
-        fprintf(o, "first sight of this fuser\n");
-        return;
-    }
-    const rinfo *a = &r->ri[pr + 1], *c = &r->ri[rc + 1];
-    int n = 0;
-    if (a->type != c->type)
-        n += fprintf(o, "%srecipe type %s -> %s", n ? ", " : "", rtype_name(r, pr),
-                     rtype_name(r, rc)) > 0;
-    if (r->prev_f[j] != r->cc[j].f)
-        n += fprintf(o, "%sf %u -> %u", n ? ", " : "", r->prev_f[j], r->cc[j].f) > 0;
-    if (a->bo != c->bo)
-        n += fprintf(o, "%sbackward_override %s -> %s", n ? ", " : "", ft_bo_name((ft_bo)a->bo),
-                     ft_bo_name((ft_bo)c->bo)) > 0;
-    if (a->type == c->type && a->hist != c->hist)
-        n += fprintf(o, "%samax_history_len %lld -> %lld", n ? ", " : "", (long long)a->hist,
-                     (long long)c->hist) > 0;
+    return oracle_pass(r, b, err, 1);
+}
+
+/* ---- the view ------------------------------------------------------------------------------ */
+/* What differs between the fuser's previous call (recipe pr, boundary pf) and this one. */
+static uint16_t changes(const ft_replay *r, int32_t pr, uint32_t pf, int32_t recipe, uint32_t f)
+{
+    if (pr == -2) return FT_WHY_FIRST;
+    const rinfo *a = &r->ri[pr + 1], *c = &r->ri[recipe + 1];
+    unsigned w = 0;
+    if (a->type != c->type) w |= FT_WHY_TYPE;
+    if (pf != f) w |= FT_WHY_F;
+    if (a->bo != c->bo) w |= FT_WHY_BO;
+    if (a->type == c->type && a->hist != c->hist) w |= FT_WHY_HIST;
     if (a->type == c->type && a->bo == c->bo && a->hist == c->hist && a->hash_id != c->hash_id)
-        n += fprintf(o, "%srecipe attrs (same type, other attribute values)", n ? ", " : "") > 0;
-    if (a->hash_id == c->hash_id && a->obj_id != c->obj_id)
-        n += fprintf(o, "%srecipe object (same attributes, another object)", n ? ", " : "") > 0;
-    if (!n) fprintf(o, "nothing changed since the fuser's previous call (key not cached)");
-    fputc('\n', o);
+        w |= FT_WHY_ATTRS;
+    if (a->hash_id == c->hash_id && a->obj_id != c->obj_id) w |= FT_WHY_OBJECT;
+    return (uint16_t)w;
 }
 
-static int write_records(ft_replay *r, const ft_batch *b, ft_err *err)
+/* The batch's call columns, and with causes what changed per call and why each build happened
+ * (call order: the fuser's previous call is the one before it in the trace). */
+static void fill_view(ft_replay *r, const ft_batch *b)
 {
-    for (uint32_t j = 0; j < r->n_calls; j++) {
+    const uint32_t n = r->n_calls, cap = r->cap_batch;
+    ft_replay_view *v = &r->view;
+    for (uint32_t j = 0; j < n; j++) {
         const ccall *cj = &r->cc[j];
-        const uint32_t i = cj->i;
+        const uint32_t i = cj->i, fl = b->flags[i];
+        r->v_row[j] = i;
+        r->v_seq[j] = b->seq[i];
+        r->v_fuser[j] = cj->fuser;
+        r->v_recipe[j] = cj->recipe;
+        r->v_step[j] = (fl & FT_CF_HAS_STEP) ? b->step[i] : -1;
+        r->v_phase[j] = (fl & FT_CF_HAS_PHASE) && b->phase[i] >= 0 ? b->phase[i] : -1;
+        r->v_f[j] = cj->f;
+        r->v_fresh[j] = cj->fresh;
+        r->v_fresh_q[j] = r->ri[cj->recipe + 1].fresh_q;
+        r->v_ntok[j] = b->n_tokens[i];
+        r->v_match[j] = cj->match;
+        if (b->splits_off) r->v_soff[j] = b->splits_off[i];
+    }
+    /* backward records hold no split sizes: the calls' ranges are contiguous */
+    if (b->splits_off) r->v_soff[n] = b->splits_off[b->n];
+    if (r->causes) {
+        for (uint32_t j = 0; j < n; j++) {
+            const ccall *cj = &r->cc[j];
+            oracle_mru *m = &r->mru[cj->fuser];
+            r->prev_r[j] = m->prev_seen ? m->prev_recipe : -2;
+            r->prev_f[j] = m->prev_f;
+            r->changed[j] = changes(r, r->prev_r[j], m->prev_f, cj->recipe, cj->f);
+            m->prev_seen = 1;
+            m->prev_recipe = cj->recipe;
+            m->prev_f = cj->f;
+        }
         for (uint32_t p = 0; p < r->n_pol; p++) {
-            size_t k = (size_t)p * r->cap_batch + j;
-            int build = r->rec[k] & 1, reset = r->rec[k] >> 1 & 1;
-            if (r->explain && build) explain_build(r, p, b, j, reset);
-            if (r->obs) {
-                const int32_t recipe = cj->recipe;
-                const uint32_t s0 = b->splits_off ? b->splits_off[i] : 0;
-                ft_replay_call c = {.seq = b->seq[i],
-                                    .fuser = cj->fuser,
-                                    .recipe = recipe,
-                                    .f = cj->f,
-                                    .slot = p,
-                                    .policy = r->pol[p].idx,
-                                    .build = build,
-                                    .reset = reset,
-                                    .plan = r->rec_plan[k],
-                                    .fresh = cj->fresh,
-                                    .stale = (ft_stale)r->rec_stale[k],
-                                    .q = &r->qs[r->rec_q[k]],
-                                    .fresh_q = &r->qs[r->ri[recipe + 1].fresh_q],
-                                    .splits = b->splits_off ? b->splits + s0 : NULL,
-                                    .n_splits = b->splits_off ? b->splits_off[i + 1] - s0 : 0,
-                                    .step = (b->flags[i] & FT_CF_HAS_STEP) ? b->step[i] : -1,
-                                    .phase = (b->flags[i] & FT_CF_HAS_PHASE) && b->phase[i] >= 0
-                                                 ? b->phases[b->phase[i]]
-                                                 : NULL};
-                int rc = r->obs->call_fn(r->obs->ctx, &c, err);
-                if (rc) {
-                    if (!err->msg[0])
-                        ft_err_set(err, rc, "seq %lld: the replay's observer stopped: %s",
-                                   (long long)b->seq[i], ft_strerror(rc));
-                    return rc;
-                }
-            }
-            if (!r->per_call) continue;
-            FILE *o = r->per_call;
-            const char *plan = ft_model_plan_text(r->model, r->rec_plan[k]);
-            r->esc.len = 0;
-            if (ft_buf_json_str(&r->esc, plan ? plan : "", plan ? strlen(plan) : 0))
-                return ft_err_set(err, FT_ENOMEM, "out of memory");
-            fprintf(o,
-                    "{\"seq\":%lld,\"fuser\":%lld,\"policy\":\"%s\",\"build\":%s,\"reset\":%s,"
-                    "\"plan\":",
-                    (long long)b->seq[i], (long long)r->fusers[b->fuser[i]].id,
-                    ft_policy_name(r->pol[p].idx), build ? "true" : "false",
-                    reset ? "true" : "false");
-            fwrite(r->esc.data, 1, r->esc.len, o);
-            fprintf(o, ",\"stale\":\"%s\"}\n", ft_stale_name((ft_stale)r->rec_stale[k]));
+            const uint8_t *dec = r->rec + (size_t)p * cap;
+            uint16_t *why = r->rec_why + (size_t)p * cap;
+            for (uint32_t j = 0; j < n; j++)
+                why[j] = !(dec[j] & FT_DEC_BUILD) ? 0
+                         : r->changed[j]          ? r->changed[j]
+                                                  : (uint16_t)FT_WHY_NOT_CACHED;
         }
     }
-    return FT_OK;
+    *v = (ft_replay_view){.engine = r,
+                          .batch = b,
+                          .n = n,
+                          .row = r->v_row,
+                          .seq = r->v_seq,
+                          .fuser = r->v_fuser,
+                          .recipe = r->v_recipe,
+                          .step = r->v_step,
+                          .phase = r->v_phase,
+                          .f = r->v_f,
+                          .fresh = r->v_fresh,
+                          .fresh_q = r->v_fresh_q,
+                          .n_tokens = r->v_ntok,
+                          .match = r->filt ? r->v_match : NULL,
+                          .splits_off = b->splits_off ? r->v_soff : NULL,
+                          .splits = b->splits_off ? b->splits : NULL,
+                          .prev_recipe = r->causes ? r->prev_r : NULL,
+                          .prev_f = r->causes ? r->prev_f : NULL,
+                          .changed = r->causes ? r->changed : NULL,
+                          .n_pol = r->n_pol};
+    for (uint32_t p = 0; p < r->n_pol; p++) {
+        const size_t o = (size_t)p * cap;
+        v->pol[p] = (ft_view_policy){.policy = r->pol[p].idx,
+                                     .dec = r->rec + o,
+                                     .plan = r->rec_plan + o,
+                                     .stale = r->rec_stale + o,
+                                     .q = r->rec_q + o,
+                                     .why = r->causes ? r->rec_why + o : NULL};
+    }
 }
 
-int ft_replay_batch(ft_replay *r, const ft_batch *b, ft_err *err)
+int ft_replay_batch(ft_replay *r, const ft_batch *b, const ft_replay_view **view, ft_err *err)
 {
     ft_err local;
     if (!err) err = &local;
+    if (view) *view = NULL;
     int rc = ensure_scratch(r, b->n);
+    if (!rc) rc = filter_phases(r, b);
     if (rc) return ft_err_set(err, rc, "replay: out of memory");
     uint64_t t0 = ft_now_ns();
-    rc = oracle_pass(r, b, err);
+    rc = r->filt ? oracle_filtered(r, b, err) : oracle_plain(r, b, err);
     if (rc) return rc;
     uint64_t t1 = ft_now_ns();
     r->base.oracle_ns += t1 - t0;
@@ -713,8 +750,21 @@ int ft_replay_batch(ft_replay *r, const ft_batch *b, ft_err *err)
         r->pol[p].res.loop_ns += t2 - t1;
         t1 = t2;
     }
-    if (r->rec_on) return write_records(r, b, err);
+    if (r->rec_on) {
+        fill_view(r, b);
+        if (view) *view = &r->view;
+    }
     return FT_OK;
+}
+
+const ft_qstate *ft_replay_qstate(const ft_replay *r, uint32_t id)
+{
+    return id < r->n_qs ? &r->qs[id] : NULL;
+}
+
+const ft_fuser_def *ft_replay_fuser(const ft_replay *r, uint32_t fuser)
+{
+    return fuser < r->n_fusers ? &r->fusers[fuser] : NULL;
 }
 
 const ft_model *ft_replay_model(const ft_replay *r)

@@ -1,16 +1,21 @@
 /*
- * policy.c - the policy registry: one row per plan-cache policy (DESIGN.md §Policies).
+ * policy.c - the policy registry: one row per plan-cache policy (README, "The policies").
  *
- * A policy is a reset rule (when reset_recipe_state runs), a key function and a store. The rules
+ * A policy is a reset rule (when reset_recipe_state runs), a key function and a store, plus what
+ * the reports say of it: a one-line summary, a note for the policies that are not candidates
+ * like the others (historical, baseline), and the TE ref whose plan cache it reproduces (the
+ * captured run's policy is found through it). The rules
  * for te-pre3410 and te-3410 follow TE's OperationFuser.maybe_fuse_ops exactly
  * (docs/fuser-model.md, "The plan cache"): the initial recipe_type is None (FT_NEVER), which
  * differs from NoneType (no recipe, FT_RT_NONE), so every fuser resets on its first call;
  * DelayedScaling's amax_history_len joins the reset rule. Adding a policy: write its reset and key
- * functions and one line in POLICIES below, then regenerate the goldens (traces/README.md): they
- * are matched by policy name, so the other policies' lines stay as they are.
+ * functions and one line in POLICIES below, then regenerate the goldens (traces/README.md: they
+ * are matched by policy name, so the other policies' lines stay as they are) and the demo tables
+ * of the docs (tests/test_docs_demo.sh --fix).
  */
 #include "replayer_int.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ---- keys ---------------------------------------------------------------------------------- */
@@ -114,39 +119,50 @@ static int reset_obj(pstate *s, const rinfo *ri, const pcall *c)
 
 /* ---- the registry: one line per policy ------------------------------------------------------
  * id, name, reset rule, key, store, build on every reset (single slot), reads the fusion-attrs
- * id, summary. Each line instantiates the engine's loop with its functions inlined (LOOP) and is
- * one row of the table (ROW). */
+ * id, the TE ref it reproduces (NO_REF: none), the reports' note (NULL: none), summary. Each line
+ * instantiates the engine's loop with its functions inlined (LOOP) and is one row of the table
+ * (ROW). */
+#define NO_REF (-1)
 #define POLICIES(X)                                                                                \
-    X(rebuild_always, "rebuild-always", reset_always, key_none, FT_STORE_NONE, 1, 0,               \
-      "no key; reset and build on every call; no store")                                           \
+    X(rebuild_always, "rebuild-always", reset_always, key_none, FT_STORE_NONE, 1, 0, NO_REF,       \
+      "baseline: no plan cache", "no key; reset and build on every call; no store")                \
     X(te_pre3410, "te-pre3410", reset_te_pre3410, key_type_f_bo, FT_STORE_SINGLE, 1, 0,            \
+      FT_TE_PRE3410, NULL,                                                                         \
       "TE before PR 3410: key (type, f, bo); reset+build when it or amax_history_len changes; "    \
       "single slot")                                                                               \
-    X(te_3410, "te-3410", reset_type_bo, key_type_f_bo, FT_STORE_DICT, 0, 0,                       \
+    X(te_3410, "te-3410", reset_type_bo, key_type_f_bo, FT_STORE_DICT, 0, 0, FT_TE_3410, NULL,     \
       "TE PR 3410: key (type, f, bo); reset when (type, bo) or amax_history_len changes; dict")    \
     X(te_3410_commit1, "te-3410-commit1", reset_type_bo, key_type_bo, FT_STORE_SINGLE, 1, 0,       \
+      FT_TE_3410_COMMIT1, "historical: PR 3410's first commit, never released",                    \
       "PR 3410 first commit: key (type, bo); reset+build when it or amax_history_len changes; "    \
       "single slot")                                                                               \
-    X(recipe_hash, "recipe-hash", reset_hash, key_hash_f, FT_STORE_DICT, 0, 0,                     \
+    X(recipe_hash, "recipe-hash", reset_hash, key_hash_f, FT_STORE_DICT, 0, 0, NO_REF, NULL,       \
       "key (hash of type and every recipe attribute, f); reset when the hash changes; dict")       \
-    X(recipe_object, "recipe-object", reset_obj, key_obj_f_bo, FT_STORE_DICT, 0, 0,                \
+    X(recipe_object, "recipe-object", reset_obj, key_obj_f_bo, FT_STORE_DICT, 0, 0, NO_REF, NULL,  \
       "key (recipe object identity, f, bo); reset when the identity changes; dict")                \
-    X(fusion_attrs, "fusion-attrs", reset_hash, key_fusion_attrs_f, FT_STORE_DICT, 0, 1,           \
+    X(fusion_attrs, "fusion-attrs", reset_hash, key_fusion_attrs_f, FT_STORE_DICT, 0, 1, NO_REF,   \
+      NULL,                                                                                        \
       "key (exactly the recipe/op/env attributes the fusion rules read, f); reset when the "       \
       "recipe hash changes; dict")
 
-#define LOOP(id, name_, reset, key, store_, build_on_reset, reads_fa, summary_)                    \
+/* The loop, specialised by whether the batch records a view (rec) and whether a filter decides
+ * which calls count (filt). */
+#define LOOP(id, name_, reset, key, store_, build_on_reset, reads_fa, ref_, note_, summary_)       \
     static int loop_##id(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err)                 \
     {                                                                                              \
-        if (r->rec_on) return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 1);    \
-        return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 0);                   \
+        if (r->rec_on && r->filt)                                                                  \
+            return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 1, 1);            \
+        if (r->rec_on) return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 1, 0); \
+        if (r->filt) return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 0, 1);   \
+        return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 0, 0);                \
     }
 POLICIES(LOOP)
 
-#define ROW(id, name_, reset, key, store_, build_on_reset, reads_fa, summary_)                     \
+#define ROW(id, name_, reset, key, store_, build_on_reset, reads_fa, ref_, note_, summary_)        \
     {.name = name_,                                                                                \
      .summary = summary_,                                                                          \
-     .store = store_,                                                                              \
+     .note = note_,                                                                                \
+     .te_ref = ref_,                                                                               \
      .needs_fa = reads_fa,                                                                         \
      .loop_fn = loop_##id},
 static const policy_def policies[] = {POLICIES(ROW)};
@@ -171,9 +187,16 @@ const char *ft_policy_summary(uint32_t idx)
     return idx < FT_ARRAY_LEN(policies) ? policies[idx].summary : NULL;
 }
 
-ft_store_kind ft_policy_store(uint32_t idx)
+const char *ft_policy_note(uint32_t idx)
 {
-    return idx < FT_ARRAY_LEN(policies) ? policies[idx].store : FT_STORE_NONE;
+    return idx < FT_ARRAY_LEN(policies) ? policies[idx].note : NULL;
+}
+
+int ft_policy_of_te_ref(ft_te_ref ref)
+{
+    for (uint32_t i = 0; i < FT_ARRAY_LEN(policies); i++)
+        if (policies[i].te_ref == (int)ref) return (int)i;
+    return -1;
 }
 
 static int find_n(const char *name, size_t len, uint32_t *idx)

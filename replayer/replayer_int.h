@@ -46,7 +46,8 @@ typedef struct ccall {
     uint32_t i;     /* position in the batch */
     uint8_t tok;    /* token class | (backward runs) << 2 */
     uint8_t cap;    /* captured: 1 = has `rebuilt`, 2 = rebuilt */
-    uint8_t spare[2];
+    uint8_t match;  /* the call passes the filter (1 when there is none) */
+    uint8_t spare;
 } ccall;
 _Static_assert(sizeof(ccall) == 32, "ccall is 32 bytes");
 
@@ -90,9 +91,10 @@ typedef int (*policy_loop_fn)(ft_replay *r, uint32_t p, const ft_batch *b, ft_er
  * arguments its loop was instantiated with (POLICIES in policy.c); they live only there. */
 typedef struct policy_def {
     const char *name;
-    const char *summary;
-    ft_store_kind store;
-    int needs_fa; /* reads pcall.fa_id */
+    const char *summary; /* one line: key, reset rule, store */
+    const char *note;    /* the reports' note ("historical: ...", "baseline: ..."), or NULL */
+    int te_ref;          /* the ft_te_ref whose plan cache it reproduces, -1 none */
+    int needs_fa;        /* reads pcall.fa_id */
     /* The per-batch loop, specialised for this policy's reset rule, key and store. */
     policy_loop_fn loop_fn;
 } policy_def;
@@ -129,15 +131,14 @@ int store_lookup(plan_store *st, pstate *s, uint64_t key, uint32_t *plan);
 int store_insert(plan_store *st, pstate *s, uint64_t key, uint32_t plan);
 void store_free(plan_store *st);
 
-/* ---- engine state (replay.c owns it; the policy loops in policy.c read it)
- * ---------------------------------------------------------------------------- */
+/* ---- engine state (engine.c owns it; the policy loops in policy.c read it) ------------------ */
 typedef struct oracle_mru {
     int32_t recipe[2]; /* two recent (recipe, f) of this fuser and their plans; -2 = empty */
     uint32_t f[2];
     uint32_t plan[2];
     int32_t fa_recipe; /* last recipe whose fusion-attrs id is in fa_id; -2 = none */
     int32_t fa_id;
-    int32_t prev_recipe; /* previous call's recipe and f (explain); prev_seen 0 = first sight */
+    int32_t prev_recipe; /* previous call's recipe and f (causes); prev_seen 0 = first sight */
     uint32_t prev_f;
     uint8_t prev_seen;
     uint8_t victim; /* the slot a miss replaces (the one not used last) */
@@ -195,28 +196,42 @@ struct ft_replay {
     uint32_t pol_idx[FT_MAX_POLICIES]; /* registry index per slot (ft_replay_policies) */
     policy_run pol[FT_MAX_POLICIES];
     /* per-batch scratch, compacted: entry j is the j-th call of the batch (backward records
-     * dropped), at batch position cidx[j] */
+     * dropped), at batch position cc[j].i */
     uint32_t cap_batch;
     uint32_t n_calls;        /* calls in the current batch */
     int any_cap;             /* some call of the batch carries a captured `rebuilt` */
     ccall *cc;               /* [cap_batch] the batch's calls */
     int64_t step_width;      /* steps per bucket, shared by every histogram */
     ft_step_hist step_calls; /* calls per step bucket (the same for every policy) */
-    uint8_t *rec;            /* [n_pol * cap_batch] per-call bits: 1 build, 2 reset */
-    uint32_t *rec_plan;      /* [n_pol * cap_batch] */
-    uint8_t *rec_stale;      /* [n_pol * cap_batch] */
-    uint32_t *rec_q;         /* [n_pol * cap_batch] interned quantizer state after the call */
-    int32_t *prev_r;         /* [cap_batch] explain: previous recipe of the fuser, -2 first sight */
-    uint32_t *prev_f;        /* [cap_batch] */
-    FILE *per_call, *explain;
-    ft_buf esc;                    /* scratch: a per-call line's escaped plan text */
-    const ft_replay_observer *obs; /* per-call decisions wanted by an observer, or NULL */
-    int rec_on;                    /* per-call records wanted (per_call, explain or an observer) */
+    /* the filter: only matching calls are counted (ft_replay_filter) */
+    int filt;
+    ft_replay_filter filter; /* the caller's strings */
+    uint8_t *fuser_ok;       /* [n_fusers] the label glob matches (1 without a glob) */
+    uint8_t *phase_ok;       /* [cap_phases] the batch's phases: the filter's phase */
+    uint32_t cap_phases;
+    /* the view (ft_replay_view), recorded only when some consumer asked (rec_on) */
+    unsigned needs; /* FT_VIEW_* */
+    int rec_on;     /* per-call records: needs has anything */
+    int causes;     /* FT_VIEW_CAUSES */
+    ft_replay_view view;
+    uint8_t *rec;       /* [n_pol * cap_batch] per policy and call: FT_DEC_* */
+    uint32_t *rec_plan; /* [n_pol * cap_batch] */
+    uint8_t *rec_stale; /* [n_pol * cap_batch] */
+    uint32_t *rec_q;    /* [n_pol * cap_batch] interned quantizer state after the call */
+    uint16_t *rec_why;  /* [n_pol * cap_batch] FT_WHY_* of builds (causes) */
+    uint32_t *v_row, *v_fuser, *v_f, *v_fresh, *v_fresh_q; /* [cap_batch] call columns */
+    int32_t *v_recipe, *v_phase;
+    int64_t *v_seq, *v_step, *v_ntok;
+    uint8_t *v_match;
+    uint32_t *v_soff;  /* [cap_batch + 1] split offsets */
+    int32_t *prev_r;   /* [cap_batch] causes: previous recipe of the fuser, -2 first sight */
+    uint32_t *prev_f;  /* [cap_batch] */
+    uint16_t *changed; /* [cap_batch] FT_WHY_FIRST .. FT_WHY_OBJECT */
     /* results */
     ft_replay_result base; /* non-policy fields */
 };
 
-/* Slow paths of the loop, in replay.c. */
+/* Slow paths of the loop, in engine.c. */
 int replay_q_reset_slow(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out);
 int replay_q_equal(ft_replay *r, uint32_t a, uint32_t b);
 const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, uint32_t chosen,
@@ -224,16 +239,17 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
                                   int *rc);
 
 /* ---- the per-policy loop over one batch ------------------------------------------------------ */
-/* Instantiated once per policy row with its functions as constants (POLICY_LOOP in policy.c), so
- * the reset rule and key are inlined, and once more with per-call recording on. Per call: reset
- * rule -> quantizer-state transition -> store -> staleness against the oracle -> counters. The
- * per-policy step histogram counts builds per bucket here (res.steps.hits); ft_replay_get turns
- * them into hits with the shared call counts. */
+/* Instantiated per policy row with its functions as constants (LOOP in policy.c), so the reset
+ * rule and key are inlined, and per (rec, filt): with per-call recording on (the view), with a
+ * filter (only matching calls are counted; raise texts and captured agreement are not). Per
+ * call: reset rule -> quantizer-state transition -> store -> staleness against the oracle ->
+ * counters. The per-policy step histogram counts builds per bucket here (res.steps.hits);
+ * ft_replay_get turns them into hits with the shared call counts. */
 static inline __attribute__((always_inline)) int
 policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             int (*reset_fn)(pstate *, const rinfo *, const pcall *),
             uint64_t (*key_fn)(const rinfo *, const pcall *), ft_store_kind store,
-            int build_on_reset, int rec)
+            int build_on_reset, int rec, int filt)
 {
     policy_run *pr = &r->pol[p];
     ft_policy_result *res = &pr->res;
@@ -257,12 +273,13 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         uint32_t plan = fresh;
         int build;
         const int reset = reset_fn(s, ri, &c);
+        const unsigned counted = filt ? cj->match : 1u;
         if (reset) {
             uint32_t nq = FT_NO_ENTRY;
             if (s->q < n_qdirect) nq = q_direct[s->q * nr1 + (uint32_t)(c.recipe + 1)];
             if (nq == FT_NO_ENTRY && (rc = replay_q_reset_slow(r, s->q, c.recipe, &nq))) goto fail;
             s->q = nq;
-            resets++;
+            resets += counted;
         }
         if (store == FT_STORE_NONE) {
             build = 1;
@@ -298,8 +315,8 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         }
         s->plan = plan;
         if (build) {
-            builds++;
-            if (cj->sb != FT_NO_ENTRY) step_builds[cj->sb]++;
+            builds += counted;
+            if (cj->sb != FT_NO_ENTRY) step_builds[cj->sb]++; /* no bucket when not counted */
         }
         uint32_t stale = FT_STALE_NONE;
         if (plan != fresh) {
@@ -321,7 +338,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
                 cc->stale = (uint8_t)stale;
                 cc->memo = (uint32_t)(cm - r->cm);
             }
-            if (stale == FT_STALE_RAISES) r->cm[cc->memo].count[p]++;
+            if (!filt && stale == FT_STALE_RAISES) r->cm[cc->memo].count[p]++;
         } else if (s->q != ri->fresh_q) {
             const uint32_t a = s->q, fq = ri->fresh_q;
             int eq;
@@ -329,10 +346,10 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
                 eq = (int)(r->q_eq_val[a] >> fq & 1);
             else
                 eq = replay_q_equal(r, a, fq);
-            qdrift += (uint64_t)!eq;
+            qdrift += (uint64_t)(eq ? 0u : counted);
         }
-        stale_n[stale]++;
-        if (any_cap && cj->cap) {
+        stale_n[stale] += counted;
+        if (!filt && any_cap && cj->cap) {
             const int agree = (cj->cap >> 1) == build;
             res->cap_calls++;
             res->cap_agree += (uint64_t)agree;
@@ -340,7 +357,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         }
         if (rec) {
             const size_t k = (size_t)p * r->cap_batch + j;
-            r->rec[k] = (uint8_t)(build | reset << 1);
+            r->rec[k] = (uint8_t)(build * FT_DEC_BUILD | reset * FT_DEC_RESET);
             r->rec_plan[k] = plan;
             r->rec_stale[k] = (uint8_t)stale;
             r->rec_q[k] = s->q;

@@ -84,7 +84,7 @@ int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, f
     dst->model_builds += src->model_builds;
     dst->model_build_ns += src->model_build_ns;
     dst->oracle_ns += src->oracle_ns;
-    dst->wall_ns += src->wall_ns; /* summed; ft_replay_traces overwrites with elapsed time */
+    dst->wall_ns += src->wall_ns; /* summed; ft_replay_run overwrites with elapsed time */
     if (dst->captured_policy < 0) dst->captured_policy = src->captured_policy;
     dst->cap_build_n += src->cap_build_n;
     dst->cap_build_fuse_ns += src->cap_build_fuse_ns;

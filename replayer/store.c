@@ -1,5 +1,5 @@
 /*
- * cache.c - the plan stores of the replay engine (the index is an ft_hmap).
+ * store.c - the plan stores of the replay engine (the index is an ft_hmap).
  *
  * plan_store: the dict store of a policy: one map over (fuser, key) for all fusers, entries in a
  * pool, and per fuser a doubly linked LRU list kept only when a capacity is set (TE's dict is

@@ -1,18 +1,19 @@
 /*
  * collect.c - what the HTML report draws beyond the summary, gathered while the replay runs: an
- * observer of the trace driver (ft_replay_observer) that buckets builds, resets and stale calls
- * by seq and by step per policy, and counts them per fuser label, per phase and per trace
- * (rank); a FILE that reads the --explain lines into counts of causes; and the inputs' identity
- * (size, digest, header), with the check that several traces are distinct ranks of one run.
+ * observer of the trace driver (ft_replay_observer) that reads each batch's view and buckets
+ * builds, resets and stale calls by seq and by step per policy, counts them per fuser label, per
+ * phase and per trace (rank), and counts the builds' causes from their FT_WHY_* bits; and the
+ * inputs' identity (size, digest, header), with the check that several traces are distinct ranks
+ * of one run. Counts cover the calls the replay's filter matches (the view's match column); the
+ * causes cover every build, as the --explain lines do.
  *
  * Memory is bounded: histograms have a fixed number of buckets whose width doubles as the run
  * outgrows them, and labels and phases beyond RD_MAX_GROUPS are counted together as "(others)".
  */
-#define _GNU_SOURCE /* fopencookie */
+#define _DEFAULT_SOURCE /* timegm */
 #include "report_int.h"
 #include "ft_hmap.h"
 
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,136 +96,84 @@ static void groups_free(rd_groups *g)
     ft_free(g->c);
 }
 
-static void count_add(rd_counts *c, const ft_replay_call *k)
+static void count_add(rd_counts *c, unsigned dec, unsigned stale)
 {
     c->calls++;
-    c->builds += k->build != 0;
-    c->resets += k->reset != 0;
-    c->stale[k->stale < FT_STALE_COUNT ? k->stale : FT_STALE_HARMLESS]++;
+    c->builds += (dec & FT_DEC_BUILD) != 0;
+    c->resets += (dec & FT_DEC_RESET) != 0;
+    c->stale[stale < FT_STALE_COUNT ? stale : FT_STALE_HARMLESS]++;
 }
 
 /* ---- the observer ---------------------------------------------------------------------------- */
-static int obs_begin(void *ctx, const ft_replay *engine, ft_err *err)
+static int add_input(ft_report_data *d, ft_trace *t, const char *path, FILE *warn, ft_err *err);
+
+static int obs_begin(void *ctx, const ft_replay_input *in, const ft_replay *engine, ft_err *err)
 {
-    ft_report_data *d = ctx;
-    return d->next && d->next->begin_fn ? d->next->begin_fn(d->next->ctx, engine, err) : FT_OK;
+    (void)engine;
+    return add_input(ctx, in->trace, in->path, NULL, err); /* the command warned already */
 }
 
-static int passes(const ft_report_data *d, const ft_replay_call *k)
+/* Call j of v under policy slot p, into every breakdown. */
+static void count_call(ft_report_data *d, const ft_replay_view *v, uint32_t j, uint32_t p)
 {
-    const ft_report_filter *f = &d->filter;
-    if (f->fuser_glob && (k->fuser >= d->n_label_map || !d->fuser_ok[k->fuser])) return 0;
-    if (f->phase && (!k->phase || strcmp(k->phase, f->phase))) return 0;
-    if (f->has_steps && (k->step < f->step_lo || k->step > f->step_hi)) return 0;
-    return 1;
-}
-
-static int obs_call(void *ctx, const ft_replay_call *k, ft_err *err)
-{
-    ft_report_data *d = ctx;
-    uint32_t p = k->slot;
-    if (p < d->n_pol && passes(d, k)) {
-        count_add(&d->filt[p], k);
-        if (k->stale == FT_STALE_NONE && k->q && k->fresh_q && !ft_qstate_equal(k->q, k->fresh_q))
-            d->filt_qdrift[p]++;
-        int64_t seq = k->seq < 0 ? 0 : k->seq;
-        rd_hist *h = &d->seq[p];
-        uint32_t b = hist_bucket(h, seq);
-        h->v[0][b]++;
-        h->v[1][b] += k->build != 0;
-        h->v[2][b] += k->reset != 0;
-        if (k->stale > FT_STALE_NONE && k->stale < FT_STALE_COUNT) h->v[2 + k->stale][b]++;
-        if (k->step >= 0) {
-            rd_hist *s = &d->step[p];
-            uint32_t sb = hist_bucket(s, k->step);
-            s->v[0][sb]++;
-            s->v[1][sb] += k->build != 0;
-            s->v[2][sb] += k->reset != 0;
-        }
-        if (k->fuser < d->n_label_map && d->label_map[k->fuser] != UINT32_MAX)
-            count_add(&d->labels.c[(size_t)d->label_map[k->fuser] * d->n_pol + p], k);
-        const char *ph = k->phase ? k->phase : "(none)";
-        if (!d->last_phase || strcmp(d->last_phase, ph)) {
-            d->last_phase_idx = group_find(&d->phases, ph, d->n_pol);
-            d->last_phase =
-                d->last_phase_idx == UINT32_MAX ? NULL : d->phases.name[d->last_phase_idx];
-        }
-        if (d->last_phase_idx != UINT32_MAX)
-            count_add(&d->phases.c[(size_t)d->last_phase_idx * d->n_pol + p], k);
-        if (d->n_inputs) count_add(&d->inputs[d->n_inputs - 1].pol[p], k);
+    const ft_view_policy *vp = &v->pol[p];
+    const unsigned dec = vp->dec[j], stale = vp->stale[j];
+    const uint32_t fuser = v->fuser[j];
+    const int64_t seq = v->seq[j] < 0 ? 0 : v->seq[j], step = v->step[j];
+    rd_hist *h = &d->seq[p];
+    uint32_t b = hist_bucket(h, seq);
+    h->v[0][b]++;
+    h->v[1][b] += (dec & FT_DEC_BUILD) != 0;
+    h->v[2][b] += (dec & FT_DEC_RESET) != 0;
+    if (stale > FT_STALE_NONE && stale < FT_STALE_COUNT) h->v[2 + stale][b]++;
+    if (step >= 0) {
+        rd_hist *s = &d->step[p];
+        uint32_t sb = hist_bucket(s, step);
+        s->v[0][sb]++;
+        s->v[1][sb] += (dec & FT_DEC_BUILD) != 0;
+        s->v[2][sb] += (dec & FT_DEC_RESET) != 0;
     }
-    return d->next && d->next->call_fn ? d->next->call_fn(d->next->ctx, k, err) : FT_OK;
+    if (fuser < d->n_label_map && d->label_map[fuser] != UINT32_MAX)
+        count_add(&d->labels.c[(size_t)d->label_map[fuser] * d->n_pol + p], dec, stale);
+    const int32_t ph = v->phase[j];
+    const char *name = ph >= 0 && (uint32_t)ph < v->batch->n_phases ? v->batch->phases[ph] : NULL;
+    if (!name) name = "(none)";
+    if (!d->last_phase || strcmp(d->last_phase, name)) {
+        d->last_phase_idx = group_find(&d->phases, name, d->n_pol);
+        d->last_phase = d->last_phase_idx == UINT32_MAX ? NULL : d->phases.name[d->last_phase_idx];
+    }
+    if (d->last_phase_idx != UINT32_MAX)
+        count_add(&d->phases.c[(size_t)d->last_phase_idx * d->n_pol + p], dec, stale);
+    if (d->n_inputs) count_add(&d->inputs[d->n_inputs - 1].pol[p], dec, stale);
 }
 
-static int obs_end(void *ctx, const ft_replay *engine, int rc, ft_err *err)
+/* The causes of every build, in the order the --explain lines name them: first seen first. */
+static void count_causes(ft_report_data *d, const ft_replay_view *v, uint32_t j, uint32_t p)
 {
-    ft_report_data *d = ctx;
-    return d->next && d->next->end_fn ? d->next->end_fn(d->next->ctx, engine, rc, err) : FT_OK;
-}
-
-/* ---- explain lines --------------------------------------------------------------------------- */
-/* "[explain] POLICY seq=N fuser=F (label): build because A -> B, C -> D" */
-static void explain_line(ft_report_data *d, const char *line)
-{
-    if (strncmp(line, "[explain] ", 10)) return;
-    const char *pol = line + 10, *sp = strchr(pol, ' ');
-    const char *because = strstr(line, " because ");
-    if (!sp || !because) return;
-    uint32_t p = 0;
-    while (p < d->n_pol && (strlen(ft_policy_name(d->policy[p])) != (size_t)(sp - pol) ||
-                            strncmp(ft_policy_name(d->policy[p]), pol, (size_t)(sp - pol))))
-        p++;
-    if (p == d->n_pol) return;
-    const char *c = because + 9;
-    while (*c) {
-        const char *end = strstr(c, ", ");
-        size_t len = end ? (size_t)(end - c) : strlen(c);
-        /* the cause's name: up to " -> " or " (" */
-        size_t name = len;
-        for (size_t i = 0; i + 1 < len; i++)
-            if ((c[i] == ' ' && c[i + 1] == '-') || (c[i] == ' ' && c[i + 1] == '(')) {
-                name = i;
-                break;
-            }
-        /* "f 3 -> 0": the name is its first word */
-        if (name > 2 && c[0] == 'f' && c[1] == ' ') name = 1;
+    const unsigned why = v->pol[p].why[j];
+    for (uint32_t bit = 0; why >> bit; bit++) {
+        if (!(why >> bit & 1)) continue;
         uint32_t k = 0;
-        while (k < d->n_causes && (strlen(d->causes[k]) != name || strncmp(d->causes[k], c, name)))
+        while (k < d->n_causes && d->cause_bit[k] != bit)
             k++;
-        if (k == d->n_causes && k < RD_MAX_CAUSES) {
-            char *s = ft_strndup(c, name);
-            if (s) d->causes[d->n_causes++] = s;
-        }
-        if (k < d->n_causes) d->cause_n[k][p]++;
-        if (!end) break;
-        c = end + 2;
+        if (k == d->n_causes) d->cause_bit[d->n_causes++] = bit;
+        d->cause_n[k][p]++;
     }
 }
 
-static ssize_t explain_write(void *cookie, const char *buf, size_t size)
+static int obs_batch(void *ctx, const ft_replay_view *v, ft_err *err)
 {
-    ft_report_data *d = cookie;
-    if (d->explain_fwd) fwrite(buf, 1, size, d->explain_fwd);
-    for (size_t i = 0; i < size; i++) {
-        if (buf[i] == '\n') {
-            d->line[d->line_len < sizeof d->line ? d->line_len : sizeof d->line - 1] = 0;
-            explain_line(d, d->line);
-            d->line_len = 0;
-        } else if (d->line_len + 1 < sizeof d->line) {
-            d->line[d->line_len++] = buf[i];
+    (void)err;
+    ft_report_data *d = ctx;
+    const uint32_t np = v->n_pol < d->n_pol ? v->n_pol : d->n_pol;
+    for (uint32_t j = 0; j < v->n; j++) {
+        const int counted = !v->match || v->match[j];
+        for (uint32_t p = 0; p < np; p++) {
+            if (d->want_causes && (v->pol[p].dec[j] & FT_DEC_BUILD)) count_causes(d, v, j, p);
+            if (counted) count_call(d, v, j, p);
         }
     }
-    return (ssize_t)size;
-}
-
-FILE *ft_report_data_explain(ft_report_data *d, FILE *forward)
-{
-    if (d->explain_f) return d->explain_f;
-    cookie_io_functions_t io = {.read = NULL, .write = explain_write, .seek = NULL, .close = NULL};
-    d->explain_fwd = forward;
-    d->explain_f = fopencookie(d, "w", io);
-    if (d->explain_f) setvbuf(d->explain_f, NULL, _IOLBF, 0);
-    return d->explain_f;
+    return FT_OK;
 }
 
 /* ---- inputs ---------------------------------------------------------------------------------- */
@@ -312,7 +261,7 @@ static int add_input(ft_report_data *d, ft_trace *t, const char *path, FILE *war
     rd_input *x = &in[d->n_inputs];
     memset(x, 0, sizeof *x);
     copy_field(x->path, sizeof x->path, path);
-    if (!d->no_digest) {
+    if (!d->no_digest && path) {
         int rc = file_digest(path, &x->bytes, &x->digest, err);
         if (rc) return rc;
     }
@@ -357,32 +306,23 @@ static int add_input(ft_report_data *d, ft_trace *t, const char *path, FILE *war
         }
         map[i] = group_find(&d->labels, name, d->n_pol);
     }
-    uint8_t *ok = ft_realloc(d->fuser_ok, nf ? nf : 1);
-    if (!ok) return ft_err_set(err, FT_ENOMEM, "out of memory");
-    d->fuser_ok = ok;
-    for (uint32_t i = 0; i < nf; i++) {
-        const char *label = ft_trace_fuser(t, i)->label;
-        ok[i] = d->filter.fuser_glob && label && !fnmatch(d->filter.fuser_glob, label, 0);
-    }
     return FT_OK;
 }
 
-int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *warn, int64_t *ranks,
-                           ft_err *err)
+int ft_report_check_inputs(const ft_replay_set *set, FILE *warn, int64_t *ranks, ft_err *err)
 {
+    const uint32_t n_paths = ft_replay_set_count(set);
     for (uint32_t i = 0; ranks && i < n_paths; i++)
         ranks[i] = -1;
     if (n_paths < 2) return FT_OK;
     ft_report_data *d = NULL;
-    int rc = ft_report_data_new(NULL, 0, &d, err);
+    int rc = ft_report_data_new(NULL, 0, 0, &d, err);
     if (rc) return rc;
     d->no_digest = 1;
     for (uint32_t i = 0; i < n_paths && !rc; i++) {
-        ft_trace *t = NULL;
-        if ((rc = ft_trace_open(paths[i], FT_OPEN_READ, &t, err))) break;
-        rc = add_input(d, t, paths[i], warn, err);
+        ft_trace *t = ft_replay_set_trace(set, i);
+        rc = add_input(d, t, ft_replay_set_path(set, i), warn, err);
         if (ranks && ft_trace_header(t)->has_rank) ranks[i] = ft_trace_header(t)->rank;
-        ft_trace_close(t);
     }
     ft_report_data_free(d);
     return rc;
@@ -405,15 +345,14 @@ static void add_note(ft_report_notes *out, const ft_unfused_why *w, const char *
     u->n_fusers = 1;
 }
 
-int ft_report_find_unfused(const char *const *paths, uint32_t n_paths, const ft_env_kv *env,
-                           uint32_t n_env, ft_report_notes *out, ft_err *err)
+int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint32_t n_env,
+                           ft_report_notes *out, ft_err *err)
 {
     memset(out, 0, sizeof *out);
     int rc = FT_OK;
-    for (uint32_t p = 0; p < n_paths && !rc; p++) {
-        ft_trace *t = NULL;
+    for (uint32_t p = 0; p < ft_replay_set_count(set) && !rc; p++) {
+        ft_trace *t = ft_replay_set_trace(set, p);
         ft_model *m = NULL;
-        if ((rc = ft_trace_open(paths[p], FT_OPEN_READ, &t, err))) break;
         uint32_t nf = ft_trace_n_fusers(t), nr = ft_trace_n_recipes(t);
         ft_fuser_def *fd = ft_calloc(nf ? nf : 1, sizeof *fd);
         ft_recipe_def *rd = ft_calloc(nr ? nr : 1, sizeof *rd);
@@ -466,52 +405,13 @@ int ft_report_find_unfused(const char *const *paths, uint32_t n_paths, const ft_
         ft_model_free(m);
         ft_free(fd);
         ft_free(rd);
-        ft_trace_close(t);
     }
     return rc;
 }
 
-/* ---- filters --------------------------------------------------------------------------------- */
-void ft_report_data_filter(ft_report_data *d, const ft_report_filter *flt)
-{
-    d->filter = *flt;
-}
-
-void ft_report_data_apply_filter(const ft_report_data *d, ft_replay_result *r)
-{
-    uint64_t calls = 0;
-    for (uint32_t p = 0; p < r->n_policies && p < d->n_pol; p++) {
-        ft_policy_result *q = &r->pol[p];
-        const rd_counts *c = &d->filt[p];
-        q->calls = c->calls;
-        q->builds = c->builds;
-        q->hits = c->calls - c->builds;
-        q->resets = c->resets;
-        for (int k = 0; k < FT_STALE_COUNT; k++)
-            q->stale[k] = c->stale[k];
-        q->qdrift = d->filt_qdrift[p];
-        memset(q->raises, 0, sizeof q->raises);
-        q->cap_calls = q->cap_agree = 0;
-        q->first_disagree_seq = -1;
-        /* steps from the filtered histogram */
-        const rd_hist *h = &d->step[p];
-        memset(&q->steps, 0, sizeof q->steps);
-        q->steps.width = h->width;
-        q->steps.n = h->n < FT_STEP_BUCKETS ? h->n : FT_STEP_BUCKETS;
-        for (uint32_t b = 0; b < q->steps.n; b++) {
-            q->steps.calls[b] = h->v[0][b];
-            q->steps.hits[b] = h->v[0][b] - h->v[1][b];
-        }
-        if (c->calls > calls) calls = c->calls;
-    }
-    r->calls = calls;
-    r->fresh_raises = 0;
-    memset(r->fresh_raise_texts, 0, sizeof r->fresh_raise_texts);
-}
-
 /* ---- lifecycle ------------------------------------------------------------------------------- */
-int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, ft_report_data **out,
-                       ft_err *err)
+int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, int causes,
+                       ft_report_data **out, ft_err *err)
 {
     *out = NULL;
     ft_report_data *d = ft_calloc(1, sizeof *d);
@@ -524,53 +424,26 @@ int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, ft_report_
         d->seq[p].width = d->step[p].width = 1;
     }
     d->last_phase_idx = UINT32_MAX;
-    d->obs.ctx = d;
-    d->obs.begin_fn = obs_begin;
-    d->obs.call_fn = obs_call;
-    d->obs.end_fn = obs_end;
+    d->want_causes = causes != 0;
+    d->obs = (ft_replay_observer){.ctx = d,
+                                  .needs = causes ? FT_VIEW_CAUSES : FT_VIEW_DECISIONS,
+                                  .begin_fn = obs_begin,
+                                  .batch_fn = obs_batch};
     *out = d;
     return FT_OK;
 }
 
-static const ft_replay_observer *data_observer(ft_report_data *d, const ft_replay_observer *next)
+const ft_replay_observer *ft_report_data_observer(ft_report_data *d)
 {
-    d->next = next;
-    d->obs.needs = next ? next->needs : 0;
     return &d->obs;
 }
 
 void ft_report_data_free(ft_report_data *d)
 {
     if (!d) return;
-    if (d->explain_f) fclose(d->explain_f);
     groups_free(&d->labels);
     groups_free(&d->phases);
-    for (uint32_t k = 0; k < d->n_causes; k++)
-        ft_free(d->causes[k]);
     ft_free(d->label_map);
-    ft_free(d->fuser_ok);
     ft_free(d->inputs);
     ft_free(d);
-}
-
-int ft_report_replay(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
-                     ft_report_data *d, FILE *warn, ft_replay_result *out, ft_err *err)
-{
-    ft_replay_opts o = *opts;
-    o.observer = data_observer(d, opts->observer);
-    ft_replay_result *one = ft_malloc(sizeof *one);
-    if (!one) return ft_err_set(err, FT_ENOMEM, "out of memory");
-    ft_replay_result_init(out, o.policies, o.n_policies);
-    int rc = FT_OK;
-    for (uint32_t i = 0; i < n_paths && !rc; i++) {
-        ft_trace *t = NULL;
-        if ((rc = ft_trace_open(paths[i], FT_OPEN_READ, &t, err))) break;
-        rc = add_input(d, t, paths[i], warn, err);
-        if (!rc) rc = ft_replay_trace(t, &o, one, err);
-        if (!rc) rc = ft_replay_result_merge(out, one, err);
-        ft_trace_close(t);
-    }
-    if (d->explain_f) fflush(d->explain_f);
-    ft_free(one);
-    return rc;
 }

@@ -1,7 +1,8 @@
 /*
  * ft_report.h - what a replay found, for people: the summary table as text, JSON or CSV (with
- * the numerical replay's section when it ran), a short plain-language reading of it, and the
- * recommendation that closes every report.
+ * the numerical replay's section when it ran), a short plain-language reading of it, the
+ * recommendation that closes every report, the HTML report, and the writers over the replay's
+ * per-batch view (--per-call JSON lines, --explain lines). Only this module formats the replay.
  */
 #ifndef FT_REPORT_H
 #define FT_REPORT_H
@@ -41,8 +42,8 @@ typedef struct ft_report_notes {
     ft_report_unfused u[FT_REPORT_MAX_NOTES];
 } ft_report_notes;
 /* The notes of the traces' fusers under env (the header's, with the --env overrides). */
-int ft_report_find_unfused(const char *const *paths, uint32_t n_paths, const ft_env_kv *env,
-                           uint32_t n_env, ft_report_notes *out, ft_err *err);
+int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint32_t n_env,
+                           ft_report_notes *out, ft_err *err);
 
 typedef struct ft_report_opts {
     int timing;      /* add this replayer's own measured times (vary run to run; default off, so
@@ -72,9 +73,6 @@ int ft_report_numerics(FILE *f, const ft_numerics_result *r, ft_err *err);
 /* The stale classes as people say them ("other fusion, same quantization", "slower (unfused)",
  * "other quantization", "raises in TE"); JSON keys keep ft_stale_name's short names. */
 const char *ft_report_stale_label(ft_stale s);
-/* A note on a policy that is not a candidate like the others ("historical: ...", "baseline:
- * ..."), or NULL. */
-const char *ft_report_policy_note(uint32_t policy);
 
 /* TE's framework time under policy p: modeled from the captured fuse_ns where the trace has it,
  * else builds x build_ns + resets x reset_ns (*assumed = 1). */
@@ -92,43 +90,36 @@ void ft_report_recommend(const ft_replay_result *r, ft_recommend *out);
 /* The recommendation in plain words, closing a text report. */
 int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report_opts *o,
                              ft_err *err);
+/* ---- writers over the replay's view (calls.c) ------------------------------------------------ */
+/* An observer of the replay driver that writes, in call order then policy order, one JSON line
+ * per call and policy to per_call ({"seq","fuser","policy","build","reset","plan","stale"}) and
+ * one line per build to explain ("[explain] POLICY seq=N fuser=F (label): build because WHAT ->
+ * WHAT, ..."); either may be NULL. Write errors stay in the FILEs' error flags. */
+typedef struct ft_report_calls ft_report_calls;
+int ft_report_calls_new(FILE *per_call, FILE *explain, ft_report_calls **out, ft_err *err);
+const ft_replay_observer *ft_report_calls_observer(ft_report_calls *w);
+void ft_report_calls_free(ft_report_calls *w);
+
 /* ---- the HTML report (collect.c, html.c) ---------------------------------------------------- */
-/* What the HTML report draws beyond the summary, gathered while the replay runs: builds, resets
- * and stale calls along the run and per step, per fuser label, per phase, per trace, the
- * --explain causes, and the inputs' identity. Bounded memory. */
+/* What the HTML report draws beyond the summary, gathered while the replay runs by an observer of
+ * the driver: builds, resets and stale calls along the run and per step, per fuser label, per
+ * phase, per trace (of the calls the replay's filter counts), the builds' causes when causes is
+ * set (of every build, as --explain names them), and the inputs' identity. Bounded memory. */
 typedef struct ft_report_data ft_report_data;
-int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, ft_report_data **out,
-                       ft_err *err);
+int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, int causes,
+                       ft_report_data **out, ft_err *err);
+/* Put this into ft_replay_opts.observers (valid while d lives). Besides the counts it records
+ * each trace's size, digest and header: two traces of one rank are an error (FT_EINVAL); traces
+ * that look like different runs are kept as warnings for the report. */
+const ft_replay_observer *ft_report_data_observer(ft_report_data *d);
 void ft_report_data_free(ft_report_data *d);
-/* A FILE for ft_replay_opts.explain that counts the causes and passes the lines on to forward
- * (may be NULL). Owned by d. */
-FILE *ft_report_data_explain(ft_report_data *d, FILE *forward);
-/* Count only some calls (every call is still replayed, so that the cache sees the whole run):
- * fuser labels matching a glob, one phase, a range of steps. */
-typedef struct ft_report_filter {
-    const char *fuser_glob; /* fnmatch pattern on the label, or NULL */
-    const char *phase;      /* or NULL */
-    int has_steps;          /* steps [step_lo, step_hi] only (calls without a step are out) */
-    int64_t step_lo, step_hi;
-} ft_report_filter;
-void ft_report_data_filter(ft_report_data *d, const ft_report_filter *flt);
-/* Replace r's per-policy counts (calls, builds, hits, resets, stale classes, qdrift, steps) by
- * the filtered ones; what only the engine knows (raise texts, captured agreement) is cleared. */
-void ft_report_data_apply_filter(const ft_report_data *d, ft_replay_result *r);
 
-/* Replay the traces one after another with d watching (and opts->observer, e.g. numerics, after
- * it): like ft_replay_traces, plus each input's size, digest and header; two traces of one rank
- * are an error (FT_EINVAL), traces that look like different runs a warning written to warn:
- * another TE version or world size, start times more than 10 minutes apart, or other hosts for
- * single-process traces (the ranks of one multi-node run sit on different hosts). */
-int ft_report_replay(const char *const *paths, uint32_t n_paths, const ft_replay_opts *opts,
-                     ft_report_data *d, FILE *warn, ft_replay_result *out, ft_err *err);
-
-/* The same checks of several traces without replaying them: one rank each (FT_EINVAL naming the
- * two files), one run (a warning to warn); ranks (may be NULL): [n_paths] each header's rank, -1
- * when it names none. */
-int ft_report_check_inputs(const char *const *paths, uint32_t n_paths, FILE *warn, int64_t *ranks,
-                           ft_err *err);
+/* The traces of a command checked before any replay: one rank each (FT_EINVAL naming the two
+ * files), one run (a warning written to warn: another TE version or world size, start times more
+ * than 10 minutes apart, or other hosts for single-process traces; the ranks of one multi-node
+ * run sit on different hosts); ranks (may be NULL): [n] each header's rank, -1 when it names
+ * none. */
+int ft_report_check_inputs(const ft_replay_set *set, FILE *warn, int64_t *ranks, ft_err *err);
 
 typedef struct ft_report_html_opts {
     const char *command; /* the command line that made the report, for its provenance */

@@ -249,7 +249,7 @@ static void summary_table(FILE *f, const ft_replay_result *r, const ft_report_op
     fputs("<th>quantizer drift</th></tr></thead><tbody>\n", f);
     for (uint32_t p = 0; p < r->n_policies; p++) {
         const ft_policy_result *q = &r->pol[p];
-        const char *note = ft_report_policy_note(q->policy);
+        const char *note = ft_policy_note(q->policy);
         fprintf(f, "<tr><td class=\"pol\"><span class=\"sw\" style=\"background:%s\"></span>",
                 palette[p % FT_ARRAY_LEN(palette)]);
         esc(f, ft_policy_name(q->policy));
@@ -619,8 +619,9 @@ static void explain_section(FILE *f, const ft_replay_result *r, const ft_report_
     fputs("</tr></thead><tbody>\n", f);
     for (uint32_t k = 0; k < d->n_causes; k++) {
         fputs("<tr><td class=\"pol\">", f);
-        esc(f, !strcmp(d->causes[k], "f") ? "f (first op requiring backward: grad mode)"
-                                          : d->causes[k]);
+        const unsigned bit = 1u << d->cause_bit[k];
+        esc(f, bit == FT_WHY_F ? "f (first op requiring backward: grad mode)"
+                               : report_cause_name(bit));
         fputs("</td>", f);
         for (uint32_t p = 0; p < r->n_policies; p++)
             fprintf(f, "<td>%llu</td>", (unsigned long long)d->cause_n[k][p]);

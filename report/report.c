@@ -70,20 +70,6 @@ static const char *const stale_explain[FT_STALE_COUNT] = {
     "\"quant band\" of --numerics, which sits above the harmless one)",
     "TE raises when it runs this plan (its message is given)"};
 
-const char *ft_report_policy_note(uint32_t policy)
-{
-    static const struct {
-        const char *policy, *note;
-    } notes[] = {
-        {"te-3410-commit1", "historical: PR 3410's first commit, never released"},
-        {"rebuild-always", "baseline: no plan cache"},
-    };
-    const char *name = ft_policy_name(policy);
-    for (size_t i = 0; name && i < FT_ARRAY_LEN(notes); i++)
-        if (!strcmp(name, notes[i].policy)) return notes[i].note;
-    return NULL;
-}
-
 void ft_report_opts_init(ft_report_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -123,7 +109,7 @@ static void count_of(FILE *f, uint64_t n, const char *one, const char *many)
 /* The policy's name with its note, e.g. "te-3410-commit1 (historical: ...)". */
 static void policy_named(FILE *f, uint32_t policy)
 {
-    const char *note = ft_report_policy_note(policy);
+    const char *note = ft_policy_note(policy);
     fprintf(f, "%s", ft_policy_name(policy));
     if (note) fprintf(f, " (%s)", note);
 }
@@ -268,8 +254,8 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
  * historical or baseline one, then registry order. */
 static int prefer(const ft_replay_result *r, uint32_t a, uint32_t b)
 {
-    int na = ft_report_policy_note(r->pol[a].policy) != NULL;
-    int nb = ft_report_policy_note(r->pol[b].policy) != NULL;
+    int na = ft_policy_note(r->pol[a].policy) != NULL;
+    int nb = ft_policy_note(r->pol[b].policy) != NULL;
     if (na != nb) return na < nb;
     return r->pol[a].policy < r->pol[b].policy;
 }
@@ -354,12 +340,12 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
         fprintf(f, ".");
     }
     fputc('\n', f);
-    if (ft_report_policy_note(b->policy)) {
+    if (ft_policy_note(b->policy)) {
         /* the first is a historical or baseline policy: name the best one of the others too */
         const ft_policy_result *alt = NULL;
         for (uint32_t p = 0; p < r->n_policies; p++) {
             const ft_policy_result *q = &r->pol[p];
-            if (q->calls && !n_stale(q) && !ft_report_policy_note(q->policy) &&
+            if (q->calls && !n_stale(q) && !ft_policy_note(q->policy) &&
                 (!alt || q->builds < alt->builds))
                 alt = q;
         }
@@ -453,7 +439,7 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q,
         json_object_set_new(x, "calls", json_integer((json_int_t)q->raises[i].count));
         json_array_append_new(raises, x);
     }
-    const char *note = ft_report_policy_note(q->policy);
+    const char *note = ft_policy_note(q->policy);
     json_object_set_new(js, "policy", json_string(ft_policy_name(q->policy)));
     json_object_set_new(js, "summary", json_string(ft_policy_summary(q->policy)));
     if (note) json_object_set_new(js, "note", json_string(note));

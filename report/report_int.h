@@ -1,5 +1,6 @@
 /*
- * report_int.h - private to report/: the JSON pieces the one report document is assembled from.
+ * report_int.h - private to report/: the JSON pieces the one report document is assembled from,
+ * the names of the builds' causes, and what the HTML report draws (collect.c).
  */
 #ifndef FT_REPORT_INT_H
 #define FT_REPORT_INT_H
@@ -11,12 +12,15 @@
 /* The numerics section as a JSON object (new reference). */
 json_t *report_numerics_json(const ft_numerics_result *r);
 
+/* The name of a build's cause (one FT_WHY_* bit) as the --explain lines and the HTML report say
+ * it: "recipe type", "f", "first sight of this fuser", ... (calls.c). */
+const char *report_cause_name(unsigned bit);
+
 /* ---- what the HTML report draws (collect.c) ---------------------------------------------- */
 enum {
     RD_BUCKETS = 256,    /* buckets per histogram; the width doubles when the run outgrows them */
     RD_HIST_KINDS = 7,   /* calls, builds, resets, then stale calls of classes 1..4 */
     RD_MAX_GROUPS = 512, /* labels / phases kept apart; the rest counted as "(others)" */
-    RD_MAX_CAUSES = 32,  /* distinct --explain causes */
     RD_MAX_WARNINGS = 8,
 };
 
@@ -62,20 +66,13 @@ struct ft_report_data {
     uint32_t n_inputs;
     char warnings[RD_MAX_WARNINGS][400];
     uint32_t n_warnings;
-    char *causes[RD_MAX_CAUSES];
-    uint64_t cause_n[RD_MAX_CAUSES][FT_MAX_POLICIES];
+    /* the builds' causes (FT_WHY_* bit numbers), in the order first seen */
+    int want_causes;
+    uint32_t cause_bit[FT_WHY_COUNT];
+    uint64_t cause_n[FT_WHY_COUNT][FT_MAX_POLICIES];
     uint32_t n_causes;
-    FILE *explain_f, *explain_fwd;
-    char line[1024]; /* the explain line being written */
-    size_t line_len;
     ft_replay_observer obs;
-    const ft_replay_observer *next;
     int no_digest; /* inputs checked only (ft_report_check_inputs) */
-    /* --fuser / --phase / --steps: only matching calls are counted (every call is replayed) */
-    ft_report_filter filter;
-    uint8_t *fuser_ok; /* [n_label_map] this trace's fusers the label glob matches */
-    rd_counts filt[FT_MAX_POLICIES];
-    uint64_t filt_qdrift[FT_MAX_POLICIES];
 };
 
 #endif /* FT_REPORT_INT_H */

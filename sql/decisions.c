@@ -1,10 +1,12 @@
 /*
  * decisions.c - the `decisions` virtual table: the replay's decisions as rows, one per call and
- * policy, made by running the replay engine (ft_replayer.h) over the trace while the query reads:
+ * policy, read straight out of the views of the replay driver's pull form (ft_replay_cursor) while
+ * the query reads:
  *   seq, policy, fuser, label, build, hit, reset, stale (ft_stale_name), plan, fresh_plan,
  *   and the hidden trace argument.
  * A constraint policy = 'NAME' replays only that policy. A seq upper bound stops the replay after
- * it; a lower bound only filters, since the cache must see every earlier call.
+ * the chunk that holds it; a lower bound only filters, since the cache must see every earlier
+ * call. One batch's view is held at a time.
  */
 #include "sql_int.h"
 
@@ -30,12 +32,6 @@ static const char decisions_ddl[] =
     "CREATE TABLE x(seq INTEGER, policy TEXT, fuser INTEGER, label TEXT, build INTEGER, "
     "hit INTEGER, reset INTEGER, stale TEXT, plan TEXT, fresh_plan TEXT, trace HIDDEN)";
 
-typedef struct dec_row {
-    int64_t seq;
-    uint32_t policy, fuser, plan, fresh;
-    uint8_t build, reset, stale;
-} dec_row;
-
 typedef struct dec_vtab {
     sqlite3_vtab base;
     sqlite3 *db;
@@ -46,15 +42,11 @@ typedef struct dec_cursor {
     sqlite3_vtab_cursor base;
     ft_trace *t;
     const char *path;
-    ft_reader *r;
-    ft_replay *eng;
-    ft_fuser_def *fusers;
-    ft_recipe_def *recipes;
-    dec_row *rows; /* the current batch's decisions */
-    size_t n_rows, cap_rows, i;
+    ft_replay_cursor *rc;
+    const ft_replay_view *v; /* the current batch's decisions */
+    uint32_t j, p;           /* row: call j of v, policy slot p */
     int64_t lo, hi;
-    int eof, oom;
-    ft_replay_observer obs;
+    int eof;
 } dec_cursor;
 
 static int dec_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -147,45 +139,18 @@ static int dec_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out)
 
 static void dec_reset(dec_cursor *c)
 {
-    ft_replay_free(c->eng);
-    ft_reader_close(c->r);
-    ft_free(c->fusers);
-    ft_free(c->recipes);
-    c->eng = NULL;
-    c->r = NULL;
-    c->fusers = NULL;
-    c->recipes = NULL;
-    c->n_rows = c->i = 0;
+    ft_replay_cursor_close(c->rc);
+    c->rc = NULL;
+    c->v = NULL;
+    c->j = c->p = 0;
 }
 
 static int dec_close(sqlite3_vtab_cursor *cur)
 {
     dec_cursor *c = (dec_cursor *)cur;
     dec_reset(c);
-    ft_free(c->rows);
     sqlite3_free(c);
     return SQLITE_OK;
-}
-
-static int on_call(void *ctx, const ft_replay_call *k, ft_err *err)
-{
-    (void)err;
-    dec_cursor *c = ctx;
-    if (k->seq < c->lo || k->seq > c->hi) return FT_OK;
-    if (c->n_rows == c->cap_rows) {
-        size_t cap = c->cap_rows ? 2 * c->cap_rows : 1024;
-        dec_row *p = ft_realloc(c->rows, cap * sizeof *p);
-        if (!p) {
-            c->oom = 1;
-            return FT_ENOMEM;
-        }
-        c->rows = p;
-        c->cap_rows = cap;
-    }
-    c->rows[c->n_rows++] =
-        (dec_row){k->seq,   k->policy,         k->fuser,          k->plan,
-                  k->fresh, (uint8_t)k->build, (uint8_t)k->reset, (uint8_t)k->stale};
-    return FT_OK;
 }
 
 static int dec_fail(dec_cursor *c, int rc, const char *msg)
@@ -197,22 +162,28 @@ static int dec_fail(dec_cursor *c, int rc, const char *msg)
     return rc == FT_ENOMEM ? SQLITE_NOMEM : rc == FT_ECORRUPT ? SQLITE_CORRUPT : SQLITE_ERROR;
 }
 
-/* Replay batches until some decisions are buffered or the trace (or the seq bound) ends. */
-static int fill(dec_cursor *c)
+/* Move to the first row at or after (call j, policy p) whose seq is within the bounds, replaying
+ * batches as needed; eof at the end of the trace or past the upper bound. */
+static int seek(dec_cursor *c)
 {
-    c->n_rows = c->i = 0;
-    while (!c->n_rows) {
-        const ft_batch *b;
-        int rc = ft_reader_next(c->r, &b);
-        if (rc) return dec_fail(c, rc, ft_err_msg(ft_trace_error(c->t)));
-        if (!b || b->seq[0] > c->hi) {
+    for (;;) {
+        for (const ft_replay_view *v = c->v; v && c->j < v->n; c->j++, c->p = 0) {
+            if (v->seq[c->j] > c->hi) {
+                c->eof = 1;
+                return SQLITE_OK;
+            }
+            if (v->seq[c->j] >= c->lo && c->p < v->n_pol) return SQLITE_OK;
+        }
+        ft_err err = {0};
+        int more;
+        c->j = c->p = 0;
+        int rc = ft_replay_cursor_next(c->rc, &c->v, &more, &err);
+        if (rc) return dec_fail(c, rc, ft_err_msg(&err));
+        if (!more) {
             c->eof = 1;
             return SQLITE_OK;
         }
-        ft_err err = {0};
-        if ((rc = ft_replay_batch(c->eng, b, &err))) return dec_fail(c, rc, ft_err_msg(&err));
     }
-    return SQLITE_OK;
 }
 
 static int dec_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str, int argc,
@@ -239,30 +210,21 @@ static int dec_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str
     if (policy && ft_policy_find(policy, &pol, NULL)) return SQLITE_OK; /* no such policy */
     int rc = sql_trace_get(v->ctx, v->db, &v->base, "decisions", path, &c->t, &c->path);
     if (rc) return rc;
-    uint32_t nf = ft_trace_n_fusers(c->t), nr = ft_trace_n_recipes(c->t);
-    c->fusers = ft_calloc(nf ? nf : 1, sizeof *c->fusers);
-    c->recipes = ft_calloc(nr ? nr : 1, sizeof *c->recipes);
-    if (!c->fusers || !c->recipes) return SQLITE_NOMEM;
-    for (uint32_t i = 0; i < nf; i++)
-        c->fusers[i] = *ft_trace_fuser(c->t, i);
-    for (uint32_t i = 0; i < nr; i++)
-        c->recipes[i] = *ft_trace_recipe(c->t, i);
-    c->obs = (ft_replay_observer){.ctx = c, .call_fn = on_call};
     ft_replay_opts o = {
-        .policies = policy ? &pol : NULL, .n_policies = policy ? 1 : 0, .observer = &c->obs};
+        .policies = policy ? &pol : NULL, .n_policies = policy ? 1 : 0, .needs = FT_VIEW_DECISIONS};
     ft_err err = {0};
-    rc = ft_replay_new(c->fusers, nf, c->recipes, nr, ft_trace_header(c->t), &o, &c->eng, &err);
+    rc = ft_replay_cursor_open(c->t, &o, &c->rc, &err);
+    if (!rc && c->hi < INT64_MAX) rc = ft_replay_cursor_bound(c->rc, c->hi, &err);
     if (rc) return dec_fail(c, rc, ft_err_msg(&err));
-    if ((rc = ft_reader_open(c->t, 0, &c->r))) return dec_fail(c, rc, "out of memory");
     c->eof = 0;
-    return fill(c);
+    return seek(c);
 }
 
 static int dec_next(sqlite3_vtab_cursor *cur)
 {
     dec_cursor *c = (dec_cursor *)cur;
-    if (++c->i < c->n_rows) return SQLITE_OK;
-    return fill(c);
+    c->p++;
+    return seek(c);
 }
 
 static int dec_eof(sqlite3_vtab_cursor *cur)
@@ -273,7 +235,7 @@ static int dec_eof(sqlite3_vtab_cursor *cur)
 static int dec_rowid(sqlite3_vtab_cursor *cur, sqlite3_int64 *out)
 {
     dec_cursor *c = (dec_cursor *)cur;
-    *out = c->rows[c->i].seq * FT_MAX_POLICIES + c->rows[c->i].policy;
+    *out = c->v->seq[c->j] * FT_MAX_POLICIES + c->v->pol[c->p].policy;
     return SQLITE_OK;
 }
 
@@ -288,38 +250,41 @@ static void text_or_null(sqlite3_context *ctx, const char *s)
 static int dec_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
 {
     dec_cursor *c = (dec_cursor *)cur;
-    const dec_row *w = &c->rows[c->i];
-    const ft_model *m = ft_replay_model(c->eng);
+    const ft_replay_view *v = c->v;
+    const ft_view_policy *vp = &v->pol[c->p];
+    const uint32_t j = c->j;
+    const ft_fuser_def *fd = ft_replay_fuser(v->engine, v->fuser[j]);
+    const ft_model *m = ft_replay_model(v->engine);
     switch (col) {
     case DC_SEQ:
-        sqlite3_result_int64(ctx, w->seq);
+        sqlite3_result_int64(ctx, v->seq[j]);
         break;
     case DC_POLICY:
-        text_or_null(ctx, ft_policy_name(w->policy));
+        text_or_null(ctx, ft_policy_name(vp->policy));
         break;
     case DC_FUSER:
-        sqlite3_result_int64(ctx, c->fusers[w->fuser].id);
+        sqlite3_result_int64(ctx, fd->id);
         break;
     case DC_LABEL:
-        text_or_null(ctx, c->fusers[w->fuser].label);
+        text_or_null(ctx, fd->label);
         break;
     case DC_BUILD:
-        sqlite3_result_int(ctx, w->build);
+        sqlite3_result_int(ctx, (vp->dec[j] & FT_DEC_BUILD) != 0);
         break;
     case DC_HIT:
-        sqlite3_result_int(ctx, !w->build);
+        sqlite3_result_int(ctx, !(vp->dec[j] & FT_DEC_BUILD));
         break;
     case DC_RESET:
-        sqlite3_result_int(ctx, w->reset);
+        sqlite3_result_int(ctx, (vp->dec[j] & FT_DEC_RESET) != 0);
         break;
     case DC_STALE:
-        text_or_null(ctx, ft_stale_name((ft_stale)w->stale));
+        text_or_null(ctx, ft_stale_name((ft_stale)vp->stale[j]));
         break;
     case DC_PLAN:
-        text_or_null(ctx, ft_model_plan_text(m, w->plan));
+        text_or_null(ctx, ft_model_plan_text(m, vp->plan[j]));
         break;
     case DC_FRESH:
-        text_or_null(ctx, ft_model_plan_text(m, w->fresh));
+        text_or_null(ctx, ft_model_plan_text(m, v->fresh[j]));
         break;
     case DC_TRACE:
         text_or_null(ctx, c->path);

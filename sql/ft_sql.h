@@ -10,7 +10,8 @@
  *     device, step, mb, phase, ns, fuse_ns, rebuilt, graph, n_tokens, m_splits (JSON array),
  *     chunk (the chunk's row id)
  *   backwards: one row per backward record: seq, call (the forward call's seq), ns, chunk
- *   decisions: one row per call and policy, made by replaying the trace while the query reads:
+ *   decisions: one row per call and policy, pulled from the replay driver's views while the
+ *     query reads:
  *     seq, policy, fuser, label, build, hit, reset, stale (none, harmless, slower, quant,
  *     raises), plan, fresh_plan; policy = 'NAME' replays only that policy, and a seq upper bound
  *     stops the replay there (a lower bound only filters: the cache must see the earlier calls)

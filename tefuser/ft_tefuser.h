@@ -236,6 +236,12 @@ void ft_te_cache_init(ft_te_cache *c, ft_te_ref ref);
  * override `bo`, amax_history_len `hist` (0 unless DelayedScaling) and boundary f: *reset (may
  * be NULL) = reset_recipe_state ran; returns 1 when the fusion passes ran (a plan was built). */
 int ft_te_cache_call(ft_te_cache *c, int type, int bo, int64_t hist, uint32_t f, int *reset);
+/* The ref whose plan cache a captured run had, from its header: the extra field fuser_cache
+ * ("single": before PR 3410, "dict": PR 3410's head, "type": its first commit) when present,
+ * else te_version (ft_version_parse): a version naming PR 3410 ("3410") or 2.21 and later (its
+ * pre-releases included) had PR 3410's head, any other one the cache before it. Returns 0 when
+ * neither says (no version), 1 with *out set. extra_json and te_version may be NULL. */
+int ft_te_captured_ref(const char *extra_json, const char *te_version, ft_te_ref *out);
 
 /* ---- stale plans -------------------------------------------------------------------------- */
 typedef enum ft_stale {

@@ -4,6 +4,7 @@
  * fusion passes, per call, for one fuser. Written for clarity, not speed: synth uses it for the
  * captured `rebuilt` flags of the run it writes, and the tests use it as the reference the
  * replay engine's specialised loops must agree with call for call.
+ * It also says which ref a captured run had (ft_te_captured_ref), from its header.
  */
 #include "tefuser_int.h"
 
@@ -49,4 +50,31 @@ int ft_te_cache_call(ft_te_cache *c, int type, int bo, int64_t hist, uint32_t f,
     }
     if (reset) *reset = rs;
     return build;
+}
+
+int ft_te_captured_ref(const char *extra_json, const char *te_version, ft_te_ref *out)
+{
+    static const struct {
+        const char *value;
+        ft_te_ref ref;
+    } caches[] = {{"single", FT_TE_PRE3410}, {"dict", FT_TE_3410}, {"type", FT_TE_3410_COMMIT1}};
+    if (extra_json) {
+        json_t *x = json_loads(extra_json, 0, NULL);
+        const char *v = json_string_value(json_object_get(x, "fuser_cache"));
+        int found = 0;
+        for (size_t i = 0; v && !found && i < sizeof caches / sizeof caches[0]; i++)
+            if (!strcmp(v, caches[i].value)) {
+                *out = caches[i].ref;
+                found = 1;
+            }
+        json_decref(x);
+        if (found) return 1;
+    }
+    if (!te_version || !*te_version) return 0;
+    int64_t v, first; /* the earliest 2.21 release: its first pre-release */
+    *out = FT_TE_PRE3410;
+    if (strstr(te_version, "3410") || (!ft_version_parse(te_version, &v) &&
+                                       !ft_version_parse("2.21.0.dev0", &first) && v >= first))
+        *out = FT_TE_3410;
+    return 1;
 }

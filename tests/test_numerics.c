@@ -693,35 +693,31 @@ static void test_numerics_replay_threads_deterministic(void **state)
     ft_free(rr);
 }
 
-/* The per-call entry, driven by a test's own call_fn (one thread, ft_numerics_run on the last
- * policy of every call), gives the trace driver's figures exactly. */
-typedef struct direct_ctx {
-    ft_numerics *nx;
-    uint32_t np;
-    ft_numerics_choice ch[FT_NUMERICS_MAX_POLICIES];
-    ft_qstate q[FT_NUMERICS_MAX_POLICIES];
-} direct_ctx;
-
-static int direct_call(void *ctx, const ft_replay_call *c, ft_err *err)
+/* The per-call entry, driven by the test through the driver's pull form (one thread,
+ * ft_numerics_run on every call of every view), gives the push driver's figures exactly. */
+static void direct_view(ft_numerics *nx, const ft_replay_view *v)
 {
-    direct_ctx *d = ctx;
-    d->q[c->slot] = *c->q;
-    d->ch[c->slot].plan = c->plan;
-    d->ch[c->slot].q = &d->q[c->slot];
-    if (c->slot + 1 < d->np || !ft_numerics_wants(d->nx, c->fuser)) return FT_OK;
-    ft_numerics_call nc = {.fuser = c->fuser,
-                           .recipe = c->recipe,
-                           .f = c->f,
-                           .seq = c->seq,
-                           .splits = c->splits,
-                           .n_splits = c->n_splits,
-                           .n_tokens = -1,
-                           .fresh_plan = c->fresh,
-                           .fresh_q = c->fresh_q,
-                           .chosen = d->ch};
-    int rc = ft_numerics_run(d->nx, &nc, err);
-    if (rc) print_error("%s\n", ft_err_msg(err));
-    return rc;
+    ft_numerics_choice ch[FT_NUMERICS_MAX_POLICIES];
+    ft_err err = {0};
+    for (uint32_t j = 0; j < v->n; j++) {
+        if (!ft_numerics_wants(nx, v->fuser[j])) continue;
+        for (uint32_t p = 0; p < v->n_pol; p++) {
+            ch[p].plan = v->pol[p].plan[j];
+            ch[p].q = ft_replay_qstate(v->engine, v->pol[p].q[j]);
+        }
+        ft_numerics_call nc = {.fuser = v->fuser[j],
+                               .recipe = v->recipe[j],
+                               .f = v->f[j],
+                               .seq = v->seq[j],
+                               .splits = v->splits + v->splits_off[j],
+                               .n_splits = v->splits_off[j + 1] - v->splits_off[j],
+                               .n_tokens = -1,
+                               .fresh_plan = v->fresh[j],
+                               .fresh_q = ft_replay_qstate(v->engine, v->fresh_q[j]),
+                               .chosen = ch};
+        if (!nc.n_splits) continue;
+        if (ft_numerics_run(nx, &nc, &err)) fail_msg("%s", ft_err_msg(&err));
+    }
 }
 
 static void test_numerics_run_matches_driver(void **state)
@@ -736,50 +732,34 @@ static void test_numerics_run_matches_driver(void **state)
     ft_trace *t = NULL;
     ft_err err = {0};
     assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
-    uint32_t nf = ft_trace_n_fusers(t), nrc = ft_trace_n_recipes(t);
-    ft_fuser_def *fusers = ft_calloc(nf, sizeof *fusers);
-    ft_recipe_def *recipes = ft_calloc(nrc ? nrc : 1, sizeof *recipes);
-    direct_ctx *d = ft_calloc(1, sizeof *d);
     ft_numerics_result *got = ft_calloc(1, sizeof *got);
-    ft_replay_result *rr = ft_calloc(1, sizeof *rr);
-    assert_true(fusers && recipes && d && got && rr);
-    for (uint32_t i = 0; i < nf; i++)
-        fusers[i] = *ft_trace_fuser(t, i);
-    for (uint32_t i = 0; i < nrc; i++)
-        recipes[i] = *ft_trace_recipe(t, i);
-    const ft_replay_observer obs = {.ctx = d, .needs = FT_OBSERVE_SPLITS, .call_fn = direct_call};
-    ft_replay_opts ro = {.observer = &obs};
-    ft_replay *eng = NULL;
-    assert_int_equal(ft_replay_new(fusers, nf, recipes, nrc, ft_trace_header(t), &ro, &eng, &err),
-                     FT_OK);
-    ft_replay_get(eng, rr);
-    d->np = rr->n_policies;
+    assert_non_null(got);
+    ft_replay_opts ro = {.needs = FT_VIEW_DECISIONS | FT_VIEW_SPLITS};
+    ft_replay_cursor *c = NULL;
+    assert_int_equal(ft_replay_cursor_open(t, &ro, &c, &err), FT_OK);
+    const uint32_t *idx;
+    const uint32_t np = ft_replay_policies(ft_replay_cursor_engine(c), &idx);
     const char *names[FT_NUMERICS_MAX_POLICIES];
-    for (uint32_t p = 0; p < d->np; p++)
-        names[p] = ft_policy_name(rr->pol[p].policy);
+    for (uint32_t p = 0; p < np; p++)
+        names[p] = ft_policy_name(idx[p]);
     ft_numerics_opts no = {.shrink = 2, .sample = 10, .seed = 3};
-    assert_int_equal(ft_numerics_new(ft_replay_model(eng), names, d->np, &no, &d->nx, &err), FT_OK);
-    ft_reader *rd = NULL;
-    assert_int_equal(ft_reader_open(t, FT_READ_SPLITS, &rd), FT_OK);
-    for (;;) {
-        const ft_batch *b = NULL;
-        assert_int_equal(ft_reader_next(rd, &b), FT_OK);
-        if (!b) break;
-        assert_int_equal(ft_replay_batch(eng, b, &err), FT_OK);
+    ft_numerics *nx = NULL;
+    assert_int_equal(
+        ft_numerics_new(ft_replay_model(ft_replay_cursor_engine(c)), names, np, &no, &nx, &err),
+        FT_OK);
+    for (int more = 1; more;) {
+        const ft_replay_view *v = NULL;
+        assert_int_equal(ft_replay_cursor_next(c, &v, &more, &err), FT_OK);
+        if (v) direct_view(nx, v);
     }
-    ft_numerics_get(d->nx, got);
+    ft_numerics_get(nx, got);
     assert_true(got->calls_run > 0);
     assert_numerics_equal(want, got);
-    ft_reader_close(rd);
-    ft_numerics_free(d->nx);
-    ft_replay_free(eng);
+    ft_numerics_free(nx);
+    ft_replay_cursor_close(c);
     ft_trace_close(t);
     remove(path);
-    ft_free(fusers);
-    ft_free(recipes);
-    ft_free(d);
     ft_free(got);
-    ft_free(rr);
     ft_free(want);
 }
 

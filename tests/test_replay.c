@@ -203,24 +203,41 @@ static void mini_batch(const mini *m, uint32_t lo, uint32_t hi, ft_batch *b)
     b->n_tokens = m->tok + lo;
 }
 
-/* Replay m under opts (all policies if opts->policies is NULL), batches of `chunk` records. */
+/* Replay m under opts (all policies if opts->policies is NULL), batches of `chunk` records; as
+ * the push driver does, every view goes to opts->observers' batch_fn. */
 static void mini_replay(const mini *m, const ft_replay_opts *opts, uint32_t chunk,
                         ft_replay_result *res)
 {
     ft_replay *r = NULL;
     ft_err err = {0};
-    int rc = ft_replay_new(m->fusers, m->nf, m->recipes, m->nr, &m->hdr, opts, &r, &err);
+    ft_replay_opts o = opts ? *opts : (ft_replay_opts){0};
+    for (uint32_t k = 0; k < o.n_observers; k++)
+        o.needs |= o.observers[k]->needs;
+    int rc = ft_replay_new(m->fusers, m->nf, m->recipes, m->nr, &m->hdr, &o, &r, &err);
     if (rc) fail_msg("ft_replay_new: %s", ft_err_msg(&err));
     if (!chunk) chunk = MAXC;
     for (uint32_t lo = 0; lo < m->n; lo += chunk) {
         ft_batch b;
+        const ft_replay_view *v = NULL;
         uint32_t hi = lo + chunk < m->n ? lo + chunk : m->n;
         mini_batch(m, lo, hi, &b);
-        rc = ft_replay_batch(r, &b, &err);
+        rc = ft_replay_batch(r, &b, &v, &err);
         if (rc) fail_msg("ft_replay_batch: %s", ft_err_msg(&err));
+        assert_true(!o.needs || v);
+        for (uint32_t k = 0; v && k < o.n_observers; k++)
+            if ((rc = o.observers[k]->batch_fn(o.observers[k]->ctx, v, &err)))
+                fail_msg("observer: %s", ft_err_msg(&err));
     }
     ft_replay_get(r, res);
     ft_replay_free(r);
+}
+
+/* opts watched by one observer */
+static void watch(ft_replay_opts *o, const ft_replay_observer **one, const ft_replay_observer *obs)
+{
+    one[0] = obs;
+    o->observers = one;
+    o->n_observers = 1;
 }
 
 static const ft_policy_result *pol(const ft_replay_result *res, const char *name)
@@ -399,9 +416,14 @@ static void test_te_pr_grad_off_on_off_on_restores_plans(void **state)
     ft_replay_opts o = {0};
     o.policies = &idx;
     o.n_policies = 1;
-    o.per_call = pc;
+    ft_report_calls *w = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_report_calls_new(pc, NULL, &w, &err), FT_OK);
+    const ft_replay_observer *one[1];
+    watch(&o, one, ft_report_calls_observer(w));
     ft_replay_result res;
     mini_replay(m, &o, 0, &res);
+    ft_report_calls_free(w);
     assert_int_equal(res.pol[0].builds, 2);
     assert_int_equal(res.pol[0].resets, 1);
     /* the repeats get the plans of the first two calls, without building */
@@ -434,27 +456,44 @@ static void test_te_pr_grad_off_on_off_on_restores_plans(void **state)
     mini_free(m);
 }
 
+typedef struct seen_call {
+    int64_t seq;
+    uint32_t slot, policy, plan, fresh, fuser;
+    uint8_t dec, stale;
+    ft_qstate q, fq;
+} seen_call;
+
 typedef struct seen {
     int n;
-    ft_replay_call c[32];
-    ft_qstate q[32], fq[32];
-    int stop_at;
+    seen_call c[32];
 } seen;
 
-static int on_call(void *ctx, const ft_replay_call *c, ft_err *err)
+/* Every (call, policy) of the views, call order then policy order. */
+static int on_batch(void *ctx, const ft_replay_view *v, ft_err *err)
 {
     (void)err;
     seen *s = ctx;
-    if (s->n == s->stop_at) return FT_EINVAL;
-    s->q[s->n] = *c->q;
-    s->fq[s->n] = *c->fresh_q;
-    s->c[s->n++] = *c;
+    for (uint32_t j = 0; j < v->n; j++)
+        for (uint32_t p = 0; p < v->n_pol && s->n < 32; p++) {
+            const ft_view_policy *vp = &v->pol[p];
+            seen_call *c = &s->c[s->n++];
+            c->seq = v->seq[j];
+            c->slot = p;
+            c->policy = vp->policy;
+            c->plan = vp->plan[j];
+            c->fresh = v->fresh[j];
+            c->fuser = v->fuser[j];
+            c->dec = vp->dec[j];
+            c->stale = vp->stale[j];
+            c->q = *ft_replay_qstate(v->engine, vp->q[j]);
+            c->fq = *ft_replay_qstate(v->engine, v->fresh_q[j]);
+        }
     return FT_OK;
 }
 
-/* The per-call callback sees what --per-call writes, plus the quantizer states: in S1 the te-3410
- * call under R2 still runs RHT quantizers while a fresh fuser would not. */
-static void test_call_callback_reports_decisions_and_qstate(void **state)
+/* The view holds what --per-call writes, plus the quantizer states: in S1 the te-3410 call under
+ * R2 still runs RHT quantizers while a fresh fuser would not. */
+static void test_view_reports_decisions_and_qstate(void **state)
 {
     (void)state;
     ft_sink sk;
@@ -467,12 +506,12 @@ static void test_call_callback_reports_decisions_and_qstate(void **state)
     assert_int_equal(ft_policy_find("recipe-hash", &idx[1], NULL), FT_OK);
     static seen sn;
     memset(&sn, 0, sizeof sn);
-    sn.stop_at = -1;
     ft_replay_opts o = {0};
     o.policies = idx;
     o.n_policies = 2;
-    const ft_replay_observer obs = {.ctx = &sn, .call_fn = on_call};
-    o.observer = &obs;
+    const ft_replay_observer obs = {.ctx = &sn, .needs = FT_VIEW_DECISIONS, .batch_fn = on_batch};
+    const ft_replay_observer *one[1];
+    watch(&o, one, &obs);
     ft_replay_result res;
     mini_replay(m, &o, 0, &res);
     assert_int_equal(sn.n, 4); /* 2 calls x 2 policies, call order then policy order */
@@ -480,26 +519,93 @@ static void test_call_callback_reports_decisions_and_qstate(void **state)
     assert_int_equal(sn.c[1].slot, 1);
     assert_int_equal(sn.c[2].seq, 1);
     assert_int_equal(sn.c[2].policy, idx[0]);
-    assert_int_equal(sn.c[2].build, 0);
-    assert_int_equal(sn.c[2].reset, 0);
+    assert_int_equal(sn.c[2].dec, 0); /* neither build nor reset */
     assert_int_equal(sn.c[2].stale, FT_STALE_QUANT);
     assert_int_not_equal(sn.c[2].plan, sn.c[2].fresh);
-    assert_int_equal(sn.q[2].rht, 1);  /* Q(R1) kept */
-    assert_int_equal(sn.fq[2].rht, 0); /* a fresh fuser under R2 */
-    assert_int_equal(sn.c[3].build, 1);
+    assert_int_equal(sn.c[2].q.rht, 1);  /* Q(R1) kept */
+    assert_int_equal(sn.c[2].fq.rht, 0); /* a fresh fuser under R2 */
+    assert_int_equal(sn.c[3].dec, FT_DEC_BUILD | FT_DEC_RESET);
     assert_int_equal(sn.c[3].plan, sn.c[3].fresh);
-    /* a consumer that fails stops the replay with its status */
-    memset(&sn, 0, sizeof sn);
-    sn.stop_at = 1;
+    /* nobody asked: the engine records nothing and gives no view */
     ft_replay *r = NULL;
     ft_err err = {0};
-    assert_int_equal(ft_replay_new(m->fusers, m->nf, m->recipes, m->nr, &m->hdr, &o, &r, &err),
+    ft_replay_opts plain = {0};
+    assert_int_equal(ft_replay_new(m->fusers, m->nf, m->recipes, m->nr, &m->hdr, &plain, &r, &err),
                      FT_OK);
     ft_batch b;
     mini_batch(m, 0, m->n, &b);
-    assert_int_equal(ft_replay_batch(r, &b, &err), FT_EINVAL);
-    assert_non_null(strstr(err.msg, "observer stopped"));
+    const ft_replay_view *v = &(ft_replay_view){0};
+    assert_int_equal(ft_replay_batch(r, &b, &v, &err), FT_OK);
+    assert_null(v);
     ft_replay_free(r);
+    mini_free(m);
+}
+
+/* The view's cause bits (FT_WHY_*) say what changed since the fuser's previous call, per build,
+ * and the call columns carry the filter's verdict. */
+typedef struct why_log {
+    int n;
+    int64_t seq[64];
+    uint16_t why[64], changed[64];
+    int32_t prev_recipe[64];
+    uint8_t match[64];
+} why_log;
+
+static int why_batch(void *ctx, const ft_replay_view *v, ft_err *err)
+{
+    (void)err;
+    why_log *w = ctx;
+    assert_non_null(v->changed);
+    assert_non_null(v->pol[0].why);
+    for (uint32_t j = 0; j < v->n && w->n < 64; j++, w->n++) {
+        w->seq[w->n] = v->seq[j];
+        w->why[w->n] = v->pol[0].why[j];
+        w->changed[w->n] = v->changed[j];
+        w->prev_recipe[w->n] = v->prev_recipe[j];
+        w->match[w->n] = v->match ? v->match[j] : 2;
+    }
+    return FT_OK;
+}
+
+static void test_view_causes_and_filter(void **state)
+{
+    (void)state;
+    ft_sink s;
+    mini *m = mini_new(&s);
+    emit_s_setup(&s);
+    /* R1, R1 grad, R1 grad, M grad, R2 grad */
+    static const int64_t r[5] = {1, 1, 1, 3, 2};
+    static const int g[5] = {0, 1, 1, 1, 1};
+    for (int i = 0; i < 5; i++)
+        emit_call(&s, 7, 3, r[i], g[i], i, -1);
+    uint32_t idx;
+    assert_int_equal(ft_policy_find("rebuild-always", &idx, NULL), FT_OK);
+    static why_log w;
+    memset(&w, 0, sizeof w);
+    ft_replay_filter flt = {.has_steps = 1, .step_lo = 1, .step_hi = 3};
+    ft_replay_opts o = {.policies = &idx, .n_policies = 1, .filter = &flt};
+    const ft_replay_observer obs = {.ctx = &w, .needs = FT_VIEW_CAUSES, .batch_fn = why_batch};
+    const ft_replay_observer *one[1];
+    watch(&o, one, &obs);
+    ft_replay_result res;
+    mini_replay(m, &o, 2, &res); /* batches of 2: the previous call is carried across batches */
+    assert_int_equal(w.n, 5);
+    assert_int_equal(w.why[0], FT_WHY_FIRST);
+    assert_int_equal(w.prev_recipe[0], -2);
+    assert_int_equal(w.why[1], FT_WHY_F);
+    assert_int_equal(w.why[2], FT_WHY_NOT_CACHED); /* rebuild-always: nothing changed */
+    assert_int_equal(w.changed[2], 0);
+    assert_int_equal(w.why[3], FT_WHY_TYPE);
+    assert_int_equal(w.prev_recipe[3], 0); /* recipe id 1 is dense index 0 */
+    assert_int_equal(w.why[4], FT_WHY_TYPE);
+    /* steps 1..3 are counted, 0 and 4 are not: every call replayed, three counted */
+    static const uint8_t want_match[5] = {0, 1, 1, 1, 0};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(w.match[i], want_match[i]);
+    assert_int_equal(res.calls, 3);
+    assert_int_equal(res.pol[0].calls, 3);
+    assert_int_equal(res.pol[0].builds, 3);
+    assert_int_equal(res.pol[0].resets, 3);
     mini_free(m);
 }
 
@@ -524,13 +630,15 @@ typedef struct ref_run {
     uint8_t build[3][600], reset[3][600]; /* per policy slot (pre3410, 3410, commit1), call */
 } ref_run;
 
-static int ref_on_call(void *ctx, const ft_replay_call *c, ft_err *err)
+static int ref_on_batch(void *ctx, const ft_replay_view *v, ft_err *err)
 {
     (void)err;
     ref_run *rr = ctx;
-    if (c->slot == 0) rr->n++;
-    rr->build[c->slot][rr->n - 1] = (uint8_t)c->build;
-    rr->reset[c->slot][rr->n - 1] = (uint8_t)c->reset;
+    for (uint32_t j = 0; j < v->n && rr->n < 600; j++, rr->n++)
+        for (uint32_t p = 0; p < v->n_pol && p < 3; p++) {
+            rr->build[p][rr->n] = (uint8_t)((v->pol[p].dec[j] & FT_DEC_BUILD) != 0);
+            rr->reset[p][rr->n] = (uint8_t)((v->pol[p].dec[j] & FT_DEC_RESET) != 0);
+        }
     return FT_OK;
 }
 
@@ -594,8 +702,10 @@ static void test_te_cache_rule_matches_engine_on_random_calls(void **state)
     ft_replay_opts o = {0};
     o.policies = idx;
     o.n_policies = 3;
-    const ft_replay_observer obs = {.ctx = &got, .call_fn = ref_on_call};
-    o.observer = &obs;
+    const ft_replay_observer obs = {
+        .ctx = &got, .needs = FT_VIEW_DECISIONS, .batch_fn = ref_on_batch};
+    const ft_replay_observer *one[1];
+    watch(&o, one, &obs);
     ft_replay_result res;
     mini_replay(m, &o, 97, &res);
     assert_int_equal(got.n, n_calls);
@@ -886,11 +996,24 @@ static void test_captured_policy_from_version(void **state)
     uint32_t old, neu;
     assert_int_equal(ft_policy_find("te-pre3410", &old, NULL), FT_OK);
     assert_int_equal(ft_policy_find("te-3410", &neu, NULL), FT_OK);
-    assert_int_equal(ft_replay_captured_policy(NULL), -1);
-    assert_int_equal(ft_replay_captured_policy("2.20.2"), (int)old);
-    assert_int_equal(ft_replay_captured_policy("2.20.0.dev0+pr3410"), (int)neu);
-    assert_int_equal(ft_replay_captured_policy("2.21.0"), (int)neu);
-    assert_int_equal(ft_replay_captured_policy("3.0"), (int)neu);
+    /* tefuser names the ref, the policy rows say which policy reproduces it */
+    static const struct {
+        const char *version;
+        int policy;
+    } cases[] = {{"2.20.2", 0},      {"2.20.0.dev0+pr3410", 1},
+                 {"2.21.0", 1},      {"2.21.0rc1", 1},
+                 {"2.21.0.dev0", 1}, {"3.0", 1},
+                 {"2.9", 0},         {"unknown", 0}};
+    ft_te_ref ref;
+    assert_int_equal(ft_te_captured_ref(NULL, NULL, &ref), 0);
+    assert_int_equal(ft_te_captured_ref("{}", "", &ref), 0);
+    for (size_t i = 0; i < FT_ARRAY_LEN(cases); i++) {
+        assert_int_equal(ft_te_captured_ref(NULL, cases[i].version, &ref), 1);
+        if (ft_policy_of_te_ref(ref) != (int)(cases[i].policy ? neu : old))
+            fail_msg("te_version %s: policy %d", cases[i].version, ft_policy_of_te_ref(ref));
+    }
+    assert_int_equal(ft_te_captured_ref("{\"fuser_cache\":\"type\"}", "2.20.2", &ref), 1);
+    assert_string_equal(ft_policy_name((uint32_t)ft_policy_of_te_ref(ref)), "te-3410-commit1");
     /* a header that says which plan cache the captured TE had wins over its version */
     ft_sink s;
     mini *m = mini_new(&s);
@@ -915,7 +1038,8 @@ static void test_registry_parse_list(void **state)
     ft_err err = {0};
     assert_int_equal(ft_policy_parse_list("all", idx, &n, &err), FT_OK);
     assert_int_equal(n, ft_policy_count());
-    assert_int_equal(n, 7);
+    for (uint32_t i = 0; i < n; i++)
+        assert_int_equal(idx[i], i); /* registry order */
     assert_int_equal(ft_policy_parse_list("te-3410,rebuild-always", idx, &n, &err), FT_OK);
     assert_int_equal(n, 2);
     assert_string_equal(ft_policy_name(idx[0]), "te-3410");
@@ -930,7 +1054,16 @@ static void test_registry_parse_list(void **state)
         assert_int_equal(ft_policy_find(ft_policy_name(i), &idx[0], NULL), FT_OK);
         assert_int_equal(idx[0], i);
     }
-    assert_int_equal(ft_policy_store(0), FT_STORE_NONE);
+    /* the rows' notes and TE refs */
+    uint32_t k;
+    assert_int_equal(ft_policy_find("rebuild-always", &k, NULL), FT_OK);
+    assert_non_null(strstr(ft_policy_note(k), "baseline"));
+    assert_int_equal(ft_policy_find("te-3410-commit1", &k, NULL), FT_OK);
+    assert_non_null(strstr(ft_policy_note(k), "historical"));
+    assert_int_equal(ft_policy_of_te_ref(FT_TE_3410_COMMIT1), (int)k);
+    assert_int_equal(ft_policy_find("fusion-attrs", &k, NULL), FT_OK);
+    assert_null(ft_policy_note(k));
+    assert_null(ft_policy_note(ft_policy_count()));
 }
 
 /* ---- batch boundaries and merging ----------------------------------------------------------- */
@@ -980,7 +1113,7 @@ static void test_replay_rejects_bad_batch(void **state)
     ft_batch b;
     mini_batch(m, 0, 1, &b);
     b.chunk_id = 42;
-    assert_int_equal(ft_replay_batch(r, &b, &err), FT_ECORRUPT);
+    assert_int_equal(ft_replay_batch(r, &b, NULL, &err), FT_ECORRUPT);
     assert_non_null(strstr(err.msg, "chunk 42"));
     ft_replay_free(r);
     mini_free(m);
@@ -988,6 +1121,29 @@ static void test_replay_rejects_bad_batch(void **state)
 
 /* Every allocation failure on the way through setup, batches and results is reported and leaks
  * nothing (the engine and the model both allocate through ft_malloc). */
+static void alloc_failures(const mini *m, const ft_replay_opts *o)
+{
+    int ok = 0;
+    for (long n = 0; n < 2000 && !ok; n++) {
+        long live = ft_alloc_live();
+        ft_replay *r = NULL;
+        ft_err err = {0};
+        ft_alloc_fail_after(n);
+        int rc = ft_replay_new(m->fusers, m->nf, m->recipes, m->nr, &m->hdr, o, &r, &err);
+        for (uint32_t lo = 0; !rc && lo < m->n; lo += 5) {
+            ft_batch b;
+            mini_batch(m, lo, lo + 5 < m->n ? lo + 5 : m->n, &b);
+            rc = ft_replay_batch(r, &b, NULL, &err);
+        }
+        ft_alloc_fail_after(-1);
+        if (rc && !err.msg[0]) fail_msg("allocation %ld: rc %d without a message", n, rc);
+        ok = rc == FT_OK;
+        ft_replay_free(r);
+        assert_int_equal(ft_alloc_live(), live);
+    }
+    assert_true(ok); /* eventually enough allocations succeed */
+}
+
 static void test_replay_alloc_failures_leak_nothing(void **state)
 {
     (void)state;
@@ -997,27 +1153,12 @@ static void test_replay_alloc_failures_leak_nothing(void **state)
     static const int64_t rs[] = {1, 3, 2, -1, 1, 2, 3};
     for (int i = 0; i < 28; i++)
         emit_call(&s, 7, 3, rs[i % 7], i % 2, i, i % 3 ? 1 : -1);
-    ft_replay_opts o = {0};
-    o.capacity = 1;
-    int ok = 0;
-    for (long n = 0; n < 2000 && !ok; n++) {
-        long live = ft_alloc_live();
-        ft_replay *r = NULL;
-        ft_err err = {0};
-        ft_alloc_fail_after(n);
-        int rc = ft_replay_new(m->fusers, m->nf, m->recipes, m->nr, &m->hdr, &o, &r, &err);
-        for (uint32_t lo = 0; !rc && lo < m->n; lo += 5) {
-            ft_batch b;
-            mini_batch(m, lo, lo + 5 < m->n ? lo + 5 : m->n, &b);
-            rc = ft_replay_batch(r, &b, &err);
-        }
-        ft_alloc_fail_after(-1);
-        if (rc && !err.msg[0]) fail_msg("allocation %ld: rc %d without a message", n, rc);
-        ok = rc == FT_OK;
-        ft_replay_free(r);
-        assert_int_equal(ft_alloc_live(), live);
-    }
-    assert_true(ok); /* eventually enough allocations succeed */
+    /* plain, and with the view, its causes and a filter (their own allocations) */
+    const ft_replay_filter flt = {.phase = "fwd"};
+    const ft_replay_opts plain = {.capacity = 1};
+    const ft_replay_opts viewed = {.capacity = 1, .needs = FT_VIEW_CAUSES, .filter = &flt};
+    alloc_failures(m, &plain);
+    alloc_failures(m, &viewed);
     mini_free(m);
 }
 
@@ -1037,9 +1178,14 @@ static void test_explain_names_changed_component(void **state)
     ft_replay_opts o = {0};
     o.policies = &idx;
     o.n_policies = 1;
-    o.explain = ex;
+    ft_report_calls *w = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_report_calls_new(NULL, ex, &w, &err), FT_OK);
+    const ft_replay_observer *one[1];
+    watch(&o, one, ft_report_calls_observer(w));
     ft_replay_result res;
     mini_replay(m, &o, 0, &res);
+    ft_report_calls_free(w);
     char *text = read_all(ex);
     assert_non_null(strstr(text, "seq=0 fuser=7 (layer.mlp): reset+build because first sight"));
     assert_non_null(strstr(text, "seq=1 fuser=7 (layer.mlp): reset+build because f 3 -> 0"));
@@ -1192,6 +1338,132 @@ static void test_trace_file_replay_matches_in_memory(void **state)
     remove(path);
 }
 
+/* ---- the driver: push observers, pull cursor ------------------------------------------------ */
+typedef struct drive_log {
+    int begins, ends, batches, fail_at; /* fail_at: the batch whose batch_fn fails, -1 never */
+    int64_t next_seq;                   /* the seq the next view must start at */
+    uint32_t calls, trace_index[4];
+    int end_rc;
+} drive_log;
+
+static int log_begin(void *ctx, const ft_replay_input *in, const ft_replay *eng, ft_err *err)
+{
+    (void)err;
+    drive_log *d = ctx;
+    assert_non_null(eng);
+    assert_non_null(in->trace);
+    if (d->begins < 4) d->trace_index[d->begins] = in->index;
+    d->begins++;
+    d->next_seq = 0;
+    return FT_OK;
+}
+
+static int log_batch(void *ctx, const ft_replay_view *v, ft_err *err)
+{
+    (void)err;
+    drive_log *d = ctx;
+    if (d->batches++ == d->fail_at) return FT_EINVAL;
+    for (uint32_t j = 0; j < v->n; j++) {
+        assert_int_equal(v->seq[j], d->next_seq); /* every call, in order, once */
+        assert_int_equal(v->seq[j], v->batch->seq[v->row[j]]);
+        d->next_seq = v->seq[j] + 1;
+    }
+    d->calls += v->n;
+    return FT_OK;
+}
+
+static int log_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
+{
+    (void)eng;
+    (void)err;
+    drive_log *d = ctx;
+    d->ends++;
+    d->end_rc = rc;
+    return FT_OK;
+}
+
+/* Observers see begin, every view (all calls, in order), end per trace; one that fails stops the
+ * replay with a message naming where, and still ends; the pull form bounded by a seq decodes only
+ * what can hold it. */
+static void test_driver_observers_and_cursor(void **state)
+{
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/test_replay_drive_%ld.ftdb", FT_BINARY_DIR, (long)getpid());
+    remove(path);
+    ft_rec *rec = NULL;
+    ft_err err = {0};
+    ft_rec_opts ro = {8, 0}; /* 5 chunks */
+    assert_int_equal(ft_rec_open(path, &ro, &rec, &err), FT_OK);
+    ft_sink rs;
+    ft_rec_sink(rec, &rs);
+    emit_s_setup(&rs);
+    for (int i = 0; i < 40; i++)
+        emit_call(&rs, 7, 3, 1 + i % 3, i % 2, i / 4, -1);
+    assert_int_equal(ft_rec_close(rec), FT_OK);
+
+    static drive_log a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.fail_at = b.fail_at = -1;
+    const ft_replay_observer oa = {&a, FT_VIEW_DECISIONS, log_begin, log_batch, log_end};
+    const ft_replay_observer ob = {&b, FT_VIEW_CAUSES, log_begin, log_batch, log_end};
+    const ft_replay_observer *both[2] = {&oa, &ob};
+    ft_replay_opts o = {.observers = both, .n_observers = 2};
+    const char *paths[2] = {path, path};
+    ft_replay_result res, per[2];
+    o.per_trace = per;
+    assert_int_equal(ft_replay_traces(paths, 2, &o, &res, &err), FT_OK);
+    assert_int_equal(a.begins, 2);
+    assert_int_equal(a.ends, 2);
+    assert_int_equal(a.end_rc, FT_OK);
+    assert_int_equal(a.batches, 10);
+    assert_int_equal(a.calls, 80);
+    assert_int_equal(a.trace_index[1], 1);
+    assert_int_equal(b.calls, 80);
+    assert_int_equal(res.calls, 80);
+    assert_int_equal(per[1].calls, 40);
+
+    /* the second observer fails on its third batch: the replay stops, both end with the status */
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.fail_at = -1;
+    b.fail_at = 2;
+    o.per_trace = NULL;
+    assert_int_equal(ft_replay_traces(paths, 1, &o, &res, &err), FT_EINVAL);
+    assert_non_null(strstr(err.msg, "observer stopped"));
+    assert_non_null(strstr(err.msg, path));
+    assert_int_equal(a.batches, 3);
+    assert_int_equal(a.ends, 1);
+    assert_int_equal(b.ends, 1);
+    assert_int_equal(b.end_rc, FT_EINVAL);
+
+    /* pull form: seqs up to 12 lie in the first two chunks */
+    ft_trace *t = NULL;
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    ft_replay_opts po = {.needs = FT_VIEW_DECISIONS};
+    ft_replay_cursor *c = NULL;
+    assert_int_equal(ft_replay_cursor_open(t, &po, &c, &err), FT_OK);
+    assert_int_equal(ft_replay_cursor_bound(c, 12, &err), FT_OK);
+    uint32_t n_views = 0, n_calls = 0;
+    for (int more = 1; more;) {
+        const ft_replay_view *v = NULL;
+        assert_int_equal(ft_replay_cursor_next(c, &v, &more, &err), FT_OK);
+        if (!more) break;
+        assert_non_null(v);
+        assert_int_equal(v->n_pol, ft_policy_count());
+        n_views++;
+        n_calls += v->n;
+    }
+    assert_int_equal(n_views, 2);
+    assert_int_equal(n_calls, 16);
+    ft_replay_cursor_result(c, &res);
+    assert_int_equal(res.calls, 16);
+    ft_replay_cursor_close(c);
+    ft_trace_close(t);
+    remove(path);
+}
+
 /* ---- the replay and demo commands --------------------------------------------------------- */
 /* Import traces/NAME.jsonl into a trace in FT_BINARY_DIR; path into out. */
 static void import_trace(const char *name, char *out, size_t cap)
@@ -1252,7 +1524,7 @@ static void test_cli_replay_formats_and_flags(void **state)
     assert_int_equal(json_integer_value(json_object_get(doc, "traces")), 2);
     assert_int_equal(json_integer_value(json_object_get(doc, "calls")), 32);
     json_t *pols = json_object_get(doc, "policies");
-    assert_int_equal(json_array_size(pols), 7);
+    assert_int_equal(json_array_size(pols), ft_policy_count());
     json_t *te = json_array_get(pols, 2);
     assert_string_equal(json_string_value(json_object_get(te, "policy")), "te-3410");
     assert_int_equal(json_integer_value(json_object_get(te, "builds")), 10);
@@ -1342,7 +1614,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_te_pr_grad_off_on_off),
         cmocka_unit_test(test_te_pr_grad_off_on_off_on_restores_plans),
-        cmocka_unit_test(test_call_callback_reports_decisions_and_qstate),
+        cmocka_unit_test(test_view_reports_decisions_and_qstate),
+        cmocka_unit_test(test_view_causes_and_filter),
         cmocka_unit_test(test_te_cache_rule_matches_engine_on_random_calls),
         cmocka_unit_test(test_scenario_s1_same_type_switch_keeps_fused_plan),
         cmocka_unit_test(test_scenario_s2_type_round_trip_restores_stale_plan),
@@ -1363,6 +1636,7 @@ int main(void)
         cmocka_unit_test(test_explain_names_changed_component),
         cmocka_unit_test(test_canned_traces_match_golden),
         cmocka_unit_test(test_trace_file_replay_matches_in_memory),
+        cmocka_unit_test(test_driver_observers_and_cursor),
         cmocka_unit_test(test_cli_replay_formats_and_flags),
         cmocka_unit_test(test_cli_demo_explains),
     };

@@ -640,6 +640,75 @@ static void test_report_filters_partition_the_counts(void **state)
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
+/* ---- the builds' causes ---------------------------------------------------------------------- */
+/* The number in cell p (policy slot) of the HTML causes row named `cause`, or -1. */
+static long cause_cell(const char *page, const char *cause, uint32_t p)
+{
+    char key[128];
+    snprintf(key, sizeof key, "<td class=\"pol\">%s</td>", cause);
+    const char *c = strstr(page, key);
+    if (!c) return -1;
+    c += strlen(key);
+    for (uint32_t k = 0; k <= p; k++) {
+        c = strstr(c, "<td>");
+        if (!c) return -1;
+        c += 4;
+    }
+    return strtol(c, NULL, 10);
+}
+
+/* The HTML report counts the causes the --explain lines name, from the same view: per policy, the
+ * lines naming a cause add up to its row, and each cause kind is one row. */
+static void test_report_causes_match_explain_lines(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char dir[1024], t[1200], html[1200], cmd[8000];
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_report_causes"), 0);
+    tu_dir_path(t, sizeof t, dir, "demo.ftdb");
+    tu_dir_path(html, sizeof html, dir, "r.html");
+    snprintf(cmd, sizeof cmd, "'%s' synth demo -o '%s' >/dev/null", cli, t);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --explain --html '%s'", cli, t, html);
+    ft_buf out = {0};
+    assert_int_equal(tu_sh_buf(cmd, &out), 0);
+    assert_int_equal(ft_buf_append(&out, "", 1), FT_OK);
+    size_t len = 0;
+    char *page = tu_read_file(html, &len);
+    assert_non_null(page);
+    static const struct {
+        const char *in_line, *or_line, *row; /* a line names the cause with either text */
+    } causes[] = {
+        {"because first sight", NULL, "first sight of this fuser"},
+        {"recipe type ", NULL, "recipe type"},
+        {"because f ", ", f ", "f (first op requiring backward: grad mode)"},
+        {"because nothing changed", NULL, "nothing changed since the fuser's previous call"}};
+    int rows = 0;
+    for (uint32_t p = 0; p < ft_policy_count(); p++) {
+        char pfx[64];
+        snprintf(pfx, sizeof pfx, "[explain] %s seq=", ft_policy_name(p));
+        for (size_t k = 0; k < FT_ARRAY_LEN(causes); k++) {
+            long lines = 0;
+            for (const char *l = strstr((const char *)out.data, pfx); l; l = strstr(l + 1, pfx)) {
+                const char *eol = strchr(l, '\n'), *hit = strstr(l, causes[k].in_line);
+                const char *alt = causes[k].or_line ? strstr(l, causes[k].or_line) : NULL;
+                lines += (hit && (!eol || hit < eol)) || (alt && (!eol || alt < eol));
+            }
+            long cell = cause_cell(page, causes[k].row, p);
+            if (lines && cell != lines)
+                fail_msg("%s, %s: %ld explain lines, HTML cell %ld", ft_policy_name(p),
+                         causes[k].row, lines, cell);
+            rows += p == 0 && cell >= 0;
+        }
+    }
+    assert_int_equal(rows, 4); /* the demo's builds have these four causes */
+    assert_int_equal(count_of(page, "<td class=\"pol\">recipe type"), 1);
+    ft_free(page);
+    ft_buf_free(&out);
+    assert_int_equal(tu_dir_remove(dir), 0);
+}
+
 /* ---- why nothing fuses ----------------------------------------------------------------------- */
 static const char env_sm100[] = "{\"device_cc\":\"10.0\",\"cudnn_frontend\":\"1.27.0\","
                                 "\"cublaslt\":\"13.4.0\",\"NVTE_CUTEDSL_FUSED_GROUPED_MLP\":\"1\"}";
@@ -740,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_report_inputs_one_rank_each),
         cmocka_unit_test(test_report_diff_traces_and_saved_reports),
         cmocka_unit_test(test_report_filters_partition_the_counts),
+        cmocka_unit_test(test_report_causes_match_explain_lines),
         cmocka_unit_test(test_report_why_unfused_names_the_gate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
