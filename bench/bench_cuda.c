@@ -8,6 +8,9 @@
  * the same input in the same run (bytes read + written; the copy moves 2 x its size).
  *
  * Usage: bench_cuda [iters]. Prints one line per case: median ms, TFLOP/s (or TB/s).
+ * FT_BENCH_ONLY=NAMES picks shapes (and "quant"), FT_BENCH_NO_INTERLEAVE skips the interleaved
+ * GLU layout, FT_BENCH_NO_CUBLAS the cuBLAS fc1 baselines; FT_WGMMA_EPI=0|1|2 (read by the
+ * library) picks the wgmma epilogue variant, printed as epi=N.
  * Without a CUDA build or device it says so and exits 0.
  */
 #include "ft_kernels.h"
@@ -50,30 +53,24 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static uint16_t *rand_bits(int64_t n, float scale, uint64_t seed)
-{
-    uint16_t *p = malloc((size_t)n * 2);
-    if (!p) return NULL;
-    uint64_t s = seed;
-    for (int64_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        float v = ((float)((s >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f) * scale;
-        p[i] = ft_bf16_bits(v);
-    }
-    return p;
-}
-
+/* n bf16 values uniform in [-scale, scale), drawn on the device (the host would spend seconds
+ * of device-machine time generating and copying the weights of a 32-expert layer). */
 static void *dev_rand(int64_t n, float scale, uint64_t seed, ft_err *err)
 {
-    uint16_t *h = rand_bits(n, scale, seed);
     void *d = NULL;
-    if (!h || ft_cuda_malloc(&d, (size_t)n * 2, err) || ft_cuda_h2d(d, h, (size_t)n * 2, err)) {
-        free(h);
+    if (ft_cuda_malloc(&d, (size_t)n * 2, err) ||
+        ft_cuda_bf16_fill_random(d, n, scale, seed, NULL, err)) {
         ft_cuda_free(d);
         return NULL;
     }
-    free(h);
     return d;
+}
+
+/* The wgmma epilogue variant this process runs (kernels/cuda/gemm_wgmma.cu, FT_WGMMA_EPI). */
+static int epi_variant(void)
+{
+    const char *e = getenv("FT_WGMMA_EPI");
+    return (e && e[0] >= '0' && e[0] <= '2' && !e[1]) ? e[0] - '0' : 2;
 }
 
 typedef int (*run_fn)(void *ctx, ft_err *err);
@@ -319,7 +316,7 @@ static void bench_bwd_parts(mlp_ctx *c, const char *name, int iters, ft_cuda_tim
                   {"wgrad2", FT_GEMM_WGRAD, n2, k2, c->dy, c->out.z, c->gr.dw2},
                   {"dgrad1", FT_GEMM_DGRAD, n1, k1, c->gr.dh, c->m.w1, c->gr.dx},
                   {"wgrad1", FT_GEMM_WGRAD, n1, k1, c->gr.dh, c->m.x, c->gr.dw1}};
-    printf("BWDPARTS ft %s", name);
+    printf("BWDPARTS ft %s epi=%d", name, epi_variant());
     for (int i = 0; i < 4; i++) {
         c->part = c->fc1;
         c->part.kind = parts[i].kind;
@@ -421,16 +418,17 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
         if (ms_fc1 < 0 || ms_fwd < 0 || ms_bwd < 0) {
             rc = err->rc ? err->rc : FT_ECUDA;
         } else {
-            printf("RESULT ft %s il=%d fc1 %.3f ms %.1f TFLOP/s | fwd %.3f ms %.1f TFLOP/s | "
+            printf("RESULT ft %s epi=%d il=%d fc1 %.3f ms %.1f TFLOP/s | fwd %.3f ms %.1f TFLOP/s | "
                    "bwd %.3f ms %.1f TFLOP/s\n",
-                   s->name, interleave, ms_fc1, f1 / ms_fc1 / 1e9, ms_fwd, ffwd / ms_fwd / 1e9,
+                   s->name, epi_variant(), interleave, ms_fc1, f1 / ms_fc1 / 1e9, ms_fwd, ffwd / ms_fwd / 1e9,
                    ms_bwd, 2.0 * ffwd / ms_bwd / 1e9);
         }
         float ms_fc1a = time_median(run_fc1act, &c, iters, tm, err);
         float ms_fc2 = time_median(run_fc2, &c, iters, tm, err);
         if (ms_fc1a > 0 && ms_fc2 > 0)
-            printf("PARTS ft %s il=%d fc1+act %.3f ms %.1f TFLOP/s | fc2 %.3f ms %.1f TFLOP/s\n",
-                   s->name, interleave, ms_fc1a, f1 / ms_fc1a / 1e9, ms_fc2, f2 / ms_fc2 / 1e9);
+            printf("PARTS ft %s epi=%d il=%d fc1+act %.3f ms %.1f TFLOP/s | fc2 %.3f ms %.1f "
+                   "TFLOP/s\n",
+                   s->name, epi_variant(), interleave, ms_fc1a, f1 / ms_fc1a / 1e9, ms_fc2, f2 / ms_fc2 / 1e9);
         /* the fused MXFP8 epilogue: z quantized on store, rowwise and columnwise copies, against
          * the bf16 epilogue timed right before and after it */
         c.fc1mx = c.fc1act;
@@ -444,19 +442,19 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
         float ms_nv = time_median(run_fc1nv, &c, iters, tm, err);
         float ms_fc1b = time_median(run_fc1act, &c, iters, tm, err);
         if (ms_mx > 0 && ms_fc1a > 0 && ms_fc1b > 0)
-            printf("MXFP8 ft %s il=%d fc1+act+mxfp8 row+col %.3f ms %.1f TFLOP/s | fc1+act bf16 "
-                   "%.3f / %.3f ms before / after | %.2fx time\n",
-                   s->name, interleave, ms_mx, f1 / ms_mx / 1e9, ms_fc1a, ms_fc1b,
+            printf("MXFP8 ft %s epi=%d il=%d fc1+act+mxfp8 row+col %.3f ms %.1f TFLOP/s | fc1+act "
+                   "bf16 %.3f / %.3f ms before / after | %.2fx time\n",
+                   s->name, epi_variant(), interleave, ms_mx, f1 / ms_mx / 1e9, ms_fc1a, ms_fc1b,
                    2.0 * ms_mx / (ms_fc1a + ms_fc1b));
         else
             printf("MXFP8 ft %s FAILED: %s\n", s->name, ft_err_msg(err));
         if (ms_nv > 0 && ms_fc1a > 0 && ms_fc1b > 0)
-            printf("NVFP4 ft %s il=%d fc1+act+nvfp4 amaxes %.3f ms %.1f TFLOP/s | %.2fx the bf16 "
-                   "fc1+act time\n",
-                   s->name, interleave, ms_nv, f1 / ms_nv / 1e9, 2.0 * ms_nv / (ms_fc1a + ms_fc1b));
+            printf("NVFP4 ft %s epi=%d il=%d fc1+act+nvfp4 amaxes %.3f ms %.1f TFLOP/s | %.2fx the "
+                   "bf16 fc1+act time\n",
+                   s->name, epi_variant(), interleave, ms_nv, f1 / ms_nv / 1e9, 2.0 * ms_nv / (ms_fc1a + ms_fc1b));
         ft_err_clear(err);
         if (!rc && interleave == 0) bench_bwd_parts(&c, s->name, iters, tm, err);
-        if (!rc && interleave == 0)
+        if (!rc && interleave == 0 && !getenv("FT_BENCH_NO_CUBLAS"))
             rc = bench_cublas(s->name, G, k1, n1, splits, c.m.x, c.m.w1, c.out.h, iters, tm, err);
     }
     for (int i = 0; i < nb; i++)

@@ -666,6 +666,14 @@ static void test_cuda_fc1_epilogue_matches_cpu(void **state)
             run_fc1_mx_case(&cases[c], &acts[a], a == 1 ? FT_FP8_E5M2 : FT_FP8_E4M3, 200, k2);
             run_fc1_nv_case(&cases[c], &acts[a], 200, k2);
         }
+    /* a longer contraction (10 k-blocks per tile, more than the epilogue's chunks) with many
+     * tiles per CTA: the kernel stores each tile's epilogue while the next tile's main loop
+     * runs (and the rest after it) */
+    for (int a = 0; a < 2; a++) {
+        const int64_t k2 = acts[a].interleave ? 160 : 136;
+        run_fc1_case(&cases[nc - 1], &acts[a], 600, k2);
+        run_fc1_mx_case(&cases[nc - 1], &acts[a], FT_FP8_E4M3, 600, k2);
+    }
     /* groups of 16-row multiples (and padding rows): the NVFP4 RHT copy from the epilogue's
      * amaxes */
     split_case x16 = {"16-row-groups", 4, 512, {160, 0, 304, 16}};

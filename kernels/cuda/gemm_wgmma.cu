@@ -20,6 +20,7 @@
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <stdlib.h>
 
 namespace
 {
@@ -38,8 +39,9 @@ constexpr int EPI_MX = 4;
 // Flag: the fused NVFP4 FC1 epilogue (bf16 z from the fp32 accumulator, per-group amaxes on store).
 constexpr int EPI_NV = 8;
 constexpr int EPI_Q = EPI_MX | EPI_NV;
-constexpr int MX_LD = 33;                        // staged z chunk: 64 rows x 32 columns, padded
-constexpr int MX_RED_BYTES = 2 * 64 * MX_LD * 4; // one chunk per consumer warpgroup
+constexpr int MX_LD = 33; // legacy epilogue: staged z chunk, 64 rows x 32 columns, padded
+constexpr int MX_WG_FLOATS = 16 * (64 + 4) + 8 * (2 * 64 + 4); // gemm_epilogue.inc mx_red_floats(64)
+constexpr int MX_RED_BYTES = 2 * (MX_WG_FLOATS * 4 > 64 * MX_LD * 4 ? MX_WG_FLOATS * 4 : 64 * MX_LD * 4);
 
 struct wg_params {
     int G;
@@ -143,17 +145,19 @@ __device__ __forceinline__ tile_pos decode(const wg_params &p, const int64_t *of
 {
     tile_pos tp;
     tp.g = sched_group(tiles, p.G, t);
-    const int64_t local = t - tiles[tp.g];
+    // tile counts fit in 32 bits (m < 2^31 rows, n < 2^31 columns): 32-bit division here
+    const int local = (int)(t - tiles[tp.g]);
     tp.row0 = off[tp.g];
     tp.rows = off[tp.g + 1] - off[tp.g];
     // Bands of RASTER m-tiles, walked n-tile by n-tile: the CTAs working at the same time share
     // a few A panels and a few B panels, so both stay in L2 (nt-fastest order re-read all of
     // W_g from memory for every m-tile).
-    const int64_t m_tiles = KIND == FT_GEMM_WGRAD ? (p.n + BM - 1) / BM : (tp.rows + BM - 1) / BM;
-    const int64_t band = local / (RASTER * p.n_tiles);
-    const int64_t first = band * RASTER;
-    const int64_t h = m_tiles - first < RASTER ? m_tiles - first : RASTER;
-    const int64_t r = local - band * RASTER * p.n_tiles;
+    const int n_tiles = (int)p.n_tiles;
+    const int m_tiles = (int)(KIND == FT_GEMM_WGRAD ? (p.n + BM - 1) / BM : (tp.rows + BM - 1) / BM);
+    const int band = local / (RASTER * n_tiles);
+    const int first = band * RASTER;
+    const int h = m_tiles - first < RASTER ? m_tiles - first : RASTER;
+    const int r = local - band * RASTER * n_tiles;
     tp.mt = first + r % h;
     tp.nt = r / h;
     return tp;
@@ -208,9 +212,12 @@ __device__ __forceinline__ void zero_rows(uint8_t *box, int valid, int tid)
         reinterpret_cast<uint4 *>(box)[i] = zero;
 }
 
+// bf16(v0) in the low half, bf16(v1) in the high half (round to nearest even), one instruction.
 __device__ __forceinline__ uint32_t pack_bf16(float v0, float v1)
 {
-    return (uint32_t)f_to_bf16(v0) | ((uint32_t)f_to_bf16(v1) << 16);
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(v1), "f"(v0));
+    return r;
 }
 
 __device__ __forceinline__ uint32_t sel4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, int i)
@@ -547,7 +554,13 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
     }
 }
 
-template <int KIND, int EPI>
+#include "gemm_epilogue.inc"
+
+// Variants (FT_WGMMA_EPI, bench only): 0 the first epilogues (fragment stores with per-column
+// shuffles, the activation in accurate math; quantizing ones through 64 x 32 shared-memory
+// chunks); 1 gemm_epilogue.inc's, after the main loop; 2 the same, the bf16 ones stored while the
+// next tile's wgmma run.
+template <int KIND, int EPI, int V>
 __global__ void __launch_bounds__(THREADS, 1)
     wg_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                    const wg_params p)
@@ -594,8 +607,15 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int cw = wg - 1, tid = threadIdx.x % 128;
         constexpr int TA = KIND == FT_GEMM_WGRAD ? 1 : 0;
         constexpr int TB = KIND == FT_GEMM_FPROP ? 0 : 1;
+        constexpr bool Q = (EPI & EPI_Q) != 0;
+        constexpr bool DEFER = V == 2 && !Q;
+        constexpr int NCH = epi_nch<EPI & 3>();
+        float *red = reinterpret_cast<float *>(smem + STAGES * STAGE_BYTES) +
+                     cw * (V == 0 ? 64 * MX_LD : MX_WG_FLOATS);
         uint32_t it = 0;
         float acc[128];
+        epi_hold hold; // DEFER: the previous tile, stored during this one's main loop
+        bool held = false;
         for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
             tile_pos tp = decode<KIND>(p, off, tiles, t);
             int nk = n_ktiles<KIND>(p, tp);
@@ -631,23 +651,36 @@ __global__ void __launch_bounds__(THREADS, 1)
                     wgmma_256<TA, TB>(acc, da, db, 1);
                 }
                 wg_commit();
+                // one chunk of the previous tile's stores while this batch runs
+                if (DEFER && held && kt < NCH) epi_chunks<KIND, EPI & 3>(p, hold, kt, kt + 1, cw, tid);
                 // keep one batch in flight: retire the previous stage's batch and release it
                 if (kt > 0) {
                     wg_wait1();
                     if ((tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
                 }
             }
+            if (DEFER && held && nk < NCH) epi_chunks<KIND, EPI & 3>(p, hold, nk, NCH, cw, tid);
             // unconditional: a wait_group inside a branch (WGRAD tiles of empty groups have no
             // k-blocks) makes ptxas serialise every wgmma of the kernel (C7518)
             wg_wait0();
             if (nk > 0 && (tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
-            if constexpr ((EPI & EPI_Q) != 0)
-                epilogue_mx<EPI & 3, (EPI & EPI_NV) != 0>(
-                    p, tp, acc, cw, tid,
-                    reinterpret_cast<float *>(smem + STAGES * STAGE_BYTES) + cw * 64 * MX_LD);
-            else
-                epilogue<KIND, EPI>(p, tp, acc, cw, tid);
+            if constexpr (V == 0) {
+                if constexpr (Q)
+                    epilogue_mx<EPI & 3, (EPI & EPI_NV) != 0>(p, tp, acc, cw, tid, red);
+                else
+                    epilogue<KIND, EPI>(p, tp, acc, cw, tid);
+            } else if constexpr (Q) {
+                epi_quant_any<EPI & 3, (EPI & EPI_NV) != 0>(p, tp, acc, cw, tid, red);
+            } else {
+                epi_pack<KIND, EPI>(p, tp, acc, cw, tid, hold);
+                if (DEFER)
+                    held = true;
+                else
+                    epi_chunks<KIND, EPI>(p, hold, 0, NCH, cw, tid);
+            }
         }
+        if (DEFER && held) epi_chunks<KIND, EPI & 3>(p, hold, 0, NCH, cw, tid);
+        (void)red;
     }
 #endif
 }
@@ -691,12 +724,23 @@ int make_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int b
     return FT_OK;
 }
 
-template <int KIND, int EPI>
-int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cudaStream_t st,
-           ft_err *err)
+// FT_WGMMA_EPI=0|1|2 picks the epilogue variant (bench comparisons; default 2).
+int epi_variant()
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("FT_WGMMA_EPI");
+        v = (e && e[0] >= '0' && e[0] <= '2' && !e[1]) ? e[0] - '0' : 2;
+    }
+    return v;
+}
+
+template <int KIND, int EPI, int V>
+int launch_v(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cudaStream_t st,
+             ft_err *err)
 {
     static int attr_done = 0;
-    auto kern = wg_gemm_kernel<KIND, EPI>;
+    auto kern = wg_gemm_kernel<KIND, EPI, V>;
     constexpr int smem = SMEM_BYTES + ((EPI & EPI_Q) ? MX_RED_BYTES : 0);
     if (!attr_done) {
         int rc =
@@ -713,6 +757,16 @@ int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cud
     if (rc) return rc;
     kern<<<n_sm, THREADS, smem, st>>>(ta, tb, p);
     return cu_launched(err, "wg_gemm_kernel");
+}
+
+template <int KIND, int EPI>
+int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cudaStream_t st,
+           ft_err *err)
+{
+    const int v = epi_variant();
+    if (v == 0) return launch_v<KIND, EPI, 0>(ta, tb, p, st, err);
+    if (v == 1) return launch_v<KIND, EPI, 1>(ta, tb, p, st, err);
+    return launch_v<KIND, EPI, 2>(ta, tb, p, st, err);
 }
 
 int epi_of(const ft_cuda_bf16_gemm *g)
