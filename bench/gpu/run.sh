@@ -68,7 +68,7 @@ for v in $TEST_VARIANTS; do
     FT_WGMMA_EPI=$v FT_CUDA_TEST_FILTER="*_matches_cpu" timeout 150 \
       "$B/test_cuda" >"$OUT/test_cuda_v.txt" 2>&1; echo "test_cuda epi=$v rc=$?"
     grep "PASSED\|FAILED\|not by one" "$OUT/test_cuda_v.txt" | sort | uniq -c | sort -rn | head -8
-    cat "$OUT/test_cuda_v.txt" >>"$OUT/test_cuda.txt"
+    cat "$OUT/test_cuda_v.txt" >>"$OUT/test_cuda.txt"; rm -f "$OUT/test_cuda_v.txt"
   fi
   first=0
 done
