@@ -13,10 +13,12 @@
 # CPU at --shrink 8 with its same-run OpenBLAS float64 baseline; ROUNDS rounds (default 2) of bench_cuda then the torch baselines, alternating, so
 # both sides see the card in the same state; compute-sanitizer memcheck over the suite and
 # racecheck test by test (the kernels with shared memory), on small shapes. Logs go to $OUT (or ./gpu-out).
-# Variants of the wgmma epilogue (FT_WGMMA_EPI): TEST_VARIANTS (default "2") runs test_cuda under
-# each (the whole suite under the first, the GEMM and epilogue tests under the others); VARIANTS
-# (default "2") runs bench_cuda once per variant in every round, before torch. REPLAY=0 skips the
-# replay of the synth traces, SAN=0 the sanitizers. GPU clocks, power and temperature are logged
+# Configs of the wgmma kernel, "E" or "E:R" (FT_WGMMA_EPI=E epilogue variant, FT_WGMMA_RASTER=R
+# m-tiles per raster band): TEST_VARIANTS (default "3") runs test_cuda under each (the whole suite
+# under the first, the *_matches_cpu tests under the others); VARIANTS (default "3") runs
+# bench_cuda once per config in every round, before torch. Order: test_cuda, the bench rounds,
+# then test_numerics, bench_numerics, the replay and the sanitizers. REPLAY=0 skips the replay
+# of the synth traces, SAN=0 the sanitizers, MEMCHECK_FILTER=PATTERN narrows memcheck's tests. GPU clocks, power and temperature are logged
 # every 500 ms during the rounds (smi.csv). bench_cuda's output of all rounds goes to bench.txt.
 # Usage: [FT_GPU_BIN=DIR] [ROUNDS=N] sh bench/gpu/run.sh [iters]
 set -u
@@ -56,22 +58,50 @@ else
   grep -i "spill" "$OUT/ptxas.txt" | sort | uniq -c | sort -rn | head -5
   export LD_LIBRARY_PATH="$DEPS/lib:${LD_LIBRARY_PATH:-}"
 fi
-TEST_VARIANTS=${TEST_VARIANTS:-2}
-VARIANTS=${VARIANTS:-2}
+# CONFIG "E" or "E:R": FT_WGMMA_EPI=E (and FT_WGMMA_RASTER=R) for one command
+cfg_env() {
+  case "$1" in
+    *:*) echo "FT_WGMMA_EPI=${1%%:*} FT_WGMMA_RASTER=${1#*:}" ;;
+    *) echo "FT_WGMMA_EPI=$1" ;;
+  esac
+}
+TEST_VARIANTS=${TEST_VARIANTS:-3}
+VARIANTS=${VARIANTS:-3}
 first=1
 for v in $TEST_VARIANTS; do
-  echo "== test_cuda (epilogue variant $v)"
+  echo "== test_cuda (epilogue config $v)"
   if [ $first = 1 ]; then
-    FT_WGMMA_EPI=$v timeout 200 "$B/test_cuda" >"$OUT/test_cuda.txt" 2>&1; echo "test_cuda rc=$?"
+    env $(cfg_env "$v") timeout 200 "$B/test_cuda" >"$OUT/test_cuda.txt" 2>&1; echo "test_cuda rc=$?"
     grep -v "^\[ *\(RUN\|OK\) *\]" "$OUT/test_cuda.txt" | grep -v "bit-equal\|: cpu 0 gpu 0" | tail -30
   else
-    FT_WGMMA_EPI=$v FT_CUDA_TEST_FILTER="*_matches_cpu" timeout 150 \
-      "$B/test_cuda" >"$OUT/test_cuda_v.txt" 2>&1; echo "test_cuda epi=$v rc=$?"
+    env $(cfg_env "$v") FT_CUDA_TEST_FILTER="*_matches_cpu" timeout 150 \
+      "$B/test_cuda" >"$OUT/test_cuda_v.txt" 2>&1; echo "test_cuda $v rc=$?"
     grep "PASSED\|FAILED\|not by one" "$OUT/test_cuda_v.txt" | sort | uniq -c | sort -rn | head -8
     cat "$OUT/test_cuda_v.txt" >>"$OUT/test_cuda.txt"; rm -f "$OUT/test_cuda_v.txt"
   fi
   first=0
 done
+echo "== bench: $ROUNDS rounds of ours (epilogue variants $VARIANTS) then torch"
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+  --format=csv -lms 500 >"$OUT/smi.csv" 2>&1 &
+SMI=$!
+r=1
+: >"$OUT/bench.txt"
+while [ "$r" -le "$ROUNDS" ]; do
+  for v in $VARIANTS; do
+    echo "#### round $r bench_cuda config=$v $(date +%T)" >>"$OUT/bench.txt"
+    env $(cfg_env "$v") timeout 240 "$B/bench_cuda" "$ITERS" >"$OUT/bench_cuda.txt" 2>&1
+    cat "$OUT/bench_cuda.txt" >>"$OUT/bench.txt"
+    grep -h "RESULT\|PARTS\|MXFP8\|NVFP4" "$OUT/bench_cuda.txt" | grep -v "qpacked\|quant " | sed "s/^/round $r: /"
+  done
+  echo "#### round $r torch $(date +%T)" >>"$OUT/bench.txt"
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/torch_baseline.py "$ITERS" >"$OUT/torch.txt" 2>&1
+  cat "$OUT/torch.txt" >>"$OUT/bench.txt"
+  grep -h "RESULT" "$OUT/torch.txt" | sed "s/^/round $r: /"
+  r=$((r + 1))
+done
+kill "$SMI" 2>/dev/null
+rm -f "$OUT/bench_cuda.txt" "$OUT/torch.txt"
 if [ -x "$B/test_numerics" ]; then
   # its scratch traces go to the build tree's path, which prebuild.sh recorded
   [ -f "$B/build_dir" ] && mkdir -p "$(cat "$B/build_dir")/tests"
@@ -101,31 +131,11 @@ if [ -x "$B/fusertrace" ] && [ "${REPLAY:-1}" != 0 ]; then
   done
   rm -rf "$T"
 fi
-echo "== bench: $ROUNDS rounds of ours (epilogue variants $VARIANTS) then torch"
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-  --format=csv -lms 500 >"$OUT/smi.csv" 2>&1 &
-SMI=$!
-r=1
-: >"$OUT/bench.txt"
-while [ "$r" -le "$ROUNDS" ]; do
-  for v in $VARIANTS; do
-    echo "#### round $r bench_cuda epi=$v $(date +%T)" >>"$OUT/bench.txt"
-    FT_WGMMA_EPI=$v timeout 240 "$B/bench_cuda" "$ITERS" >"$OUT/bench_cuda.txt" 2>&1
-    cat "$OUT/bench_cuda.txt" >>"$OUT/bench.txt"
-    grep -h "RESULT\|PARTS\|MXFP8\|NVFP4" "$OUT/bench_cuda.txt" | grep -v "qpacked\|quant " | sed "s/^/round $r: /"
-  done
-  echo "#### round $r torch $(date +%T)" >>"$OUT/bench.txt"
-  PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/torch_baseline.py "$ITERS" >"$OUT/torch.txt" 2>&1
-  cat "$OUT/torch.txt" >>"$OUT/bench.txt"
-  grep -h "RESULT" "$OUT/torch.txt" | sed "s/^/round $r: /"
-  r=$((r + 1))
-done
-kill "$SMI" 2>/dev/null
-rm -f "$OUT/bench_cuda.txt" "$OUT/torch.txt"
 if [ "${SAN:-1}" = 0 ]; then exit 0; fi
 echo "== compute-sanitizer (small shapes)"
-FT_CUDA_TEST_SMALL=1 timeout ${FT_SAN_TIMEOUT:-150} compute-sanitizer --tool memcheck --print-limit 5 \
-  "$B/test_cuda" >"$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.txt"
+FT_CUDA_TEST_SMALL=1 FT_CUDA_TEST_FILTER="${MEMCHECK_FILTER:-*}" timeout ${FT_SAN_TIMEOUT:-150} \
+  compute-sanitizer --tool memcheck --print-limit 5 "$B/test_cuda" >"$OUT/memcheck.txt" 2>&1
+echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.txt"
 # racecheck only looks at shared memory: the tests of the kernels that use it, one at a time
 RACE_TESTS=${RACE_TESTS:-"test_cuda_gemm_matches_cpu test_cuda_fc1_epilogue_matches_cpu
   test_cuda_qpacked_matches_cpu"}

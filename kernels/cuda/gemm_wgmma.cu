@@ -31,7 +31,6 @@ constexpr int B_BYTES = BN * BK * 2;
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;
 constexpr int THREADS = 384;
-constexpr int RASTER = 8; // m-tiles per raster band
 
 enum { EPI_PLAIN = 0, EPI_GLU_INTERLEAVED, EPI_GLU_SPLIT, EPI_UNARY };
 // Flag on the three activation epilogues: the fused MXFP8 FC1 epilogue (quantize z on store).
@@ -60,6 +59,7 @@ struct wg_params {
     uint16_t *zc; // EPI_MX: columnwise MXFP8 copy of z (NULL: rowwise only)
     int z_fp8;    // EPI_MX: element type of z
     float *zamax; // EPI_NV: [2][G] amax of z rowwise and of its 16-row RHT (atomic max)
+    int raster;   // m-tiles per raster band
 };
 
 #include "wgmma_256.inc"
@@ -149,15 +149,16 @@ __device__ __forceinline__ tile_pos decode(const wg_params &p, const int64_t *of
     const int local = (int)(t - tiles[tp.g]);
     tp.row0 = off[tp.g];
     tp.rows = off[tp.g + 1] - off[tp.g];
-    // Bands of RASTER m-tiles, walked n-tile by n-tile: the CTAs working at the same time share
+    // Bands of p.raster m-tiles, walked n-tile by n-tile: the CTAs working at the same time share
     // a few A panels and a few B panels, so both stay in L2 (nt-fastest order re-read all of
     // W_g from memory for every m-tile).
     const int n_tiles = (int)p.n_tiles;
     const int m_tiles = (int)(KIND == FT_GEMM_WGRAD ? (p.n + BM - 1) / BM : (tp.rows + BM - 1) / BM);
-    const int band = local / (RASTER * n_tiles);
-    const int first = band * RASTER;
-    const int h = m_tiles - first < RASTER ? m_tiles - first : RASTER;
-    const int r = local - band * RASTER * n_tiles;
+    const int R = p.raster;
+    const int band = local / (R * n_tiles);
+    const int first = band * R;
+    const int h = m_tiles - first < R ? m_tiles - first : R;
+    const int r = local - band * R * n_tiles;
     tp.mt = first + r % h;
     tp.nt = r / h;
     return tp;
@@ -559,7 +560,8 @@ __device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &
 // Variants (FT_WGMMA_EPI, bench only): 0 the first epilogues (fragment stores with per-column
 // shuffles, the activation in accurate math; quantizing ones through 64 x 32 shared-memory
 // chunks); 1 gemm_epilogue.inc's, after the main loop; 2 the same, the bf16 ones stored while the
-// next tile's wgmma run.
+// next tile's wgmma run (4 chunks for GLU); 3 as 2 with 8 GLU chunks (one fragment row each) and
+// the MXFP8 GLU epilogue deferred too (4 chunks, z kept in fp32).
 template <int KIND, int EPI, int V>
 __global__ void __launch_bounds__(THREADS, 1)
     wg_gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
@@ -608,14 +610,24 @@ __global__ void __launch_bounds__(THREADS, 1)
         constexpr int TA = KIND == FT_GEMM_WGRAD ? 1 : 0;
         constexpr int TB = KIND == FT_GEMM_FPROP ? 0 : 1;
         constexpr bool Q = (EPI & EPI_Q) != 0;
-        constexpr bool DEFER = V == 2 && !Q;
-        constexpr int NCH = epi_nch<EPI & 3>();
+        constexpr int BASE = EPI & 3;
+        constexpr bool MXG =
+            (EPI & EPI_MX) != 0 && (BASE == EPI_GLU_SPLIT || BASE == EPI_GLU_INTERLEAVED);
+        constexpr bool DEFER = (V == 2 && !Q) || (V == 3 && (!Q || MXG));
+        constexpr bool RS = V == 3;
+        constexpr int NCH = MXG ? 4 : epi_nch<BASE, RS>();
         float *red = reinterpret_cast<float *>(smem + STAGES * STAGE_BYTES) +
                      cw * (V == 0 ? 64 * MX_LD : MX_WG_FLOATS);
         uint32_t it = 0;
         float acc[128];
         epi_hold hold; // DEFER: the previous tile, stored during this one's main loop
         bool held = false;
+        auto chunks = [&](int from, int to) {
+            if constexpr (MXG)
+                mx_chunks(p, hold, from, to, cw, tid, red);
+            else
+                epi_chunks<KIND, BASE, RS>(p, hold, from, to, cw, tid);
+        };
         for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
             tile_pos tp = decode<KIND>(p, off, tiles, t);
             int nk = n_ktiles<KIND>(p, tp);
@@ -652,14 +664,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                 }
                 wg_commit();
                 // one chunk of the previous tile's stores while this batch runs
-                if (DEFER && held && kt < NCH) epi_chunks<KIND, EPI & 3>(p, hold, kt, kt + 1, cw, tid);
+                if (DEFER && held && kt < NCH) chunks(kt, kt + 1);
                 // keep one batch in flight: retire the previous stage's batch and release it
                 if (kt > 0) {
                     wg_wait1();
                     if ((tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
                 }
             }
-            if (DEFER && held && nk < NCH) epi_chunks<KIND, EPI & 3>(p, hold, nk, NCH, cw, tid);
+            if (DEFER && held && nk < NCH) chunks(nk, NCH);
             // unconditional: a wait_group inside a branch (WGRAD tiles of empty groups have no
             // k-blocks) makes ptxas serialise every wgmma of the kernel (C7518)
             wg_wait0();
@@ -669,17 +681,20 @@ __global__ void __launch_bounds__(THREADS, 1)
                     epilogue_mx<EPI & 3, (EPI & EPI_NV) != 0>(p, tp, acc, cw, tid, red);
                 else
                     epilogue<KIND, EPI>(p, tp, acc, cw, tid);
+            } else if constexpr (MXG && DEFER) {
+                mx_prep_any<BASE>(p, tp, acc, cw, tid, hold);
+                held = true;
             } else if constexpr (Q) {
-                epi_quant_any<EPI & 3, (EPI & EPI_NV) != 0>(p, tp, acc, cw, tid, red);
+                epi_quant_any<BASE, (EPI & EPI_NV) != 0>(p, tp, acc, cw, tid, red);
             } else {
                 epi_pack<KIND, EPI>(p, tp, acc, cw, tid, hold);
                 if (DEFER)
                     held = true;
                 else
-                    epi_chunks<KIND, EPI>(p, hold, 0, NCH, cw, tid);
+                    chunks(0, NCH);
             }
         }
-        if (DEFER && held) epi_chunks<KIND, EPI & 3>(p, hold, 0, NCH, cw, tid);
+        if (DEFER && held) chunks(0, NCH);
         (void)red;
     }
 #endif
@@ -724,15 +739,27 @@ int make_map(CUtensorMap *m, const void *base, int64_t rows, int64_t cols, int b
     return FT_OK;
 }
 
-// FT_WGMMA_EPI=0|1|2 picks the epilogue variant (bench comparisons; default 2).
+// FT_WGMMA_EPI=0|1|2|3 picks the epilogue variant (bench comparisons; default 3).
 int epi_variant()
 {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("FT_WGMMA_EPI");
-        v = (e && e[0] >= '0' && e[0] <= '2' && !e[1]) ? e[0] - '0' : 2;
+        v = (e && e[0] >= '0' && e[0] <= '3' && !e[1]) ? e[0] - '0' : 3;
     }
     return v;
+}
+
+// FT_WGMMA_RASTER=N (1..64, bench only) sets the m-tiles per raster band; default 8.
+int raster_band()
+{
+    static int r = 0;
+    if (!r) {
+        const char *e = getenv("FT_WGMMA_RASTER");
+        long v = e ? strtol(e, NULL, 10) : 0;
+        r = (v >= 1 && v <= 64) ? (int)v : 8;
+    }
+    return r;
 }
 
 template <int KIND, int EPI, int V>
@@ -766,7 +793,8 @@ int launch(const CUtensorMap &ta, const CUtensorMap &tb, const wg_params &p, cud
     const int v = epi_variant();
     if (v == 0) return launch_v<KIND, EPI, 0>(ta, tb, p, st, err);
     if (v == 1) return launch_v<KIND, EPI, 1>(ta, tb, p, st, err);
-    return launch_v<KIND, EPI, 2>(ta, tb, p, st, err);
+    if (v == 2) return launch_v<KIND, EPI, 2>(ta, tb, p, st, err);
+    return launch_v<KIND, EPI, 3>(ta, tb, p, st, err);
 }
 
 int epi_of(const ft_cuda_bf16_gemm *g)
@@ -830,6 +858,7 @@ int ft_cuda_wgmma_gemm(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err)
     p.k2 = 0;
     p.zc = g->z_mxfp8 ? g->zc : nullptr;
     p.z_fp8 = (int)g->z_fp8;
+    p.raster = raster_band();
     const int epi = epi_of(g);
     CUtensorMap ta, tb;
     if (g->kind == FT_GEMM_FPROP) {
