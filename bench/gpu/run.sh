@@ -105,7 +105,7 @@ rm -f "$OUT/bench_cuda.txt" "$OUT/torch.txt"
 if [ -x "$B/test_numerics" ]; then
   # its scratch traces go to the build tree's path, which prebuild.sh recorded
   [ -f "$B/build_dir" ] && mkdir -p "$(cat "$B/build_dir")/tests"
-  timeout 200 "$B/test_numerics" >"$OUT/test_numerics.txt" 2>&1; echo "test_numerics rc=$?"
+  timeout ${FT_NUM_TIMEOUT:-200} "$B/test_numerics" >"$OUT/test_numerics.txt" 2>&1; echo "test_numerics rc=$?"
   grep "cuda:\|FAILED" "$OUT/test_numerics.txt"
 fi
 if [ -x "$B/bench_numerics" ] && [ "${NUMERICS:-1}" != 0 ]; then
