@@ -9,8 +9,7 @@
  *
  * Usage: bench_cuda [iters]. Prints one line per case: median ms, TFLOP/s (or TB/s).
  * FT_BENCH_ONLY=NAMES picks shapes (and "quant"), FT_BENCH_NO_INTERLEAVE skips the interleaved
- * GLU layout, FT_BENCH_NO_CUBLAS the cuBLAS fc1 baselines; FT_WGMMA_EPI=0..3 (read by the
- * library) picks the wgmma epilogue variant, printed as epi=N.
+ * GLU layout, FT_BENCH_NO_CUBLAS the cuBLAS fc1 baselines.
  * Without a CUDA build or device it says so and exits 0.
  */
 #include "ft_kernels.h"
@@ -64,21 +63,6 @@ static void *dev_rand(int64_t n, float scale, uint64_t seed, ft_err *err)
         return NULL;
     }
     return d;
-}
-
-/* The wgmma epilogue variant and raster band this process runs (kernels/cuda/gemm_wgmma.cu reads
- * FT_WGMMA_EPI and FT_WGMMA_RASTER), printed as epi=V:R. */
-static int epi_variant(void)
-{
-    const char *e = getenv("FT_WGMMA_EPI");
-    return (e && e[0] >= '0' && e[0] <= '3' && !e[1]) ? e[0] - '0' : 3;
-}
-
-static int raster_band(void)
-{
-    const char *e = getenv("FT_WGMMA_RASTER");
-    long v = e ? strtol(e, NULL, 10) : 0;
-    return (v >= 1 && v <= 64) ? (int)v : 8;
 }
 
 typedef int (*run_fn)(void *ctx, ft_err *err);
@@ -324,7 +308,7 @@ static void bench_bwd_parts(mlp_ctx *c, const char *name, int iters, ft_cuda_tim
                   {"wgrad2", FT_GEMM_WGRAD, n2, k2, c->dy, c->out.z, c->gr.dw2},
                   {"dgrad1", FT_GEMM_DGRAD, n1, k1, c->gr.dh, c->m.w1, c->gr.dx},
                   {"wgrad1", FT_GEMM_WGRAD, n1, k1, c->gr.dh, c->m.x, c->gr.dw1}};
-    printf("BWDPARTS ft %s epi=%d:%d", name, epi_variant(), raster_band());
+    printf("BWDPARTS ft %s", name);
     for (int i = 0; i < 4; i++) {
         c->part = c->fc1;
         c->part.kind = parts[i].kind;
@@ -426,9 +410,9 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
         if (ms_fc1 < 0 || ms_fwd < 0 || ms_bwd < 0) {
             rc = err->rc ? err->rc : FT_ECUDA;
         } else {
-            printf("RESULT ft %s epi=%d:%d il=%d fc1 %.3f ms %.1f TFLOP/s | fwd %.3f ms %.1f TFLOP/s | "
+            printf("RESULT ft %s il=%d fc1 %.3f ms %.1f TFLOP/s | fwd %.3f ms %.1f TFLOP/s | "
                    "bwd %.3f ms %.1f TFLOP/s\n",
-                   s->name, epi_variant(), raster_band(), interleave, ms_fc1, f1 / ms_fc1 / 1e9, ms_fwd, ffwd / ms_fwd / 1e9,
+                   s->name, interleave, ms_fc1, f1 / ms_fc1 / 1e9, ms_fwd, ffwd / ms_fwd / 1e9,
                    ms_bwd, 2.0 * ffwd / ms_bwd / 1e9);
         }
         float ms_fc1a = time_median(run_fc1act, &c, iters, tm, err);
@@ -437,10 +421,10 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
         /* fc1 without the activation again, right after fc1+act: the card's clocks drop under
          * its power cap over the first seconds, so the first fc1 above ran faster */
         if (ms_fc1a > 0 && ms_fc2 > 0 && ms_fc1p > 0)
-            printf("PARTS ft %s epi=%d:%d il=%d fc1+act %.3f ms %.1f TFLOP/s | fc1 again %.3f ms | "
+            printf("PARTS ft %s il=%d fc1+act %.3f ms %.1f TFLOP/s | fc1 again %.3f ms | "
                    "fc2 %.3f ms %.1f TFLOP/s\n",
-                   s->name, epi_variant(), raster_band(), interleave, ms_fc1a, f1 / ms_fc1a / 1e9,
-                   ms_fc1p, ms_fc2, f2 / ms_fc2 / 1e9);
+                   s->name, interleave, ms_fc1a, f1 / ms_fc1a / 1e9, ms_fc1p, ms_fc2,
+                   f2 / ms_fc2 / 1e9);
         /* the fused MXFP8 epilogue: z quantized on store, rowwise and columnwise copies, against
          * the bf16 epilogue timed right before and after it */
         c.fc1mx = c.fc1act;
@@ -454,16 +438,16 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
         float ms_nv = time_median(run_fc1nv, &c, iters, tm, err);
         float ms_fc1b = time_median(run_fc1act, &c, iters, tm, err);
         if (ms_mx > 0 && ms_fc1a > 0 && ms_fc1b > 0)
-            printf("MXFP8 ft %s epi=%d:%d il=%d fc1+act+mxfp8 row+col %.3f ms %.1f TFLOP/s | fc1+act "
+            printf("MXFP8 ft %s il=%d fc1+act+mxfp8 row+col %.3f ms %.1f TFLOP/s | fc1+act "
                    "bf16 %.3f / %.3f ms before / after | %.2fx time\n",
-                   s->name, epi_variant(), raster_band(), interleave, ms_mx, f1 / ms_mx / 1e9, ms_fc1a, ms_fc1b,
+                   s->name, interleave, ms_mx, f1 / ms_mx / 1e9, ms_fc1a, ms_fc1b,
                    2.0 * ms_mx / (ms_fc1a + ms_fc1b));
         else
             printf("MXFP8 ft %s FAILED: %s\n", s->name, ft_err_msg(err));
         if (ms_nv > 0 && ms_fc1a > 0 && ms_fc1b > 0)
-            printf("NVFP4 ft %s epi=%d:%d il=%d fc1+act+nvfp4 amaxes %.3f ms %.1f TFLOP/s | %.2fx the "
+            printf("NVFP4 ft %s il=%d fc1+act+nvfp4 amaxes %.3f ms %.1f TFLOP/s | %.2fx the "
                    "bf16 fc1+act time\n",
-                   s->name, epi_variant(), raster_band(), interleave, ms_nv, f1 / ms_nv / 1e9, 2.0 * ms_nv / (ms_fc1a + ms_fc1b));
+                   s->name, interleave, ms_nv, f1 / ms_nv / 1e9, 2.0 * ms_nv / (ms_fc1a + ms_fc1b));
         ft_err_clear(err);
         if (!rc && interleave == 0) bench_bwd_parts(&c, s->name, iters, tm, err);
         if (!rc && interleave == 0 && !getenv("FT_BENCH_NO_CUBLAS"))

@@ -7,19 +7,16 @@
 # packages, so cmocka.h, xxhash.h, cblas.h, libcmocka.so and libopenblas.so must be in
 # $FT_GPU_DEPS/{include,lib}; the CUDA objects are linked in, so the plugin loader is left out), and
 # the numerical replay is skipped (fusertrace needs SQLite, zstd and jansson).
-# Steps: test_cuda (and test_numerics when prebuilt); `replay --numerics cuda` and `cpu` on two
-# synth traces (same report, both back ends); bench_numerics (when prebuilt; NUMERICS=0 skips it):
-# sampled calls per second of numerical replay at the four model shapes, CUDA at full size and
-# CPU at --shrink 8 with its same-run OpenBLAS float64 baseline; ROUNDS rounds (default 2) of bench_cuda then the torch baselines, alternating, so
-# both sides see the card in the same state; compute-sanitizer memcheck over the suite and
-# racecheck test by test (the kernels with shared memory), on small shapes. Logs go to $OUT (or ./gpu-out).
-# Configs of the wgmma kernel, "E" or "E:R" (FT_WGMMA_EPI=E epilogue variant, FT_WGMMA_RASTER=R
-# m-tiles per raster band): TEST_VARIANTS (default "3") runs test_cuda under each (the whole suite
-# under the first, the *_matches_cpu tests under the others); VARIANTS (default "3") runs
-# bench_cuda once per config in every round, before torch. Order: test_cuda, the bench rounds,
-# then test_numerics, bench_numerics, the replay and the sanitizers. REPLAY=0 skips the replay
-# of the synth traces, SAN=0 the sanitizers, MEMCHECK_FILTER=PATTERN narrows memcheck's tests. GPU clocks, power and temperature are logged
-# every 500 ms during the rounds (smi.csv). bench_cuda's output of all rounds goes to bench.txt.
+# Steps, in this order: test_cuda; ROUNDS rounds (default 2) of bench_cuda then the torch
+# baselines, alternating, so both sides see the card in the same state (GPU clocks, power and
+# temperature logged every 500 ms meanwhile, smi.csv; every round's output in bench.txt);
+# test_numerics (when prebuilt; FT_NUM_TIMEOUT its limit); bench_numerics (when prebuilt;
+# NUMERICS=0 skips it): sampled calls per second of numerical replay at the four model shapes,
+# CUDA at full size and CPU at --shrink 8 with its same-run OpenBLAS float64 baseline;
+# `replay --numerics cuda` and `cpu` on two synth traces (same report, both back ends; REPLAY=0
+# skips it); compute-sanitizer memcheck over the suite (MEMCHECK_FILTER=PATTERN narrows it) and
+# racecheck test by test (the kernels with shared memory), on small shapes (SAN=0 skips them).
+# Logs go to $OUT (or ./gpu-out).
 # Usage: [FT_GPU_BIN=DIR] [ROUNDS=N] sh bench/gpu/run.sh [iters]
 set -u
 ITERS=${1:-10}
@@ -58,42 +55,20 @@ else
   grep -i "spill" "$OUT/ptxas.txt" | sort | uniq -c | sort -rn | head -5
   export LD_LIBRARY_PATH="$DEPS/lib:${LD_LIBRARY_PATH:-}"
 fi
-# CONFIG "E" or "E:R": FT_WGMMA_EPI=E (and FT_WGMMA_RASTER=R) for one command
-cfg_env() {
-  case "$1" in
-    *:*) echo "FT_WGMMA_EPI=${1%%:*} FT_WGMMA_RASTER=${1#*:}" ;;
-    *) echo "FT_WGMMA_EPI=$1" ;;
-  esac
-}
-TEST_VARIANTS=${TEST_VARIANTS:-3}
-VARIANTS=${VARIANTS:-3}
-first=1
-for v in $TEST_VARIANTS; do
-  echo "== test_cuda (epilogue config $v)"
-  if [ $first = 1 ]; then
-    env $(cfg_env "$v") timeout 200 "$B/test_cuda" >"$OUT/test_cuda.txt" 2>&1; echo "test_cuda rc=$?"
-    grep -v "^\[ *\(RUN\|OK\) *\]" "$OUT/test_cuda.txt" | grep -v "bit-equal\|: cpu 0 gpu 0" | tail -30
-  else
-    env $(cfg_env "$v") FT_CUDA_TEST_FILTER="*_matches_cpu" timeout 150 \
-      "$B/test_cuda" >"$OUT/test_cuda_v.txt" 2>&1; echo "test_cuda $v rc=$?"
-    grep "PASSED\|FAILED\|not by one" "$OUT/test_cuda_v.txt" | sort | uniq -c | sort -rn | head -8
-    cat "$OUT/test_cuda_v.txt" >>"$OUT/test_cuda.txt"; rm -f "$OUT/test_cuda_v.txt"
-  fi
-  first=0
-done
-echo "== bench: $ROUNDS rounds of ours (epilogue variants $VARIANTS) then torch"
+echo "== test_cuda"
+timeout 200 "$B/test_cuda" >"$OUT/test_cuda.txt" 2>&1; echo "test_cuda rc=$?"
+grep -v "^\[ *\(RUN\|OK\) *\]" "$OUT/test_cuda.txt" | grep -v "bit-equal\|: cpu 0 gpu 0" | tail -30
+echo "== bench: $ROUNDS rounds of ours then torch"
 nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
   --format=csv -lms 500 >"$OUT/smi.csv" 2>&1 &
 SMI=$!
 r=1
 : >"$OUT/bench.txt"
 while [ "$r" -le "$ROUNDS" ]; do
-  for v in $VARIANTS; do
-    echo "#### round $r bench_cuda config=$v $(date +%T)" >>"$OUT/bench.txt"
-    env $(cfg_env "$v") timeout 240 "$B/bench_cuda" "$ITERS" >"$OUT/bench_cuda.txt" 2>&1
-    cat "$OUT/bench_cuda.txt" >>"$OUT/bench.txt"
-    grep -h "RESULT\|PARTS\|MXFP8\|NVFP4" "$OUT/bench_cuda.txt" | grep -v "qpacked\|quant " | sed "s/^/round $r: /"
-  done
+  echo "#### round $r bench_cuda $(date +%T)" >>"$OUT/bench.txt"
+  timeout 240 "$B/bench_cuda" "$ITERS" >"$OUT/bench_cuda.txt" 2>&1
+  cat "$OUT/bench_cuda.txt" >>"$OUT/bench.txt"
+  grep -h "RESULT\|PARTS\|MXFP8\|NVFP4" "$OUT/bench_cuda.txt" | grep -v "qpacked\|quant " | sed "s/^/round $r: /"
   echo "#### round $r torch $(date +%T)" >>"$OUT/bench.txt"
   PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/torch_baseline.py "$ITERS" >"$OUT/torch.txt" 2>&1
   cat "$OUT/torch.txt" >>"$OUT/bench.txt"
