@@ -281,8 +281,13 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
     r->tok_rep[0] = -1;
     r->tok_rep[1] = 0;
 
-    rc = ft_model_new(fusers, n_fusers, recipes, n_recipes, header ? header->env_json : NULL,
-                      opts->env, opts->n_env, &r->model, err);
+    /* what the header says that the model reads (env, te_fusions, rank, world_size) */
+    ft_model_capture mcap = {0};
+    if (header)
+        mcap = (ft_model_capture){header->env_json,       header->extra_json, header->has_rank,
+                                  header->has_world_size, header->rank,       header->world_size};
+    rc = ft_model_new(fusers, n_fusers, recipes, n_recipes, &mcap, opts->env, opts->n_env,
+                      &r->model, err);
     if (rc) {
         if (!err->msg[0]) ft_err_set(err, rc, "building the fuser model: %s", ft_strerror(rc));
         goto fail;

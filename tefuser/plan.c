@@ -91,7 +91,7 @@ static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
 }
 
 int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_def *recipes,
-                 uint32_t n_recipes, const char *env_json, const ft_env_kv *overrides,
+                 uint32_t n_recipes, const ft_model_capture *cap, const ft_env_kv *overrides,
                  uint32_t n_overrides, ft_model **out, ft_err *err)
 {
     *out = NULL;
@@ -99,10 +99,9 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
         return ft_err_set(err, FT_EUNSUPPORTED, "rule table too large (%u rows)", ft_n_rules);
     ft_model *m = ft_calloc(1, sizeof *m);
     if (!m) return ft_err_set(err, FT_ENOMEM, "model: out of memory");
-    int rc = ft_env_parse(env_json, overrides, n_overrides, &m->env, err);
+    int rc = ft_env_parse(cap, overrides, n_overrides, &m->env, err);
+    if (!rc) rc = ft_model_registry_init(m, cap, err);
     if (rc) goto fail;
-    for (uint32_t ri = 0; ri < ft_n_rules; ri++)
-        m->registered[ri] = !ft_rules[ri].registered || ft_rules[ri].registered(&m->env);
     ft_recipe_none(&m->none);
     m->none.reads = recipe_reads_packed(&m->none.pub);
 
@@ -147,6 +146,7 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
             }
         }
     }
+    if ((rc = ft_model_notes_init(m, err))) goto fail;
     m->scratch_cap = 3 * max_ops;
     m->scratch = ft_malloc(m->scratch_cap * sizeof *m->scratch);
     if (!m->scratch) {
@@ -181,6 +181,7 @@ void ft_model_free(ft_model *m)
     ft_hmap_free(&m->intern);
     ft_hmap_free(&m->memo);
     ft_free(m->scratch);
+    ft_free(m->notes);
     if (m->errs) {
         for (uint32_t i = 0; i < m->errs->n; i++)
             ft_free(m->errs->s[i]);
@@ -188,6 +189,16 @@ void ft_model_free(ft_model *m)
         ft_free(m->errs);
     }
     ft_free(m);
+}
+
+int64_t ft_model_world_size(const ft_model *m)
+{
+    return m->env.v[FT_EA_WORLD_SIZE];
+}
+
+int64_t ft_model_rank(const ft_model *m)
+{
+    return m->env.v[FT_EA_RANK];
 }
 
 uint32_t ft_model_n_fusers(const ft_model *m)
@@ -311,12 +322,12 @@ int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint
         joint[i] = (ft_unit){-1, i, i};
     ft_gate_ctx c = {&m->env, &ft_model_recipe_int(m, recipe)->pub, fz->ops, NULL, m->audit, NULL};
     uint32_t nj = n, nf, nb;
-    ft_rules_apply_pass(&c, FT_PASS_JOINT, m->registered, joint, &nj);
+    ft_rules_apply_pass(&c, m->order[FT_PASS_JOINT], m->n_order[FT_PASS_JOINT], joint, &nj);
     memcpy(fwd, joint, nj * sizeof *joint);
     memcpy(bwd, joint, nj * sizeof *joint);
     nf = nb = nj;
-    ft_rules_apply_pass(&c, FT_PASS_FWD, m->registered, fwd, &nf);
-    ft_rules_apply_pass(&c, FT_PASS_BWD, m->registered, bwd, &nb);
+    ft_rules_apply_pass(&c, m->order[FT_PASS_FWD], m->n_order[FT_PASS_FWD], fwd, &nf);
+    ft_rules_apply_pass(&c, m->order[FT_PASS_BWD], m->n_order[FT_PASS_BWD], bwd, &nb);
     int rc = ft_map_to_basic(fwd, nf, fz->ops, n, fz->id, err);
     if (!rc) rc = ft_map_to_basic(bwd, nb, fz->ops, n, fz->id, err);
     if (rc) return rc;
@@ -471,7 +482,7 @@ int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_u
         joint[i] = (ft_unit){-1, i, i};
     ft_gate_ctx c = {&m->env, r, fz->ops, NULL, NULL, NULL};
     uint32_t nj = n;
-    ft_rules_apply_pass(&c, FT_PASS_JOINT, m->registered, joint, &nj);
+    ft_rules_apply_pass(&c, m->order[FT_PASS_JOINT], m->n_order[FT_PASS_JOINT], joint, &nj);
     int found = 0;
     for (uint32_t ri = 0; ri < ft_n_rules && !found; ri++) {
         const ft_rule *rule = &ft_rules[ri];
@@ -479,8 +490,9 @@ int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_u
         /* the units this rule's pass sees, and whether the pass applies it */
         uint32_t na = nj;
         memcpy(after, joint, nj * sizeof *joint);
-        if (rule->pass != FT_PASS_JOINT)
-            ft_rules_apply_pass(&c, (ft_pass)rule->pass, m->registered, after, &na);
+        const int pass = m->rule_pass[ri] >= 0 ? m->rule_pass[ri] : rule->pass;
+        if (pass != FT_PASS_JOINT)
+            ft_rules_apply_pass(&c, m->order[pass], m->n_order[pass], after, &na);
         int applied = 0;
         for (uint32_t u = 0; u < na && !applied; u++)
             applied = after[u].rule == (int16_t)ri;
@@ -490,8 +502,8 @@ int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_u
             found = 1;
         } else {
             /* the rule's window over the units before its own pass ran */
-            const ft_unit *before = rule->pass == FT_PASS_JOINT ? after : joint;
-            uint32_t nb = rule->pass == FT_PASS_JOINT ? na : nj;
+            const ft_unit *before = pass == FT_PASS_JOINT ? after : joint;
+            uint32_t nb = pass == FT_PASS_JOINT ? na : nj;
             for (uint32_t i = 0; i < nb && !found; i++) {
                 ft_last_read lr;
                 if (!ft_rule_blocked_at(&c, (int16_t)ri, before, nb, i, &lr)) continue;

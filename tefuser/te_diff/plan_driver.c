@@ -36,7 +36,8 @@ static void one_case(char *line)
     int has = strcmp(f[1], "None") != 0;
     ft_model *m = NULL;
     ft_err e = {0};
-    if (ft_model_new(&fz, 1, has ? &rd : NULL, has ? 1 : 0, f[0], NULL, 0, &m, &e)) {
+    if (ft_model_new(&fz, 1, has ? &rd : NULL, has ? 1 : 0, &(ft_model_capture){.env_json = f[0]},
+                     NULL, 0, &m, &e)) {
         printf("ERR %s\n", ft_err_msg(&e));
         return;
     }

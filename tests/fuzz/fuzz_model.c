@@ -59,7 +59,8 @@ int fuzz_model_run(const uint8_t *data, size_t size)
     ft_env_kv ov[1] = {{"world_size", "2"}};
     ft_model *m = NULL;
     ft_err err = {0, ""};
-    int rc_new = ft_model_new(&fz, 1, rc, 2, env, ov, (uint32_t)(size & 1), &m, &err);
+    int rc_new = ft_model_new(&fz, 1, rc, 2, &(ft_model_capture){.env_json = env}, ov,
+                              (uint32_t)(size & 1), &m, &err);
     if (rc_new == FT_OK) {
         uint32_t plans[3][3];
         uint32_t n = ft_model_n_ops(m, 0);
