@@ -226,6 +226,33 @@ static const char *const header_known[] = {
     "t",          "format",     "version", "te_version", "torch_version", "host", "rank",
     "world_size", "started_at", "env",     NULL};
 
+/* te_fusions (kept with the fields the format does not name): TE's registered fusion functions
+ * per pass, {"forward_backward": [name, ...], "forward": [...], "backward": [...]}. */
+static int check_te_fusions(importer *im, const json_t *reg)
+{
+    static const char *const passes[] = {"forward_backward", "forward", "backward"};
+    if (!reg) return FT_OK;
+    if (!json_is_object(reg))
+        return imp_fail(im, "te_fusions", "expected an object, got %s", imp_type_name(reg));
+    for (size_t p = 0; p < FT_ARRAY_LEN(passes); p++) {
+        char f[64];
+        snprintf(f, sizeof f, "te_fusions.%s", passes[p]);
+        const json_t *list = json_object_get(reg, passes[p]);
+        if (!list) return imp_fail(im, f, "missing");
+        if (!json_is_array(list))
+            return imp_fail(im, f, "expected an array, got %s", imp_type_name(list));
+        for (size_t i = 0; i < json_array_size(list); i++) {
+            const json_t *name = json_array_get(list, i);
+            if (!json_is_string(name) || !*json_string_value(name)) {
+                snprintf(f, sizeof f, "te_fusions.%s[%zu]", passes[p], i);
+                return imp_fail(im, f, "expected a function name, got %s",
+                                json_is_string(name) ? "an empty string" : imp_type_name(name));
+            }
+        }
+    }
+    return FT_OK;
+}
+
 int imp_header(importer *im, json_t *o)
 {
     int rc;
@@ -270,13 +297,17 @@ int imp_header(importer *im, json_t *o)
         json_t *v;
         json_object_foreach(e, key, v)
         {
-            if (!json_is_string(v)) {
+            /* TE reads os.environ (strings); captures also write numbers, and null for what the
+             * process did not have (cudnn_frontend not installed, no CUDA device) */
+            if (!json_is_string(v) && !json_is_number(v) && !json_is_null(v)) {
                 char f[96];
                 snprintf(f, sizeof f, "env.%.80s", key);
-                return imp_fail(im, f, "expected a string, got %s", imp_type_name(v));
+                return imp_fail(im, f, "expected a string, a number or null, got %s",
+                                imp_type_name(v));
             }
         }
     }
+    if ((rc = check_te_fusions(im, json_object_get(o, "te_fusions")))) return rc;
 
     /* header fields the format does not name are kept in extra_json */
     extra_obj = json_object();

@@ -475,6 +475,103 @@ static void test_notes_assumed(void **state)
     ft_model_free(m);
 }
 
+
+/* ---- the done-when case: a TP-8 Userbuffers capture, replayed without any --env ----------- */
+/* traces/tp8-userbuffers.jsonl as the replayer reads it: its header (world_size 8 and rank 3 in
+ * the header only, te_fusions as the hook records them) and its fusers and recipes. The plans are
+ * the ones TE's own fusion functions build for these ops (tefuser/te_diff/te_fusion_diff.py
+ * --trace checks them against a TE checkout). */
+static void test_tp8_userbuffers_capture(void **state)
+{
+    (void)state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/traces/tp8-userbuffers.jsonl", FT_SOURCE_DIR);
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    assert_non_null(text);
+    json_t *hdr = NULL, *recs[64];
+    ft_fuser_def fz[8];
+    ft_recipe_def rd[8];
+    char *dumps[32];
+    uint32_t nf = 0, nr = 0, nd = 0, nrec = 0;
+    for (char *line = strtok(text, "\n"); line && nrec < 64; line = strtok(NULL, "\n")) {
+        json_t *o = json_loads(line, 0, NULL);
+        assert_non_null(o);
+        recs[nrec++] = o;
+        const char *t = json_string_value(json_object_get(o, "t"));
+        if (!strcmp(t, "header")) hdr = o;
+        if (!strcmp(t, "fuser") && nf < 8) {
+            const json_t *ops = json_object_get(o, "ops");
+            dumps[nd] = json_dumps(ops, JSON_COMPACT | JSON_SORT_KEYS);
+            fz[nf++] = (ft_fuser_def){json_integer_value(json_object_get(o, "id")),
+                                      json_string_value(json_object_get(o, "label")), dumps[nd++],
+                                      (uint32_t)json_array_size(ops)};
+        }
+        if (!strcmp(t, "recipe") && nr < 8) {
+            dumps[nd] = json_dumps(json_object_get(o, "attrs"), JSON_COMPACT | JSON_SORT_KEYS);
+            rd[nr++] = (ft_recipe_def){json_integer_value(json_object_get(o, "id")),
+                                       json_string_value(json_object_get(o, "type")),
+                                       json_integer_value(json_object_get(o, "obj")), dumps[nd++]};
+        }
+    }
+    assert_non_null(hdr);
+    /* the header as the importer splits it: env, and the fields the format does not name */
+    json_t *extra = json_object();
+    json_object_set(extra, "te_fusions", json_object_get(hdr, "te_fusions"));
+    dumps[nd++] = json_dumps(json_object_get(hdr, "env"), JSON_COMPACT | JSON_SORT_KEYS);
+    dumps[nd++] = json_dumps(extra, JSON_COMPACT | JSON_SORT_KEYS);
+    const ft_model_capture cap = {dumps[nd - 2], dumps[nd - 1], 1, 1,
+                                  json_integer_value(json_object_get(hdr, "rank")),
+                                  json_integer_value(json_object_get(hdr, "world_size"))};
+    ft_model *m = NULL;
+    ft_err err = {0};
+    if (ft_model_new(fz, nf, rd, nr, &cap, NULL, 0, &m, &err))
+        fail_msg("ft_model_new: %s", ft_err_msg(&err));
+    assert_int_equal(ft_model_world_size(m), 8);
+    assert_int_equal(ft_model_rank(m), 3);
+    /* [fuser][recipe: none, MXFP8, current scaling with backward_override high_precision] */
+    static const char *const want[5][3] = {
+        {"fwd[UserbuffersForwardLinear(0-1)] bwd[UserbuffersBackwardLinear(0-1)]",
+         "fwd[UserbuffersForwardLinear(0-1)] bwd[UserbuffersBackwardLinear(0-1)]",
+         "fwd[ForwardLinearBiasActivation(0-1)] bwd[UserbuffersBackwardLinear(0-1)]"},
+        {"fwd[UserbuffersForwardLinear(0),Bias(1)] bwd[UserbuffersBackwardLinear(0),Bias(1)]",
+         "fwd[UserbuffersForwardLinear(0),Bias(1)] bwd[UserbuffersBackwardLinear(0),Bias(1)]",
+         "fwd[BasicLinear(0),Bias(1)] bwd[UserbuffersBackwardLinear(0),Bias(1)]"},
+        {"fwd[UserbuffersForwardLinear(0-2)] bwd[UserbuffersBackwardLinear(0-2)]",
+         "fwd[UserbuffersForwardLinear(0-2)] bwd[UserbuffersBackwardLinear(0-2)]",
+         "fwd[ForwardLinearBiasActivation(0-1),ReduceScatter(2)] "
+         "bwd[UserbuffersBackwardLinear(0-2)]"},
+        {"fwd[ForwardLinearBiasActivation(0-1),GELU(2)] bwd[BasicLinear(0),Bias(1),GELU(2)]",
+         "fwd[ForwardLinearBiasActivation(0-1),GELU(2)] bwd[BasicLinear(0),BackwardActivationBias(1-2)]",
+         "fwd[ForwardLinearBiasActivation(0-1),GELU(2)] bwd[BasicLinear(0),Bias(1),GELU(2)]"},
+        {"fwd[MakeExtraOutput(0),BasicLinear(1),AddExtraInput(2)] "
+         "bwd[BackwardLinearAdd(0-1),AddExtraInput(2)]",
+         "fwd[MakeExtraOutput(0),BasicLinear(1),AddExtraInput(2)] "
+         "bwd[BackwardLinearAdd(0-1),AddExtraInput(2)]",
+         "fwd[MakeExtraOutput(0),BasicLinear(1),AddExtraInput(2)] "
+         "bwd[BackwardLinearAdd(0-1),AddExtraInput(2)]"},
+    };
+    assert_int_equal(nf, 5);
+    for (uint32_t u = 0; u < nf; u++)
+        for (int32_t r = -1; r < 2; r++) {
+            uint32_t id;
+            if (ft_model_build(m, u, r, 0, &id, &err)) fail_msg("build: %s", ft_err_msg(&err));
+            if (strcmp(ft_model_plan_text(m, id), want[u][r + 1]))
+                fail_msg("fuser %u recipe %d: %s", u, r, ft_model_plan_text(m, id));
+        }
+    /* the capture records everything the model reads about these fusers */
+    for (uint32_t i = 0; i < ft_model_n_notes(m); i++)
+        fail_msg("unexpected note %s: %s", ft_model_note_at(m, i)->field,
+                 ft_model_note_at(m, i)->text);
+    ft_model_free(m);
+    for (uint32_t i = 0; i < nd; i++)
+        free(dumps[i]);
+    for (uint32_t i = 0; i < nrec; i++)
+        json_decref(recs[i]);
+    json_decref(extra);
+    free(text);
+}
+
 int tefuser_capture_run(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,6 +586,7 @@ int tefuser_capture_run(void)
         cmocka_unit_test(test_registry_grouped_mlp),
         cmocka_unit_test(test_registry_bad_shapes),
         cmocka_unit_test(test_notes_assumed),
+        cmocka_unit_test(test_tp8_userbuffers_capture),
     };
     return cmocka_run_group_tests_name("tefuser_capture", tests, NULL, NULL);
 }
