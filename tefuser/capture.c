@@ -319,7 +319,22 @@ int ft_model_notes_init(ft_model *m, ft_err *err)
                                "the capture does not record TE's registered fusions: the model "
                                "assumed TE 2.20's, with the grouped-MLP ones registered when its "
                                "own is_supported() check passes under the env");
+    /* the wrappers in one note: they are recorded together or not at all */
+    char wrappers[256] = "";
+    for (int a = FT_EA_WRAP_GLU; a <= FT_EA_WRAP_WGRAD; a++)
+        if ((reads >> a & 1) && m->env.src[a] == FT_ENV_ASSUMED) {
+            size_t n = strlen(wrappers);
+            snprintf(wrappers + n, sizeof wrappers - n, "%s%s", n ? ", " : "",
+                     ft_env_attr_name((ft_env_attr)a) + strlen("cudnn."));
+        }
+    if (!rc && wrappers[0])
+        rc = ft_model_note_add(m, FT_NOTE_ASSUMED, "env.cudnn.*", NULL,
+                               "env does not record whether the cuDNN frontend wrappers import "
+                               "(%s): assumed importable exactly when the cudnn_frontend "
+                               "version has them",
+                               wrappers);
     for (int a = 0; a < FT_EA_COUNT && !rc; a++) {
+        if (a >= FT_EA_WRAP_GLU && a <= FT_EA_WRAP_WGRAD) continue;
         if (!(reads >> a & 1) || m->env.src[a] != FT_ENV_ASSUMED) continue;
         char field[80];
         snprintf(field, sizeof field, "env.%s", ft_env_attr_name((ft_env_attr)a));

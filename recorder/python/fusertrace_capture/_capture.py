@@ -122,7 +122,7 @@ class _Capture:
                       "(convert with `fusertrace import`)")
         self.writer = writer
         self.path = writer.path
-        h = _describe.header(rank, world)
+        h = _describe.header(rank, world, type(fuser) if fuser is not None else None)
         if fuser is not None:
             # Which plan cache this TE has (the replayer picks the matching policy from it):
             # PR 3410's dict of plans, or the single plan of the releases before it.
