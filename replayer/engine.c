@@ -204,7 +204,7 @@ static int setup_recipes(ft_replay *r, ft_err *err)
         ri->bo = (uint8_t)m->bo;
         ri->delayed = m->type == FT_RT_DELAYED;
         ri->hist = ri->delayed ? m->amax_history_len : 0;
-        ri->tb_id = (int32_t)(m->type * 3 + m->bo);
+        ri->tb_id = (int32_t)(m->cls * 3 + m->bo); /* type(recipe): a subclass is its own */
         rc = dense_id(&hashes, m->hash, &ri->hash_id);
         if (!rc && i < 0) {
             ri->obj_id = 0;

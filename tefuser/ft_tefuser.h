@@ -70,9 +70,11 @@ uint32_t ft_recipe_n_fields(ft_recipe_type t);
 int ft_recipe_field_at(ft_recipe_type t, uint32_t i, ft_recipe_field *out);
 
 typedef struct ft_recipe_model {
-    ft_recipe_type type;
-    ft_bo bo;                 /* backward_override */
-    int64_t obj;              /* Python object identity (recipe-object policy) */
+    ft_recipe_type type; /* TE's recipe class, or a subclass's TE base: what fusion checks see */
+    int32_t cls;         /* the recipe's own class, as type(recipe) keys TE's plans: == type for
+                            TE's classes, FT_RT_COUNT + k for the k-th distinct subclass */
+    ft_bo bo;            /* backward_override */
+    int64_t obj;         /* Python object identity (recipe-object policy) */
     int64_t amax_history_len; /* DelayedScaling only, else 0 */
     uint64_t hash;            /* canonical hash of type + every attribute (recipe-hash) */
     /* what the quantizer-state model and run-time checks read */

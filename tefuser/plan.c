@@ -133,6 +133,19 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
         rc = ft_recipe_parse(&recipes[i], &m->env, &m->recipes[i], err);
         if (rc) goto fail;
         m->n_recipes = i + 1;
+        /* type(recipe): TE's own classes are their type; each subclass name its own class */
+        ft_recipe_int *rn = &m->recipes[i];
+        rn->pub.cls = (int32_t)rn->pub.type;
+        if (strcmp(recipes[i].type, ft_recipe_type_name(rn->pub.type))) {
+            int32_t next = FT_RT_COUNT, same = -1;
+            for (uint32_t j = 0; j < i && same < 0; j++) {
+                const int32_t cj = m->recipes[j].pub.cls;
+                if (cj < FT_RT_COUNT) continue;
+                if (!strcmp(recipes[j].type, recipes[i].type)) same = cj;
+                if (cj >= next) next = cj + 1;
+            }
+            rn->pub.cls = same >= 0 ? same : next;
+        }
         /* NVFP4 QParams are derived once, in __post_init__: a later declaration of the same
          * object (mutated attributes, capture-jsonl "obj") keeps the flags of its first one. */
         ft_recipe_int *ri = &m->recipes[i];

@@ -356,6 +356,35 @@ typedef struct parse_acc {
     int qp_inp, qp_weight, qp_grad; /* recorded fp4_quant_* flags, -1 when absent */
 } parse_acc;
 
+/* Index of TE's recipe class name, -1 if it is none of the six. */
+static int recipe_type_index(const char *name)
+{
+    for (int i = 1; i < FT_RT_COUNT; i++)
+        if (!strcmp(name, recipe_types[i].name)) return i;
+    return -1;
+}
+
+/* A class that is not one of TE's six: a user subclass, whose TE base the capture records as
+ * attrs.__te_base__ (what recipe.mxfp8(), nvfp4() ... see through issubclass). */
+static int subclass_base(const ft_recipe_def *def, const char *own, const json_t *attrs, int *t,
+                         ft_err *err)
+{
+    const json_t *b = attrs ? json_object_get(attrs, FT_RECIPE_BASE_KEY) : NULL;
+    if (!b)
+        return ft_err_set(err, FT_EINVAL,
+                          "recipe %lld: unknown recipe type '%s' (a subclass of a TE recipe "
+                          "class names its TE class in attrs.%s)",
+                          (long long)def->id, own, FT_RECIPE_BASE_KEY);
+    *t = json_is_string(b) ? recipe_type_index(json_string_value(b)) : -1;
+    if (*t < 0)
+        return ft_err_set(err, FT_EINVAL,
+                          "recipe %lld (%s): attribute '%s' must name a TE recipe class "
+                          "(DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, "
+                          "Float8BlockScaling, NVFP4BlockScaling, CustomRecipe)",
+                          (long long)def->id, own, FT_RECIPE_BASE_KEY);
+    return FT_OK;
+}
+
 /* def's attrs JSON as an object (new reference) in *attrs, NULL when there is none. */
 static int load_attrs(const ft_recipe_def *def, const char *tn, json_t **attrs, ft_err *err)
 {
@@ -560,22 +589,23 @@ int ft_recipe_parse(const ft_recipe_def *def, const ft_env *env, ft_recipe_int *
     memset(out, 0, sizeof *out);
     out->id = def->id;
     out->pub.obj = def->obj;
-    int t = -1;
-    for (int i = 1; i < FT_RT_COUNT && def->type; i++)
-        if (!strcmp(def->type, recipe_types[i].name)) t = i;
-    if (t < 0)
-        return ft_err_set(err, FT_EINVAL, "recipe %lld: unknown recipe type '%s'",
-                          (long long)def->id, def->type ? def->type : "(null)");
+    const char *own_name = def->type ? def->type : "(null)";
+    int t = recipe_type_index(own_name);
+    json_t *attrs = NULL;
+    int rc = load_attrs(def, own_name, &attrs, err);
+    if (rc) return rc;
+    if (t < 0 && (rc = subclass_base(def, own_name, attrs, &t, err))) {
+        json_decref(attrs);
+        return rc;
+    }
     out->pub.type = (ft_recipe_type)t;
     const char *tn = recipe_types[t].name;
 
-    json_t *attrs = NULL;
-    int rc = load_attrs(def, tn, &attrs, err);
-    if (rc) return rc;
-
+    /* the canonical texts start with the recipe's own class: TE keys plans and rebuilds
+     * quantizers by it, while its fusion checks and fields are the TE base's */
     parse_acc acc = {.canon = {0}, .qcanon = {0}, .qp_inp = -1, .qp_weight = -1, .qp_grad = -1};
-    rc = ft_buf_printf(&acc.canon, "%s{", tn);
-    if (!rc) rc = ft_buf_printf(&acc.qcanon, "%s{", tn);
+    rc = ft_buf_printf(&acc.canon, "%s{", own_name);
+    if (!rc) rc = ft_buf_printf(&acc.qcanon, "%s{", own_name);
     for (size_t i = 0; i < recipe_types[t].n_attrs && !rc; i++)
         rc = parse_attr(def, tn, &recipe_types[t].attrs[i], i, attrs, env, &acc, out, err);
     if (rc) goto fail;

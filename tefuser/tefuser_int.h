@@ -165,6 +165,9 @@ const char *ft_recipe_env_key(uint32_t i);
 const char *ft_env_str(const ft_env *e, const char *key);
 
 /* ---- recipes ------------------------------------------------------------------------------ */
+/* The attrs key under which a capture names a recipe subclass's TE class. */
+#define FT_RECIPE_BASE_KEY "__te_base__"
+
 typedef struct ft_recipe_int {
     ft_recipe_model pub; /* what the engine reads */
     int64_t id;          /* declared id */

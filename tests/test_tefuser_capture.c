@@ -475,6 +475,51 @@ static void test_notes_assumed(void **state)
     ft_model_free(m);
 }
 
+/* A user subclass of a TE recipe: TE's issubclass checks see its base, type(recipe) keys by the
+ * subclass itself. */
+static void test_recipe_subclass(void **state)
+{
+    (void)state;
+    json_t *a = json_loads(MLP_OPS, 0, NULL);
+    ft_fuser_def fz = {1, NULL, MLP_OPS, (uint32_t)json_array_size(a)};
+    json_decref(a);
+    ft_recipe_def rd[] = {
+        {1, "MyMXFP8", 10, "{\"__te_base__\":\"MXFP8BlockScaling\",\"tag\":\"a\"}"},
+        {2, "MXFP8BlockScaling", 11, "{}"},
+        {3, "MyNVFP4", 12, "{\"__te_base__\":\"NVFP4BlockScaling\",\"disable_rht\":true}"},
+        {4, "MyMXFP8", 13, "{\"__te_base__\":\"MXFP8BlockScaling\",\"tag\":\"b\"}"},
+        {5, "MyMXFP8", 10, "{\"__te_base__\":\"MXFP8BlockScaling\"}"},
+    };
+    ft_model *m = NULL;
+    ft_err err = {0};
+    if (ft_model_new(&fz, 1, rd, 5, &(ft_model_capture){.env_json = SM100}, NULL, 0, &m, &err))
+        fail_msg("%s", ft_err_msg(&err));
+    assert_int_equal(ft_model_recipe(m, 0)->type, FT_RT_MXFP8);
+    assert_string_equal(plan0(m, 0), MLP_FUSED); /* recipe.mxfp8() is true for the subclass */
+    assert_string_equal(plan0(m, 2), MLP_PLAIN); /* and NVFP4's disable_rht gate applies */
+    assert_int_equal(ft_model_recipe(m, 1)->cls, FT_RT_MXFP8);
+    assert_true(ft_model_recipe(m, 0)->cls >= FT_RT_COUNT);
+    assert_int_equal(ft_model_recipe(m, 3)->cls, ft_model_recipe(m, 0)->cls);
+    assert_int_equal(ft_model_recipe(m, 4)->cls, ft_model_recipe(m, 0)->cls);
+    assert_true(ft_model_recipe(m, 2)->cls >= FT_RT_COUNT);
+    assert_true(ft_model_recipe(m, 2)->cls != ft_model_recipe(m, 0)->cls);
+    /* its own class in the canonical text and hash, not the base's */
+    assert_true(ft_model_recipe(m, 4)->hash != ft_model_recipe(m, 1)->hash);
+    assert_true(!strncmp(ft_model_recipe_canon(m, 4), "MyMXFP8{", 8));
+    ft_model_free(m);
+    static const struct {
+        const char *type, *attrs, *needle;
+    } bad[] = {{"MyRecipe", "{}", "unknown recipe type 'MyRecipe' (a subclass of a TE recipe"},
+               {"MyRecipe", "{\"__te_base__\":\"Recipe\"}", "attribute '__te_base__' must name"},
+               {"MyRecipe", "{\"__te_base__\":3}", "attribute '__te_base__' must name"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ft_recipe_def r = {9, bad[i].type, 1, bad[i].attrs};
+        long live = ft_alloc_live();
+        assert_int_equal(ft_model_new(&fz, 1, &r, 1, NULL, NULL, 0, &m, &err), FT_EINVAL);
+        if (!strstr(err.msg, bad[i].needle)) fail_msg("'%s' lacks '%s'", err.msg, bad[i].needle);
+        assert_int_equal(ft_alloc_live(), live);
+    }
+}
 
 /* ---- the done-when case: a TP-8 Userbuffers capture, replayed without any --env ----------- */
 /* traces/tp8-userbuffers.jsonl as the replayer reads it: its header (world_size 8 and rank 3 in
@@ -520,7 +565,10 @@ static void test_tp8_userbuffers_capture(void **state)
     json_object_set(extra, "te_fusions", json_object_get(hdr, "te_fusions"));
     dumps[nd++] = json_dumps(json_object_get(hdr, "env"), JSON_COMPACT | JSON_SORT_KEYS);
     dumps[nd++] = json_dumps(extra, JSON_COMPACT | JSON_SORT_KEYS);
-    const ft_model_capture cap = {dumps[nd - 2], dumps[nd - 1], 1, 1,
+    const ft_model_capture cap = {dumps[nd - 2],
+                                  dumps[nd - 1],
+                                  1,
+                                  1,
                                   json_integer_value(json_object_get(hdr, "rank")),
                                   json_integer_value(json_object_get(hdr, "world_size"))};
     ft_model *m = NULL;
@@ -542,7 +590,8 @@ static void test_tp8_userbuffers_capture(void **state)
          "fwd[ForwardLinearBiasActivation(0-1),ReduceScatter(2)] "
          "bwd[UserbuffersBackwardLinear(0-2)]"},
         {"fwd[ForwardLinearBiasActivation(0-1),GELU(2)] bwd[BasicLinear(0),Bias(1),GELU(2)]",
-         "fwd[ForwardLinearBiasActivation(0-1),GELU(2)] bwd[BasicLinear(0),BackwardActivationBias(1-2)]",
+         "fwd[ForwardLinearBiasActivation(0-1),GELU(2)] "
+         "bwd[BasicLinear(0),BackwardActivationBias(1-2)]",
          "fwd[ForwardLinearBiasActivation(0-1),GELU(2)] bwd[BasicLinear(0),Bias(1),GELU(2)]"},
         {"fwd[MakeExtraOutput(0),BasicLinear(1),AddExtraInput(2)] "
          "bwd[BackwardLinearAdd(0-1),AddExtraInput(2)]",
@@ -586,6 +635,7 @@ int tefuser_capture_run(void)
         cmocka_unit_test(test_registry_grouped_mlp),
         cmocka_unit_test(test_registry_bad_shapes),
         cmocka_unit_test(test_notes_assumed),
+        cmocka_unit_test(test_recipe_subclass),
         cmocka_unit_test(test_tp8_userbuffers_capture),
     };
     return cmocka_run_group_tests_name("tefuser_capture", tests, NULL, NULL);

@@ -175,7 +175,18 @@ class TestCaptureFidelity(CaptureCase):
         for r in (MyMXFP8(), MXFP8BlockScaling()):
             with te.autocast(enabled=True, recipe=r):
                 m(x, s, p, s)
-        recs = self.records("recipe")
+        fc.disable()
+        src = os.path.join(self.out, "rank0.jsonl")
+        recs = [r for r in ftutil.read_jsonl(src) if r["t"] == "recipe"]
+        # the replay keys plans by type(recipe) as TE does: the switch to the base class rebuilds
+        calls = [r for r in ftutil.read_jsonl(src) if r["t"] == "call"]
+        self.assertEqual([c["rebuilt"] for c in calls], [True, True])
+        ftdb = os.path.join(self.out, "t.ftdb")
+        ftutil.cli("import", src, "-o", ftdb)
+        pol = "te-3410" if STANDIN_BEHAVIOUR == "3410" else "te-pre3410"
+        out = ftutil.cli("replay", ftdb, "--policy", pol, "--per-call", "-").stdout
+        lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+        self.assertEqual([ln["build"] for ln in lines], [True, True])
         self.assertEqual(recs[0]["type"], "MyMXFP8")
         self.assertEqual(recs[0]["attrs"]["__te_base__"], "MXFP8BlockScaling")
         self.assertEqual(recs[0]["attrs"]["tag"], "mine")
