@@ -41,35 +41,14 @@ int cli_parse_str(const cli_opt *o, const char *val, void *field, ft_err *err)
     return FT_OK;
 }
 
-static int parse_uint(const char *val, uint64_t max, uint64_t min, uint64_t *out, ft_err *err)
-{
-    int64_t v;
-    if (ft_parse_i64(val, &v) || v < (int64_t)min || (uint64_t)v > max) {
-        if (min)
-            return ft_err_set(err, FT_EINVAL, "wants an integer >= %llu, got '%s'",
-                              (unsigned long long)min, val);
-        return ft_err_set(err, FT_EINVAL, "wants a non-negative integer, got '%s'", val);
-    }
-    *out = (uint64_t)v;
-    return FT_OK;
-}
-
-int cli_parse_u32(const cli_opt *o, const char *val, void *field, ft_err *err)
-{
-    (void)o;
-    uint64_t v = 0;
-    int rc = parse_uint(val, UINT32_MAX, 0, &v, err);
-    if (!rc) *(uint32_t *)field = (uint32_t)v;
-    return rc;
-}
-
 int cli_parse_count(const cli_opt *o, const char *val, void *field, ft_err *err)
 {
     (void)o;
-    uint64_t v = 0;
-    int rc = parse_uint(val, UINT32_MAX, 1, &v, err);
-    if (!rc) *(uint32_t *)field = (uint32_t)v;
-    return rc;
+    int64_t v;
+    if (ft_parse_i64(val, &v) || v < 1 || (uint64_t)v > UINT32_MAX)
+        return ft_err_set(err, FT_EINVAL, "wants an integer >= 1, got '%s'", val);
+    *(uint32_t *)field = (uint32_t)v;
+    return FT_OK;
 }
 
 int cli_parse_u64(const cli_opt *o, const char *val, void *field, ft_err *err)

@@ -43,7 +43,6 @@ struct cli_opt {
 /* The common parsers. */
 int cli_parse_flag(const cli_opt *o, const char *val, void *field, ft_err *err);  /* int = 1 */
 int cli_parse_str(const cli_opt *o, const char *val, void *field, ft_err *err);   /* const char * */
-int cli_parse_u32(const cli_opt *o, const char *val, void *field, ft_err *err);   /* >= 0 */
 int cli_parse_count(const cli_opt *o, const char *val, void *field, ft_err *err); /* u32 >= 1 */
 int cli_parse_u64(const cli_opt *o, const char *val, void *field, ft_err *err);   /* >= 0 */
 

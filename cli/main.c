@@ -71,6 +71,10 @@ static int finish(int status)
     return status;
 }
 
+#ifdef main /* the fuzz target renames main to call it (tests/fuzz/CMakeLists.txt) */
+int main(int argc, char **argv);
+#endif
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {

@@ -16,6 +16,10 @@
 #include <stdio.h>
 #include <zstd.h>
 
+/* Everything declared here is private to the library: hidden from libfusertrace_rec.so's
+ * exported symbols, which stay the ft_* API. */
+#pragma GCC visibility push(hidden)
+
 #define MAX_WARNED 64 /* distinct unknown field names reported */
 
 /* ---- small containers -------------------------------------------------------------------- */
@@ -101,5 +105,7 @@ int imp_backward(importer *im, json_t *o);
  * record that passes every check of imp_call / imp_backward, handed to the sink with the outcome
  * in *rc; 0 when the general path must take the line (nothing has happened then). */
 int imp_fast_record(importer *im, const ft_jfast_rec *f, int *rc);
+
+#pragma GCC visibility pop
 
 #endif /* FT_JSONL_IMPORT_INT_H */

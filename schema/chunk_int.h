@@ -16,6 +16,10 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Everything declared here is private to the library: hidden from libfusertrace_rec.so's
+ * exported symbols, which stay the ft_* API. */
+#pragma GCC visibility push(hidden)
+
 /* The main section's columns, in stored order (chunk.h, MAIN SECTION). */
 enum {
     C_KIND,
@@ -285,5 +289,7 @@ static inline uint64_t res_extra(const uint8_t *bits, uint64_t bpos, uint32_t nb
     uint64_t hi = (get_u64(bits + (b2 >> 3)) >> (b2 & 7)) & ((1ull << (nb - 32)) - 1);
     return lo | hi << 32;
 }
+
+#pragma GCC visibility pop
 
 #endif /* FT_CHUNK_INT_H */

@@ -15,6 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Everything declared here is private to the library: hidden from libfusertrace_rec.so's
+ * exported symbols, which stay the ft_* API. */
+#pragma GCC visibility push(hidden)
+
 enum { N_STMT = 8 }; /* the statements the writers prepare on first use (trace_write.c) */
 
 typedef struct meta_kv {
@@ -144,5 +148,7 @@ int trace_row_chunk(ft_trace *t, const ft_chunk_info *c, uint64_t *h);
 int trace_meta_digest(ft_trace *t, const meta_kv *kv, size_t n, uint64_t *out);
 /* Compare the in-memory digest chains (computed while loading) with meta. */
 int trace_compare_digests(ft_trace *t);
+
+#pragma GCC visibility pop
 
 #endif /* FT_TRACE_HANDLE_INT_H */

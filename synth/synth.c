@@ -1,5 +1,7 @@
 /*
- * synth.c - synthetic training-run call streams for what-if studies (`fusertrace synth`).
+ * synth.c - synthetic training-run call streams for what-if studies (`fusertrace synth`): the
+ * generator's driver, its set-up and the records it emits (routing is synth_route.c's, recipe
+ * objects and their schedule synth_recipes.c's, the passes synth_pipeline.c's).
  *
  * One generic generator models a Megatron-style MoE training loop as TransformerEngine's
  * OperationFuser sees it (docs/fuser-model.md, "Call patterns"): L layers, each with its own fusers
@@ -39,283 +41,11 @@
  * TE's plan-cache rule (tefuser/te_cache.c) exactly and fuse_ns is a modelled figure, not a
  * measurement.
  */
-#include "ft_tefuser.h"
 #include "synth_int.h"
 
-#include <math.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <threads.h>
 
-/* ---- PRNG: xoshiro256** seeded with splitmix64 --------------------------------------------- */
-typedef struct rng {
-    uint64_t s[4];
-} rng;
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static void rng_seed(rng *r, uint64_t seed)
-{
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&x);
-}
-
-static inline uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static inline uint64_t rng_next(rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
-
-static inline double rng_unif(rng *r) /* [0, 1) */
-{
-    return (double)(rng_next(r) >> 11) * 0x1.0p-53;
-}
-
-/* Approximately standard normal: Irwin-Hall sum of four 16-bit uniforms, rescaled. Cheap, smooth
- * enough for routing noise, tails bounded at about 3.5 sigma. */
-static inline double rng_normal(rng *r)
-{
-    uint64_t v = rng_next(r);
-    double s = (double)(v & 0xffff) + (double)((v >> 16) & 0xffff) + (double)((v >> 32) & 0xffff) +
-               (double)(v >> 48);
-    return (s / 65536.0 - 2.0) * 1.7320508075688772;
-}
-
-/* ---- exp/log in plain IEEE arithmetic ------------------------------------------------------
- * libm's exp/pow may differ in the last bit between C libraries; these use only +, -, *, / and
- * the exact ldexp/frexp, so a seed gives the same splits on every IEEE-754 platform (C11 without
- * extensions does not contract a*b+c into an FMA). Accuracy ~1e-15 relative, plenty here. */
-static double det_exp(double x)
-{
-    if (x < -700.0) return 0.0;
-    if (x > 700.0) x = 700.0;
-    double kf = x * 1.4426950408889634;
-    int k = (int)(kf < 0.0 ? kf - 0.5 : kf + 0.5);
-    double r =
-        (x - (double)k * 6.93147180369123816490e-01) - (double)k * 1.90821492927058770002e-10;
-    double term = 1.0, sum = 1.0; /* |r| <= 0.35: 14 Taylor terms */
-    for (int i = 1; i <= 14; i++) {
-        term *= r / (double)i;
-        sum += term;
-    }
-    return ldexp(sum, k);
-}
-
-static double det_log(double x) /* x > 0 */
-{
-    int e;
-    double m = frexp(x, &e); /* x = m * 2^e, m in [0.5, 1) */
-    if (m < 0.70710678118654752) {
-        m *= 2.0;
-        e--;
-    }
-    double t = (m - 1.0) / (m + 1.0), t2 = t * t, term = t, sum = 0.0; /* |t| <= 0.172 */
-    for (int i = 1; i <= 23; i += 2) {
-        sum += term / (double)i;
-        term *= t2;
-    }
-    return 2.0 * sum + (double)e * 0.69314718055994530942;
-}
-
-/* ---- recipe objects: every dataclass field of TE's recipe table (tefuser) ------------------- */
-enum { F_BOOL, F_INT, F_ENUM, F_BO, F_FIXED };
-#define RF_MAX 16 /* fields per recipe type */
-#define RV_MAX 48 /* JSON text of one field value */
-
-typedef struct rfield {
-    const char *name;  /* dataclass field, fields sorted by name (canonical JSON) */
-    int kind;          /* F_*; F_FIXED cannot be set from a spec */
-    const char *def;   /* a new object's value as JSON text */
-    const char *enums; /* F_ENUM / F_BO: allowed names, '|'-separated */
-    char enums_buf[96];
-} rfield;
-
-enum { RT_DELAYED, RT_CURRENT, RT_MXFP8, RT_BLOCK, RT_NVFP4, RT_CUSTOM, RT_N };
-_Static_assert(RT_DELAYED + 1 == FT_RT_DELAYED && RT_CURRENT + 1 == FT_RT_CURRENT &&
-                   RT_MXFP8 + 1 == FT_RT_MXFP8 && RT_BLOCK + 1 == FT_RT_BLOCK &&
-                   RT_NVFP4 + 1 == FT_RT_NVFP4 && RT_CUSTOM + 1 == FT_RT_CUSTOM,
-               "synth's recipe types are the model's, less NoneType");
-static struct {
-    const char *cls, *alias;
-    rfield fields[RF_MAX];
-    uint32_t n_fields;
-} rtypes[RT_N];
-static once_flag rtypes_once = ONCE_FLAG_INIT;
-
-static int rfield_cmp(const void *a, const void *b)
-{
-    return strcmp(((const rfield *)a)->name, ((const rfield *)b)->name);
-}
-
-/* The recipe types as synth writes them, from tefuser's table: a new object's fields (those a
- * capture records for it), sorted by name; the ones its constructor takes can be set in a spec. */
-static void rtypes_init(void)
-{
-    static const char *const aliases[RT_N] = {"delayed", "current", "mxfp8",
-                                              "block",   "nvfp4",   "custom"};
-    for (int t = 0; t < RT_N; t++) {
-        const ft_recipe_type ft = (ft_recipe_type)(t + 1);
-        rtypes[t].cls = ft_recipe_type_name(ft);
-        rtypes[t].alias = aliases[t];
-        uint32_t n = 0;
-        for (uint32_t i = 0; i < ft_recipe_n_fields(ft) && n < RF_MAX; i++) {
-            ft_recipe_field f;
-            if (ft_recipe_field_at(ft, i, &f) || f.derived) continue;
-            rfield *r = &rtypes[t].fields[n++];
-            r->name = f.name;
-            r->def = f.init;
-            r->kind = !f.settable                ? F_FIXED
-                      : f.kind == FT_RF_BOOL     ? F_BOOL
-                      : f.kind == FT_RF_INT      ? F_INT
-                      : f.kind == FT_RF_OPT_ENUM ? F_BO
-                      : f.values                 ? F_ENUM
-                                                 : F_FIXED;
-            r->enums = NULL;
-            if (f.values && (r->kind == F_ENUM || r->kind == F_BO)) {
-                size_t off = 0;
-                for (int k = 0; f.values[k]; k++)
-                    off += (size_t)snprintf(r->enums_buf + off, sizeof r->enums_buf - off, "%s%s",
-                                            k ? "|" : "", f.values[k]);
-                r->enums = r->enums_buf;
-            }
-            /* CustomRecipe's qfactory is a callable the user passes: synth names its own */
-            if (t == RT_CUSTOM && !strcmp(f.name, "qfactory")) r->def = "\"synth_qfactory\"";
-        }
-        rtypes[t].n_fields = n;
-        qsort(rtypes[t].fields, n, sizeof *rtypes[t].fields, rfield_cmp);
-        for (uint32_t i = 0; i < n; i++) /* the names moved with their fields */
-            if (rtypes[t].fields[i].enums)
-                rtypes[t].fields[i].enums = rtypes[t].fields[i].enums_buf;
-    }
-}
-
-/* One Python recipe object: a type, an identity and its current attribute values. */
-typedef struct robj {
-    int type;                  /* RT_* */
-    int64_t obj;               /* the identity a capture would record (id(recipe)) */
-    int64_t decl;              /* stream id declared for the current attrs, 0 = none yet */
-    char vals[RF_MAX][RV_MAX]; /* [n_fields] JSON text per field */
-} robj;
-
-/* ---- generator state ---------------------------------------------------------------------- */
-enum { FK_GROUPED, FK_DENSE };
-
-typedef struct sfuser {
-    int64_t id;       /* stream id */
-    int kind;         /* FK_* */
-    int32_t stage;    /* pipeline stage = device */
-    int declared;     /* declaration emitted */
-    char label[64];   /* module path */
-    ft_te_cache *cap; /* the captured TE's plan-cache state, NULL unless captured != none */
-} sfuser;
-
-typedef struct slayer {
-    int32_t stage;
-    int moe;           /* grouped MLP (else dense) */
-    uint32_t fuser[2]; /* [n_fusers] experts or dense MLP first, then the shared expert */
-    uint32_t n_fusers;
-    double *pop;     /* [experts] routing probabilities (moe); owns the block below */
-    double *lam;     /* [experts] expected tokens per microbatch */
-    double *sd;      /* [experts] binomial standard deviation of the count */
-    double *elam;    /* [experts] exp(-lam), for Poisson inversion when lam < SMALL_MEAN */
-    double *aprob;   /* [experts] alias table (Vose): acceptance probability ... */
-    uint32_t *alias; /* [experts] ... and alias */
-    uint32_t *order; /* [experts] experts with lam >= SMALL_MEAN first (n_norm), then the rest */
-    uint32_t n_norm;
-    double sd2sum, lamsum; /* sums of sd^2 and of lam over the first n_norm */
-    /* per step */
-    int input_rg;                              /* training input requires grad */
-    const uint8_t *rg_train[2], *rg_nograd[2]; /* op_rg per fuser */
-    int bwd[2];                                /* the training call has f < n: its backward runs */
-} slayer;
-
-typedef struct decl {
-    int64_t obj, id;
-    char *attrs; /* JSON */
-} decl;
-
-#define MAX_CYCLE 16 /* values in bo_values / amax_lens */
-
-typedef struct gen {
-    synth_cfg c;
-    const char *scen;
-    ft_sink *sink;
-    ft_err *err;
-    rng r;           /* routing: popularity, split sizes */
-    rng rt;          /* timestamp and fuse_ns noise */
-    int64_t seq;     /* next seq */
-    int64_t last_ns; /* last timestamp emitted */
-    int64_t next_recipe_id, n_obj_made;
-    uint32_t n_layers, n_stages, n_fusers;
-    uint32_t n_virtual, n_chunks; /* model chunks per stage; chunks = stages * n_virtual */
-    slayer *layers;               /* [n_layers] */
-    sfuser *fusers;               /* [n_fusers] */
-    uint32_t *chunk_lo; /* [n_chunks+1] first layer of each model chunk (chunk c on stage c%S) */
-    char *ops_json[2];  /* per FK_*: canonical op list */
-    uint32_t n_ops[2];
-    int64_t dur_fwd[2]; /* modelled forward time per FK_*, ns */
-    /* recipe objects and declarations */
-    robj **objs;
-    uint32_t n_objs, cap_objs;
-    decl *decls;
-    uint32_t n_decls, cap_decls;
-    char attrs[RF_MAX * (RV_MAX + 40) + 8]; /* scratch: attrs JSON */
-    /* schedule */
-    robj *cur;        /* global training recipe (NULL = BF16) */
-    robj *switch_obj; /* becomes cur at switch_step */
-    robj *detour, *eval_obj;
-    int eval_mode; /* 0 same, 1 bf16, 2 eval_obj */
-    robj **zoo;    /* [n_zoo] per-layer recipes, NULL entries = BF16 */
-    uint32_t n_zoo;
-    int64_t detour_until; /* steps < detour_until run under detour */
-    char bo_vals[MAX_CYCLE][16];
-    uint32_t n_bo, bo_idx;
-    robj *bo_cache[MAX_CYCLE];
-    int64_t amax_vals[MAX_CYCLE];
-    uint32_t n_amax, amax_idx;
-    robj *amax_cache[MAX_CYCLE];
-    /* per step */
-    int64_t *splits;      /* [layers][microbatches][experts] drawn at the forward */
-    int64_t *eval_splits; /* [experts] */
-    int64_t *bwd_seq;     /* [layers][microbatches][2] call whose plan runs backward, -1 none */
-    robj **fwd_rec;       /* [layers][microbatches] recipe object of the forward */
-    /* pipeline */
-    uint32_t *ops; /* [stages][2*mb] encoded (mb << 1 | backward) */
-    uint32_t *n_sops, *idx;
-    int64_t *finF, *finB, *free_at; /* [stages*mb], [stages*mb], [stages] */
-    int64_t t;                      /* model time at the start of the next step, ns */
-    uint32_t *scratch_u32;          /* [2*experts] alias-table work lists */
-    int captured;                   /* 0 none, 1 te-pre3410, 2 te-3410 */
-    const char *graph_phase;        /* during CUDA-graph warm-up/capture: the phase, else NULL */
-    int64_t graph_iter;             /* ... and the iteration, recorded as mb */
-    double *scratch_z;              /* [experts] normal deviates of one draw */
-    int routing;                    /* R_* */
-    double drift_sigma;             /* per-step popularity walk, 0 = none */
-} gen;
-
-/* Routing families (key routing): fixed popularity (zipf, drift, hot) or weights drawn afresh
- * per microbatch (balanced, drop). */
-enum { R_ZIPF, R_DRIFT, R_HOT, R_BALANCED, R_DROP };
 static const char *const routing_names[] = {"zipf", "drift", "hot", "balanced", "drop"};
 
 static const uint8_t RG_ONE[5] = {1, 1, 1, 1, 1}, RG_ZERO[5] = {0, 0, 0, 0, 0};
@@ -326,205 +56,11 @@ static const uint8_t RG_D_TRAIN[5] = {1, 1, 0, 1, 1}; /* GELU has no parameter *
 static const uint8_t RG_D_FC1[5] = {0, 0, 0, 1, 1};
 
 /* ---- errors ------------------------------------------------------------------------------- */
-static int sink_fail(gen *g, int rc, const char *what, int64_t seq)
+int synth_sink_fail(gen *g, int rc, const char *what, int64_t seq)
 {
     const ft_err *se = g->sink->error_fn ? g->sink->error_fn(g->sink->ctx) : NULL;
     return ft_err_set(g->err, rc, "synth %s: sink rejected %s (seq %lld): %s", g->scen, what,
                       (long long)seq, se ? ft_err_msg(se) : ft_strerror(rc));
-}
-
-/* ---- recipe objects ----------------------------------------------------------------------- */
-static int robj_new(gen *g, int type, robj **out)
-{
-    if (g->n_objs == g->cap_objs) {
-        uint32_t cap = g->cap_objs ? 2 * g->cap_objs : 16;
-        robj **p = ft_realloc(g->objs, cap * sizeof *p);
-        if (!p) return ft_err_set(g->err, FT_ENOMEM, "synth %s: out of memory", g->scen);
-        g->objs = p;
-        g->cap_objs = cap;
-    }
-    robj *o = ft_calloc(1, sizeof *o);
-    if (!o) return ft_err_set(g->err, FT_ENOMEM, "synth %s: out of memory", g->scen);
-    g->objs[g->n_objs++] = o;
-    o->type = type;
-    /* looks like a CPython id(): 16-byte aligned heap addresses, seed-independent */
-    o->obj = INT64_C(0x7f3a5c200000) + g->n_obj_made++ * INT64_C(0x2d0);
-    for (uint32_t i = 0; i < rtypes[type].n_fields; i++)
-        ft_strlcpy(o->vals[i], rtypes[type].fields[i].def, RV_MAX);
-    *out = o;
-    return FT_OK;
-}
-
-/* A new object (new identity) with o's type and attribute values. */
-static int robj_clone(gen *g, const robj *o, robj **out)
-{
-    int rc = robj_new(g, o->type, out);
-    if (rc) return rc;
-    memcpy((*out)->vals, o->vals, sizeof o->vals);
-    return FT_OK;
-}
-
-static int field_find(int type, const char *name)
-{
-    for (uint32_t i = 0; i < rtypes[type].n_fields; i++)
-        if (!strcmp(rtypes[type].fields[i].name, name)) return (int)i;
-    return -1;
-}
-
-static int enum_has(const char *enums, const char *v)
-{
-    size_t n = strlen(v);
-    for (const char *p = enums; p && *p;) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && !strncmp(p, v, n)) return 1;
-        p = bar ? bar + 1 : NULL;
-    }
-    return 0;
-}
-
-/* Set attribute `name` of o from its text form v (as in a spec); the object counts as mutated.
- * `ctx` names the key for messages. */
-static int robj_set(gen *g, robj *o, const char *name, const char *v, const char *ctx)
-{
-    int i = field_find(o->type, name);
-    if (i < 0)
-        return ft_err_set(g->err, FT_EINVAL, "synth %s: key '%s': %s has no attribute '%s'",
-                          g->scen, ctx, rtypes[o->type].cls, name);
-    const rfield *f = &rtypes[o->type].fields[i];
-    char text[RV_MAX];
-    int64_t x;
-    switch (f->kind) {
-    case F_BOOL:
-        if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "True"))
-            ft_strlcpy(text, "true", sizeof text);
-        else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "False"))
-            ft_strlcpy(text, "false", sizeof text);
-        else
-            goto bad;
-        break;
-    case F_INT:
-        if (ft_parse_i64(v, &x) || x < 0 || x > (INT64_C(1) << 40)) goto bad;
-        snprintf(text, sizeof text, "%lld", (long long)x);
-        break;
-    case F_BO:
-        if (!strcmp(v, "none") || !strcmp(v, "null") || !strcmp(v, "None")) {
-            ft_strlcpy(text, "null", sizeof text);
-            break;
-        }
-        /* fall through */
-    case F_ENUM:
-        if (!enum_has(f->enums, v) || strlen(v) + 3 > sizeof text) goto bad;
-        snprintf(text, sizeof text, "\"%s\"", v);
-        break;
-    default:
-        if (!strcmp(v, f->def) || (!strcmp(v, "none") && !strcmp(f->def, "null"))) return FT_OK;
-        return ft_err_set(g->err, FT_EINVAL,
-                          "synth %s: key '%s': %s.%s is fixed at %s in this model", g->scen, ctx,
-                          rtypes[o->type].cls, name, f->def);
-    }
-    if (strcmp(o->vals[i], text)) {
-        ft_strlcpy(o->vals[i], text, RV_MAX);
-        o->decl = 0;
-    }
-    return FT_OK;
-bad:
-    return ft_err_set(g->err, FT_EINVAL, "synth %s: key '%s': bad value '%s' for %s.%s%s%s%s",
-                      g->scen, ctx, v, rtypes[o->type].cls, name, f->enums ? " (one of " : "",
-                      f->enums ? f->enums : "", f->enums ? ")" : "");
-}
-
-/* Parse a recipe spec "TYPE[:attr=value...]" into a new object; bf16/none gives *out = NULL. */
-static int robj_from_spec(gen *g, const char *spec, const char *ctx, robj **out)
-{
-    char buf[SYNTH_STR_MAX];
-    ft_strlcpy(buf, spec, sizeof buf);
-    char *colon = strchr(buf, ':');
-    if (colon) *colon = '\0';
-    *out = NULL;
-    if (!strcmp(buf, "bf16") || !strcmp(buf, "none")) {
-        if (colon)
-            return ft_err_set(g->err, FT_EINVAL, "synth %s: key '%s': bf16 takes no attributes",
-                              g->scen, ctx);
-        return FT_OK;
-    }
-    int type = -1;
-    for (uint32_t t = 0; t < FT_ARRAY_LEN(rtypes); t++)
-        if (!strcmp(buf, rtypes[t].alias) || !strcmp(buf, rtypes[t].cls)) type = (int)t;
-    if (type < 0)
-        return ft_err_set(g->err, FT_EINVAL,
-                          "synth %s: key '%s': unknown recipe type '%s' (bf16 delayed current "
-                          "mxfp8 block nvfp4 custom)",
-                          g->scen, ctx, buf);
-    robj *o;
-    int rc = robj_new(g, type, &o);
-    if (rc) return rc;
-    for (char *p = colon ? colon + 1 : NULL; p;) {
-        char *next = strchr(p, ':');
-        if (next) *next++ = '\0';
-        char *eq = strchr(p, '=');
-        if (!eq)
-            return ft_err_set(g->err, FT_EINVAL, "synth %s: key '%s': '%s' is not attr=value",
-                              g->scen, ctx, p);
-        *eq = '\0';
-        rc = robj_set(g, o, p, eq + 1, ctx);
-        if (rc) return rc;
-        p = next;
-    }
-    *out = o;
-    return FT_OK;
-}
-
-static int robj_is(const robj *o, int type)
-{
-    return o && o->type == type;
-}
-
-static int flip_rht(gen *g, robj *o)
-{
-    int i = field_find(RT_NVFP4, "disable_rht");
-    return robj_set(g, o, "disable_rht", strcmp(o->vals[i], "true") ? "true" : "false",
-                    "disable_rht");
-}
-
-/* Declare o's current (obj, attrs) if the stream has not seen it. */
-static int recipe_declare(gen *g, robj *o)
-{
-    size_t len = 0;
-    g->attrs[len++] = '{';
-    for (uint32_t i = 0; i < rtypes[o->type].n_fields; i++) {
-        int n = snprintf(g->attrs + len, sizeof g->attrs - len, "%s\"%s\":%s", i ? "," : "",
-                         rtypes[o->type].fields[i].name, o->vals[i]);
-        if (n < 0 || (size_t)n + 2 >= sizeof g->attrs - len) /* sized to fit: a table bug */
-            return ft_err_set(g->err, FT_ESTATE, "synth %s: %s attributes overflow", g->scen,
-                              rtypes[o->type].cls);
-        len += (size_t)n;
-    }
-    g->attrs[len++] = '}';
-    g->attrs[len] = '\0';
-    for (uint32_t i = 0; i < g->n_decls; i++)
-        if (g->decls[i].obj == o->obj && !strcmp(g->decls[i].attrs, g->attrs)) {
-            o->decl = g->decls[i].id;
-            return FT_OK;
-        }
-    if (g->n_decls == g->cap_decls) {
-        uint32_t cap = g->cap_decls ? 2 * g->cap_decls : 16;
-        decl *p = ft_realloc(g->decls, cap * sizeof *p);
-        if (!p) return ft_err_set(g->err, FT_ENOMEM, "synth %s: out of memory", g->scen);
-        g->decls = p;
-        g->cap_decls = cap;
-    }
-    char *a = ft_strdup(g->attrs);
-    if (!a) return ft_err_set(g->err, FT_ENOMEM, "synth %s: out of memory", g->scen);
-    decl *d = &g->decls[g->n_decls++];
-    d->obj = o->obj;
-    d->id = ++g->next_recipe_id;
-    d->attrs = a;
-    ft_recipe_def rd = {d->id, rtypes[o->type].cls, o->obj, a};
-    int rc = g->sink->recipe_fn(g->sink->ctx, &rd);
-    if (rc) return sink_fail(g, rc, "recipe declaration", g->seq);
-    o->decl = d->id;
-    return FT_OK;
 }
 
 /* ---- records ------------------------------------------------------------------------------ */
@@ -542,21 +78,6 @@ static int64_t jitter(gen *g, int64_t d)
     return d + (int64_t)((double)d * 0.1 * (rng_unif(&g->rt) - 0.5));
 }
 
-static int bo_code(const robj *o)
-{
-    int i = o ? field_find(o->type, "backward_override") : -1;
-    if (i < 0) return 0;
-    return !strcmp(o->vals[i], "\"high_precision\"") ? 1 : !strcmp(o->vals[i], "null") ? 0 : 2;
-}
-
-static int64_t hist_len(const robj *o)
-{
-    int64_t v = 0;
-    if (!robj_is(o, RT_DELAYED)) return 0;
-    ft_parse_i64(o->vals[field_find(RT_DELAYED, "amax_history_len")], &v);
-    return v;
-}
-
 /* Whether the captured TE version built a plan for this call, and a modelled fuse_ns: a
  * dict/slot hit costs a few microseconds of Python, a reset_recipe_state sweep and a plan build
  * cost per basic op (figures of the order issue #2897 profiles; not measurements). */
@@ -570,24 +91,24 @@ static int captured_rebuilt(gen *g, sfuser *f, const robj *rec, int grad, int in
     /* synth's RT_* are ft_recipe_type - 1 (FT_RT_NONE = 0 is no recipe); bo codes are ft_bo */
     const int type = rec ? rec->type + 1 : FT_RT_NONE;
     int reset;
-    int build = ft_te_cache_call(f->cap, type, bo_code(rec), hist_len(rec), fb, &reset);
+    int build = ft_te_cache_call(f->cap, type, synth_bo_code(rec), synth_hist_len(rec), fb, &reset);
     *fuse_ns = 4000 + (reset ? 30000 * (int64_t)n : 0) + (build ? 150000 + 20000 * (int64_t)n : 0);
     return build;
 }
 
-static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, const uint8_t *op_rg,
-                     const int64_t *splits, int64_t step, int64_t mb, const char *phase, int64_t *t,
-                     int64_t *seq_out)
+int synth_emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, const uint8_t *op_rg,
+                    const int64_t *splits, int64_t step, int64_t mb, const char *phase, int64_t *t,
+                    int64_t *seq_out)
 {
     sfuser *f = &g->fusers[fi];
     int rc, keep = g->c.stage_only < 0 || f->stage == g->c.stage_only;
     if (keep && !f->declared) {
         ft_fuser_def fd = {f->id, f->label, g->ops_json[f->kind], g->n_ops[f->kind]};
         rc = g->sink->fuser_fn(g->sink->ctx, &fd);
-        if (rc) return sink_fail(g, rc, "fuser declaration", g->seq);
+        if (rc) return synth_sink_fail(g, rc, "fuser declaration", g->seq);
         f->declared = 1;
     }
-    if (keep && rec && !rec->decl && (rc = recipe_declare(g, rec))) return rc;
+    if (keep && rec && !rec->decl && (rc = synth_recipe_declare(g, rec))) return rc;
     ft_call c;
     c.seq = g->seq++;
     c.fuser = f->id;
@@ -624,12 +145,13 @@ static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, con
     }
     *t += g->dur_fwd[f->kind] + fuse;
     /* another rank's stage: numbered, timed and modelled as in the full stream, not written */
-    if (keep && (rc = g->sink->call_fn(g->sink->ctx, &c))) return sink_fail(g, rc, "call", c.seq);
+    if (keep && (rc = g->sink->call_fn(g->sink->ctx, &c)))
+        return synth_sink_fail(g, rc, "call", c.seq);
     if (seq_out) *seq_out = c.seq;
     return FT_OK;
 }
 
-static int emit_backward(gen *g, int64_t call, const sfuser *f, int64_t *t)
+int synth_emit_backward(gen *g, int64_t call, const sfuser *f, int64_t *t)
 {
     int kind = f->kind;
     ft_backward b;
@@ -640,501 +162,11 @@ static int emit_backward(gen *g, int64_t call, const sfuser *f, int64_t *t)
     *t += 2 * g->dur_fwd[kind];
     if (g->c.stage_only >= 0 && f->stage != g->c.stage_only) return FT_OK;
     int rc = g->sink->backward_fn(g->sink->ctx, &b);
-    if (rc) return sink_fail(g, rc, "backward", b.seq);
+    if (rc) return synth_sink_fail(g, rc, "backward", b.seq);
     return FT_OK;
 }
 
-#define SMALL_MEAN 6.0
-static double inv_k[256]; /* 1/k, filled by init_inv_k */
-static once_flag inv_k_once = ONCE_FLAG_INIT;
-
-static void init_inv_k(void)
-{
-    inv_k[0] = 0.0;
-    for (int k = 1; k < 256; k++)
-        inv_k[k] = 1.0 / (double)k;
-}
-
-/* An expert picked with probability pop[e] in O(1). */
-static inline uint32_t alias_pick(gen *g, const slayer *L)
-{
-    uint64_t u = rng_next(&g->r);
-    uint32_t e = (uint32_t)(((u >> 32) * (uint64_t)g->c.experts) >> 32);
-    return (double)(u & 0xffffffffu) * 0x1.0p-32 < L->aprob[e] ? e : L->alias[e];
-}
-
-/* Split sizes of one microbatch. Experts expecting few tokens get a Poisson count; the others
- * a normal count with the binomial variance, conditioned on the total (the deviates are projected
- * onto the hyperplane where the counts sum to the tokens left), so only the rounding residue is
- * moved token by token to experts picked by popularity. Every entry >= 0, sum == tokens. */
-static void draw_splits(gen *g, const slayer *L, int64_t *out)
-{
-    uint32_t E = (uint32_t)g->c.experts;
-    double *z = g->scratch_z, acc = 0.0;
-    int64_t sum = 0;
-    for (uint32_t i = L->n_norm; i < E; i++) {
-        uint32_t e = L->order[i];
-        double u = rng_unif(&g->r), lam = L->lam[e], p = L->elam[e], cdf = p;
-        int64_t k = 0;
-        while (u > cdf && k < 255) {
-            k++;
-            p *= lam * inv_k[k];
-            cdf += p;
-        }
-        out[e] = k;
-        sum += k;
-    }
-    for (uint32_t i = 0; i < L->n_norm; i++) {
-        z[i] = rng_normal(&g->r);
-        acc += L->sd[L->order[i]] * z[i];
-    }
-    if (L->n_norm) {
-        double c = L->sd2sum > 0.0 ? ((double)(g->c.tokens - sum) - L->lamsum - acc) / L->sd2sum
-                                   : 0.0; /* one expert takes everything: no spread */
-        for (uint32_t i = 0; i < L->n_norm; i++) {
-            uint32_t e = L->order[i];
-            double x = L->lam[e] + L->sd[e] * (z[i] + L->sd[e] * c) + 0.5;
-            int64_t k = x < 1.0 ? 0 : x > (double)g->c.tokens ? g->c.tokens : (int64_t)x;
-            out[e] = k;
-            sum += k;
-        }
-    }
-    int64_t d = g->c.tokens - sum;
-    if (d > (int64_t)E || d < -(int64_t)E) { /* large imbalance: move most of it pro rata */
-        for (uint32_t e = 0; e < E; e++) {
-            int64_t adj = (int64_t)((double)d * L->pop[e]);
-            if (out[e] + adj < 0) adj = -out[e];
-            out[e] += adj;
-            sum += adj;
-        }
-        d = g->c.tokens - sum;
-    }
-    for (uint32_t miss = 0; d != 0;) {
-        uint32_t e = alias_pick(g, L);
-        if (d > 0) {
-            out[e]++;
-            d--;
-        } else if (out[e] > 0) {
-            out[e]--;
-            d++;
-        } else if (++miss > 64 * E) { /* only improbable experts hold tokens: take from any */
-            for (e = 0; e < E && d < 0; e++)
-                while (out[e] > 0 && d < 0) {
-                    out[e]--;
-                    d++;
-                }
-        }
-    }
-}
-
-static void route_tables(gen *g, slayer *L);
-
-/* Gamma(a) deviate, a > 0 (Marsaglia-Tsang; for a < 1 boosted by U^(1/a)), from the routing
- * stream, in the deterministic exp/log. */
-static double rng_gamma(rng *r, double a)
-{
-    double boost = 1.0;
-    if (a < 1.0) {
-        double u = rng_unif(r);
-        boost = u > 0.0 ? det_exp(det_log(u) / a) : 0.0;
-        a += 1.0;
-    }
-    double d = a - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
-    for (;;) {
-        double x = rng_normal(r), v = 1.0 + c * x;
-        if (v <= 0.0) continue;
-        v = v * v * v;
-        double u = rng_unif(r);
-        if (u > 0.0 && det_log(u) < 0.5 * x * x + d - d * v + d * det_log(v)) return d * v * boost;
-    }
-}
-
-/* Split sizes of one MoE layer's microbatch under the routing family. balanced and drop draw
- * the experts' weights afresh (gamma(alpha), normalized: a Dirichlet draw around uniform, as an
- * auxiliary load-balancing loss keeps the router), then the counts as draw_splits does; drop then
- * clips every count to the capacity, the clipped tokens being dropped (the sum falls short). */
-static void route_draw(gen *g, slayer *L, int64_t *out)
-{
-    uint32_t E = (uint32_t)g->c.experts;
-    if (g->routing == R_BALANCED || g->routing == R_DROP) {
-        double sum = 0.0;
-        for (uint32_t e = 0; e < E; e++) {
-            L->pop[e] = rng_gamma(&g->r, g->c.alpha);
-            sum += L->pop[e];
-        }
-        for (uint32_t e = 0; e < E; e++)
-            L->pop[e] = sum > 0.0 ? L->pop[e] / sum : 1.0 / (double)E;
-        route_tables(g, L);
-    }
-    draw_splits(g, L, out);
-    if (g->routing == R_DROP) {
-        double capf = g->c.capacity * (double)g->c.tokens / (double)E;
-        int64_t cap = (int64_t)capf;
-        if ((double)cap < capf) cap++;
-        for (uint32_t e = 0; e < E; e++)
-            if (out[e] > cap) out[e] = cap;
-    }
-}
-
-/* Routing tables of one MoE layer from its popularity: per-expert moments and the alias table. */
-static void route_tables(gen *g, slayer *L)
-{
-    uint32_t E = (uint32_t)g->c.experts;
-    double T = (double)g->c.tokens;
-    for (uint32_t e = 0; e < E; e++) {
-        double p = L->pop[e];
-        L->lam[e] = T * p;
-        L->sd[e] = sqrt(T * p * (1.0 - p));
-        L->elam[e] = L->lam[e] < SMALL_MEAN ? det_exp(-L->lam[e]) : 0.0;
-    }
-    L->n_norm = 0;
-    L->sd2sum = L->lamsum = 0.0;
-    for (uint32_t e = 0; e < E; e++)
-        if (L->lam[e] >= SMALL_MEAN) {
-            L->order[L->n_norm++] = e;
-            L->sd2sum += L->sd[e] * L->sd[e];
-            L->lamsum += L->lam[e];
-        }
-    for (uint32_t e = 0, i = L->n_norm; e < E; e++)
-        if (L->lam[e] < SMALL_MEAN) L->order[i++] = e;
-    /* Vose: scaled probabilities split into small (< 1) and large (>= 1) work lists */
-    uint32_t *small = g->scratch_u32, *large = g->scratch_u32 + E, ns = 0, nl = 0;
-    for (uint32_t e = 0; e < E; e++) {
-        L->aprob[e] = L->pop[e] * (double)E;
-        L->alias[e] = e;
-        if (L->aprob[e] < 1.0)
-            small[ns++] = e;
-        else
-            large[nl++] = e;
-    }
-    while (ns && nl) {
-        uint32_t s = small[--ns], l = large[nl - 1];
-        L->alias[s] = l;
-        L->aprob[l] -= 1.0 - L->aprob[s];
-        if (L->aprob[l] < 1.0) {
-            nl--;
-            small[ns++] = l;
-        }
-    }
-    while (nl)
-        L->aprob[large[--nl]] = 1.0;
-    while (ns)
-        L->aprob[small[--ns]] = 1.0;
-}
-
-/* ---- recipes per layer -------------------------------------------------------------------- */
-static int is_bf16_layer(const gen *g, uint32_t l)
-{
-    return (int64_t)l < g->c.bf16_first || (int64_t)l >= g->c.layers - g->c.bf16_last;
-}
-
-static robj *train_recipe(const gen *g, uint32_t l, int64_t step)
-{
-    if (is_bf16_layer(g, l)) return NULL;
-    if (g->n_zoo) return g->zoo[l % g->n_zoo];
-    return step < g->detour_until ? g->detour : g->cur;
-}
-
-static robj *eval_recipe(const gen *g, uint32_t l, int64_t step)
-{
-    if (g->eval_mode == 1 || is_bf16_layer(g, l)) return NULL;
-    return g->eval_mode == 2 ? g->eval_obj : train_recipe(g, l, step);
-}
-
-/* ---- one stage's forward / backward of one microbatch ------------------------------------- */
-static int chunk_forward(gen *g, uint32_t ch, uint32_t m, int64_t step, int eval, int64_t *t)
-{
-    int grad = !eval && !g->c.recompute;
-    const char *phase = eval ? "eval" : g->graph_phase ? g->graph_phase : "fwd";
-    int64_t mb = g->graph_phase ? g->graph_iter : (int64_t)m;
-    uint32_t M = (uint32_t)g->c.microbatches, E = (uint32_t)g->c.experts;
-    for (uint32_t l = g->chunk_lo[ch]; l < g->chunk_lo[ch + 1]; l++) {
-        slayer *L = &g->layers[l];
-        robj *rec = eval ? eval_recipe(g, l, step) : train_recipe(g, l, step);
-        if (!eval) g->fwd_rec[(size_t)l * M + m] = rec;
-        for (uint32_t k = 0; k < L->n_fusers; k++) {
-            const int64_t *sp = NULL;
-            if (L->moe && k == 0) {
-                int64_t *dst = eval ? g->eval_splits : g->splits + ((size_t)l * M + m) * E;
-                route_draw(g, L, dst);
-                sp = dst;
-            }
-            int64_t seq;
-            int rc =
-                emit_call(g, L->fuser[k], rec, grad, grad && L->input_rg,
-                          grad ? L->rg_train[k] : L->rg_nograd[k], sp, step, mb, phase, t, &seq);
-            if (rc) return rc;
-            if (!eval) g->bwd_seq[((size_t)l * M + m) * 2 + k] = grad && L->bwd[k] ? seq : -1;
-        }
-    }
-    return FT_OK;
-}
-
-static int layer_backward(gen *g, uint32_t l, uint32_t m, int64_t *t)
-{
-    slayer *L = &g->layers[l];
-    for (uint32_t k = L->n_fusers; k-- > 0;) {
-        int64_t call = g->bwd_seq[((size_t)l * g->c.microbatches + m) * 2 + k];
-        if (call < 0) continue;
-        int rc = emit_backward(g, call, &g->fusers[L->fuser[k]], t);
-        if (rc) return rc;
-    }
-    return FT_OK;
-}
-
-static int chunk_backward(gen *g, uint32_t ch, uint32_t m, int64_t step, int64_t *t)
-{
-    uint32_t lo = g->chunk_lo[ch], hi = g->chunk_lo[ch + 1], M = (uint32_t)g->c.microbatches;
-    uint32_t E = (uint32_t)g->c.experts;
-    int rc;
-    if (!g->c.recompute) {
-        for (uint32_t l = hi; l-- > lo;)
-            if ((rc = layer_backward(g, l, m, t))) return rc;
-        return FT_OK;
-    }
-    /* checkpointed chunks of recompute_layers layers from the stage's first layer, in reverse:
-     * a chunk whose layers need no grad has no backward, so it is not recomputed either */
-    uint32_t rl = (uint32_t)g->c.recompute_layers;
-    uint32_t n_chunks = (hi - lo + rl - 1) / rl;
-    for (uint32_t ci = n_chunks; ci-- > 0;) {
-        uint32_t clo = lo + ci * rl, chi = clo + rl < hi ? clo + rl : hi;
-        int any = 0;
-        for (uint32_t l = clo; l < chi; l++)
-            for (uint32_t k = 0; k < g->layers[l].n_fusers; k++)
-                any |= g->layers[l].bwd[k];
-        if (!any) continue;
-        for (uint32_t l = clo; l < chi; l++) {
-            slayer *L = &g->layers[l];
-            robj *rec = g->fwd_rec[(size_t)l * M + m]; /* the forward's object */
-            for (uint32_t k = 0; k < L->n_fusers; k++) {
-                const int64_t *sp = L->moe && k == 0 ? g->splits + ((size_t)l * M + m) * E : NULL;
-                int64_t seq;
-                rc = emit_call(g, L->fuser[k], rec, 1, L->input_rg, L->rg_train[k], sp, step, m,
-                               "recompute", t, &seq);
-                if (rc) return rc;
-                g->bwd_seq[((size_t)l * M + m) * 2 + k] = L->bwd[k] ? seq : -1;
-            }
-        }
-        for (uint32_t l = chi; l-- > clo;)
-            if ((rc = layer_backward(g, l, m, t))) return rc;
-    }
-    return FT_OK;
-}
-
-/* ---- pipeline: 1F1B per stage, stages interleaved by a timing model ------------------------ */
-#define OP(m, v, bwd) (((uint32_t)(m) << 7) | ((uint32_t)(v) << 1) | (uint32_t)(bwd))
-#define OP_MB(op)     ((op) >> 7)
-#define OP_V(op)      (((op) >> 1) & 63u)
-#define OP_BWD(op)    ((op)&1u)
-
-/* The k-th forward (or backward) of one stage in Megatron's interleaved order: microbatches in
- * groups of S, each group through every model chunk (backward: chunks in reverse). */
-static uint32_t interleaved_op(uint32_t k, uint32_t S, uint32_t V, uint32_t M, int bwd)
-{
-    uint32_t group = k / (S * V), in = k % (S * V), g0 = group * S;
-    uint32_t width = M - g0 < S ? M - g0 : S; /* a ragged last group when S does not divide M */
-    uint32_t v = in / width, m = g0 + in % width;
-    return OP(m, bwd ? V - 1 - v : v, bwd);
-}
-
-/* One stage's schedule of a pass: Megatron 1F1B (V == 1: S-s-1 warm-up forwards; interleaved:
- * 2(S-s-1) + (V-1)S), steady one-forward-one-backward, cool-down backwards; eval is forwards. */
-static uint32_t stage_ops(uint32_t s, uint32_t S, uint32_t V, uint32_t M, int eval, uint32_t *o)
-{
-    uint32_t total = M * V, n = 0, w;
-    if (eval) {
-        for (uint32_t k = 0; k < total; k++)
-            o[n++] = interleaved_op(k, S, V, M, 0);
-        return n;
-    }
-    if (V == 1)
-        w = S - s - 1;
-    else
-        w = M == S ? total : 2 * (S - s - 1) + (V - 1) * S;
-    if (w > total) w = total;
-    for (uint32_t k = 0; k < w; k++)
-        o[n++] = interleaved_op(k, S, V, M, 0);
-    for (uint32_t k = 0; k < total - w; k++) {
-        o[n++] = interleaved_op(w + k, S, V, M, 0);
-        o[n++] = interleaved_op(k, S, V, M, 1);
-    }
-    for (uint32_t k = total - w; k < total; k++)
-        o[n++] = interleaved_op(k, S, V, M, 1);
-    return n;
-}
-
-static int run_pass(gen *g, int64_t step, int eval)
-{
-    uint32_t S = g->n_stages, V = g->n_virtual, C = g->n_chunks;
-    uint32_t M = (uint32_t)(eval ? g->c.eval_microbatches : g->c.microbatches);
-    uint32_t cap = 2 * V *
-                   (uint32_t)(g->c.microbatches > g->c.eval_microbatches ? g->c.microbatches
-                                                                         : g->c.eval_microbatches);
-    uint32_t total = 0;
-    for (uint32_t s = 0; s < S; s++) {
-        g->n_sops[s] = stage_ops(s, S, V, M, eval, g->ops + (size_t)s * cap);
-        g->idx[s] = 0;
-        g->free_at[s] = g->t;
-        total += g->n_sops[s];
-    }
-    for (size_t i = 0; i < (size_t)C * M; i++)
-        g->finF[i] = g->finB[i] = -1;
-    int64_t end = g->t;
-    for (uint32_t done = 0; done < total; done++) {
-        int best = -1;
-        int64_t best_start = 0;
-        for (uint32_t s = 0; s < S; s++) {
-            if (g->idx[s] == g->n_sops[s]) continue;
-            uint32_t op = g->ops[(size_t)s * cap + g->idx[s]], m = OP_MB(op);
-            uint32_t ch = OP_V(op) * S + s;
-            int64_t dep;
-            if (!OP_BWD(op))
-                dep = ch == 0 ? g->t : g->finF[(size_t)(ch - 1) * M + m];
-            else
-                dep = ch + 1 == C ? g->finF[(size_t)ch * M + m] : g->finB[(size_t)(ch + 1) * M + m];
-            if (dep < 0) continue;
-            int64_t start = dep > g->free_at[s] ? dep : g->free_at[s];
-            if (best < 0 || start < best_start) {
-                best = (int)s;
-                best_start = start;
-            }
-        }
-        if (best < 0) /* a 1F1B schedule cannot deadlock; this is a bug, not bad input */
-            return ft_err_set(g->err, FT_ESTATE, "synth %s: pipeline schedule stalled at step %lld",
-                              g->scen, (long long)step);
-        uint32_t s = (uint32_t)best, op = g->ops[(size_t)s * cap + g->idx[s]], m = OP_MB(op);
-        uint32_t ch = OP_V(op) * S + s;
-        int64_t t = best_start;
-        int rc = OP_BWD(op) ? chunk_backward(g, ch, m, step, &t)
-                            : chunk_forward(g, ch, m, step, eval, &t);
-        if (rc) return rc;
-        if (t == best_start) t++; /* a stage with nothing to do still takes a tick */
-        (OP_BWD(op) ? g->finB : g->finF)[(size_t)ch * M + m] = t;
-        g->free_at[s] = t;
-        g->idx[s]++;
-        if (t > end) end = t;
-    }
-    g->t = end + 200000; /* optimizer step / eval turnaround */
-    return FT_OK;
-}
-
-/* CUDA graphs (docs/fuser-model.md, "Call patterns"; make_graphed_callables): eager warm-up
- * iterations and one capture run forward and backward with grad through the fuser, flagged graph;
- * stages one after another. */
-static int graph_setup(gen *g, int64_t step)
-{
-    int64_t t = g->t;
-    int rc = FT_OK;
-    for (int64_t it = 0; it <= g->c.graph_warmup && !rc; it++) {
-        g->graph_phase = it < g->c.graph_warmup ? "graph-warmup" : "graph-capture";
-        g->graph_iter = it;
-        for (uint32_t ch = 0; ch < g->n_chunks && !rc; ch++)
-            rc = chunk_forward(g, ch, 0, step, 0, &t);
-        for (uint32_t ch = g->n_chunks; ch-- > 0 && !rc;)
-            rc = chunk_backward(g, ch, 0, step, &t);
-    }
-    g->graph_phase = NULL;
-    g->t = t + 200000;
-    return rc;
-}
-
-/* ---- schedule: what each step runs under -------------------------------------------------- */
-static int cycle_reset(gen *g)
-{
-    memset(g->bo_cache, 0, sizeof g->bo_cache);
-    memset(g->amax_cache, 0, sizeof g->amax_cache);
-    g->bo_cache[g->bo_idx] = g->cur;
-    g->amax_cache[g->amax_idx] = g->cur;
-    return FT_OK;
-}
-
-static int schedule_step(gen *g, int64_t step)
-{
-    const synth_cfg *c = &g->c;
-    int rc;
-    if (step == c->switch_step) {
-        g->cur = g->switch_obj;
-        if (g->cur && c->bo_every && g->cur->type != RT_DELAYED &&
-            (rc = robj_set(g, g->cur, "backward_override", g->bo_vals[g->bo_idx], "bo_values")))
-            return rc;
-        if (robj_is(g->cur, RT_DELAYED) && c->amax_every) {
-            char v[32];
-            snprintf(v, sizeof v, "%lld", (long long)g->amax_vals[g->amax_idx]);
-            if ((rc = robj_set(g, g->cur, "amax_history_len", v, "amax_lens"))) return rc;
-        }
-        cycle_reset(g);
-    }
-    if (step == 0) return FT_OK;
-    int detour_end = c->detour_every && step == g->detour_until;
-    if (detour_end) {
-        /* after a detour the program builds a new recipe object (scenario S2, docs/fuser-model.md)
-         */
-        robj *n;
-        if (g->cur) {
-            if ((rc = robj_clone(g, g->cur, &n))) return rc;
-            if (c->detour_flip_rht && robj_is(n, RT_NVFP4) && (rc = flip_rht(g, n))) return rc;
-            g->cur = n;
-            cycle_reset(g);
-        }
-    }
-    if (c->detour_every && step % c->detour_every == 0) g->detour_until = step + c->detour_steps;
-    /* an object made after a detour starts with its own disable_rht; flips resume later */
-    if (c->rht_flip_every && step % c->rht_flip_every == 0 && !detour_end &&
-        robj_is(g->cur, RT_NVFP4) && (rc = flip_rht(g, g->cur)))
-        return rc;
-    if (c->bo_every && step % c->bo_every == 0 && g->cur && g->cur->type != RT_DELAYED) {
-        g->bo_idx = (g->bo_idx + 1) % g->n_bo;
-        if (c->bo_mutate) {
-            rc = robj_set(g, g->cur, "backward_override", g->bo_vals[g->bo_idx], "bo_values");
-            if (rc) return rc;
-        } else {
-            if (!g->bo_cache[g->bo_idx]) {
-                robj *n;
-                if ((rc = robj_clone(g, g->cur, &n))) return rc;
-                rc = robj_set(g, n, "backward_override", g->bo_vals[g->bo_idx], "bo_values");
-                if (rc) return rc;
-                g->bo_cache[g->bo_idx] = n;
-            }
-            g->cur = g->bo_cache[g->bo_idx];
-        }
-    }
-    if (c->amax_every && step % c->amax_every == 0 && robj_is(g->cur, RT_DELAYED)) {
-        char v[32];
-        g->amax_idx = (g->amax_idx + 1) % g->n_amax;
-        snprintf(v, sizeof v, "%lld", (long long)g->amax_vals[g->amax_idx]);
-        if (c->amax_mutate) {
-            if ((rc = robj_set(g, g->cur, "amax_history_len", v, "amax_lens"))) return rc;
-        } else {
-            if (!g->amax_cache[g->amax_idx]) {
-                robj *n;
-                if ((rc = robj_clone(g, g->cur, &n))) return rc;
-                if ((rc = robj_set(g, n, "amax_history_len", v, "amax_lens"))) return rc;
-                g->amax_cache[g->amax_idx] = n;
-            }
-            g->cur = g->amax_cache[g->amax_idx];
-        }
-    }
-    return FT_OK;
-}
-
-/* The router learns: each step every expert's popularity takes a log-normal step. */
-static void drift_routing(gen *g)
-{
-    uint32_t E = (uint32_t)g->c.experts;
-    for (uint32_t l = 0; l < g->n_layers; l++) {
-        slayer *L = &g->layers[l];
-        if (!L->moe) continue;
-        double sum = 0.0;
-        for (uint32_t e = 0; e < E; e++) {
-            L->pop[e] *= det_exp(g->drift_sigma * rng_normal(&g->r));
-            sum += L->pop[e];
-        }
-        for (uint32_t e = 0; e < E; e++)
-            L->pop[e] /= sum;
-        route_tables(g, L);
-    }
-}
-
+/* ---- per-step state ----------------------------------------------------------------------- */
 /* Per-layer requires_grad state for this step: frozen layers, the boundary inputs. */
 static void grad_state(gen *g, int64_t step)
 {
@@ -1271,9 +303,6 @@ static int build_model(gen *g)
         }
         ly->n_fusers = want;
         if (!ly->moe) continue;
-        /* popularity: Zipf over a random permutation, with per-expert lognormal noise (hot: the
-         * first `hot` experts share hot_share, the others the rest, same noise and permutation;
-         * balanced/drop start uniform and redraw per microbatch) */
         ly->pop = ft_malloc(E * (5 * sizeof(double) + 2 * sizeof(uint32_t)));
         if (!ly->pop) goto oom;
         ly->lam = ly->pop + E;
@@ -1282,26 +311,7 @@ static int build_model(gen *g)
         ly->aprob = ly->elam + E;
         ly->alias = (uint32_t *)(ly->aprob + E);
         ly->order = ly->alias + E;
-        double sum = 0.0;
-        for (uint32_t e = 0; e < E; e++) {
-            double base = -c->skew * det_log((double)(e + 1));
-            if (g->routing == R_HOT) {
-                double share = (int64_t)e < c->hot ? c->hot_share / (double)c->hot
-                                                   : (1.0 - c->hot_share) / (double)(E - c->hot);
-                base = det_log(share > 1e-12 ? share : 1e-12);
-            }
-            ly->pop[e] = g->routing >= R_BALANCED ? 1.0 : det_exp(base + 0.25 * rng_normal(&g->r));
-            sum += ly->pop[e];
-        }
-        for (uint32_t e = E; e > 1; e--) {
-            uint32_t j = (uint32_t)(rng_next(&g->r) % e);
-            double tmp = ly->pop[e - 1];
-            ly->pop[e - 1] = ly->pop[j];
-            ly->pop[j] = tmp;
-        }
-        for (uint32_t e = 0; e < E; e++)
-            ly->pop[e] /= sum;
-        route_tables(g, ly);
+        synth_route_layer(g, ly);
     }
     size_t M = (size_t)c->microbatches,
            cap = 2 * (size_t)g->n_virtual *
@@ -1325,109 +335,6 @@ static int build_model(gen *g)
     return build_ops(g);
 oom:
     return ft_err_set(g->err, FT_ENOMEM, "synth %s: out of memory", g->scen);
-}
-
-static int parse_cycles(gen *g)
-{
-    const synth_cfg *c = &g->c;
-    char buf[SYNTH_STR_MAX];
-    ft_strlcpy(buf, c->bo_values, sizeof buf);
-    for (char *p = buf; p;) {
-        char *comma = strchr(p, ',');
-        if (comma) *comma++ = '\0';
-        if (strcmp(p, "none") && strcmp(p, "null") && strcmp(p, "high_precision") &&
-            strcmp(p, "dequantized"))
-            return ft_err_set(g->err, FT_EINVAL,
-                              "synth %s: key 'bo_values': '%s' is not none, high_precision or "
-                              "dequantized",
-                              g->scen, p);
-        if (g->n_bo == MAX_CYCLE)
-            return ft_err_set(g->err, FT_EINVAL, "synth %s: key 'bo_values': more than %d values",
-                              g->scen, MAX_CYCLE);
-        ft_strlcpy(g->bo_vals[g->n_bo++], p, sizeof g->bo_vals[0]);
-        p = comma;
-    }
-    ft_strlcpy(buf, c->amax_lens, sizeof buf);
-    for (char *p = buf; p;) {
-        char *comma = strchr(p, ',');
-        if (comma) *comma++ = '\0';
-        int64_t x;
-        if (ft_parse_i64(p, &x) || x < 1 || x > (INT64_C(1) << 30))
-            return ft_err_set(g->err, FT_EINVAL,
-                              "synth %s: key 'amax_lens': '%s' is not a length in [1, 2^30]",
-                              g->scen, p);
-        if (g->n_amax == MAX_CYCLE)
-            return ft_err_set(g->err, FT_EINVAL, "synth %s: key 'amax_lens': more than %d values",
-                              g->scen, MAX_CYCLE);
-        g->amax_vals[g->n_amax++] = x;
-        p = comma;
-    }
-    return FT_OK;
-}
-
-/* Cross-key checks and the recipe objects that exist from the start. */
-static int setup_recipes(gen *g)
-{
-    const synth_cfg *c = &g->c;
-    int rc;
-    if ((rc = parse_cycles(g))) return rc;
-    if ((rc = robj_from_spec(g, c->recipe, "recipe", &g->cur))) return rc;
-    /* validate the specs used later now, so bad input fails before any record is written */
-    if ((rc = robj_from_spec(g, c->switch_recipe, "switch_recipe", &g->switch_obj))) return rc;
-    int switch_delayed = c->switch_step >= 0 && robj_is(g->switch_obj, RT_DELAYED);
-    int switch_nvfp4 = c->switch_step >= 0 && robj_is(g->switch_obj, RT_NVFP4);
-    if ((rc = robj_from_spec(g, c->detour_recipe, "detour_recipe", &g->detour))) return rc;
-    if (c->bo_every && (robj_is(g->cur, RT_DELAYED) || switch_delayed))
-        return ft_err_set(g->err, FT_EINVAL,
-                          "synth %s: key 'bo_every': DelayedScaling requires backward_override "
-                          "None; pick another recipe",
-                          g->scen);
-    if (c->bo_every && g->cur &&
-        (rc = robj_set(g, g->cur, "backward_override", g->bo_vals[0], "bo_values")))
-        return rc;
-    if (c->amax_every && !robj_is(g->cur, RT_DELAYED) && !switch_delayed)
-        return ft_err_set(g->err, FT_EINVAL,
-                          "synth %s: key 'amax_every': needs a DelayedScaling recipe "
-                          "(recipe=delayed)",
-                          g->scen);
-    if (c->amax_every && robj_is(g->cur, RT_DELAYED)) {
-        char v[32];
-        snprintf(v, sizeof v, "%lld", (long long)g->amax_vals[0]);
-        if ((rc = robj_set(g, g->cur, "amax_history_len", v, "amax_lens"))) return rc;
-    }
-    if (c->rht_flip_every && !robj_is(g->cur, RT_NVFP4) && !switch_nvfp4)
-        return ft_err_set(g->err, FT_EINVAL,
-                          "synth %s: key 'rht_flip_every': needs an NVFP4 recipe (recipe=nvfp4)",
-                          g->scen);
-    if (c->detour_every && c->detour_steps >= c->detour_every)
-        return ft_err_set(g->err, FT_EINVAL,
-                          "synth %s: key 'detour_steps': %lld must be less than detour_every "
-                          "(%lld)",
-                          g->scen, (long long)c->detour_steps, (long long)c->detour_every);
-    g->detour_until = -1;
-    if (!strcmp(c->eval_recipe, "same")) {
-        g->eval_mode = 0;
-    } else {
-        if ((rc = robj_from_spec(g, c->eval_recipe, "eval_recipe", &g->eval_obj))) return rc;
-        g->eval_mode = g->eval_obj ? 2 : 1;
-    }
-    if (c->layer_recipes[0]) {
-        char buf[SYNTH_STR_MAX];
-        ft_strlcpy(buf, c->layer_recipes, sizeof buf);
-        uint32_t n = 1;
-        for (const char *p = buf; *p; p++)
-            n += *p == ',';
-        g->zoo = ft_calloc(n, sizeof *g->zoo);
-        if (!g->zoo) return ft_err_set(g->err, FT_ENOMEM, "synth %s: out of memory", g->scen);
-        for (char *p = buf; p;) {
-            char *comma = strchr(p, ',');
-            if (comma) *comma++ = '\0';
-            if ((rc = robj_from_spec(g, p, "layer_recipes", &g->zoo[g->n_zoo++]))) return rc;
-            p = comma;
-        }
-    }
-    cycle_reset(g);
-    return FT_OK;
 }
 
 static int check_cfg(gen *g)
@@ -1543,7 +450,7 @@ static int emit_header(gen *g, const ft_synth_param *params, uint32_t n_params, 
     h.env_json = env;
     h.extra_json = extra;
     rc = g->sink->header_fn(g->sink->ctx, &h);
-    if (rc) return sink_fail(g, rc, "header", 0);
+    if (rc) return synth_sink_fail(g, rc, "header", 0);
     return FT_OK;
 }
 
@@ -1599,20 +506,22 @@ int ft_synth_run(const char *name, const ft_synth_param *params, uint32_t n_para
     g->n_stages = (uint32_t)g->c.stages;
     g->n_virtual = (uint32_t)g->c.virtual_stages;
     g->n_chunks = g->n_stages * g->n_virtual;
-    rng_seed(&g->r, seed);
-    rng_seed(&g->rt, seed ^ 0x5eed7153a11d0c5ull);
-    call_once(&inv_k_once, init_inv_k);
-    call_once(&rtypes_once, rtypes_init);
-    if ((rc = check_cfg(g)) || (rc = setup_recipes(g)) || (rc = build_model(g))) goto done;
+    synth_rng_seed(&g->r, seed);
+    synth_rng_seed(&g->rt, seed ^ 0x5eed7153a11d0c5ull);
+    synth_route_once();
+    synth_recipes_once();
+    if ((rc = check_cfg(g)) || (rc = synth_setup_recipes(g)) || (rc = build_model(g))) goto done;
     if ((rc = emit_header(g, params, n_params, seed))) goto done;
     g->t = INT64_C(1000000000); /* 1 s after the capture clock's origin */
     for (int64_t step = 0; step < g->c.steps; step++) {
-        if ((rc = schedule_step(g, step))) goto done;
+        if ((rc = synth_schedule_step(g, step))) goto done;
         grad_state(g, step);
-        if (g->drift_sigma > 0.0 && step > 0) drift_routing(g);
-        if (g->c.graphs ? step == 0 && (rc = graph_setup(g, step)) : (rc = run_pass(g, step, 0)))
+        if (g->drift_sigma > 0.0 && step > 0) synth_drift_routing(g);
+        if (g->c.graphs ? step == 0 && (rc = synth_graph_setup(g, step))
+                        : (rc = synth_run_pass(g, step, 0)))
             goto done;
-        if (g->c.eval_every && (step + 1) % g->c.eval_every == 0 && (rc = run_pass(g, step, 1)))
+        if (g->c.eval_every && (step + 1) % g->c.eval_every == 0 &&
+            (rc = synth_run_pass(g, step, 1)))
             goto done;
     }
 done:

@@ -45,11 +45,6 @@ static const char *const op_names[FT_OP_COUNT] = {
     [FT_OP_OTHER] = "?",
 };
 
-const char *ft_op_type_name(ft_op_type t)
-{
-    return (unsigned)t < FT_OP_COUNT ? op_names[t] : "?";
-}
-
 /* ---- op attributes ------------------------------------------------------------------------ */
 enum { AK_INT, AK_BOOL, AK_FLOAT, AK_INT_OR_NULL, AK_TP_MODE, AK_DTYPE, AK_UB_OPTIONS, AK_DERIVED };
 

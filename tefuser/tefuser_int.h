@@ -112,7 +112,6 @@ typedef struct ft_op {
     const char *name;       /* class name (catalog string, or owned copy for FT_OP_OTHER) */
 } ft_op;
 
-const char *ft_op_type_name(ft_op_type t);
 /* Parse one fuser's ops JSON into ops[]; errors name the fuser id, op index and field. */
 int ft_ops_parse(const char *ops_json, int64_t fuser_id, int64_t world_size, ft_op **out,
                  uint32_t *n_out, ft_err *err);
