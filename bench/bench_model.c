@@ -34,7 +34,7 @@ int main(int argc, char **argv)
                  "\"num_groups\":%d,\"in_features\":128,\"out_features\":%d}},{\"type\":\"Bias\"},"
                  "{\"type\":\"GELU\"}]",
                  g, k, g, k);
-        fz[i] = (ft_fuser_def){i, NULL, ops[i], 5};
+        fz[i] = (ft_fuser_def){i, NULL, ops[i], 5, 0, 0};
     }
     static const char *const rt[N_RECIPES][2] = {
         {"MXFP8BlockScaling", "{}"},

@@ -346,7 +346,7 @@ out:
     return rc;
 }
 
-static const char *const fuser_known[] = {"t", "id", "label", "ops", NULL};
+static const char *const fuser_known[] = {"t", "id", "label", "ops", "of", NULL};
 
 int imp_fuser(importer *im, json_t *o)
 {
@@ -404,6 +404,18 @@ int imp_fuser(importer *im, json_t *o)
         }
     }
     if (mixed) groups = 0; /* grouped ops disagree: m_splits lengths are not checked */
+    /* of: the same OperationFuser instance as an earlier fuser, its op attributes changed */
+    if ((rc = get_int(im, o, "of", 0, 0, INT64_MAX, &f.of, &f.has_of))) return rc;
+    if (f.has_of) {
+        const uint32_t j = ft_hmap_get(&im->fusers, (uint64_t)f.of);
+        if (j == UINT32_MAX)
+            return imp_fail(im, "of", "fuser %" PRId64 " is not declared before", f.of);
+        if (im->finfo[j].n_ops != n)
+            return imp_fail(im, "of",
+                            "fuser %" PRId64 " has %u ops, this one %zu (an instance keeps its "
+                            "ops; only their attributes change)",
+                            f.of, im->finfo[j].n_ops, n);
+    }
     check_unknown(im, o, "fuser", fuser_known, count_present(o, fuser_known));
 
     char *ops_json = dump_canonical(ops);

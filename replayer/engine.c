@@ -155,6 +155,7 @@ void ft_replay_free(ft_replay *r)
     if (!r) return;
     ft_model_free(r->model);
     ft_free(r->n_ops);
+    ft_free(r->inst);
     ft_free(r->ri);
     ft_free(r->mru);
     ft_hmap_free(&r->fa_memo);
@@ -293,11 +294,13 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
         goto fail;
     }
     r->n_ops = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->n_ops);
+    r->inst = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->inst);
     r->ri = ft_calloc(n_recipes + 1, sizeof *r->ri);
     r->mru = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->mru);
-    if (!r->n_ops || !r->ri || !r->mru) goto nomem;
+    if (!r->n_ops || !r->inst || !r->ri || !r->mru) goto nomem;
     for (uint32_t u = 0; u < n_fusers; u++) {
         r->n_ops[u] = ft_model_n_ops(r->model, u);
+        r->inst[u] = ft_model_fuser_instance(r->model, u);
         if (r->n_ops[u] >= (1u << FT_KEY_F_BITS) - 1) {
             rc = ft_err_set(err, FT_EUNSUPPORTED, "fuser %lld has %u ops; at most %u",
                             (long long)fusers[u].id, r->n_ops[u], (1u << FT_KEY_F_BITS) - 2);

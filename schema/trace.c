@@ -30,6 +30,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -224,7 +225,7 @@ int trace_add_fuser(ft_trace *t, int64_t stream_id, const char *label, uint32_t 
         return FT_ENOMEM;
     }
     size_t i = t->n_fusers++;
-    t->fusers[i] = (ft_fuser_def){stream_id, l, t->ol[ol_idx].ops, t->ol[ol_idx].n_ops};
+    t->fusers[i] = (ft_fuser_def){stream_id, l, t->ol[ol_idx].ops, t->ol[ol_idx].n_ops, 0, 0};
     t->fuser_decl[i] = d;
     t->fuser_n_ops[i] = t->ol[ol_idx].n_ops;
     t->lim.n_fusers = (uint32_t)t->n_fusers;
@@ -388,7 +389,7 @@ static int load_fusers(ft_trace *t)
                                        "a row refers to a missing op list or repeats an id");
         }
         uint64_t h;
-        ft_fuser_def f = {sid, label, t->ol[oi].ops, t->ol[oi].n_ops};
+        ft_fuser_def f = {sid, label, t->ol[oi].ops, t->ol[oi].n_ops, 0, 0};
         if (trace_row_fuser(t, id, &f, olid, &d, &h) || trace_add_fuser(t, sid, label, oi, d)) {
             sqlite3_finalize(st);
             return ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
@@ -487,11 +488,45 @@ static int load_chunks(ft_trace *t)
 }
 
 /* The five loaders in table order (trace_handle_int.h). */
+/* meta "fuser_of" (written by ft_trace_w_fuser_of): which fusers continue an earlier one. Absent
+ * in traces without op attribute changes, and in every trace written before it existed. */
+static int load_fuser_of(ft_trace *t)
+{
+    const meta_kv *kv = trace_meta_find(t, "fuser_of");
+    if (!kv) return FT_OK;
+    /* {"SID":OF,...}: integers only, as ft_trace_w_fuser_of writes it */
+    const char *p = kv->value;
+    int ok = *p++ == '{';
+    while (ok && *p != '}') {
+        char *end;
+        if (*p++ != '"') break;
+        long long sid = strtoll(p, &end, 10);
+        if (end == p || *end != '"' || end[1] != ':') break;
+        p = end + 2;
+        long long of = strtoll(p, &end, 10);
+        if (end == p) break;
+        p = end;
+        const uint32_t i = ft_hmap_get(&t->fuser_map, (uint64_t)sid);
+        const uint32_t j = ft_hmap_get(&t->fuser_map, (uint64_t)of);
+        if (i == UINT32_MAX || j == UINT32_MAX || j >= i || t->fusers[i].has_of ||
+            t->fusers[i].n_ops != t->fusers[j].n_ops)
+            break;
+        t->fusers[i].has_of = 1;
+        t->fusers[i].of = of;
+        if (*p == ',') p++;
+        else if (*p != '}') break;
+    }
+    ok = ok && *p == '}' && !p[1];
+    if (ok) return FT_OK;
+    return trace_corrupt_table(t, "meta",
+                               "fuser_of does not name earlier fusers of the same op count");
+}
+
 int trace_load_tables(ft_trace *t)
 {
     int rc;
     if (!(rc = load_meta(t)) && !(rc = load_oplists(t)) && !(rc = load_fusers(t)) &&
-        !(rc = load_recipes(t)))
+        !(rc = load_fuser_of(t)) && !(rc = load_recipes(t)))
         rc = load_chunks(t);
     return rc;
 }

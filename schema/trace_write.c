@@ -284,6 +284,71 @@ int ft_trace_w_header(ft_trace *t, const ft_header *h)
     return FT_OK;
 }
 
+/* meta "fuser_of" as canonical JSON text: {"stream id": of, ...} in declaration order of the
+ * continuing fusers (keys sorted is not needed: the digest covers the text as written). */
+static char *fuser_of_text(const ft_trace *t)
+{
+    ft_buf b = {0};
+    int rc = ft_buf_printf(&b, "{");
+    int first = 1;
+    for (size_t i = 0; i < t->n_fusers && !rc; i++) {
+        if (!t->fusers[i].has_of) continue;
+        rc = ft_buf_printf(&b, "%s\"%" PRId64 "\":%" PRId64, first ? "" : ",", t->fusers[i].id,
+                           t->fusers[i].of);
+        first = 0;
+    }
+    if (!rc) rc = ft_buf_printf(&b, "}");
+    char *out = rc ? NULL : ft_strndup((const char *)b.data, b.len);
+    ft_buf_free(&b);
+    return out;
+}
+
+int ft_trace_w_fuser_of(ft_trace *t, int64_t stream_id, int64_t of)
+{
+    int rc = need_create(t);
+    if (rc) return rc;
+    const uint32_t i = ft_hmap_get(&t->fuser_map, (uint64_t)stream_id);
+    const uint32_t j = ft_hmap_get(&t->fuser_map, (uint64_t)of);
+    if (i == UINT32_MAX || j == UINT32_MAX || j >= i)
+        return ft_err_set(&t->err, FT_EINVAL,
+                          "fuser %" PRId64 ": field 'of': %" PRId64 " is not a fuser declared "
+                          "before it",
+                          stream_id, of);
+    if (t->fusers[i].has_of)
+        return ft_err_set(&t->err, FT_EINVAL, "fuser %" PRId64 ": already continues fuser %" PRId64,
+                          stream_id, t->fusers[i].of);
+    if (t->fusers[i].n_ops != t->fusers[j].n_ops)
+        return ft_err_set(&t->err, FT_EINVAL,
+                          "fuser %" PRId64 ": field 'of': has %u ops but fuser %" PRId64
+                          " has %u (an instance keeps its ops; only their attributes change)",
+                          stream_id, t->fusers[i].n_ops, of, t->fusers[j].n_ops);
+    t->fusers[i].has_of = 1;
+    t->fusers[i].of = of;
+    char *text = fuser_of_text(t);
+    if (!text) {
+        t->fusers[i].has_of = 0;
+        return ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
+    }
+    if ((rc = change_begin(t))) goto out;
+    if ((rc = meta_put_db(t, "fuser_of", text))) {
+        change_undo(t);
+        goto out;
+    }
+    if ((rc = change_end(t))) {
+        rc = break_handle(t, rc);
+        goto out;
+    }
+    if (trace_meta_set(t, "fuser_of", text)) {
+        rc = break_handle(t, ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path));
+        goto out;
+    }
+    t->dirty |= 1u << DG_META;
+out:
+    if (rc) t->fusers[i].has_of = 0;
+    ft_free(text);
+    return rc;
+}
+
 int ft_trace_w_fuser(ft_trace *t, int64_t stream_id, const char *label, const char *ops_json,
                      uint32_t n_ops, uint64_t decl_pos)
 {
@@ -349,7 +414,7 @@ int ft_trace_w_fuser(ft_trace *t, int64_t stream_id, const char *label, const ch
         rc = trace_sql_fail(t, rc, "writing fusers");
         goto fail;
     }
-    ft_fuser_def f = {stream_id, label, ops_json, n_ops};
+    ft_fuser_def f = {stream_id, label, ops_json, n_ops, 0, 0};
     if (trace_row_fuser(t, fid, &f, olid, &d, &h)) goto fail_nomem;
     dg_fu = ft_hash_mix(dg_fu, h);
     if ((rc = change_end(t))) return break_handle(t, rc);

@@ -103,7 +103,7 @@ int synth_emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, cons
     sfuser *f = &g->fusers[fi];
     int rc, keep = g->c.stage_only < 0 || f->stage == g->c.stage_only;
     if (keep && !f->declared) {
-        ft_fuser_def fd = {f->id, f->label, g->ops_json[f->kind], g->n_ops[f->kind]};
+        ft_fuser_def fd = {f->id, f->label, g->ops_json[f->kind], g->n_ops[f->kind], 0, 0};
         rc = g->sink->fuser_fn(g->sink->ctx, &fd);
         if (rc) return synth_sink_fail(g, rc, "fuser declaration", g->seq);
         f->declared = 1;

@@ -176,6 +176,10 @@ uint32_t ft_model_n_notes(const ft_model *m);
 const ft_model_note *ft_model_note_at(const ft_model *m, uint32_t i); /* NULL past the end */
 
 uint32_t ft_model_n_fusers(const ft_model *m);
+/* The fuser index of the first declaration of fuser's OperationFuser instance: itself, or for a
+ * redeclaration after its op attributes changed (ft_fuser_def.of) the fuser it continues, which
+ * owns the plan cache that TE keeps across the change. */
+uint32_t ft_model_fuser_instance(const ft_model *m, uint32_t fuser);
 uint32_t ft_model_n_ops(const ft_model *m, uint32_t fuser);
 /* recipe index -1 gives the FT_RT_NONE model. */
 const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe);

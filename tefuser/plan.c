@@ -90,6 +90,72 @@ static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
     return FT_OK;
 }
 
+/* A redeclaration of an instance (of): the fuser it continues, the same op classes, and a note
+ * on what changed (docs/fuser-model.md, "Op attributes changed after a call"). */
+static int fuser_instance_init(ft_model *m, const ft_fuser_def *defs, uint32_t i, ft_err *err)
+{
+    fuser_m *fz = &m->fusers[i];
+    fz->inst = i;
+    if (!defs[i].has_of) return FT_OK;
+    uint32_t j = 0;
+    while (j < i && m->fusers[j].id != defs[i].of)
+        j++;
+    if (j == i)
+        return ft_err_set(err, FT_EINVAL, "fuser %lld: field 'of': fuser %lld is not declared before",
+                          (long long)fz->id, (long long)defs[i].of);
+    const fuser_m *prev = &m->fusers[j];
+    if (prev->n_ops != fz->n_ops)
+        return ft_err_set(err, FT_EINVAL,
+                          "fuser %lld: field 'of': has %u ops, fuser %lld %u (an instance keeps "
+                          "its ops)",
+                          (long long)fz->id, fz->n_ops, (long long)prev->id, prev->n_ops);
+    for (uint32_t k = 0; k < fz->n_ops; k++)
+        if (strcmp(fz->ops[k].name, prev->ops[k].name))
+            return ft_err_set(err, FT_EINVAL,
+                              "fuser %lld: field 'of': op %u is %s where fuser %lld has %s (an "
+                              "instance keeps its op classes; only their attributes change)",
+                              (long long)fz->id, k, fz->ops[k].name, (long long)prev->id,
+                              prev->ops[k].name);
+    fz->inst = prev->inst;
+    /* what changed, and whether a fusion rule of this fuser reads it */
+    char what[240] = "";
+    size_t o = 0;
+    int read = 0;
+    for (uint32_t k = 0; k < fz->n_ops && o < sizeof what; k++)
+        for (int a = 0; a < FT_OA_COUNT && o < sizeof what; a++) {
+            const ft_op *x = &prev->ops[k], *y = &fz->ops[k];
+            if (!ft_op_has_attr(y, (ft_op_attr)a) ||
+                (x->v[a] == y->v[a] && !memcmp(&x->f[a], &y->f[a], sizeof x->f[a])))
+                continue;
+            char needle[64]; /* in this fuser's fusion key: a rule reads it */
+            snprintf(needle, sizeof needle, "op[%u].%s", k, ft_op_attr_name((ft_op_attr)a));
+            const size_t nl = strlen(needle);
+            for (const char *h = fz->key_attrs; (h = strstr(h, needle)); h += nl)
+                read |= h[nl] == ',' || !h[nl];
+            o += (size_t)snprintf(what + o, sizeof what - o, "%sop %u %s", o ? ", " : "", k,
+                                  ft_op_attr_name((ft_op_attr)a));
+        }
+    char field[64];
+    snprintf(field, sizeof field, "fuser %lld", (long long)fz->id);
+    int rc;
+    if (!what[0])
+        rc = ft_model_note_add(m, FT_NOTE_ATTR_CHANGE, field, NULL,
+                               "fuser %lld continues fuser %lld with no attribute the model reads "
+                               "changed",
+                               (long long)fz->id, (long long)prev->id);
+    else
+        rc = ft_model_note_add(
+            m, FT_NOTE_ATTR_CHANGE, field, NULL,
+            "fuser %lld continues fuser %lld after its op attributes changed (%s)%s", (long long)fz->id,
+            (long long)prev->id, what,
+            read ? ": TE sees them only when it builds a plan again (before PR 3410 at the next "
+                   "key change, at PR 3410's head never for keys it has cached); until then it runs "
+                   "the plan built before the change, which the replay counts as stale where the "
+                   "plans differ"
+                 : ": no fusion rule of this fuser reads them, so the plans stay the same");
+    return rc ? ft_err_set(err, rc, "model: out of memory") : FT_OK;
+}
+
 int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_def *recipes,
                  uint32_t n_recipes, const ft_model_capture *cap, const ft_env_kv *overrides,
                  uint32_t n_overrides, ft_model **out, ft_err *err)
@@ -126,6 +192,7 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
             goto fail;
         }
         rc = fuser_key_init(m, fz, err);
+        if (!rc) rc = fuser_instance_init(m, fusers, i, err);
         if (rc) goto fail;
         if (fz->n_ops > max_ops) max_ops = fz->n_ops;
     }
@@ -212,6 +279,11 @@ int64_t ft_model_world_size(const ft_model *m)
 int64_t ft_model_rank(const ft_model *m)
 {
     return m->env.v[FT_EA_RANK];
+}
+
+uint32_t ft_model_fuser_instance(const ft_model *m, uint32_t fuser)
+{
+    return fuser < m->n_fusers ? m->fusers[fuser].inst : fuser;
 }
 
 uint32_t ft_model_n_fusers(const ft_model *m)

@@ -444,6 +444,27 @@ static void test_import_env_value_type(void **state)
     result_free(&r);
 }
 
+/* of: an earlier fuser with as many ops (the same instance, its op attributes changed); kept. */
+static void test_import_fuser_of(void **state)
+{
+    (void)state;
+    const char *f2 = "{\"t\":\"fuser\",\"id\":2,\"of\":1,\"ops\":[{\"type\":\"GELU\"},"
+                     "{\"type\":\"Bias\",\"attrs\":{\"size\":4}}]}\n";
+    char text[1024];
+    snprintf(text, sizeof text, "%s%s%s", HDR, FUS, f2);
+    result r;
+    import_text(text, &r);
+    assert_int_equal(r.rc, FT_OK);
+    assert_non_null(strstr(r.out, "\"id\":2,\"of\":1,"));
+    result_free(&r);
+    expect_bad(HDR FUS "{\"t\":\"fuser\",\"id\":2,\"of\":7,\"ops\":[{\"type\":\"GELU\"}]}\n", 3,
+               "of", "fuser 7 is not declared before");
+    expect_bad(HDR FUS "{\"t\":\"fuser\",\"id\":2,\"of\":1,\"ops\":[{\"type\":\"GELU\"}]}\n", 3,
+               "of", "fuser 1 has 2 ops, this one 1");
+    expect_bad(HDR FUS "{\"t\":\"fuser\",\"id\":2,\"of\":\"1\",\"ops\":[{\"type\":\"GELU\"}]}\n",
+               3, "of", "expected an integer");
+}
+
 static void test_import_line_too_long(void **state)
 {
     (void)state;
@@ -1152,6 +1173,7 @@ int main(void)
         cmocka_unit_test(test_import_missing_required_field),
         cmocka_unit_test(test_import_backward_unknown_call),
         cmocka_unit_test(test_import_env_value_type),
+        cmocka_unit_test(test_import_fuser_of),
         cmocka_unit_test(test_import_line_too_long),
         cmocka_unit_test(test_import_unknown_fields_warned_once),
         cmocka_unit_test(test_import_crlf_and_no_final_newline),

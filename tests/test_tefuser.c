@@ -39,7 +39,7 @@ static ft_model *mk(const char *const *ops, const rdef *recipes, const char *env
     for (; ops && ops[nf]; nf++) {
         json_t *a = json_loads(ops[nf], 0, NULL);
         assert_non_null(a);
-        fz[nf] = (ft_fuser_def){100 + nf, NULL, ops[nf], (uint32_t)json_array_size(a)};
+        fz[nf] = (ft_fuser_def){100 + nf, NULL, ops[nf], (uint32_t)json_array_size(a), 0, 0};
         json_decref(a);
     }
     for (; recipes && recipes[nr].type; nr++)
@@ -1285,7 +1285,7 @@ static void test_env_overrides(void **state)
 static void expect_model_error(const char *ops, const char *rtype, const char *rattrs,
                                const char *env, const char *const *needles)
 {
-    ft_fuser_def fz = {42, NULL, ops, 0};
+    ft_fuser_def fz = {42, NULL, ops, 0, 0, 0};
     if (ops) {
         json_t *a = json_loads(ops, 0, NULL);
         fz.n_ops = a && json_is_array(a) ? (uint32_t)json_array_size(a) : 0;
@@ -1356,7 +1356,7 @@ static void test_bad_input_errors_name_id_and_field(void **state)
                        (const char *const[]){"cudnn_frontend", NULL});
     expect_model_error(NULL, NULL, NULL, "[]", (const char *const[]){"env", NULL});
     /* declared op count disagrees with the JSON */
-    ft_fuser_def fz = {42, NULL, "[{\"type\":\"Identity\"}]", 2};
+    ft_fuser_def fz = {42, NULL, "[{\"type\":\"Identity\"}]", 2, 0, 0};
     ft_model *m = NULL;
     ft_err err = {0};
     assert_int_equal(ft_model_new(&fz, 1, NULL, 0, NULL, NULL, 0, &m, &err), FT_EINVAL);
@@ -1382,8 +1382,8 @@ static void test_model_alloc_failures(void **state)
     (void)state;
     char mlp[1024];
     mlp_ops("ScaledSwiGLU", GLU_OK_ATTRS, 4, 64, 256, 128, 64, "", mlp, sizeof mlp);
-    ft_fuser_def fz[2] = {{1, NULL, mlp, 3},
-                          {2, NULL, "[{\"type\":\"MyOp\"},{\"type\":\"Identity\"}]", 2}};
+    ft_fuser_def fz[2] = {{1, NULL, mlp, 3, 0, 0},
+                          {2, NULL, "[{\"type\":\"MyOp\"},{\"type\":\"Identity\"}]", 2, 0, 0}};
     ft_recipe_def rc[2] = {{1, "NVFP4BlockScaling", 1, "{\"x\":1,\"a\":2}"},
                            {2, "MXFP8BlockScaling", 2, "{}"}};
     long live = ft_alloc_live();

@@ -47,7 +47,7 @@ static ft_model *model_of(const char *ops, const char *rtype, const ft_model_cap
 {
     json_t *a = json_loads(ops, 0, NULL);
     assert_non_null(a);
-    ft_fuser_def fz = {7, NULL, ops, (uint32_t)json_array_size(a)};
+    ft_fuser_def fz = {7, NULL, ops, (uint32_t)json_array_size(a), 0, 0};
     json_decref(a);
     ft_recipe_def rd = {1, rtype ? rtype : "", 11, "{}"};
     ft_model *m = NULL;
@@ -481,7 +481,7 @@ static void test_recipe_subclass(void **state)
 {
     (void)state;
     json_t *a = json_loads(MLP_OPS, 0, NULL);
-    ft_fuser_def fz = {1, NULL, MLP_OPS, (uint32_t)json_array_size(a)};
+    ft_fuser_def fz = {1, NULL, MLP_OPS, (uint32_t)json_array_size(a), 0, 0};
     json_decref(a);
     ft_recipe_def rd[] = {
         {1, "MyMXFP8", 10, "{\"__te_base__\":\"MXFP8BlockScaling\",\"tag\":\"a\"}"},
@@ -521,6 +521,61 @@ static void test_recipe_subclass(void **state)
     }
 }
 
+/* A fuser redeclared after its op attributes changed (of) is the same instance; what changed
+ * is noted, with whether a rule reads it; a redeclaration must keep the op classes. */
+static void test_fuser_redeclared_after_attr_change(void **state)
+{
+    (void)state;
+    const char *a = "[" LIN(",\"tensor_parallel_mode\":\"column\",\"dtype\":\"bfloat16\"") "," BIAS_OP "]";
+    const char *b = "[" LIN(",\"tensor_parallel_mode\":\"column\",\"dtype\":\"bfloat16\","
+                            "\"userbuffers\":{\"comm_name\":\"qkv\"}") "," BIAS_OP "]";
+    const char *c = "[" LIN(",\"tensor_parallel_mode\":\"column\",\"dtype\":\"bfloat16\"") ","
+                    "{\"type\":\"Bias\",\"attrs\":{\"size\":32}}]";
+    ft_fuser_def fz[] = {{1, "qkv", a, 2, 0, 0}, {2, "qkv", b, 2, 1, 1}, {3, "qkv", c, 2, 1, 2},
+                         {4, "other", a, 2, 0, 0}};
+    const ft_model_capture w4 = {.has_world_size = 1, .world_size = 4};
+    ft_model *m = NULL;
+    ft_err err = {0};
+    if (ft_model_new(fz, 4, NULL, 0, &w4, NULL, 0, &m, &err)) fail_msg("%s", ft_err_msg(&err));
+    assert_int_equal(ft_model_fuser_instance(m, 0), 0);
+    assert_int_equal(ft_model_fuser_instance(m, 1), 0);
+    assert_int_equal(ft_model_fuser_instance(m, 2), 0); /* a chain: the first declaration */
+    assert_int_equal(ft_model_fuser_instance(m, 3), 3);
+    const ft_model_note *n = note_of(m, FT_NOTE_ATTR_CHANGE, "fuser 2");
+    assert_non_null(n);
+    assert_non_null(strstr(n->text, "(op 0 userbuffers)"));
+    assert_non_null(strstr(n->text, "TE sees them only when it builds a plan again"));
+    n = note_of(m, FT_NOTE_ATTR_CHANGE, "fuser 3"); /* userbuffers back to null, and Bias size */
+    assert_non_null(n);
+    assert_non_null(strstr(n->text, "op 0 userbuffers, op 1 size"));
+    ft_model_free(m);
+    /* only an attribute no rule reads */
+    ft_fuser_def fy[] = {{1, NULL, a, 2, 0, 0}, {2, NULL, c, 2, 1, 1}};
+    m = NULL;
+    if (ft_model_new(fy, 2, NULL, 0, &w4, NULL, 0, &m, &err)) fail_msg("%s", ft_err_msg(&err));
+    n = note_of(m, FT_NOTE_ATTR_CHANGE, "fuser 2");
+    assert_non_null(n);
+    assert_non_null(strstr(n->text, "no fusion rule of this fuser reads them"));
+    ft_model_free(m);
+    /* errors: an undeclared or later fuser, other op classes */
+    const char *other = "[" LIN("") ",{\"type\":\"GELU\"}]";
+    static const struct {
+        int64_t of;
+        int second_other;
+        const char *needle;
+    } bad[] = {{9, 0, "field 'of': fuser 9 is not declared before"},
+               {2, 0, "field 'of': fuser 2 is not declared before"},
+               {1, 1, "op 1 is GELU where fuser 1 has Bias"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ft_fuser_def fx[] = {{1, NULL, a, 2, 0, 0},
+                             {2, NULL, bad[i].second_other ? other : b, 2, 1, bad[i].of}};
+        long live = ft_alloc_live();
+        assert_int_equal(ft_model_new(fx, 2, NULL, 0, NULL, NULL, 0, &m, &err), FT_EINVAL);
+        if (!strstr(err.msg, bad[i].needle)) fail_msg("'%s' lacks '%s'", err.msg, bad[i].needle);
+        assert_int_equal(ft_alloc_live(), live);
+    }
+}
+
 /* ---- the done-when case: a TP-8 Userbuffers capture, replayed without any --env ----------- */
 /* traces/tp8-userbuffers.jsonl as the replayer reads it: its header (world_size 8 and rank 3 in
  * the header only, te_fusions as the hook records them) and its fusers and recipes. The plans are
@@ -550,7 +605,7 @@ static void test_tp8_userbuffers_capture(void **state)
             dumps[nd] = json_dumps(ops, JSON_COMPACT | JSON_SORT_KEYS);
             fz[nf++] = (ft_fuser_def){json_integer_value(json_object_get(o, "id")),
                                       json_string_value(json_object_get(o, "label")), dumps[nd++],
-                                      (uint32_t)json_array_size(ops)};
+                                      (uint32_t)json_array_size(ops), 0, 0};
         }
         if (!strcmp(t, "recipe") && nr < 8) {
             dumps[nd] = json_dumps(json_object_get(o, "attrs"), JSON_COMPACT | JSON_SORT_KEYS);
@@ -636,6 +691,7 @@ int tefuser_capture_run(void)
         cmocka_unit_test(test_registry_bad_shapes),
         cmocka_unit_test(test_notes_assumed),
         cmocka_unit_test(test_recipe_subclass),
+        cmocka_unit_test(test_fuser_redeclared_after_attr_change),
         cmocka_unit_test(test_tp8_userbuffers_capture),
     };
     return cmocka_run_group_tests_name("tefuser_capture", tests, NULL, NULL);

@@ -56,7 +56,7 @@ static void one_case(char *line)
     json_t *a = json_loads(f[3], 0, NULL);
     uint32_t n_ops = a && json_is_array(a) ? (uint32_t)json_array_size(a) : 0;
     json_decref(a);
-    ft_fuser_def fz = {1, NULL, f[3], n_ops};
+    ft_fuser_def fz = {1, NULL, f[3], n_ops, 0, 0};
     ft_recipe_def rd = {1, f[1], 1, f[2]};
     int has = strcmp(f[1], "None") != 0;
     ft_model *m = NULL;

@@ -54,7 +54,7 @@ int fuzz_model_run(const uint8_t *data, size_t size)
     json_t *arr = json_loads(ops, 0, NULL);
     if (json_is_array(arr)) n_ops = (uint32_t)json_array_size(arr);
     json_decref(arr);
-    ft_fuser_def fz = {1, NULL, ops, n_ops};
+    ft_fuser_def fz = {1, NULL, ops, n_ops, 0, 0};
     ft_recipe_def rc[2] = {{1, rtype, 10, rattrs}, {2, "NVFP4BlockScaling", 10, "{}"}};
     ft_env_kv ov[1] = {{"world_size", "2"}};
     ft_model *m = NULL;

@@ -193,6 +193,41 @@ class TestCaptureFidelity(CaptureCase):
         self.assertEqual(recs[1]["type"], "MXFP8BlockScaling")
         self.assertNotIn("__te_base__", recs[1]["attrs"])
 
+    def test_op_attribute_change_redeclares_the_fuser(self):
+        """A change of an attribute the model reads between two calls of one fuser is recorded
+        as the same instance redeclared ("of"), and the replay keeps its plan cache: TE's own
+        decision on the next call (no rebuild for a cached key at PR 3410's head) agrees."""
+        lin = te.ops.BasicLinear(8, 8)
+        seq = te.ops.Sequential(lin, te.ops.Bias(8))
+        x = torch.randn(4, 8)
+        seq(x)
+        lin._userbuffers_options = {"comm_name": "qkv"}
+        seq(x)
+        seq(x)  # nothing changed since: no third declaration
+        fc.disable()
+        src = os.path.join(self.out, "rank0.jsonl")
+        recs = ftutil.read_jsonl(src)
+        fusers = [r for r in recs if r["t"] == "fuser"]
+        self.assertEqual(len(fusers), 2)
+        self.assertNotIn("of", fusers[0])
+        self.assertEqual(fusers[1]["of"], fusers[0]["id"])
+        self.assertIsNone(fusers[0]["ops"][0]["attrs"]["userbuffers"])
+        self.assertEqual(fusers[1]["ops"][0]["attrs"]["userbuffers"], {"comm_name": "qkv"})
+        calls = [r for r in recs if r["t"] == "call"]
+        self.assertEqual([c["fuser"] for c in calls], [fusers[0]["id"]] + [fusers[1]["id"]] * 2)
+        ftdb = os.path.join(self.out, "t.ftdb")
+        ftutil.cli("import", src, "-o", ftdb)
+        pol = "te-3410" if STANDIN_BEHAVIOUR == "3410" else "te-pre3410"
+        p = ftutil.cli("replay", ftdb, "--policy", pol, "--per-call", "-")
+        lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+        self.assertEqual([ln["build"] for ln in lines], [c["rebuilt"] for c in calls])
+        self.assertEqual([ln["build"] for ln in lines], [True, False, False])
+        self.assertIn(f"fuser {fusers[1]['id']} continues fuser {fusers[0]['id']} after its op "
+                      "attributes changed (op 0 userbuffers)", p.stderr)
+        # the export gives the link back
+        self.assertEqual([r.get("of") for r in ftutil.export(ftdb) if r["t"] == "fuser"],
+                         [None, fusers[0]["id"]])
+
     def test_replay_warns_of_unknown_fusion_and_assumes_nothing(self):
         """A capture from the hook carries every field the model reads (replay --explain lists
         nothing it assumed), and a fusion a user registered is named on the report's stderr."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
 import os
 import socket
 import sys
@@ -128,6 +129,48 @@ _OP_ATTRS = {"GroupedLinear": _grouped_linear, "BasicLinear": _basic_linear,
              "ConstantScale": _constant_scale, "Bias": _bias, "AllGather": _collective,
              "AllReduce": _collective, "ReduceScatter": _collective}
 _OP_ATTRS.update({t: _glu for t in _GLU_TYPES})
+
+
+# The attributes a fusion gate or run-time check of the model reads, per op class, as paths for
+# operator.attrgetter: the capture compares them at every call of a fuser (only these, to stay
+# cheap) and redeclares the fuser when one changed (docs/capture-format.md, "of"). An attribute
+# replaced by another object is seen; a dict mutated in place (userbuffers options) is not.
+_WATCH = {
+    "BasicLinear": ("tensor_parallel_mode", "tensor_parallel_size", "sequence_parallel",
+                    "_userbuffers_options", "weight.dtype", "in_features", "out_features"),
+    "GroupedLinear": ("num_groups", "in_features", "out_features", "use_bias", "_scale_bias",
+                      "single_grouped_weight", "weight0.dtype"),
+    "AddExtraInput": ("_in_place",), "MakeExtraOutput": ("_in_place",),
+    "AllGather": ("process_group_size",), "ReduceScatter": ("process_group_size",),
+}
+for _t in _GLU_TYPES:
+    _WATCH[_t] = ("glu_interleave_size", "activation_recompute_in_mlp", "limit", "alpha",
+                  "glu_linear_offset", "_clamped.limit", "_clamped.alpha",
+                  "_clamped.glu_linear_offset")
+
+
+def _has_path(op, path: str) -> bool:
+    obj = op
+    for part in path.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+def attr_watch(ops) -> list:
+    """[(op, getter, snapshot)] for the ops whose model-read attributes can be watched."""
+    out = []
+    for op in ops:
+        paths = [p for p in _WATCH.get(type(op).__name__, ()) if _has_path(op, p)]
+        if not paths:
+            continue
+        get = operator.attrgetter(*paths)
+        try:
+            out.append((op, get, get(op)))
+        except Exception:  # pylint: disable=broad-except
+            pass
+    return out
 
 
 def op_description(op) -> dict:
