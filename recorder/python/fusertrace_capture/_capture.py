@@ -269,10 +269,11 @@ class _Capture:
             if st is None or st[0] is not self:  # first call in this capture
                 st = self._declare(fuser)
             try:
-                changed = any(get(op) != snap for op, get, snap in st[5])
-            except Exception:  # pylint: disable=broad-except  (an attribute went away)
-                changed = True
-            if changed:
+                for holder, get, snap in st[5]:
+                    if get(holder) != snap:
+                        st = self._redeclare(fuser, st)
+                        break
+            except AttributeError:  # an attribute went away: declare what is there now
                 st = self._redeclare(fuser, st)
             _, fid, params, gidx, rg_bytes, _ = st
             flags = _BASE_FLAGS

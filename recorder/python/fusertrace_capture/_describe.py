@@ -131,46 +131,50 @@ _OP_ATTRS = {"GroupedLinear": _grouped_linear, "BasicLinear": _basic_linear,
 _OP_ATTRS.update({t: _glu for t in _GLU_TYPES})
 
 
-# The attributes a fusion gate or run-time check of the model reads, per op class, as paths for
-# operator.attrgetter: the capture compares them at every call of a fuser (only these, to stay
-# cheap) and redeclares the fuser when one changed (docs/capture-format.md, "of"). An attribute
-# replaced by another object is seen; a dict mutated in place (userbuffers options) is not.
+# The attributes a fusion gate or run-time check of the model reads, per op class: the capture
+# compares them at every call of a fuser (only these, to stay cheap) and redeclares the fuser when
+# one changed (docs/capture-format.md, "of"). They are resolved once per declaration to the
+# objects that hold them (the op's own __dict__, a ClampedSwiGLU it keeps, the weight tensor for
+# the dtype), so that a call costs one C-level attrgetter per holder. An attribute replaced by
+# another value is seen; a dict mutated in place (userbuffers options) is not.
 _WATCH = {
     "BasicLinear": ("tensor_parallel_mode", "tensor_parallel_size", "sequence_parallel",
-                    "_userbuffers_options", "weight.dtype", "in_features", "out_features"),
+                    "_userbuffers_options", "in_features", "out_features"),
     "GroupedLinear": ("num_groups", "in_features", "out_features", "use_bias", "_scale_bias",
-                      "single_grouped_weight", "weight0.dtype"),
+                      "single_grouped_weight"),
     "AddExtraInput": ("_in_place",), "MakeExtraOutput": ("_in_place",),
     "AllGather": ("process_group_size",), "ReduceScatter": ("process_group_size",),
 }
+_GLU_WATCH = ("glu_interleave_size", "activation_recompute_in_mlp", "limit", "alpha",
+              "glu_linear_offset")
 for _t in _GLU_TYPES:
-    _WATCH[_t] = ("glu_interleave_size", "activation_recompute_in_mlp", "limit", "alpha",
-                  "glu_linear_offset", "_clamped.limit", "_clamped.alpha",
-                  "_clamped.glu_linear_offset")
-
-
-def _has_path(op, path: str) -> bool:
-    obj = op
-    for part in path.split("."):
-        if not hasattr(obj, part):
-            return False
-        obj = getattr(obj, part)
-    return True
+    _WATCH[_t] = _GLU_WATCH
+_WEIGHT = {"BasicLinear": "weight", "GroupedLinear": "weight0"}  # whose dtype the model reads
 
 
 def attr_watch(ops) -> list:
-    """[(op, getter, snapshot)] for the ops whose model-read attributes can be watched."""
+    """[(holder, getter, snapshot)] over the ops' model-read attributes."""
     out = []
+
+    def add(holder, names):
+        names = [n for n in names if n in getattr(holder, "__dict__", {})]
+        if names:
+            get = operator.attrgetter(*names)
+            out.append((holder, get, get(holder)))
+
     for op in ops:
-        paths = [p for p in _WATCH.get(type(op).__name__, ()) if _has_path(op, p)]
-        if not paths:
-            continue
-        get = operator.attrgetter(*paths)
-        try:
-            out.append((op, get, get(op)))
-        except Exception:  # pylint: disable=broad-except
-            pass
+        t = type(op).__name__
+        add(op, _WATCH.get(t, ()))
+        sub = getattr(op, "_modules", {}).get("_clamped")  # ScaledClampedQGeGLU's parameters
+        if sub is not None:
+            add(sub, _GLU_WATCH)
+        w = getattr(op, "_parameters", {}).get(_WEIGHT.get(t, ""))
+        if w is not None:
+            out.append((w, _DTYPE_OF, w.dtype))
     return out
+
+
+_DTYPE_OF = operator.attrgetter("dtype")
 
 
 def op_description(op) -> dict:
