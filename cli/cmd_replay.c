@@ -195,7 +195,9 @@ static const cli_opt options[] = {
     {"policy", 0, "LIST", "comma-separated policies, or all (default)", parse_policies, OFF(pol)},
     {"capacity", 0, "N", "LRU capacity (N >= 1) of dict stores per fuser (default unbounded)",
      cli_parse_count, OFF(capacity)},
-    {"env", 0, "K=V", "override a key of the trace's env (device_cc, NVTE_*, ...); repeatable",
+    {"env", 0, "K=V",
+     "override a key of the trace's env (device_cc, NVTE_*, ...); K= removes it, K=null sets "
+     "null; repeatable",
      parse_env, OFF(env)},
     {"json", 0, NULL, "the report as JSON", cli_parse_flag, OFF(json)},
     {"csv", 0, NULL, "the report as CSV (summary and per-step rows)", cli_parse_flag, OFF(csv)},

@@ -79,7 +79,7 @@ typedef struct pstate {
     /* front caches of the hot path */
     uint64_t mru_key[2]; /* unbounded dict store: the two most recent keys and their plans */
     uint32_t mru_plan[2];
-    class_cache cc[2]; /* last stale classification, by whether the backward runs */
+    class_cache cc[2];   /* last stale classification, by whether the backward runs */
     uint32_t last_fuser; /* the fuser of the instance that last used this state (class_cache) */
     uint32_t spare;
 } pstate;

@@ -509,12 +509,16 @@ static int load_fuser_of(ft_trace *t)
         const uint32_t i = ft_hmap_get(&t->fuser_map, (uint64_t)sid);
         const uint32_t j = ft_hmap_get(&t->fuser_map, (uint64_t)of);
         if (i == UINT32_MAX || j == UINT32_MAX || j >= i || t->fusers[i].has_of ||
-            t->fusers[i].n_ops != t->fusers[j].n_ops)
+            t->fusers[i].n_ops != t->fusers[j].n_ops) {
+            ok = 0;
             break;
+        }
         t->fusers[i].has_of = 1;
         t->fusers[i].of = of;
-        if (*p == ',') p++;
-        else if (*p != '}') break;
+        if (*p == ',')
+            p++;
+        else if (*p != '}')
+            break;
     }
     ok = ok && *p == '}' && !p[1];
     if (ok) return FT_OK;

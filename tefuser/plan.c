@@ -101,7 +101,8 @@ static int fuser_instance_init(ft_model *m, const ft_fuser_def *defs, uint32_t i
     while (j < i && m->fusers[j].id != defs[i].of)
         j++;
     if (j == i)
-        return ft_err_set(err, FT_EINVAL, "fuser %lld: field 'of': fuser %lld is not declared before",
+        return ft_err_set(err, FT_EINVAL,
+                          "fuser %lld: field 'of': fuser %lld is not declared before",
                           (long long)fz->id, (long long)defs[i].of);
     const fuser_m *prev = &m->fusers[j];
     if (prev->n_ops != fz->n_ops)
@@ -146,13 +147,14 @@ static int fuser_instance_init(ft_model *m, const ft_fuser_def *defs, uint32_t i
     else
         rc = ft_model_note_add(
             m, FT_NOTE_ATTR_CHANGE, field, NULL,
-            "fuser %lld continues fuser %lld after its op attributes changed (%s)%s", (long long)fz->id,
-            (long long)prev->id, what,
-            read ? ": TE sees them only when it builds a plan again (before PR 3410 at the next "
-                   "key change, at PR 3410's head never for keys it has cached); until then it runs "
-                   "the plan built before the change, which the replay counts as stale where the "
-                   "plans differ"
-                 : ": no fusion rule of this fuser reads them, so the plans stay the same");
+            "fuser %lld continues fuser %lld after its op attributes changed (%s)%s",
+            (long long)fz->id, (long long)prev->id, what,
+            read
+                ? ": TE sees them only when it builds a plan again (before PR 3410 at the next "
+                  "key change, at PR 3410's head never for keys it has cached); until then it runs "
+                  "the plan built before the change, which the replay counts as stale where the "
+                  "plans differ"
+                : ": no fusion rule of this fuser reads them, so the plans stay the same");
     return rc ? ft_err_set(err, rc, "model: out of memory") : FT_OK;
 }
 

@@ -327,7 +327,7 @@ const char *ft_pass_key(ft_pass p);
 typedef struct fuser_m {
     int64_t id;
     uint32_t inst; /* index of the instance's first declaration (itself unless of is given) */
-    ft_op *ops; /* [n_ops] */
+    ft_op *ops;    /* [n_ops] */
     uint32_t n_ops;
     uint32_t recipe_reads; /* ft_recipe_read bits in its fusion key */
     uint64_t recipe_bytes; /* the same as a byte mask over ft_recipe_int.reads */

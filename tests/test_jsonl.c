@@ -435,7 +435,8 @@ static void test_import_env_value_type(void **state)
                "te_fusions.backward", "missing");
     expect_bad(HDR_WITH("\"te_fusions\":{\"forward_backward\":[\"\"],\"forward\":[],"
                         "\"backward\":[]}"),
-               1, "te_fusions.forward_backward[0]", "expected a function name, got an empty string");
+               1, "te_fusions.forward_backward[0]",
+               "expected a function name, got an empty string");
     import_text(HDR_WITH("\"te_fusions\":{\"forward_backward\":[\"fuse_ops\"],\"forward\":[],"
                          "\"backward\":[\"my.fusion\"]}"),
                 &r);
@@ -461,8 +462,8 @@ static void test_import_fuser_of(void **state)
                "of", "fuser 7 is not declared before");
     expect_bad(HDR FUS "{\"t\":\"fuser\",\"id\":2,\"of\":1,\"ops\":[{\"type\":\"GELU\"}]}\n", 3,
                "of", "fuser 1 has 2 ops, this one 1");
-    expect_bad(HDR FUS "{\"t\":\"fuser\",\"id\":2,\"of\":\"1\",\"ops\":[{\"type\":\"GELU\"}]}\n",
-               3, "of", "expected an integer");
+    expect_bad(HDR FUS "{\"t\":\"fuser\",\"id\":2,\"of\":\"1\",\"ops\":[{\"type\":\"GELU\"}]}\n", 3,
+               "of", "expected an integer");
 }
 
 static void test_import_line_too_long(void **state)

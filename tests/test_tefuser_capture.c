@@ -526,12 +526,17 @@ static void test_recipe_subclass(void **state)
 static void test_fuser_redeclared_after_attr_change(void **state)
 {
     (void)state;
-    const char *a = "[" LIN(",\"tensor_parallel_mode\":\"column\",\"dtype\":\"bfloat16\"") "," BIAS_OP "]";
+    const char *a =
+        "[" LIN(",\"tensor_parallel_mode\":\"column\",\"dtype\":\"bfloat16\"") "," BIAS_OP "]";
     const char *b = "[" LIN(",\"tensor_parallel_mode\":\"column\",\"dtype\":\"bfloat16\","
                             "\"userbuffers\":{\"comm_name\":\"qkv\"}") "," BIAS_OP "]";
-    const char *c = "[" LIN(",\"tensor_parallel_mode\":\"column\",\"dtype\":\"bfloat16\"") ","
-                    "{\"type\":\"Bias\",\"attrs\":{\"size\":32}}]";
-    ft_fuser_def fz[] = {{1, "qkv", a, 2, 0, 0}, {2, "qkv", b, 2, 1, 1}, {3, "qkv", c, 2, 1, 2},
+    const char *c = "[" LIN(
+        ",\"tensor_parallel_mode\":\"column\",\"dtype\":\"bfloat16\"") ","
+                                                                       "{\"type\":\"Bias\","
+                                                                       "\"attrs\":{\"size\":32}}]";
+    ft_fuser_def fz[] = {{1, "qkv", a, 2, 0, 0},
+                         {2, "qkv", b, 2, 1, 1},
+                         {3, "qkv", c, 2, 1, 2},
                          {4, "other", a, 2, 0, 0}};
     const ft_model_capture w4 = {.has_world_size = 1, .world_size = 4};
     ft_model *m = NULL;
@@ -604,8 +609,11 @@ static void test_tp8_userbuffers_capture(void **state)
             const json_t *ops = json_object_get(o, "ops");
             dumps[nd] = json_dumps(ops, JSON_COMPACT | JSON_SORT_KEYS);
             fz[nf++] = (ft_fuser_def){json_integer_value(json_object_get(o, "id")),
-                                      json_string_value(json_object_get(o, "label")), dumps[nd++],
-                                      (uint32_t)json_array_size(ops), 0, 0};
+                                      json_string_value(json_object_get(o, "label")),
+                                      dumps[nd++],
+                                      (uint32_t)json_array_size(ops),
+                                      0,
+                                      0};
         }
         if (!strcmp(t, "recipe") && nr < 8) {
             dumps[nd] = json_dumps(json_object_get(o, "attrs"), JSON_COMPACT | JSON_SORT_KEYS);
