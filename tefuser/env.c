@@ -33,20 +33,6 @@ const char *ft_env_attr_name(ft_env_attr a)
     return (unsigned)a < FT_EA_COUNT ? env_names[a] : "?";
 }
 
-const char *ft_env_read_key(uint32_t i)
-{
-    if (i < FT_EA_COUNT) return env_names[i];
-    return ft_recipe_env_key(i - FT_EA_COUNT);
-}
-
-int ft_env_key_is_read(const char *key)
-{
-    const char *k;
-    for (uint32_t i = 0; (k = ft_env_read_key(i)); i++)
-        if (!strcmp(k, key)) return 1;
-    return 0;
-}
-
 int64_t ft_version_code(int major, int minor, int patch)
 {
     return (((int64_t)major * 1000 + minor) * 1000 + patch) * 2;

@@ -142,8 +142,6 @@ typedef struct ft_env {
 int ft_version_parse(const char *s, int64_t *out);
 int64_t ft_version_code(int major, int minor, int patch);
 const char *ft_env_attr_name(ft_env_attr a);
-/* The i-th distinct env variable a recipe attribute's default reads (NULL past the last). */
-const char *ft_recipe_env_key(uint32_t i);
 /* Env string value of key (NULL if absent). */
 const char *ft_env_str(const ft_env *e, const char *key);
 
