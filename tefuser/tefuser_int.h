@@ -1,14 +1,14 @@
 /*
- * model_int.h - private types of the fuser model (model.c, rules.c, recipe.c); not a contract.
+ * tefuser_int.h - private types of the fuser model (every tefuser/*.c); not a contract.
  *
  * The model is three tables and the code that walks them:
- * - the basic-op catalog and op attribute table (rules.c): what a fuser's ops JSON may say;
+ * - the basic-op catalog and op attribute table (ops.c): what a fuser's ops JSON may say;
  * - the recipe attribute table (recipe.c): every dataclass field of the six recipe types, its
  *   default, and whether it is baked into quantizers;
  * - the fusion rule table (rules.c): one row per registered TE fusion function, in registry
  *   order, with its pass, window, gate and the attributes the gate reads.
  * Everything a gate reads must be declared in its row: the fusion-attrs key is derived from the
- * declarations (model.c), and tests check that equal keys give equal plans.
+ * declarations (plan.c), and tests check that equal keys give equal plans.
  */
 #ifndef FT_TEFUSER_INT_H
 #define FT_TEFUSER_INT_H
@@ -151,7 +151,7 @@ typedef struct ft_recipe_int {
     int64_t id;          /* declared id */
     char *canon;         /* canonical encoding: Type{attr=value,...} with defaults filled */
     uint64_t qbase;      /* hash of the quantizer-baked attributes other than the QParams flags */
-    uint8_t qparams_recorded; /* the capture recorded fp4_quant_* (else derived, see model.c) */
+    uint8_t qparams_recorded; /* the capture recorded fp4_quant_* (else derived, recipe.c) */
     uint64_t reads;           /* ft_recipe_read_value + 1 of every ft_recipe_read, one byte each */
 } ft_recipe_int;
 /* Set the NVFP4 QParams flags and the qhash that covers them. */
