@@ -1,5 +1,5 @@
 /*
- * tefuser_int.h - private types of the fuser model (every tefuser/*.c); not a contract.
+ * tefuser_int.h - private types of the fuser model (every .c file of tefuser/); not a contract.
  *
  * The model is three tables and the code that walks them:
  * - the basic-op catalog and op attribute table (ops.c): what a fuser's ops JSON may say;
