@@ -1,6 +1,7 @@
 /*
  * args.c - one option parser for every subcommand: a command's options are rows of its cli_opt
- * table, found by name; nothing here knows a command.
+ * table, found by name; nothing here knows a command. cli_run runs the command and turns its
+ * status into the exit code (cli_exit_code, the one mapping).
  *
  * Accepted forms: --name VALUE, --name=VALUE, -x VALUE, -xVALUE, flags as --name or -x, -h and
  * --help everywhere, `--` ending the options (what follows is positional even if it starts
@@ -23,6 +24,27 @@ static const char *prog_name = "fusertrace";
 const char *cli_prog(void)
 {
     return prog_name;
+}
+
+/* ---- exit codes ---------------------------------------------------------------------------- */
+/* The one mapping from FT_* statuses to exit codes (cli.h). */
+int cli_exit_code(int rc)
+{
+    switch (rc) {
+    case FT_OK:
+        return FT_EXIT_OK;
+    case FT_ECORRUPT:
+        return FT_EXIT_CHECK;
+    case FT_EINVAL:
+    case FT_ERANGE:
+    case FT_ENOTFOUND:
+    case FT_ENOTTRACE:
+    case FT_EVERSION:
+    case FT_EUNSUPPORTED:
+        return FT_EXIT_INPUT;
+    default: /* FT_EIO, FT_ENOMEM, FT_ESQL, FT_EZSTD, FT_ESTATE, FT_ENODEV, FT_ECUDA */
+        return FT_EXIT_INTERNAL;
+    }
 }
 
 /* ---- the common parsers -------------------------------------------------------------------- */

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- errors ------------------------------------------------------------------------------ */
+/* ---- errors ------------------------------------------------------------------------------- */
 int imp_fail(importer *im, const char *field, const char *fmt, ...)
 {
     char what[FT_ERR_MAX];
@@ -73,7 +73,7 @@ const char *imp_type_name(const json_t *v)
     return "an unknown value";
 }
 
-/* ---- field accessors --------------------------------------------------------------------- */
+/* ---- field accessors ---------------------------------------------------------------------- */
 /* Each returns FT_OK, or FT_EINVAL with the message set. `present` (may be NULL for required
  * fields) reports whether an optional field was there. */
 
@@ -221,7 +221,7 @@ static size_t count_present(const json_t *obj, const char *const *known)
     return n;
 }
 
-/* ---- records ----------------------------------------------------------------------------- */
+/* ---- records ------------------------------------------------------------------------------ */
 static const char *const header_known[] = {
     "t",          "format",     "version", "te_version", "torch_version", "host", "rank",
     "world_size", "started_at", "env",     NULL};
@@ -703,7 +703,7 @@ int imp_backward(importer *im, json_t *o)
     return put_backward(im, &b);
 }
 
-/* ---- the fast path ----------------------------------------------------------------------- */
+/* ---- the fast path ------------------------------------------------------------------------ */
 /* The checks are imp_call's and imp_backward's on values that the parser has already typed; their
  * messages are the general path's, which is why any failure here falls back to it rather than
  * saying anything. */

@@ -192,7 +192,7 @@ out:
     return rc;
 }
 
-/* ---- input ------------------------------------------------------------------------------ */
+/* ---- input ------------------------------------------------------------------------------- */
 /* A zstd frame (or a skippable frame) starts with one of these little-endian magic numbers. */
 static int is_zstd(const uint8_t *p, size_t n)
 {

@@ -22,7 +22,7 @@
 
 #define MAX_WARNED 64 /* distinct unknown field names reported */
 
-/* ---- small containers -------------------------------------------------------------------- */
+/* ---- small containers --------------------------------------------------------------------- */
 /* A declared fuser: what its calls are checked against. */
 typedef struct fuser_info {
     uint32_t n_ops;  /* basic ops: the length of op_rg */
@@ -37,7 +37,7 @@ typedef struct recipe_state {
     int64_t id;    /* the id it was declared under */
 } recipe_state;
 
-/* ---- importer state ---------------------------------------------------------------------- */
+/* ---- importer state ----------------------------------------------------------------------- */
 typedef struct importer {
     const char *name; /* input name for messages */
     FILE *in;
@@ -82,7 +82,7 @@ typedef struct importer {
     int warned_overflow;
 } importer;
 
-/* ---- shared by both halves (jsonl_check.c) --------------------------------------------------- */
+/* ---- shared by both halves (jsonl_check.c) ------------------------------------------------ */
 /* Set the error as "NAME:LINE: field 'F': <fmt>" (field may be NULL); returns FT_EINVAL. */
 int imp_fail(importer *im, const char *field, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -93,7 +93,7 @@ int imp_fail_nomem(importer *im);
 /* "an object", "a string", ...: a JSON value's type for messages. */
 const char *imp_type_name(const json_t *v);
 
-/* ---- the records (jsonl_check.c) ------------------------------------------------------------- */
+/* ---- the records (jsonl_check.c) ---------------------------------------------------------- */
 /* Check one parsed record of its type completely and hand it to the sink: FT_OK, or FT_EINVAL
  * (or the sink's status) with the message in im->err. */
 int imp_header(importer *im, json_t *o);

@@ -1,7 +1,7 @@
 /*
  * recorder.c - the recording API: checks every record, maps stream ids to dense indices, feeds
  * the chunk encoder and commits one chunk per batch in its own transaction, together with the
- * declarations made since the last one (schema/trace.c checkpoints after each commit, so the
+ * declarations made since the last one (schema/trace_write.c checkpoints after each commit, so the
  * main file holds it). Everything beyond schema/ft_limits.h is refused here, at record time,
  * with FT_ERANGE naming the field. Not thread-safe: one thread at a time per handle.
  *

@@ -7,23 +7,6 @@
 
 #include <threads.h>
 
-/* ---- little helpers ----------------------------------------------------------------------- */
-
-/* chunk_grow past its capacity. */
-int chunk_grow_slow(void **p, size_t *cap, size_t n, size_t sz)
-{
-    size_t c = *cap ? *cap : 64;
-    while (c < n) {
-        if (c > SIZE_MAX / 2 / sz) return FT_ENOMEM;
-        c *= 2;
-    }
-    void *q = ft_realloc(*p, c * sz);
-    if (!q) return FT_ENOMEM;
-    *p = q;
-    *cap = c;
-    return FT_OK;
-}
-
 /* ---- split-vector coder state ------------------------------------------------------------- */
 void sp_reset(sp_state *s)
 {
@@ -100,20 +83,22 @@ int sp_update(sp_state *s, sp_fuser *f, const int64_t *v, uint32_t k, uint64_t T
 
 /* ---- residual symbols --------------------------------------------------------------------- */
 /* Per residual symbol: extra bits and the value without them (chunk.h, SPLIT SECTION). */
-uint8_t chunk_res_nb[256];
-uint64_t chunk_res_base[256];
+static uint8_t res_nb[256];
+static uint64_t res_base[256];
 static once_flag res_once = ONCE_FLAG_INIT;
 
-static void res_tables(void)
+static void res_fill(void)
 {
     for (uint32_t sy = 0; sy < 256; sy++) {
         uint32_t t = sy - 16, nb = sy < 16 ? 0 : 2 + (t >> 2);
-        chunk_res_nb[sy] = (uint8_t)nb;
-        chunk_res_base[sy] = sy < 16 ? sy : (uint64_t)(4 | (t & 3)) << nb; /* nb <= 61: fits */
+        res_nb[sy] = (uint8_t)nb;
+        res_base[sy] = sy < 16 ? sy : (uint64_t)(4 | (t & 3)) << nb; /* nb <= 61: fits */
     }
 }
 
-void chunk_res_init(void)
+void chunk_res_tables(const uint8_t **nb, const uint64_t **base)
 {
-    call_once(&res_once, res_tables);
+    call_once(&res_once, res_fill);
+    *nb = res_nb;
+    *base = res_base;
 }

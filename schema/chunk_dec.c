@@ -450,7 +450,9 @@ static __attribute__((noinline)) int dec_splits2(ft_chunk_dec *d, uint64_t id, c
 {
     sp_state *s = &d->sp;
     sp_reset(s);
-    chunk_res_init();
+    const uint8_t *res_nb;
+    const uint64_t *res_base;
+    chunk_res_tables(&res_nb, &res_base);
     const uint8_t *tg = p, *tg_end = p, *sym = p, *sym_end = p, *bits = p;
     uint64_t nbits = 0, bpos = 0;
     if (end > p) {
@@ -493,13 +495,13 @@ static __attribute__((noinline)) int dec_splits2(ft_chunk_dec *d, uint64_t id, c
             int64_t *v = d->splits + pos;
             uint64_t left = T, bad = 0;
             for (uint32_t m = 0; m + 1 < k; m++) {
-                uint32_t sy = sym[m], nb = chunk_res_nb[sy];
+                uint32_t sy = sym[m], nb = res_nb[sy];
                 if (bpos + nb > nbits)
                     return CORRUPT("chunk %llu: record %u: split vector truncated",
                                    (unsigned long long)id, i);
                 uint64_t x = res_extra(bits, bpos, nb);
                 bpos += nb;
-                uint64_t u = chunk_res_base[sy] | x;
+                uint64_t u = res_base[sy] | x;
                 uint64_t xv = u ? (uint64_t)s->pred[m] + (uint64_t)unzz(u - 1)
                                 : (f->top ? f->top - 1 : UINT64_MAX);
                 bad |= xv > left;
@@ -546,7 +548,7 @@ static int dec_section(ft_chunk_dec *d, uint64_t id, const char *what, uint8_t *
     return FT_OK;
 }
 
-/* ---- one chunk ------------------------------------------------------------------------------ */
+/* ---- one chunk ---------------------------------------------------------------------------- */
 /* What the stored header and the main section's header say, each checked before it is used. */
 typedef struct chunk_hdr {
     unsigned long long id;                   /* the chunk id, for messages */

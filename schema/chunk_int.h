@@ -158,10 +158,19 @@ static inline int varint_get_small(const uint8_t **pp, const uint8_t *end, uint6
 }
 
 /* Grow *p (elements of size sz) to hold at least n; keeps contents. */
-int chunk_grow_slow(void **p, size_t *cap, size_t n, size_t sz);
 static inline int chunk_grow(void **p, size_t *cap, size_t n, size_t sz)
 {
-    return n <= *cap ? FT_OK : chunk_grow_slow(p, cap, n, sz);
+    if (n <= *cap) return FT_OK;
+    size_t c = *cap ? *cap : 64;
+    while (c < n) {
+        if (c > SIZE_MAX / 2 / sz) return FT_ENOMEM;
+        c *= 2;
+    }
+    void *q = ft_realloc(*p, c * sz);
+    if (!q) return FT_ENOMEM;
+    *p = q;
+    *cap = c;
+    return FT_OK;
 }
 
 /* ---- split-vector coder state (shared by encoder and decoder) ----------------------------- */
@@ -273,11 +282,9 @@ static inline void res_put(res_out *r, uint64_t u)
     }
 }
 
-/* Per residual symbol: the extra bits it takes and its value without them (chunk_core.c),
- * filled by chunk_res_init. */
-extern uint8_t chunk_res_nb[256];
-extern uint64_t chunk_res_base[256];
-void chunk_res_init(void);
+/* Per residual symbol: the extra bits it takes and its value without them, [256] each
+ * (chunk_core.c; filled on the first call). */
+void chunk_res_tables(const uint8_t **nb, const uint64_t **base);
 
 /* The nb (<= 61) extra bits at bit bpos of bits, read 8 bytes at a time (so 16 readable bytes
  * must follow the stream). */

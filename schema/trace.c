@@ -606,6 +606,44 @@ static int check_identity(ft_trace *t)
     return FT_OK;
 }
 
+/* ---- the digests -------------------------------------------------------------------------- */
+static const char *const dg_table[N_DG] = {"meta", "oplists", "fusers", "recipes", "chunks"};
+
+/* Compare the in-memory digest chains (computed while loading) with meta. */
+static int compare_digests(ft_trace *t)
+{
+    int rc = trace_meta_digest(t, t->meta, t->n_meta, &t->dg[DG_META]);
+    if (rc) return ft_err_set(&t->err, rc, "%s: out of memory", t->path);
+    for (int i = 0; i < N_DG; i++) {
+        const meta_kv *kv = trace_meta_find(t, trace_dg_key[i]);
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016" PRIx64, t->dg[i]);
+        if (!kv) return trace_corrupt_table(t, "meta", "a digest is missing");
+        if (strcmp(kv->value, hex)) return trace_corrupt_table(t, dg_table[i], "digest mismatch");
+    }
+    return FT_OK;
+}
+
+/* Recompute every digest from the file (a second, independent read of the small tables). */
+int ft_trace_check_digests(ft_trace *t)
+{
+    ft_trace *u = ft_calloc(1, sizeof *u);
+    if (!u || !(u->path = ft_strdup(t->path))) {
+        ft_free(u);
+        return ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
+    }
+    u->db = t->db;
+    int rc = trace_exec(u, "BEGIN");
+    if (!rc) {
+        if (!(rc = trace_load_tables(u))) rc = compare_digests(u);
+        sqlite3_exec(u->db, "COMMIT", NULL, NULL, NULL);
+    }
+    if (rc) t->err = u->err;
+    u->db = NULL;
+    trace_free(u);
+    return rc;
+}
+
 /* ---- open --------------------------------------------------------------------------------- */
 /* "file:PATH?QUERY" with PATH escaped as a URI path. */
 static char *file_uri(const char *path, const char *query)
@@ -707,14 +745,14 @@ int trace_load_all(ft_trace *t)
     if ((rc = trace_exec(t, "PRAGMA mmap_size=1073741824"))) return rc;
     /* one read transaction so every table is seen at the same commit */
     if ((rc = trace_exec(t, "BEGIN"))) return rc;
-    if (!(rc = trace_load_tables(t))) rc = trace_compare_digests(t);
+    if (!(rc = trace_load_tables(t))) rc = compare_digests(t);
     sqlite3_exec(t->db, "COMMIT", NULL, NULL, NULL);
     if (rc) return rc;
     trace_parse_header(t);
     return FT_OK;
 }
 
-static int open_read(ft_trace *t)
+int trace_open_read(ft_trace *t)
 {
     probe pr;
     wal_scan ws;
@@ -734,44 +772,6 @@ static int open_read(ft_trace *t)
         return rc;
     }
     set_notice(t, &pr, &ws);
-    return FT_OK;
-}
-
-void ft_trace_remove(const char *path)
-{
-    size_t n = strlen(path) + 8;
-    char *p = ft_malloc(n);
-    unlink(path);
-    if (!p) return;
-    snprintf(p, n, "%s-wal", path);
-    unlink(p);
-    snprintf(p, n, "%s-shm", path);
-    unlink(p);
-    snprintf(p, n, "%s-journal", path);
-    unlink(p);
-    ft_free(p);
-}
-
-int ft_trace_open(const char *path, int mode, ft_trace **out, ft_err *err)
-{
-    *out = NULL;
-    if (!path || (mode != FT_OPEN_READ && mode != FT_OPEN_CREATE))
-        return ft_err_set(err, FT_EINVAL, "ft_trace_open: bad arguments");
-    ft_trace *t = ft_calloc(1, sizeof *t);
-    if (!t || !(t->path = ft_strdup(path))) {
-        ft_free(t);
-        return ft_err_set(err, FT_ENOMEM, "%s: out of memory", path);
-    }
-    t->mode = mode;
-    int rc = mode == FT_OPEN_READ ? open_read(t) : trace_create(t);
-    if (rc) {
-        if (err) *err = t->err;
-        int created = mode == FT_OPEN_CREATE && t->db;
-        trace_free(t);
-        if (created) ft_trace_remove(path);
-        return rc;
-    }
-    *out = t;
     return FT_OK;
 }
 

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const dg_table[N_DG] = {"meta", "oplists", "fusers", "recipes", "chunks"};
 const char *const trace_dg_key[N_DG] = {"digest.meta", "digest.oplists", "digest.fusers",
                                         "digest.recipes", "digest.chunks"};
 
@@ -112,40 +111,4 @@ int trace_meta_digest(ft_trace *t, const meta_kv *kv, size_t n, uint64_t *out)
     }
     *out = h;
     return FT_OK;
-}
-
-/* ---- checking ----------------------------------------------------------------------------- */
-/* Compare the in-memory digest chains (computed while loading) with meta. */
-int trace_compare_digests(ft_trace *t)
-{
-    int rc = trace_meta_digest(t, t->meta, t->n_meta, &t->dg[DG_META]);
-    if (rc) return ft_err_set(&t->err, rc, "%s: out of memory", t->path);
-    for (int i = 0; i < N_DG; i++) {
-        const meta_kv *kv = trace_meta_find(t, trace_dg_key[i]);
-        char hex[17];
-        snprintf(hex, sizeof hex, "%016" PRIx64, t->dg[i]);
-        if (!kv) return trace_corrupt_table(t, "meta", "a digest is missing");
-        if (strcmp(kv->value, hex)) return trace_corrupt_table(t, dg_table[i], "digest mismatch");
-    }
-    return FT_OK;
-}
-
-/* Recompute every digest from the file (a second, independent read of the small tables). */
-int ft_trace_check_digests(ft_trace *t)
-{
-    ft_trace *u = ft_calloc(1, sizeof *u);
-    if (!u || !(u->path = ft_strdup(t->path))) {
-        ft_free(u);
-        return ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path);
-    }
-    u->db = t->db;
-    int rc = trace_exec(u, "BEGIN");
-    if (!rc) {
-        if (!(rc = trace_load_tables(u))) rc = trace_compare_digests(u);
-        sqlite3_exec(u->db, "COMMIT", NULL, NULL, NULL);
-    }
-    if (rc) t->err = u->err;
-    u->db = NULL;
-    trace_free(u);
-    return rc;
 }

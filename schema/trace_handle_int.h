@@ -1,9 +1,10 @@
 /*
  * trace_handle_int.h - private to the trace handle's files: trace.c (open for reading, the
- * in-memory tables, lookups), trace_probe.c (the file, its header, its side files and the -wal
- * scan), trace_write.c (create, the row writers, close and seal) and trace_digest.c (the digest
- * chains). Not part of any contract; reader.c and verify.c see the handle only through
- * trace_int.h.
+ * in-memory tables, lookups, the digest check), trace_probe.c (the file, its header, its side
+ * files and the -wal scan), trace_write.c (ft_trace_open, create, the row writers, close and
+ * seal) and trace_digest.c (how rows are hashed into the digest chains). trace_write.c builds on
+ * trace.c; both use trace_probe.c and trace_digest.c, which use neither. Not part of any
+ * contract; reader.c and verify.c see the handle only through trace_int.h.
  */
 #ifndef FT_TRACE_HANDLE_INT_H
 #define FT_TRACE_HANDLE_INT_H
@@ -100,6 +101,8 @@ int trace_corrupt_table(ft_trace *t, const char *table, const char *what);
 int trace_load_tables(ft_trace *t);
 /* check_identity, then trace_load_tables and the digest check in one read transaction. */
 int trace_load_all(ft_trace *t);
+/* Open t->path for reading as trace.c's header says (ft_trace_open's FT_OPEN_READ). */
+int trace_open_read(ft_trace *t);
 /* t->hdr from the in-memory meta. */
 void trace_parse_header(ft_trace *t);
 /* One integer PRAGMA; 0, or -1 with SQLite's status in *sqlrc. */
@@ -133,10 +136,6 @@ int trace_probe_file(ft_trace *t, probe *pr);
  * on the file (a writer may be appending). FT_ENOMEM is the only failure. */
 int trace_scan_wal(const char *path, uint32_t page_size, wal_scan *ws);
 
-/* ---- trace_write.c: create ---------------------------------------------------------------- */
-/* Create t->path (which must not exist, nor a side file beside it): DDL, WAL mode, meta. */
-int trace_create(ft_trace *t);
-
 /* ---- trace_digest.c: the digest chains ---------------------------------------------------- */
 /* Serialize one row into t->scratch and hash it into *h; FT_ENOMEM. */
 int trace_row_oplist(ft_trace *t, const oplist *o, uint64_t *h);
@@ -146,8 +145,6 @@ int trace_row_recipe(ft_trace *t, int64_t id, const ft_recipe_def *r, const decl
 int trace_row_chunk(ft_trace *t, const ft_chunk_info *c, uint64_t *h);
 /* The meta digest over (key, value) pairs sorted by key, digest keys excluded. */
 int trace_meta_digest(ft_trace *t, const meta_kv *kv, size_t n, uint64_t *out);
-/* Compare the in-memory digest chains (computed while loading) with meta. */
-int trace_compare_digests(ft_trace *t);
 
 #pragma GCC visibility pop
 

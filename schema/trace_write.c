@@ -1,7 +1,8 @@
 /*
- * trace_write.c - writing a trace: create (DDL from trace.sql, WAL), the row writers the
- * recorder uses (header, fusers, recipes, chunks), close (small traces rewritten with 512-byte
- * pages) and seal (finish a trace whose recording was killed), and rewriting the digests.
+ * trace_write.c - writing a trace: ft_trace_open (reading is trace.c's, creating is here: DDL
+ * from trace.sql, WAL), the row writers the recorder uses (header, fusers, recipes, chunks),
+ * close (small traces rewritten with 512-byte pages), seal (finish a trace whose recording was
+ * killed) and rewriting the digests.
  *
  * Writing: declarations are written in the transaction of the next chunk (one savepoint each,
  * so a refused declaration changes nothing), and the digests once per commit; after each commit
@@ -95,7 +96,7 @@ static int write_digests_all(ft_trace *t)
 }
 
 /* ---- create ------------------------------------------------------------------------------- */
-int trace_create(ft_trace *t)
+static int create(ft_trace *t)
 {
     /* a side file without its trace was left by a killed process: SQLite would apply a stale
      * -wal or -journal to the new file of the same name */
@@ -161,6 +162,45 @@ int trace_create(ft_trace *t)
 fail:
     sqlite3_exec(t->db, "ROLLBACK", NULL, NULL, NULL);
     return rc;
+}
+
+/* ---- open --------------------------------------------------------------------------------- */
+void ft_trace_remove(const char *path)
+{
+    size_t n = strlen(path) + 8;
+    char *p = ft_malloc(n);
+    unlink(path);
+    if (!p) return;
+    snprintf(p, n, "%s-wal", path);
+    unlink(p);
+    snprintf(p, n, "%s-shm", path);
+    unlink(p);
+    snprintf(p, n, "%s-journal", path);
+    unlink(p);
+    ft_free(p);
+}
+
+int ft_trace_open(const char *path, int mode, ft_trace **out, ft_err *err)
+{
+    *out = NULL;
+    if (!path || (mode != FT_OPEN_READ && mode != FT_OPEN_CREATE))
+        return ft_err_set(err, FT_EINVAL, "ft_trace_open: bad arguments");
+    ft_trace *t = ft_calloc(1, sizeof *t);
+    if (!t || !(t->path = ft_strdup(path))) {
+        ft_free(t);
+        return ft_err_set(err, FT_ENOMEM, "%s: out of memory", path);
+    }
+    t->mode = mode;
+    int rc = mode == FT_OPEN_READ ? trace_open_read(t) : create(t);
+    if (rc) {
+        if (err) *err = t->err;
+        int created = mode == FT_OPEN_CREATE && t->db;
+        trace_free(t);
+        if (created) ft_trace_remove(path);
+        return rc;
+    }
+    *out = t;
+    return FT_OK;
 }
 
 /* ---- writers ------------------------------------------------------------------------------ */

@@ -1,7 +1,8 @@
 /*
  * synth.c - synthetic training-run call streams for what-if studies (`fusertrace synth`): the
- * generator's driver, its set-up and the records it emits (routing is synth_route.c's, recipe
- * objects and their schedule synth_recipes.c's, the passes synth_pipeline.c's).
+ * generator's driver, its set-up and the header record (routing is synth_route.c's, recipe
+ * objects and their schedule synth_recipes.c's, the passes and the records they emit
+ * synth_pipeline.c's; each of those uses only the ones before it).
  *
  * One generic generator models a Megatron-style MoE training loop as TransformerEngine's
  * OperationFuser sees it (docs/fuser-model.md, "Call patterns"): L layers, each with its own fusers
@@ -54,117 +55,6 @@ static const uint8_t RG_G_FC1[3] = {0, 1, 1};    /* fc1 frozen */
 static const uint8_t RG_G_FC1_NG[3] = {0, 0, 1};
 static const uint8_t RG_D_TRAIN[5] = {1, 1, 0, 1, 1}; /* GELU has no parameter */
 static const uint8_t RG_D_FC1[5] = {0, 0, 0, 1, 1};
-
-/* ---- errors ------------------------------------------------------------------------------- */
-int synth_sink_fail(gen *g, int rc, const char *what, int64_t seq)
-{
-    const ft_err *se = g->sink->error_fn ? g->sink->error_fn(g->sink->ctx) : NULL;
-    return ft_err_set(g->err, rc, "synth %s: sink rejected %s (seq %lld): %s", g->scen, what,
-                      (long long)seq, se ? ft_err_msg(se) : ft_strerror(rc));
-}
-
-/* ---- records ------------------------------------------------------------------------------ */
-static int64_t stamp(gen *g, int64_t t)
-{
-    if (t <= g->last_ns) t = g->last_ns + 1;
-    g->last_ns = t;
-    return t;
-}
-
-/* d with +-5% noise from the timing stream (never the routing stream, so that the timestamps
- * and captured keys do not move split sizes). */
-static int64_t jitter(gen *g, int64_t d)
-{
-    return d + (int64_t)((double)d * 0.1 * (rng_unif(&g->rt) - 0.5));
-}
-
-/* Whether the captured TE version built a plan for this call, and a modelled fuse_ns: a
- * dict/slot hit costs a few microseconds of Python, a reset_recipe_state sweep and a plan build
- * cost per basic op (figures of the order issue #2897 profiles; not measurements). */
-static int captured_rebuilt(gen *g, sfuser *f, const robj *rec, int grad, int input_rg,
-                            const uint8_t *op_rg, int64_t *fuse_ns)
-{
-    uint32_t n = g->n_ops[f->kind], first_rg = n;
-    for (uint32_t i = 0; i < n && first_rg == n; i++)
-        if (op_rg[i]) first_rg = i;
-    const uint32_t fb = ft_te_boundary(n, grad, input_rg, first_rg);
-    /* synth's RT_* are ft_recipe_type - 1 (FT_RT_NONE = 0 is no recipe); bo codes are ft_bo */
-    const int type = rec ? rec->type + 1 : FT_RT_NONE;
-    int reset;
-    int build = ft_te_cache_call(f->cap, type, synth_bo_code(rec), synth_hist_len(rec), fb, &reset);
-    *fuse_ns = 4000 + (reset ? 30000 * (int64_t)n : 0) + (build ? 150000 + 20000 * (int64_t)n : 0);
-    return build;
-}
-
-int synth_emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, const uint8_t *op_rg,
-                    const int64_t *splits, int64_t step, int64_t mb, const char *phase, int64_t *t,
-                    int64_t *seq_out)
-{
-    sfuser *f = &g->fusers[fi];
-    int rc, keep = g->c.stage_only < 0 || f->stage == g->c.stage_only;
-    if (keep && !f->declared) {
-        ft_fuser_def fd = {f->id, f->label, g->ops_json[f->kind], g->n_ops[f->kind], 0, 0};
-        rc = g->sink->fuser_fn(g->sink->ctx, &fd);
-        if (rc) return synth_sink_fail(g, rc, "fuser declaration", g->seq);
-        f->declared = 1;
-    }
-    if (keep && rec && !rec->decl && (rc = synth_recipe_declare(g, rec))) return rc;
-    ft_call c;
-    c.seq = g->seq++;
-    c.fuser = f->id;
-    c.recipe = rec ? rec->decl : 0;
-    c.flags = FT_CF_HAS_STEP | FT_CF_HAS_MB | FT_CF_HAS_PHASE;
-    if (grad) c.flags |= FT_CF_GRAD;
-    if (input_rg) c.flags |= FT_CF_INPUT_RG;
-    if (rec) c.flags |= FT_CF_HAS_RECIPE;
-    if (g->c.graphs) c.flags |= FT_CF_HAS_GRAPH | (g->graph_phase ? FT_CF_GRAPH : 0u);
-    c.device = f->stage;
-    c.n_op_rg = g->n_ops[f->kind];
-    c.op_rg = op_rg;
-    c.n_splits = 0;
-    c.m_splits = NULL;
-    if (splits) {
-        c.flags |= FT_CF_HAS_SPLITS;
-        c.n_splits = (uint32_t)g->c.experts;
-        c.m_splits = splits;
-    }
-    c.step = step;
-    c.mb = mb;
-    c.phase = phase;
-    c.ns = 0;
-    c.fuse_ns = 0;
-    int64_t fuse = 0; /* model time of the fusion decision, noise-free */
-    if (f->cap) {
-        c.flags |= FT_CF_HAS_REBUILT | FT_CF_HAS_FUSE_NS;
-        if (captured_rebuilt(g, f, rec, grad, input_rg, op_rg, &fuse)) c.flags |= FT_CF_REBUILT;
-        c.fuse_ns = jitter(g, fuse);
-    }
-    if (g->c.timestamps) {
-        c.flags |= FT_CF_HAS_NS;
-        c.ns = stamp(g, *t + jitter(g, g->dur_fwd[f->kind] / 10));
-    }
-    *t += g->dur_fwd[f->kind] + fuse;
-    /* another rank's stage: numbered, timed and modelled as in the full stream, not written */
-    if (keep && (rc = g->sink->call_fn(g->sink->ctx, &c)))
-        return synth_sink_fail(g, rc, "call", c.seq);
-    if (seq_out) *seq_out = c.seq;
-    return FT_OK;
-}
-
-int synth_emit_backward(gen *g, int64_t call, const sfuser *f, int64_t *t)
-{
-    int kind = f->kind;
-    ft_backward b;
-    b.seq = g->seq++;
-    b.call = call;
-    b.has_ns = g->c.timestamps != 0;
-    b.ns = b.has_ns ? stamp(g, *t + jitter(g, g->dur_fwd[kind] / 5)) : 0;
-    *t += 2 * g->dur_fwd[kind];
-    if (g->c.stage_only >= 0 && f->stage != g->c.stage_only) return FT_OK;
-    int rc = g->sink->backward_fn(g->sink->ctx, &b);
-    if (rc) return synth_sink_fail(g, rc, "backward", b.seq);
-    return FT_OK;
-}
 
 /* ---- per-step state ----------------------------------------------------------------------- */
 /* Per-layer requires_grad state for this step: frozen layers, the boundary inputs. */

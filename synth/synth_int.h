@@ -1,7 +1,8 @@
 /*
  * synth_int.h - private to the synthetic scenario generator: synth_keys.c (keys, scenarios), and
- * the generator's files (synth.c: the driver, set-up and records; synth_route.c: PRNG and
- * routing; synth_recipes.c: recipe objects and their schedule; synth_pipeline.c: the passes).
+ * the generator's files (synth.c: the driver and set-up; synth_route.c: PRNG and routing;
+ * synth_recipes.c: recipe objects and their schedule; synth_pipeline.c: the passes and the
+ * records they emit).
  *
  * A scenario is a named set of defaults for one generic Megatron-style training-loop generator;
  * every scenario accepts every key. synth_keys.c holds the key table (name, kind, range,
@@ -248,17 +249,15 @@ typedef struct gen {
  * per microbatch (balanced, drop). */
 enum { R_ZIPF, R_DRIFT, R_HOT, R_BALANCED, R_DROP };
 
-/* ---- synth.c: records ---------------------------------------------------------------------- */
 /* The sink refused what: the error naming it and the seq. */
-int synth_sink_fail(gen *g, int rc, const char *what, int64_t seq);
-/* One call of fuser fi (declared first if it was not), timed at *t, which moves on by its
- * modelled duration; *seq_out (may be NULL) gets its seq. */
-int synth_emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, const uint8_t *op_rg,
-                    const int64_t *splits, int64_t step, int64_t mb, const char *phase, int64_t *t,
-                    int64_t *seq_out);
-int synth_emit_backward(gen *g, int64_t call, const sfuser *f, int64_t *t);
+static inline int synth_sink_fail(gen *g, int rc, const char *what, int64_t seq)
+{
+    const ft_err *se = g->sink->error_fn ? g->sink->error_fn(g->sink->ctx) : NULL;
+    return ft_err_set(g->err, rc, "synth %s: sink rejected %s (seq %lld): %s", g->scen, what,
+                      (long long)seq, se ? ft_err_msg(se) : ft_strerror(rc));
+}
 
-/* ---- synth_route.c: routing ------------------------------------------------------------------ */
+/* ---- synth_route.c: routing --------------------------------------------------------------- */
 /* The tables routing needs, once per process. */
 void synth_route_once(void);
 /* A new MoE layer's popularity and routing tables (its arrays allocated). */
@@ -286,7 +285,7 @@ robj *synth_eval_recipe(const gen *g, uint32_t l, int64_t step);
 /* Move the recipe schedule to this step (switches, detours, flips, cycles). */
 int synth_schedule_step(gen *g, int64_t step);
 
-/* ---- synth_pipeline.c: the training loop's passes ------------------------------------------- */
+/* ---- synth_pipeline.c: the training loop's passes and the records they emit ---------------- */
 /* One training (or eval) pass of a step through every pipeline stage. */
 int synth_run_pass(gen *g, int64_t step, int eval);
 /* CUDA graphs: the warm-up iterations and the capture, at step 0. */

@@ -3,10 +3,115 @@
  * microbatch (with full activation recompute: the checkpointed chunks recomputed with grad,
  * then their backward), Megatron's 1F1B schedule per stage (plain or interleaved over virtual
  * stages), the stages interleaved by a noise-free timing model, and the CUDA-graph warm-up and
- * capture. Limits: stages interleave at the granularity of one stage's forward or backward of
+ * capture; and the records they emit (a fuser declared before its first call, the timing model's
+ * timestamps with noise from the timing stream, the captured TE's rebuilt and a modelled
+ * fuse_ns). Limits: stages interleave at the granularity of one stage's forward or backward of
  * one microbatch.
  */
 #include "synth_int.h"
+
+/* ---- records ------------------------------------------------------------------------------ */
+static int64_t stamp(gen *g, int64_t t)
+{
+    if (t <= g->last_ns) t = g->last_ns + 1;
+    g->last_ns = t;
+    return t;
+}
+
+/* d with +-5% noise from the timing stream (never the routing stream, so that the timestamps
+ * and captured keys do not move split sizes). */
+static int64_t jitter(gen *g, int64_t d)
+{
+    return d + (int64_t)((double)d * 0.1 * (rng_unif(&g->rt) - 0.5));
+}
+
+/* Whether the captured TE version built a plan for this call, and a modelled fuse_ns: a
+ * dict/slot hit costs a few microseconds of Python, a reset_recipe_state sweep and a plan build
+ * cost per basic op (figures of the order issue #2897 profiles; not measurements). */
+static int captured_rebuilt(gen *g, sfuser *f, const robj *rec, int grad, int input_rg,
+                            const uint8_t *op_rg, int64_t *fuse_ns)
+{
+    uint32_t n = g->n_ops[f->kind], first_rg = n;
+    for (uint32_t i = 0; i < n && first_rg == n; i++)
+        if (op_rg[i]) first_rg = i;
+    const uint32_t fb = ft_te_boundary(n, grad, input_rg, first_rg);
+    /* synth's RT_* are ft_recipe_type - 1 (FT_RT_NONE = 0 is no recipe); bo codes are ft_bo */
+    const int type = rec ? rec->type + 1 : FT_RT_NONE;
+    int reset;
+    int build = ft_te_cache_call(f->cap, type, synth_bo_code(rec), synth_hist_len(rec), fb, &reset);
+    *fuse_ns = 4000 + (reset ? 30000 * (int64_t)n : 0) + (build ? 150000 + 20000 * (int64_t)n : 0);
+    return build;
+}
+
+static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, const uint8_t *op_rg,
+                     const int64_t *splits, int64_t step, int64_t mb, const char *phase, int64_t *t,
+                     int64_t *seq_out)
+{
+    sfuser *f = &g->fusers[fi];
+    int rc, keep = g->c.stage_only < 0 || f->stage == g->c.stage_only;
+    if (keep && !f->declared) {
+        ft_fuser_def fd = {f->id, f->label, g->ops_json[f->kind], g->n_ops[f->kind], 0, 0};
+        rc = g->sink->fuser_fn(g->sink->ctx, &fd);
+        if (rc) return synth_sink_fail(g, rc, "fuser declaration", g->seq);
+        f->declared = 1;
+    }
+    if (keep && rec && !rec->decl && (rc = synth_recipe_declare(g, rec))) return rc;
+    ft_call c;
+    c.seq = g->seq++;
+    c.fuser = f->id;
+    c.recipe = rec ? rec->decl : 0;
+    c.flags = FT_CF_HAS_STEP | FT_CF_HAS_MB | FT_CF_HAS_PHASE;
+    if (grad) c.flags |= FT_CF_GRAD;
+    if (input_rg) c.flags |= FT_CF_INPUT_RG;
+    if (rec) c.flags |= FT_CF_HAS_RECIPE;
+    if (g->c.graphs) c.flags |= FT_CF_HAS_GRAPH | (g->graph_phase ? FT_CF_GRAPH : 0u);
+    c.device = f->stage;
+    c.n_op_rg = g->n_ops[f->kind];
+    c.op_rg = op_rg;
+    c.n_splits = 0;
+    c.m_splits = NULL;
+    if (splits) {
+        c.flags |= FT_CF_HAS_SPLITS;
+        c.n_splits = (uint32_t)g->c.experts;
+        c.m_splits = splits;
+    }
+    c.step = step;
+    c.mb = mb;
+    c.phase = phase;
+    c.ns = 0;
+    c.fuse_ns = 0;
+    int64_t fuse = 0; /* model time of the fusion decision, noise-free */
+    if (f->cap) {
+        c.flags |= FT_CF_HAS_REBUILT | FT_CF_HAS_FUSE_NS;
+        if (captured_rebuilt(g, f, rec, grad, input_rg, op_rg, &fuse)) c.flags |= FT_CF_REBUILT;
+        c.fuse_ns = jitter(g, fuse);
+    }
+    if (g->c.timestamps) {
+        c.flags |= FT_CF_HAS_NS;
+        c.ns = stamp(g, *t + jitter(g, g->dur_fwd[f->kind] / 10));
+    }
+    *t += g->dur_fwd[f->kind] + fuse;
+    /* another rank's stage: numbered, timed and modelled as in the full stream, not written */
+    if (keep && (rc = g->sink->call_fn(g->sink->ctx, &c)))
+        return synth_sink_fail(g, rc, "call", c.seq);
+    if (seq_out) *seq_out = c.seq;
+    return FT_OK;
+}
+
+static int emit_backward(gen *g, int64_t call, const sfuser *f, int64_t *t)
+{
+    int kind = f->kind;
+    ft_backward b;
+    b.seq = g->seq++;
+    b.call = call;
+    b.has_ns = g->c.timestamps != 0;
+    b.ns = b.has_ns ? stamp(g, *t + jitter(g, g->dur_fwd[kind] / 5)) : 0;
+    *t += 2 * g->dur_fwd[kind];
+    if (g->c.stage_only >= 0 && f->stage != g->c.stage_only) return FT_OK;
+    int rc = g->sink->backward_fn(g->sink->ctx, &b);
+    if (rc) return synth_sink_fail(g, rc, "backward", b.seq);
+    return FT_OK;
+}
 
 /* ---- one stage's forward / backward of one microbatch ------------------------------------- */
 static int chunk_forward(gen *g, uint32_t ch, uint32_t m, int64_t step, int eval, int64_t *t)
@@ -27,9 +132,9 @@ static int chunk_forward(gen *g, uint32_t ch, uint32_t m, int64_t step, int eval
                 sp = dst;
             }
             int64_t seq;
-            int rc = synth_emit_call(g, L->fuser[k], rec, grad, grad && L->input_rg,
-                                     grad ? L->rg_train[k] : L->rg_nograd[k], sp, step, mb, phase,
-                                     t, &seq);
+            int rc =
+                emit_call(g, L->fuser[k], rec, grad, grad && L->input_rg,
+                          grad ? L->rg_train[k] : L->rg_nograd[k], sp, step, mb, phase, t, &seq);
             if (rc) return rc;
             if (!eval) g->bwd_seq[((size_t)l * M + m) * 2 + k] = grad && L->bwd[k] ? seq : -1;
         }
@@ -43,7 +148,7 @@ static int layer_backward(gen *g, uint32_t l, uint32_t m, int64_t *t)
     for (uint32_t k = L->n_fusers; k-- > 0;) {
         int64_t call = g->bwd_seq[((size_t)l * g->c.microbatches + m) * 2 + k];
         if (call < 0) continue;
-        int rc = synth_emit_backward(g, call, &g->fusers[L->fuser[k]], t);
+        int rc = emit_backward(g, call, &g->fusers[L->fuser[k]], t);
         if (rc) return rc;
     }
     return FT_OK;
@@ -76,8 +181,8 @@ static int chunk_backward(gen *g, uint32_t ch, uint32_t m, int64_t step, int64_t
             for (uint32_t k = 0; k < L->n_fusers; k++) {
                 const int64_t *sp = L->moe && k == 0 ? g->splits + ((size_t)l * M + m) * E : NULL;
                 int64_t seq;
-                rc = synth_emit_call(g, L->fuser[k], rec, 1, L->input_rg, L->rg_train[k], sp, step,
-                                     m, "recompute", t, &seq);
+                rc = emit_call(g, L->fuser[k], rec, 1, L->input_rg, L->rg_train[k], sp, step, m,
+                               "recompute", t, &seq);
                 if (rc) return rc;
                 g->bwd_seq[((size_t)l * M + m) * 2 + k] = L->bwd[k] ? seq : -1;
             }

@@ -304,19 +304,9 @@ const char *ft_env_attr_name(ft_env_attr a)
     return (unsigned)a < FT_EA_COUNT ? env_names[a] : "?";
 }
 
-const char *ft_env_read_key(uint32_t i)
+const char *ft_env_legacy_wgrad_key(void)
 {
-    if (i < FT_EA_COUNT) return env_names[i];
-    if (i == FT_EA_COUNT) return legacy_wgrad_key;
-    return ft_recipe_env_key(i - FT_EA_COUNT - 1);
-}
-
-int ft_env_key_is_read(const char *key)
-{
-    const char *k;
-    for (uint32_t i = 0; (k = ft_env_read_key(i)); i++)
-        if (!strcmp(k, key)) return 1;
-    return 0;
+    return legacy_wgrad_key;
 }
 
 const char *ft_env_str(const ft_env *e, const char *key)

@@ -1,6 +1,6 @@
 /*
- * model.h - the fuser model: what TransformerEngine 2.20's OperationFuser would build for a call,
- * independent of any cache policy (docs/fuser-model.md).
+ * ft_tefuser.h - the fuser model: what TransformerEngine 2.20's OperationFuser would build for a
+ * call, independent of any cache policy (docs/fuser-model.md).
  *
  * - Recipes: the six recipe types with their attributes, a canonical 64-bit hash of (type, every
  *   attribute), and the flags the quantizer-state model needs.

@@ -250,9 +250,10 @@ static const struct {
     [FT_RT_CUSTOM] = {"CustomRecipe", attrs_custom, FT_ARRAY_LEN(attrs_custom)},
 };
 
-const char *ft_recipe_env_key(uint32_t i)
+/* The i-th distinct env variable a recipe attribute's default reads (NULL past the last): every
+ * recipe attribute's env default, each name once, in table order. */
+static const char *recipe_env_key(uint32_t i)
 {
-    /* every recipe attribute's env default, each name once, in table order */
     uint32_t k = 0;
     for (int t = 0; t < FT_RT_COUNT; t++)
         for (size_t a = 0; a < recipe_types[t].n_attrs; a++) {
@@ -267,6 +268,23 @@ const char *ft_recipe_env_key(uint32_t i)
             if (k++ == i) return e;
         }
     return NULL;
+}
+
+/* The fusion rules' environment (env.c) first, then the recipe defaults'. Here rather than in
+ * env.c because the recipe table is here and the environment below it. */
+const char *ft_env_read_key(uint32_t i)
+{
+    if (i < FT_EA_COUNT) return ft_env_attr_name((ft_env_attr)i);
+    if (i == FT_EA_COUNT) return ft_env_legacy_wgrad_key();
+    return recipe_env_key(i - FT_EA_COUNT - 1);
+}
+
+int ft_env_key_is_read(const char *key)
+{
+    const char *k;
+    for (uint32_t i = 0; (k = ft_env_read_key(i)); i++)
+        if (!strcmp(k, key)) return 1;
+    return 0;
 }
 
 const char *ft_recipe_type_name(ft_recipe_type t)

@@ -1,14 +1,14 @@
 /*
- * model_int.h - private types of the fuser model (model.c, rules.c, recipe.c); not a contract.
+ * tefuser_int.h - private types of the fuser model (every .c file of tefuser/); not a contract.
  *
  * The model is three tables and the code that walks them:
- * - the basic-op catalog and op attribute table (rules.c): what a fuser's ops JSON may say;
+ * - the basic-op catalog and op attribute table (ops.c): what a fuser's ops JSON may say;
  * - the recipe attribute table (recipe.c): every dataclass field of the six recipe types, its
  *   default, and whether it is baked into quantizers;
  * - the fusion rule table (rules.c): one row per registered TE fusion function, in registry
  *   order, with its pass, window, gate and the attributes the gate reads.
  * Everything a gate reads must be declared in its row: the fusion-attrs key is derived from the
- * declarations (model.c), and tests check that equal keys give equal plans.
+ * declarations (plan.c), and tests check that equal keys give equal plans.
  */
 #ifndef FT_TEFUSER_INT_H
 #define FT_TEFUSER_INT_H
@@ -158,8 +158,8 @@ typedef struct ft_env {
 const char *ft_env_attr_name(ft_env_attr a);
 /* cudnn_frontend installed and >= min (TE: PkgVersion(version) >= PkgVersion(min)). */
 int ft_env_fe_at_least(const ft_env *e, const char *min);
-/* The i-th distinct env variable a recipe attribute's default reads (NULL past the last). */
-const char *ft_recipe_env_key(uint32_t i);
+/* The earlier fusertrace name of the wgrad wrapper key, still read ("cudnn_wgrad_wrapper"). */
+const char *ft_env_legacy_wgrad_key(void);
 /* Env string value of key (NULL if absent or null). */
 const char *ft_env_str(const ft_env *e, const char *key);
 
@@ -172,7 +172,7 @@ typedef struct ft_recipe_int {
     int64_t id;          /* declared id */
     char *canon;         /* canonical encoding: Type{attr=value,...} with defaults filled */
     uint64_t qbase;      /* hash of the quantizer-baked attributes other than the QParams flags */
-    uint8_t qparams_recorded; /* the capture recorded fp4_quant_* (else derived, see model.c) */
+    uint8_t qparams_recorded; /* the capture recorded fp4_quant_* (else derived, recipe.c) */
     uint64_t reads;           /* ft_recipe_read_value + 1 of every ft_recipe_read, one byte each */
 } ft_recipe_int;
 /* Set the NVFP4 QParams flags and the qhash that covers them. */

@@ -7,15 +7,9 @@
  * pair of plans is classified under every quantizer state reachable by resets. The only
  * acceptable statuses are FT_OK and FT_EINVAL; anything else (and any crash or leak) is a bug.
  *
- * Build with clang (not part of the normal build), from the repository root:
- *   clang -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -Icommon -Ischema -Itefuser \
- *     tests/fuzz/fuzz_model.c tefuser/env.c tefuser/ops.c tefuser/rules.c tefuser/recipe.c \
- *     tefuser/qstate.c tefuser/plan.c tefuser/classify.c \
- *     common/common.c $(pkg-config --cflags --libs jansson libxxhash) -lm -o fuzz_model
- *   ./fuzz_model -max_total_time=60 corpus-model tests/fuzz/corpus/model
- * The corpus in
- * tests/fuzz/corpus/model/ is replayed as an ordinary test by tests/test_tefuser.c, which
- * includes this file and calls fuzz_model_run().
+ * Build with clang: tests/fuzz/build.sh (not part of the normal build); tests/fuzz/README.md says
+ * how to run it. The corpus in tests/fuzz/corpus/model/ is replayed as an ordinary test by
+ * tests/test_tefuser.c, which includes this file and calls fuzz_model_run().
  */
 #include "ft_tefuser.h"
 
