@@ -7,7 +7,9 @@
  * ({"world_size": N, "rank": R, ...}: world_size and rank become the header's fields, every other
  * key one the format does not name, such as te_fusions). Output: the plan text of fuser 0 under
  * the recipe with f = 0, or "ERR <message>", one line per case. The line "NAMES" prints the
- * model's fusion rows instead, one "pass<TAB>full name" line each, then an empty line.
+ * model's fusion rows instead, one "pass<TAB>full name" line each, then an empty line; a line
+ * "VCMP<TAB>a<TAB>b" prints ft_version_cmp(a, b) as -1, 0 or 1, or "ERR" when either is no
+ * version (for version_diff.py).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_tefuser.h"
@@ -24,6 +26,17 @@ static void names(void)
     for (uint32_t i = 0; i < ft_n_rules; i++)
         printf("%s\t%s\n", pass[ft_rules[i].pass], ft_rules[i].te_name);
     printf("\n");
+}
+
+static void vcmp(char *pair)
+{
+    char *b = strchr(pair, '\t');
+    int c = 0;
+    if (b) *b++ = '\0';
+    if (!b || ft_version_cmp_str(pair, b, &c))
+        printf("ERR\n");
+    else
+        printf("%d\n", (c > 0) - (c < 0));
 }
 
 static void one_case(char *line)
@@ -81,6 +94,8 @@ int main(void)
         if (line[n - 1] == '\n') line[n - 1] = '\0';
         if (!strcmp(line, "NAMES"))
             names();
+        else if (!strncmp(line, "VCMP\t", 5))
+            vcmp(line + 5);
         else
             one_case(line);
         fflush(stdout);
