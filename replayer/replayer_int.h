@@ -80,8 +80,9 @@ typedef struct pstate {
     /* front caches of the hot path */
     uint64_t mru_key[2]; /* unbounded dict store: the two most recent keys and their plans */
     uint32_t mru_plan[2];
-    class_cache cc[2]; /* last stale classification, by whether the backward runs */
-    uint32_t spare[2];
+    class_cache cc[2];   /* last stale classification, by whether the backward runs */
+    uint32_t last_fuser; /* the fuser of the instance that last used this state (class_cache) */
+    uint32_t spare;
 } pstate;
 _Static_assert(sizeof(pstate) == 128, "pstate is indexed by a shift");
 
@@ -171,6 +172,8 @@ struct ft_replay {
     const ft_recipe_def *recipes;
     uint32_t n_fusers, n_recipes;
     uint32_t *n_ops; /* [n_fusers] */
+    uint32_t *inst;  /* [n_fusers] the fuser whose plan-cache state a fuser uses: itself, or the
+                        first declaration of its instance when its op attributes changed */
     rinfo *ri;       /* [n_recipes + 1], index recipe + 1 */
     oracle_mru *mru; /* [n_fusers] */
     /* memo tables */
@@ -257,6 +260,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
     const ccall *CC = r->cc;
     const uint32_t *q_direct = r->q_direct;
     const rinfo *RI = r->ri;
+    const uint32_t *INST = r->inst;
     pstate *ST = pr->st;
     uint64_t *step_builds = res->steps.hits;
     const int lru = pr->store.capacity != 0; /* the MRU front cache only when unbounded */
@@ -268,7 +272,13 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         const uint32_t u = cj->fuser;
         const pcall c = {u, cj->recipe, cj->f, cj->fa};
         const rinfo *ri = &RI[c.recipe + 1];
-        pstate *s = &ST[u];
+        /* one OperationFuser, one state: a redeclaration after an op attribute change keeps it */
+        const uint32_t inst = INST[u];
+        pstate *s = &ST[inst];
+        if (s->last_fuser != u) { /* the cached classification is of the other declaration */
+            s->last_fuser = u;
+            s->cc[0].plan = s->cc[1].plan = FT_NO_ENTRY;
+        }
         const uint32_t fresh = cj->fresh;
         uint32_t plan = fresh;
         int build;
@@ -291,7 +301,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             else
                 plan = s->plan;
         } else {
-            const uint64_t key = ((uint64_t)u << 40) | key_fn(ri, &c);
+            const uint64_t key = ((uint64_t)inst << 40) | key_fn(ri, &c);
             if (!lru && key == s->mru_key[0]) {
                 plan = s->mru_plan[0];
                 build = 0;

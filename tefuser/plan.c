@@ -90,8 +90,76 @@ static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
     return FT_OK;
 }
 
+/* A redeclaration of an instance (of): the fuser it continues, the same op classes, and a note
+ * on what changed (docs/fuser-model.md, "Op attributes changed after a call"). */
+static int fuser_instance_init(ft_model *m, const ft_fuser_def *defs, uint32_t i, ft_err *err)
+{
+    fuser_m *fz = &m->fusers[i];
+    fz->inst = i;
+    if (!defs[i].has_of) return FT_OK;
+    uint32_t j = 0;
+    while (j < i && m->fusers[j].id != defs[i].of)
+        j++;
+    if (j == i)
+        return ft_err_set(err, FT_EINVAL,
+                          "fuser %lld: field 'of': fuser %lld is not declared before",
+                          (long long)fz->id, (long long)defs[i].of);
+    const fuser_m *prev = &m->fusers[j];
+    if (prev->n_ops != fz->n_ops)
+        return ft_err_set(err, FT_EINVAL,
+                          "fuser %lld: field 'of': has %u ops, fuser %lld %u (an instance keeps "
+                          "its ops)",
+                          (long long)fz->id, fz->n_ops, (long long)prev->id, prev->n_ops);
+    for (uint32_t k = 0; k < fz->n_ops; k++)
+        if (strcmp(fz->ops[k].name, prev->ops[k].name))
+            return ft_err_set(err, FT_EINVAL,
+                              "fuser %lld: field 'of': op %u is %s where fuser %lld has %s (an "
+                              "instance keeps its op classes; only their attributes change)",
+                              (long long)fz->id, k, fz->ops[k].name, (long long)prev->id,
+                              prev->ops[k].name);
+    fz->inst = prev->inst;
+    /* what changed, and whether a fusion rule of this fuser reads it */
+    char what[240] = "";
+    size_t o = 0;
+    int read = 0;
+    for (uint32_t k = 0; k < fz->n_ops && o < sizeof what; k++)
+        for (int a = 0; a < FT_OA_COUNT && o < sizeof what; a++) {
+            const ft_op *x = &prev->ops[k], *y = &fz->ops[k];
+            if (!ft_op_has_attr(y, (ft_op_attr)a) ||
+                (x->v[a] == y->v[a] && !memcmp(&x->f[a], &y->f[a], sizeof x->f[a])))
+                continue;
+            char needle[64]; /* in this fuser's fusion key: a rule reads it */
+            snprintf(needle, sizeof needle, "op[%u].%s", k, ft_op_attr_name((ft_op_attr)a));
+            const size_t nl = strlen(needle);
+            for (const char *h = fz->key_attrs; (h = strstr(h, needle)); h += nl)
+                read |= h[nl] == ',' || !h[nl];
+            o += (size_t)snprintf(what + o, sizeof what - o, "%sop %u %s", o ? ", " : "", k,
+                                  ft_op_attr_name((ft_op_attr)a));
+        }
+    char field[64];
+    snprintf(field, sizeof field, "fuser %lld", (long long)fz->id);
+    int rc;
+    if (!what[0])
+        rc = ft_model_note_add(m, FT_NOTE_ATTR_CHANGE, field, NULL,
+                               "fuser %lld continues fuser %lld with no attribute the model reads "
+                               "changed",
+                               (long long)fz->id, (long long)prev->id);
+    else
+        rc = ft_model_note_add(
+            m, FT_NOTE_ATTR_CHANGE, field, NULL,
+            "fuser %lld continues fuser %lld after its op attributes changed (%s)%s",
+            (long long)fz->id, (long long)prev->id, what,
+            read
+                ? ": TE sees them only when it builds a plan again (before PR 3410 at the next "
+                  "key change, at PR 3410's head never for keys it has cached); until then it runs "
+                  "the plan built before the change, which the replay counts as stale where the "
+                  "plans differ"
+                : ": no fusion rule of this fuser reads them, so the plans stay the same");
+    return rc ? ft_err_set(err, rc, "model: out of memory") : FT_OK;
+}
+
 int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_def *recipes,
-                 uint32_t n_recipes, const char *env_json, const ft_env_kv *overrides,
+                 uint32_t n_recipes, const ft_model_capture *cap, const ft_env_kv *overrides,
                  uint32_t n_overrides, ft_model **out, ft_err *err)
 {
     *out = NULL;
@@ -99,10 +167,9 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
         return ft_err_set(err, FT_EUNSUPPORTED, "rule table too large (%u rows)", ft_n_rules);
     ft_model *m = ft_calloc(1, sizeof *m);
     if (!m) return ft_err_set(err, FT_ENOMEM, "model: out of memory");
-    int rc = ft_env_parse(env_json, overrides, n_overrides, &m->env, err);
+    int rc = ft_env_parse(cap, overrides, n_overrides, &m->env, err);
+    if (!rc) rc = ft_model_registry_init(m, cap, err);
     if (rc) goto fail;
-    for (uint32_t ri = 0; ri < ft_n_rules; ri++)
-        m->registered[ri] = !ft_rules[ri].registered || ft_rules[ri].registered(&m->env);
     ft_recipe_none(&m->none);
     m->none.reads = recipe_reads_packed(&m->none.pub);
 
@@ -127,6 +194,7 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
             goto fail;
         }
         rc = fuser_key_init(m, fz, err);
+        if (!rc) rc = fuser_instance_init(m, fusers, i, err);
         if (rc) goto fail;
         if (fz->n_ops > max_ops) max_ops = fz->n_ops;
     }
@@ -134,6 +202,19 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
         rc = ft_recipe_parse(&recipes[i], &m->env, &m->recipes[i], err);
         if (rc) goto fail;
         m->n_recipes = i + 1;
+        /* type(recipe): TE's own classes are their type; each subclass name its own class */
+        ft_recipe_int *rn = &m->recipes[i];
+        rn->pub.cls = (int32_t)rn->pub.type;
+        if (strcmp(recipes[i].type, ft_recipe_type_name(rn->pub.type))) {
+            int32_t next = FT_RT_COUNT, same = -1;
+            for (uint32_t j = 0; j < i && same < 0; j++) {
+                const int32_t cj = m->recipes[j].pub.cls;
+                if (cj < FT_RT_COUNT) continue;
+                if (!strcmp(recipes[j].type, recipes[i].type)) same = cj;
+                if (cj >= next) next = cj + 1;
+            }
+            rn->pub.cls = same >= 0 ? same : next;
+        }
         /* NVFP4 QParams are derived once, in __post_init__: a later declaration of the same
          * object (mutated attributes, capture-jsonl "obj") keeps the flags of its first one. */
         ft_recipe_int *ri = &m->recipes[i];
@@ -147,6 +228,7 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
             }
         }
     }
+    if ((rc = ft_model_notes_init(m, err))) goto fail;
     m->scratch_cap = 3 * max_ops;
     m->scratch = ft_malloc(m->scratch_cap * sizeof *m->scratch);
     if (!m->scratch) {
@@ -181,6 +263,7 @@ void ft_model_free(ft_model *m)
     ft_hmap_free(&m->intern);
     ft_hmap_free(&m->memo);
     ft_free(m->scratch);
+    ft_free(m->notes);
     if (m->errs) {
         for (uint32_t i = 0; i < m->errs->n; i++)
             ft_free(m->errs->s[i]);
@@ -188,6 +271,21 @@ void ft_model_free(ft_model *m)
         ft_free(m->errs);
     }
     ft_free(m);
+}
+
+int64_t ft_model_world_size(const ft_model *m)
+{
+    return m->env.v[FT_EA_WORLD_SIZE];
+}
+
+int64_t ft_model_rank(const ft_model *m)
+{
+    return m->env.v[FT_EA_RANK];
+}
+
+uint32_t ft_model_fuser_instance(const ft_model *m, uint32_t fuser)
+{
+    return fuser < m->n_fusers ? m->fusers[fuser].inst : fuser;
 }
 
 uint32_t ft_model_n_fusers(const ft_model *m)
@@ -311,12 +409,12 @@ int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint
         joint[i] = (ft_unit){-1, i, i};
     ft_gate_ctx c = {&m->env, &ft_model_recipe_int(m, recipe)->pub, fz->ops, NULL, m->audit, NULL};
     uint32_t nj = n, nf, nb;
-    ft_rules_apply_pass(&c, FT_PASS_JOINT, m->registered, joint, &nj);
+    ft_rules_apply_pass(&c, m->order[FT_PASS_JOINT], m->n_order[FT_PASS_JOINT], joint, &nj);
     memcpy(fwd, joint, nj * sizeof *joint);
     memcpy(bwd, joint, nj * sizeof *joint);
     nf = nb = nj;
-    ft_rules_apply_pass(&c, FT_PASS_FWD, m->registered, fwd, &nf);
-    ft_rules_apply_pass(&c, FT_PASS_BWD, m->registered, bwd, &nb);
+    ft_rules_apply_pass(&c, m->order[FT_PASS_FWD], m->n_order[FT_PASS_FWD], fwd, &nf);
+    ft_rules_apply_pass(&c, m->order[FT_PASS_BWD], m->n_order[FT_PASS_BWD], bwd, &nb);
     int rc = ft_map_to_basic(fwd, nf, fz->ops, n, fz->id, err);
     if (!rc) rc = ft_map_to_basic(bwd, nb, fz->ops, n, fz->id, err);
     if (rc) return rc;
@@ -471,7 +569,7 @@ int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_u
         joint[i] = (ft_unit){-1, i, i};
     ft_gate_ctx c = {&m->env, r, fz->ops, NULL, NULL, NULL};
     uint32_t nj = n;
-    ft_rules_apply_pass(&c, FT_PASS_JOINT, m->registered, joint, &nj);
+    ft_rules_apply_pass(&c, m->order[FT_PASS_JOINT], m->n_order[FT_PASS_JOINT], joint, &nj);
     int found = 0;
     for (uint32_t ri = 0; ri < ft_n_rules && !found; ri++) {
         const ft_rule *rule = &ft_rules[ri];
@@ -479,8 +577,9 @@ int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_u
         /* the units this rule's pass sees, and whether the pass applies it */
         uint32_t na = nj;
         memcpy(after, joint, nj * sizeof *joint);
-        if (rule->pass != FT_PASS_JOINT)
-            ft_rules_apply_pass(&c, (ft_pass)rule->pass, m->registered, after, &na);
+        const int pass = m->rule_pass[ri] >= 0 ? m->rule_pass[ri] : rule->pass;
+        if (pass != FT_PASS_JOINT)
+            ft_rules_apply_pass(&c, m->order[pass], m->n_order[pass], after, &na);
         int applied = 0;
         for (uint32_t u = 0; u < na && !applied; u++)
             applied = after[u].rule == (int16_t)ri;
@@ -490,8 +589,8 @@ int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_u
             found = 1;
         } else {
             /* the rule's window over the units before its own pass ran */
-            const ft_unit *before = rule->pass == FT_PASS_JOINT ? after : joint;
-            uint32_t nb = rule->pass == FT_PASS_JOINT ? na : nj;
+            const ft_unit *before = pass == FT_PASS_JOINT ? after : joint;
+            uint32_t nb = pass == FT_PASS_JOINT ? na : nj;
             for (uint32_t i = 0; i < nb && !found; i++) {
                 ft_last_read lr;
                 if (!ft_rule_blocked_at(&c, (int16_t)ri, before, nb, i, &lr)) continue;
