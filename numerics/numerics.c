@@ -16,9 +16,7 @@
  * and refuses what does not fit; a stop flag (Ctrl-C) ends it with the results so far.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "ft_hmap.h"
-#include "ft_numerics.h"
-#include "ft_kernels.h"
+#include "numerics_int.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -27,82 +25,6 @@
 #include <unistd.h>
 
 /* ---- per-fuser MLP description ------------------------------------------------------------ */
-
-typedef struct mlp_desc {
-    uint8_t ok;     /* the fuser holds GroupedLinear -> activation -> GroupedLinear */
-    uint8_t scaled; /* the activation takes probabilities */
-    uint8_t bias1, bias2, scale_bias;
-    uint32_t first;  /* op index of FC1 */
-    uint32_t groups; /* num_groups */
-    int64_t k1, k2, n2;
-    ft_act act;
-} mlp_desc;
-
-#define SIT_SLOTS 1024 /* distinct situations the sampler tells apart (more: treated as seen) */
-
-/* One configuration to run: topology + quantization. */
-typedef struct runcfg {
-    uint8_t fused;
-    ft_mlp_quant q;
-} runcfg;
-
-typedef struct runout { /* one configuration's run on the current call */
-    runcfg cfg;
-    int rc;                    /* FT_OK, or the kernel's FT_EUNSUPPORTED/FT_EINVAL */
-    char msg[160];             /* kernel message when rc != FT_OK */
-    float *y, *dx, *dw1, *dw2; /* CPU back end: the outputs */
-    /* figures (both back ends): vs float64, vs the fresh plan's run (0 for the fresh run) */
-    double err, div, max_abs;
-    uint64_t nonfinite;
-} runout;
-
-/* What one policy's choice gave on one call. */
-enum { OUT_RAISED = 0, OUT_NOFRESH, OUT_SAME, OUT_HARMLESS, OUT_QUANT };
-typedef struct choice_out {
-    uint8_t kind;       /* OUT_* (OUT_NOFRESH: ran, but the fresh plan did not) */
-    double err, div;    /* vs float64, vs the fresh plan (relative L2, worst output) */
-    double max_abs;     /* largest absolute difference from the fresh plan */
-    uint64_t nonfinite; /* NaN/Inf output elements */
-    char text[160];     /* OUT_RAISED: TE's message */
-} choice_out;
-
-/* One sampled call: planned (call order), executed (any thread), folded (call order). */
-typedef struct job {
-    uint32_t fuser;
-    int64_t seq;
-    int grad;        /* the call runs the backward */
-    int64_t *splits; /* [groups] owned copy of the call's split sizes */
-    runcfg fresh_cfg, cfg[FT_NUMERICS_MAX_POLICIES];
-    const char *fresh_raise; /* TE's message if the fresh plan raises (model text), else NULL */
-    const char *raise[FT_NUMERICS_MAX_POLICIES];
-    /* results of execute */
-    int rc; /* FT_OK or a failure (err) */
-    ft_err err;
-    int fresh_ok; /* the fresh plan ran */
-    int has_ctl;  /* a fused/unfused control ran */
-    double fresh_err, ctl_div;
-    uint64_t runs, device_runs;
-    double flops;
-    double phase_ms[FT_NX_PHASES]; /* CPU back end, opts.profile */
-    char fallback[160];            /* CUDA: first configuration the device declined, and why */
-    choice_out out[FT_NUMERICS_MAX_POLICIES];
-} job;
-
-struct ft_numerics {
-    const ft_model *m;
-    ft_numerics_opts o;
-    uint32_t n_fusers;
-    mlp_desc *mlp;        /* [n_fusers] */
-    uint64_t n_diff_run;  /* sampled calls where a choice differed from fresh */
-    uint64_t n_plain_run; /* sampled calls where none did */
-    ft_hmap sit; /* situation hash -> sampled calls of that situation (at most SIT_SLOTS) */
-    uint32_t n_sits;
-    pthread_mutex_t gpu_lock; /* one thread at a time on the device */
-    ft_cuda_nx *dev;          /* CUDA back end: the device context */
-    uint64_t planned;         /* sampled calls the estimate counted (progress line) */
-    uint64_t t_start;         /* numerics start (progress line) */
-    ft_numerics_result res;
-};
 
 static void band_add(ft_band *b, double v)
 {
@@ -283,16 +205,6 @@ static int quant_equal(const runcfg *a, const runcfg *b, int grad)
 
 /* ---- the problem of one call -------------------------------------------------------------- */
 
-typedef struct problem {
-    ft_mlp m;
-    ft_nx_problem np; /* the same problem for the device (shapes, seeds; no arrays) */
-    int64_t *splits;
-    float *x, *w1, *b1, *w2, *b2, *p, *dy;
-    int grad;
-    int64_t ny, ndx, ndw1, ndw2;
-    double *ry, *rdx, *rdw1, *rdw2; /* float64 reference */
-} problem;
-
 static float *bf16_vec(int64_t n, float scale, uint64_t seed)
 {
     float *v = ft_malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
@@ -307,7 +219,7 @@ static int64_t round_up(int64_t v, int64_t m)
     return (v + m - 1) / m * m;
 }
 
-static void problem_free(problem *P)
+void problem_free(problem *P)
 {
     void *all[] = {P->splits, P->x,  P->w1, P->b1,  P->w2,   P->b2,
                    P->p,      P->dy, P->ry, P->rdx, P->rdw1, P->rdw2};
@@ -317,8 +229,7 @@ static void problem_free(problem *P)
 }
 
 /* Shapes, splits and seeds of the call (the inputs are drawn by problem_inputs or the device). */
-static int problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P,
-                         ft_err *err)
+int problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P, ft_err *err)
 {
     memset(P, 0, sizeof *P);
     const int64_t K = nx->o.shrink;
@@ -621,7 +532,7 @@ done:
 
 /* ---- one call: plan, execute, fold --------------------------------------------------------- */
 
-static void job_free(job *j)
+void job_free(job *j)
 {
     ft_free(j->splits);
     j->splits = NULL;
@@ -666,7 +577,7 @@ static int sample_call(ft_numerics *nx, const job *j, uint32_t np, int differs)
 
 /* Decide what every choice runs and whether the call is sampled (call order; reads the model).
  * 1: sampled, j filled; 0: not sampled; < 0: an error. */
-static int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err)
+int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err)
 {
     if (!ft_numerics_wants(nx, c->fuser)) return 0;
     const mlp_desc *d = &nx->mlp[c->fuser];
@@ -714,7 +625,7 @@ static int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err 
 /* The runs of a call: the fresh plan first (outs[0], not run when it raises), then every
  * distinct choice that does not raise (which[p]: its run, UINT32_MAX if it raises), then the
  * control: the fresh quantization on the other topology (*ctl_i; UINT32_MAX: none). */
-static uint32_t list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uint32_t *ctl_i)
+uint32_t list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uint32_t *ctl_i)
 {
     uint32_t n_outs = 0;
     *ctl_i = UINT32_MAX;
@@ -897,9 +808,7 @@ static void *pool_worker(void *arg)
     }
 }
 
-static uint32_t online_cores(void);
-
-static int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err)
+int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err)
 {
     if (!n) return FT_OK;
     uint64_t t0 = ft_now_ns();
@@ -994,324 +903,4 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
         a->nonfinite += b->nonfinite;
     }
     return FT_OK;
-}
-
-/* ---- the observer of the replay driver ----------------------------------------------------- */
-
-typedef struct estimate {
-    uint64_t calls, runs;
-    double flops;
-    uint64_t max_bytes; /* the largest call's memory (device, or host per thread) */
-} estimate;
-
-/* Add a planned call's work to the estimate (dry run) and drop the job. */
-static int estimate_job(ft_numerics *nx, uint32_t np, job *j, estimate *e, ft_err *err)
-{
-    problem P;
-    runout outs[FT_NUMERICS_MAX_POLICIES + 2];
-    uint32_t which[FT_NUMERICS_MAX_POLICIES], ctl_i;
-    memset(outs, 0, sizeof outs);
-    int rc = problem_shape(nx, &nx->mlp[j->fuser], j, &P, err);
-    if (!rc) {
-        uint32_t n_outs = list_outs(j, np, outs, which, &ctl_i);
-        uint32_t runs = n_outs - (j->fresh_raise != NULL);
-        double rf = 0, uf = 0;
-        uint64_t b = 0;
-        ft_nx_flops(&P.np, &rf, &uf);
-        ft_nx_bytes(&P.np, &b);
-        e->calls++;
-        e->runs += runs;
-        e->flops += rf + uf * runs;
-        if (b > e->max_bytes) e->max_bytes = b;
-    }
-    problem_free(&P);
-    job_free(j);
-    return rc;
-}
-/*
- * The driver calls obs_call for every call and policy, in call order then policy order. The
- * observer keeps each policy's choice (plan id of the engine's model, a copy of its quantizer
- * state) until the last policy of the call, plans the call, and queues it if sampled; a full
- * queue is executed on the thread pool while the engine waits. One ft_numerics lives per trace
- * (obs_begin to obs_end); its results are folded into the observer's total at the end.
- */
-
-struct ft_numerics_obs {
-    ft_numerics_opts o;
-    ft_numerics *nx; /* the current trace's */
-    uint32_t np;
-    uint32_t n_threads;
-    ft_numerics_choice ch[FT_NUMERICS_MAX_POLICIES];
-    ft_qstate q[FT_NUMERICS_MAX_POLICIES]; /* copies: the engine's are valid during the call only */
-    const char *names[FT_NUMERICS_MAX_POLICIES];
-    job *jobs; /* [cap] queued calls */
-    uint32_t n_jobs, cap;
-    uint32_t n_traces; /* traces folded into total */
-    ft_numerics_result total;
-    ft_replay_observer obs;
-    int dry;          /* estimate only: plan the calls, count their work, run nothing */
-    estimate est;     /* dry: the work counted; else the estimate the run was started with */
-    int stopped;      /* opts.stop was seen */
-    uint64_t t_start; /* for the progress line */
-};
-
-static uint32_t online_cores(void)
-{
-    long nc = sysconf(_SC_NPROCESSORS_ONLN);
-    return nc > 0 ? (uint32_t)nc : 1;
-}
-
-static int obs_begin(void *ctx, const ft_replay *eng, ft_err *err)
-{
-    ft_numerics_obs *d = ctx;
-    const uint32_t *idx;
-    d->np = ft_replay_policies(eng, &idx);
-    if (d->np > FT_NUMERICS_MAX_POLICIES)
-        return ft_err_set(err, FT_ERANGE, "numerics: too many policies (%u)", d->np);
-    for (uint32_t p = 0; p < d->np; p++)
-        d->names[p] = ft_policy_name(idx[p]);
-    ft_numerics_opts no = d->o;
-    if (d->dry) no.backend = FT_NUMERICS_CPU, no.profile = 0; /* plans only: no device */
-    int rc = ft_numerics_new(ft_replay_model(eng), d->names, d->np, &no, &d->nx, err);
-    if (!rc) {
-        d->nx->planned = d->est.calls;
-        d->nx->t_start = d->t_start;
-        d->nx->res.calls_planned = d->dry ? 0 : d->est.calls;
-    }
-    return rc;
-}
-
-static int obs_call(void *ctx, const ft_replay_call *c, ft_err *err)
-{
-    ft_numerics_obs *d = ctx;
-    if (d->o.stop && *d->o.stop) {
-        d->stopped = 1;
-        return ft_err_set(err, FT_ESTATE, "numerics: stopped"); /* ends the engine's loop */
-    }
-    if (!ft_numerics_wants(d->nx, c->fuser) || c->slot >= d->np) return FT_OK;
-    d->q[c->slot] = *c->q;
-    d->ch[c->slot].plan = c->plan;
-    d->ch[c->slot].q = &d->q[c->slot];
-    if (c->slot + 1 < d->np) return FT_OK;
-    if (!c->n_splits) return FT_OK; /* a call without split sizes: nothing to run */
-    ft_qstate fq = *c->fresh_q;
-    ft_numerics_call nc = {.fuser = c->fuser,
-                           .recipe = c->recipe,
-                           .f = c->f,
-                           .seq = c->seq,
-                           .splits = c->splits,
-                           .n_splits = c->n_splits,
-                           .n_tokens = -1,
-                           .fresh_plan = c->fresh,
-                           .fresh_q = &fq,
-                           .chosen = d->ch};
-    int rc = plan_call(d->nx, &nc, &d->jobs[d->n_jobs], err);
-    if (rc == 1 && d->dry) {
-        rc = estimate_job(d->nx, d->np, &d->jobs[d->n_jobs], &d->est, err);
-    } else if (rc == 1 && ++d->n_jobs == d->cap) {
-        rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
-        d->n_jobs = 0;
-        if (!rc && d->nx->res.interrupted) {
-            d->stopped = 1;
-            return ft_err_set(err, FT_ESTATE, "numerics: stopped");
-        }
-    }
-    return rc < 0 ? rc : FT_OK;
-}
-
-static int obs_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
-{
-    (void)eng;
-    ft_numerics_obs *d = ctx;
-    if (d->stopped) { /* Ctrl-C: the calls that ran are the result; queued ones are dropped */
-        rc = FT_OK;
-        ft_err_clear(err);
-        for (uint32_t i = 0; i < d->n_jobs; i++)
-            job_free(&d->jobs[i]);
-        d->n_jobs = 0;
-        if (d->nx) d->nx->res.interrupted = 1;
-    }
-    if (!rc) rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
-    for (uint32_t i = rc ? 0 : d->n_jobs; i < d->n_jobs; i++)
-        job_free(&d->jobs[i]);
-    d->n_jobs = 0;
-    if (d->o.info && d->o.progress && !d->dry && !rc) fputc('\n', d->o.info);
-    if (!rc) {
-        ft_numerics_result *nr = ft_malloc(sizeof *nr);
-        if (!nr) {
-            rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
-        } else {
-            ft_numerics_get(d->nx, nr);
-            if (!d->n_traces++)
-                d->total = *nr;
-            else
-                rc = ft_numerics_result_merge(&d->total, nr, err);
-            ft_free(nr);
-        }
-    }
-    ft_numerics_free(d->nx);
-    d->nx = NULL;
-    return rc;
-}
-
-int ft_numerics_obs_new(const ft_numerics_opts *opts, ft_numerics_obs **out, ft_err *err)
-{
-    *out = NULL;
-    ft_numerics_obs *d = ft_calloc(1, sizeof *d);
-    if (!d) return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
-    if (opts) d->o = *opts;
-    d->n_threads = d->o.n_threads ? d->o.n_threads : online_cores();
-    if (d->o.backend == FT_NUMERICS_CUDA) d->n_threads = 1; /* the device is one */
-    d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
-    d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
-    if (!d->jobs) {
-        ft_free(d);
-        return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
-    }
-    d->total.backend = d->o.backend;
-    d->obs = (ft_replay_observer){.ctx = d,
-                                  .needs = FT_OBSERVE_SPLITS,
-                                  .begin_fn = obs_begin,
-                                  .call_fn = obs_call,
-                                  .end_fn = obs_end};
-    *out = d;
-    return FT_OK;
-}
-
-const ft_replay_observer *ft_numerics_obs_observer(ft_numerics_obs *d)
-{
-    return &d->obs;
-}
-
-void ft_numerics_obs_result(const ft_numerics_obs *d, ft_numerics_result *out)
-{
-    *out = d->total;
-}
-
-void ft_numerics_obs_free(ft_numerics_obs *d)
-{
-    if (!d) return;
-    ft_numerics_free(d->nx);
-    ft_free(d->jobs);
-    ft_free(d);
-}
-
-/* ---- whole traces: the driver with this observer ----------------------------------------------
- */
-/* Seconds the estimate's work takes here, roughly: the device at 60 TFLOP/s (bench_numerics
- * measured 75 at DeepSeek size) plus 5 ms per call; the CPU at the rate of a float64 GEMM
- * measured now. */
-static double estimate_seconds(const estimate *e, ft_numerics_backend be)
-{
-    if (be == FT_NUMERICS_CUDA) return e->flops / 60e12 + 5e-3 * (double)e->calls;
-    double rate = ft_cpu_gemm_rate();
-    return e->flops / (rate > 0 ? rate : 1e9);
-}
-
-/* The estimate line, and the refusal (FT_ERANGE, with what to change) of what does not fit. */
-static int check_estimate(const estimate *e, const ft_numerics_opts *no, ft_err *err)
-{
-    const int cuda = no->backend == FT_NUMERICS_CUDA;
-    uint64_t cap = 0;
-    if (cuda) {
-        ft_err derr = {0};
-        ft_cuda_mem_info(NULL, &cap, &derr);
-    } else {
-        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-        cap = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
-    }
-    uint32_t thr = cuda ? 1 : (no->n_threads ? no->n_threads : online_cores());
-    if (thr > e->calls && e->calls) thr = (uint32_t)e->calls;
-    const uint64_t mem = e->max_bytes * (thr ? thr : 1);
-    const double secs = estimate_seconds(e, no->backend);
-    if (no->info)
-        fprintf(no->info,
-                "numerics (%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of %s "
-                "memory at most, estimated %.0f s\n",
-                cuda ? "cuda" : "cpu", (unsigned long long)e->calls, (unsigned long long)e->runs,
-                e->flops * 1e-12, (double)mem * 1e-9, cuda ? "device" : "host", secs);
-    const int over_mem = cap && mem > cap / 10 * 9;
-    const int over_time = no->max_seconds > 0 && secs > no->max_seconds;
-    if (!over_mem && !over_time) return FT_OK;
-    /* the shrink that fits (work ~ K^3, memory ~ K^2), the sample that fits, the GPU */
-    uint32_t k = no->shrink ? no->shrink : 1, k2 = k;
-    double f = 1.0;
-    while (((over_time && secs / (f * f * f) > no->max_seconds) ||
-            (over_mem && (double)mem / (f * f) > (double)cap * 0.9)) &&
-           k2 < 4096) {
-        k2 *= 2;
-        f = (double)k2 / k;
-    }
-    uint64_t n = over_time ? (uint64_t)((double)e->calls * no->max_seconds / secs) : 0;
-    char alt[64] = "", sug[64] = "";
-    if (!cuda) ft_strlcpy(alt, ", or --numerics cuda", sizeof alt);
-    if (n >= 1) snprintf(sug, sizeof sug, ", --sample %llu", (unsigned long long)n);
-    return ft_err_set(err, FT_ERANGE,
-                      "numerics: %s (%.2f GB of %s memory for %u call%s at once, %.2f GB there; "
-                      "about %.0f s, limit %.0f s): use --shrink %u%s%s",
-                      over_mem ? "too large for this machine" : "too slow", (double)mem * 1e-9,
-                      cuda ? "device" : "host", thr, thr == 1 ? "" : "s", (double)cap * 1e-9, secs,
-                      no->max_seconds, k2, sug, alt);
-}
-
-static int with_observer(ft_trace *t, const char *const *paths, uint32_t n_paths,
-                         const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
-                         ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err)
-{
-    ft_numerics_obs *o = NULL;
-    ft_replay_result *rr = rr_out ? rr_out : ft_malloc(sizeof *rr);
-    int rc = rr ? ft_numerics_obs_new(nopts, &o, err)
-                : ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
-    ft_replay_opts ro = ropts ? *ropts : (ft_replay_opts){0};
-    if (!rc && nopts && (nopts->info || nopts->max_seconds > 0)) {
-        /* a dry pass first (plans only: the replay's milliseconds): the estimate */
-        ft_replay_opts dry = ro;
-        dry.per_call = NULL, dry.explain = NULL;
-        dry.observer = ft_numerics_obs_observer(o);
-        o->dry = 1;
-        rc =
-            t ? ft_replay_trace(t, &dry, rr, err) : ft_replay_traces(paths, n_paths, &dry, rr, err);
-        if (!rc) rc = check_estimate(&o->est, nopts, err);
-        if (!rc) { /* the real pass starts afresh, knowing the total */
-            estimate e = o->est;
-            ft_numerics_obs_free(o);
-            o = NULL;
-            rc = ft_numerics_obs_new(nopts, &o, err);
-            if (!rc) o->est = e;
-        }
-    }
-    if (!rc) {
-        ro.observer = ft_numerics_obs_observer(o);
-        o->t_start = ft_now_ns();
-        rc = t ? ft_replay_trace(t, &ro, rr, err) : ft_replay_traces(paths, n_paths, &ro, rr, err);
-        if (rc && o->stopped) { /* Ctrl-C: what ran */
-            rc = FT_OK;
-            ft_err_clear(err);
-            ft_replay_result_init(rr, ro.policies, ro.n_policies);
-            if (!o->n_traces) o->total.interrupted = 1;
-        }
-    }
-    if (!rc) {
-        ft_numerics_obs_result(o, out);
-        out->calls_planned = o->est.calls;
-        if (o->stopped) out->interrupted = 1;
-    }
-    ft_numerics_obs_free(o);
-    if (rr != rr_out) ft_free(rr);
-    return rc;
-}
-
-int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
-                             const ft_numerics_opts *nopts, ft_replay_result *rr_out,
-                             ft_numerics_result *out, ft_err *err)
-{
-    return with_observer(t, NULL, 0, ropts, nopts, rr_out, out, err);
-}
-
-int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
-                              const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
-                              ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err)
-{
-    memset(out, 0, sizeof *out);
-    return with_observer(NULL, paths, n_paths, ropts, nopts, rr_out, out, err);
 }
