@@ -1,8 +1,10 @@
 /*
  * test_numerics.c - the grouped MLP: float64 reference against finite differences, the float
  * paths against the reference, fused vs unfused divergence within its band, stale-plan
- * outcomes (S2-style raise, S3-style quantization difference above the band), RHT cancelling in
- * the wgrad, and input validation.
+ * outcomes (an S3-style quantization difference above the band; S2-style configurations TE
+ * refuses still compute), RHT cancelling in the wgrad, and input validation; the numerics problem
+ * on the CPU back end (ft_cpu_nx: inputs, slots, figures, errors); what numerics asks tefuser;
+ * numerical replay of synthetic traces end to end.
  */
 #include <setjmp.h>
 #include <stdarg.h>
