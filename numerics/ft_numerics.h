@@ -57,8 +57,8 @@ extern "C" {
 #define FT_NUMERICS_MAX_POLICIES 16
 
 typedef enum ft_numerics_backend {
-    FT_NUMERICS_CPU = 0, /* kernels/cpu reference */
-    FT_NUMERICS_CUDA = 1 /* ft_cuda_* where they run the configuration, else the reference */
+    FT_NUMERICS_CPU = 0, /* ft_cpu_nx_*: kernels/cpu, calls on a thread pool */
+    FT_NUMERICS_CUDA = 1 /* ft_cuda_nx_*: kernels/cuda (the plugin), everything on the device */
 } ft_numerics_backend;
 
 typedef struct ft_numerics_opts {
@@ -154,7 +154,8 @@ typedef struct ft_numerics_result {
     ft_numerics_backend backend;
     uint32_t n_threads;      /* threads that ran sampled calls (the largest, after a merge) */
     char device[64];         /* CUDA device name, "" on the CPU back end */
-    char fallback_text[160]; /* CUDA: why the first configuration ran on the CPU instead */
+    char fallback_text[160]; /* never set now (no configuration falls back to the CPU); the
+                                report still prints it, so it stays until the report drops it */
     uint64_t device_bytes;   /* CUDA: most device memory held (context + pool peak) */
     uint64_t calls_planned;  /* sampled calls the estimate counted (trace drivers) */
     uint8_t interrupted;     /* opts.stop ended the run early: the figures cover calls_run */
