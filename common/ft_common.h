@@ -76,7 +76,14 @@ long ft_alloc_live(void);
 /* ---- hashing (xxHash XXH3, stable across runs and machines) ------------------------------ */
 uint64_t ft_hash64(const void *data, size_t len);
 uint64_t ft_hash64_seed(const void *data, size_t len, uint64_t seed);
-static inline uint64_t ft_hash_mix(uint64_t h, uint64_t v)
+/* FT_HD: a function for the host and, compiled by nvcc, the CUDA device too (ft_hash_mix is the
+ * one hash mix of both: the kernels' RNG and input streams use it on the device). */
+#ifdef __CUDACC__
+#define FT_HD __host__ __device__
+#else
+#define FT_HD
+#endif
+static inline FT_HD uint64_t ft_hash_mix(uint64_t h, uint64_t v)
 {
     /* combine two 64-bit values (splitmix64 finaliser over h ^ v * odd constant) */
     uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));

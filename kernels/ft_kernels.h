@@ -22,8 +22,7 @@
  *   order.
  * - Weights are [n_groups][n][k] (out_features x in_features per expert); biases [n_groups][n].
  * - Every function returns FT_OK or a negative FT_E* code and writes detail into err (may be
- *   NULL). A TE run-time error (e.g. the non-RHT grouped NVFP4 quantize) is FT_EUNSUPPORTED with
- *   TE's message text in err.
+ *   NULL). The kernels are math only: TE's run-time errors are the fuser model's (tefuser/).
  */
 #ifndef FT_KERNELS_H
 #define FT_KERNELS_H
@@ -251,9 +250,9 @@ void ft_mlp_qcfg(const ft_mlp_quant *q, int tensor, uint32_t group, int columnwi
  *   z from fp32 (h is stored bf16 for the backward); the dGLU kernel quantizes dh from fp32.
  * - FUSED NVFP4: z and dh are rounded to bf16 and then group-quantized (RHT columnwise).
  * - UNFUSED: every op output is bf16 (h, z, dz, dh) and quantized by the next op.
- * - FUSED also raises as TE does: T % 128 != 0; NVFP4 without RHT with G > 1 and T > 0 ("graph
- *   safe grouped quant kernel for non-RHT path is not ready yet"); NVFP4 backward with a plain
- *   (not scale_bias) FC2 bias (bgrad_group_quantize rejects NVFP4). */
+ * The kernels compute every configuration they are given; when TE itself would raise (T % 128,
+ * the non-RHT NVFP4 group quantize, the NVFP4 bgrad of a plain FC2 bias) is the fuser model's
+ * business (tefuser: ft_model_run_raises, ft_model_fused_mlp_raises). */
 typedef enum ft_mlp_path { FT_MLP_UNFUSED = 0, FT_MLP_FUSED = 1 } ft_mlp_path;
 
 typedef struct ft_mlp {
@@ -289,10 +288,9 @@ typedef struct ft_mlp_bwd {
     float *dprobs; /* [t] or NULL to skip (fp32) */
 } ft_mlp_bwd;
 
-/* The checks both MLP calls start with, on m with HOST splits: shapes, splits, operands, and the
- * errors TE raises for this configuration (FT_EUNSUPPORTED with TE's text: fused T % 128, fused
- * non-RHT NVFP4 with G > 1; backward: fused NVFP4 with a plain FC2 bias). */
-int ft_mlp_check(const ft_mlp *m, int backward, ft_err *err);
+/* The checks both MLP calls start with, on m with HOST splits: shapes, splits, operands, and a
+ * fused path without MXFP8 or NVFP4 quantizers (FT_EINVAL naming the field). */
+int ft_mlp_check(const ft_mlp *m, ft_err *err);
 
 /* Forward; fills every array of out. Validates shapes (FT_EINVAL naming the field). */
 int ft_cpu_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, ft_err *err);
@@ -327,24 +325,30 @@ int ft_cuda_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, void *stream, ft_err *
 int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out,
                          void *stream, ft_err *err);
 
-/* ==== numerical replay on the CUDA device (kernels/cuda/nx.cu) ============================ */
+/* ==== numerical replay: one problem, two back ends (cpu/nx.c, cuda/nx.cu) ================= */
 /*
- * The inputs of one sampled call, the float64 reference and every configuration's run stay on
- * the device; only figures come back. Inputs are bf16 values of ft_nx_gauss streams (the CPU
- * back end of numerics draws the same streams on the host): x = gauss(xseed + 1), probs =
- * bf16(0.5 + 0.45 tanh(gauss(xseed + 6))), dy = gauss(xseed + 7) over [t] rows; W1 =
- * gauss(wseed + 2) * w1_scale, b1 = gauss(wseed + 3) * 0.1, W2 = gauss(wseed + 4) * w2_scale,
- * b2 = gauss(wseed + 5) * 0.1, each rounded to bf16 (weights are kept while wseed and the shape
- * stay, as they do across calls of one fuser).
+ * The problem of one sampled call: its inputs, the float64 reference and every configuration's
+ * run, with only figures coming back. Both back ends take the same problem and give the same
+ * figures from the same inputs; numerics/ drives either through one table of these functions.
+ * The CPU back end (ft_cpu_nx_*) runs ft_cpu_mlp_*; the CUDA back end (ft_cuda_nx_*, in the
+ * plugin) keeps everything on the device.
+ *
+ * Inputs are bf16 values of ft_nx_gauss streams (kernels/nx_int.h writes them once for both):
+ * x = gauss(xseed + 1), probs = bf16(0.5 + 0.45 tanh(gauss(xseed + 6))), dy = gauss(xseed + 7)
+ * over [t] rows; W1 = gauss(wseed + 2) * w1_scale, b1 = gauss(wseed + 3) * 0.1, W2 =
+ * gauss(wseed + 4) * w2_scale, b2 = gauss(wseed + 5) * 0.1, each rounded to bf16 (the device
+ * keeps weights while wseed and the shape stay, as they do across calls of one fuser).
  *
  * A run is one configuration (path, quantizer state) forward and (grad) backward through the
- * float32-contract MLP: by default on the fast path (operands fake-quantized exactly as
+ * float32-contract MLP. Its outputs (y, dx, dW1, dW2) are compared with the reference and with
+ * the base run of the call (the first run with FT_NX_BASE that ran): relative L2, worst output
+ * (the metric of kernels/nx_int.h). CPU: the reference is float64 (ft_cpu_mlp_ref), the base is
+ * kept in float32. CUDA: by default the fast path (operands fake-quantized exactly as
  * ft_cuda_quantize does, expanded exactly into bf16 with the per-group factor as the GEMM's
  * alpha, cuBLAS bf16 tensor-core GEMMs, fp32 accumulation; FP8 block scales that are not powers
  * of two fall back to the emulation), with FT_NX_EMULATE through ft_cuda_mlp_forward/backward's
- * float32 SIMT GEMMs. Its outputs (y, dx, dW1, dW2) are compared on the device with the
- * reference (float64 math through cuBLAS DGEMM per expert, rounded to float32 for storage) and
- * with the base run of the call (the first run with FT_NX_BASE).
+ * float32 SIMT GEMMs; the reference is float64 math through cuBLAS DGEMM per expert, stored as
+ * float32; the base is kept in bf16 (exact: every output is bf16-valued).
  */
 #define FT_NX_MAX_SLOTS 32 /* runs per call */
 #define FT_NX_PHASES    6  /* profile: inputs, reference, quantization, GEMMs, comparison, other */
@@ -365,9 +369,10 @@ typedef struct ft_nx_problem {
 } ft_nx_problem;
 
 typedef struct ft_nx_figs {
-    int rc; /* FT_OK, or the refusal (TE's error: FT_EUNSUPPORTED, text in msg) */
+    int rc; /* FT_OK, or the kernel's refusal of the configuration (FT_EINVAL, FT_EUNSUPPORTED;
+               text in msg) */
     char msg[160];
-    uint8_t fast;       /* ran on the bf16 fast path (else the float32 emulation) */
+    uint8_t fast;       /* CUDA: ran on the bf16 fast path (else the float32 emulation) */
     uint8_t has_base;   /* div, div_max_abs are against a base run */
     double err;         /* worst relative L2 vs the reference over y (and dx, dW1, dW2) */
     double out_err[4];  /* per output: y, dx, dW1, dW2 */
@@ -376,34 +381,57 @@ typedef struct ft_nx_figs {
     uint64_t nonfinite; /* NaN/Inf output elements */
 } ft_nx_figs;
 
-typedef struct ft_cuda_nx ft_cuda_nx;
-/* FT_ENODEV without a device or a CUDA build. */
-int ft_cuda_nx_new(ft_cuda_nx **out, ft_err *err);
-void ft_cuda_nx_free(ft_cuda_nx *nx);
-/* Device bytes a problem needs at most (context buffers plus the larger of the reference's and a
- * run's scratch). Host only; available without CUDA. */
+/* A back end's context, made by that back end's _new and passed only to its own functions. The
+ * CPU's serves one thread at a time; the CUDA one holds the device's buffers (one per process
+ * is enough). */
+typedef struct ft_nx ft_nx;
+
+/* Device (CUDA) or host (CPU) bytes a problem needs at most (context buffers plus the larger of
+ * the reference's and a run's scratch, as the device lays them out). Host only; in every
+ * build. */
 void ft_nx_bytes(const ft_nx_problem *p, uint64_t *bytes);
 /* Floating-point operations of the reference (float64) and of one run (fp32 accumulation). */
 void ft_nx_flops(const ft_nx_problem *p, double *ref_flops, double *run_flops);
-/* Free and total memory of the current device. */
-int ft_cuda_mem_info(uint64_t *free_b, uint64_t *total_b, ft_err *err);
-/* Set the call: inputs and reference (asynchronous; figures of earlier runs are dropped). */
-int ft_cuda_nx_problem(ft_cuda_nx *nx, const ft_nx_problem *p, ft_err *err);
-/* One run into the next slot (0, 1, ...). A configuration TE or the back end refuses is not run:
- * its slot holds the refusal. Errors: a CUDA failure (FT_ECUDA, FT_ENOMEM). */
-int ft_cuda_nx_run(ft_cuda_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags,
-                   ft_err *err);
-/* Wait for the device and fill figs[0..n) of the runs so far (n <= runs). */
-int ft_cuda_nx_collect(ft_cuda_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err);
-/* Host copies of the last run's output / of the reference (which: 0 y, 1 dx, 2 dW1, 3 dW2). */
-int ft_cuda_nx_download(ft_cuda_nx *nx, int which, float *host, ft_err *err);
-int ft_cuda_nx_reference(ft_cuda_nx *nx, int which, float *host, ft_err *err);
+
+/* The CPU back end. */
+int ft_cpu_nx_new(ft_nx **out, ft_err *err);
+void ft_cpu_nx_free(ft_nx *nx);
+/* Set the call: inputs and reference (figures and outputs of earlier runs are dropped). Errors:
+ * FT_EINVAL (bad problem), FT_ENOMEM. */
+int ft_cpu_nx_problem(ft_nx *nx, const ft_nx_problem *p, ft_err *err);
+/* One run into the next slot (0, 1, ...). A configuration the kernels refuse is not run: its
+ * slot holds the refusal. Errors: FT_ENOMEM, FT_ERANGE (more than FT_NX_MAX_SLOTS runs). */
+int ft_cpu_nx_run(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags, ft_err *err);
+/* figs[0..n) of the runs so far (n <= runs). */
+int ft_cpu_nx_collect(ft_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err);
+/* Host copies of the last completed run's output / of the reference rounded to float32 (which:
+ * 0 y, 1 dx, 2 dW1, 3 dW2; the last three for grad problems). */
+int ft_cpu_nx_download(ft_nx *nx, int which, float *host, ft_err *err);
+int ft_cpu_nx_reference(ft_nx *nx, int which, float *host, ft_err *err);
+/* Host bytes the context holds now (pool_peak: 0, there is no pool). */
+int ft_cpu_nx_memory(ft_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err);
+/* Profiling: on = 1 times the phases (0 off, -1 unchanged; a change clears the figures); ms (may
+ * be NULL) receives the milliseconds per phase (the runs count as other). */
+void ft_cpu_nx_profile(ft_nx *nx, int on, double ms[FT_NX_PHASES]);
+
+/* The CUDA back end: the same contract (FT_ENODEV without a device or a CUDA build), plus CUDA
+ * failures (FT_ECUDA, FT_ENOMEM for device memory). ft_cuda_nx_run decides the kernels'
+ * refusals on the host before anything runs; ft_cuda_nx_collect waits for the device. */
+int ft_cuda_nx_new(ft_nx **out, ft_err *err);
+void ft_cuda_nx_free(ft_nx *nx);
+int ft_cuda_nx_problem(ft_nx *nx, const ft_nx_problem *p, ft_err *err);
+int ft_cuda_nx_run(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags, ft_err *err);
+int ft_cuda_nx_collect(ft_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err);
+int ft_cuda_nx_download(ft_nx *nx, int which, float *host, ft_err *err);
+int ft_cuda_nx_reference(ft_nx *nx, int which, float *host, ft_err *err);
 /* Device bytes the context holds now, and the most the stream-ordered pool has held since it
  * was created (runs' scratch, the reference's work space, the weight cache). */
-int ft_cuda_nx_memory(ft_cuda_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err);
+int ft_cuda_nx_memory(ft_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err);
 /* Profiling: on = 1 synchronises at each phase and adds its wall time (0 off, -1 unchanged; a
  * change clears the figures); ms (may be NULL) receives the milliseconds per phase. */
-void ft_cuda_nx_profile(ft_cuda_nx *nx, int on, double ms[FT_NX_PHASES]);
+void ft_cuda_nx_profile(ft_nx *nx, int on, double ms[FT_NX_PHASES]);
+/* Free and total memory of the current device. */
+int ft_cuda_mem_info(uint64_t *free_b, uint64_t *total_b, ft_err *err);
 
 #ifdef __cplusplus
 }

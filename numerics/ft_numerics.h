@@ -1,9 +1,9 @@
 /*
- * numerics.h - numerical replay (DESIGN.md §Numerics): for a sampled grouped-MLP call, run the
- * plan and quantizer state each policy chose and the fresh plan (a build from the call's full
- * state), on deterministic inputs seeded by (fuser, seq), with the call's split sizes and the
- * fuser's op dimensions (optionally shrunk), forward and, for grad calls, backward; compare each
- * with a float64 reference and with the fresh plan.
+ * ft_numerics.h - numerical replay: for a sampled grouped-MLP call, run the plan and quantizer
+ * state each policy chose and the fresh plan (a build from the call's full state), on
+ * deterministic inputs seeded by (fuser, seq), with the call's split sizes and the fuser's op
+ * dimensions (optionally shrunk), forward and, for grad calls, backward; compare each with a
+ * float64 reference and with the fresh plan.
  *
  * Two ways in: an observer of the replay driver (ft_numerics_obs, one of ft_replay_opts.observers
  * of ft_replay_run), which takes every call's decisions from the driver's views and spreads
@@ -13,11 +13,13 @@
  * Results: ft_numerics_get / ft_numerics_report. Every figure is independent of the thread
  * count: which calls are sampled is decided in call order, and results are folded in call order.
  *
- * Back ends: CPU (kernels/cpu: OpenBLAS GEMMs, float32 emulation, float64 reference; calls on a
- * thread pool) or CUDA (kernels/cuda through ft_cuda_nx: the inputs are drawn on the device from
- * the same seeds, the float64 reference runs in cuBLAS DGEMM, every configuration runs the bf16
- * tensor-core fast path, and only figures come back; one thread, the device is one). TE run-time
- * refusals are decided by ft_mlp_check on the host for both.
+ * What a call runs, and when TE raises, is the fuser model's (tefuser: ft_model_quantizers,
+ * ft_model_run_raises, ft_model_fused_mlp_raises); the numbers are the kernels'. Back ends (one
+ * problem API, kernels/ft_kernels.h "numerical replay"): CPU (kernels/cpu: OpenBLAS GEMMs,
+ * float32 emulation, float64 reference; calls on a thread pool) or CUDA (kernels/cuda: the
+ * inputs are drawn on the device from the same seeds, the float64 reference runs in cuBLAS
+ * DGEMM, every configuration runs the bf16 tensor-core fast path, and only figures come back;
+ * one thread, the device is one).
  *
  * What a run means for each comparison of a policy's choice with the fresh plan:
  * - same: same topology and same quantization -> identical numbers (divergence 0);
@@ -25,9 +27,10 @@
  *   the two paths round to bf16: the "harmless band";
  * - quant: the quantization differs (stale quantizers, e.g. RHT kept after disable_rht) -> the
  *   "quant band", which should sit clearly above the harmless band;
- * - raised: TE would raise running the choice (ft_model_run_raises, or the kernel's own check).
+ * - raised: TE would raise running the choice (ft_model_run_raises), or the kernels refuse it.
  * Every sampled call of a fusable recipe also runs a control: the fresh quantization on the
- * other topology, so the harmless band is measured even when no policy is stale.
+ * other topology, so the harmless band is measured even when no policy is stale (not where TE
+ * raises running it: a fused control that ft_model_fused_mlp_raises refuses).
  *
  * Inputs are bf16 values: weights seeded by the fuser (the same parameters across calls), x, dy
  * and probs by (fuser, seq); stochastic rounding seeded by (fuser, seq), the same for every plan
@@ -54,8 +57,8 @@ extern "C" {
 #define FT_NUMERICS_MAX_POLICIES 16
 
 typedef enum ft_numerics_backend {
-    FT_NUMERICS_CPU = 0, /* kernels/cpu reference */
-    FT_NUMERICS_CUDA = 1 /* ft_cuda_* where they run the configuration, else the reference */
+    FT_NUMERICS_CPU = 0, /* ft_cpu_nx_*: kernels/cpu, calls on a thread pool */
+    FT_NUMERICS_CUDA = 1 /* ft_cuda_nx_*: kernels/cuda (the plugin), everything on the device */
 } ft_numerics_backend;
 
 typedef struct ft_numerics_opts {
@@ -151,7 +154,8 @@ typedef struct ft_numerics_result {
     ft_numerics_backend backend;
     uint32_t n_threads;      /* threads that ran sampled calls (the largest, after a merge) */
     char device[64];         /* CUDA device name, "" on the CPU back end */
-    char fallback_text[160]; /* CUDA: why the first configuration ran on the CPU instead */
+    char fallback_text[160]; /* never set now (no configuration falls back to the CPU); the
+                                report still prints it, so it stays until the report drops it */
     uint64_t device_bytes;   /* CUDA: most device memory held (context + pool peak) */
     uint64_t calls_planned;  /* sampled calls the estimate counted (trace drivers) */
     uint8_t interrupted;     /* opts.stop ended the run early: the figures cover calls_run */

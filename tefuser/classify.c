@@ -76,6 +76,38 @@ static const char *nvfp4_group_quantize_check(const ft_qstate *q, int weight)
     return NULL;
 }
 
+/* The fused grouped MLP over fc1 .. fc2 run with quantizer state q on T tokens (< 0: unknown,
+ * taken as non-empty and aligned): what its forward raises first, or NULL. */
+static const char *fused_mlp_forward(const ft_model *m, const ft_op *fc1, const ft_op *fc2,
+                                     const ft_qstate *q, int64_t T)
+{
+    /* fuser_forward: input reshaped to (T, K1); T % 128 == 0 */
+    if (T > 0 && T % 128)
+        return errtext(m, "Unsupported input shape for fused grouped MLP",
+                       "Unsupported input shape for fused grouped MLP (in_shape=[%lld, %lld]).",
+                       (long long)T, (long long)fc1->v[FT_OA_IN_FEATURES]);
+    if (q->cls == FT_RT_MXFP8) return NULL;
+    if (q->cls != FT_RT_NVFP4) return txt_fused_no_blockq;
+    if (fc1->v[FT_OA_NUM_GROUPS] != 1) {
+        /* W1, W2 prep: a single grouped weight is group-quantized (G != 1) */
+        const char *e = NULL;
+        if (fc1->v[FT_OA_SINGLE_GROUPED_WEIGHT]) e = nvfp4_group_quantize_check(q, 1);
+        if (!e && fc2->v[FT_OA_SINGLE_GROUPED_WEIGHT]) e = nvfp4_group_quantize_check(q, 1);
+        /* FC1 input: tex.group_quantize, checks only for non-empty input */
+        if (!e && T != 0) e = nvfp4_group_quantize_check(q, 0);
+        if (e) return e;
+    }
+    return NULL;
+}
+
+/* What its backward raises (after a forward that ran): the dbias of a plain FC2 bias goes
+ * through bgrad_group_quantize, which takes no NVFP4 quantizer. */
+static const char *fused_mlp_backward(const ft_op *fc2, const ft_qstate *q)
+{
+    return q->cls == FT_RT_NVFP4 && fc2->v[FT_OA_BIAS] && !fc2->v[FT_OA_SCALE_BIAS] ? txt_bgrad
+                                                                                    : NULL;
+}
+
 /* What running the forward (then, if f < n, the backward) of plan under recipe r with quantizer
  * state q raises first, or NULL. T = token count (< 0: unknown, taken as non-empty and
  * aligned). */
@@ -89,26 +121,9 @@ static const char *run_check(const ft_model *m, const fuser_m *fz, const ft_reci
         const ft_unit *un = &p->units[u];
         if (un->rule >= 0 && ft_rules[un->rule].grouped_mlp) {
             const ft_op *fc1 = &fz->ops[un->lo], *fc2 = &fz->ops[un->hi];
-            /* fuser_forward: input reshaped to (T, K1); T % 128 == 0 */
-            if (T > 0 && T % 128)
-                return errtext(m, "Unsupported input shape for fused grouped MLP",
-                               "Unsupported input shape for fused grouped MLP (in_shape=[%lld, "
-                               "%lld]).",
-                               (long long)T, (long long)fc1->v[FT_OA_IN_FEATURES]);
-            if (q->cls == FT_RT_MXFP8) continue;
-            if (q->cls != FT_RT_NVFP4) return txt_fused_no_blockq;
-            if (fc1->v[FT_OA_NUM_GROUPS] != 1) {
-                /* W1, W2 prep: a single grouped weight is group-quantized (G != 1) */
-                const char *e = NULL;
-                if (fc1->v[FT_OA_SINGLE_GROUPED_WEIGHT]) e = nvfp4_group_quantize_check(q, 1);
-                if (!e && fc2->v[FT_OA_SINGLE_GROUPED_WEIGHT]) e = nvfp4_group_quantize_check(q, 1);
-                /* FC1 input: tex.group_quantize, checks only for non-empty input */
-                if (!e && nonempty) e = nvfp4_group_quantize_check(q, 0);
-                if (e) return e;
-            }
-            /* fused backward: dbias of a plain FC2 bias goes through bgrad_group_quantize */
-            if (grad && !bwd_err && fc2->v[FT_OA_BIAS] && !fc2->v[FT_OA_SCALE_BIAS])
-                bwd_err = txt_bgrad;
+            const char *e = fused_mlp_forward(m, fc1, fc2, q, T);
+            if (e) return e;
+            if (grad && !bwd_err) bwd_err = fused_mlp_backward(fc2, q);
             continue;
         }
         if (un->rule >= 0) continue; /* other fused ops have no modelled run-time checks */
@@ -152,6 +167,17 @@ int ft_model_run_raises(const ft_model *m, uint32_t fuser, int32_t recipe, uint3
                               &m->plans[plan], q, n_tokens, f);
     if (text) *text = e;
     return e != NULL;
+}
+
+const char *ft_model_fused_mlp_raises(const ft_model *m, uint32_t fuser, const ft_qstate *q,
+                                      int64_t n_tokens, int backward)
+{
+    ft_grouped_mlp g;
+    if (!ft_model_grouped_mlp(m, fuser, &g)) return NULL;
+    const ft_op *fc1 = &m->fusers[fuser].ops[g.first], *fc2 = &m->fusers[fuser].ops[g.first + 2];
+    const char *e = fused_mlp_forward(m, fc1, fc2, q, n_tokens);
+    if (!e && backward) e = fused_mlp_backward(fc2, q);
+    return e;
 }
 
 /* Rule instance (rule, lo) of plan p at basic op i in the forward (pass 0) or backward units. */

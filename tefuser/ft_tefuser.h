@@ -273,6 +273,33 @@ int ft_qstate_equal(const ft_qstate *a, const ft_qstate *b);
 /* Hash over exactly what ft_qstate_equal compares (equal states hash equal); for interning. */
 uint64_t ft_qstate_hash(const ft_qstate *q);
 
+/* The quantizers a call's grouped MLP runs with (what numerical replay emulates): the kind the
+ * recipe type means, the FP8 element types its fp8_format means, and the flags the quantizer
+ * state holds. */
+typedef enum ft_qkind {
+    FT_QK_NONE = 0,    /* no quantization: outside autocast (recipe None), or CustomRecipe (its
+                          qfactory is unknown) */
+    FT_QK_FP8_DELAYED, /* Float8Quantizer with an amax history (DelayedScaling) */
+    FT_QK_FP8_CURRENT, /* Float8CurrentScalingQuantizer */
+    FT_QK_FP8_BLOCK,   /* Float8BlockQuantizer (Float8BlockScaling): power-of-two scales */
+    FT_QK_MXFP8,       /* MXFP8Quantizer */
+    FT_QK_NVFP4,       /* NVFP4Quantizer */
+} ft_qkind;
+typedef struct ft_quantizers {
+    ft_qkind kind;
+    uint8_t fwd_e5m2;    /* inputs and weights are E5M2 (Format.E5M2), else E4M3 */
+    uint8_t bwd_e5m2;    /* gradients are E5M2 (Format.HYBRID or E5M2), else E4M3 */
+    uint8_t rht;         /* NVFP4: RHT on the columnwise copies of inputs and gradients */
+    uint8_t sr;          /* NVFP4: stochastic rounding of the gradients */
+    uint8_t two_d;       /* NVFP4 16x16 / MXFP8 32x32 weight tiles */
+    uint8_t pow2_scales; /* scales rounded down to powers of two */
+} ft_quantizers;
+/* The quantizers of a call under recipe (dense index, -1 none) whose fuser holds state q (may be
+ * NULL: none): the kind and fp8_format are those q's quantizers were built for, or the recipe's
+ * when q holds none; RHT, SR and 2D are the flags q holds (none without q). Under recipe None the
+ * kind is FT_QK_NONE and the element types are still those of q (or of None). */
+void ft_model_quantizers(const ft_model *m, int32_t recipe, const ft_qstate *q, ft_quantizers *out);
+
 /* ---- TE's plan cache at each ref (te_cache.c) --------------------------------------------- */
 /* first_op_requiring_backward: n_ops when grad is off; under grad 0 when the input requires
  * grad, else the first op whose parameters or extra inputs require grad (first_rg, n_ops if
@@ -341,6 +368,15 @@ ft_stale ft_model_classify(const ft_model *m, uint32_t fuser, int32_t recipe, ui
  * TE's message, or 0 and *text = NULL. Texts live as long as the model. */
 int ft_model_run_raises(const ft_model *m, uint32_t fuser, int32_t recipe, uint32_t plan,
                         const ft_qstate *q, int64_t n_tokens, uint32_t f, const char **text);
+/* What TE's fused grouped MLP (GroupedMLP_CuTeGEMM* over the fuser's grouped-MLP window,
+ * ft_model_grouped_mlp) raises when run with quantizer state q on n_tokens tokens (< 0: unknown,
+ * taken as non-empty and aligned): its forward's checks (T % 128, quantizers that are neither
+ * MXFP8 nor NVFP4, the NVFP4 group quantizes), then, with backward, its backward's (the NVFP4
+ * bgrad of a plain FC2 bias). TE's message, or NULL when it runs (and for a fuser without such a
+ * window). For a run of the fused topology that no plan of the trace holds (numerical replay's
+ * control); ft_model_run_raises applies the same checks to plans. */
+const char *ft_model_fused_mlp_raises(const ft_model *m, uint32_t fuser, const ft_qstate *q,
+                                      int64_t n_tokens, int backward);
 
 #ifdef __cplusplus
 }

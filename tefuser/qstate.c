@@ -1,7 +1,8 @@
 /*
  * qstate.c - the one quantizer-state identity (docs/fuser-model.md, "Quantizer state"): what
- * reset_recipe_state leaves in a fuser's quantizers, when two states quantize alike, and the
- * hash that interns them. Whoever compares or interns states calls these; nobody restates them.
+ * reset_recipe_state leaves in a fuser's quantizers, when two states quantize alike, the hash
+ * that interns them, and which quantizers a state and recipe mean. Whoever compares or interns
+ * states calls these; nobody restates them.
  */
 #include "tefuser_int.h"
 
@@ -87,4 +88,29 @@ void ft_model_fresh_qstate(const ft_model *m, int32_t recipe, ft_qstate *q)
 {
     ft_qstate_init(q);
     ft_model_reset(m, q, recipe);
+}
+
+void ft_model_quantizers(const ft_model *m, int32_t recipe, const ft_qstate *q, ft_quantizers *out)
+{
+    static const ft_qkind kinds[FT_RT_COUNT] = {
+        [FT_RT_NONE] = FT_QK_NONE,           [FT_RT_DELAYED] = FT_QK_FP8_DELAYED,
+        [FT_RT_CURRENT] = FT_QK_FP8_CURRENT, [FT_RT_MXFP8] = FT_QK_MXFP8,
+        [FT_RT_BLOCK] = FT_QK_FP8_BLOCK,     [FT_RT_NVFP4] = FT_QK_NVFP4,
+        [FT_RT_CUSTOM] = FT_QK_NONE};
+    memset(out, 0, sizeof *out);
+    const ft_recipe_model *r = ft_model_recipe(m, recipe);
+    const int built = q && q->cls >= 0;
+    /* Format.E4M3 (0): E4M3 everywhere; HYBRID (1): E5M2 gradients; E5M2 (2): E5M2 everywhere */
+    const int fmt8 = built ? q->fp8_format : (r ? r->fp8_format : 0);
+    out->fwd_e5m2 = fmt8 == 2;
+    out->bwd_e5m2 = fmt8 >= 1;
+    if (!r || r->type == FT_RT_NONE) return; /* outside autocast: no quantization */
+    const int cls = built ? q->cls : (int)r->type;
+    out->kind = cls < FT_RT_COUNT ? kinds[cls] : FT_QK_NONE;
+    if (out->kind == FT_QK_NVFP4 && q) {
+        out->rht = q->rht;
+        out->sr = q->sr;
+    }
+    if ((out->kind == FT_QK_NVFP4 || out->kind == FT_QK_MXFP8) && q) out->two_d = q->twod;
+    out->pow2_scales = out->kind == FT_QK_FP8_BLOCK;
 }

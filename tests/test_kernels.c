@@ -441,10 +441,13 @@ static void test_quantize_2d_tiles(void **state)
     ft_free(x), ft_free(a), ft_free(b), ft_free(base);
 }
 
-/* M = diag(s) H16 / 4 is orthogonal: M M^T = I exactly (entries +-1/4). */
+/* M = diag(s) H16 / 4 is orthogonal: M M^T = I exactly (entries +-1/4); s is TE's sign vector
+ * (transformer_engine's RHT, written out here independently of kernels/formats_int.h's mask). */
 static void test_rht_orthogonal(void **state)
 {
     (void)state;
+    static const int8_t te_signs[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+    assert_memory_equal(ft_rht_signs, te_signs, sizeof te_signs);
     float M[16][16];
     for (int i = 0; i < 16; i++) {
         float v[16] = {0};

@@ -163,17 +163,17 @@ int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy
     return f(m, fwd, dy, out, stream, err);
 }
 
-int ft_cuda_nx_new(ft_cuda_nx **out, ft_err *err)
+int ft_cuda_nx_new(ft_nx **out, ft_err *err)
 {
-    int (*f)(ft_cuda_nx **, ft_err *) = NULL;
+    int (*f)(ft_nx **, ft_err *) = NULL;
     *out = NULL;
     if (!RESOLVE(f, "ft_cuda_nx_new", err)) return FT_ENODEV;
     return f(out, err);
 }
 
-void ft_cuda_nx_free(ft_cuda_nx *nx)
+void ft_cuda_nx_free(ft_nx *nx)
 {
-    void (*f)(ft_cuda_nx *) = NULL;
+    void (*f)(ft_nx *) = NULL;
     if (nx && RESOLVE(f, "ft_cuda_nx_free", NULL)) f(nx);
 }
 
@@ -188,45 +188,44 @@ int ft_cuda_mem_info(uint64_t *free_b, uint64_t *total_b, ft_err *err)
     return f(free_b, total_b, err);
 }
 
-int ft_cuda_nx_problem(ft_cuda_nx *nx, const ft_nx_problem *p, ft_err *err)
+int ft_cuda_nx_problem(ft_nx *nx, const ft_nx_problem *p, ft_err *err)
 {
-    int (*f)(ft_cuda_nx *, const ft_nx_problem *, ft_err *) = NULL;
+    int (*f)(ft_nx *, const ft_nx_problem *, ft_err *) = NULL;
     if (!RESOLVE(f, "ft_cuda_nx_problem", err)) return FT_ENODEV;
     return f(nx, p, err);
 }
 
-int ft_cuda_nx_run(ft_cuda_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags,
-                   ft_err *err)
+int ft_cuda_nx_run(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags, ft_err *err)
 {
-    int (*f)(ft_cuda_nx *, ft_mlp_path, const ft_mlp_quant *, unsigned, ft_err *) = NULL;
+    int (*f)(ft_nx *, ft_mlp_path, const ft_mlp_quant *, unsigned, ft_err *) = NULL;
     if (!RESOLVE(f, "ft_cuda_nx_run", err)) return FT_ENODEV;
     return f(nx, path, q, flags, err);
 }
 
-int ft_cuda_nx_collect(ft_cuda_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err)
+int ft_cuda_nx_collect(ft_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err)
 {
-    int (*f)(ft_cuda_nx *, ft_nx_figs *, uint32_t, ft_err *) = NULL;
+    int (*f)(ft_nx *, ft_nx_figs *, uint32_t, ft_err *) = NULL;
     if (!RESOLVE(f, "ft_cuda_nx_collect", err)) return FT_ENODEV;
     return f(nx, figs, n, err);
 }
 
-int ft_cuda_nx_download(ft_cuda_nx *nx, int which, float *host, ft_err *err)
+int ft_cuda_nx_download(ft_nx *nx, int which, float *host, ft_err *err)
 {
-    int (*f)(ft_cuda_nx *, int, float *, ft_err *) = NULL;
+    int (*f)(ft_nx *, int, float *, ft_err *) = NULL;
     if (!RESOLVE(f, "ft_cuda_nx_download", err)) return FT_ENODEV;
     return f(nx, which, host, err);
 }
 
-int ft_cuda_nx_reference(ft_cuda_nx *nx, int which, float *host, ft_err *err)
+int ft_cuda_nx_reference(ft_nx *nx, int which, float *host, ft_err *err)
 {
-    int (*f)(ft_cuda_nx *, int, float *, ft_err *) = NULL;
+    int (*f)(ft_nx *, int, float *, ft_err *) = NULL;
     if (!RESOLVE(f, "ft_cuda_nx_reference", err)) return FT_ENODEV;
     return f(nx, which, host, err);
 }
 
-int ft_cuda_nx_memory(ft_cuda_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err)
+int ft_cuda_nx_memory(ft_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err)
 {
-    int (*f)(ft_cuda_nx *, uint64_t *, uint64_t *, ft_err *) = NULL;
+    int (*f)(ft_nx *, uint64_t *, uint64_t *, ft_err *) = NULL;
     if (!RESOLVE(f, "ft_cuda_nx_memory", err)) {
         if (held) *held = 0;
         if (pool_peak) *pool_peak = 0;
@@ -235,9 +234,9 @@ int ft_cuda_nx_memory(ft_cuda_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_er
     return f(nx, held, pool_peak, err);
 }
 
-void ft_cuda_nx_profile(ft_cuda_nx *nx, int on, double ms[FT_NX_PHASES])
+void ft_cuda_nx_profile(ft_nx *nx, int on, double ms[FT_NX_PHASES])
 {
-    void (*f)(ft_cuda_nx *, int, double *) = NULL;
+    void (*f)(ft_nx *, int, double *) = NULL;
     if (nx && RESOLVE(f, "ft_cuda_nx_profile", NULL)) {
         f(nx, on, ms);
         return;

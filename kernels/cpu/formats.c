@@ -1,7 +1,8 @@
 /*
  * formats.c - scalar number formats: bf16, FP8 (E4M3/E5M2), E2M1 (FP4), E8M0 scales, the
- * counter-based RNG for stochastic rounding, and the 16-point RHT. Exact, bit-level, and fast
- * enough to sit in the quantizers' inner loops (the hot helpers are in formats_int.h).
+ * counter-based RNG for stochastic rounding, and the 16-point RHT: the public entry points of
+ * the arithmetic in kernels/formats_int.h (shared with the CUDA kernels), and the FP8/E2M1 code
+ * encoders and decoders.
  */
 #include "formats_int.h"
 
@@ -39,7 +40,7 @@ float ft_fp8_max(ft_fp8 f)
 
 float ft_fp8_round(ft_fp8 f, float x)
 {
-    return f == FT_FP8_E5M2 ? e5m2_round(x) : e4m3_round(x);
+    return fp8_round(f, x);
 }
 
 uint8_t ft_fp8_encode(ft_fp8 f, float x)
@@ -126,7 +127,11 @@ uint32_t ft_rng_bits(uint64_t seed, uint64_t stream, uint64_t counter)
 }
 
 /* ---- RHT ---------------------------------------------------------------------------------- */
-const int8_t ft_rht_signs[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+#define SIGN(i) ((FT_RHT_NEG >> (i)&1u) ? -1 : 1)
+const int8_t ft_rht_signs[16] = {SIGN(0),  SIGN(1),  SIGN(2),  SIGN(3), SIGN(4),  SIGN(5),
+                                 SIGN(6),  SIGN(7),  SIGN(8),  SIGN(9), SIGN(10), SIGN(11),
+                                 SIGN(12), SIGN(13), SIGN(14), SIGN(15)};
+#undef SIGN
 
 void ft_rht16(float v[16])
 {

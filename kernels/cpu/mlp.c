@@ -17,8 +17,6 @@
 
 #include <string.h>
 
-#define TE_NONRHT_MSG "graph safe grouped quant kernel for non-RHT path is not ready yet"
-
 void ft_mlp_qcfg(const ft_mlp_quant *q, int tensor, uint32_t group, int columnwise, ft_qcfg *out)
 {
     const int grad = tensor == FT_MLP_DY || tensor == FT_MLP_DH;
@@ -63,7 +61,7 @@ static void ws_free(ws *w)
 
 /* ---- validation --------------------------------------------------------------------------- */
 
-int ft_mlp_check(const ft_mlp *m, int backward, ft_err *err)
+int ft_mlp_check(const ft_mlp *m, ft_err *err)
 {
     if (!m) return ft_err_set(err, FT_EINVAL, "mlp: no descriptor");
     if (m->n_groups == 0 || !m->splits) return ft_err_set(err, FT_EINVAL, "mlp: no groups");
@@ -90,23 +88,11 @@ int ft_mlp_check(const ft_mlp *m, int backward, ft_err *err)
         return ft_err_set(err, FT_EINVAL, "mlp: scale_bias needs probs and an fc2 bias");
     if ((unsigned)m->quant.fmt >= FT_QF_COUNT)
         return ft_err_set(err, FT_EINVAL, "mlp: unknown quantization %d", (int)m->quant.fmt);
-    if (m->path == FT_MLP_FUSED) {
-        if (m->quant.fmt != FT_QF_MXFP8 && m->quant.fmt != FT_QF_NVFP4)
-            return ft_err_set(err, FT_EINVAL,
-                              "mlp: the fused grouped MLP needs MXFP8 or NVFP4 quantizers, not %s",
-                              ft_qfmt_name(m->quant.fmt));
-        if (m->t % 128)
-            return ft_err_set(
-                err, FT_EUNSUPPORTED,
-                "fused grouped MLP: number of tokens (%lld) must be a multiple of 128",
-                (long long)m->t);
-        if (m->quant.fmt == FT_QF_NVFP4 && !m->quant.rht && m->n_groups > 1 && m->t > 0)
-            return ft_err_set(err, FT_EUNSUPPORTED, "%s", TE_NONRHT_MSG);
-        if (backward && m->quant.fmt == FT_QF_NVFP4 && m->b2 && !m->scale_bias)
-            return ft_err_set(err, FT_EUNSUPPORTED,
-                              "bgrad_group_quantize: NVFP4 quantizer is not supported (fused "
-                              "grouped MLP backward with a plain FC2 bias)");
-    }
+    /* the fused path's precision rules are defined for block-scaled data only */
+    if (m->path == FT_MLP_FUSED && m->quant.fmt != FT_QF_MXFP8 && m->quant.fmt != FT_QF_NVFP4)
+        return ft_err_set(err, FT_EINVAL,
+                          "mlp: the fused grouped MLP needs MXFP8 or NVFP4 quantizers, not %s",
+                          ft_qfmt_name(m->quant.fmt));
     return FT_OK;
 }
 
@@ -165,7 +151,7 @@ static void round_bf16(float *p, int64_t n)
 
 int ft_cpu_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, ft_err *err)
 {
-    int rc = ft_mlp_check(m, 0, err);
+    int rc = ft_mlp_check(m, err);
     if (rc) return rc;
     if (!out || !out->h || !out->z || !out->y)
         return ft_err_set(err, FT_EINVAL, "mlp forward: NULL output array");
@@ -278,7 +264,7 @@ done:
 int ft_cpu_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out,
                         ft_err *err)
 {
-    int rc = ft_mlp_check(m, 1, err);
+    int rc = ft_mlp_check(m, err);
     if (rc) return rc;
     if (!fwd || !fwd->h || !fwd->z || !dy || !out || !out->dx || !out->dw1 || !out->dw2)
         return ft_err_set(err, FT_EINVAL, "mlp backward: NULL input or output array");

@@ -57,8 +57,7 @@ static float block_deq(const ft_qcfg *q, int columnwise, const ft_qpacked *p, in
     case FT_QF_MXFP8:
         return ft_e8m0_dequant(((const uint8_t *)p->scales)[si]);
     case FT_QF_NVFP4: {
-        float d = ft_fp8_decode(FT_FP8_E4M3, ((const uint8_t *)p->scales)[si]);
-        return (d * gamax) * (1.0f / (FT_E4M3_MAX * FT_E2M1_MAX));
+        return nvfp4_dequant(ft_fp8_decode(FT_FP8_E4M3, ((const uint8_t *)p->scales)[si]), gamax);
     }
     case FT_QF_FP8_BLOCK:
         return ((const float *)p->scales)[si];

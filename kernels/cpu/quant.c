@@ -24,17 +24,6 @@ const char *ft_qfmt_name(ft_qfmt f)
     return (unsigned)f < FT_QF_COUNT ? qfmt_names[f] : "?";
 }
 
-/* ---- scale computations ------------------------------------------------------------------- */
-
-/* TE compute_global_encode_scaling_factor_FP4: S = 448*6/A, FLT_MAX cap, 1 for A = 0 or inf. */
-static float nvfp4_global_scale(float amax)
-{
-    float s = (FT_E4M3_MAX * FT_E2M1_MAX) / amax;
-    s = fminf(s, FLT_MAX);
-    if (amax == 0.0f || s == 0.0f) return 1.0f;
-    return s;
-}
-
 /* ---- element loops ------------------------------------------------------------------------ */
 
 #if defined(__GNUC__)
@@ -144,17 +133,15 @@ static void block_params(const qrun *r, float amax, float *mult, float *deq)
 {
     switch (r->q->fmt) {
     case FT_QF_MXFP8: {
-        uint8_t code = e8m0_from_float(amax * (1.0f / r->fmax));
+        uint8_t code = mxfp8_code(amax, r->fmax);
         *mult = e8m0_quant(code);
         *deq = e8m0_dequant(code);
         break;
     }
     case FT_QF_NVFP4: {
-        float sd = amax * (r->g_scale * (1.0f / FT_E2M1_MAX));
-        float d = e4m3_round(sd < FLT_MAX ? sd : FLT_MAX);
-        float m = 1.0f / (d * r->g_scale_dec);
-        *mult = m < FLT_MAX ? m : FLT_MAX;
-        *deq = (d * r->g_amax) * (1.0f / (FT_E4M3_MAX * FT_E2M1_MAX));
+        float d = nvfp4_block_scale(amax, r->g_scale);
+        *mult = nvfp4_block_mult(d, r->g_scale_dec);
+        *deq = nvfp4_dequant(d, r->g_amax);
         break;
     }
     case FT_QF_FP8_BLOCK: {

@@ -136,8 +136,8 @@ void phase(job *j, int ph)
     if (j->fast) ft_fast_phase(j->fast, ph, j->st);
 }
 
-int job_init(job *j, const ft_mlp *m, const int64_t *hsplits, ft_fast *fast, int backward,
-             cudaStream_t st, ft_err *err)
+int job_init(job *j, const ft_mlp *m, const int64_t *hsplits, ft_fast *fast, cudaStream_t st,
+             ft_err *err)
 {
     j->m = m;
     j->st = st;
@@ -160,7 +160,7 @@ int job_init(job *j, const ft_mlp *m, const int64_t *hsplits, ft_fast *fast, int
     if (rc) return rc;
     ft_mlp hm = *m;
     hm.splits = j->hsplits;
-    rc = ft_mlp_check(&hm, backward, err);
+    rc = ft_mlp_check(&hm, err);
     if (rc) return rc;
     if (m->quant.fmt == FT_QF_FP8_DELAYED && m->quant.delayed)
         return ft_err_set(err, FT_EUNSUPPORTED,
@@ -235,16 +235,6 @@ uint64_t fbits(float f)
     return u;
 }
 
-uint64_t mix64(uint64_t h, uint64_t v)
-{
-    uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 // Fake-quantize every expert's weight w[G][n][k] for a usage (fast: one expert at a time through
 // one float32 buffer, into the weight cache when it has room).
 opnd quant_weights(job *j, int tensor, int columnwise, const float *w, int64_t n, int64_t k,
@@ -276,7 +266,7 @@ opnd quant_weights(job *j, int tensor, int columnwise, const float *w, int64_t n
                               fbits(q0.scale)};
         uint64_t key = 0x7e57;
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-            key = mix64(key, v[i]);
+            key = ft_hash_mix(key, v[i]);
         for (int i = 0; i < f->n_w; i++)
             if (f->w[i].key == key) {
                 f->w[i].tick = ++f->tick;
@@ -519,7 +509,7 @@ int ft_cu_mlp_f32_forward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast
                           cudaStream_t st, ft_err *err)
 {
     job j;
-    int rc = job_init(&j, m, hsplits, fast, 0, st, err);
+    int rc = job_init(&j, m, hsplits, fast, st, err);
     if (rc) return rc;
     if (!out || !out->h || !out->z || !out->y)
         return ft_err_set(err, FT_EINVAL, "cuda mlp forward: NULL output array");
@@ -562,7 +552,7 @@ int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fas
                            ft_err *err)
 {
     job j;
-    int rc = job_init(&j, m, hsplits, fast, 1, st, err);
+    int rc = job_init(&j, m, hsplits, fast, st, err);
     if (rc) return rc;
     if (!fwd || !fwd->h || !fwd->z || !dy || !out || !out->dx || !out->dw1 || !out->dw2)
         return ft_err_set(err, FT_EINVAL, "cuda mlp backward: NULL input or output array");

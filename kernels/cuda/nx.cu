@@ -1,11 +1,13 @@
-// nx.cu - numerical replay on the device (ft_kernels.h, "numerical replay on the CUDA device"):
-// one context holds the inputs of the current call (generated on the device from the seeds),
-// the float64 reference (cuBLAS DGEMM per expert, activation in float64), the outputs of the
-// base run (bf16, exact: every output of the contract is bf16-valued) and the figures of each
-// run, reduced on the device. Per call only the figures come back to the host (one copy, one
-// synchronisation in ft_cuda_nx_collect). Buffers live in the context and in the device's
-// stream-ordered pool (release threshold raised), so they are reused across calls.
+// nx.cu - the numerics problem on the device (ft_cuda_nx_*, ft_kernels.h "numerical replay: one
+// problem, two back ends"): one context holds the inputs of the current call (generated on the
+// device from the seed streams of kernels/nx_int.h), the float64 reference (cuBLAS DGEMM per
+// expert, activation in float64), the outputs of the base run (bf16, exact: every output of the
+// contract is bf16-valued) and the figures of each run, reduced on the device with the metric
+// of nx_int.h. Per call only the figures come back to the host (one copy, one synchronisation
+// in ft_cuda_nx_collect). Buffers live in the context and in the device's stream-ordered pool
+// (release threshold raised), so they are reused across calls.
 #include "ft_cuda_int.cuh"
+#include "nx_int.h"
 
 #include <cublas_v2.h>
 #include <math.h>
@@ -20,35 +22,12 @@ enum { O_Y = 0, O_DX, O_DW1, O_DW2, O_N };
 enum { S_NREF = 0, S_DREF, S_NBASE, S_DBASE, S_MAXABS, S_NONFIN, S_N };
 constexpr int RED_BLOCKS = 512;
 
-__device__ __forceinline__ uint64_t d_hash_mix(uint64_t h, uint64_t v)
-{
-    uint64_t x = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
-// ft_nx_gauss on the device (the same arithmetic, see ft_kernels.h)
-__device__ __forceinline__ float d_gauss(uint64_t seed, uint64_t i)
-{
-    const uint64_t h = d_hash_mix(seed, i);
-    const double a = (double)(h & 0xFFFF) + (double)(h >> 16 & 0xFFFF) +
-                     (double)(h >> 32 & 0xFFFF) + (double)(h >> 48);
-    return (float)(__dmul_rn(__dadd_rn(__dmul_rn(a, 0x1p-16), -2.0), 1.7320508));
-}
-
+// stream (seed, i) of kernels/nx_int.h
 __global__ void gen_kernel(float *v, int64_t n, float scale, uint64_t seed, int probs)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        float x =
-            __bfloat162float(__float2bfloat16_rn(__fmul_rn(d_gauss(seed, (uint64_t)i), scale)));
-        if (probs) x = __bfloat162float(__float2bfloat16_rn(0.5f + 0.45f * tanhf(x)));
-        v[i] = x;
-    }
+         i += (int64_t)gridDim.x * blockDim.x)
+        v[i] = nx_input(seed, (uint64_t)i, scale, probs);
 }
 
 __global__ void f2d_kernel(const float *s, double *d, int64_t n)
@@ -160,13 +139,8 @@ __global__ void ref_act_bwd_kernel(act_params a, const int64_t *offs, int G, int
     }
 }
 
-__device__ __forceinline__ double nanmax(double m, double v)
-{
-    return (v > m || v != v) ? v : m;
-}
-
 // Partial sums of one output: vs the reference (num, den), vs the base (num, den), max |o - b|
-// (NaN wins, as numerics.c's rel_ff), non-finite count. Fixed grid: deterministic.
+// (NaN wins: nx_nanmax), non-finite count. Fixed grid: deterministic.
 __global__ void cmp_kernel(const float *o, const float *ref, const uint16_t *base, int64_t n,
                            double *part)
 {
@@ -181,7 +155,7 @@ __global__ void cmp_kernel(const float *o, const float *ref, const uint16_t *bas
             const double b = bf16_to_f(base[i]), d = v - b;
             s[S_NBASE] += d * d;
             s[S_DBASE] += b * b;
-            s[S_MAXABS] = nanmax(s[S_MAXABS], fabs(d));
+            s[S_MAXABS] = nx_nanmax(s[S_MAXABS], fabs(d));
         }
         s[S_NONFIN] += isfinite(o[i]) ? 0.0 : 1.0;
     }
@@ -192,7 +166,7 @@ __global__ void cmp_kernel(const float *o, const float *ref, const uint16_t *bas
         if ((int)threadIdx.x < w)
             for (int k = 0; k < S_N; k++)
                 sh[k][threadIdx.x] = k == S_MAXABS
-                                         ? nanmax(sh[k][threadIdx.x], sh[k][threadIdx.x + w])
+                                         ? nx_nanmax(sh[k][threadIdx.x], sh[k][threadIdx.x + w])
                                          : sh[k][threadIdx.x] + sh[k][threadIdx.x + w];
         __syncthreads();
     }
@@ -207,7 +181,7 @@ __global__ void cmp_final_kernel(const double *part, int nb, double *out)
     const int k = threadIdx.x;
     double s = 0.0;
     for (int b = 0; b < nb; b++)
-        s = k == S_MAXABS ? nanmax(s, part[b * S_N + k]) : s + part[b * S_N + k];
+        s = k == S_MAXABS ? nx_nanmax(s, part[b * S_N + k]) : s + part[b * S_N + k];
     out[k] = s;
 }
 
@@ -219,7 +193,7 @@ int blas_fail(cublasStatus_t s, ft_err *err, const char *what)
 
 } // namespace
 
-struct ft_cuda_nx {
+struct ft_nx {
     cudaStream_t st;
     cublasHandle_t blas;
     ft_fast fast;
@@ -251,7 +225,7 @@ struct ft_cuda_nx {
 namespace
 {
 
-int nx_alloc(ft_cuda_nx *nx, void **p, size_t bytes, ft_err *err)
+int nx_alloc(ft_nx *nx, void **p, size_t bytes, ft_err *err)
 {
     *p = NULL;
     int rc = cu_fail(cudaMalloc(p, bytes ? bytes : 16), err, "cudaMalloc");
@@ -265,7 +239,7 @@ int nx_alloc(ft_cuda_nx *nx, void **p, size_t bytes, ft_err *err)
     return FT_OK;
 }
 
-void nx_release(ft_cuda_nx *nx)
+void nx_release(ft_nx *nx)
 {
     ft_fast_forget(&nx->fast, nx->st);
     void *all[] = {nx->splits, nx->offs,    nx->x,       nx->w1,      nx->b1,     nx->w2,
@@ -290,8 +264,7 @@ int same_shape(const ft_nx_problem *a, const ft_nx_problem *b)
            a->scaled == b->scaled;
 }
 
-int gen(const ft_cuda_nx *nx, float *v, int64_t n, float scale, uint64_t seed, int probs,
-        ft_err *err)
+int gen(const ft_nx *nx, float *v, int64_t n, float scale, uint64_t seed, int probs, ft_err *err)
 {
     if (n <= 0) return FT_OK;
     gen_kernel<<<cu_blocks(n, 256), 256, 0, nx->st>>>(v, n, scale, seed, probs);
@@ -299,7 +272,7 @@ int gen(const ft_cuda_nx *nx, float *v, int64_t n, float scale, uint64_t seed, i
 }
 
 // Column-major cuBLAS calls for the row-major grouped layouts (see mlp_f32.cu's gemm).
-int dgemm(ft_cuda_nx *nx, ft_gemm_kind kind, int64_t s, int64_t n, int64_t k, const double *a,
+int dgemm(ft_nx *nx, ft_gemm_kind kind, int64_t s, int64_t n, int64_t k, const double *a,
           const double *b, double *c, ft_err *err)
 {
     const double *one = nx->dconst, *zero = nx->dconst + 1;
@@ -316,14 +289,14 @@ int dgemm(ft_cuda_nx *nx, ft_gemm_kind kind, int64_t s, int64_t n, int64_t k, co
     return blas_fail(cs, err, "cublasDgemm");
 }
 
-int f2d(const ft_cuda_nx *nx, const float *s, double *d, int64_t n, ft_err *err)
+int f2d(const ft_nx *nx, const float *s, double *d, int64_t n, ft_err *err)
 {
     if (n <= 0) return FT_OK;
     f2d_kernel<<<cu_blocks(n, 256), 256, 0, nx->st>>>(s, d, n);
     return cu_launched(err, "f2d_kernel");
 }
 
-int d2f(const ft_cuda_nx *nx, const double *s, float *d, int64_t n, ft_err *err)
+int d2f(const ft_nx *nx, const double *s, float *d, int64_t n, ft_err *err)
 {
     if (n <= 0) return FT_OK;
     d2f_kernel<<<cu_blocks(n, 256), 256, 0, nx->st>>>(s, d, n);
@@ -331,7 +304,7 @@ int d2f(const ft_cuda_nx *nx, const double *s, float *d, int64_t n, ft_err *err)
 }
 
 // The float64 reference of kernels/cpu/mlp_ref.c on the device, rounded to float32 into ref[].
-int reference(ft_cuda_nx *nx, ft_err *err)
+int reference(ft_nx *nx, ft_err *err)
 {
     const ft_nx_problem *p = &nx->p;
     const int64_t t = p->t, k1 = p->k1, n1 = p->n1, k2 = p->k2, n2 = p->n2;
@@ -487,13 +460,13 @@ int reference(ft_cuda_nx *nx, ft_err *err)
 
 } // namespace
 
-extern "C" int ft_cuda_nx_new(ft_cuda_nx **out, ft_err *err)
+extern "C" int ft_cuda_nx_new(ft_nx **out, ft_err *err)
 {
     *out = NULL;
     if (ft_cuda_device_count() < 1)
         return ft_err_set(err, FT_ENODEV,
                           "no CUDA device is visible (cudaGetDeviceCount finds none)");
-    ft_cuda_nx *nx = (ft_cuda_nx *)ft_calloc(1, sizeof *nx);
+    ft_nx *nx = (ft_nx *)ft_calloc(1, sizeof *nx);
     if (!nx) return ft_err_set(err, FT_ENOMEM, "numerics cuda: no memory");
     int rc =
         cu_fail(cudaStreamCreateWithFlags(&nx->st, cudaStreamNonBlocking), err, "cudaStreamCreate");
@@ -540,7 +513,7 @@ extern "C" int ft_cuda_nx_new(ft_cuda_nx **out, ft_err *err)
     return FT_OK;
 }
 
-extern "C" void ft_cuda_nx_free(ft_cuda_nx *nx)
+extern "C" void ft_cuda_nx_free(ft_nx *nx)
 {
     if (!nx) return;
     if (nx->st) cudaStreamSynchronize(nx->st);
@@ -554,7 +527,7 @@ extern "C" void ft_cuda_nx_free(ft_cuda_nx *nx)
     ft_free(nx);
 }
 
-extern "C" int ft_cuda_nx_problem(ft_cuda_nx *nx, const ft_nx_problem *p, ft_err *err)
+extern "C" int ft_cuda_nx_problem(ft_nx *nx, const ft_nx_problem *p, ft_err *err)
 {
     if (!nx || !p || !p->splits || p->n_groups < 1 || p->n_groups > FT_CUDA_MAX_GROUPS)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: bad problem (groups 1..%d)",
@@ -620,23 +593,25 @@ extern "C" int ft_cuda_nx_problem(ft_cuda_nx *nx, const ft_nx_problem *p, ft_err
     const uint64_t wkey = (p->wseed ^ 0x5bd1e995u) | 1u;
     if (!rc && nx->wkey != wkey) {
         ft_fast_forget(&nx->fast, nx->st);
-        rc = gen(nx, nx->w1, (int64_t)G * n1 * k1, p->w1_scale, p->wseed + 2, 0, err);
-        if (!rc && p->bias1) rc = gen(nx, nx->b1, (int64_t)G * n1, 0.1f, p->wseed + 3, 0, err);
-        if (!rc) rc = gen(nx, nx->w2, (int64_t)G * n2 * k2, p->w2_scale, p->wseed + 4, 0, err);
-        if (!rc && p->bias2) rc = gen(nx, nx->b2, (int64_t)G * n2, 0.1f, p->wseed + 5, 0, err);
+        rc = gen(nx, nx->w1, (int64_t)G * n1 * k1, p->w1_scale, p->wseed + NX_W1, 0, err);
+        if (!rc && p->bias1)
+            rc = gen(nx, nx->b1, (int64_t)G * n1, NX_BIAS_SCALE, p->wseed + NX_B1, 0, err);
+        if (!rc) rc = gen(nx, nx->w2, (int64_t)G * n2 * k2, p->w2_scale, p->wseed + NX_W2, 0, err);
+        if (!rc && p->bias2)
+            rc = gen(nx, nx->b2, (int64_t)G * n2, NX_BIAS_SCALE, p->wseed + NX_B2, 0, err);
         if (!rc) nx->wkey = wkey;
     }
-    if (!rc) rc = gen(nx, nx->x, t * k1, 1.0f, p->xseed + 1, 0, err);
-    if (!rc && p->scaled) rc = gen(nx, nx->pr, t, 1.0f, p->xseed + 6, 1, err);
-    if (!rc) rc = gen(nx, nx->dy, t * n2, 1.0f, p->xseed + 7, 0, err);
+    if (!rc) rc = gen(nx, nx->x, t * k1, 1.0f, p->xseed + NX_X, 0, err);
+    if (!rc && p->scaled) rc = gen(nx, nx->pr, t, 1.0f, p->xseed + NX_PROBS, 1, err);
+    if (!rc) rc = gen(nx, nx->dy, t * n2, 1.0f, p->xseed + NX_DY, 0, err);
     ft_fast_phase(&nx->fast, FT_PH_REF, nx->st);
     if (!rc) rc = reference(nx, err);
     if (rc) nx->wkey = 0;
     return rc;
 }
 
-extern "C" int ft_cuda_nx_run(ft_cuda_nx *nx, ft_mlp_path path, const ft_mlp_quant *q,
-                              unsigned flags, ft_err *err)
+extern "C" int ft_cuda_nx_run(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags,
+                              ft_err *err)
 {
     if (!nx || !nx->have) return ft_err_set(err, FT_EINVAL, "numerics cuda: no problem set");
     if (nx->n_slots >= FT_NX_MAX_SLOTS)
@@ -660,12 +635,12 @@ extern "C" int ft_cuda_nx_run(ft_cuda_nx *nx, ft_mlp_path path, const ft_mlp_qua
     nx->slot_base[slot] = 0;
     nx->slot_fast[slot] =
         !(flags & FT_NX_EMULATE) && !(q->fmt == FT_QF_FP8_BLOCK && !q->pow2_scales);
-    // TE's refusals (and the back end's) are decided on the host, before anything runs
+    // the kernels' refusals (and the back end's) are decided on the host, before anything runs
     ft_mlp hm = m;
     hm.splits = nx->hsplits;
     ft_err kerr;
     ft_err_clear(&kerr);
-    int krc = ft_mlp_check(&hm, p->grad, &kerr);
+    int krc = ft_mlp_check(&hm, &kerr);
     if (!krc && q->fmt == FT_QF_FP8_DELAYED && q->delayed)
         krc = ft_err_set(&kerr, FT_EUNSUPPORTED,
                          "numerics cuda: FP8 delayed scaling with amax histories runs on the CPU");
@@ -710,20 +685,7 @@ extern "C" int ft_cuda_nx_run(ft_cuda_nx *nx, ft_mlp_path path, const ft_mlp_qua
     return rc;
 }
 
-static double rel(double num, double den)
-{
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static double worst(const double *v, int n)
-{
-    double m = 0;
-    for (int i = 0; i < n; i++)
-        if (v[i] > m || v[i] != v[i]) m = v[i];
-    return m;
-}
-
-extern "C" int ft_cuda_nx_collect(ft_cuda_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err)
+extern "C" int ft_cuda_nx_collect(ft_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err)
 {
     if (!nx || n > nx->n_slots)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: %u figures asked, %u runs", n,
@@ -748,21 +710,20 @@ extern "C" int ft_cuda_nx_collect(ft_cuda_nx *nx, ft_nx_figs *figs, uint32_t n, 
         double e[O_N], d[O_N];
         for (int o = 0; o < n_out; o++) {
             const double *v = h + ((size_t)s * O_N + o) * S_N;
-            e[o] = rel(v[S_NREF], v[S_DREF]);
-            d[o] = rel(v[S_NBASE], v[S_DBASE]);
+            e[o] = nx_rel(v[S_NREF], v[S_DREF]);
+            d[o] = nx_rel(v[S_NBASE], v[S_DBASE]);
             f->out_err[o] = e[o];
-            if (v[S_MAXABS] > f->div_max_abs || v[S_MAXABS] != v[S_MAXABS])
-                f->div_max_abs = v[S_MAXABS];
+            f->div_max_abs = nx_nanmax(f->div_max_abs, v[S_MAXABS]);
             f->nonfinite += (uint64_t)v[S_NONFIN];
         }
-        f->err = worst(e, n_out);
-        f->div = f->has_base ? worst(d, n_out) : 0.0;
+        f->err = nx_worst(e, n_out);
+        f->div = f->has_base ? nx_worst(d, n_out) : 0.0;
         if (!f->has_base) f->div_max_abs = 0.0;
     }
     return FT_OK;
 }
 
-extern "C" int ft_cuda_nx_download(ft_cuda_nx *nx, int which, float *host, ft_err *err)
+extern "C" int ft_cuda_nx_download(ft_nx *nx, int which, float *host, ft_err *err)
 {
     if (!nx || !nx->have || which < 0 || which >= O_N)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: bad download");
@@ -774,7 +735,7 @@ extern "C" int ft_cuda_nx_download(ft_cuda_nx *nx, int which, float *host, ft_er
     return rc;
 }
 
-extern "C" int ft_cuda_nx_reference(ft_cuda_nx *nx, int which, float *host, ft_err *err)
+extern "C" int ft_cuda_nx_reference(ft_nx *nx, int which, float *host, ft_err *err)
 {
     if (!nx || !nx->have || which < 0 || which >= O_N)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: bad download");
@@ -785,7 +746,7 @@ extern "C" int ft_cuda_nx_reference(ft_cuda_nx *nx, int which, float *host, ft_e
     return rc;
 }
 
-extern "C" void ft_cuda_nx_profile(ft_cuda_nx *nx, int on, double ms[FT_NX_PHASES])
+extern "C" void ft_cuda_nx_profile(ft_nx *nx, int on, double ms[FT_NX_PHASES])
 {
     if (!nx) return;
     if (ms) {
@@ -811,7 +772,7 @@ extern "C" int ft_cuda_mem_info(uint64_t *free_b, uint64_t *total_b, ft_err *err
     return rc;
 }
 
-extern "C" int ft_cuda_nx_memory(ft_cuda_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err)
+extern "C" int ft_cuda_nx_memory(ft_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err)
 {
     int dev = 0;
     cudaMemPool_t pool;

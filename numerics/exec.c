@@ -1,0 +1,375 @@
+/*
+ * exec.c - the execution half of numerical replay (ft_numerics.h): a planned call's runs on the
+ * back end of the table (backend.c), what each policy's choice gave, and the folding of executed
+ * calls into the results, in call order; the thread pool the trace driver executes queued calls
+ * on (a device back end runs one call at a time); merging results of several traces.
+ *
+ * Every figure is independent of the thread count: calls are executed into their own job and
+ * folded in call order.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "numerics_int.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- one call on the back end ------------------------------------------------------------- */
+
+/* The configuration as the kernels take it. */
+static void cfg_mlp(const problem *P, const runcfg *c, ft_mlp_path *path, ft_mlp_quant *q)
+{
+    *path = c->fused ? FT_MLP_FUSED : FT_MLP_UNFUSED;
+    *q = c->q;
+    q->seed = P->np.xseed;
+}
+
+/* Device back ends: refuse a problem the device cannot hold (FT_ENOMEM, with what to change). */
+static int fits_device(const ft_numerics *nx, const job *j, const problem *P, ft_err *err)
+{
+    uint64_t need = 0, free_b = 0, total_b = 0;
+    ft_nx_bytes(&P->np, &need);
+    ft_err derr = {0};
+    if (nx->be->mem_info(&free_b, &total_b, &derr) != FT_OK || need <= total_b / 10 * 9)
+        return FT_OK;
+    return ft_err_set(err, FT_ENOMEM,
+                      "numerics %s: fuser %u seq %lld needs about %.1f GB of device memory, the "
+                      "device has %.1f GB; a larger --shrink helps",
+                      nx->be->name, j->fuser, (long long)j->seq, (double)need * 1e-9,
+                      (double)total_b * 1e-9);
+}
+
+/* The problem (inputs, reference) and every configuration of outs on the back end: outs[0] is the
+ * fresh plan (the base of the comparisons; not run when skip0); a run TE raises on (raise) is
+ * counted and not run. Figures into outs, work into j. */
+static int run_outs(const nx_backend *be, ft_nx *ctx, job *j, const problem *P, runout *outs,
+                    uint32_t n_outs, int skip0, ft_err *err)
+{
+    double rf = 0, uf = 0;
+    ft_nx_flops(&P->np, &rf, &uf);
+    int rc = be->problem(ctx, &P->np, err);
+    if (rc) return rc;
+    j->flops += rf;
+    uint32_t slot[FT_NUMERICS_MAX_POLICIES + 2], n_slots = 0;
+    for (uint32_t i = 0; i < n_outs; i++) {
+        slot[i] = UINT32_MAX;
+        if (i == 0 && skip0) continue;
+        j->runs++;
+        j->device_runs += be->device;
+        runout *o = &outs[i];
+        if (o->raise) {
+            o->rc = FT_EUNSUPPORTED;
+            ft_strlcpy(o->msg, o->raise, sizeof o->msg);
+            continue;
+        }
+        ft_mlp_path path;
+        ft_mlp_quant q;
+        cfg_mlp(P, &o->cfg, &path, &q);
+        if ((rc = be->run(ctx, path, &q, i == 0 ? FT_NX_BASE : 0, err))) return rc;
+        slot[i] = n_slots++;
+    }
+    ft_nx_figs figs[FT_NUMERICS_MAX_POLICIES + 2];
+    if ((rc = be->collect(ctx, figs, n_slots, err))) return rc;
+    for (uint32_t i = 0; i < n_outs; i++) {
+        if (slot[i] == UINT32_MAX) continue;
+        const ft_nx_figs *f = &figs[slot[i]];
+        runout *o = &outs[i];
+        if (!f->rc) j->flops += uf;
+        o->rc = f->rc;
+        ft_strlcpy(o->msg, f->msg, sizeof o->msg);
+        o->err = f->err;
+        o->nonfinite = f->nonfinite;
+        o->div = f->has_base ? f->div : 0.0;
+        o->max_abs = f->has_base ? f->div_max_abs : 0.0;
+    }
+    return FT_OK;
+}
+
+/* run_outs on the device's context (one call at a time), or on a context of this call's own. */
+static int exec_runs(ft_numerics *nx, job *j, const problem *P, runout *outs, uint32_t n_outs,
+                     int skip0, ft_err *err)
+{
+    const nx_backend *be = nx->be;
+    ft_nx *ctx = nx->dev;
+    ft_err derr = {0};
+    int rc = FT_OK;
+    if (be->device) {
+        pthread_mutex_lock(&nx->gpu_lock);
+        if ((rc = fits_device(nx, j, P, err))) goto done;
+    } else {
+        if ((rc = be->open(&ctx, &derr))) goto fail;
+        if (nx->o.profile) be->profile(ctx, 1, NULL);
+    }
+    rc = run_outs(be, ctx, j, P, outs, n_outs, skip0, &derr);
+    if (!rc) goto done;
+fail:
+    ft_err_set(err, rc, "numerics %s: fuser %u seq %lld: %s", be->name, j->fuser, (long long)j->seq,
+               ft_err_msg(&derr));
+done:
+    if (be->device) {
+        pthread_mutex_unlock(&nx->gpu_lock);
+    } else if (ctx) {
+        if (nx->o.profile) {
+            double ms[FT_NX_PHASES];
+            be->profile(ctx, -1, ms);
+            for (int k = 0; k < FT_NX_PHASES; k++)
+                j->phase_ms[k] += ms[k];
+        }
+        be->close(ctx);
+    }
+    return rc;
+}
+
+/* The problem, every distinct configuration, what each choice gave: into j only (any thread). */
+static void execute_call(ft_numerics *nx, job *j)
+{
+    const mlp_desc *d = &nx->mlp[j->fuser];
+    const uint32_t np = nx->res.n_policies;
+    problem P;
+    runout outs[FT_NUMERICS_MAX_POLICIES + 2];
+    uint32_t n_outs = 0, fresh_i = 0, ctl_i = UINT32_MAX, which[FT_NUMERICS_MAX_POLICIES];
+    memset(outs, 0, sizeof outs);
+    int rc = problem_shape(nx, d, j, &P, &j->err);
+    if (rc) goto done;
+
+    n_outs = list_outs(j, np, outs, which, &ctl_i);
+    const runcfg *fc = &j->fresh_cfg;
+    const int skip0 = j->fresh_raise != NULL;
+    rc = exec_runs(nx, j, &P, outs, n_outs, skip0, &j->err);
+    if (rc) goto done;
+    const runout *fr = &outs[fresh_i];
+    j->fresh_ok = !j->fresh_raise && !fr->rc;
+    if (j->fresh_ok) j->fresh_err = fr->err;
+    if (j->fresh_ok && ctl_i != UINT32_MAX && !outs[ctl_i].rc) {
+        j->has_ctl = 1;
+        j->ctl_div = outs[ctl_i].div;
+    }
+    for (uint32_t p = 0; p < np; p++) {
+        choice_out *co = &j->out[p];
+        const char *why = j->raise[p];
+        const runout *o = which[p] != UINT32_MAX ? &outs[which[p]] : NULL;
+        if (!why && o && o->rc) why = o->msg;
+        if (why) {
+            co->kind = OUT_RAISED;
+            ft_strlcpy(co->text, why, sizeof co->text);
+            continue;
+        }
+        co->err = o->err;
+        co->nonfinite = o->nonfinite;
+        if (!j->fresh_ok) {
+            co->kind = OUT_NOFRESH;
+            continue;
+        }
+        co->div = o->div;
+        co->max_abs = o->max_abs;
+        if (!quant_equal(&j->cfg[p], fc, j->grad))
+            co->kind = OUT_QUANT;
+        else
+            co->kind = j->cfg[p].fused == fc->fused ? OUT_SAME : OUT_HARMLESS;
+    }
+done:
+    j->rc = rc;
+    problem_free(&P);
+}
+
+/* ---- folding ------------------------------------------------------------------------------ */
+
+static void band_add(ft_band *b, double v)
+{
+    if (!b->n || v < b->min) b->min = v;
+    if (!b->n || v > b->max) b->max = v;
+    b->n++;
+    b->sum += v;
+}
+
+/* Add an executed call into the results (call order). */
+static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
+{
+    if (j->rc) return ft_err_set(err, j->rc, "%s", ft_err_msg(&j->err));
+    ft_numerics_result *r = &nx->res;
+    r->calls_run++;
+    r->mlp_runs += j->runs;
+    r->device_runs += j->device_runs;
+    r->flops += j->flops;
+    for (int k = 0; k < FT_NX_PHASES; k++)
+        r->phase_ms[k] += j->phase_ms[k];
+    if (!j->fresh_ok) r->fresh_raised++;
+    if (j->fresh_ok) band_add(&r->fresh_err, j->fresh_err);
+    if (j->has_ctl) band_add(&r->harmless_band, j->ctl_div);
+    for (uint32_t p = 0; p < r->n_policies; p++) {
+        ft_numerics_policy *pol = &r->pol[p];
+        const choice_out *co = &j->out[p];
+        pol->calls++;
+        if (co->kind == OUT_RAISED) {
+            if (!pol->raised) ft_strlcpy(pol->raise_text, co->text, sizeof pol->raise_text);
+            pol->raised++;
+            pol->raised_stale += j->fresh_ok;
+            continue;
+        }
+        band_add(&pol->err, co->err);
+        pol->nonfinite += co->nonfinite;
+        if (co->kind == OUT_NOFRESH) continue;
+        band_add(&pol->div, co->div);
+        pol->div_max_abs = co->max_abs > pol->div_max_abs ? co->max_abs : pol->div_max_abs;
+        if (co->kind == OUT_SAME) {
+            pol->same++;
+        } else if (co->kind == OUT_HARMLESS) {
+            pol->harmless++;
+            band_add(&r->harmless_band, co->div);
+        } else {
+            pol->quant++;
+            band_add(&r->quant_band, co->div);
+        }
+    }
+    return FT_OK;
+}
+
+int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err)
+{
+    job *j = ft_malloc(sizeof *j);
+    if (!j) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
+    int rc = plan_call(nx, c, j, err);
+    if (rc == 1) {
+        uint64_t t0 = ft_now_ns();
+        execute_call(nx, j);
+        rc = fold_call(nx, j, err);
+        job_free(j);
+        nx->res.wall_ns += ft_now_ns() - t0;
+    }
+    ft_free(j);
+    return rc < 0 ? rc : FT_OK;
+}
+
+/* The thread pool of run_jobs: workers take the next job until none is left (or a stop). */
+typedef struct pool {
+    ft_numerics *nx;
+    job *jobs;
+    uint32_t n;
+    atomic_uint next;
+    atomic_uint done;
+    pthread_t main;
+} pool;
+
+/* The progress line (opts.progress): calls done of the estimate's total, rate, time left. */
+static void progress_line(ft_numerics *nx, uint64_t done)
+{
+    if (!nx->o.info || !nx->o.progress) return;
+    const double s = (double)(ft_now_ns() - nx->t_start) * 1e-9;
+    const double rate = s > 0 ? (double)done / s : 0;
+    const uint64_t total = nx->planned > done ? nx->planned : done;
+    fprintf(nx->o.info, "\rnumerics: %llu of %llu sampled calls, %.2f calls/s, %.0f s left   ",
+            (unsigned long long)done, (unsigned long long)total, rate,
+            rate > 0 ? (double)(total - done) / rate : 0.0);
+    fflush(nx->o.info);
+}
+
+static void *pool_worker(void *arg)
+{
+    pool *pl = arg;
+    for (;;) {
+        if (pl->nx->o.stop && *pl->nx->o.stop) return NULL;
+        unsigned k = atomic_fetch_add(&pl->next, 1u);
+        if (k >= pl->n) return NULL;
+        execute_call(pl->nx, &pl->jobs[k]);
+        unsigned d = atomic_fetch_add(&pl->done, 1u) + 1;
+        if (pthread_equal(pthread_self(), pl->main))
+            progress_line(pl->nx, pl->nx->res.calls_run + d);
+    }
+}
+
+int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err)
+{
+    if (!n) return FT_OK;
+    uint64_t t0 = ft_now_ns();
+    pool pl = {nx, jobs, n, 0, 0, pthread_self()};
+    if (n_threads > n) n_threads = n;
+    /* the cores are shared between the threads here and BLAS's own threads inside each call */
+    if (nx->o.backend == FT_NUMERICS_CPU) {
+        uint32_t per = online_cores() / (n_threads ? n_threads : 1);
+        ft_cpu_blas_threads(per > 1 ? (int)per : 1);
+    }
+    pthread_t th[64];
+    uint32_t started = 0;
+    if (n_threads > FT_ARRAY_LEN(th)) n_threads = FT_ARRAY_LEN(th);
+    for (; n_threads > 1 && started < n_threads - 1; started++)
+        if (pthread_create(&th[started], NULL, pool_worker, &pl)) break;
+    pool_worker(&pl); /* this thread works too */
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (started + 1 > nx->res.n_threads) nx->res.n_threads = started + 1;
+    int rc = FT_OK;
+    /* folded in call order up to the first call not executed (a stop) */
+    const uint32_t picked = atomic_load(&pl.next), ran = picked < n ? picked : n;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!rc && i < ran) rc = fold_call(nx, &jobs[i], err);
+        job_free(&jobs[i]);
+    }
+    if (ran < n) nx->res.interrupted = 1;
+    nx->res.wall_ns += ft_now_ns() - t0;
+    progress_line(nx, nx->res.calls_run);
+    return rc;
+}
+
+/* ---- results ------------------------------------------------------------------------------ */
+
+void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out)
+{
+    *out = nx->res;
+    if (nx->dev && nx->o.profile) nx->be->profile(nx->dev, -1, out->phase_ms);
+    if (nx->dev) {
+        uint64_t held = 0, peak = 0;
+        ft_err e = {0};
+        if (nx->be->memory(nx->dev, &held, &peak, &e) == FT_OK) out->device_bytes = held + peak;
+    }
+}
+
+static void band_merge(ft_band *dst, const ft_band *src)
+{
+    if (!src->n) return;
+    if (!dst->n || src->min < dst->min) dst->min = src->min;
+    if (!dst->n || src->max > dst->max) dst->max = src->max;
+    dst->n += src->n;
+    dst->sum += src->sum;
+}
+
+int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *src, ft_err *err)
+{
+    if (dst->n_policies != src->n_policies)
+        return ft_err_set(err, FT_EINVAL, "numerics: merging results of %u and %u policies",
+                          dst->n_policies, src->n_policies);
+    dst->calls_seen += src->calls_seen;
+    dst->calls_run += src->calls_run;
+    dst->fresh_raised += src->fresh_raised;
+    dst->mlp_runs += src->mlp_runs;
+    dst->device_runs += src->device_runs;
+    dst->wall_ns += src->wall_ns;
+    dst->flops += src->flops;
+    dst->calls_planned += src->calls_planned;
+    dst->interrupted |= src->interrupted;
+    if (src->device_bytes > dst->device_bytes) dst->device_bytes = src->device_bytes;
+    for (int k = 0; k < FT_NX_PHASES; k++)
+        dst->phase_ms[k] += src->phase_ms[k];
+    if (src->n_threads > dst->n_threads) dst->n_threads = src->n_threads;
+    if (!dst->device[0]) ft_strlcpy(dst->device, src->device, sizeof dst->device);
+    if (!dst->fallback_text[0])
+        ft_strlcpy(dst->fallback_text, src->fallback_text, sizeof dst->fallback_text);
+    band_merge(&dst->fresh_err, &src->fresh_err);
+    band_merge(&dst->harmless_band, &src->harmless_band);
+    band_merge(&dst->quant_band, &src->quant_band);
+    for (uint32_t p = 0; p < dst->n_policies; p++) {
+        ft_numerics_policy *a = &dst->pol[p];
+        const ft_numerics_policy *b = &src->pol[p];
+        if (!a->raised && b->raised) ft_strlcpy(a->raise_text, b->raise_text, sizeof a->raise_text);
+        a->calls += b->calls;
+        a->same += b->same;
+        a->harmless += b->harmless;
+        a->quant += b->quant;
+        a->raised += b->raised;
+        a->raised_stale += b->raised_stale;
+        band_merge(&a->err, &b->err);
+        band_merge(&a->div, &b->div);
+        if (b->div_max_abs > a->div_max_abs) a->div_max_abs = b->div_max_abs;
+        a->nonfinite += b->nonfinite;
+    }
+    return FT_OK;
+}

@@ -1,0 +1,153 @@
+/*
+ * numerics_int.h - private types and functions of numerics/ (ft_numerics.h), shared by its files:
+ * plan.c (what a sampled call runs, the sampling decision), backend.c (the table of back ends),
+ * exec.c (executing planned calls on a back end, folding their figures) and observe.c (the
+ * observer of the replay driver, whole traces). Not part of the module's contract.
+ *
+ * A call goes through three phases: plan (call order, reads the model: configurations, raises,
+ * the sampling decision), execute (touches nothing shared but the device context: the back end
+ * draws the inputs, runs the reference and every configuration, and compares; any thread) and
+ * fold (call order, into the results).
+ */
+#ifndef FT_NUMERICS_INT_H
+#define FT_NUMERICS_INT_H
+
+#include "ft_hmap.h"
+#include "ft_numerics.h"
+#include "ft_kernels.h"
+
+#include <pthread.h>
+
+/* ---- per-fuser MLP description ------------------------------------------------------------ */
+
+typedef struct mlp_desc {
+    uint8_t ok;     /* the fuser holds GroupedLinear -> activation -> GroupedLinear */
+    uint8_t scaled; /* the activation takes probabilities */
+    uint8_t bias1, bias2, scale_bias;
+    uint32_t first;  /* op index of FC1 */
+    uint32_t groups; /* num_groups */
+    int64_t k1, k2, n2;
+    ft_act act;
+} mlp_desc;
+
+#define SIT_SLOTS 1024 /* distinct situations the sampler tells apart (more: treated as seen) */
+
+/* One configuration to run: topology + quantization. */
+typedef struct runcfg {
+    uint8_t fused;
+    ft_mlp_quant q;
+} runcfg;
+
+typedef struct runout { /* one configuration's run on the current call */
+    runcfg cfg;
+    const char *raise; /* TE raises running it (the fuser model says so before the run) */
+    int rc;            /* FT_OK, or the refusal (TE's, or the kernel's FT_EUNSUPPORTED/FT_EINVAL) */
+    char msg[160];     /* why, when rc != FT_OK */
+    /* figures: vs float64, vs the fresh plan's run (0 for the fresh run) */
+    double err, div, max_abs;
+    uint64_t nonfinite;
+} runout;
+
+/* What one policy's choice gave on one call. */
+enum { OUT_RAISED = 0, OUT_NOFRESH, OUT_SAME, OUT_HARMLESS, OUT_QUANT };
+typedef struct choice_out {
+    uint8_t kind;       /* OUT_* (OUT_NOFRESH: ran, but the fresh plan did not) */
+    double err, div;    /* vs float64, vs the fresh plan (relative L2, worst output) */
+    double max_abs;     /* largest absolute difference from the fresh plan */
+    uint64_t nonfinite; /* NaN/Inf output elements */
+    char text[160];     /* OUT_RAISED: TE's message */
+} choice_out;
+
+/* One sampled call: planned (call order), executed (any thread), folded (call order). */
+typedef struct job {
+    uint32_t fuser;
+    int64_t seq;
+    int grad;        /* the call runs the backward */
+    int64_t *splits; /* [groups] owned copy of the call's split sizes */
+    runcfg fresh_cfg, cfg[FT_NUMERICS_MAX_POLICIES];
+    const char *fresh_raise; /* TE's message if the fresh plan raises (model text), else NULL */
+    const char *raise[FT_NUMERICS_MAX_POLICIES];
+    const char *ctl_raise; /* TE's message if the control (fused) raises, else NULL */
+    /* results of execute */
+    int rc; /* FT_OK or a failure (err) */
+    ft_err err;
+    int fresh_ok; /* the fresh plan ran */
+    int has_ctl;  /* a fused/unfused control ran */
+    double fresh_err, ctl_div;
+    uint64_t runs, device_runs;
+    double flops;
+    double phase_ms[FT_NX_PHASES]; /* opts.profile, back ends with a context per call */
+    choice_out out[FT_NUMERICS_MAX_POLICIES];
+} job;
+
+/* ---- the back ends ------------------------------------------------------------------------ */
+
+/* One row per back end: the numerics problem of kernels/ (ft_kernels.h, "numerical replay") and
+ * what numerics needs to know around it. */
+typedef struct nx_backend {
+    const char *name; /* "cpu", "cuda": in messages */
+    /* 1: a device: one context for all calls, one call at a time, runs count as device runs;
+     * 0: a context per call, calls on any number of threads */
+    uint8_t device;
+    int (*open)(ft_nx **out, ft_err *err);
+    void (*close)(ft_nx *nx);
+    int (*problem)(ft_nx *nx, const ft_nx_problem *p, ft_err *err);
+    int (*run)(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags, ft_err *err);
+    int (*collect)(ft_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err);
+    int (*memory)(ft_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err);
+    void (*profile)(ft_nx *nx, int on, double ms[FT_NX_PHASES]);
+    /* devices only (NULL otherwise): how many, the current one's name, its memory */
+    int (*n_devices)(void);
+    int (*device_info)(char *name, size_t cap, int *n_sm, ft_err *err);
+    int (*mem_info)(uint64_t *free_b, uint64_t *total_b, ft_err *err);
+} nx_backend;
+
+/* The row of be, or NULL for an unknown back end. */
+const nx_backend *nx_backend_of(ft_numerics_backend be);
+
+struct ft_numerics {
+    const ft_model *m;
+    ft_numerics_opts o;
+    const nx_backend *be;
+    uint32_t n_fusers;
+    mlp_desc *mlp;        /* [n_fusers] */
+    uint64_t n_diff_run;  /* sampled calls where a choice differed from fresh */
+    uint64_t n_plain_run; /* sampled calls where none did */
+    ft_hmap sit; /* situation hash -> sampled calls of that situation (at most SIT_SLOTS) */
+    uint32_t n_sits;
+    pthread_mutex_t gpu_lock; /* one thread at a time on the device */
+    ft_nx *dev;               /* a device back end: its context */
+    uint64_t planned;         /* sampled calls the estimate counted (progress line) */
+    uint64_t t_start;         /* numerics start (progress line) */
+    ft_numerics_result res;
+};
+
+/* ---- the problem of one call -------------------------------------------------------------- */
+
+typedef struct problem {
+    ft_nx_problem np; /* shapes, splits and seeds, as both back ends take them */
+    int64_t *splits;  /* [n_groups] the shrunk split sizes (np.splits) */
+} problem;
+
+/* ---- functions shared between the files --------------------------------------------------- */
+
+/* plan.c: decide what every choice runs and whether the call is sampled (call order; reads the
+ * model). 1: sampled, j filled; 0: not sampled; < 0: an error. */
+int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err);
+void job_free(job *j);
+/* Shapes, splits and seeds of the call (the back end draws the inputs from them). */
+int problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P, ft_err *err);
+void problem_free(problem *P);
+/* The runs of a call: the fresh plan first, then every distinct choice that does not raise, then
+ * the control (see plan.c). */
+uint32_t list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uint32_t *ctl_i);
+int cfg_equal(const runcfg *a, const runcfg *b);
+/* Same quantization as far as the call's numbers can tell (grad: it runs the backward). */
+int quant_equal(const runcfg *a, const runcfg *b, int grad);
+
+/* exec.c: execute jobs[0..n) on up to n_threads threads, then fold them in order. */
+int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err);
+/* observe.c: online cores of this machine (at least 1). */
+uint32_t online_cores(void);
+
+#endif /* FT_NUMERICS_INT_H */

@@ -1,0 +1,369 @@
+/*
+ * observe.c - numerical replay as an observer of the replay driver (ft_numerics_obs), and the
+ * whole-trace conveniences around it (ft_numerics_replay_trace(s)): the dry pass that estimates
+ * the work, the estimate line and its refusal, and the real pass.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "numerics_int.h"
+
+#include <string.h>
+#include <unistd.h>
+
+/* ---- the observer of the replay driver ----------------------------------------------------- */
+
+typedef struct estimate {
+    uint64_t calls, runs;
+    double flops;
+    uint64_t max_bytes; /* the largest call's memory (device, or host per thread) */
+} estimate;
+
+/* Add a planned call's work to the estimate (dry run) and drop the job. */
+static int estimate_job(ft_numerics *nx, uint32_t np, job *j, estimate *e, ft_err *err)
+{
+    problem P;
+    runout outs[FT_NUMERICS_MAX_POLICIES + 2];
+    uint32_t which[FT_NUMERICS_MAX_POLICIES], ctl_i;
+    memset(outs, 0, sizeof outs);
+    int rc = problem_shape(nx, &nx->mlp[j->fuser], j, &P, err);
+    if (!rc) {
+        uint32_t n_outs = list_outs(j, np, outs, which, &ctl_i);
+        uint32_t runs = n_outs - (j->fresh_raise != NULL);
+        double rf = 0, uf = 0;
+        uint64_t b = 0;
+        ft_nx_flops(&P.np, &rf, &uf);
+        ft_nx_bytes(&P.np, &b);
+        e->calls++;
+        e->runs += runs;
+        e->flops += rf + uf * runs;
+        if (b > e->max_bytes) e->max_bytes = b;
+    }
+    problem_free(&P);
+    job_free(j);
+    return rc;
+}
+/*
+ * The driver hands obs_batch every batch's view. Per call of a grouped-MLP fuser the observer takes
+ * each policy's choice from the view's columns (plan id of the engine's model, its quantizer
+ * state, valid for the batch), plans the call, and queues it if sampled; a full queue is executed
+ * on the thread pool while the engine waits. One ft_numerics lives per trace (obs_begin to
+ * obs_end); its results are folded into the observer's total at the end.
+ */
+
+struct ft_numerics_obs {
+    ft_numerics_opts o;
+    ft_numerics *nx; /* the current trace's */
+    uint32_t np;
+    uint32_t n_threads;
+    ft_numerics_choice ch[FT_NUMERICS_MAX_POLICIES];
+    const char *names[FT_NUMERICS_MAX_POLICIES];
+    job *jobs; /* [cap] queued calls */
+    uint32_t n_jobs, cap;
+    uint32_t n_traces; /* traces folded into total */
+    ft_numerics_result total;
+    ft_replay_observer obs;
+    int dry;          /* estimate only: plan the calls, count their work, run nothing */
+    estimate est;     /* dry: the work counted; else the estimate the run was started with */
+    int stopped;      /* opts.stop was seen */
+    uint64_t t_start; /* for the progress line */
+};
+
+uint32_t online_cores(void)
+{
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    return nc > 0 ? (uint32_t)nc : 1;
+}
+
+static int obs_begin(void *ctx, const ft_replay_input *in, const ft_replay *eng, ft_err *err)
+{
+    (void)in;
+    ft_numerics_obs *d = ctx;
+    const uint32_t *idx;
+    d->np = ft_replay_policies(eng, &idx);
+    if (d->np > FT_NUMERICS_MAX_POLICIES)
+        return ft_err_set(err, FT_ERANGE, "numerics: too many policies (%u)", d->np);
+    for (uint32_t p = 0; p < d->np; p++)
+        d->names[p] = ft_policy_name(idx[p]);
+    ft_numerics_opts no = d->o;
+    if (d->dry) no.backend = FT_NUMERICS_CPU, no.profile = 0; /* plans only: no device */
+    int rc = ft_numerics_new(ft_replay_model(eng), d->names, d->np, &no, &d->nx, err);
+    if (!rc) {
+        d->nx->planned = d->est.calls;
+        d->nx->t_start = d->t_start;
+        d->nx->res.calls_planned = d->dry ? 0 : d->est.calls;
+    }
+    return rc;
+}
+
+/* Call j of the view: plan it, and queue it (or count its work) if sampled. */
+static int obs_one(ft_numerics_obs *d, const ft_replay_view *v, uint32_t j, ft_err *err)
+{
+    const uint32_t s0 = v->splits_off[j], n_splits = v->splits_off[j + 1] - s0;
+    if (!n_splits) return FT_OK; /* a call without split sizes: nothing to run */
+    for (uint32_t p = 0; p < d->np; p++) {
+        d->ch[p].plan = v->pol[p].plan[j];
+        d->ch[p].q = ft_replay_qstate(v->engine, v->pol[p].q[j]);
+    }
+    /* the split sizes were checked (each >= 0) and summed into n_tokens once, by the decoder */
+    ft_numerics_call nc = {.fuser = v->fuser[j],
+                           .recipe = v->recipe[j],
+                           .f = v->f[j],
+                           .seq = v->seq[j],
+                           .splits = v->splits + s0,
+                           .n_splits = n_splits,
+                           .n_tokens = v->n_tokens[j],
+                           .fresh_plan = v->fresh[j],
+                           .fresh_q = ft_replay_qstate(v->engine, v->fresh_q[j]),
+                           .chosen = d->ch};
+    int rc = plan_call(d->nx, &nc, &d->jobs[d->n_jobs], err);
+    if (rc == 1 && d->dry) {
+        rc = estimate_job(d->nx, d->np, &d->jobs[d->n_jobs], &d->est, err);
+    } else if (rc == 1 && ++d->n_jobs == d->cap) {
+        rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
+        d->n_jobs = 0;
+        if (!rc && d->nx->res.interrupted) {
+            d->stopped = 1;
+            return ft_err_set(err, FT_ESTATE, "numerics: stopped");
+        }
+    }
+    return rc < 0 ? rc : FT_OK;
+}
+
+static int obs_batch(void *ctx, const ft_replay_view *v, ft_err *err)
+{
+    ft_numerics_obs *d = ctx;
+    if (v->n_pol != d->np || !v->splits_off)
+        return ft_err_set(err, FT_ESTATE, "numerics: the replay's views carry no split sizes");
+    for (uint32_t j = 0; j < v->n; j++) {
+        if (d->o.stop && *d->o.stop) {
+            d->stopped = 1;
+            return ft_err_set(err, FT_ESTATE, "numerics: stopped"); /* ends the replay */
+        }
+        if (!ft_numerics_wants(d->nx, v->fuser[j])) continue;
+        int rc = obs_one(d, v, j, err);
+        if (rc) return rc;
+    }
+    return FT_OK;
+}
+
+static int obs_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
+{
+    (void)eng;
+    ft_numerics_obs *d = ctx;
+    if (d->stopped) { /* Ctrl-C: the calls that ran are the result; queued ones are dropped */
+        rc = FT_OK;
+        ft_err_clear(err);
+        for (uint32_t i = 0; i < d->n_jobs; i++)
+            job_free(&d->jobs[i]);
+        d->n_jobs = 0;
+        if (d->nx) d->nx->res.interrupted = 1;
+    }
+    if (!rc) rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
+    for (uint32_t i = rc ? 0 : d->n_jobs; i < d->n_jobs; i++)
+        job_free(&d->jobs[i]);
+    d->n_jobs = 0;
+    if (d->o.info && d->o.progress && !d->dry && !rc) fputc('\n', d->o.info);
+    if (!rc) {
+        ft_numerics_result *nr = ft_malloc(sizeof *nr);
+        if (!nr) {
+            rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+        } else {
+            ft_numerics_get(d->nx, nr);
+            if (!d->n_traces++)
+                d->total = *nr;
+            else
+                rc = ft_numerics_result_merge(&d->total, nr, err);
+            ft_free(nr);
+        }
+    }
+    ft_numerics_free(d->nx);
+    d->nx = NULL;
+    return rc;
+}
+
+int ft_numerics_obs_new(const ft_numerics_opts *opts, int estimate_only, ft_numerics_obs **out,
+                        ft_err *err)
+{
+    *out = NULL;
+    ft_numerics_obs *d = ft_calloc(1, sizeof *d);
+    if (!d) return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+    if (opts) d->o = *opts;
+    d->n_threads = d->o.n_threads ? d->o.n_threads : online_cores();
+    if (d->o.backend == FT_NUMERICS_CUDA) d->n_threads = 1; /* the device is one */
+    d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
+    d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
+    if (!d->jobs) {
+        ft_free(d);
+        return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+    }
+    d->total.backend = d->o.backend;
+    d->dry = estimate_only != 0;
+    d->t_start = ft_now_ns();
+    d->obs = (ft_replay_observer){.ctx = d,
+                                  .needs = FT_VIEW_DECISIONS | FT_VIEW_SPLITS,
+                                  .begin_fn = obs_begin,
+                                  .batch_fn = obs_batch,
+                                  .end_fn = obs_end};
+    *out = d;
+    return FT_OK;
+}
+
+const ft_replay_observer *ft_numerics_obs_observer(ft_numerics_obs *d)
+{
+    return &d->obs;
+}
+
+void ft_numerics_obs_result(const ft_numerics_obs *d, ft_numerics_result *out)
+{
+    *out = d->total;
+}
+
+void ft_numerics_obs_free(ft_numerics_obs *d)
+{
+    if (!d) return;
+    ft_numerics_free(d->nx);
+    ft_free(d->jobs);
+    ft_free(d);
+}
+
+/* ---- whole traces: the driver with this observer ----------------------------------------------
+ */
+/* Seconds the estimate's work takes here, roughly: the device at 60 TFLOP/s (bench_numerics
+ * measured 75 at DeepSeek size) plus 5 ms per call; the CPU at the rate of a float64 GEMM
+ * measured now. */
+static double estimate_seconds(const estimate *e, ft_numerics_backend be)
+{
+    if (be == FT_NUMERICS_CUDA) return e->flops / 60e12 + 5e-3 * (double)e->calls;
+    double rate = ft_cpu_gemm_rate();
+    return e->flops / (rate > 0 ? rate : 1e9);
+}
+
+/* The estimate line, and the refusal (FT_ERANGE, with what to change) of what does not fit. */
+static int check_estimate(const estimate *e, const ft_numerics_opts *no, ft_err *err)
+{
+    const int cuda = no->backend == FT_NUMERICS_CUDA;
+    uint64_t cap = 0;
+    if (cuda) {
+        ft_err derr = {0};
+        ft_cuda_mem_info(NULL, &cap, &derr);
+    } else {
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        cap = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    }
+    uint32_t thr = cuda ? 1 : (no->n_threads ? no->n_threads : online_cores());
+    if (thr > e->calls && e->calls) thr = (uint32_t)e->calls;
+    const uint64_t mem = e->max_bytes * (thr ? thr : 1);
+    const double secs = estimate_seconds(e, no->backend);
+    if (no->info)
+        fprintf(no->info,
+                "numerics (%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of %s "
+                "memory at most, estimated %.0f s\n",
+                cuda ? "cuda" : "cpu", (unsigned long long)e->calls, (unsigned long long)e->runs,
+                e->flops * 1e-12, (double)mem * 1e-9, cuda ? "device" : "host", secs);
+    const int over_mem = cap && mem > cap / 10 * 9;
+    const int over_time = no->max_seconds > 0 && secs > no->max_seconds;
+    if (!over_mem && !over_time) return FT_OK;
+    /* the shrink that fits (work ~ K^3, memory ~ K^2), the sample that fits, the GPU */
+    uint32_t k = no->shrink ? no->shrink : 1, k2 = k;
+    double f = 1.0;
+    while (((over_time && secs / (f * f * f) > no->max_seconds) ||
+            (over_mem && (double)mem / (f * f) > (double)cap * 0.9)) &&
+           k2 < 4096) {
+        k2 *= 2;
+        f = (double)k2 / k;
+    }
+    uint64_t n = over_time ? (uint64_t)((double)e->calls * no->max_seconds / secs) : 0;
+    char alt[64] = "", sug[64] = "";
+    if (!cuda) ft_strlcpy(alt, ", or --numerics cuda", sizeof alt);
+    if (n >= 1) snprintf(sug, sizeof sug, ", --sample %llu", (unsigned long long)n);
+    return ft_err_set(err, FT_ERANGE,
+                      "numerics: %s (%.2f GB of %s memory for %u call%s at once, %.2f GB there; "
+                      "about %.0f s, limit %.0f s): use --shrink %u%s%s",
+                      over_mem ? "too large for this machine" : "too slow", (double)mem * 1e-9,
+                      cuda ? "device" : "host", thr, thr == 1 ? "" : "s", (double)cap * 1e-9, secs,
+                      no->max_seconds, k2, sug, alt);
+}
+
+int ft_numerics_obs_check(const ft_numerics_obs *est, ft_err *err)
+{
+    return check_estimate(&est->est, &est->o, err);
+}
+
+int ft_numerics_obs_follow(const ft_numerics_obs *est, ft_numerics_obs **run, ft_err *err)
+{
+    int rc = ft_numerics_obs_new(&est->o, 0, run, err);
+    if (!rc) (*run)->est = est->est;
+    return rc;
+}
+
+int ft_numerics_obs_finish(ft_numerics_obs *o, int rc, ft_numerics_result *out, ft_err *err)
+{
+    if (rc && o->stopped) { /* Ctrl-C: what ran */
+        rc = FT_OK;
+        ft_err_clear(err);
+        if (!o->n_traces) o->total.interrupted = 1;
+    }
+    if (rc) return rc;
+    ft_numerics_obs_result(o, out);
+    out->calls_planned = o->est.calls;
+    if (o->stopped) out->interrupted = 1;
+    return FT_OK;
+}
+
+/* The replay driver over t (or every trace of set) with o as its one observer. */
+static int pass(ft_trace *t, const ft_replay_set *set, const ft_replay_opts *ropts,
+                ft_numerics_obs *o, ft_replay_result *rr, ft_err *err)
+{
+    ft_replay_opts ro = *ropts;
+    const ft_replay_observer *obs[1] = {ft_numerics_obs_observer(o)};
+    ro.observers = obs;
+    ro.n_observers = 1;
+    return t ? ft_replay_trace(t, &ro, rr, err) : ft_replay_run(set, &ro, rr, err);
+}
+
+static int with_observer(ft_trace *t, const ft_replay_set *set, const ft_replay_opts *ropts,
+                         const ft_numerics_opts *nopts, ft_replay_result *rr_out,
+                         ft_numerics_result *out, ft_err *err)
+{
+    ft_numerics_obs *est = NULL, *run = NULL;
+    ft_replay_result *rr = rr_out ? rr_out : ft_malloc(sizeof *rr);
+    const ft_replay_opts ro = ropts ? *ropts : (ft_replay_opts){0};
+    /* with an info stream or a time limit, an estimate pass first (plans only: the replay's
+     * milliseconds); the run starts afresh, knowing the total */
+    const int estimating = nopts && (nopts->info || nopts->max_seconds > 0);
+    int rc = rr ? FT_OK : ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+    if (!rc && estimating) {
+        rc = ft_numerics_obs_new(nopts, 1, &est, err);
+        if (!rc) rc = pass(t, set, &ro, est, rr, err);
+        if (!rc) rc = ft_numerics_obs_check(est, err);
+        if (!rc) rc = ft_numerics_obs_follow(est, &run, err);
+    } else if (!rc) {
+        rc = ft_numerics_obs_new(nopts, 0, &run, err);
+    }
+    if (!rc) {
+        rc = ft_numerics_obs_finish(run, pass(t, set, &ro, run, rr, err), out, err);
+        if (!rc && run->stopped) ft_replay_result_init(rr, ro.policies, ro.n_policies);
+    }
+    ft_numerics_obs_free(est);
+    ft_numerics_obs_free(run);
+    if (rr != rr_out) ft_free(rr);
+    return rc;
+}
+
+int ft_numerics_replay_trace(ft_trace *t, const ft_replay_opts *ropts,
+                             const ft_numerics_opts *nopts, ft_replay_result *rr_out,
+                             ft_numerics_result *out, ft_err *err)
+{
+    return with_observer(t, NULL, ropts, nopts, rr_out, out, err);
+}
+
+int ft_numerics_replay_traces(const char *const *paths, uint32_t n_paths,
+                              const ft_replay_opts *ropts, const ft_numerics_opts *nopts,
+                              ft_replay_result *rr_out, ft_numerics_result *out, ft_err *err)
+{
+    memset(out, 0, sizeof *out);
+    ft_replay_set *set = NULL;
+    int rc = ft_replay_set_open(paths, n_paths, &set, err);
+    if (!rc) rc = with_observer(NULL, set, ropts, nopts, rr_out, out, err);
+    ft_replay_set_close(set);
+    return rc;
+}
