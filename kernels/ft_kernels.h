@@ -210,7 +210,10 @@ typedef struct ft_act {
 } ft_act;
 
 const char *ft_act_name(ft_act_kind k);
-int ft_act_is_glu(ft_act_kind k);
+static inline int ft_act_is_glu(ft_act_kind k)
+{
+    return k == FT_ACT_SWIGLU || k == FT_ACT_CLAMPED_QGEGLU;
+}
 
 /* z[r][j] = p_r * f(h_r)_j for h[rows][n1], z[rows][k2], n1 = 2*k2 (GLU) or k2; probs NULL
  * means p = 1. */

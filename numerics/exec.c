@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- one call on the back end ------------------------------------------------------------- */
 
@@ -129,10 +130,10 @@ static void execute_call(ft_numerics *nx, job *j)
     runout outs[FT_NUMERICS_MAX_POLICIES + 2];
     uint32_t n_outs = 0, fresh_i = 0, ctl_i = UINT32_MAX, which[FT_NUMERICS_MAX_POLICIES];
     memset(outs, 0, sizeof outs);
-    int rc = problem_shape(nx, d, j, &P, &j->err);
+    int rc = nx_problem_shape(nx, d, j, &P, &j->err);
     if (rc) goto done;
 
-    n_outs = list_outs(j, np, outs, which, &ctl_i);
+    n_outs = nx_list_outs(j, np, outs, which, &ctl_i);
     const runcfg *fc = &j->fresh_cfg;
     const int skip0 = j->fresh_raise != NULL;
     rc = exec_runs(nx, j, &P, outs, n_outs, skip0, &j->err);
@@ -162,14 +163,14 @@ static void execute_call(ft_numerics *nx, job *j)
         }
         co->div = o->div;
         co->max_abs = o->max_abs;
-        if (!quant_equal(&j->cfg[p], fc, j->grad))
+        if (!nx_quant_equal(&j->cfg[p], fc, j->grad))
             co->kind = OUT_QUANT;
         else
             co->kind = j->cfg[p].fused == fc->fused ? OUT_SAME : OUT_HARMLESS;
     }
 done:
     j->rc = rc;
-    problem_free(&P);
+    nx_problem_free(&P);
 }
 
 /* ---- folding ------------------------------------------------------------------------------ */
@@ -228,19 +229,25 @@ int ft_numerics_run(ft_numerics *nx, const ft_numerics_call *c, ft_err *err)
 {
     job *j = ft_malloc(sizeof *j);
     if (!j) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
-    int rc = plan_call(nx, c, j, err);
+    int rc = nx_plan_call(nx, c, j, err);
     if (rc == 1) {
         uint64_t t0 = ft_now_ns();
         execute_call(nx, j);
         rc = fold_call(nx, j, err);
-        job_free(j);
+        nx_job_free(j);
         nx->res.wall_ns += ft_now_ns() - t0;
     }
     ft_free(j);
     return rc < 0 ? rc : FT_OK;
 }
 
-/* The thread pool of run_jobs: workers take the next job until none is left (or a stop). */
+uint32_t nx_online_cores(void)
+{
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    return nc > 0 ? (uint32_t)nc : 1;
+}
+
+/* The thread pool of nx_run_jobs: workers take the next job until none is left (or a stop). */
 typedef struct pool {
     ft_numerics *nx;
     job *jobs;
@@ -277,7 +284,7 @@ static void *pool_worker(void *arg)
     }
 }
 
-int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err)
+int nx_run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err)
 {
     if (!n) return FT_OK;
     uint64_t t0 = ft_now_ns();
@@ -285,7 +292,7 @@ int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err 
     if (n_threads > n) n_threads = n;
     /* the cores are shared between the threads here and BLAS's own threads inside each call */
     if (nx->o.backend == FT_NUMERICS_CPU) {
-        uint32_t per = online_cores() / (n_threads ? n_threads : 1);
+        uint32_t per = nx_online_cores() / (n_threads ? n_threads : 1);
         ft_cpu_blas_threads(per > 1 ? (int)per : 1);
     }
     pthread_t th[64];
@@ -302,7 +309,7 @@ int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err 
     const uint32_t picked = atomic_load(&pl.next), ran = picked < n ? picked : n;
     for (uint32_t i = 0; i < n; i++) {
         if (!rc && i < ran) rc = fold_call(nx, &jobs[i], err);
-        job_free(&jobs[i]);
+        nx_job_free(&jobs[i]);
     }
     if (ran < n) nx->res.interrupted = 1;
     nx->res.wall_ns += ft_now_ns() - t0;

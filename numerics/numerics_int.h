@@ -133,21 +133,22 @@ typedef struct problem {
 
 /* plan.c: decide what every choice runs and whether the call is sampled (call order; reads the
  * model). 1: sampled, j filled; 0: not sampled; < 0: an error. */
-int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err);
-void job_free(job *j);
+int nx_plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err);
+void nx_job_free(job *j);
 /* Shapes, splits and seeds of the call (the back end draws the inputs from them). */
-int problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P, ft_err *err);
-void problem_free(problem *P);
+int nx_problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P,
+                     ft_err *err);
+void nx_problem_free(problem *P);
 /* The runs of a call: the fresh plan first, then every distinct choice that does not raise, then
  * the control (see plan.c). */
-uint32_t list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uint32_t *ctl_i);
-int cfg_equal(const runcfg *a, const runcfg *b);
+uint32_t nx_list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uint32_t *ctl_i);
+int nx_cfg_equal(const runcfg *a, const runcfg *b);
 /* Same quantization as far as the call's numbers can tell (grad: it runs the backward). */
-int quant_equal(const runcfg *a, const runcfg *b, int grad);
+int nx_quant_equal(const runcfg *a, const runcfg *b, int grad);
 
 /* exec.c: execute jobs[0..n) on up to n_threads threads, then fold them in order. */
-int run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err);
-/* observe.c: online cores of this machine (at least 1). */
-uint32_t online_cores(void);
+int nx_run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err);
+/* exec.c: online cores of this machine (at least 1). */
+uint32_t nx_online_cores(void);
 
 #endif /* FT_NUMERICS_INT_H */

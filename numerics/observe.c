@@ -24,9 +24,9 @@ static int estimate_job(ft_numerics *nx, uint32_t np, job *j, estimate *e, ft_er
     runout outs[FT_NUMERICS_MAX_POLICIES + 2];
     uint32_t which[FT_NUMERICS_MAX_POLICIES], ctl_i;
     memset(outs, 0, sizeof outs);
-    int rc = problem_shape(nx, &nx->mlp[j->fuser], j, &P, err);
+    int rc = nx_problem_shape(nx, &nx->mlp[j->fuser], j, &P, err);
     if (!rc) {
-        uint32_t n_outs = list_outs(j, np, outs, which, &ctl_i);
+        uint32_t n_outs = nx_list_outs(j, np, outs, which, &ctl_i);
         uint32_t runs = n_outs - (j->fresh_raise != NULL);
         double rf = 0, uf = 0;
         uint64_t b = 0;
@@ -37,8 +37,8 @@ static int estimate_job(ft_numerics *nx, uint32_t np, job *j, estimate *e, ft_er
         e->flops += rf + uf * runs;
         if (b > e->max_bytes) e->max_bytes = b;
     }
-    problem_free(&P);
-    job_free(j);
+    nx_problem_free(&P);
+    nx_job_free(j);
     return rc;
 }
 /*
@@ -66,12 +66,6 @@ struct ft_numerics_obs {
     int stopped;      /* opts.stop was seen */
     uint64_t t_start; /* for the progress line */
 };
-
-uint32_t online_cores(void)
-{
-    long nc = sysconf(_SC_NPROCESSORS_ONLN);
-    return nc > 0 ? (uint32_t)nc : 1;
-}
 
 static int obs_begin(void *ctx, const ft_replay_input *in, const ft_replay *eng, ft_err *err)
 {
@@ -114,11 +108,11 @@ static int obs_one(ft_numerics_obs *d, const ft_replay_view *v, uint32_t j, ft_e
                            .fresh_plan = v->fresh[j],
                            .fresh_q = ft_replay_qstate(v->engine, v->fresh_q[j]),
                            .chosen = d->ch};
-    int rc = plan_call(d->nx, &nc, &d->jobs[d->n_jobs], err);
+    int rc = nx_plan_call(d->nx, &nc, &d->jobs[d->n_jobs], err);
     if (rc == 1 && d->dry) {
         rc = estimate_job(d->nx, d->np, &d->jobs[d->n_jobs], &d->est, err);
     } else if (rc == 1 && ++d->n_jobs == d->cap) {
-        rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
+        rc = nx_run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
         d->n_jobs = 0;
         if (!rc && d->nx->res.interrupted) {
             d->stopped = 1;
@@ -153,13 +147,13 @@ static int obs_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
         rc = FT_OK;
         ft_err_clear(err);
         for (uint32_t i = 0; i < d->n_jobs; i++)
-            job_free(&d->jobs[i]);
+            nx_job_free(&d->jobs[i]);
         d->n_jobs = 0;
         if (d->nx) d->nx->res.interrupted = 1;
     }
-    if (!rc) rc = run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
+    if (!rc) rc = nx_run_jobs(d->nx, d->jobs, d->n_jobs, d->n_threads, err);
     for (uint32_t i = rc ? 0 : d->n_jobs; i < d->n_jobs; i++)
-        job_free(&d->jobs[i]);
+        nx_job_free(&d->jobs[i]);
     d->n_jobs = 0;
     if (d->o.info && d->o.progress && !d->dry && !rc) fputc('\n', d->o.info);
     if (!rc) {
@@ -187,7 +181,7 @@ int ft_numerics_obs_new(const ft_numerics_opts *opts, int estimate_only, ft_nume
     ft_numerics_obs *d = ft_calloc(1, sizeof *d);
     if (!d) return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
     if (opts) d->o = *opts;
-    d->n_threads = d->o.n_threads ? d->o.n_threads : online_cores();
+    d->n_threads = d->o.n_threads ? d->o.n_threads : nx_online_cores();
     if (d->o.backend == FT_NUMERICS_CUDA) d->n_threads = 1; /* the device is one */
     d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
     d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
@@ -249,7 +243,7 @@ static int check_estimate(const estimate *e, const ft_numerics_opts *no, ft_err 
         long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
         cap = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
     }
-    uint32_t thr = cuda ? 1 : (no->n_threads ? no->n_threads : online_cores());
+    uint32_t thr = cuda ? 1 : (no->n_threads ? no->n_threads : nx_online_cores());
     if (thr > e->calls && e->calls) thr = (uint32_t)e->calls;
     const uint64_t mem = e->max_bytes * (thr ? thr : 1);
     const double secs = estimate_seconds(e, no->backend);

@@ -148,7 +148,7 @@ static void make_cfg(const ft_numerics *nx, int32_t recipe, uint32_t plan, const
     c->q.pow2_scales = z.pow2_scales;
 }
 
-int cfg_equal(const runcfg *a, const runcfg *b)
+int nx_cfg_equal(const runcfg *a, const runcfg *b)
 {
     return a->fused == b->fused && a->q.fmt == b->q.fmt && a->q.fp8_fwd == b->q.fp8_fwd &&
            a->q.fp8_bwd == b->q.fp8_bwd && a->q.rht == b->q.rht && a->q.sr == b->q.sr &&
@@ -157,7 +157,7 @@ int cfg_equal(const runcfg *a, const runcfg *b)
 
 /* A forward-only call never sees the backward-only settings (RHT and SR act on wgrad/dgrad
  * operands; the grad element type). */
-int quant_equal(const runcfg *a, const runcfg *b, int grad)
+int nx_quant_equal(const runcfg *a, const runcfg *b, int grad)
 {
     runcfg x = *a, y = *b;
     x.fused = y.fused;
@@ -165,7 +165,7 @@ int quant_equal(const runcfg *a, const runcfg *b, int grad)
         x.q.rht = y.q.rht = x.q.sr = y.q.sr = 0;
         x.q.fp8_bwd = y.q.fp8_bwd;
     }
-    return cfg_equal(&x, &y);
+    return nx_cfg_equal(&x, &y);
 }
 
 /* ---- the problem of one call -------------------------------------------------------------- */
@@ -190,13 +190,14 @@ static int64_t problem_tokens(const ft_numerics *nx, const int64_t *splits, uint
     return round_up(used, 128);
 }
 
-void problem_free(problem *P)
+void nx_problem_free(problem *P)
 {
     ft_free(P->splits);
     memset(P, 0, sizeof *P);
 }
 
-int problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P, ft_err *err)
+int nx_problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, problem *P,
+                     ft_err *err)
 {
     memset(P, 0, sizeof *P);
     const int64_t K = nx->o.shrink;
@@ -232,7 +233,7 @@ int problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, proble
 
 /* ---- planning a call ---------------------------------------------------------------------- */
 
-void job_free(job *j)
+void nx_job_free(job *j)
 {
     ft_free(j->splits);
     j->splits = NULL;
@@ -288,7 +289,7 @@ static const char *control_raises(const ft_numerics *nx, const ft_numerics_call 
                                      problem_tokens(nx, c->splits, c->n_splits), j->grad);
 }
 
-int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err)
+int nx_plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err)
 {
     if (!ft_numerics_wants(nx, c->fuser)) return 0;
     const mlp_desc *d = &nx->mlp[c->fuser];
@@ -322,7 +323,7 @@ int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err)
         make_cfg(nx, c->recipe, c->chosen[p].plan, c->chosen[p].q, &j->cfg[p]);
         ft_model_run_raises(nx->m, c->fuser, c->recipe, c->chosen[p].plan, c->chosen[p].q, n_tok,
                             c->f, &j->raise[p]);
-        differs |= !cfg_equal(&j->cfg[p], &j->fresh_cfg) ||
+        differs |= !nx_cfg_equal(&j->cfg[p], &j->fresh_cfg) ||
                    (j->raise[p] != NULL) != (j->fresh_raise != NULL);
     }
     if (nx->o.sample && !sample_call(nx, j, np, differs)) return 0;
@@ -338,7 +339,7 @@ int plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err)
  * distinct choice that does not raise (which[p]: its run, UINT32_MAX if it raises), then the
  * control: the fresh quantization on the other topology (*ctl_i; UINT32_MAX: none), which is not
  * run where TE raises (it still counts as a run). */
-uint32_t list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uint32_t *ctl_i)
+uint32_t nx_list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uint32_t *ctl_i)
 {
     uint32_t n_outs = 0;
     *ctl_i = UINT32_MAX;
@@ -347,7 +348,7 @@ uint32_t list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uin
         which[p] = UINT32_MAX;
         if (j->raise[p]) continue;
         for (uint32_t i = 0; i < n_outs; i++)
-            if (cfg_equal(&outs[i].cfg, &j->cfg[p])) which[p] = i;
+            if (nx_cfg_equal(&outs[i].cfg, &j->cfg[p])) which[p] = i;
         if (which[p] == UINT32_MAX) {
             which[p] = n_outs;
             outs[n_outs++].cfg = j->cfg[p];
@@ -358,7 +359,7 @@ uint32_t list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, uin
         runcfg other = *fc;
         other.fused = !other.fused;
         for (uint32_t i = 0; i < n_outs; i++)
-            if (cfg_equal(&outs[i].cfg, &other)) *ctl_i = i;
+            if (nx_cfg_equal(&outs[i].cfg, &other)) *ctl_i = i;
         if (*ctl_i == UINT32_MAX) {
             *ctl_i = n_outs;
             outs[n_outs].raise = j->ctl_raise;

@@ -675,7 +675,8 @@ static void test_nx_cpu_alloc_failures(void **state)
 static void test_numerics_asks_tefuser(void **state)
 {
     (void)state;
-    const ft_fuser_def fz[2] = {{100, NULL, MLP_OPS("false"), 3}, {101, NULL, MLP_OPS("true"), 3}};
+    const ft_fuser_def fz[2] = {{100, NULL, MLP_OPS("false"), 3, 0, 0},
+                                {101, NULL, MLP_OPS("true"), 3, 0, 0}};
     const ft_recipe_def rc[4] = {
         {200, "NVFP4BlockScaling", 7000, "{\"disable_rht\":false}"},
         {201, "NVFP4BlockScaling", 7001, "{\"disable_rht\":true}"},

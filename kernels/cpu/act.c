@@ -14,11 +14,6 @@ const char *ft_act_name(ft_act_kind k)
     return (unsigned)k < FT_ACT_COUNT ? act_names[k] : "?";
 }
 
-int ft_act_is_glu(ft_act_kind k)
-{
-    return k == FT_ACT_SWIGLU || k == FT_ACT_CLAMPED_QGEGLU;
-}
-
 int ftk_act_check(const ft_act *a, int64_t rows, int64_t k2, ft_err *err)
 {
     if (!a || (unsigned)a->kind >= FT_ACT_COUNT)
