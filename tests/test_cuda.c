@@ -1766,9 +1766,13 @@ static void test_cuda_device_count_is_sane(void **state)
     assert_int_equal(n, 0);
     ft_err err;
     ft_err_clear(&err);
-    ft_gemm g;
-    memset(&g, 0, sizeof g);
-    assert_int_equal(ft_cuda_gemm(&g, NULL, &err), FT_ENODEV);
+    ft_nx *nx = NULL;
+    assert_int_equal(ft_cuda_nx_new(&nx, &err), FT_ENODEV);
+    assert_null(nx);
+    ft_nx_time t;
+    assert_int_equal(ft_cuda_nx_time(NULL, FT_MLP_UNFUSED, NULL, 1, 1, &t, &err), FT_ENODEV);
+    assert_int_equal(t.rc, 0);
+    assert_int_equal(t.n_rounds, 0);
 #endif
 }
 
