@@ -367,7 +367,7 @@ typedef struct replay_cmd {
     uint32_t n_paths;
     ft_replay_set *set;
     int format, numerics, filtered;
-    int gpu_time, nx_pass; /* --gpu-time; a numerics pass runs (--numerics or --gpu-time) */
+    int gpu_time, nx_pass;  /* --gpu-time; a numerics pass runs (--numerics or --gpu-time) */
     FILE *report, *explain; /* the text report's stream; --explain's */
     ft_replay_filter flt;
     char filter_buf[512];
@@ -603,8 +603,7 @@ static int write_html(replay_cmd *c, ft_err *err)
     ft_report_html_opts ho = {.command = command, .title = NULL};
     int rc = cli_out_open(&out, c->ro->html, CLI_OUT_STREAM, 1, err);
     if (!rc)
-        rc =
-            ft_report_html(out.f, c->res, c->nx_pass ? c->nres : NULL, c->data, &c->rep, &ho, err);
+        rc = ft_report_html(out.f, c->res, c->nx_pass ? c->nres : NULL, c->data, &c->rep, &ho, err);
     rc = cli_out_close(&out, rc, err);
     ft_free(command);
     return rc;

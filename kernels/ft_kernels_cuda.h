@@ -126,7 +126,8 @@ typedef struct ft_cuda_bf16_mlp {
 
 /* Device buffers (the stream's pool) for the quantized copies m's step writes, sized for m's
  * shape, quantization and grad; *proxies (may be NULL) receives the FT_NX_PROXY_* it needs.
- * Errors: FT_EINVAL (shape), FT_ENOMEM, FT_ECUDA. Free with ft_cuda_bf16_mlp_q_free (same stream). */
+ * Errors: FT_EINVAL (shape), FT_ENOMEM, FT_ECUDA. Free with ft_cuda_bf16_mlp_q_free (same stream).
+ */
 int ft_cuda_bf16_mlp_q_new(const ft_cuda_bf16_mlp *m, void *stream, ft_cuda_bf16_mlp_q **out,
                            unsigned *proxies, ft_err *err);
 void ft_cuda_bf16_mlp_q_free(ft_cuda_bf16_mlp_q *q, void *stream);

@@ -86,9 +86,9 @@ typedef struct ft_numerics_opts {
     /* GPU time (see "GPU time" below; the CUDA back end only): 1 times every distinct
      * situation of the sampled calls on the device's own kernels */
     uint8_t gpu_time;
-    uint8_t time_only;     /* with gpu_time: no reference, no comparisons, the timing alone */
-    uint32_t time_warmup;  /* untimed runs before the timed ones (0: 2) */
-    uint32_t time_rounds;  /* timed rounds per situation (0: 5; at most FT_NX_MAX_ROUNDS) */
+    uint8_t time_only;    /* with gpu_time: no reference, no comparisons, the timing alone */
+    uint32_t time_warmup; /* untimed runs before the timed ones (0: 2) */
+    uint32_t time_rounds; /* timed rounds per situation (0: 5; at most FT_NX_MAX_ROUNDS) */
 } ft_numerics_opts;
 
 typedef struct ft_numerics ft_numerics;
@@ -177,19 +177,19 @@ typedef struct ft_gputime_policy {
 
 typedef struct ft_gputime_result {
     uint8_t on;
-    char device[64];       /* the GPU's name */
+    char device[64]; /* the GPU's name */
     uint32_t warmup, rounds;
-    uint32_t shrink;       /* the problems' --shrink (1: the trace's own sizes) */
-    uint64_t calls;        /* grouped-MLP calls counted */
-    uint64_t steps;        /* distinct steps of those calls, summed over the traces */
-    uint32_t traces;       /* traces folded in */
+    uint32_t shrink;         /* the problems' --shrink (1: the trace's own sizes) */
+    uint64_t calls;          /* grouped-MLP calls counted */
+    uint64_t steps;          /* distinct steps of those calls, summed over the traces */
+    uint32_t traces;         /* traces folded in */
     uint32_t traces_no_step; /* of those, traces whose calls record no step (one step each) */
-    uint32_t situations;   /* distinct situations met (every trace's, added) */
-    uint32_t timed;        /* of those, timed */
-    uint32_t refused;      /* of those, refused by the kernels (the first reason: refuse_text) */
+    uint32_t situations;     /* distinct situations met (every trace's, added) */
+    uint32_t timed;          /* of those, timed */
+    uint32_t refused;        /* of those, refused by the kernels (the first reason: refuse_text) */
     char refuse_text[160];
-    unsigned proxies;      /* FT_NX_PROXY_* of the timed situations */
-    uint64_t timing_ns;    /* host wall time of the timing (device work included) */
+    unsigned proxies;   /* FT_NX_PROXY_* of the timed situations */
+    uint64_t timing_ns; /* host wall time of the timing (device work included) */
     uint32_t n_policies;
     ft_gputime_policy pol[FT_NUMERICS_MAX_POLICIES];
 } ft_gputime_result;
@@ -224,7 +224,7 @@ typedef struct ft_numerics_result {
     ft_band quant_band;            /* different quantization from the fresh plan */
     uint32_t n_policies;
     ft_numerics_policy pol[FT_NUMERICS_MAX_POLICIES];
-    uint8_t time_only;  /* opts.time_only: only gt holds figures (the comparisons did not run) */
+    uint8_t time_only;    /* opts.time_only: only gt holds figures (the comparisons did not run) */
     ft_gputime_result gt; /* opts.gpu_time */
 } ft_numerics_result;
 

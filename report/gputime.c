@@ -28,7 +28,8 @@ static const char *per_word(const ft_gputime_result *g)
 static const char *divisor_text(const ft_gputime_result *g)
 {
     if (!g->traces_no_step) return "steps";
-    return g->steps ? "steps (a trace without steps counting as one)" : "traces (no steps recorded)";
+    return g->steps ? "steps (a trace without steps counting as one)"
+                    : "traces (no steps recorded)";
 }
 
 static void label(char *buf, size_t cap, const ft_gputime_result *g)
@@ -59,14 +60,15 @@ int ft_report_gputime(FILE *f, const ft_numerics_result *nr, ft_err *err)
     char lab[160], ext[640];
     label(lab, sizeof lab, g);
     extrapolation(ext, sizeof ext, nr);
-    fprintf(f,
-            "gpu time: %s\n"
-            "  the grouped MLP forward (and backward for grad calls) of every situation the sampled\n"
-            "  calls run, as its plan runs it: fused = FC1 with the activation and z's quantization\n"
-            "  in its epilogue; unfused = FC1, activation kernel, quantize kernel; then FC2. GEMMs in\n"
-            "  bf16 (the quantized copies are written by the packed quantizers, not read: no MXFP8 or\n"
-            "  NVFP4 tensor cores on this path); %u timed rounds after %u warm-ups, CUDA events\n",
-            lab, g->rounds, g->warmup);
+    fprintf(
+        f,
+        "gpu time: %s\n"
+        "  the grouped MLP forward (and backward for grad calls) of every situation the sampled\n"
+        "  calls run, as its plan runs it: fused = FC1 with the activation and z's quantization\n"
+        "  in its epilogue; unfused = FC1, activation kernel, quantize kernel; then FC2. GEMMs in\n"
+        "  bf16 (the quantized copies are written by the packed quantizers, not read: no MXFP8 or\n"
+        "  NVFP4 tensor cores on this path); %u timed rounds after %u warm-ups, CUDA events\n",
+        lab, g->rounds, g->warmup);
     fprintf(f, "  situations: %u timed, %u refused by the kernels, of %u; %llu sampled calls; ",
             g->timed, g->refused, g->situations, (unsigned long long)nr->calls_run);
     if (g->shrink > 1)
@@ -89,9 +91,10 @@ int ft_report_gputime(FILE *f, const ft_numerics_result *nr, ft_err *err)
                 col[2], (unsigned long long)(q->raised + q->fresh_raised),
                 (unsigned long long)q->untimed);
     }
-    fprintf(f, "  (ms per %s: the median round of the sums over the timed calls, [fastest, slowest "
-               "round]; raises: calls whose chosen\n   or fresh plan TE raises on, not timed; "
-               "untimed: calls of a situation no sampled call timed)\n",
+    fprintf(f,
+            "  (ms per %s: the median round of the sums over the timed calls, [fastest, slowest "
+            "round]; raises: calls whose chosen\n   or fresh plan TE raises on, not timed; "
+            "untimed: calls of a situation no sampled call timed)\n",
             per_word(g));
     for (size_t k = 0; k < FT_ARRAY_LEN(proxy_text); k++)
         if (g->proxies & (1u << k)) fprintf(f, "  proxy: %s\n", proxy_text[k]);
@@ -189,11 +192,12 @@ static void chart(FILE *f, const ft_numerics_result *nr)
             if (ft_gputime_ms(g, p, w, 2) > top) top = ft_gputime_ms(g, p, w, 2);
     if (top <= 0) return;
     const int row = 26, left = 150, width = 420, h = 20 + row * (int)g->n_policies;
-    fprintf(f,
-            "<figure><svg class=\"chart\" id=\"chart-gputime\" viewBox=\"0 0 640 %d\" width=\"640\" "
-            "height=\"%d\" role=\"img\"><title>GPU ms per step: chosen (dark) and fresh (light) "
-            "plans</title>\n",
-            h, h);
+    fprintf(
+        f,
+        "<figure><svg class=\"chart\" id=\"chart-gputime\" viewBox=\"0 0 640 %d\" width=\"640\" "
+        "height=\"%d\" role=\"img\"><title>GPU ms per step: chosen (dark) and fresh (light) "
+        "plans</title>\n",
+        h, h);
     for (uint32_t p = 0; p < g->n_policies; p++) {
         const int y = 10 + row * (int)p;
         fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">", left - 6,
@@ -209,8 +213,7 @@ static void chart(FILE *f, const ft_numerics_result *nr)
                     "%.3f ms [%.3f, %.3f]</title></rect>\n",
                     left, yy, width * med / top, w ? "#9ecae1" : "#1f77b4", w ? "fresh" : "chosen",
                     med, lo, hi);
-            fprintf(f,
-                    "<path d=\"M%.1f %d H%.1f\" stroke=\"#333\" stroke-width=\"1\"/>\n",
+            fprintf(f, "<path d=\"M%.1f %d H%.1f\" stroke=\"#333\" stroke-width=\"1\"/>\n",
                     left + width * lo / top, yy + 4, left + width * hi / top);
         }
         fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">%.3f / %.3f ms</text>\n",
@@ -235,10 +238,11 @@ void report_gputime_html(FILE *f, const ft_numerics_result *nr)
             g->rounds, g->warmup, g->timed, g->refused, g->situations,
             g->shrink > 1 ? "; shapes shrunk by --shrink (smaller problems than the trace's)" : "");
     esc(f, ext);
-    fprintf(f, ".</p>\n<table class=\"num\"><thead><tr><th>policy</th><th>calls timed</th>"
-               "<th>stale calls</th><th>chosen ms per %s</th><th>fresh ms per %s</th>"
-               "<th>stale cost ms per %s</th><th>spread of the stale cost</th><th>raises</th>"
-               "<th>untimed</th></tr></thead><tbody>\n",
+    fprintf(f,
+            ".</p>\n<table class=\"num\"><thead><tr><th>policy</th><th>calls timed</th>"
+            "<th>stale calls</th><th>chosen ms per %s</th><th>fresh ms per %s</th>"
+            "<th>stale cost ms per %s</th><th>spread of the stale cost</th><th>raises</th>"
+            "<th>untimed</th></tr></thead><tbody>\n",
             per_word(g), per_word(g), per_word(g));
     for (uint32_t p = 0; p < g->n_policies; p++) {
         const ft_gputime_policy *q = &g->pol[p];
@@ -249,10 +253,9 @@ void report_gputime_html(FILE *f, const ft_numerics_result *nr)
                 "</td><td>%llu</td><td>%llu</td><td>%.3f</td><td>%.3f</td><td%s>%.3f</td>"
                 "<td>[%.3f, %.3f]</td><td>%llu</td><td>%llu</td></tr>\n",
                 (unsigned long long)q->calls, (unsigned long long)q->stale_calls,
-                ft_gputime_ms(g, p, 0, 0), ft_gputime_ms(g, p, 1, 0),
-                d > 0 ? " class=\"bad\"" : "", d, ft_gputime_ms(g, p, 2, 1),
-                ft_gputime_ms(g, p, 2, 2), (unsigned long long)(q->raised + q->fresh_raised),
-                (unsigned long long)q->untimed);
+                ft_gputime_ms(g, p, 0, 0), ft_gputime_ms(g, p, 1, 0), d > 0 ? " class=\"bad\"" : "",
+                d, ft_gputime_ms(g, p, 2, 1), ft_gputime_ms(g, p, 2, 2),
+                (unsigned long long)(q->raised + q->fresh_raised), (unsigned long long)q->untimed);
     }
     fputs("</tbody></table>\n", f);
     chart(f, nr);

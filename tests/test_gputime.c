@@ -75,8 +75,7 @@ static int fake_problem(ft_nx *nx, const ft_nx_problem *p, ft_err *err)
     return ft_cpu_nx_problem(f->cpu, p, err);
 }
 
-static int fake_run(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags,
-                    ft_err *err)
+static int fake_run(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags, ft_err *err)
 {
     return ft_cpu_nx_run(as_fake(nx)->cpu, path, q, flags, err);
 }
@@ -260,8 +259,8 @@ static void count_view(const ft_replay_view *v, uint32_t rounds, expect *e, ft_h
         for (uint32_t p = 0; p < v->n_pol; p++) {
             const char *cr = NULL;
             const ft_qstate *cq = ft_replay_qstate(v->engine, v->pol[p].q[j]);
-            ft_model_run_raises(m, v->fuser[j], v->recipe[j], v->pol[p].plan[j], cq,
-                                v->n_tokens[j], v->f[j], &cr);
+            ft_model_run_raises(m, v->fuser[j], v->recipe[j], v->pol[p].plan[j], cq, v->n_tokens[j],
+                                v->f[j], &cr);
             sitx cs = {ft_model_plan_fused_mlp(m, v->pol[p].plan[j]) ? 1 : 0, {0}};
             ft_model_quantizers(m, v->recipe[j], cq, &cs.z);
             if (cr) {
@@ -312,8 +311,7 @@ static void count_trace(const char *path, uint32_t rounds, expect *e)
 }
 
 /* GPU time (and, unless time_only, numerics) of the trace on the fake device. */
-static ft_numerics_result *run_gt(const char *path, uint32_t sample, int time_only,
-                                  uint32_t rounds)
+static ft_numerics_result *run_gt(const char *path, uint32_t sample, int time_only, uint32_t rounds)
 {
     ft_numerics_result *nr = ft_calloc(1, sizeof *nr);
     assert_non_null(nr);
@@ -494,11 +492,8 @@ static void test_gputime_merges_traces(void **state)
     assert_non_null(two);
     const char *paths[2] = {g_trace, g_trace};
     ft_replay_opts ro = {0};
-    ft_numerics_opts no = {.shrink = 2,
-                           .seed = 3,
-                           .backend = FT_NUMERICS_CUDA,
-                           .gpu_time = 1,
-                           .time_only = 1};
+    ft_numerics_opts no = {
+        .shrink = 2, .seed = 3, .backend = FT_NUMERICS_CUDA, .gpu_time = 1, .time_only = 1};
     ft_err err = {0};
     assert_int_equal(ft_numerics_replay_traces(paths, 2, &ro, &no, NULL, two, &err), FT_OK);
     assert_int_equal(two->gt.traces, 2);
@@ -560,8 +555,8 @@ static void test_gputime_report_fields(void **state)
     assert_string_equal(json_string_value(json_object_get(gt, "per")), "step");
     assert_int_equal(json_integer_value(json_object_get(gt, "steps")), (json_int_t)g->steps);
     assert_int_equal(json_integer_value(json_object_get(gt, "rounds")), 5);
-    assert_non_null(strstr(json_string_value(json_object_get(gt, "extrapolation")),
-                           "stand for the others"));
+    assert_non_null(
+        strstr(json_string_value(json_object_get(gt, "extrapolation")), "stand for the others"));
     json_t *pols = json_object_get(gt, "policies");
     assert_int_equal(json_array_size(pols), g->n_policies);
     static const char *const keys[3] = {"chosen_ms_per_step", "fresh_ms_per_step",

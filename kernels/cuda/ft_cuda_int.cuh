@@ -139,9 +139,8 @@ int ft_cuda_bf16_act_forward(const ft_act *a, int64_t rows, int64_t k2, const ui
 int ft_cu_check_act(const ft_act *a, int64_t n1, int64_t k2, ft_err *err); // n1 < 0: unchecked
 int ft_cu_colsum_bf16(const uint16_t *x, int64_t cols, const int64_t *offs, int G,
                       const float *scale, float *db, cudaStream_t st, ft_err *err);
-int ft_cu_dprobs_bias_bf16(const uint16_t *dy, int64_t n2, const uint16_t *b2,
-                           const int64_t *offs, int G, int64_t t, float *dprobs, cudaStream_t st,
-                           ft_err *err);
+int ft_cu_dprobs_bias_bf16(const uint16_t *dy, int64_t n2, const uint16_t *b2, const int64_t *offs,
+                           int G, int64_t t, float *dprobs, cudaStream_t st, ft_err *err);
 int ft_cu_act_fwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
                       float *z, bool rnd, cudaStream_t st, ft_err *err);
 int ft_cu_act_bwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,

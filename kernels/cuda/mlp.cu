@@ -439,9 +439,8 @@ int ft_cu_colsum_bf16(const uint16_t *x, int64_t cols, const int64_t *offs, int 
     return group_colsum<uint16_t>(x, cols, offs, G, scale, db, st, err);
 }
 
-int ft_cu_dprobs_bias_bf16(const uint16_t *dy, int64_t n2, const uint16_t *b2,
-                           const int64_t *offs, int G, int64_t t, float *dprobs, cudaStream_t st,
-                           ft_err *err)
+int ft_cu_dprobs_bias_bf16(const uint16_t *dy, int64_t n2, const uint16_t *b2, const int64_t *offs,
+                           int G, int64_t t, float *dprobs, cudaStream_t st, ft_err *err)
 {
     if (t <= 0) return FT_OK;
     dprobs_bias_kernel<uint16_t>

@@ -156,8 +156,8 @@ extern "C" int ft_cuda_bf16_mlp_q_new(const ft_cuda_bf16_mlp *m, void *stream,
     int rc = FT_OK;
     unsigned px = 0;
     // rows, cols, groups of each tensor; which usages the step needs
-    const int64_t rows[FT_MLP_N_TENSORS] = {m->t, (int64_t)G * m->n1, m->t,
-                                            (int64_t)G * m->n2, m->t, m->t};
+    const int64_t rows[FT_MLP_N_TENSORS] = {
+        m->t, (int64_t)G * m->n1, m->t, (int64_t)G * m->n2, m->t, m->t};
     const int64_t cols[FT_MLP_N_TENSORS] = {m->k1, m->k1, m->k2, m->k2, m->n2, m->n1};
     for (int k = 0; k < FT_MLP_N_TENSORS && !rc && f != FT_QF_NONE; k++) {
         qtensor *t = &q->t[k];
@@ -167,7 +167,8 @@ extern "C" int ft_cuda_bf16_mlp_q_new(const ft_cuda_bf16_mlp *m, void *stream,
         t->col = (uint8_t)(t->on && grad);
         if (!t->on) continue;
         ft_mlp_qcfg(&m->quant, k, 0, 1, &t->cfg); // the columnwise config: rht where it applies
-        if (t->cfg.fmt == FT_QF_FP8_DELAYED) t->cfg.fmt = FT_QF_FP8_CURRENT, px |= FT_NX_PROXY_DELAYED;
+        if (t->cfg.fmt == FT_QF_FP8_DELAYED)
+            t->cfg.fmt = FT_QF_FP8_CURRENT, px |= FT_NX_PROXY_DELAYED;
         if (t->cfg.two_d) t->cfg.two_d = 0, px |= FT_NX_PROXY_2D;
         if (t->col && (t->cfg.fmt == FT_QF_FP8_CURRENT || t->cfg.fmt == FT_QF_FP8_BLOCK))
             t->col_as_row = 1, px |= FT_NX_PROXY_FP8_COL;
@@ -290,8 +291,8 @@ extern "C" int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m, const ft_cud
     rc = ft_cu_offsets(m->splits, (int)G, m->t, offs, st, err);
     if (!rc && gr->db1) rc = ft_cu_colsum_bf16(gr->dh, m->n1, offs, (int)G, NULL, gr->db1, st, err);
     if (!rc && gr->db2)
-        rc = ft_cu_colsum_bf16(dy, m->n2, offs, (int)G, m->scale_bias ? m->probs : NULL, gr->db2, st,
-                               err);
+        rc = ft_cu_colsum_bf16(dy, m->n2, offs, (int)G, m->scale_bias ? m->probs : NULL, gr->db2,
+                               st, err);
     if (!rc && m->scale_bias && m->b2 && gr->dprobs)
         rc = ft_cu_dprobs_bias_bf16(dy, m->n2, m->b2, offs, (int)G, m->t, gr->dprobs, st, err);
     int rc2 = cu_fail(cudaFreeAsync(offs, st), err, "cudaFreeAsync");

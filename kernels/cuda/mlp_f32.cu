@@ -291,7 +291,8 @@ opnd quant_weights(job *j, int tensor, int columnwise, const float *w, int64_t n
     ft_qcfg q0;
     ft_mlp_qcfg(&m->quant, tensor, 0, columnwise, &q0);
     int hit = 0;
-    ft_fast_w *slot = wslot(f, wkey(f, w, tensor, columnwise, n, k, G, &q0), bbytes, G, j->st, &hit);
+    ft_fast_w *slot =
+        wslot(f, wkey(f, w, tensor, columnwise, n, k, G, &q0), bbytes, G, j->st, &hit);
     if (hit) {
         o.b = slot->b;
         o.gs = m->quant.fmt == FT_QF_NONE ? NULL : slot->gs; // NONE: factors are 1

@@ -817,12 +817,18 @@ int time_buffers(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, tbufs *b, f
     struct {
         void **p;
         int64_t bytes; // 0: not wanted
-    } a[] = {{(void **)&b->x, t * k1 * 2},          {(void **)&b->dy, grad ? t * n2 * 2 : 0},
-             {(void **)&b->b1, p->bias1 ? G * n1 * 2 : 0}, {(void **)&b->b2, p->bias2 ? G * n2 * 2 : 0},
-             {(void **)&b->h, t * n1 * 2},          {(void **)&b->z, t * k2 * 2},
-             {(void **)&b->zc, zc ? t * k2 * 2 : 0}, {(void **)&b->y, t * n2 * 2},
-             {(void **)&b->dz, grad ? t * k2 * 2 : 0}, {(void **)&b->dh, grad ? t * n1 * 2 : 0},
-             {(void **)&b->dx, grad ? t * k1 * 2 : 0}, {(void **)&b->dw1, grad ? G * n1 * k1 * 2 : 0},
+    } a[] = {{(void **)&b->x, t * k1 * 2},
+             {(void **)&b->dy, grad ? t * n2 * 2 : 0},
+             {(void **)&b->b1, p->bias1 ? G * n1 * 2 : 0},
+             {(void **)&b->b2, p->bias2 ? G * n2 * 2 : 0},
+             {(void **)&b->h, t * n1 * 2},
+             {(void **)&b->z, t * k2 * 2},
+             {(void **)&b->zc, zc ? t * k2 * 2 : 0},
+             {(void **)&b->y, t * n2 * 2},
+             {(void **)&b->dz, grad ? t * k2 * 2 : 0},
+             {(void **)&b->dh, grad ? t * n1 * 2 : 0},
+             {(void **)&b->dx, grad ? t * k1 * 2 : 0},
+             {(void **)&b->dw1, grad ? G * n1 * k1 * 2 : 0},
              {(void **)&b->dw2, grad ? G * n2 * k2 * 2 : 0},
              {(void **)&b->db1, grad && p->bias1 ? G * n1 * 4 : 0},
              {(void **)&b->db2, grad && p->bias2 ? G * n2 * 4 : 0},
@@ -846,7 +852,7 @@ int time_buffers(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, tbufs *b, f
 
 void time_release(ft_nx *nx, tbufs *b)
 {
-    void *all[] = {b->x,  b->dy, b->b1, b->b2,  b->h,   b->z,    b->zc,   b->y,   b->dz,
+    void *all[] = {b->x,  b->dy, b->b1,  b->b2,  b->h,    b->z,    b->zc,  b->y,   b->dz,
                    b->dh, b->dx, b->dw1, b->dw2, b->own1, b->own2, b->db1, b->db2, b->dp};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i]) cudaFreeAsync(all[i], nx->st);
@@ -855,8 +861,8 @@ void time_release(ft_nx *nx, tbufs *b)
 
 } // namespace
 
-extern "C" int ft_cuda_nx_time(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q,
-                               uint32_t warmup, uint32_t rounds, ft_nx_time *out, ft_err *err)
+extern "C" int ft_cuda_nx_time(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, uint32_t warmup,
+                               uint32_t rounds, ft_nx_time *out, ft_err *err)
 {
     memset(out, 0, sizeof *out);
     if (!nx || !nx->have || !q) return ft_err_set(err, FT_EINVAL, "numerics cuda: no problem set");
