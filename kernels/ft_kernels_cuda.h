@@ -240,6 +240,13 @@ int ft_qpacked_decode(const ft_qcfg *q, int columnwise, int64_t rows, int64_t co
                       const int64_t *splits, uint32_t n_groups, const ft_qpacked *p, const float *x,
                       float *out, ft_err *err);
 
+/* The quantized copy of tensor (FT_MLP_*) in one usage that a bf16 step's q writes (see the
+ * grouped MLP above): its device buffers and the packed quantizer's config (columnwise set to the
+ * usage, as ft_qpacked_decode takes it). FT_ENOTFOUND where the step writes none (or the FC1
+ * epilogue does: MXFP8 FUSED z; or a proxy does: FT_NX_PROXY_FP8_COL). */
+int ft_cuda_bf16_mlp_q_copy(const ft_cuda_bf16_mlp_q *q, int tensor, int columnwise,
+                            ft_qcfg *cfg, ft_qpacked *out, ft_err *err);
+
 #ifdef __cplusplus
 }
 #endif

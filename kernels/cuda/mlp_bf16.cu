@@ -29,6 +29,7 @@ struct ft_cuda_bf16_mlp_q {
     qtensor t[FT_MLP_N_TENSORS];
     int64_t *wsplits[2]; // device [G]: n1, n2 rows per expert (each expert's weight is a group)
     float *z_amax;       // device [2G]: the NVFP4 FC1 epilogue's group amaxes (rowwise, RHT copy)
+    uint32_t G;
     void *mem[64];       // every allocation, for ft_cuda_bf16_mlp_q_free
     int n_mem;
 };
@@ -190,7 +191,26 @@ extern "C" int ft_cuda_bf16_mlp_q_new(const ft_cuda_bf16_mlp *m, void *stream,
         return rc;
     }
     if (proxies) *proxies = px;
+    q->G = G;
     *out = q;
+    return FT_OK;
+}
+
+extern "C" int ft_cuda_bf16_mlp_q_copy(const ft_cuda_bf16_mlp_q *q, int tensor, int columnwise,
+                                       ft_qcfg *cfg, ft_qpacked *out, ft_err *err)
+{
+    if (!q || tensor < 0 || tensor >= FT_MLP_N_TENSORS)
+        return ft_err_set(err, FT_EINVAL, "cuda mlp: no such quantized tensor");
+    const qtensor *t = &q->t[tensor];
+    if (!t->on || (columnwise && (!t->col || t->col_as_row)))
+        return ft_err_set(err, FT_ENOTFOUND, "cuda mlp: the step writes no such copy");
+    *cfg = t->cfg;
+    cfg->columnwise = (uint8_t)(columnwise != 0);
+    if (!columnwise) cfg->rht = 0; // the RHT acts on the columnwise copy only
+    *out = columnwise ? t->cw : t->rw;
+    // the NVFP4 FC1 epilogue's amaxes stand in for the cast's own
+    if (tensor == FT_MLP_Z && q->z_amax)
+        out->amax = q->z_amax + (columnwise && t->cfg.rht ? q->G : 0);
     return FT_OK;
 }
 
