@@ -194,11 +194,13 @@ struct ft_fast {
 void ft_fast_phase(ft_fast *f, int phase, cudaStream_t st);
 void ft_fast_forget(ft_fast *f, cudaStream_t st); // drop the cached weights
 // The bf16 copy of weights w[G][n][k] (float32 bf16 values, tensor FT_MLP_W1 or W2) from the
-// weight cache, made there if absent: the entry the unquantized runs' rowwise weight operand
-// uses. Where the cache has no room, *own receives a pool buffer holding it (free it with
-// cudaFreeAsync on st), else NULL.
+// weight cache, made there if absent (cache 1): the entry the unquantized runs' rowwise weight
+// operand uses. Where the cache has no room (or cache is 0: a caller that needs two entries at
+// once which the cache cannot hold together, since making one may evict the other), *own
+// receives a pool buffer holding it (free it with cudaFreeAsync on st), else NULL.
 int ft_fast_bf16_weights(ft_fast *f, const float *w, int tensor, int64_t n, int64_t k, uint32_t G,
-                         cudaStream_t st, const uint16_t **out, uint16_t **own, ft_err *err);
+                         int cache, cudaStream_t st, const uint16_t **out, uint16_t **own,
+                         ft_err *err);
 
 // The float32-contract MLP: m holds device pointers; hsplits the same splits on the host. FP8
 // block scales that are not powers of two are refused (FT_EUNSUPPORTED: not exact in bf16).

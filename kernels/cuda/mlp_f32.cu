@@ -596,7 +596,8 @@ int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fas
 }
 
 int ft_fast_bf16_weights(ft_fast *f, const float *w, int tensor, int64_t n, int64_t k, uint32_t G,
-                         cudaStream_t st, const uint16_t **out, uint16_t **own, ft_err *err)
+                         int cache, cudaStream_t st, const uint16_t **out, uint16_t **own,
+                         ft_err *err)
 {
     *out = NULL;
     *own = NULL;
@@ -606,7 +607,8 @@ int ft_fast_bf16_weights(ft_fast *f, const float *w, int tensor, int64_t n, int6
     ft_mlp_qcfg(&none, tensor, 0, 0, &q0);
     const int64_t cnt = (int64_t)G * n * k;
     int hit = 0;
-    ft_fast_w *slot = wslot(f, wkey(f, w, tensor, 0, n, k, G, &q0), (size_t)cnt * 2, G, st, &hit);
+    ft_fast_w *slot =
+        cache ? wslot(f, wkey(f, w, tensor, 0, n, k, G, &q0), (size_t)cnt * 2, G, st, &hit) : NULL;
     if (hit) {
         *out = slot->b;
         return FT_OK;
