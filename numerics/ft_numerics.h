@@ -167,7 +167,8 @@ typedef struct ft_numerics_policy {
  * or fresh plan TE raises on, or with a situation no sampled call timed, are counted apart. */
 typedef struct ft_gputime_policy {
     uint64_t calls;        /* counted calls whose chosen and fresh situations were both timed */
-    uint64_t stale_calls;  /* of those, calls whose chosen situation is not the fresh one's */
+    uint64_t stale_calls;  /* of those, calls whose chosen situation is not the fresh one's (a
+                              stale plan, or quantizer drift every policy shares) */
     uint64_t raised;       /* counted calls whose chosen plan TE raises on (nothing timed) */
     uint64_t fresh_raised; /* counted calls whose fresh plan TE raises on, the chosen one not */
     uint64_t untimed;      /* counted calls with a situation that was not timed */

@@ -77,7 +77,7 @@ int ft_report_gputime(FILE *f, const ft_numerics_result *nr, ft_err *err)
     else
         fprintf(f, "shapes at the trace's own sizes\n");
     fprintf(f, "  %s\n", ext);
-    fprintf(f, "  %-16s %8s %8s %26s %26s %26s %7s %8s\n", "policy", "timed", "stale",
+    fprintf(f, "  %-16s %8s %8s %26s %26s %26s %7s %8s\n", "policy", "timed", "differ",
             "chosen ms/step [spread]", "fresh ms/step [spread]", "stale cost ms/step [spread]",
             "raises", "untimed");
     for (uint32_t p = 0; p < g->n_policies; p++) {
@@ -93,8 +93,10 @@ int ft_report_gputime(FILE *f, const ft_numerics_result *nr, ft_err *err)
     }
     fprintf(f,
             "  (ms per %s: the median round of the sums over the timed calls, [fastest, slowest "
-            "round]; raises: calls whose chosen\n   or fresh plan TE raises on, not timed; "
-            "untimed: calls of a situation no sampled call timed)\n",
+            "round];\n   differ: timed calls whose situation is not the fresh plan's (stale plans, "
+            "and quantizer drift\n   every policy shares: compare with rebuild-always); raises: "
+            "calls whose chosen or fresh plan TE\n   raises on, left out of both sums; untimed: "
+            "calls of a situation no sampled call timed)\n",
             per_word(g));
     for (size_t k = 0; k < FT_ARRAY_LEN(proxy_text); k++)
         if (g->proxies & (1u << k)) fprintf(f, "  proxy: %s\n", proxy_text[k]);
@@ -234,13 +236,16 @@ void report_gputime_html(FILE *f, const ft_numerics_result *nr)
             "</b>: the grouped MLP forward and backward of every situation the sampled calls run, "
             "as its plan runs it (fused: FC1 with the activation and z's quantization in its "
             "epilogue; unfused: FC1, activation kernel, quantize kernel), GEMMs in bf16, %u timed "
-            "rounds after %u warm-ups. %u situations timed, %u refused, of %u%s.</p>\n<p>",
+            "rounds after %u warm-ups. %u situations timed, %u refused, of %u%s. The stale cost "
+            "includes quantizer drift that every policy shares (compare with rebuild-always); "
+            "calls whose chosen or fresh plan TE raises on are left out of both sums.</p>\n<p>",
             g->rounds, g->warmup, g->timed, g->refused, g->situations,
             g->shrink > 1 ? "; shapes shrunk by --shrink (smaller problems than the trace's)" : "");
     esc(f, ext);
     fprintf(f,
             ".</p>\n<table class=\"num\"><thead><tr><th>policy</th><th>calls timed</th>"
-            "<th>stale calls</th><th>chosen ms per %s</th><th>fresh ms per %s</th>"
+            "<th>calls differing from the fresh plan</th><th>chosen ms per %s</th><th>fresh ms per "
+            "%s</th>"
             "<th>stale cost ms per %s</th><th>spread of the stale cost</th><th>raises</th>"
             "<th>untimed</th></tr></thead><tbody>\n",
             per_word(g), per_word(g), per_word(g));
