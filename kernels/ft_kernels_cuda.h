@@ -244,8 +244,8 @@ int ft_qpacked_decode(const ft_qcfg *q, int columnwise, int64_t rows, int64_t co
  * grouped MLP above): its device buffers and the packed quantizer's config (columnwise set to the
  * usage, as ft_qpacked_decode takes it). FT_ENOTFOUND where the step writes none (or the FC1
  * epilogue does: MXFP8 FUSED z; or a proxy does: FT_NX_PROXY_FP8_COL). */
-int ft_cuda_bf16_mlp_q_copy(const ft_cuda_bf16_mlp_q *q, int tensor, int columnwise,
-                            ft_qcfg *cfg, ft_qpacked *out, ft_err *err);
+int ft_cuda_bf16_mlp_q_copy(const ft_cuda_bf16_mlp_q *q, int tensor, int columnwise, ft_qcfg *cfg,
+                            ft_qpacked *out, ft_err *err);
 
 #ifdef __cplusplus
 }

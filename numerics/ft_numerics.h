@@ -32,6 +32,9 @@
  * other topology, so the harmless band is measured even when no policy is stale (not where TE
  * raises running it: a fused control that ft_model_fused_mlp_raises refuses).
  *
+ * GPU time (opts.gpu_time, "GPU time" below) rides on the same pass: the sampled calls'
+ * situations are timed on the CUDA back end's own kernels, and every call is summed per policy.
+ *
  * Inputs are bf16 values: weights seeded by the fuser (the same parameters across calls), x, dy
  * and probs by (fuser, seq); stochastic rounding seeded by (fuser, seq), the same for every plan
  * of a call (TE's Philox offsets would be too). FP8 delayed scaling runs with scale 1 (its amax

@@ -785,79 +785,81 @@ static void test_cuda_mlp_matches_cpu(void **state)
         uint16_t *b1b = to_bits(b1, G * n1), *w2b = to_bits(w2, G * n2 * k2);
         uint16_t *b2b = to_bits(b2, G * n2), *dyb = to_bits(dy, t * n2);
         for (int path = FT_MLP_UNFUSED; path <= FT_MLP_FUSED; path++) {
-        ft_cuda_bf16_mlp bm;
-        memset(&bm, 0, sizeof bm);
-        bm.n_groups = G;
-        bm.splits = dev_copy(sc->splits, G * sizeof(int64_t));
-        bm.t = t;
-        bm.k1 = k1;
-        bm.n1 = n1;
-        bm.k2 = k2;
-        bm.n2 = n2;
-        bm.act = m.act;
-        bm.scale_bias = 1;
-        bm.x = dev_copy(xb, (size_t)(t * k1) * 2);
-        bm.w1 = dev_copy(w1b, (size_t)(G * n1 * k1) * 2);
-        bm.b1 = dev_copy(b1b, (size_t)(G * n1) * 2);
-        bm.w2 = dev_copy(w2b, (size_t)(G * n2 * k2) * 2);
-        bm.b2 = dev_copy(b2b, (size_t)(G * n2) * 2);
-        bm.probs = dev_copy(p, (size_t)t * 4);
-        bm.path = (ft_mlp_path)path;
-        bm.grad = 1;
-        ft_cuda_bf16_mlp_out bo16 = {dev_poison((size_t)(t * n1) * 2),
-                                     dev_poison((size_t)(t * k2) * 2),
-                                     dev_poison((size_t)(t * n2) * 2), NULL};
-        ft_cuda_bf16_mlp_grads bg = {
-            dev_poison((size_t)(t * k2) * 2),      dev_poison((size_t)(t * n1) * 2),
-            dev_poison((size_t)(t * k1) * 2),      dev_poison((size_t)(G * n1 * k1) * 2),
-            dev_poison((size_t)(G * n2 * k2) * 2), dev_poison((size_t)(G * n1) * 4),
-            dev_poison((size_t)(G * n2) * 4),      dev_poison((size_t)t * 4)};
-        void *ddy = dev_copy(dyb, (size_t)(t * n2) * 2);
-        assert_int_equal(ft_cuda_bf16_mlp_forward(&bm, &bo16, NULL, &err), FT_OK);
-        assert_int_equal(ft_cuda_bf16_mlp_backward(&bm, &bo16, ddy, &bg, NULL, &err), FT_OK);
-        assert_int_equal(ft_cuda_sync(&err), FT_OK);
-        struct {
-            const char *name;
-            void *d;
-            int bf16;
-            const float *ref;
-            int64_t n;
-            double atol, rtol;
-        } chk[] = {
-            {"mlp y", bo16.y, 1, y, used * n2, 2e-2, 2.0 / 128},
-            {"mlp dx", bg.dx, 1, dx, used * k1, 2e-2, 3.0 / 128},
-            {"mlp dw1", bg.dw1, 1, dw1, G * n1 * k1, 3e-2, 3.0 / 128},
-            {"mlp dw2", bg.dw2, 1, dw2, G * n2 * k2, 3e-2, 3.0 / 128},
-            {"mlp db1", bg.db1, 0, db1, G * n1, 3e-2, 2.0 / 128},
-            {"mlp db2", bg.db2, 0, db2, G * n2, 1e-2, 2.0 / 128},
-            {"mlp dprobs", bg.dprobs, 0, dp, used, 5e-2, 2.0 / 128},
-        };
-        for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++) {
-            float *got = chk[i].bf16 ? host_bf16(chk[i].d, chk[i].n) : host_f32(chk[i].d, chk[i].n);
-            char what[96];
-            snprintf(what, sizeof what, "%s (%s, path %d)", chk[i].name, sc->name, path);
-            assert_int_equal(compare(what, got, chk[i].ref, chk[i].n, chk[i].atol, chk[i].rtol), 0);
-            free(got);
-        }
-        ft_cuda_free((void *)bm.splits);
-        ft_cuda_free((void *)bm.x);
-        ft_cuda_free((void *)bm.w1);
-        ft_cuda_free((void *)bm.b1);
-        ft_cuda_free((void *)bm.w2);
-        ft_cuda_free((void *)bm.b2);
-        ft_cuda_free((void *)bm.probs);
-        ft_cuda_free(bo16.h);
-        ft_cuda_free(bo16.z);
-        ft_cuda_free(bo16.y);
-        ft_cuda_free(bg.dz);
-        ft_cuda_free(bg.dh);
-        ft_cuda_free(bg.dx);
-        ft_cuda_free(bg.dw1);
-        ft_cuda_free(bg.dw2);
-        ft_cuda_free(bg.db1);
-        ft_cuda_free(bg.db2);
-        ft_cuda_free(bg.dprobs);
-        ft_cuda_free(ddy);
+            ft_cuda_bf16_mlp bm;
+            memset(&bm, 0, sizeof bm);
+            bm.n_groups = G;
+            bm.splits = dev_copy(sc->splits, G * sizeof(int64_t));
+            bm.t = t;
+            bm.k1 = k1;
+            bm.n1 = n1;
+            bm.k2 = k2;
+            bm.n2 = n2;
+            bm.act = m.act;
+            bm.scale_bias = 1;
+            bm.x = dev_copy(xb, (size_t)(t * k1) * 2);
+            bm.w1 = dev_copy(w1b, (size_t)(G * n1 * k1) * 2);
+            bm.b1 = dev_copy(b1b, (size_t)(G * n1) * 2);
+            bm.w2 = dev_copy(w2b, (size_t)(G * n2 * k2) * 2);
+            bm.b2 = dev_copy(b2b, (size_t)(G * n2) * 2);
+            bm.probs = dev_copy(p, (size_t)t * 4);
+            bm.path = (ft_mlp_path)path;
+            bm.grad = 1;
+            ft_cuda_bf16_mlp_out bo16 = {dev_poison((size_t)(t * n1) * 2),
+                                         dev_poison((size_t)(t * k2) * 2),
+                                         dev_poison((size_t)(t * n2) * 2), NULL};
+            ft_cuda_bf16_mlp_grads bg = {
+                dev_poison((size_t)(t * k2) * 2),      dev_poison((size_t)(t * n1) * 2),
+                dev_poison((size_t)(t * k1) * 2),      dev_poison((size_t)(G * n1 * k1) * 2),
+                dev_poison((size_t)(G * n2 * k2) * 2), dev_poison((size_t)(G * n1) * 4),
+                dev_poison((size_t)(G * n2) * 4),      dev_poison((size_t)t * 4)};
+            void *ddy = dev_copy(dyb, (size_t)(t * n2) * 2);
+            assert_int_equal(ft_cuda_bf16_mlp_forward(&bm, &bo16, NULL, &err), FT_OK);
+            assert_int_equal(ft_cuda_bf16_mlp_backward(&bm, &bo16, ddy, &bg, NULL, &err), FT_OK);
+            assert_int_equal(ft_cuda_sync(&err), FT_OK);
+            struct {
+                const char *name;
+                void *d;
+                int bf16;
+                const float *ref;
+                int64_t n;
+                double atol, rtol;
+            } chk[] = {
+                {"mlp y", bo16.y, 1, y, used * n2, 2e-2, 2.0 / 128},
+                {"mlp dx", bg.dx, 1, dx, used * k1, 2e-2, 3.0 / 128},
+                {"mlp dw1", bg.dw1, 1, dw1, G * n1 * k1, 3e-2, 3.0 / 128},
+                {"mlp dw2", bg.dw2, 1, dw2, G * n2 * k2, 3e-2, 3.0 / 128},
+                {"mlp db1", bg.db1, 0, db1, G * n1, 3e-2, 2.0 / 128},
+                {"mlp db2", bg.db2, 0, db2, G * n2, 1e-2, 2.0 / 128},
+                {"mlp dprobs", bg.dprobs, 0, dp, used, 5e-2, 2.0 / 128},
+            };
+            for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++) {
+                float *got =
+                    chk[i].bf16 ? host_bf16(chk[i].d, chk[i].n) : host_f32(chk[i].d, chk[i].n);
+                char what[96];
+                snprintf(what, sizeof what, "%s (%s, path %d)", chk[i].name, sc->name, path);
+                assert_int_equal(compare(what, got, chk[i].ref, chk[i].n, chk[i].atol, chk[i].rtol),
+                                 0);
+                free(got);
+            }
+            ft_cuda_free((void *)bm.splits);
+            ft_cuda_free((void *)bm.x);
+            ft_cuda_free((void *)bm.w1);
+            ft_cuda_free((void *)bm.b1);
+            ft_cuda_free((void *)bm.w2);
+            ft_cuda_free((void *)bm.b2);
+            ft_cuda_free((void *)bm.probs);
+            ft_cuda_free(bo16.h);
+            ft_cuda_free(bo16.z);
+            ft_cuda_free(bo16.y);
+            ft_cuda_free(bg.dz);
+            ft_cuda_free(bg.dh);
+            ft_cuda_free(bg.dx);
+            ft_cuda_free(bg.dw1);
+            ft_cuda_free(bg.dw2);
+            ft_cuda_free(bg.db1);
+            ft_cuda_free(bg.db2);
+            ft_cuda_free(bg.dprobs);
+            ft_cuda_free(ddy);
         }
         free(x);
         free(w1);
@@ -1450,8 +1452,8 @@ static void test_cuda_nx_matches_cpu(void **state)
             assert_int_equal(ft_cpu_nx_collect(cpu, &fc, 1, &err), FT_OK);
             assert_int_equal(fc.rc, FT_OK);
             assert_int_equal(fc.nonfinite, 0);
-            print_message("shape %zu %-22s rc %d: err %.3e cpu %.3e, again %.2e\n", s,
-                          cfg[c].name, f[0].rc, f[0].err, fc.err, f[1].div);
+            print_message("shape %zu %-22s rc %d: err %.3e cpu %.3e, again %.2e\n", s, cfg[c].name,
+                          f[0].rc, f[0].err, fc.err, f[1].div);
             /* refusals are decided before anything runs, and the same on every run */
             assert_int_equal(f[0].rc, f[1].rc);
             if (cfg[c].fmt == FT_QF_FP8_BLOCK && !cfg[c].pow2) {
@@ -1531,7 +1533,8 @@ static void test_cuda_bf16_step_quantized_copies(void **state)
     const int64_t t = 256, k1 = 160, k2 = 96, n1 = 2 * k2, n2 = 128, used = 224;
     int64_t ws1[4] = {n1, n1, n1, n1}, ws2[4] = {n2, n2, n2, n2};
     float *x = rand_bf16(t * k1, 1.0f), *w1 = rand_bf16(G * n1 * k1, 0.2f);
-    float *w2 = rand_bf16(G * n2 * k2, 0.2f), *p = rand_bf16(t, 1.0f), *dy = rand_bf16(t * n2, 1.0f);
+    float *w2 = rand_bf16(G * n2 * k2, 0.2f), *p = rand_bf16(t, 1.0f),
+          *dy = rand_bf16(t * n2, 1.0f);
     uint16_t *xb = to_bits(x, t * k1), *w1b = to_bits(w1, G * n1 * k1);
     uint16_t *w2b = to_bits(w2, G * n2 * k2), *dyb = to_bits(dy, t * n2);
     ft_cuda_bf16_mlp m;
@@ -1582,14 +1585,17 @@ static void test_cuda_bf16_step_quantized_copies(void **state)
         print_message("%s: proxies %#x\n", cfg[c].name, px);
         assert_int_equal(px, cfg[c].proxies);
         const int mx = cfg[c].path == FT_MLP_FUSED && cfg[c].fmt == FT_QF_MXFP8;
-        ft_cuda_bf16_mlp_out fo = {dev_poison((size_t)(t * n1) * 2), dev_poison((size_t)(t * k2) * 2),
-                                   dev_poison((size_t)(t * n2) * 2),
-                                   mx ? dev_poison((size_t)(t * k2) * 2) : NULL};
-        ft_cuda_bf16_mlp_grads go = {
-            dev_poison((size_t)(t * k2) * 2),      dev_poison((size_t)(t * n1) * 2),
-            dev_poison((size_t)(t * k1) * 2),      dev_poison((size_t)(G * n1 * k1) * 2),
-            dev_poison((size_t)(G * n2 * k2) * 2), NULL,
-            NULL,                                  dev_poison((size_t)t * 4)};
+        ft_cuda_bf16_mlp_out fo = {
+            dev_poison((size_t)(t * n1) * 2), dev_poison((size_t)(t * k2) * 2),
+            dev_poison((size_t)(t * n2) * 2), mx ? dev_poison((size_t)(t * k2) * 2) : NULL};
+        ft_cuda_bf16_mlp_grads go = {dev_poison((size_t)(t * k2) * 2),
+                                     dev_poison((size_t)(t * n1) * 2),
+                                     dev_poison((size_t)(t * k1) * 2),
+                                     dev_poison((size_t)(G * n1 * k1) * 2),
+                                     dev_poison((size_t)(G * n2 * k2) * 2),
+                                     NULL,
+                                     NULL,
+                                     dev_poison((size_t)t * 4)};
         int rc = ft_cuda_bf16_mlp_forward(&m, &fo, NULL, &err);
         if (!rc) rc = ft_cuda_bf16_mlp_backward(&m, &fo, ddy, &go, NULL, &err);
         if (rc) print_error("%s: %s\n", cfg[c].name, ft_err_msg(&err));
@@ -1697,13 +1703,13 @@ static void test_cuda_nx_time(void **state)
             ft_qfmt fmt;
             int refused;
             unsigned proxies;
-        } cfg[] = {{FT_MLP_UNFUSED, FT_QF_NONE, 0, 0},
-                   {FT_MLP_FUSED, FT_QF_NONE, 1, 0}, /* TE's fused op needs MXFP8 or NVFP4 */
-                   {FT_MLP_FUSED, FT_QF_MXFP8, 0, 0},
-                   {FT_MLP_UNFUSED, FT_QF_MXFP8, 0, 0},
-                   {FT_MLP_FUSED, FT_QF_NVFP4, 0, 0},
-                   {FT_MLP_UNFUSED, FT_QF_FP8_DELAYED, 0,
-                    FT_NX_PROXY_DELAYED | FT_NX_PROXY_FP8_COL}};
+        } cfg[] = {
+            {FT_MLP_UNFUSED, FT_QF_NONE, 0, 0},
+            {FT_MLP_FUSED, FT_QF_NONE, 1, 0}, /* TE's fused op needs MXFP8 or NVFP4 */
+            {FT_MLP_FUSED, FT_QF_MXFP8, 0, 0},
+            {FT_MLP_UNFUSED, FT_QF_MXFP8, 0, 0},
+            {FT_MLP_FUSED, FT_QF_NVFP4, 0, 0},
+            {FT_MLP_UNFUSED, FT_QF_FP8_DELAYED, 0, FT_NX_PROXY_DELAYED | FT_NX_PROXY_FP8_COL}};
         for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
             ft_mlp_quant qc = {.fmt = cfg[c].fmt, .rht = cfg[c].fmt == FT_QF_NVFP4, .seed = 3};
             ft_nx_time t;

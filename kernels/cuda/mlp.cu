@@ -158,7 +158,8 @@ __device__ __forceinline__ float ldv(const uint16_t *p, int64_t i)
     return bf16_to_f(p[i]);
 }
 // Store, rounding to bf16 values in both storages (the contract keeps bf16 values in float),
-// except where a float32 output is asked for unrounded (rnd false: the fused MXFP8 emulation).
+// except where a float32 output is asked for unrounded (rnd false: the float32 contract's fused
+// MXFP8 path).
 __device__ __forceinline__ void stv(float *p, int64_t i, float v, bool rnd = true)
 {
     p[i] = rnd ? __bfloat162float(__float2bfloat16_rn(v)) : v;

@@ -30,7 +30,7 @@ struct ft_cuda_bf16_mlp_q {
     int64_t *wsplits[2]; // device [G]: n1, n2 rows per expert (each expert's weight is a group)
     float *z_amax;       // device [2G]: the NVFP4 FC1 epilogue's group amaxes (rowwise, RHT copy)
     uint32_t G;
-    void *mem[64];       // every allocation, for ft_cuda_bf16_mlp_q_free
+    void *mem[64]; // every allocation, for ft_cuda_bf16_mlp_q_free
     int n_mem;
 };
 

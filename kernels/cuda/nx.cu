@@ -908,11 +908,11 @@ extern "C" int ft_cuda_nx_time(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *
     const int cache =
         2.0 * (double)G * (double)(p->n1 * p->k1 + p->n2 * p->k2) <= (double)nx->fast.wcap;
     if (!rc)
-        rc = ft_fast_bf16_weights(&nx->fast, nx->w1, FT_MLP_W1, p->n1, p->k1, G, cache, nx->st,
-                                  &w1, &b.own1, err);
+        rc = ft_fast_bf16_weights(&nx->fast, nx->w1, FT_MLP_W1, p->n1, p->k1, G, cache, nx->st, &w1,
+                                  &b.own1, err);
     if (!rc)
-        rc = ft_fast_bf16_weights(&nx->fast, nx->w2, FT_MLP_W2, p->n2, p->k2, G, cache, nx->st,
-                                  &w2, &b.own2, err);
+        rc = ft_fast_bf16_weights(&nx->fast, nx->w2, FT_MLP_W2, p->n2, p->k2, G, cache, nx->st, &w2,
+                                  &b.own2, err);
     ft_cuda_bf16_mlp m;
     memset(&m, 0, sizeof m);
     m.n_groups = G;
