@@ -1,8 +1,10 @@
 /*
- * bench_cuda.c - times the CUDA grouped MLP (bf16, forward fc1+SwiGLU+fc2 and backward) and the
- * quantization kernels on MoE shapes. The baselines (torch._grouped_mm + SwiGLU, autograd) are
- * measured in the same device run by bench/gpu/torch_baseline.py, which bench/gpu/run.sh runs
- * next to this program; the routing (splits) is the same formula in both.
+ * bench_cuda.c - times the CUDA grouped MLP (bf16, forward fc1+SwiGLU+fc2 and backward: the step
+ * `replay --gpu-time` times, ft_cuda_bf16_mlp_forward/backward) and the quantization kernels on
+ * MoE shapes. The baselines (torch._grouped_mm + SwiGLU, autograd) are measured in the same
+ * device run by bench/gpu/torch_baseline.py, which bench/gpu/run.sh runs next to this program;
+ * the routing (splits) is the same formula in both. STEP lines time the quantized steps, fused
+ * against unfused, with the bf16 step of the same run as their baseline.
  *
  * Packed quantization (bf16 in, codes + scales out) is timed against a device-to-device copy of
  * the same input in the same run (bytes read + written; the copy moves 2 x its size).
@@ -103,6 +105,56 @@ static int run_bwd(void *c, ft_err *err)
 {
     mlp_ctx *x = c;
     return ft_cuda_bf16_mlp_backward(&x->m, &x->out, x->dy, &x->gr, NULL, err);
+}
+
+/* One quantized step (forward + backward) with its own copies' buffers. */
+typedef struct step_ctx {
+    mlp_ctx *c;
+    ft_cuda_bf16_mlp m;
+} step_ctx;
+
+static int run_step(void *p, ft_err *err)
+{
+    step_ctx *s = p;
+    int rc = ft_cuda_bf16_mlp_forward(&s->m, &s->c->out, NULL, err);
+    if (!rc) rc = ft_cuda_bf16_mlp_backward(&s->m, &s->c->out, s->c->dy, &s->c->gr, NULL, err);
+    return rc;
+}
+
+/* The steps --gpu-time tells apart, fused against unfused, for MXFP8 and NVFP4 (RHT), against
+ * the bf16 step timed in the same loop. */
+static void bench_steps(mlp_ctx *c, const char *name, int iters, ft_cuda_timer *tm, ft_err *err)
+{
+    const struct {
+        const char *what;
+        ft_mlp_path path;
+        ft_qfmt fmt;
+    } cfg[] = {{"bf16 unfused", FT_MLP_UNFUSED, FT_QF_NONE},
+               {"mxfp8 fused", FT_MLP_FUSED, FT_QF_MXFP8},
+               {"mxfp8 unfused", FT_MLP_UNFUSED, FT_QF_MXFP8},
+               {"nvfp4 fused", FT_MLP_FUSED, FT_QF_NVFP4},
+               {"nvfp4 unfused", FT_MLP_UNFUSED, FT_QF_NVFP4}};
+    float base = -1.0f;
+    printf("STEP ft %s fwd+bwd", name);
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        step_ctx s = {c, c->m};
+        s.m.path = cfg[i].path;
+        memset(&s.m.quant, 0, sizeof s.m.quant);
+        s.m.quant.fmt = cfg[i].fmt;
+        s.m.quant.rht = cfg[i].fmt == FT_QF_NVFP4;
+        s.m.q = NULL;
+        float ms = -1.0f;
+        if (cfg[i].fmt == FT_QF_NONE || !ft_cuda_bf16_mlp_q_new(&s.m, NULL, &s.m.q, NULL, err))
+            ms = time_median(run_step, &s, iters, tm, err);
+        ft_cuda_bf16_mlp_q_free(s.m.q, NULL);
+        if (!i) base = ms;
+        if (ms < 0)
+            printf(" | %s FAILED: %s", cfg[i].what, ft_err_msg(err));
+        else
+            printf(" | %s %.3f ms %.2fx", cfg[i].what, ms, base > 0 ? ms / base : 0.0);
+        ft_err_clear(err);
+    }
+    printf("\n");
 }
 
 static int run_fc1(void *c, ft_err *err)
@@ -344,6 +396,8 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
     c.m.k2 = k2;
     c.m.n2 = n2;
     c.m.act = (ft_act){FT_ACT_SWIGLU, interleave, 0, 0, 0};
+    c.m.path = FT_MLP_FUSED; /* bf16: the activation in FC1's epilogue (torch's is separate) */
+    c.m.grad = 1;
 #define ALLOC(dst, bytes)                                                                          \
     do {                                                                                           \
         void *p_ = NULL;                                                                           \
@@ -449,6 +503,11 @@ static int bench_mlp(const shape *s, int interleave, int iters, ft_cuda_timer *t
                    "bf16 fc1+act time\n",
                    s->name, interleave, ms_nv, f1 / ms_nv / 1e9, 2.0 * ms_nv / (ms_fc1a + ms_fc1b));
         ft_err_clear(err);
+        if (!rc && interleave == 0) {
+            c.out.zc = zc;
+            bench_steps(&c, s->name, iters, tm, err);
+            c.out.zc = NULL;
+        }
         if (!rc && interleave == 0) bench_bwd_parts(&c, s->name, iters, tm, err);
         if (!rc && interleave == 0 && !getenv("FT_BENCH_NO_CUBLAS"))
             rc = bench_cublas(s->name, G, k1, n1, splits, c.m.x, c.m.w1, c.out.h, iters, tm, err);

@@ -1,7 +1,9 @@
 /*
  * cmd_replay.c - `fusertrace replay TRACE...`: replay traces (one per rank) under plan-cache
  * policies and print one reduced report (text table, JSON or CSV); with --numerics, also run the
- * sampled grouped-MLP calls' chosen and fresh plans (ft_numerics.h) and add the numerics section.
+ * sampled grouped-MLP calls' chosen and fresh plans (ft_numerics.h) and add the numerics section;
+ * with --gpu-time, time every situation of the sampled calls on the device's own kernels and add
+ * the GPU time section (with or without --numerics, on the same sampled calls).
  * Each trace is opened once; one pass of the replay driver serves every consumer (the counts,
  * --per-call and --explain, the HTML collector, the numerics' estimate), and --numerics makes a
  * second one that runs the sampled calls.
@@ -65,7 +67,7 @@ typedef struct replay_opts {
     policy_list pol;
     env_list env;
     uint32_t capacity, threads, sample, shrink; /* 0: not given */
-    int json, csv, explain, all, timing;
+    int json, csv, explain, all, timing, gpu_time;
     const char *per_call, *captured, *html, *fuser, *phase;
     int backend; /* index into backends[], -1: no --numerics */
     opt_u64 seed;
@@ -230,6 +232,13 @@ static const cli_opt options[] = {
      "estimate of the numerics' work and (on a terminal) progress; Ctrl-C prints\n"
      "the numerics results so far",
      parse_backend, OFF(backend)},
+    {"gpu-time", 0, NULL,
+     "time every situation (plan, shapes, quantization) of the sampled calls on\n"
+     "fusertrace's own CUDA kernels, forward and backward as the plan runs it\n"
+     "(fused FC1 epilogue, or GEMM, activation and quantize kernels), and report per\n"
+     "policy GPU ms per step of the chosen and the fresh plans and what stale plans\n"
+     "cost; with or without --numerics (then cuda); no device: exit 3",
+     cli_parse_flag, OFF(gpu_time)},
     {"sample", 0, "N",
      "at most N calls per trace (default 64), in call order: the first call\n"
      "of every situation, then more of each up to N/8",
@@ -358,6 +367,7 @@ typedef struct replay_cmd {
     uint32_t n_paths;
     ft_replay_set *set;
     int format, numerics, filtered;
+    int gpu_time, nx_pass;  /* --gpu-time; a numerics pass runs (--numerics or --gpu-time) */
     FILE *report, *explain; /* the text report's stream; --explain's */
     ft_replay_filter flt;
     char filter_buf[512];
@@ -378,9 +388,16 @@ typedef struct replay_cmd {
 static int check_usage(const replay_opts *ro, ft_err *err)
 {
     const int numerics = ro->backend >= 0;
-    if (!numerics && (ro->sample || ro->all || ro->shrink || ro->seed.set || ro->max_seconds.set))
-        return cli_usage_error(err, "--sample, --all, --shrink, --seed and --max-seconds go with "
-                                    "--numerics cpu|cuda");
+    if (!numerics && !ro->gpu_time && (ro->sample || ro->all || ro->shrink || ro->seed.set))
+        return cli_usage_error(err, "--sample, --all, --shrink and --seed go with --numerics "
+                                    "cpu|cuda or --gpu-time");
+    if (!numerics && ro->max_seconds.set)
+        return cli_usage_error(err, "--max-seconds goes with --numerics cpu|cuda");
+    if (ro->gpu_time && numerics && backends[ro->backend].backend != FT_NUMERICS_CUDA)
+        return cli_usage_error(err, "--gpu-time runs on the device: it goes with --numerics cuda "
+                                    "or without --numerics");
+    if (ro->gpu_time && ro->csv)
+        return cli_usage_error(err, "--gpu-time has no CSV form (use --json or text)");
     if (ro->sample && ro->all) return cli_usage_error(err, "--sample and --all exclude each other");
     if (ro->json && ro->csv) return cli_usage_error(err, "--json and --csv exclude each other");
     if (numerics && ro->csv)
@@ -412,6 +429,7 @@ static int open_inputs(replay_cmd *c, uint64_t *n_calls, ft_err *err)
     }
     /* the back end can run here: said before any output */
     if (!rc && c->numerics) rc = ft_numerics_backend_check(backends[ro->backend].backend, err);
+    if (!rc && c->gpu_time) rc = ft_numerics_gputime_check(err);
     if (rc) return rc;
     /* --env keys the model does not read change nothing: say so */
     for (uint32_t k = 0; k < ro->env.n; k++) {
@@ -484,6 +502,13 @@ static int setup(replay_cmd *c, ft_err *err)
     if (c->numerics) {
         c->no.backend = backends[ro->backend].backend;
         c->no.max_seconds = ro->max_seconds.set ? (double)ro->max_seconds.v : 600.0;
+    }
+    if (c->gpu_time) {
+        c->no.backend = FT_NUMERICS_CUDA;
+        c->no.gpu_time = 1;
+        c->no.time_only = (uint8_t)!c->numerics;
+    }
+    if (c->nx_pass) {
         c->no.info = stderr;
         c->no.stop = &g_stop;
         c->no.progress = (uint8_t)cli_progress_wanted();
@@ -531,19 +556,25 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
     return rc;
 }
 
-/* The numerics' own pass: the estimate said and checked, then the sampled calls run; Ctrl-C
- * stops it with the results so far. */
+/* The numerics' own pass: the estimate said and checked, then the sampled calls run (GPU time
+ * alone: no estimate, the calls timed); Ctrl-C stops it with the results so far. The filter
+ * stays: GPU time counts the calls it matches. */
 static int numerics_pass(replay_cmd *c, ft_err *err)
 {
     ft_numerics_obs *run = NULL;
-    int rc = ft_numerics_obs_check(c->est, err);
-    if (!rc) rc = ft_numerics_obs_follow(c->est, &run, err);
+    int rc = FT_OK;
+    if (c->numerics) {
+        rc = ft_numerics_obs_check(c->est, err);
+        if (!rc) rc = ft_numerics_obs_follow(c->est, &run, err);
+    } else {
+        rc = ft_numerics_obs_new(&c->no, 0, &run, err);
+    }
     ft_replay_result *rn = rc ? NULL : ft_malloc(sizeof *rn);
     if (!rc && !rn) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
     if (!rc) {
         const ft_replay_observer *obs[1] = {ft_numerics_obs_observer(run)};
         ft_replay_opts on = c->o;
-        on.filter = NULL, on.per_trace = NULL;
+        on.per_trace = NULL;
         on.observers = obs;
         on.n_observers = 1;
         struct sigaction sa, old_sa;
@@ -572,8 +603,7 @@ static int write_html(replay_cmd *c, ft_err *err)
     ft_report_html_opts ho = {.command = command, .title = NULL};
     int rc = cli_out_open(&out, c->ro->html, CLI_OUT_STREAM, 1, err);
     if (!rc)
-        rc =
-            ft_report_html(out.f, c->res, c->numerics ? c->nres : NULL, c->data, &c->rep, &ho, err);
+        rc = ft_report_html(out.f, c->res, c->nx_pass ? c->nres : NULL, c->data, &c->rep, &ho, err);
     rc = cli_out_close(&out, rc, err);
     ft_free(command);
     return rc;
@@ -583,7 +613,7 @@ static int write_html(replay_cmd *c, ft_err *err)
  * HTML, the report. */
 static int replay_and_report(replay_cmd *c, progress *pr, ft_err *err)
 {
-    const int table_first = c->numerics && c->format == FT_REPORT_TEXT;
+    const int table_first = c->nx_pass && c->format == FT_REPORT_TEXT;
     int rc = first_pass(c, pr, err);
     if (!rc && table_first) {
         rc = ft_report_write_opts(c->report, c->res, NULL, c->format, &c->rep, err);
@@ -591,14 +621,16 @@ static int replay_and_report(replay_cmd *c, progress *pr, ft_err *err)
         if (!rc) rc = ft_report_reading(c->report, c->res, err);
         fflush(c->report);
     }
-    if (!rc && c->numerics) rc = numerics_pass(c, err);
+    if (!rc && c->nx_pass) rc = numerics_pass(c, err);
     if (!rc && c->ro->html) rc = write_html(c, err);
     if (rc) return rc;
     if (table_first) {
-        fputc('\n', c->report);
-        rc = ft_report_numerics(c->report, c->nres, err);
+        if (c->numerics) fputc('\n', c->report);
+        if (c->numerics) rc = ft_report_numerics(c->report, c->nres, err);
+        if (!rc && c->gpu_time) fputc('\n', c->report);
+        if (!rc && c->gpu_time) rc = ft_report_gputime(c->report, c->nres, err);
     } else {
-        rc = ft_report_write_opts(c->report, c->res, c->numerics ? c->nres : NULL, c->format,
+        rc = ft_report_write_opts(c->report, c->res, c->nx_pass ? c->nres : NULL, c->format,
                                   &c->rep, err);
         if (!rc && c->format == FT_REPORT_TEXT) {
             fputc('\n', c->report);
@@ -621,6 +653,8 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
                     .paths = (const char *const *)args,
                     .n_paths = (uint32_t)n_args,
                     .numerics = ro->backend >= 0,
+                    .gpu_time = ro->gpu_time,
+                    .nx_pass = ro->backend >= 0 || ro->gpu_time,
                     .pc = {.slot = -1}};
     c.format = ro->json ? FT_REPORT_JSON : ro->csv ? FT_REPORT_CSV : FT_REPORT_TEXT;
     /* stdout carries only the requested format: the report, or the per-call lines */
@@ -628,7 +662,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
         ro->per_call && (!strcmp(ro->per_call, "-") || !strcmp(ro->per_call, "/dev/stdout"));
     c.report = per_call_stdout ? stderr : stdout;
     c.explain = c.format == FT_REPORT_TEXT ? c.report : stderr;
-    progress pr = {.n_traces = c.n_paths, .numerics = c.numerics};
+    progress pr = {.n_traces = c.n_paths, .numerics = c.nx_pass};
     rc = open_inputs(&c, &pr.n_calls, err);
     if (!rc) rc = setup(&c, err);
     if (!rc) rc = replay_and_report(&c, &pr, err);
@@ -652,8 +686,8 @@ const cli_cmd cmd_replay = {
                 "                         [--captured POLICY] [--threads N] [--timing]\n"
                 "                         [--build-ns NS] [--reset-ns NS] [--html FILE]\n"
                 "                         [--fuser GLOB] [--phase P] [--steps A:B]\n"
-                "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
-                "                          [--seed S] [--max-seconds S]]",
+                "                         [--numerics cpu|cuda] [--gpu-time] [--sample N | --all]\n"
+                "                         [--shrink K] [--seed S] [--max-seconds S]",
     .summary = "replay traces under plan-cache policies",
     .about = "Replays every call of the traces (one per rank, reduced into one report) through a\n"
              "model of TransformerEngine's fusion-plan cache under each policy, in one pass.\n"

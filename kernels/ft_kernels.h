@@ -315,17 +315,16 @@ int ft_cpu_mlp_ref(const ft_mlp *m, const float *dy, ft_mlp_ref *out, ft_err *er
 int ft_cuda_device_count(void);
 /* Device name and multiprocessor count of the current device. */
 int ft_cuda_device_info(char *name, size_t cap, int *n_sm, ft_err *err);
+/* The float32 contract's quantizer and activations on the device (DEVICE pointers), exact to
+ * ft_cpu_quantize / ft_cpu_act_*: the kernels the numerics' device path quantizes and activates
+ * with (ft_cuda_nx_run), exposed for their tests. */
 int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t cols,
                      const int64_t *splits, uint32_t n_groups, float *out, void *stream,
                      ft_err *err);
-int ft_cuda_gemm(const ft_gemm *g, void *stream, ft_err *err);
 int ft_cuda_act_forward(const ft_act *a, int64_t rows, int64_t k2, const float *h,
                         const float *probs, float *z, void *stream, ft_err *err);
 int ft_cuda_act_backward(const ft_act *a, int64_t rows, int64_t k2, const float *h,
                          const float *probs, const float *dz, float *dh, float *dprobs,
-                         void *stream, ft_err *err);
-int ft_cuda_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, void *stream, ft_err *err);
-int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out,
                          void *stream, ft_err *err);
 
 /* ==== numerical replay: one problem, two back ends (cpu/nx.c, cuda/nx.cu) ================= */
@@ -346,16 +345,24 @@ int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy
  * float32-contract MLP. Its outputs (y, dx, dW1, dW2) are compared with the reference and with
  * the base run of the call (the first run with FT_NX_BASE that ran): relative L2, worst output
  * (the metric of kernels/nx_int.h). CPU: the reference is float64 (ft_cpu_mlp_ref), the base is
- * kept in float32. CUDA: by default the fast path (operands fake-quantized exactly as
- * ft_cuda_quantize does, expanded exactly into bf16 with the per-group factor as the GEMM's
- * alpha, cuBLAS bf16 tensor-core GEMMs, fp32 accumulation; FP8 block scales that are not powers
- * of two fall back to the emulation), with FT_NX_EMULATE through ft_cuda_mlp_forward/backward's
- * float32 SIMT GEMMs; the reference is float64 math through cuBLAS DGEMM per expert, stored as
- * float32; the base is kept in bf16 (exact: every output is bf16-valued).
+ * kept in float32. CUDA: operands fake-quantized exactly as ft_cuda_quantize does, expanded
+ * exactly into bf16 with the per-group factor as the GEMM's alpha, cuBLAS bf16 tensor-core GEMMs,
+ * fp32 accumulation (FP8 block scales that are not powers of two are not exact in bf16: the CUDA
+ * back end refuses them, FT_EUNSUPPORTED; TE's recipes and tefuser use power-of-two ones); the
+ * reference is float64 math through cuBLAS DGEMM per expert, stored as float32; the base is kept
+ * in bf16 (exact: every output is bf16-valued).
+ *
+ * Timing (ft_*_nx_time, replay --gpu-time): the CUDA back end runs the problem's grouped MLP as a
+ * training step runs it, in bf16 storage on the project's own kernels (ft_kernels_cuda.h,
+ * ft_cuda_bf16_mlp_forward/backward: the persistent wgmma GEMMs, the FC1 epilogues, the packed
+ * quantizers), warmup times untimed, then rounds times between CUDA events. It needs the
+ * problem's inputs only (a problem set with inputs_only skips the reference, and then refuses
+ * runs). The CPU back end refuses timing (FT_EUNSUPPORTED).
  */
-#define FT_NX_MAX_SLOTS 32 /* runs per call */
-#define FT_NX_PHASES    6  /* profile: inputs, reference, quantization, GEMMs, comparison, other */
-enum { FT_NX_BASE = 1, FT_NX_EMULATE = 2 };
+#define FT_NX_MAX_SLOTS  32 /* runs per call */
+#define FT_NX_PHASES     6  /* profile: inputs, reference, quantization, GEMMs, comparison, other */
+#define FT_NX_MAX_ROUNDS 16 /* timed rounds per ft_*_nx_time */
+enum { FT_NX_BASE = 1 };
 
 /* Approximately N(0, 1): the sum of four 16-bit uniforms of ft_hash_mix(seed, i). */
 float ft_nx_gauss(uint64_t seed, uint64_t i);
@@ -367,6 +374,7 @@ typedef struct ft_nx_problem {
     ft_act act;
     uint8_t bias1, bias2, scaled, scale_bias; /* scaled: probabilities exist */
     uint8_t grad;                             /* run the backward */
+    uint8_t inputs_only; /* 1: the inputs only, no reference (timing); runs are then refused */
     uint64_t wseed, xseed;
     float w1_scale, w2_scale; /* weight scales (1 / sqrt(in_features)) */
 } ft_nx_problem;
@@ -375,7 +383,6 @@ typedef struct ft_nx_figs {
     int rc; /* FT_OK, or the kernel's refusal of the configuration (FT_EINVAL, FT_EUNSUPPORTED;
                text in msg) */
     char msg[160];
-    uint8_t fast;       /* CUDA: ran on the bf16 fast path (else the float32 emulation) */
     uint8_t has_base;   /* div, div_max_abs are against a base run */
     double err;         /* worst relative L2 vs the reference over y (and dx, dW1, dW2) */
     double out_err[4];  /* per output: y, dx, dW1, dW2 */
@@ -395,6 +402,28 @@ typedef struct ft_nx ft_nx;
 void ft_nx_bytes(const ft_nx_problem *p, uint64_t *bytes);
 /* Floating-point operations of the reference (float64) and of one run (fp32 accumulation). */
 void ft_nx_flops(const ft_nx_problem *p, double *ref_flops, double *run_flops);
+/* Device bytes one ft_cuda_nx_time of the problem adds at most (bf16 operands, outputs and
+ * gradients, the quantized copies). Host only; in every build. */
+void ft_nx_time_bytes(const ft_nx_problem *p, uint64_t *bytes);
+
+/* Quantizations the packed quantizers do not write, timed as the nearest kernel they have. */
+enum {
+    FT_NX_PROXY_DELAYED = 1u << 0, /* FP8 delayed scaling as FP8 current (amax pass + cast) */
+    FT_NX_PROXY_2D = 1u << 1,      /* 2D weight tiles as 1D blocks (the same bytes) */
+    FT_NX_PROXY_FP8_COL = 1u << 2, /* FP8 (current, block) columnwise copies as a second rowwise
+                                      cast of the tensor (TE transposes; the same bytes) */
+};
+
+/* One configuration's timing. */
+typedef struct ft_nx_time {
+    int rc; /* FT_OK, or the kernels' refusal of the configuration (FT_EINVAL, FT_EUNSUPPORTED;
+               text in msg): nothing was timed */
+    char msg[160];
+    uint32_t n_rounds;               /* timed rounds */
+    double ms[FT_NX_MAX_ROUNDS];     /* each round's forward (+ backward) on the device */
+    double fwd_ms[FT_NX_MAX_ROUNDS]; /* of which the forward */
+    unsigned proxies;                /* FT_NX_PROXY_* the configuration needed */
+} ft_nx_time;
 
 /* The CPU back end. */
 int ft_cpu_nx_new(ft_nx **out, ft_err *err);
@@ -416,6 +445,9 @@ int ft_cpu_nx_memory(ft_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err
 /* Profiling: on = 1 times the phases (0 off, -1 unchanged; a change clears the figures); ms (may
  * be NULL) receives the milliseconds per phase (the runs count as other). */
 void ft_cpu_nx_profile(ft_nx *nx, int on, double ms[FT_NX_PHASES]);
+/* Timing runs on the CUDA back end only: FT_EUNSUPPORTED, saying so (out cleared). */
+int ft_cpu_nx_time(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, uint32_t warmup,
+                   uint32_t rounds, ft_nx_time *out, ft_err *err);
 
 /* The CUDA back end: the same contract (FT_ENODEV without a device or a CUDA build), plus CUDA
  * failures (FT_ECUDA, FT_ENOMEM for device memory). ft_cuda_nx_run decides the kernels'
@@ -435,6 +467,14 @@ int ft_cuda_nx_memory(ft_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *er
 void ft_cuda_nx_profile(ft_nx *nx, int on, double ms[FT_NX_PHASES]);
 /* Free and total memory of the current device. */
 int ft_cuda_mem_info(uint64_t *free_b, uint64_t *total_b, ft_err *err);
+/* The problem's training step under (path, q) on the device's own kernels (see above): warmup
+ * untimed runs, then rounds (1..FT_NX_MAX_ROUNDS) timed ones into out. A configuration the
+ * kernels refuse is not run: out->rc says why and the call returns FT_OK. The bf16 weights come
+ * from the context's weight cache (the one the runs' weight operands live in); the other buffers
+ * from the device's pool, returned before the call ends. Errors: FT_EINVAL (no problem, bad
+ * rounds), FT_ENOMEM (device memory), FT_ECUDA. */
+int ft_cuda_nx_time(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, uint32_t warmup,
+                    uint32_t rounds, ft_nx_time *out, ft_err *err);
 
 #ifdef __cplusplus
 }

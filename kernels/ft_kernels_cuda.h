@@ -1,25 +1,20 @@
 /*
  * ft_kernels_cuda.h - native bf16 entry points of the CUDA back end (kernels/cuda/), next to the
- * float32 emulation contract of ft_kernels.h (whose ft_cuda_* functions it also implements).
+ * float32 contract of ft_kernels.h (whose ft_cuda_* functions it also implements).
  *
  * ft_kernels.h stores every tensor as float32 so that the CPU and CUDA back ends can be compared
- * value for value. That is right for numerics and wrong for speed. The functions here take the
- * storage a training run has: bf16 activations and weights (uint16_t bit patterns), float32
- * probabilities, int64 row splits, all DEVICE pointers (splits too: nothing is read back to the
- * host, so every launch can be captured in a CUDA graph). Shapes follow ft_gemm / ft_mlp.
+ * value for value (the numerics' problem API, ft_cuda_nx_*). That is right for numerics and wrong
+ * for speed. The functions here take the storage a training run has: bf16 activations and
+ * weights (uint16_t bit patterns), float32 probabilities, int64 row splits, all DEVICE pointers
+ * (splits too: nothing is read back to the host, so every launch can be captured in a CUDA
+ * graph). Shapes follow ft_gemm / ft_mlp. They are what `replay --gpu-time` times
+ * (ft_cuda_nx_time runs ft_cuda_bf16_mlp_forward/backward).
  *
  * The grouped GEMM is one persistent sm_90a kernel (TMA loads, wgmma, warp-specialised; see
- * gemm_wgmma.cu) with the FC1 epilogue (bias, activation x probs) fused. Limits: n_groups <=
- * FT_CUDA_MAX_GROUPS; k1, n1, k2, n2 multiples of 8 (16-byte rows for TMA); interleaved GLU needs
- * n1 % 64 == 0. Outside them AUTO falls back to the SIMT kernel (FT_EUNSUPPORTED when WGMMA is
- * asked for). Device code is built for sm_90a only (H100/H200).
- *
- * Coverage of the float32 contract (ft_kernels.h): ft_cuda_gemm (exact fp32 SIMT GEMM),
- * ft_cuda_act_forward/backward and ft_cuda_quantize (every format, usage, RHT, SR; bit-exact to
- * ft_cpu_quantize) are complete. ft_cuda_mlp_forward/backward run every format on both paths,
- * step for step as ft_cpu_mlp_* (kernels/cuda/mlp.cu); they read the splits back to the host
- * once per call (not graph safe) and leave FP8 delayed scaling with amax histories to the CPU
- * (FT_EUNSUPPORTED).
+ * gemm_wgmma.cu) with the FC1 epilogue (bias, activation x probs, optionally z's MXFP8
+ * quantization or NVFP4 group amaxes) fused. Limits: n_groups <= FT_CUDA_MAX_GROUPS; k1, n1, k2,
+ * n2 multiples of 8 (16-byte rows for TMA); interleaved GLU needs n1 % 64 == 0; outside them
+ * FT_EUNSUPPORTED. Device code is built for sm_90a only (H100/H200).
  */
 #ifndef FT_KERNELS_CUDA_H
 #define FT_KERNELS_CUDA_H
@@ -50,13 +45,6 @@ int ft_cuda_timer_stop(ft_cuda_timer *t, void *stream, float *ms, ft_err *err); 
 
 /* ==== bf16 grouped GEMM ================================================================== */
 
-/* Which implementation ft_cuda_bf16_gemm runs. AUTO = WGMMA where its limits hold, else SIMT. */
-typedef enum ft_cuda_impl {
-    FT_CUDA_IMPL_AUTO = 0,
-    FT_CUDA_IMPL_WGMMA, /* persistent TMA + wgmma kernel (sm_90a) */
-    FT_CUDA_IMPL_SIMT   /* plain tiled fp32 FMA kernel: slow, simple, any shape */
-} ft_cuda_impl;
-
 typedef struct ft_cuda_bf16_gemm {
     ft_gemm_kind kind;
     uint32_t n_groups;
@@ -79,8 +67,7 @@ typedef struct ft_cuda_bf16_gemm {
      * accumulator (h is still stored bf16) and stored MXFP8 fake-quantized along rows (1x32
      * blocks, E8M0 scales, element type z_fp8); zc, when not NULL, receives the columnwise copy
      * (32x1 blocks down the tokens, restarting at each group's first row). Both are bf16 arrays:
-     * bf16 holds every FP8 value times a power of two exactly (for block amaxes >= 2^-118).
-     * WGMMA only (the SIMT path returns FT_EUNSUPPORTED). */
+     * bf16 holds every FP8 value times a power of two exactly (for block amaxes >= 2^-118). */
     uint8_t z_mxfp8;
     ft_fp8 z_fp8;
     uint16_t *zc;
@@ -91,16 +78,37 @@ typedef struct ft_cuda_bf16_gemm {
      * atomic max: zero it first) each group's amax of z rowwise (z_amax[g]) and of its
      * columnwise RHT copy (z_amax[n_groups + g]; 16-row chunks from the group's first row, zero
      * padded): the figures the group quantization needs before it can cast, so
-     * ft_cuda_bf16_quantize takes them (ft_qpacked.amax_given) and skips its amax pass. WGMMA
-     * only; exclusive with z_mxfp8. */
+     * ft_cuda_bf16_quantize takes them (ft_qpacked.amax_given) and skips its amax pass.
+     * Exclusive with z_mxfp8. */
     uint8_t z_nvfp4;
     float *z_amax;
-    ft_cuda_impl impl;
 } ft_cuda_bf16_gemm;
 
 int ft_cuda_bf16_gemm_run(const ft_cuda_bf16_gemm *g, void *stream, ft_err *err);
 
-/* ==== bf16 grouped MLP (no quantization; FC1 epilogue fused) ============================== */
+/* ==== the grouped MLP in bf16 storage, as a training step runs it (replay --gpu-time) ======= */
+/*
+ * Forward: FC1 (h = x W1^T + b1), z = probs x act(h), FC2 (y = z W2^T + b2, the bias x probs with
+ * scale_bias). path FUSED, as TE's fused grouped MLP: the activation in FC1's epilogue, and z's
+ * quantization there too (MXFP8: quantized on store, rowwise and, for the backward, columnwise;
+ * NVFP4: bf16 z and its group amaxes on store, then the packed quantizer's cast). path UNFUSED,
+ * as GroupedLinear -> activation op -> GroupedLinear: FC1 with a plain epilogue, the activation
+ * kernel, the packed quantizer on z. With quant.fmt NONE every tensor stays bf16 (FUSED then runs
+ * the bf16 FC1 epilogue). Otherwise the packed quantizers also write x, W1 and W2 in the forward
+ * (rowwise; columnwise too when grad) and dy and dh in the backward (both usages) into q.
+ *
+ * What a quantized step costs is its GEMMs in bf16 plus its quantizers: sm_90a has no MXFP8 or
+ * NVFP4 tensor cores and these kernels no FP8 ones, so the GEMMs read bf16 operands (x, W1, W2, dy
+ * as given; z as the FC1 step leaves it: the MXFP8 epilogue's values fake-quantized, bf16
+ * elsewhere) and the quantized copies are written, not read. The numbers are therefore not the
+ * recipe's (the numerics compute those, ft_cuda_nx_run). Quantizations the packed quantizers lack
+ * are timed as their nearest kernel (q's proxies, FT_NX_PROXY_*).
+ *
+ * Backward, the same kernels on both paths: dz = dy W2, the activation backward (dh, dprobs), dh
+ * quantized, dW2 = dy^T z (MXFP8 FUSED: z's columnwise copy), dx = dh W1, dW1 = dh^T x, the bias
+ * gradients. TE's fused op also fuses dh's quantization into its dGLU kernel; ours does not.
+ */
+typedef struct ft_cuda_bf16_mlp_q ft_cuda_bf16_mlp_q; /* the quantized copies of a step */
 
 typedef struct ft_cuda_bf16_mlp {
     uint32_t n_groups;
@@ -110,20 +118,25 @@ typedef struct ft_cuda_bf16_mlp {
     uint8_t scale_bias;
     const uint16_t *x, *w1, *b1, *w2, *b2; /* b1, b2 may be NULL */
     const float *probs;                    /* [t] or NULL */
-    /* 1: the fused MXFP8 FC1 epilogue (ft_cuda_bf16_gemm.z_mxfp8): z is stored MXFP8
-     * fake-quantized for FC2, and zc (if given) columnwise for the dW2 wgrad. The other operands
-     * (x, W1, W2, dy, dh) are used as given: pass them fake-quantized to emulate the whole
-     * recipe (ft_cuda_mlp_forward does all of it in float32 storage). */
-    uint8_t z_mxfp8;
-    ft_fp8 z_fp8;
-    ft_cuda_impl impl;
+    ft_mlp_path path;
+    ft_mlp_quant quant;    /* the quantizers the step runs (delayed must be NULL) */
+    uint8_t grad;          /* the backward follows: the forward makes the columnwise copies */
+    ft_cuda_bf16_mlp_q *q; /* from ft_cuda_bf16_mlp_q_new; NULL with fmt NONE */
 } ft_cuda_bf16_mlp;
+
+/* Device buffers (the stream's pool) for the quantized copies m's step writes, sized for m's
+ * shape, quantization and grad; *proxies (may be NULL) receives the FT_NX_PROXY_* it needs.
+ * Errors: FT_EINVAL (shape), FT_ENOMEM, FT_ECUDA. Free with ft_cuda_bf16_mlp_q_free (same stream).
+ */
+int ft_cuda_bf16_mlp_q_new(const ft_cuda_bf16_mlp *m, void *stream, ft_cuda_bf16_mlp_q **out,
+                           unsigned *proxies, ft_err *err);
+void ft_cuda_bf16_mlp_q_free(ft_cuda_bf16_mlp_q *q, void *stream);
 
 typedef struct ft_cuda_bf16_mlp_out {
     uint16_t *h;  /* [t][n1] */
     uint16_t *z;  /* [t][k2] */
     uint16_t *y;  /* [t][n2] */
-    uint16_t *zc; /* [t][k2] columnwise MXFP8 copy of z (z_mxfp8 only; NULL: none) */
+    uint16_t *zc; /* [t][k2] columnwise MXFP8 copy of z (MXFP8 FUSED with grad; NULL: none) */
 } ft_cuda_bf16_mlp_out;
 
 typedef struct ft_cuda_bf16_mlp_grads {
@@ -137,6 +150,8 @@ typedef struct ft_cuda_bf16_mlp_grads {
     float *dprobs; /* [t] or NULL */
 } ft_cuda_bf16_mlp_grads;
 
+/* Errors: FT_EINVAL (shapes; a quantized step without q), FT_EUNSUPPORTED (FUSED with a format
+ * other than NONE, MXFP8 and NVFP4; the GEMM's limits), FT_ECUDA. */
 int ft_cuda_bf16_mlp_forward(const ft_cuda_bf16_mlp *m, const ft_cuda_bf16_mlp_out *out,
                              void *stream, ft_err *err);
 /* dy[t][n2]; fwd holds h and z of the forward. Rows past sum(splits) of dx, dprobs are left
@@ -224,6 +239,13 @@ int ft_cuda_bf16_quantize(const ft_qcfg *q, const uint16_t *x, int64_t rows, int
 int ft_qpacked_decode(const ft_qcfg *q, int columnwise, int64_t rows, int64_t cols,
                       const int64_t *splits, uint32_t n_groups, const ft_qpacked *p, const float *x,
                       float *out, ft_err *err);
+
+/* The quantized copy of tensor (FT_MLP_*) in one usage that a bf16 step's q writes (see the
+ * grouped MLP above): its device buffers and the packed quantizer's config (columnwise set to the
+ * usage, as ft_qpacked_decode takes it). FT_ENOTFOUND where the step writes none (or the FC1
+ * epilogue does: MXFP8 FUSED z; or a proxy does: FT_NX_PROXY_FP8_COL). */
+int ft_cuda_bf16_mlp_q_copy(const ft_cuda_bf16_mlp_q *q, int tensor, int columnwise, ft_qcfg *cfg,
+                            ft_qpacked *out, ft_err *err);
 
 #ifdef __cplusplus
 }

@@ -28,8 +28,10 @@ static void cfg_mlp(const problem *P, const runcfg *c, ft_mlp_path *path, ft_mlp
 /* Device back ends: refuse a problem the device cannot hold (FT_ENOMEM, with what to change). */
 static int fits_device(const ft_numerics *nx, const job *j, const problem *P, ft_err *err)
 {
-    uint64_t need = 0, free_b = 0, total_b = 0;
-    ft_nx_bytes(&P->np, &need);
+    uint64_t need = 0, free_b = 0, total_b = 0, timing = 0;
+    if (!nx->o.time_only) ft_nx_bytes(&P->np, &need);
+    if (j->n_time) ft_nx_time_bytes(&P->np, &timing);
+    need += timing;
     ft_err derr = {0};
     if (nx->be->mem_info(&free_b, &total_b, &derr) != FT_OK || need <= total_b / 10 * 9)
         return FT_OK;
@@ -101,7 +103,8 @@ static int exec_runs(ft_numerics *nx, job *j, const problem *P, runout *outs, ui
         if ((rc = be->open(&ctx, &derr))) goto fail;
         if (nx->o.profile) be->profile(ctx, 1, NULL);
     }
-    rc = run_outs(be, ctx, j, P, outs, n_outs, skip0, &derr);
+    rc = nx->o.time_only ? FT_OK : run_outs(be, ctx, j, P, outs, n_outs, skip0, &derr);
+    if (!rc) rc = nx_gt_exec(nx, ctx, j, P, nx->o.time_only, &derr);
     if (!rc) goto done;
 fail:
     ft_err_set(err, rc, "numerics %s: fuser %u seq %lld: %s", be->name, j->fuser, (long long)j->seq,
@@ -130,8 +133,16 @@ static void execute_call(ft_numerics *nx, job *j)
     runout outs[FT_NUMERICS_MAX_POLICIES + 2];
     uint32_t n_outs = 0, fresh_i = 0, ctl_i = UINT32_MAX, which[FT_NUMERICS_MAX_POLICIES];
     memset(outs, 0, sizeof outs);
-    int rc = nx_problem_shape(nx, d, j, &P, &j->err);
+    memset(&P, 0, sizeof P);
+    int rc = FT_OK;
+    if (nx->o.time_only && !j->n_time) goto done; /* nothing to time on this call */
+    rc = nx_problem_shape(nx, d, j, &P, &j->err);
     if (rc) goto done;
+    if (nx->o.time_only) { /* the inputs and the timing alone */
+        P.np.inputs_only = 1;
+        rc = exec_runs(nx, j, &P, outs, 0, 0, &j->err);
+        goto done;
+    }
 
     n_outs = nx_list_outs(j, np, outs, which, &ctl_i);
     const runcfg *fc = &j->fresh_cfg;
@@ -188,7 +199,9 @@ static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
 {
     if (j->rc) return ft_err_set(err, j->rc, "%s", ft_err_msg(&j->err));
     ft_numerics_result *r = &nx->res;
+    if (nx->o.gpu_time) nx_gt_fold(nx, j);
     r->calls_run++;
+    if (nx->o.time_only) return FT_OK; /* no runs, nothing compared */
     r->mlp_runs += j->runs;
     r->device_runs += j->device_runs;
     r->flops += j->flops;
@@ -322,6 +335,8 @@ int nx_run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_e
 void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out)
 {
     *out = nx->res;
+    out->time_only = nx->o.time_only;
+    nx_gt_get(nx, &out->gt);
     if (nx->dev && nx->o.profile) nx->be->profile(nx->dev, -1, out->phase_ms);
     if (nx->dev) {
         uint64_t held = 0, peak = 0;
@@ -353,6 +368,8 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
     dst->flops += src->flops;
     dst->calls_planned += src->calls_planned;
     dst->interrupted |= src->interrupted;
+    dst->time_only |= src->time_only;
+    nx_gt_merge(&dst->gt, &src->gt);
     if (src->device_bytes > dst->device_bytes) dst->device_bytes = src->device_bytes;
     for (int k = 0; k < FT_NX_PHASES; k++)
         dst->phase_ms[k] += src->phase_ms[k];

@@ -32,6 +32,9 @@
  * other topology, so the harmless band is measured even when no policy is stale (not where TE
  * raises running it: a fused control that ft_model_fused_mlp_raises refuses).
  *
+ * GPU time (opts.gpu_time, "GPU time" below) rides on the same pass: the sampled calls'
+ * situations are timed on the CUDA back end's own kernels, and every call is summed per policy.
+ *
  * Inputs are bf16 values: weights seeded by the fuser (the same parameters across calls), x, dy
  * and probs by (fuser, seq); stochastic rounding seeded by (fuser, seq), the same for every plan
  * of a call (TE's Philox offsets would be too). FP8 delayed scaling runs with scale 1 (its amax
@@ -83,6 +86,12 @@ typedef struct ft_numerics_opts {
                                     flight; the results so far are returned (interrupted) */
     uint8_t profile; /* time the phases into ft_numerics_result.phase_ms (CUDA: synchronises
                         the device at every phase change, so the total is slower) */
+    /* GPU time (see "GPU time" below; the CUDA back end only): 1 times every distinct
+     * situation of the sampled calls on the device's own kernels */
+    uint8_t gpu_time;
+    uint8_t time_only;    /* with gpu_time: no reference, no comparisons, the timing alone */
+    uint32_t time_warmup; /* untimed runs before the timed ones (0: 2) */
+    uint32_t time_rounds; /* timed rounds per situation (0: 5; at most FT_NX_MAX_ROUNDS) */
 } ft_numerics_opts;
 
 typedef struct ft_numerics ft_numerics;
@@ -98,6 +107,8 @@ void ft_numerics_free(ft_numerics *nx);
 /* FT_OK when the back end can run here; FT_ENODEV with what to do instead (CUDA without a device
  * or without a CUDA build). Cheap: callers check before other work. */
 int ft_numerics_backend_check(ft_numerics_backend be, ft_err *err);
+/* The same for GPU time (opts.gpu_time): FT_ENODEV saying why there is no device to time on. */
+int ft_numerics_gputime_check(ft_err *err);
 
 /* Whether the fuser is a grouped MLP the numerics can run (cheap; call before collecting). */
 int ft_numerics_wants(const ft_numerics *nx, uint32_t fuser);
@@ -118,6 +129,8 @@ typedef struct ft_numerics_call {
     uint32_t fresh_plan;              /* plan a fresh build gives (the oracle) */
     const ft_qstate *fresh_q;         /* quantizer state of a fresh fuser */
     const ft_numerics_choice *chosen; /* [n_policies], order of ft_numerics_new */
+    int64_t step;                     /* GPU time: the call's training step, -1 if unknown */
+    uint8_t uncounted;                /* GPU time: outside the replay's filter (not counted) */
 } ft_numerics_call;
 
 /* Run one call if it is sampled (FT_OK also when it is skipped), on the calling thread. Errors:
@@ -144,6 +157,54 @@ typedef struct ft_numerics_policy {
     uint64_t nonfinite;             /* NaN/Inf output elements */
 } ft_numerics_policy;
 
+/* ---- GPU time (opts.gpu_time) ---------------------------------------------------------------
+ * A situation is what one grouped-MLP call runs under one plan: the fuser's problem shape at the
+ * call's token count, forward only or forward and backward, the plan's topology (fused or not)
+ * and its quantization. Every distinct situation of the sampled calls that TE does not raise on
+ * (the fresh plan's and each policy's choice) is timed once per trace on the CUDA back end
+ * (ft_cuda_nx_time: warmup untimed runs, then rounds timed ones, on the device's inputs of the
+ * first sampled call that has it, after that call's numerics runs when they run). Then every
+ * grouped-MLP call the replay counts (its filter's) adds, under each policy, the time of its
+ * chosen plan's situation and of its fresh plan's, where both were timed: the sampled calls stand
+ * for the unsampled ones of the same situation, whatever their split sizes. Calls whose chosen
+ * or fresh plan TE raises on, or with a situation no sampled call timed, are counted apart. */
+typedef struct ft_gputime_policy {
+    uint64_t calls;        /* counted calls whose chosen and fresh situations were both timed */
+    uint64_t stale_calls;  /* of those, calls whose chosen situation is not the fresh one's (a
+                              stale plan, or quantizer drift every policy shares) */
+    uint64_t raised;       /* counted calls whose chosen plan TE raises on (nothing timed) */
+    uint64_t fresh_raised; /* counted calls whose fresh plan TE raises on, the chosen one not */
+    uint64_t untimed;      /* counted calls with a situation that was not timed */
+    double chosen_ms[FT_NX_MAX_ROUNDS]; /* per round: sum over the timed calls, ms */
+    double fresh_ms[FT_NX_MAX_ROUNDS];
+} ft_gputime_policy;
+
+typedef struct ft_gputime_result {
+    uint8_t on;
+    char device[64]; /* the GPU's name */
+    uint32_t warmup, rounds;
+    uint32_t shrink;         /* the problems' --shrink (1: the trace's own sizes) */
+    uint64_t calls;          /* grouped-MLP calls counted */
+    uint64_t steps;          /* distinct steps of those calls, summed over the traces */
+    uint32_t traces;         /* traces folded in */
+    uint32_t traces_no_step; /* of those, traces whose calls record no step (one step each) */
+    uint32_t situations;     /* distinct situations met (every trace's, added) */
+    uint32_t timed;          /* of those, timed */
+    uint32_t refused;        /* of those, refused by the kernels (the first reason: refuse_text) */
+    char refuse_text[160];
+    unsigned proxies;   /* FT_NX_PROXY_* of the timed situations */
+    uint64_t timing_ns; /* host wall time of the timing (device work included) */
+    uint32_t n_policies;
+    ft_gputime_policy pol[FT_NUMERICS_MAX_POLICIES];
+} ft_gputime_result;
+
+/* What the per-step figures are divided by: the steps, a trace without steps counting as one. */
+uint64_t ft_gputime_steps(const ft_gputime_result *g);
+/* Policy p's milliseconds per step over the rounds: which 0 the chosen plans, 1 the fresh plans,
+ * 2 their difference (what stale plans cost); stat 0 the median round, 1 the fastest, 2 the
+ * slowest (each round's sum over the calls, divided by ft_gputime_steps). */
+double ft_gputime_ms(const ft_gputime_result *g, uint32_t p, int which, int stat);
+
 typedef struct ft_numerics_result {
     uint64_t calls_seen;   /* grouped-MLP calls offered */
     uint64_t calls_run;    /* sampled and run */
@@ -167,6 +228,8 @@ typedef struct ft_numerics_result {
     ft_band quant_band;            /* different quantization from the fresh plan */
     uint32_t n_policies;
     ft_numerics_policy pol[FT_NUMERICS_MAX_POLICIES];
+    uint8_t time_only;    /* opts.time_only: only gt holds figures (the comparisons did not run) */
+    ft_gputime_result gt; /* opts.gpu_time */
 } ft_numerics_result;
 
 void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out);

@@ -1,8 +1,9 @@
 /*
  * numerics_int.h - private types and functions of numerics/ (ft_numerics.h), shared by its files:
  * plan.c (what a sampled call runs, the sampling decision), backend.c (the table of back ends),
- * exec.c (executing planned calls on a back end, folding their figures) and observe.c (the
- * observer of the replay driver, whole traces). Not part of the module's contract.
+ * exec.c (executing planned calls on a back end, folding their figures), gputime.c (the
+ * situations GPU time times and the per-policy sums over the calls) and observe.c (the observer
+ * of the replay driver, whole traces). Not part of the module's contract.
  *
  * A call goes through three phases: plan (call order, reads the model: configurations, raises,
  * the sampling decision), execute (touches nothing shared but the device context: the back end
@@ -78,6 +79,12 @@ typedef struct job {
     double flops;
     double phase_ms[FT_NX_PHASES]; /* opts.profile, back ends with a context per call */
     choice_out out[FT_NUMERICS_MAX_POLICIES];
+    /* GPU time: the situations this call times (claimed when it was planned), and their times */
+    uint32_t n_time;
+    uint32_t time_sit[FT_NUMERICS_MAX_POLICIES + 1]; /* situation index (gt_state.sit) */
+    runcfg time_cfg[FT_NUMERICS_MAX_POLICIES + 1];
+    ft_nx_time time[FT_NUMERICS_MAX_POLICIES + 1];
+    uint64_t time_ns; /* wall time of the timing */
 } job;
 
 /* ---- the back ends ------------------------------------------------------------------------ */
@@ -100,7 +107,42 @@ typedef struct nx_backend {
     int (*n_devices)(void);
     int (*device_info)(char *name, size_t cap, int *n_sm, ft_err *err);
     int (*mem_info)(uint64_t *free_b, uint64_t *total_b, ft_err *err);
+    /* GPU time: one configuration's training step timed (back ends that cannot: FT_EUNSUPPORTED) */
+    int (*time)(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, uint32_t warmup,
+                uint32_t rounds, ft_nx_time *out, ft_err *err);
 } nx_backend;
+
+/* ---- GPU time (gputime.c) ------------------------------------------------------------------ */
+
+enum { GT_SEEN = 0, GT_CLAIMED, GT_TIMED, GT_REFUSED };
+#define GT_MAX_SITS  4096  /* distinct situations per trace (more: their calls count as untimed) */
+#define GT_MAX_PAIRS 65536 /* distinct (policy, chosen, fresh) situations per trace (likewise) */
+
+typedef struct gt_sit { /* one situation: what a call runs under one plan */
+    uint8_t state;      /* GT_* */
+    unsigned proxies;   /* FT_NX_PROXY_* its timing needed */
+    uint32_t n_rounds;
+    double ms[FT_NX_MAX_ROUNDS];
+    char msg[160]; /* GT_REFUSED: why */
+} gt_sit;
+
+typedef struct gt_pair { /* calls of one policy with the same chosen and fresh situations */
+    uint32_t policy, chosen, fresh;
+    uint64_t n;
+} gt_pair;
+
+typedef struct gt_state {
+    ft_hmap sit_of;  /* situation key -> index into sit */
+    ft_hmap pair_of; /* pair key -> index into pair */
+    ft_hmap steps;   /* the counted calls' steps */
+    gt_sit *sit;
+    uint32_t n_sit, cap_sit;
+    gt_pair *pair;
+    uint32_t n_pair, cap_pair;
+    uint64_t calls, timing_ns;
+    uint64_t raised[FT_NUMERICS_MAX_POLICIES], fresh_raised[FT_NUMERICS_MAX_POLICIES];
+    uint64_t lost[FT_NUMERICS_MAX_POLICIES]; /* calls past the tables' limits (untimed) */
+} gt_state;
 
 /* The row of be, or NULL for an unknown back end. */
 const nx_backend *nx_backend_of(ft_numerics_backend be);
@@ -119,6 +161,7 @@ struct ft_numerics {
     ft_nx *dev;               /* a device back end: its context */
     uint64_t planned;         /* sampled calls the estimate counted (progress line) */
     uint64_t t_start;         /* numerics start (progress line) */
+    gt_state gt;              /* opts.gpu_time */
     ft_numerics_result res;
 };
 
@@ -145,6 +188,22 @@ uint32_t nx_list_outs(const job *j, uint32_t np, runout *outs, uint32_t *which, 
 int nx_cfg_equal(const runcfg *a, const runcfg *b);
 /* Same quantization as far as the call's numbers can tell (grad: it runs the backward). */
 int nx_quant_equal(const runcfg *a, const runcfg *b, int grad);
+
+/* gputime.c: opts' GPU time settings against back end be (FT_EINVAL, FT_EUNSUPPORTED). */
+int nx_gt_check_opts(const nx_backend *be, const ft_numerics_opts *o, ft_err *err);
+/* gputime.c: a planned call (its choices' configurations in j; sampled: it runs) counted into
+ * the situations and pairs, and, sampled, the situations it is the first to time claimed into
+ * j (call order). */
+void nx_gt_offer(ft_numerics *nx, const ft_numerics_call *c, job *j, int sampled);
+/* gputime.c: j's claimed situations timed on the back end's context (the problem P set there
+ * already unless set_problem; any thread, under the device's lock). */
+int nx_gt_exec(const ft_numerics *nx, ft_nx *ctx, job *j, const problem *P, int set_problem,
+               ft_err *err);
+/* gputime.c: j's times into the situations (call order); the results; merging; freeing. */
+void nx_gt_fold(ft_numerics *nx, const job *j);
+void nx_gt_get(const ft_numerics *nx, ft_gputime_result *out);
+void nx_gt_merge(ft_gputime_result *dst, const ft_gputime_result *src);
+void nx_gt_free(gt_state *g);
 
 /* exec.c: execute jobs[0..n) on up to n_threads threads, then fold them in order. */
 int nx_run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err);

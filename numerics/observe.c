@@ -78,7 +78,8 @@ static int obs_begin(void *ctx, const ft_replay_input *in, const ft_replay *eng,
     for (uint32_t p = 0; p < d->np; p++)
         d->names[p] = ft_policy_name(idx[p]);
     ft_numerics_opts no = d->o;
-    if (d->dry) no.backend = FT_NUMERICS_CPU, no.profile = 0; /* plans only: no device */
+    if (d->dry) /* plans only: no device, no timing */
+        no.backend = FT_NUMERICS_CPU, no.profile = 0, no.gpu_time = no.time_only = 0;
     int rc = ft_numerics_new(ft_replay_model(eng), d->names, d->np, &no, &d->nx, err);
     if (!rc) {
         d->nx->planned = d->est.calls;
@@ -107,7 +108,9 @@ static int obs_one(ft_numerics_obs *d, const ft_replay_view *v, uint32_t j, ft_e
                            .n_tokens = v->n_tokens[j],
                            .fresh_plan = v->fresh[j],
                            .fresh_q = ft_replay_qstate(v->engine, v->fresh_q[j]),
-                           .chosen = d->ch};
+                           .chosen = d->ch,
+                           .step = v->step[j],
+                           .uncounted = (uint8_t)(v->match && !v->match[j])};
     int rc = nx_plan_call(d->nx, &nc, &d->jobs[d->n_jobs], err);
     if (rc == 1 && d->dry) {
         rc = estimate_job(d->nx, d->np, &d->jobs[d->n_jobs], &d->est, err);

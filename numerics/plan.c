@@ -72,6 +72,10 @@ int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t
                           FT_NUMERICS_MAX_POLICIES);
     const nx_backend *be = nx_backend_of(opts ? opts->backend : FT_NUMERICS_CPU);
     if (!be) return ft_err_set(err, FT_EINVAL, "numerics: unknown back end %d", (int)opts->backend);
+    if (opts && (opts->gpu_time || opts->time_only)) {
+        int rc = nx_gt_check_opts(be, opts, err);
+        if (rc) return rc;
+    }
     char device[64] = "";
     ft_nx *dev = NULL;
     if (be->device) {
@@ -88,6 +92,8 @@ int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t
     nx->m = m;
     if (opts) nx->o = *opts;
     if (nx->o.shrink < 1) nx->o.shrink = 1;
+    if (!nx->o.time_warmup) nx->o.time_warmup = 2;
+    if (!nx->o.time_rounds) nx->o.time_rounds = 5;
     nx->n_fusers = n_fusers;
     pthread_mutex_init(&nx->gpu_lock, NULL);
     nx->res.backend = nx->o.backend;
@@ -113,6 +119,7 @@ void ft_numerics_free(ft_numerics *nx)
     if (nx->dev) nx->be->close(nx->dev);
     pthread_mutex_destroy(&nx->gpu_lock);
     ft_hmap_free(&nx->sit);
+    nx_gt_free(&nx->gt);
     ft_free(nx->mlp);
     ft_free(nx);
 }
@@ -326,7 +333,9 @@ int nx_plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err
         differs |= !nx_cfg_equal(&j->cfg[p], &j->fresh_cfg) ||
                    (j->raise[p] != NULL) != (j->fresh_raise != NULL);
     }
-    if (nx->o.sample && !sample_call(nx, j, np, differs)) return 0;
+    const int sampled = !nx->o.sample || sample_call(nx, j, np, differs);
+    if (nx->o.gpu_time) nx_gt_offer(nx, c, j, sampled);
+    if (!sampled) return 0;
     *(differs ? &nx->n_diff_run : &nx->n_plain_run) += 1;
     j->ctl_raise = control_raises(nx, c, j);
     j->splits = ft_malloc(d->groups * sizeof *j->splits);

@@ -61,7 +61,8 @@ typedef struct ft_report_opts {
 void ft_report_opts_init(ft_report_opts *o);
 
 /* The summary of a replay; nres (may be NULL) adds the numerics of the same replay: after the
- * table in text, as the member "numerics" of the one JSON document; CSV has no numerics form
+ * table in text, as the member "numerics" of the one JSON document (not with nres->time_only),
+ * and its GPU time (nres->gt.on) after them, as the member "gpu_time"; CSV has no numerics form
  * (FT_EINVAL). ft_report_write uses the default options. */
 int ft_report_write_opts(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres,
                          int format, const ft_report_opts *o, ft_err *err);
@@ -69,6 +70,8 @@ int ft_report_write(FILE *f, const ft_replay_result *r, const ft_numerics_result
                     ft_err *err);
 /* The numerics section alone, as text. */
 int ft_report_numerics(FILE *f, const ft_numerics_result *r, ft_err *err);
+/* The GPU time section alone (r->gt, replay --gpu-time), as text (gputime.c). */
+int ft_report_gputime(FILE *f, const ft_numerics_result *r, ft_err *err);
 
 /* The stale classes as people say them ("other fusion, same quantization", "slower (unfused)",
  * "other quantization", "raises in TE"); JSON keys keep ft_stale_name's short names. */

@@ -794,7 +794,8 @@ int ft_report_html(FILE *f, const ft_replay_result *r, const ft_numerics_result 
         ranks_table(f, r, d);
         fputs("</section>\n", f);
     }
-    if (nres && nres->calls_seen) numerics_section(f, nres);
+    if (nres && nres->calls_seen && !nres->time_only) numerics_section(f, nres);
+    if (nres && nres->gt.on) report_gputime_html(f, nres);
     if (d && d->n_causes) explain_section(f, r, d);
     provenance(f, r, d, o, h);
     fprintf(f, "<script>%s</script>\n</body></html>\n", check_js);

@@ -3,7 +3,7 @@
  *
  * JSON: {"traces","calls","backwards","model":{...},"framework":{...},"stale_classes":{...},
  *        "captured":{...},"policies":[{...,"steps":[..]}],"recommendation":{...},
- *        "numerics":{...} (when it ran; report/numerics.c)}
+ *        "numerics":{...} (when it ran; report/numerics.c), "gpu_time":{...} (report/gputime.c)}
  * CSV: one table; column `record` is "summary" (one row per policy) or "step" (hit rate per step
  * bucket, for plotting), so a plotting tool can filter on it.
  * Modeled framework time: where the trace carries captured `rebuilt` and `fuse_ns`, a policy's
@@ -599,7 +599,8 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
         }
         json_object_set_new(root, "per_trace", pt);
     }
-    if (nres) json_object_set_new(root, "numerics", report_numerics_json(nres));
+    if (nres && !nres->time_only) json_object_set_new(root, "numerics", report_numerics_json(nres));
+    if (nres && nres->gt.on) json_object_set_new(root, "gpu_time", report_gputime_json(nres));
     json_object_set_new(root, "recommendation", recommendation_json(r, o));
     if (o->notes && o->notes->n) {
         json_t *un = json_array();
@@ -676,7 +677,9 @@ int ft_report_write_opts(FILE *f, const ft_replay_result *r, const ft_numerics_r
         rc = write_text(f, r, o);
         if (!rc && nres) {
             fputc('\n', f);
-            return ft_report_numerics(f, nres, err);
+            if (!nres->time_only && (rc = ft_report_numerics(f, nres, err))) return rc;
+            if (!nres->time_only && nres->gt.on) fputc('\n', f);
+            return nres->gt.on ? ft_report_gputime(f, nres, err) : FT_OK;
         }
         break;
     case FT_REPORT_JSON:

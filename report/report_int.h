@@ -11,6 +11,9 @@
 
 /* The numerics section as a JSON object (new reference). */
 json_t *report_numerics_json(const ft_numerics_result *r);
+/* The GPU time section (gputime.c) as a JSON object (new reference), and as HTML. */
+json_t *report_gputime_json(const ft_numerics_result *r);
+void report_gputime_html(FILE *f, const ft_numerics_result *r);
 
 /* The name of a build's cause (one FT_WHY_* bit) as the --explain lines and the HTML report say
  * it: "recipe type", "f", "first sight of this fuser", ... (calls.c). */

@@ -121,13 +121,6 @@ int ft_cuda_quantize(const ft_qcfg *q, const float *x, int64_t rows, int64_t col
     return f(q, x, rows, cols, splits, n_groups, out, stream, err);
 }
 
-int ft_cuda_gemm(const ft_gemm *g, void *stream, ft_err *err)
-{
-    int (*f)(const ft_gemm *, void *, ft_err *) = NULL;
-    if (!RESOLVE(f, "ft_cuda_gemm", err)) return FT_ENODEV;
-    return f(g, stream, err);
-}
-
 int ft_cuda_act_forward(const ft_act *a, int64_t rows, int64_t k2, const float *h,
                         const float *probs, float *z, void *stream, ft_err *err)
 {
@@ -145,22 +138,6 @@ int ft_cuda_act_backward(const ft_act *a, int64_t rows, int64_t k2, const float 
              float *, void *, ft_err *) = NULL;
     if (!RESOLVE(f, "ft_cuda_act_backward", err)) return FT_ENODEV;
     return f(a, rows, k2, h, probs, dz, dh, dprobs, stream, err);
-}
-
-int ft_cuda_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, void *stream, ft_err *err)
-{
-    int (*f)(const ft_mlp *, ft_mlp_fwd *, void *, ft_err *) = NULL;
-    if (!RESOLVE(f, "ft_cuda_mlp_forward", err)) return FT_ENODEV;
-    return f(m, out, stream, err);
-}
-
-int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy, ft_mlp_bwd *out,
-                         void *stream, ft_err *err)
-{
-    int (*f)(const ft_mlp *, const ft_mlp_fwd *, const float *, ft_mlp_bwd *, void *, ft_err *) =
-        NULL;
-    if (!RESOLVE(f, "ft_cuda_mlp_backward", err)) return FT_ENODEV;
-    return f(m, fwd, dy, out, stream, err);
 }
 
 int ft_cuda_nx_new(ft_nx **out, ft_err *err)
@@ -232,6 +209,16 @@ int ft_cuda_nx_memory(ft_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *er
         return FT_ENODEV;
     }
     return f(nx, held, pool_peak, err);
+}
+
+int ft_cuda_nx_time(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, uint32_t warmup,
+                    uint32_t rounds, ft_nx_time *out, ft_err *err)
+{
+    int (*f)(ft_nx *, ft_mlp_path, const ft_mlp_quant *, uint32_t, uint32_t, ft_nx_time *,
+             ft_err *) = NULL;
+    if (out) memset(out, 0, sizeof *out);
+    if (!RESOLVE(f, "ft_cuda_nx_time", err)) return FT_ENODEV;
+    return f(nx, path, q, warmup, rounds, out, err);
 }
 
 void ft_cuda_nx_profile(ft_nx *nx, int on, double ms[FT_NX_PHASES])

@@ -110,7 +110,7 @@ static int inputs(ft_nx *nx, ft_err *err)
     nx->z = alloc(nx, t * k2, sizeof *nx->z);
     int ok = nx->x && nx->w1 && (!p->bias1 || nx->b1) && nx->w2 && (!p->bias2 || nx->b2) &&
              (!p->scaled || nx->pr) && (!p->grad || nx->dy) && nx->h && nx->z;
-    const int n_out = p->grad ? O_N : 1;
+    const int n_out = p->inputs_only ? 0 : p->grad ? O_N : 1;
     for (int o = 0; o < n_out && ok; o++) {
         nx->ref[o] = alloc(nx, nx->cnt[o], sizeof(double));
         nx->out[o] = alloc(nx, nx->cnt[o], sizeof(float));
@@ -172,7 +172,7 @@ int ft_cpu_nx_problem(ft_nx *nx, const ft_nx_problem *p, ft_err *err)
     t0 = ft_now_ns();
     ft_mlp_ref r = {
         .y = nx->ref[O_Y], .dx = nx->ref[O_DX], .dw1 = nx->ref[O_DW1], .dw2 = nx->ref[O_DW2]};
-    rc = ft_cpu_mlp_ref(&nx->m, p->grad ? nx->dy : NULL, &r, err);
+    if (!p->inputs_only) rc = ft_cpu_mlp_ref(&nx->m, p->grad ? nx->dy : NULL, &r, err);
     phase_add(nx, 1, t0);
     if (rc) {
         release(nx);
@@ -229,6 +229,8 @@ static void figures(ft_nx *nx, ft_nx_figs *f)
 int ft_cpu_nx_run(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags, ft_err *err)
 {
     if (!nx || !nx->have) return ft_err_set(err, FT_EINVAL, "numerics cpu: no problem set");
+    if (nx->p.inputs_only)
+        return ft_err_set(err, FT_EINVAL, "numerics cpu: the problem was set without a reference");
     if (nx->n_slots >= FT_NX_MAX_SLOTS)
         return ft_err_set(err, FT_ERANGE, "numerics cpu: more than %d runs in one call",
                           FT_NX_MAX_SLOTS);
@@ -289,7 +291,7 @@ int ft_cpu_nx_download(ft_nx *nx, int which, float *host, ft_err *err)
 
 int ft_cpu_nx_reference(ft_nx *nx, int which, float *host, ft_err *err)
 {
-    if (!nx || !nx->have || which < 0 || which >= (nx->p.grad ? O_N : 1))
+    if (!nx || !nx->have || nx->p.inputs_only || which < 0 || which >= (nx->p.grad ? O_N : 1))
         return ft_err_set(err, FT_EINVAL, "numerics cpu: bad download");
     for (int64_t i = 0; i < nx->cnt[which]; i++)
         host[i] = (float)nx->ref[which][i];
@@ -314,6 +316,15 @@ void ft_cpu_nx_profile(ft_nx *nx, int on, double ms[FT_NX_PHASES])
         nx->profile = on;
         memset(nx->ms, 0, sizeof nx->ms);
     }
+}
+
+int ft_cpu_nx_time(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, uint32_t warmup,
+                   uint32_t rounds, ft_nx_time *out, ft_err *err)
+{
+    (void)nx, (void)path, (void)q, (void)warmup, (void)rounds;
+    if (out) memset(out, 0, sizeof *out);
+    return ft_err_set(err, FT_EUNSUPPORTED,
+                      "numerics cpu: timing runs on the CUDA back end (the device's own kernels)");
 }
 
 /* ---- estimates (both back ends) ------------------------------------------------------------ */
@@ -353,4 +364,18 @@ void ft_nx_flops(const ft_nx_problem *p, double *ref_flops, double *run_flops)
     const double f = p->grad ? 3.0 * fwd : fwd;
     if (ref_flops) *ref_flops = f;
     if (run_flops) *run_flops = f;
+}
+
+void ft_nx_time_bytes(const ft_nx_problem *p, uint64_t *bytes)
+{
+    const uint64_t t = (uint64_t)p->t, G = p->n_groups, k1 = (uint64_t)p->k1, n1 = (uint64_t)p->n1,
+                   k2 = (uint64_t)p->k2, n2 = (uint64_t)p->n2;
+    const uint64_t w = G * (n1 * k1 + n2 * k2);
+    /* bf16: x, dy, h, z, zc, y, dz, dh, dx, the weights (when the cache has no room for them),
+     * dW1, dW2; float32: bias grads, dprobs */
+    const uint64_t bf16 = 2 * (t * (2 * k1 + 2 * n2 + 2 * n1 + 3 * k2) + 2 * w + G * (n1 + n2));
+    const uint64_t f32 = 4 * (G * (n1 + n2) + t);
+    /* the quantized copies, both usages: at most a byte per element plus the scales */
+    const uint64_t q = 2 * (t * (k1 + k2 + n2 + n1) + w) * 9 / 8 + 64 * G;
+    *bytes = bf16 + f32 + q;
 }

@@ -131,13 +131,16 @@ __device__ __forceinline__ int last_le(const int64_t *a, int n, int64_t v)
 // Internal entry points shared between the .cu files.
 int ft_cuda_wgmma_gemm(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err);
 int ft_cuda_wgmma_supported(const ft_cuda_bf16_gemm *g, ft_err *err);
-int ft_cuda_simt_gemm_f32(const ft_gemm *g, cudaStream_t st, ft_err *err);
 int ft_cuda_bf16_act_forward(const ft_act *a, int64_t rows, int64_t k2, const uint16_t *h,
                              const float *probs, uint16_t *z, cudaStream_t st, ft_err *err);
-int ft_cuda_simt_gemm_bf16(const ft_cuda_bf16_gemm *g, cudaStream_t st, ft_err *err);
 
-// mlp.cu's activation and reduction kernels for the float32-contract MLP (mlp_f32.cu); rnd:
-// round outputs to bf16 values.
+// mlp.cu's activation and reduction kernels for the bf16 step (mlp_bf16.cu) and the
+// float32-contract MLP (mlp_f32.cu); rnd: round outputs to bf16 values.
+int ft_cu_check_act(const ft_act *a, int64_t n1, int64_t k2, ft_err *err); // n1 < 0: unchecked
+int ft_cu_colsum_bf16(const uint16_t *x, int64_t cols, const int64_t *offs, int G,
+                      const float *scale, float *db, cudaStream_t st, ft_err *err);
+int ft_cu_dprobs_bias_bf16(const uint16_t *dy, int64_t n2, const uint16_t *b2, const int64_t *offs,
+                           int G, int64_t t, float *dprobs, cudaStream_t st, ft_err *err);
 int ft_cu_act_fwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
                       float *z, bool rnd, cudaStream_t st, ft_err *err);
 int ft_cu_act_bwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
@@ -160,13 +163,13 @@ int ft_cuda_quantize_gs(const ft_qcfg *q, const float *x, int64_t rows, int64_t 
                         const int64_t *splits, uint32_t n_groups, float *out, float *gscale,
                         cudaStream_t st, ft_err *err);
 
-// ---- the numerics fast path of the float32-contract MLP (mlp_f32.cu, nx.cu) --------------
+// ---- the numerics' float32-contract MLP on the device (mlp_f32.cu, nx.cu) ------------------
 
 enum { FT_PH_GEN = 0, FT_PH_REF, FT_PH_QUANT, FT_PH_GEMM, FT_PH_CMP, FT_PH_OTHER, FT_PH_COUNT };
 
-// With a ft_fast, ft_cu_mlp_f32_forward/backward run the same steps as the emulation but feed the
-// GEMMs bf16 operands (the fake-quantized values divided by their group's factor, exact) on
-// cuBLAS tensor cores with fp32 accumulation and output, alpha = the two operands' factors.
+// ft_cu_mlp_f32_forward/backward feed the GEMMs bf16 operands (the fake-quantized values divided
+// by their group's factor, exact) on cuBLAS tensor cores with fp32 accumulation and output, alpha
+// = the two operands' factors; ft_fast holds the cuBLAS handle, the profile and the weight cache.
 struct ft_fast_w { // a cached bf16 weight operand (one tensor and usage of every expert)
     uint64_t key, tick;
     uint16_t *b;
@@ -190,9 +193,17 @@ struct ft_fast {
 };
 void ft_fast_phase(ft_fast *f, int phase, cudaStream_t st);
 void ft_fast_forget(ft_fast *f, cudaStream_t st); // drop the cached weights
+// The bf16 copy of weights w[G][n][k] (float32 bf16 values, tensor FT_MLP_W1 or W2) from the
+// weight cache, made there if absent (cache 1): the entry the unquantized runs' rowwise weight
+// operand uses. Where the cache has no room (or cache is 0: a caller that needs two entries at
+// once which the cache cannot hold together, since making one may evict the other), *own
+// receives a pool buffer holding it (free it with cudaFreeAsync on st), else NULL.
+int ft_fast_bf16_weights(ft_fast *f, const float *w, int tensor, int64_t n, int64_t k, uint32_t G,
+                         int cache, cudaStream_t st, const uint16_t **out, uint16_t **own,
+                         ft_err *err);
 
-// The float32-contract MLP: m holds device pointers; hsplits (may be NULL: read back from
-// m->splits) the same splits on the host; fast NULL: the float32 emulation (SIMT fp32 GEMMs).
+// The float32-contract MLP: m holds device pointers; hsplits the same splits on the host. FP8
+// block scales that are not powers of two are refused (FT_EUNSUPPORTED: not exact in bf16).
 int ft_cu_mlp_f32_forward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast, ft_mlp_fwd *out,
                           cudaStream_t st, ft_err *err);
 int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast,

@@ -1,8 +1,8 @@
-// mlp.cu - the CUDA back end's host API: device helpers, GEMM dispatch, activation kernels
-// (forward, backward with dprobs), per-group bias-gradient reductions, and the grouped MLP
-// forward/backward in bf16 storage. The float32-contract MLP (emulation and the numerics fast
-// path) is in mlp_f32.cu and reaches the activation and reduction kernels through the ft_cu_*
-// entry points at the end of this file.
+// mlp.cu - the CUDA back end's host API: device helpers, the bf16 GEMM entry point, activation
+// kernels (forward, backward with dprobs) and per-group bias-gradient reductions in both
+// storages. The bf16 training step (mlp_bf16.cu, what --gpu-time times) and the float32-contract
+// MLP of the numerics (mlp_f32.cu) reach them through the ft_cu_* entry points at the end of this
+// file.
 #include "ft_cuda_int.cuh"
 
 #include <string.h>
@@ -124,7 +124,7 @@ extern "C" int ft_cuda_bf16_fill_random(uint16_t *p, int64_t n, float scale, uin
     return cu_launched(err, "fill_random_kernel");
 }
 
-// ==== GEMM dispatch =======================================================================
+// ==== the bf16 GEMM ========================================================================
 
 extern "C" int ft_cuda_bf16_gemm_run(const ft_cuda_bf16_gemm *g, void *stream, ft_err *err)
 {
@@ -141,37 +141,7 @@ extern "C" int ft_cuda_bf16_gemm_run(const ft_cuda_bf16_gemm *g, void *stream, f
             return ft_cuda_memset(g->c, 0, (size_t)g->n_groups * g->n * g->k * 2, err);
         if (g->kind == FT_GEMM_WGRAD || g->m == 0) return FT_OK;
     }
-    ft_cuda_impl impl = g->impl;
-    if (impl == FT_CUDA_IMPL_AUTO) {
-        ft_err quiet;
-        ft_err_clear(&quiet);
-        impl = ft_cuda_wgmma_supported(g, &quiet) == FT_OK ? FT_CUDA_IMPL_WGMMA : FT_CUDA_IMPL_SIMT;
-    }
-    if (impl == FT_CUDA_IMPL_WGMMA) return ft_cuda_wgmma_gemm(g, st, err);
-    if (g->act && (g->z_mxfp8 || g->z_nvfp4))
-        return ft_err_set(err, FT_EUNSUPPORTED,
-                          "cuda gemm: the MXFP8/NVFP4 FC1 epilogues need the WGMMA path "
-                          "(its shape limits: see ft_kernels_cuda.h)");
-    if (!g->act) return ft_cuda_simt_gemm_bf16(g, st, err);
-    // SIMT with an activation: plain FPROP into h, then the activation kernel.
-    ft_cuda_bf16_gemm plain = *g;
-    plain.act = NULL;
-    int rc = ft_cuda_simt_gemm_bf16(&plain, st, err);
-    if (rc) return rc;
-    int64_t k2 = ft_act_is_glu(g->act->kind) ? g->n / 2 : g->n;
-    return ft_cuda_bf16_act_forward(g->act, g->m, k2, g->c, g->probs, g->z, st, err);
-}
-
-extern "C" int ft_cuda_gemm(const ft_gemm *g, void *stream, ft_err *err)
-{
-    if (g->m < 0 || g->n < 0 || g->k < 0)
-        return ft_err_set(err, FT_EINVAL, "cuda gemm: negative shape");
-    if (g->m == 0 || g->n == 0 || g->k == 0) {
-        if (g->kind == FT_GEMM_WGRAD && !g->accumulate && g->n && g->k)
-            return ft_cuda_memset(g->c, 0, (size_t)g->n_groups * g->n * g->k * 4, err);
-        return FT_OK;
-    }
-    return ft_cuda_simt_gemm_f32(g, (cudaStream_t)stream, err);
+    return ft_cuda_wgmma_gemm(g, st, err);
 }
 
 // ==== activations =========================================================================
@@ -188,7 +158,8 @@ __device__ __forceinline__ float ldv(const uint16_t *p, int64_t i)
     return bf16_to_f(p[i]);
 }
 // Store, rounding to bf16 values in both storages (the contract keeps bf16 values in float),
-// except where a float32 output is asked for unrounded (rnd false: the fused MXFP8 emulation).
+// except where a float32 output is asked for unrounded (rnd false: the float32 contract's fused
+// MXFP8 path).
 __device__ __forceinline__ void stv(float *p, int64_t i, float v, bool rnd = true)
 {
     p[i] = rnd ? __bfloat162float(__float2bfloat16_rn(v)) : v;
@@ -427,142 +398,7 @@ extern "C" int ft_cuda_bf16_act_backward(const ft_act *a, int64_t rows, int64_t 
     return act_backward<uint16_t>(a, rows, k2, h, probs, dz, dh, dprobs, (cudaStream_t)stream, err);
 }
 
-// ==== grouped MLP ==========================================================================
-
-namespace
-{
-
-// Shared by both storages: shape checks against ft_mlp's rules.
-int check_mlp(uint32_t G, int64_t t, int64_t k1, int64_t n1, int64_t k2, int64_t n2,
-              const ft_act *act, int scale_bias, const float *probs, ft_err *err)
-{
-    if (G < 1 || G > FT_CUDA_MAX_GROUPS)
-        return ft_err_set(err, FT_EINVAL, "cuda mlp: n_groups %u outside 1..%d", G,
-                          FT_CUDA_MAX_GROUPS);
-    if (t < 0 || k1 <= 0 || n1 <= 0 || k2 <= 0 || n2 <= 0)
-        return ft_err_set(err, FT_EINVAL,
-                          "cuda mlp: bad shape t=%lld k1=%lld n1=%lld k2=%lld "
-                          "n2=%lld",
-                          (long long)t, (long long)k1, (long long)n1, (long long)k2, (long long)n2);
-    if (scale_bias && !probs) return ft_err_set(err, FT_EINVAL, "cuda mlp: scale_bias needs probs");
-    return check_act(act, n1, k2, err);
-}
-
-} // namespace
-
-extern "C" int ft_cuda_bf16_mlp_forward(const ft_cuda_bf16_mlp *m, const ft_cuda_bf16_mlp_out *out,
-                                        void *stream, ft_err *err)
-{
-    int rc = check_mlp(m->n_groups, m->t, m->k1, m->n1, m->k2, m->n2, &m->act, m->scale_bias,
-                       m->probs, err);
-    if (rc) return rc;
-    ft_cuda_bf16_gemm g1;
-    memset(&g1, 0, sizeof g1);
-    g1.kind = FT_GEMM_FPROP;
-    g1.n_groups = m->n_groups;
-    g1.splits = m->splits;
-    g1.m = m->t;
-    g1.n = m->n1;
-    g1.k = m->k1;
-    g1.a = m->x;
-    g1.b = m->w1;
-    g1.c = out->h;
-    g1.bias = m->b1;
-    g1.act = &m->act;
-    g1.probs = m->probs;
-    g1.z = out->z;
-    g1.z_mxfp8 = m->z_mxfp8;
-    g1.z_fp8 = m->z_fp8;
-    g1.zc = out->zc;
-    g1.impl = m->impl;
-    rc = ft_cuda_bf16_gemm_run(&g1, stream, err);
-    if (rc) return rc;
-    ft_cuda_bf16_gemm g2 = g1;
-    g2.n = m->n2;
-    g2.k = m->k2;
-    g2.a = out->z;
-    g2.b = m->w2;
-    g2.c = out->y;
-    g2.bias = m->b2;
-    g2.bias_scale = m->scale_bias ? m->probs : NULL;
-    g2.act = NULL;
-    g2.probs = NULL;
-    g2.z = NULL;
-    g2.z_mxfp8 = 0;
-    g2.zc = NULL;
-    return ft_cuda_bf16_gemm_run(&g2, stream, err);
-}
-
-extern "C" int ft_cuda_bf16_mlp_backward(const ft_cuda_bf16_mlp *m, const ft_cuda_bf16_mlp_out *fwd,
-                                         const uint16_t *dy, const ft_cuda_bf16_mlp_grads *gr,
-                                         void *stream, ft_err *err)
-{
-    cudaStream_t st = (cudaStream_t)stream;
-    int rc = check_mlp(m->n_groups, m->t, m->k1, m->n1, m->k2, m->n2, &m->act, m->scale_bias,
-                       m->probs, err);
-    if (rc) return rc;
-    int64_t *offs = NULL;
-    ft_cuda_bf16_gemm g;
-    memset(&g, 0, sizeof g);
-    g.n_groups = m->n_groups;
-    g.splits = m->splits;
-    g.m = m->t;
-    g.impl = m->impl;
-    // dz = dy W2
-    g.kind = FT_GEMM_DGRAD;
-    g.n = m->n2;
-    g.k = m->k2;
-    g.a = dy;
-    g.b = m->w2;
-    g.c = gr->dz;
-    rc = ft_cuda_bf16_gemm_run(&g, stream, err);
-    if (rc) return rc;
-    // dh, dprobs
-    rc = act_backward<uint16_t>(&m->act, m->t, m->k2, fwd->h, m->probs, gr->dz, gr->dh,
-                                m->probs ? gr->dprobs : NULL, st, err);
-    if (rc) return rc;
-    // dW2 = dy^T z, dx = dh W1, dW1 = dh^T x
-    g.kind = FT_GEMM_WGRAD;
-    g.a = dy;
-    g.b = (m->z_mxfp8 && fwd->zc) ? fwd->zc : fwd->z; // wgrad takes z's columnwise usage
-    g.c = gr->dw2;
-    rc = ft_cuda_bf16_gemm_run(&g, stream, err);
-    if (rc) return rc;
-    g.kind = FT_GEMM_DGRAD;
-    g.n = m->n1;
-    g.k = m->k1;
-    g.a = gr->dh;
-    g.b = m->w1;
-    g.c = gr->dx;
-    rc = ft_cuda_bf16_gemm_run(&g, stream, err);
-    if (rc) return rc;
-    g.kind = FT_GEMM_WGRAD;
-    g.b = m->x;
-    g.c = gr->dw1;
-    rc = ft_cuda_bf16_gemm_run(&g, stream, err);
-    if (rc) return rc;
-    // bias grads and the scale_bias part of dprobs need row offsets
-    if (!gr->db1 && !gr->db2 && !(m->scale_bias && m->b2 && gr->dprobs)) return FT_OK;
-    rc = cu_fail(cudaMallocAsync((void **)&offs, (m->n_groups + 1) * sizeof(int64_t), st), err,
-                 "cudaMallocAsync");
-    if (rc) return rc;
-    offsets_kernel<<<1, 1, 0, st>>>(m->splits, (int)m->n_groups, m->t, offs);
-    rc = cu_launched(err, "offsets_kernel");
-    if (!rc && gr->db1)
-        rc = group_colsum<uint16_t>(gr->dh, m->n1, offs, (int)m->n_groups, NULL, gr->db1, st, err);
-    if (!rc && gr->db2)
-        rc = group_colsum<uint16_t>(dy, m->n2, offs, (int)m->n_groups,
-                                    m->scale_bias ? m->probs : NULL, gr->db2, st, err);
-    if (!rc && m->scale_bias && m->b2 && gr->dprobs && m->t > 0) {
-        dprobs_bias_kernel<uint16_t><<<cu_blocks(m->t * 32, 256), 256, 0, st>>>(
-            dy, m->n2, m->b2, offs, (int)m->n_groups, gr->dprobs);
-        rc = cu_launched(err, "dprobs_bias_kernel");
-    }
-    int rc2 = cu_fail(cudaFreeAsync(offs, st), err, "cudaFreeAsync");
-    return rc ? rc : rc2;
-}
-
-// ---- entry points the float32-contract MLP (mlp_f32.cu) shares --------------------------
+// ---- entry points mlp_bf16.cu and mlp_f32.cu share ------------------------------------------
 
 int ft_cu_act_fwd_f32(const ft_act *a, int64_t rows, int64_t k2, const float *h, const float *probs,
                       float *z, bool rnd, cudaStream_t st, ft_err *err)
@@ -596,4 +432,24 @@ int ft_cu_dprobs_bias_f32(const float *dy, int64_t n2, const float *b2, const in
     if (t <= 0) return FT_OK;
     dprobs_bias_kernel<float><<<cu_blocks(t * 32, 256), 256, 0, st>>>(dy, n2, b2, offs, G, dprobs);
     return cu_launched(err, "dprobs_bias_kernel");
+}
+
+int ft_cu_colsum_bf16(const uint16_t *x, int64_t cols, const int64_t *offs, int G,
+                      const float *scale, float *db, cudaStream_t st, ft_err *err)
+{
+    return group_colsum<uint16_t>(x, cols, offs, G, scale, db, st, err);
+}
+
+int ft_cu_dprobs_bias_bf16(const uint16_t *dy, int64_t n2, const uint16_t *b2, const int64_t *offs,
+                           int G, int64_t t, float *dprobs, cudaStream_t st, ft_err *err)
+{
+    if (t <= 0) return FT_OK;
+    dprobs_bias_kernel<uint16_t>
+        <<<cu_blocks(t * 32, 256), 256, 0, st>>>(dy, n2, b2, offs, G, dprobs);
+    return cu_launched(err, "dprobs_bias_kernel");
+}
+
+int ft_cu_check_act(const ft_act *a, int64_t n1, int64_t k2, ft_err *err)
+{
+    return check_act(a, n1, k2, err);
 }

@@ -1,20 +1,16 @@
-// mlp_f32.cu - the float32-contract grouped MLP of ft_kernels.h on the device, in two modes that
-// share every step:
+// mlp_f32.cu - the float32-contract grouped MLP of ft_kernels.h on the device, the numerics'
+// device path (nx.cu): kernels/cpu/mlp.c step for step, with the same fake-quantized operands
+// (ft_cuda_quantize_gs, bit-exact to the CPU quantizer) and the same places of bf16 rounding,
+// but each operand divided by its group's factor into bf16, which holds the quotient exactly
+// (MXFP8 codes x E8M0, NVFP4 E2M1 x E4M3 block scales, FP8 codes, FP8 block with power-of-two
+// scales), then cuBLAS bf16 tensor-core GEMMs per group with fp32 accumulation and fp32 output
+// and alpha = the product of the two operands' factors. Results equal the CPU reference's up to
+// fp32 accumulation order. FP8 block scales that are not powers of two vary along K and are not
+// exact in bf16: refused (FT_EUNSUPPORTED; TE's recipes and tefuser use power-of-two ones).
 //
-// - emulation (ft_cuda_mlp_forward/backward): kernels/cpu/mlp.c step for step: the same
-//   fake-quantized operands (ft_cuda_quantize, bit-exact to the CPU quantizer), exact fp32 SIMT
-//   GEMMs, the same places of bf16 rounding, so the two back ends differ only by GEMM
-//   accumulation order (and the activation's transcendental functions). The oracle of the tests.
-// - fast (numerics replay, nx.cu): the same fake-quantized operands, each divided by its group's
-//   factor (ft_cuda_quantize_gs) into bf16, which holds the quotient exactly (MXFP8 codes x E8M0,
-//   NVFP4 E2M1 x E4M3 block scales, FP8 codes; FP8 block with power-of-two scales as they are),
-//   then cuBLAS bf16 tensor-core GEMMs per group with fp32 accumulation and fp32 output and
-//   alpha = the product of the two operands' factors. Results equal the emulation's up to fp32
-//   accumulation order. FP8 block with non-power-of-two scales (scales vary along K) is not exact
-//   in bf16 and runs the emulation's GEMMs.
-//
-// The splits come from the caller's host copy (fast) or are read back once per call (emulation).
-// FP8 delayed scaling with amax histories (ft_mlp_quant.delayed) stays on the CPU back end.
+// The splits come from the caller's host copy. FP8 delayed scaling with amax histories
+// (ft_mlp_quant.delayed) stays on the CPU back end. The bf16 weight operands are kept across
+// calls (the weight cache of ft_fast), which the --gpu-time step's bf16 weights share.
 #include "ft_cuda_int.cuh"
 
 #include <cublas_v2.h>
@@ -127,13 +123,13 @@ struct job {
     int64_t hsplits[FT_CUDA_MAX_GROUPS];
     int64_t used;
     cudaStream_t st;
-    ft_fast *fast; // NULL: emulation
+    ft_fast *fast;
     scratch ws;
 };
 
 void phase(job *j, int ph)
 {
-    if (j->fast) ft_fast_phase(j->fast, ph, j->st);
+    ft_fast_phase(j->fast, ph, j->st);
 }
 
 int job_init(job *j, const ft_mlp *m, const int64_t *hsplits, ft_fast *fast, cudaStream_t st,
@@ -144,39 +140,32 @@ int job_init(job *j, const ft_mlp *m, const int64_t *hsplits, ft_fast *fast, cud
     j->fast = fast;
     j->ws.n = 0;
     j->ws.st = st;
-    if (!m) return ft_err_set(err, FT_EINVAL, "cuda mlp: no descriptor");
+    if (!m || !fast || !hsplits)
+        return ft_err_set(err, FT_EINVAL, "cuda mlp: no descriptor, context or host splits");
     if (m->n_groups < 1 || m->n_groups > FT_CUDA_MAX_GROUPS || !m->splits)
         return ft_err_set(err, FT_EINVAL, "cuda mlp: n_groups %u outside 1..%d", m->n_groups,
                           FT_CUDA_MAX_GROUPS);
-    int rc = FT_OK;
-    if (hsplits) {
-        memcpy(j->hsplits, hsplits, m->n_groups * sizeof(int64_t));
-    } else {
-        rc = cu_fail(cudaMemcpyAsync(j->hsplits, m->splits, m->n_groups * sizeof(int64_t),
-                                     cudaMemcpyDeviceToHost, st),
-                     err, "cudaMemcpy splits D2H");
-        if (!rc) rc = cu_fail(cudaStreamSynchronize(st), err, "cudaStreamSynchronize");
-    }
-    if (rc) return rc;
+    memcpy(j->hsplits, hsplits, m->n_groups * sizeof(int64_t));
     ft_mlp hm = *m;
     hm.splits = j->hsplits;
-    rc = ft_mlp_check(&hm, err);
+    int rc = ft_mlp_check(&hm, err);
     if (rc) return rc;
     if (m->quant.fmt == FT_QF_FP8_DELAYED && m->quant.delayed)
         return ft_err_set(err, FT_EUNSUPPORTED,
                           "cuda mlp: FP8 delayed scaling with amax histories runs on the CPU "
                           "back end only (the histories live on the host)");
-    // exact bf16 operands need power-of-two FP8 block scales (else the emulation's GEMMs)
-    if (fast && m->quant.fmt == FT_QF_FP8_BLOCK && !m->quant.pow2_scales) j->fast = NULL;
+    if (m->quant.fmt == FT_QF_FP8_BLOCK && !m->quant.pow2_scales)
+        return ft_err_set(err, FT_EUNSUPPORTED,
+                          "cuda mlp: FP8 block scales that are not powers of two are not exact in "
+                          "bf16; the CPU back end runs them");
     j->used = 0;
     for (uint32_t g = 0; g < m->n_groups; g++)
         j->used += j->hsplits[g];
     return FT_OK;
 }
 
-// A GEMM operand: float32 values (emulation) or bf16 values with a factor per group (fast).
+// A GEMM operand: bf16 values with a factor per group.
 struct opnd {
-    const float *f;
     const uint16_t *b;
     const float *gs; // [groups] or NULL (1)
 };
@@ -199,32 +188,28 @@ const uint16_t *expand(job *j, const float *v, int64_t rows, int64_t cols, const
     return b;
 }
 
-// Fake-quantize a grouped tensor src[rows][cols] (device splits dsplits) for (tensor, usage);
-// without quantization the source itself is the operand.
+// Fake-quantize a grouped tensor src[rows][cols] (device splits dsplits) for (tensor, usage)
+// into a bf16 operand; without quantization the operand is src in bf16.
 opnd quant_act(job *j, int tensor, int columnwise, const float *src, int64_t rows, int64_t cols,
                const int64_t *dsplits, int *rc, ft_err *err)
 {
-    opnd o = {src, NULL, NULL};
+    opnd o = {NULL, NULL};
     if (*rc) return o;
     phase(j, FT_PH_QUANT);
     const ft_mlp *m = j->m;
     if (m->quant.fmt == FT_QF_NONE) {
-        if (j->fast) o.b = expand(j, src, rows, cols, NULL, NULL, rc, err);
+        o.b = expand(j, src, rows, cols, NULL, NULL, rc, err);
         return o;
     }
     float *dst = scratch_f32(&j->ws, rows * cols, rc, err);
-    float *gs = j->fast ? scratch_f32(&j->ws, m->n_groups, rc, err) : NULL;
+    float *gs = scratch_f32(&j->ws, m->n_groups, rc, err);
     if (*rc) return o;
     ft_qcfg q;
     ft_mlp_qcfg(&m->quant, tensor, 0, columnwise, &q);
     *rc = ft_cuda_quantize_gs(&q, src, rows, cols, dsplits, m->n_groups, dst, gs, j->st, err);
-    o.f = dst;
-    if (j->fast) {
-        o.b = expand(j, dst, rows, cols, dsplits, gs, rc, err);
-        o.gs = gs;
-        o.f = NULL;
-        scratch_drop(&j->ws, dst, rc, err);
-    }
+    o.b = expand(j, dst, rows, cols, dsplits, gs, rc, err);
+    o.gs = gs;
+    scratch_drop(&j->ws, dst, rc, err);
     return o;
 }
 
@@ -235,88 +220,104 @@ uint64_t fbits(float f)
     return u;
 }
 
-// Fake-quantize every expert's weight w[G][n][k] for a usage (fast: one expert at a time through
-// one float32 buffer, into the weight cache when it has room).
+// The weight cache's key of (weights, usage, quantizer config).
+uint64_t wkey(const ft_fast *f, const float *w, int tensor, int columnwise, int64_t n, int64_t k,
+              uint32_t G, const ft_qcfg *q0)
+{
+    const uint64_t v[] = {f->wgen,
+                          (uint64_t)(uintptr_t)w,
+                          (uint64_t)tensor,
+                          (uint64_t)columnwise,
+                          (uint64_t)n,
+                          (uint64_t)k,
+                          G,
+                          (uint64_t)q0->fmt,
+                          (uint64_t)q0->fp8,
+                          q0->two_d,
+                          q0->pow2_scales,
+                          fbits(q0->amax_epsilon),
+                          fbits(q0->scale)};
+    uint64_t key = 0x7e57;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        key = ft_hash_mix(key, v[i]);
+    return key;
+}
+
+// The cache's entry for key: *hit = 1 when it holds the values already; else a fresh entry of
+// bytes (least recently used ones evicted), or NULL when the cache has no room for it.
+ft_fast_w *wslot(ft_fast *f, uint64_t key, size_t bytes, uint32_t G, cudaStream_t st, int *hit)
+{
+    *hit = 0;
+    for (int i = 0; i < f->n_w; i++)
+        if (f->w[i].key == key) {
+            f->w[i].tick = ++f->tick;
+            *hit = 1;
+            return &f->w[i];
+        }
+    while (f->n_w && (f->n_w == 16 || f->wbytes + bytes > f->wcap)) {
+        int lru = 0;
+        for (int i = 1; i < f->n_w; i++)
+            if (f->w[i].tick < f->w[lru].tick) lru = i;
+        cudaFreeAsync(f->w[lru].b, st);
+        cudaFreeAsync(f->w[lru].gs, st);
+        f->wbytes -= f->w[lru].bytes;
+        f->w[lru] = f->w[--f->n_w];
+    }
+    if (bytes > f->wcap) return NULL;
+    ft_fast_w e = {key, ++f->tick, NULL, NULL, bytes};
+    if (cudaMallocAsync((void **)&e.b, bytes, st) == cudaSuccess &&
+        cudaMallocAsync((void **)&e.gs, G * sizeof(float), st) == cudaSuccess) {
+        f->w[f->n_w] = e;
+        f->wbytes += bytes;
+        return &f->w[f->n_w++];
+    }
+    cudaGetLastError(); // no room: the caller's scratch instead
+    if (e.b) cudaFreeAsync(e.b, st);
+    return NULL;
+}
+
+// Fake-quantize every expert's weight w[G][n][k] for a usage into a bf16 operand (one expert at a
+// time through one float32 buffer), into the weight cache when it has room.
 opnd quant_weights(job *j, int tensor, int columnwise, const float *w, int64_t n, int64_t k,
                    int *rc, ft_err *err)
 {
-    opnd o = {w, NULL, NULL};
+    opnd o = {NULL, NULL};
     if (*rc) return o;
     phase(j, FT_PH_QUANT);
     const ft_mlp *m = j->m;
     const uint32_t G = m->n_groups;
     ft_fast *f = j->fast;
-    ft_fast_w *slot = NULL;
     const size_t bbytes = (size_t)G * (size_t)(n * k) * 2;
-    if (f) { // the cache: the weights' generation and address, the usage, the quantizer config
-        ft_qcfg q0;
-        ft_mlp_qcfg(&m->quant, tensor, 0, columnwise, &q0);
-        const uint64_t v[] = {f->wgen,
-                              (uint64_t)(uintptr_t)w,
-                              (uint64_t)tensor,
-                              (uint64_t)columnwise,
-                              (uint64_t)n,
-                              (uint64_t)k,
-                              G,
-                              (uint64_t)q0.fmt,
-                              (uint64_t)q0.fp8,
-                              q0.two_d,
-                              q0.pow2_scales,
-                              fbits(q0.amax_epsilon),
-                              fbits(q0.scale)};
-        uint64_t key = 0x7e57;
-        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-            key = ft_hash_mix(key, v[i]);
-        for (int i = 0; i < f->n_w; i++)
-            if (f->w[i].key == key) {
-                f->w[i].tick = ++f->tick;
-                o.f = NULL, o.b = f->w[i].b;
-                o.gs = m->quant.fmt == FT_QF_NONE ? NULL : f->w[i].gs; // NONE: factors are 1
-                return o;
-            }
-        // make room (least recently used first), then allocate outside the call's scratch
-        while (f->n_w && (f->n_w == 16 || f->wbytes + bbytes > f->wcap)) {
-            int lru = 0;
-            for (int i = 1; i < f->n_w; i++)
-                if (f->w[i].tick < f->w[lru].tick) lru = i;
-            cudaFreeAsync(f->w[lru].b, j->st);
-            cudaFreeAsync(f->w[lru].gs, j->st);
-            f->wbytes -= f->w[lru].bytes;
-            f->w[lru] = f->w[--f->n_w];
-        }
-        if (bbytes <= f->wcap) {
-            ft_fast_w e = {key, ++f->tick, NULL, NULL, bbytes};
-            if (cudaMallocAsync((void **)&e.b, bbytes, j->st) == cudaSuccess &&
-                cudaMallocAsync((void **)&e.gs, G * sizeof(float), j->st) == cudaSuccess) {
-                f->w[f->n_w] = e;
-                slot = &f->w[f->n_w++];
-                f->wbytes += bbytes;
-            } else {
-                cudaGetLastError(); // no room: this call's scratch instead
-                if (e.b) cudaFreeAsync(e.b, j->st);
-            }
-        }
+    ft_qcfg q0;
+    ft_mlp_qcfg(&m->quant, tensor, 0, columnwise, &q0);
+    int hit = 0;
+    ft_fast_w *slot =
+        wslot(f, wkey(f, w, tensor, columnwise, n, k, G, &q0), bbytes, G, j->st, &hit);
+    if (hit) {
+        o.b = slot->b;
+        o.gs = m->quant.fmt == FT_QF_NONE ? NULL : slot->gs; // NONE: factors are 1
+        return o;
     }
     if (m->quant.fmt == FT_QF_NONE) {
-        if (!f) return o;
         if (slot) {
             if ((int64_t)G * n * k > 0) {
                 expand_kernel<<<cu_blocks((int64_t)G * n * k, 256), 256, 0, j->st>>>(
                     w, (int64_t)G * n, k, NULL, 1, NULL, slot->b);
                 *rc = cu_launched(err, "expand_kernel");
             }
-            o.f = NULL, o.b = slot->b;
+            if (*rc) slot->key = 0; // never found again
+            o.b = slot->b;
         } else {
             o.b = expand(j, w, (int64_t)G * n, k, NULL, NULL, rc, err);
         }
         return o;
     }
-    float *dst = scratch_f32(&j->ws, f ? n * k : (int64_t)G * n * k, rc, err);
+    float *dst = scratch_f32(&j->ws, n * k, rc, err);
     uint16_t *b = NULL;
     float *gs = NULL;
-    if (f && slot) {
+    if (slot) {
         b = slot->b, gs = slot->gs;
-    } else if (f) {
+    } else {
         b = (uint16_t *)scratch_bytes(&j->ws, bbytes, rc, err);
         gs = scratch_f32(&j->ws, G, rc, err);
     }
@@ -324,21 +325,16 @@ opnd quant_weights(job *j, int tensor, int columnwise, const float *w, int64_t n
         ft_qcfg q;
         ft_mlp_qcfg(&m->quant, tensor, g, columnwise, &q);
         const size_t off = (size_t)g * (size_t)(n * k);
-        *rc = ft_cuda_quantize_gs(&q, w + off, n, k, NULL, 0, f ? dst : dst + off,
-                                  gs ? gs + g : NULL, j->st, err);
-        if (!*rc && f && n * k > 0) {
+        *rc = ft_cuda_quantize_gs(&q, w + off, n, k, NULL, 0, dst, gs + g, j->st, err);
+        if (!*rc && n * k > 0) {
             expand_kernel<<<cu_blocks(n * k, 256), 256, 0, j->st>>>(dst, n, k, NULL, 1, gs + g,
                                                                     b + off);
             *rc = cu_launched(err, "expand_kernel");
         }
     }
     if (*rc && slot) slot->key = 0; // never found again
-    if (f) {
-        scratch_drop(&j->ws, dst, rc, err);
-        o.f = NULL, o.b = b, o.gs = gs;
-    } else {
-        o.f = dst;
-    }
+    scratch_drop(&j->ws, dst, rc, err);
+    o.b = b, o.gs = gs;
     return o;
 }
 
@@ -349,22 +345,6 @@ int gemm(job *j, ft_gemm_kind kind, const int64_t *dsplits, const int64_t *hs, i
 {
     const uint32_t G = j->m->n_groups;
     phase(j, FT_PH_GEMM);
-    if (!j->fast) {
-        ft_gemm g;
-        memset(&g, 0, sizeof g);
-        g.kind = kind;
-        g.n_groups = G;
-        g.splits = dsplits;
-        g.m = m_rows;
-        g.n = n;
-        g.k = k;
-        g.a = a.f;
-        g.b = b.f;
-        g.c = c;
-        g.bias = bias;
-        g.bias_scale = bias_scale;
-        return ft_cuda_gemm(&g, j->st, err);
-    }
     int rc = FT_OK;
     float *alpha = scratch_f32(&j->ws, G, &rc, err);
     if (rc) return rc;
@@ -532,8 +512,8 @@ int ft_cu_mlp_f32_forward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fast
     if (!rc)
         rc = ft_cu_act_fwd_f32(&m->act, t, k2, fused ? acc : out->h, m->probs, out->z, rnd, j.st,
                                err);
-    if (!rc && j.fast) scratch_drop(&j.ws, acc, &rc, err);
-    if (!rc && j.fast) scratch_drop(&j.ws, xq.b, &rc, err), scratch_drop(&j.ws, w1q.b, &rc, err);
+    if (!rc) scratch_drop(&j.ws, acc, &rc, err);
+    if (!rc) scratch_drop(&j.ws, xq.b, &rc, err), scratch_drop(&j.ws, w1q.b, &rc, err);
     // FC2
     opnd zq = quant_act(&j, FT_MLP_Z, 0, out->z, t, k2, m->splits, &rc, err);
     opnd w2q = quant_weights(&j, FT_MLP_W2, 0, m->w2, n2, k2, &rc, err);
@@ -579,7 +559,7 @@ int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fas
         rc =
             gemm(&j, FT_GEMM_DGRAD, m->splits, j.hsplits, t, n2, k2, dyq, w2c, dz, NULL, NULL, err);
     phase(&j, FT_PH_OTHER);
-    if (!rc && j.fast) scratch_drop(&j.ws, dyq.b, &rc, err), scratch_drop(&j.ws, w2c.b, &rc, err);
+    if (!rc) scratch_drop(&j.ws, dyq.b, &rc, err), scratch_drop(&j.ws, w2c.b, &rc, err);
     if (!rc && !fused) rc = round_bf16(dz, dz, t * k2, j.st, err);
     // activation backward on the saved bf16 h (dh kept in fp32 here)
     if (!rc)
@@ -597,7 +577,7 @@ int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fas
         rc = ft_cu_colsum_f32(fused ? dh32 : dh, n1, offs, (int)G, NULL, out->db1, j.st, err);
         if (!rc) rc = round_bf16(out->db1, out->db1, (int64_t)G * n1, j.st, err);
     }
-    if (!rc && j.fast) scratch_drop(&j.ws, dz, &rc, err);
+    if (!rc) scratch_drop(&j.ws, dz, &rc, err);
     // FC1 backward: dx = dH x W1 (columnwise)
     opnd dhq = quant_act(&j, FT_MLP_DH, 0, dh, t, n1, m->splits, &rc, err);
     opnd w1c = quant_weights(&j, FT_MLP_W1, 1, m->w1, n1, k1, &rc, err);
@@ -608,20 +588,44 @@ int ft_cu_mlp_f32_backward(const ft_mlp *m, const int64_t *hsplits, ft_fast *fas
                   err);
     phase(&j, FT_PH_OTHER);
     if (!rc) rc = round_bf16(out->dx, out->dx, j.used * k1, j.st, err);
-    if (!rc && j.fast) scratch_drop(&j.ws, dhq.b, &rc, err), scratch_drop(&j.ws, w1c.b, &rc, err);
+    if (!rc) scratch_drop(&j.ws, dhq.b, &rc, err), scratch_drop(&j.ws, w1c.b, &rc, err);
     // wgrads: columnwise x columnwise over each group's tokens
     if (!rc) rc = wgrad(&j, FT_MLP_DY, dy, n2, FT_MLP_Z, fwd->z, k2, out->dw2, err);
     if (!rc) rc = wgrad(&j, FT_MLP_DH, dh, n1, FT_MLP_X, m->x, k1, out->dw1, err);
     return scratch_free(&j.ws, rc, err);
 }
 
-extern "C" int ft_cuda_mlp_forward(const ft_mlp *m, ft_mlp_fwd *out, void *stream, ft_err *err)
+int ft_fast_bf16_weights(ft_fast *f, const float *w, int tensor, int64_t n, int64_t k, uint32_t G,
+                         int cache, cudaStream_t st, const uint16_t **out, uint16_t **own,
+                         ft_err *err)
 {
-    return ft_cu_mlp_f32_forward(m, NULL, NULL, out, (cudaStream_t)stream, err);
-}
-
-extern "C" int ft_cuda_mlp_backward(const ft_mlp *m, const ft_mlp_fwd *fwd, const float *dy,
-                                    ft_mlp_bwd *out, void *stream, ft_err *err)
-{
-    return ft_cu_mlp_f32_backward(m, NULL, NULL, fwd, dy, out, (cudaStream_t)stream, err);
+    *out = NULL;
+    *own = NULL;
+    ft_mlp_quant none;
+    memset(&none, 0, sizeof none);
+    ft_qcfg q0;
+    ft_mlp_qcfg(&none, tensor, 0, 0, &q0);
+    const int64_t cnt = (int64_t)G * n * k;
+    int hit = 0;
+    ft_fast_w *slot =
+        cache ? wslot(f, wkey(f, w, tensor, 0, n, k, G, &q0), (size_t)cnt * 2, G, st, &hit) : NULL;
+    if (hit) {
+        *out = slot->b;
+        return FT_OK;
+    }
+    uint16_t *b = slot ? slot->b : NULL;
+    int rc = FT_OK;
+    if (!b) {
+        rc = cu_fail(cudaMallocAsync((void **)&b, (size_t)(cnt > 0 ? cnt : 1) * 2, st), err,
+                     "cudaMallocAsync (bf16 weights)");
+        if (rc) return ft_err_set(err, FT_ENOMEM, "cuda: no device memory for bf16 weights");
+        *own = b;
+    }
+    if (cnt > 0) {
+        expand_kernel<<<cu_blocks(cnt, 256), 256, 0, st>>>(w, (int64_t)G * n, k, NULL, 1, NULL, b);
+        rc = cu_launched(err, "expand_kernel");
+    }
+    if (rc && slot) slot->key = 0;
+    *out = b;
+    return rc;
 }
