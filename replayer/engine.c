@@ -169,6 +169,7 @@ void ft_replay_free(ft_replay *r)
     for (uint32_t p = 0; p < r->n_pol; p++) {
         ft_free(r->pol[p].st);
         store_free(&r->pol[p].store);
+        user_run_free(&r->pol[p]);
     }
     ft_free(r->cc);
     ft_free(r->q_direct);
@@ -346,6 +347,7 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
         pr->store.free_head = FT_NO_ENTRY;
         pr->store.capacity = opts->capacity;
         if (pr->def->needs_fa) r->needs_fa = 1;
+        if (pr->def->user && (rc = user_run_init(r, pr, opts, err))) goto fail;
     }
     r->base.n_traces = 1;
     r->base.n_fusers = n_fusers;

@@ -60,11 +60,46 @@ const char *ft_policy_summary(uint32_t idx); /* one line: key, reset rule, store
 const char *ft_policy_note(uint32_t idx);
 /* Index of policy `name`; FT_ENOTFOUND (with the known names in err) otherwise. */
 int ft_policy_find(const char *name, uint32_t *idx, ft_err *err);
-/* Parse "all" or a comma-separated list of names into idx[] (at most FT_MAX_POLICIES, no
- * duplicates, registry order kept for "all", given order otherwise). */
+/* Parse a comma-separated list into idx[] (at most FT_MAX_POLICIES, no duplicates, in the given
+ * order): names, "all" (every policy defined so far, registry order) and definitions NAME=SPEC
+ * (ft_policy_define). A list that names no built-in replays its user policies after every
+ * built-in. */
 int ft_policy_parse_list(const char *list, uint32_t *idx, uint32_t *n, ft_err *err);
 /* The policy that reproduces TE's plan cache at ref (its row says so), -1 if none does. */
 int ft_policy_of_te_ref(ft_te_ref ref);
+
+/* ---- policies as specs (policy_spec.c, docs/policies.md) ---------------------------------- */
+/* A policy is also a short spec, "NAME=KEY[;store=STORE][;reset=RESET][;build=key|reset]": the
+ * key's fields joined by '+' (type, object, hash, attr:NAME, fusion, f, bo, hist, device,
+ * env:KEY, ops, or none), the store (none, single, dict, lru:N; default dict), the reset rule
+ * (always, key, te:pre3410, te:3410, te:3410-commit1, or fields joined by '+'; default te:3410)
+ * and whether every reset builds. Every built-in carries its spec (ft_policy_spec); a user
+ * policy defined from one joins the registry after the built-ins, found by name like them, and
+ * replays through an interpreted loop that reads only integer ids per call. The registry holds
+ * at most FT_MAX_POLICIES policies, built-ins included, so all of them can replay at once. It
+ * is process-wide and not locked: define before any replay starts. */
+uint32_t ft_policy_builtin_count(void);
+/* "baseline", "historical", "user-defined", or NULL (a candidate like the others). */
+const char *ft_policy_label(uint32_t idx);
+/* The policy in the spec vocabulary, without "NAME=" (a user policy's canonical form). */
+const char *ft_policy_spec(uint32_t idx);
+/* The vocabulary in a few lines (for help and error messages). */
+const char *ft_policy_vocabulary(void);
+/* The recipe attributes attr:NAME can name, "a, b, ..." into buf[cap]; with near (may be NULL)
+ * only those within two edits of it. */
+void ft_policy_attr_names(char *buf, size_t cap, const char *near);
+/* Define a user policy from "NAME=SPEC" (*idx: its registry index). The same definition again
+ * gives the same index; another one under a taken name, a built-in's name or a bad spec is
+ * FT_EINVAL naming the clause and listing the vocabulary; one too many FT_ERANGE. */
+int ft_policy_define(const char *def, uint32_t *idx, ft_err *err);
+/* Define every policy of a JSON document (text[len], source names it in errors): {"policies":
+ * [...]} or an array; each policy {"name", "spec"} or {"name", "key", "store", "reset",
+ * "build"} (key and reset as a '+'-joined string or an array of fields). idx[FT_MAX_POLICIES]
+ * gets their indices, *n their number. Errors name the source, the entry and the field. */
+int ft_policy_define_json(const char *text, size_t len, const char *source, uint32_t *idx,
+                          uint32_t *n, ft_err *err);
+/* Forget every user policy (their indices become free again). */
+void ft_policy_forget_user(void);
 
 /* ---- the decisions view --------------------------------------------------------------------- */
 typedef struct ft_replay ft_replay;

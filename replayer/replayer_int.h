@@ -1,7 +1,7 @@
 /*
- * replayer_int.h - private to the replayer (policy.c, store.c, engine.c, driver.c, result.c): the
- * per-call inputs a policy sees, its per-fuser state, the policy table row, and the integer maps
- * the hot path uses.
+ * replayer_int.h - private to the replayer (policy.c, policy_spec.c, store.c, engine.c, driver.c,
+ * result.c): the per-call inputs a policy sees, its per-fuser state, the policy table row, a user
+ * policy's spec and per-engine ids, and the integer maps the hot path uses.
  *
  * Hot-path rule: everything a policy needs per call is an integer precomputed per recipe index
  * (rinfo) or per call by the oracle pass (pcall); keys are small dense ids, never strings.
@@ -57,6 +57,8 @@ typedef struct pcall {
     int32_t recipe; /* dense recipe index, -1 = none */
     uint32_t f;     /* first_op_requiring_backward (ft_te_boundary) */
     int32_t fa_id;  /* dense id of the fusion-attrs key (only if a policy needs it) */
+    uint32_t kid;   /* user policies: dense id of the key's fields other than f */
+    int32_t rid;    /* user policies: dense id of the reset rule's fields other than f */
 } pcall;
 
 /* The last stale classification a fuser's policy state saw (front of the class memo). */
@@ -87,14 +89,63 @@ _Static_assert(sizeof(pstate) == 128, "pstate is indexed by a shift");
 
 typedef int (*policy_loop_fn)(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err);
 
-/* A policy's row: what the engine and the reports read. Its reset rule, key and store are the
- * arguments its loop was instantiated with (POLICIES in policy.c); they live only there. */
+/* ---- a policy as a spec (policy_spec.c, docs/policies.md) ----------------------------------- */
+/* The fields a key or a reset rule is made of. Per recipe: type, object, hash, attr:NAME, bo,
+ * hist, env:KEY (the trace's env, so constant within a replay); per fuser and recipe: fusion;
+ * per fuser: ops; per call: f, device. */
+enum {
+    SF_TYPE = 0,
+    SF_OBJECT,
+    SF_HASH,
+    SF_ATTR,
+    SF_FUSION,
+    SF_F,
+    SF_BO,
+    SF_HIST,
+    SF_DEVICE,
+    SF_ENV,
+    SF_OPS,
+    SF_COUNT
+};
+#define FT_SPEC_MAX_TERMS 16 /* fields in one key or reset rule */
+#define FT_SPEC_NAME_MAX  64 /* a policy name, an attribute or env key name, with its NUL */
+#define FT_SPEC_TEXT_MAX  640
+
+typedef struct spec_term {
+    uint8_t field;                /* SF_* */
+    char name[FT_SPEC_NAME_MAX]; /* attr:NAME, env:KEY; "" otherwise */
+} spec_term;
+
+typedef struct spec_fields {
+    uint32_t n;
+    uint32_t bits; /* 1u << SF_* of every term */
+    spec_term t[FT_SPEC_MAX_TERMS];
+} spec_fields;
+
+enum { SPEC_RESET_FIELDS = 0, SPEC_RESET_ALWAYS };
+
+typedef struct policy_spec {
+    spec_fields key;
+    spec_fields reset;      /* SPEC_RESET_FIELDS: reset when any of them changes */
+    uint8_t reset_rule;     /* SPEC_RESET_* */
+    uint8_t store;          /* ft_store_kind */
+    uint8_t build_on_reset; /* every reset builds (and replaces the key's plan) */
+    uint32_t capacity;      /* lru:N; 0 = unbounded (--capacity applies to dict) */
+} policy_spec;
+
+/* A policy's row: what the engine and the reports read. A built-in's reset rule, key and store
+ * are the arguments its loop was instantiated with (POLICIES in policy.c), and its spec says the
+ * same in the vocabulary of docs/policies.md (the tests prove they decide alike); a user policy's
+ * row points at its parsed spec, and its loop interprets it. */
 typedef struct policy_def {
     const char *name;
     const char *summary; /* one line: key, reset rule, store */
     const char *note;    /* the reports' note ("historical: ...", "baseline: ..."), or NULL */
+    const char *label;   /* "baseline", "historical", "user-defined", or NULL */
+    const char *spec;    /* the policy in the spec vocabulary: "KEY;store=...;reset=..." */
     int te_ref;          /* the ft_te_ref whose plan cache it reproduces, -1 none */
     int needs_fa;        /* reads pcall.fa_id */
+    const policy_spec *user; /* a user policy's spec; NULL for a built-in */
     /* The per-batch loop, specialised for this policy's reset rule, key and store. */
     policy_loop_fn loop_fn;
 } policy_def;
@@ -102,6 +153,12 @@ typedef struct policy_def {
 #define FT_QDIRECT 64 /* quantizer states with a direct transition row */
 
 const policy_def *ft_policy_def(uint32_t idx);
+/* The built-ins' rows (policy.c) and the user policies' (policy_spec.c). */
+uint32_t policy_n_builtin(void);
+uint32_t spec_n_user(void);
+const policy_def *spec_user_def(uint32_t i);
+/* Parse the spec text after "NAME=" into *out (errors name the clause and list the vocabulary). */
+int spec_parse(const char *text, size_t len, policy_spec *out, ft_err *err);
 
 /* ---- results (result.c) -------------------------------------------------------------------- */
 /* Halve a step histogram's resolution: bucket b takes buckets 2b and 2b+1. */
@@ -129,6 +186,8 @@ typedef struct plan_store {
 int store_lookup(plan_store *st, pstate *s, uint64_t key, uint32_t *plan);
 /* Insert a freshly built plan (key not present), evicting the fuser's LRU entry at capacity. */
 int store_insert(plan_store *st, pstate *s, uint64_t key, uint32_t plan);
+/* Store plan under key, replacing the plan held there or inserting it (a build on reset). */
+int store_put(plan_store *st, pstate *s, uint64_t key, uint32_t plan);
 void store_free(plan_store *st);
 
 /* ---- engine state (engine.c owns it; the policy loops in policy.c read it) ------------------ */
@@ -157,12 +216,39 @@ typedef struct class_memo {
     uint64_t count[FT_MAX_POLICIES]; /* calls per policy slot that hit this entry */
 } class_memo;
 
+/* ---- a user policy in one engine (policy_spec.c) -------------------------------------------- */
+/* The front cache of a user policy's per-call ids, per fuser: its last (recipe, device). */
+typedef struct user_ids {
+    int32_t recipe; /* -2: none yet */
+    int32_t dev;
+    uint32_t kid;
+    int32_t rid;
+} user_ids;
+
+/* What the interpreted loop reads: per-recipe ids of the spec's per-recipe fields, and, when the
+ * key or the reset rule reads fusion, device or ops, their combinations interned per call (a
+ * front cache per fuser, two exact integer maps behind it). No strings per call. */
+typedef struct user_run {
+    int32_t *rk, *rr;         /* [n_recipes + 1] key's / reset's per-recipe fields, dense ids */
+    uint32_t *ops;            /* [n_fusers] dense op-list ids (when a field reads ops) */
+    user_ids *cache;          /* [n_fusers] (percall only) */
+    ft_hmap kmap[2], rmap[2]; /* (id, fusion) -> id, then (id, device, ops) -> id */
+    uint8_t key_f, reset_f;   /* f is in the key / the reset rule */
+    uint8_t reset_always;
+    uint8_t percall;                   /* some field is per call beyond f: fusion, device, ops */
+    uint8_t key_fa, key_dev, key_ops;  /* which of them the key reads */
+    uint8_t reset_fa, reset_dev, reset_ops;
+} user_run;
+
 typedef struct policy_run {
     const policy_def *def;
     uint32_t idx;     /* registry index */
     pstate *st;       /* [n_fusers] */
     plan_store store; /* dict policies */
     ft_policy_result res;
+    user_run u;             /* user policies only */
+    uint8_t store_kind;     /* user policies: ft_store_kind */
+    uint8_t build_on_reset; /* user policies */
 } policy_run;
 
 struct ft_replay {
@@ -231,6 +317,11 @@ struct ft_replay {
     ft_replay_result base; /* non-policy fields */
 };
 
+/* A user policy's setup in an engine and its release (policy_spec.c); the slow path of its ids. */
+int user_run_init(ft_replay *r, policy_run *pr, const ft_replay_opts *opts, ft_err *err);
+void user_run_free(policy_run *pr);
+int user_ids_slow(ft_replay *r, policy_run *pr, const pcall *c, int32_t dev, user_ids *out);
+
 /* Slow paths of the loop, in engine.c. */
 int replay_q_reset_slow(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out);
 int replay_q_equal(ft_replay *r, uint32_t a, uint32_t b);
@@ -238,18 +329,59 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
                                   uint32_t q, uint32_t fresh, int tok_class, int64_t n_tokens,
                                   int *rc);
 
+/* ---- a user policy's key and reset rule, per call ------------------------------------------ */
+/* The call's ids under a user policy: per recipe from the tables, else from the fuser's front
+ * cache, else interned (user_ids_slow). */
+static inline __attribute__((always_inline)) int user_ids_of(ft_replay *r, policy_run *pr,
+                                                             const ft_batch *b, uint32_t i,
+                                                             pcall *c)
+{
+    const user_run *u = &pr->u;
+    if (!u->percall) {
+        c->kid = (uint32_t)u->rk[c->recipe + 1];
+        c->rid = u->rr[c->recipe + 1];
+        return FT_OK;
+    }
+    const int32_t dev = (u->key_dev | u->reset_dev) ? b->device[i] : 0;
+    user_ids *k = &u->cache[c->fuser];
+    if (k->recipe != c->recipe || k->dev != dev) {
+        int rc = user_ids_slow(r, pr, c, dev, k);
+        if (rc) return rc;
+    }
+    c->kid = k->kid;
+    c->rid = k->rid;
+    return FT_OK;
+}
+
+/* Reset when any of the rule's fields differs from the last reset's (the first call always:
+ * saved_a starts as FT_NEVER, TE's recipe_type None). */
+static inline int user_reset(const policy_run *pr, pstate *s, const pcall *c)
+{
+    if (pr->u.reset_always) return 1;
+    if (s->saved_a == c->rid && (!pr->u.reset_f || s->saved_f == (int32_t)c->f)) return 0;
+    s->saved_a = c->rid;
+    s->saved_f = (int32_t)c->f;
+    return 1;
+}
+
+static inline uint64_t user_key(const policy_run *pr, const pcall *c)
+{
+    return ((uint64_t)c->kid << FT_KEY_F_BITS) | (pr->u.key_f ? c->f : 0u);
+}
+
 /* ---- the per-policy loop over one batch ------------------------------------------------------ */
 /* Instantiated per policy row with its functions as constants (LOOP in policy.c), so the reset
  * rule and key are inlined, and per (rec, filt): with per-call recording on (the view), with a
- * filter (only matching calls are counted; raise texts and captured agreement are not). Per
- * call: reset rule -> quantizer-state transition -> store -> staleness against the oracle ->
- * counters. The per-policy step histogram counts builds per bucket here (res.steps.hits);
- * ft_replay_get turns them into hits with the shared call counts. */
+ * filter (only matching calls are counted; raise texts and captured agreement are not). A user
+ * policy's loop (user = 1, policy_spec.c) reads its key, reset rule and store from its run
+ * instead. Per call: reset rule -> quantizer-state transition -> store -> staleness against the
+ * oracle -> counters. The per-policy step histogram counts builds per bucket here
+ * (res.steps.hits); ft_replay_get turns them into hits with the shared call counts. */
 static inline __attribute__((always_inline)) int
 policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             int (*reset_fn)(pstate *, const rinfo *, const pcall *),
             uint64_t (*key_fn)(const rinfo *, const pcall *), ft_store_kind store,
-            int build_on_reset, int rec, int filt)
+            int build_on_reset, int rec, int filt, int user)
 {
     policy_run *pr = &r->pol[p];
     ft_policy_result *res = &pr->res;
@@ -266,13 +398,14 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
     for (uint32_t j = 0; j < n; j++) {
         const ccall *cj = &CC[j];
         const uint32_t u = cj->fuser;
-        const pcall c = {u, cj->recipe, cj->f, cj->fa};
+        pcall c = {u, cj->recipe, cj->f, cj->fa, 0, 0};
+        if (user && (rc = user_ids_of(r, pr, b, cj->i, &c))) goto fail;
         const rinfo *ri = &RI[c.recipe + 1];
         pstate *s = &ST[u];
         const uint32_t fresh = cj->fresh;
         uint32_t plan = fresh;
         int build;
-        const int reset = reset_fn(s, ri, &c);
+        const int reset = user ? user_reset(pr, s, &c) : reset_fn(s, ri, &c);
         const unsigned counted = filt ? cj->match : 1u;
         if (reset) {
             uint32_t nq = FT_NO_ENTRY;
@@ -284,15 +417,27 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         if (store == FT_STORE_NONE) {
             build = 1;
         } else if (store == FT_STORE_SINGLE) {
-            const uint64_t key = key_fn(ri, &c);
+            const uint64_t key = user ? user_key(pr, &c) : key_fn(ri, &c);
             build = (build_on_reset && reset) || key != s->slot_key;
             if (build)
                 s->slot_key = key;
             else
                 plan = s->plan;
         } else {
-            const uint64_t key = ((uint64_t)u << 40) | key_fn(ri, &c);
-            if (!lru && key == s->mru_key[0]) {
+            const uint64_t key = ((uint64_t)u << 40) | (user ? user_key(pr, &c) : key_fn(ri, &c));
+            if (build_on_reset && reset) {
+                /* every reset builds: the fresh plan replaces whatever the key held */
+                build = 1;
+                if ((rc = store_put(&pr->store, s, key, fresh))) goto fail;
+                if (s->count > res->max_entries) res->max_entries = s->count;
+                if (key == s->mru_key[1]) s->mru_key[1] = UINT64_MAX;
+                if (key != s->mru_key[0]) {
+                    s->mru_key[1] = s->mru_key[0];
+                    s->mru_plan[1] = s->mru_plan[0];
+                }
+                s->mru_key[0] = key;
+                s->mru_plan[0] = fresh;
+            } else if (!lru && key == s->mru_key[0]) {
                 plan = s->mru_plan[0];
                 build = 0;
             } else {
@@ -371,7 +516,11 @@ fail:
     for (int k = 0; k < FT_STALE_COUNT; k++)
         res->stale[k] += stale_n[k];
     if (!rc) return FT_OK;
-    return ft_err_set(err, rc, "replay: out of memory");
+    if (rc == FT_ENOMEM) return ft_err_set(err, rc, "replay: out of memory");
+    return ft_err_set(err, rc,
+                      "replay: policy %s: more than %u distinct keys in one trace, or a device "
+                      "index beyond 16 bits",
+                      pr->def->name, (1u << FT_KEY_ID_BITS) - 1);
 }
 
 #endif /* FT_REPLAYER_INT_H */

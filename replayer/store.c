@@ -81,6 +81,18 @@ int store_insert(plan_store *st, pstate *s, uint64_t key, uint32_t plan)
     return FT_OK;
 }
 
+int store_put(plan_store *st, pstate *s, uint64_t key, uint32_t plan)
+{
+    const uint32_t i = ft_hmap_get(&st->index, key);
+    if (i == UINT32_MAX) return store_insert(st, s, key, plan);
+    st->e[i].plan = plan;
+    if (st->capacity && s->head != i) {
+        lru_unlink(st, s, i);
+        lru_push_front(st, s, i);
+    }
+    return FT_OK;
+}
+
 void store_free(plan_store *st)
 {
     ft_hmap_free(&st->index);

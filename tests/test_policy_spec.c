@@ -1,0 +1,400 @@
+/*
+ * test_policy_spec.c - policies as specs (replayer/policy_spec.c, docs/policies.md).
+ *
+ * - Equivalence: every built-in policy's spec (its row's, ft_policy_spec), defined as a user
+ *   policy, decides every call as the built-in's C functions do: build and reset, the plan, the
+ *   stale class and the quantizer state, per call, and every count; on every canned trace in
+ *   traces/ and on synth runs of every scenario (two seeds, default keys), unbounded and with
+ *   --capacity 2 (the user spec then says lru:2 where the built-in's dict takes the capacity).
+ * - The parser: the vocabulary, the defaults, canonical forms, and errors that name the clause
+ *   and list the vocabulary; the JSON form; the registry's bounds and names.
+ * - What a user policy decides on a trace built for it (the three worked examples of
+ *   docs/policies.md on synth rht-switch).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "ft_recorder.h"
+#include "ft_replayer.h"
+#include "ft_synth.h"
+#include "test_util.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int teardown(void **state)
+{
+    (void)state;
+    ft_policy_forget_user();
+    return 0;
+}
+
+/* ---- traces ----------------------------------------------------------------------------------- */
+static void trace_path(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/test_policy_spec_%s_%ld.ftdb", FT_BINARY_DIR, name, (long)getpid());
+    remove(out);
+}
+
+/* traces/NAME.jsonl into a trace file; 0 when the model refuses the stream (none today). */
+static void import_canned(const char *file, char *out, size_t cap)
+{
+    char src[1024];
+    snprintf(src, sizeof src, "%s/traces/%s", FT_SOURCE_DIR, file);
+    trace_path(out, cap, file);
+    FILE *in = fopen(src, "r");
+    assert_non_null(in);
+    ft_rec *rec = NULL;
+    ft_err err = {0};
+    ft_rec_opts ro = {7, 0}; /* small chunks: many batches */
+    assert_int_equal(ft_rec_open(out, &ro, &rec, &err), FT_OK);
+    ft_sink sink;
+    ft_rec_sink(rec, &sink);
+    int rc = ft_jsonl_import(in, src, &sink, NULL, &err);
+    fclose(in);
+    if (rc) fail_msg("%s: %s", src, ft_err_msg(&err));
+    assert_int_equal(ft_rec_close(rec), FT_OK);
+}
+
+static void synth_trace(const char *scenario, uint64_t seed, char *out, size_t cap)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s_%llu", scenario, (unsigned long long)seed);
+    trace_path(out, cap, name);
+    ft_rec *rec = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_rec_open(out, NULL, &rec, &err), FT_OK);
+    ft_sink sink;
+    ft_rec_sink(rec, &sink);
+    int rc = ft_synth_run(scenario, NULL, 0, seed, &sink, &err);
+    if (rc) fail_msg("synth %s seed %llu: %s", scenario, (unsigned long long)seed, ft_err_msg(&err));
+    assert_int_equal(ft_rec_close(rec), FT_OK);
+}
+
+/* ---- equivalence ------------------------------------------------------------------------------ */
+/* Replay path under the built-ins and their specs as user policies (slot k + n_b is built-in k's
+ * spec) and compare every call's decisions and every count; returns the calls compared. */
+static uint64_t compare_on(const char *path, const uint32_t *pol, uint32_t n_b, uint32_t capacity)
+{
+    ft_trace *t = NULL;
+    ft_err err = {0};
+    if (ft_trace_open(path, FT_OPEN_READ, &t, &err)) fail_msg("%s: %s", path, ft_err_msg(&err));
+    ft_replay_opts o = {.policies = pol,
+                        .n_policies = 2 * n_b,
+                        .capacity = capacity,
+                        .needs = FT_VIEW_DECISIONS};
+    ft_replay_cursor *c = NULL;
+    if (ft_replay_cursor_open(t, &o, &c, &err)) fail_msg("%s: %s", path, ft_err_msg(&err));
+    uint64_t calls = 0;
+    for (int more = 1; more;) {
+        const ft_replay_view *v = NULL;
+        if (ft_replay_cursor_next(c, &v, &more, &err)) fail_msg("%s: %s", path, ft_err_msg(&err));
+        if (!more) break;
+        for (uint32_t k = 0; k < n_b; k++) {
+            const ft_view_policy *a = &v->pol[k], *b = &v->pol[k + n_b];
+            for (uint32_t j = 0; j < v->n; j++)
+                if (a->dec[j] != b->dec[j] || a->plan[j] != b->plan[j] ||
+                    a->stale[j] != b->stale[j] || a->q[j] != b->q[j])
+                    fail_msg("%s (capacity %u): seq %lld: %s decides build/reset %u plan %u stale "
+                             "%u q %u, its spec '%s' %u %u %u %u",
+                             path, capacity, (long long)v->seq[j], ft_policy_name(a->policy),
+                             a->dec[j], a->plan[j], a->stale[j], a->q[j],
+                             ft_policy_spec(b->policy), b->dec[j], b->plan[j], b->stale[j],
+                             b->q[j]);
+        }
+        calls += v->n;
+    }
+    ft_replay_result res;
+    ft_replay_cursor_result(c, &res);
+    for (uint32_t k = 0; k < n_b; k++) {
+        const ft_policy_result *a = &res.pol[k], *b = &res.pol[k + n_b];
+        assert_int_equal(a->calls, b->calls);
+        assert_int_equal(a->builds, b->builds);
+        assert_int_equal(a->resets, b->resets);
+        assert_int_equal(a->qdrift, b->qdrift);
+        assert_int_equal(a->max_entries, b->max_entries);
+        assert_int_equal(a->evictions, b->evictions);
+        assert_int_equal(a->cap_agree, b->cap_agree);
+        for (int s = 0; s < FT_STALE_COUNT; s++)
+            assert_int_equal(a->stale[s], b->stale[s]);
+        for (int s = 0; s < FT_MAX_RAISE_TEXTS; s++)
+            assert_int_equal(a->raises[s].count, b->raises[s].count);
+    }
+    ft_replay_cursor_close(c);
+    ft_trace_close(t);
+    return calls;
+}
+
+/* The built-ins, then each one's spec as a user policy ("spec-NAME"); with capacity, dict specs
+ * say lru:capacity. */
+static uint32_t define_specs(uint32_t *pol, uint32_t capacity)
+{
+    const uint32_t n_b = ft_policy_builtin_count();
+    assert_true(2 * n_b <= FT_MAX_POLICIES);
+    ft_policy_forget_user();
+    for (uint32_t k = 0; k < n_b; k++) {
+        char def[512], spec[400];
+        ft_strlcpy(spec, ft_policy_spec(k), sizeof spec);
+        char *d = strstr(spec, "store=dict");
+        if (capacity && d) {
+            char rest[400];
+            ft_strlcpy(rest, d + strlen("store=dict"), sizeof rest);
+            snprintf(d, sizeof spec - (size_t)(d - spec), "store=lru:%u%s", capacity, rest);
+        }
+        snprintf(def, sizeof def, "spec-%s=%s", ft_policy_name(k), spec);
+        ft_err err = {0};
+        pol[k] = k;
+        if (ft_policy_define(def, &pol[k + n_b], &err)) fail_msg("%s: %s", def, ft_err_msg(&err));
+        assert_string_equal(ft_policy_label(pol[k + n_b]), "user-defined");
+    }
+    return n_b;
+}
+
+static uint64_t compare_both(const char *path)
+{
+    uint32_t pol[FT_MAX_POLICIES];
+    uint32_t n_b = define_specs(pol, 0);
+    uint64_t calls = compare_on(path, pol, n_b, 0);
+    n_b = define_specs(pol, 2);
+    compare_on(path, pol, n_b, 2);
+    return calls;
+}
+
+static void test_builtin_specs_match_on_canned_traces(void **state)
+{
+    (void)state;
+    DIR *d = opendir(FT_SOURCE_DIR "/traces");
+    assert_non_null(d);
+    struct dirent *de;
+    int n = 0;
+    uint64_t calls = 0;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len < 7 || strcmp(de->d_name + len - 6, ".jsonl")) continue;
+        char path[1024];
+        import_canned(de->d_name, path, sizeof path);
+        calls += compare_both(path);
+        ft_trace_remove(path);
+        n++;
+    }
+    closedir(d);
+    assert_true(n >= 12); /* every canned trace: none is skipped */
+    assert_true(calls > 100);
+    printf("# %d canned traces, %llu calls: every built-in's spec decides as it does\n", n,
+           (unsigned long long)calls);
+}
+
+static void test_builtin_specs_match_on_every_synth_scenario(void **state)
+{
+    (void)state;
+    const uint32_t n_sc = ft_synth_n_scenarios();
+    assert_true(n_sc > 0);
+    uint64_t calls = 0;
+    for (uint32_t i = 0; i < n_sc; i++)
+        for (uint64_t seed = 1; seed <= 2; seed++) {
+            char path[1024];
+            synth_trace(ft_synth_scenario_at(i)->name, seed, path, sizeof path);
+            uint64_t c = compare_both(path);
+            assert_true(c > 0);
+            calls += c;
+            ft_trace_remove(path);
+        }
+    printf("# %u synth scenarios x 2 seeds, %llu calls: every built-in's spec decides as it does\n",
+           n_sc, (unsigned long long)calls);
+}
+
+/* ---- the parser -------------------------------------------------------------------------------- */
+static void expect_error(const char *def, const char *want1, const char *want2)
+{
+    uint32_t idx;
+    ft_err err = {0};
+    int rc = ft_policy_define(def, &idx, &err);
+    if (rc == FT_OK) fail_msg("'%s' was accepted", def);
+    if (!strstr(err.msg, want1) || (want2 && !strstr(err.msg, want2)))
+        fail_msg("'%s': message '%s' lacks '%s' or '%s'", def, err.msg, want1,
+                 want2 ? want2 : "");
+}
+
+static void test_spec_parse_forms_and_errors(void **state)
+{
+    (void)state;
+    uint32_t idx, again;
+    ft_err err = {0};
+    /* the form: key first, defaults for the rest */
+    assert_int_equal(ft_policy_define("mine=type+f+bo+attr:disable_rht;store=dict", &idx, &err),
+                     FT_OK);
+    assert_int_equal(idx, ft_policy_builtin_count());
+    assert_string_equal(ft_policy_name(idx), "mine");
+    assert_string_equal(ft_policy_spec(idx), "type+f+bo+attr:disable_rht;store=dict;reset=te:3410");
+    assert_string_equal(ft_policy_label(idx), "user-defined");
+    assert_null(ft_policy_note(idx));
+    assert_non_null(strstr(ft_policy_summary(idx), "reset when (type+bo+hist) changes (te:3410)"));
+    /* found by name like a built-in, the same definition again is the same policy */
+    assert_int_equal(ft_policy_find("mine", &again, &err), FT_OK);
+    assert_int_equal(again, idx);
+    assert_int_equal(ft_policy_define("mine = key=type+f+bo+attr:disable_rht ; store = dict",
+                                      &again, &err),
+                     FT_OK);
+    assert_int_equal(again, idx);
+    assert_int_equal(ft_policy_count(), ft_policy_builtin_count() + 1);
+    /* every clause */
+    assert_int_equal(ft_policy_define("b=key=none;store=lru:4;reset=always;build=reset", &idx, &err),
+                     FT_OK);
+    assert_string_equal(ft_policy_spec(idx), "none;store=lru:4;reset=always;build=reset");
+    assert_int_equal(ft_policy_define("c=fusion+device+ops+env:NVTE_X+object;store=single;"
+                                      "reset=key",
+                                      &idx, &err),
+                     FT_OK);
+    assert_string_equal(ft_policy_spec(idx),
+                        "fusion+device+ops+env:NVTE_X+object;store=single;reset=key");
+    assert_int_equal(ft_policy_define("d=hash;reset=hist+bo+attr:fp8_format;store=none", &idx, &err),
+                     FT_OK);
+    /* errors name the clause or field and list the vocabulary */
+    expect_error("x=typo+f", "unknown key field 'typo'", "type, object, hash, attr:NAME");
+    expect_error("x=type;reset=sometimes", "unknown reset field 'sometimes'", "te:pre3410");
+    expect_error("x=type;reset=te:2.19", "unknown TE ref", "te:3410-commit1");
+    expect_error("x=type;store=box", "unknown store 'box'", "lru:N");
+    expect_error("x=type;store=lru:0", "lru:N wants N", NULL);
+    expect_error("x=type;colour=red", "unknown clause 'colour=red'", "store=STORE");
+    expect_error("x=type+attr:disable_rth", "no recipe type has an attribute 'disable_rth'",
+                 "did you mean disable_rht?");
+    expect_error("x=type+f+type", "field 'type' given twice", NULL);
+    expect_error("x=type;store=dict;store=single", "store given twice", NULL);
+    expect_error("x=type;build=often", "build 'often'", "reset");
+    expect_error("x=store=dict", "no key", "fields joined by +");
+    expect_error("x=", "no key", NULL);
+    expect_error("x=none;reset=key", "reset=key with key none", NULL);
+    expect_error("x=type;reset=none", "reset 'none'", "always");
+    expect_error("x=type;;store=dict", "empty clause", NULL);
+    expect_error("justaname", "has no '='", "NAME=KEY");
+    expect_error("te-3410=type", "'te-3410' is a built-in", NULL);
+    expect_error("all=type", "'all' is not a policy name", NULL);
+    expect_error("a b=type", "cannot be in a policy name", NULL);
+    expect_error("mine=type", "already defined as", "attr:disable_rht");
+    expect_error("x=attr:", "wants a name", NULL);
+    /* the registry is bounded: every policy can replay at once */
+    char def[64];
+    uint32_t n_user = ft_policy_count() - ft_policy_builtin_count();
+    for (uint32_t k = n_user; k < FT_MAX_POLICIES - ft_policy_builtin_count(); k++) {
+        snprintf(def, sizeof def, "p%u=type+f;store=lru:%u", k, k + 1);
+        assert_int_equal(ft_policy_define(def, &idx, &err), FT_OK);
+    }
+    assert_int_equal(ft_policy_count(), FT_MAX_POLICIES);
+    assert_int_equal(ft_policy_define("one-more=type", &idx, &err), FT_ERANGE);
+    assert_non_null(strstr(err.msg, "at most"));
+    ft_policy_forget_user();
+    assert_int_equal(ft_policy_count(), ft_policy_builtin_count());
+    assert_int_equal(ft_policy_find("mine", &idx, &err), FT_ENOTFOUND);
+}
+
+static void test_spec_lists_and_json(void **state)
+{
+    (void)state;
+    uint32_t idx[FT_MAX_POLICIES], n, nb = ft_policy_builtin_count();
+    ft_err err = {0};
+    /* a list of definitions alone replays beside every built-in */
+    assert_int_equal(ft_policy_parse_list("mine=type+f+bo+attr:disable_rht;store=dict", idx, &n,
+                                          &err),
+                     FT_OK);
+    assert_int_equal(n, nb + 1);
+    assert_string_equal(ft_policy_name(idx[nb]), "mine");
+    /* with a built-in named, only what is named */
+    assert_int_equal(ft_policy_parse_list("te-3410,mine", idx, &n, &err), FT_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(ft_policy_parse_list("all", idx, &n, &err), FT_OK);
+    assert_int_equal(n, nb + 1);
+    assert_int_equal(ft_policy_parse_list("mine,te-3410,mine", idx, &n, &err), FT_EINVAL);
+    assert_non_null(strstr(err.msg, "given twice"));
+    assert_int_equal(ft_policy_parse_list("nope", idx, &n, &err), FT_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "mine"));
+    assert_non_null(strstr(err.msg, "define one"));
+
+    /* JSON: spec strings, or the clauses as members (arrays of fields) */
+    const char *doc = "{\"policies\": [{\"name\": \"j1\", \"spec\": \"hash+f;reset=hash\"},"
+                      " {\"name\": \"j2\", \"key\": [\"type\", \"attr:disable_rht\"],"
+                      "  \"store\": \"lru:2\", \"reset\": [\"type\", \"bo\"], \"build\": \"reset\"}]}";
+    assert_int_equal(ft_policy_define_json(doc, strlen(doc), "p.json", idx, &n, &err), FT_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(ft_policy_spec(idx[0]), "hash+f;store=dict;reset=hash");
+    assert_string_equal(ft_policy_spec(idx[1]),
+                        "type+attr:disable_rht;store=lru:2;reset=type+bo;build=reset");
+    static const struct {
+        const char *doc, *want;
+    } bad[] = {
+        {"{\"policies\": [", "p.json:1: not valid JSON"},
+        {"{\"rules\": []}", "wants {\"policies\": [...]}"},
+        {"[]", "no policy in it"},
+        {"[{\"name\": \"k\"}]", "policies[0] (k): \"key\" is missing"},
+        {"[{\"name\": \"k\", \"key\": \"type\", \"colour\": 1}]", "unknown member \"colour\""},
+        {"[{\"name\": \"k\", \"key\": 3}]", "\"key\" wants a string or an array"},
+        {"[{\"key\": \"type\"}]", "policies[0]: \"name\" is missing"},
+        {"[{\"name\": \"k\", \"spec\": \"type\", \"store\": \"dict\"}]", "goes alone"},
+        {"[{\"name\": \"k\", \"key\": [\"type\", \"fx\"]}]",
+         "policies[0] (k): policy spec 'k=key=type+fx': unknown key field 'fx'"},
+    };
+    for (size_t i = 0; i < FT_ARRAY_LEN(bad); i++) {
+        assert_int_not_equal(
+            ft_policy_define_json(bad[i].doc, strlen(bad[i].doc), "p.json", idx, &n, &err), FT_OK);
+        if (!strstr(err.msg, bad[i].want))
+            fail_msg("'%s': message '%s' lacks '%s'", bad[i].doc, err.msg, bad[i].want);
+    }
+}
+
+/* ---- user policies decide ---------------------------------------------------------------------- */
+/* The worked examples of docs/policies.md on synth rht-switch: a type key restores the fused plan
+ * after the MXFP8 detour and raises; adding disable_rht, hashing the object or keeping two plans
+ * per fuser in an LRU changes that, as the doc says. */
+static void test_worked_examples_on_rht_switch(void **state)
+{
+    (void)state;
+    char path[1024];
+    synth_trace("rht-switch", 7, path, sizeof path);
+    uint32_t idx[FT_MAX_POLICIES], n;
+    ft_err err = {0};
+    assert_int_equal(ft_policy_parse_list("te-3410,fusion-attrs,"
+                                          "type-rht=type+f+bo+attr:disable_rht;store=dict,"
+                                          "hashed=hash+f+bo;store=dict;reset=hash,"
+                                          "type-lru2=type+f+bo;store=lru:2",
+                                          idx, &n, &err),
+                     FT_OK);
+    assert_int_equal(n, 5);
+    ft_replay_result res;
+    const char *paths[1] = {path};
+    ft_replay_opts o = {.policies = idx, .n_policies = n};
+    assert_int_equal(ft_replay_traces(paths, 1, &o, &res, &err), FT_OK);
+    const ft_policy_result *te = &res.pol[0], *fa = &res.pol[1], *rht = &res.pol[2],
+                           *hashed = &res.pol[3], *lru = &res.pol[4];
+    assert_true(te->stale[FT_STALE_RAISES] > 0); /* the scenario's point */
+    assert_int_equal(fa->calls - fa->stale[FT_STALE_NONE], 0);
+    /* keying on disable_rht removes every stale plan, for more builds than the type key */
+    assert_int_equal(rht->calls - rht->stale[FT_STALE_NONE], 0);
+    assert_true(rht->builds > te->builds);
+    /* the hashed object with a reset on the hash: never stale */
+    assert_int_equal(hashed->calls - hashed->stale[FT_STALE_NONE], 0);
+    /* an LRU of two plans per fuser under a type key is still stale, and evicts */
+    assert_true(lru->stale[FT_STALE_RAISES] > 0);
+    assert_int_equal(lru->max_entries, 2);
+    assert_true(lru->evictions > 0);
+    assert_true(lru->builds > te->builds);
+    ft_trace_remove(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_builtin_specs_match_on_canned_traces, teardown),
+        cmocka_unit_test_teardown(test_builtin_specs_match_on_every_synth_scenario, teardown),
+        cmocka_unit_test_teardown(test_spec_parse_forms_and_errors, teardown),
+        cmocka_unit_test_teardown(test_spec_lists_and_json, teardown),
+        cmocka_unit_test_teardown(test_worked_examples_on_rht_switch, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
