@@ -47,6 +47,25 @@ int cli_parse_u32(const cli_opt *o, const char *val, void *field, ft_err *err); 
 int cli_parse_count(const cli_opt *o, const char *val, void *field, ft_err *err); /* u32 >= 1 */
 int cli_parse_u64(const cli_opt *o, const char *val, void *field, ft_err *err);   /* >= 0 */
 
+/* ---- the policy options of replay, sql and diff (policies.c) ------------------------------- */
+enum { CLI_MAX_POLICY_FILES = 8 };
+typedef struct cli_policy_opts {
+    const char *list;                        /* --policy LIST, or NULL */
+    const char *files[CLI_MAX_POLICY_FILES]; /* --policies FILE, in the order given */
+    uint32_t n_files;
+} cli_policy_opts;
+/* Option parsers into a cli_policy_opts: --policy (once) and --policies (repeatable). */
+int cli_parse_policy_list(const cli_opt *o, const char *val, void *field, ft_err *err);
+int cli_parse_policy_file(const cli_opt *o, const char *val, void *field, ft_err *err);
+/* Define the files' policies, then read the list: idx[FT_MAX_POLICIES] / *n the policies to
+ * replay (the list's, or every built-in, then every user policy defined, ft_policy_parse_list).
+ * defs_only (sql, diff, which replay every policy defined): the list only defines user policies
+ * and idx is left empty. Mistakes are usage errors naming the option (exit 2). */
+int cli_policies_resolve(const cli_policy_opts *p, int defs_only, uint32_t *idx, uint32_t *n,
+                         ft_err *err);
+/* The built-ins with their specs and the spec vocabulary, for a command's help. */
+void cli_policies_help(FILE *f);
+
 /* ---- commands ------------------------------------------------------------------------------ */
 enum { CLI_ANY = 0x7fffffff }; /* max_args: no limit */
 typedef struct cli_cmd cli_cmd;

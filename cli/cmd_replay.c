@@ -42,10 +42,6 @@ typedef struct env_list {
     char keys[MAX_ENV][128];
     uint32_t n;
 } env_list;
-typedef struct policy_list {
-    uint32_t idx[FT_MAX_POLICIES];
-    uint32_t n;
-} policy_list;
 typedef struct opt_u64 {
     uint64_t v;
     int set;
@@ -61,7 +57,7 @@ typedef struct opt_steps {
 } opt_steps;
 
 typedef struct replay_opts {
-    policy_list pol;
+    cli_policy_opts pol;
     env_list env;
     uint32_t capacity, threads, sample, shrink; /* 0: not given */
     int json, csv, explain, all, timing;
@@ -72,13 +68,6 @@ typedef struct replay_opts {
     opt_steps steps;
     opt_u64 max_seconds; /* numerics: refuse longer estimates (default 600, 0: no limit) */
 } replay_opts;
-
-static int parse_policies(const cli_opt *o, const char *v, void *field, ft_err *err)
-{
-    (void)o;
-    policy_list *p = field;
-    return ft_policy_parse_list(v, p->idx, &p->n, err);
-}
 
 static int parse_env(const cli_opt *o, const char *v, void *field, ft_err *err)
 {
@@ -94,15 +83,6 @@ static int parse_env(const cli_opt *o, const char *v, void *field, ft_err *err)
     e->kv[e->n].key = e->keys[e->n];
     e->kv[e->n++].value = eq + 1;
     return FT_OK;
-}
-
-static int parse_captured(const cli_opt *o, const char *v, void *field, ft_err *err)
-{
-    (void)o;
-    uint32_t idx;
-    int rc = ft_policy_find(v, &idx, err);
-    if (!rc) *(const char **)field = v;
-    return rc;
 }
 
 static int parse_backend(const cli_opt *o, const char *v, void *field, ft_err *err)
@@ -160,7 +140,15 @@ static void init(void *opts)
 
 #define OFF(f) offsetof(replay_opts, f)
 static const cli_opt options[] = {
-    {"policy", 0, "LIST", "comma-separated policies, or all (default)", parse_policies, OFF(pol)},
+    {"policy", 0, "LIST",
+     "comma-separated policies: names, all (the default), and user policies\n"
+     "NAME=SPEC (docs/policies.md; below); user policies alone replay beside every\n"
+     "built-in",
+     cli_parse_policy_list, OFF(pol)},
+    {"policies", 0, "FILE",
+     "define the user policies of a JSON file (docs/policies.md); they replay\n"
+     "after --policy's; repeatable",
+     cli_parse_policy_file, OFF(pol)},
     {"capacity", 0, "N", "LRU capacity (N >= 1) of dict stores per fuser (default unbounded)",
      cli_parse_count, OFF(capacity)},
     {"env", 0, "K=V", "override a key of the trace's env (device_cc, NVTE_*, ...); repeatable",
@@ -178,7 +166,7 @@ static const cli_opt options[] = {
     {"captured", 0, "POLICY",
      "the policy the captured run used (default: the header's\n"
      "fuser_cache field, else its te_version)",
-     parse_captured, OFF(captured)},
+     cli_parse_str, OFF(captured)},
     {"threads", 0, "N",
      "worker threads, one trace each (default: one per core); with\n"
      "--numerics, threads running sampled calls (results do not depend on it)",
@@ -258,12 +246,6 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-static void help_policies(FILE *f)
-{
-    fprintf(f, "\npolicies:\n");
-    for (uint32_t i = 0; i < ft_policy_count(); i++)
-        fprintf(f, "  %-16s %s\n", ft_policy_name(i), ft_policy_summary(i));
-}
 
 /* The command line, for the HTML report's provenance (Linux: /proc/self/cmdline), or NULL. */
 static char *command_line(void)
@@ -317,6 +299,8 @@ static void filter_text(const ft_replay_filter *flt, char *buf, size_t cap)
  * of its passes over the traces (one pass; with --numerics a second one after the estimate). */
 typedef struct replay_cmd {
     const replay_opts *ro;
+    uint32_t pol[FT_MAX_POLICIES]; /* the policies replayed, registry indices */
+    uint32_t n_pol;
     const char *const *paths;
     uint32_t n_paths;
     ft_replay_set *set;
@@ -421,8 +405,8 @@ static int setup(replay_cmd *c, ft_err *err)
     c->rep.notes = c->notes;
     if (ro->per_call && (rc = cli_out_open(&c->pc, ro->per_call, CLI_OUT_STREAM, 1, err)))
         return rc;
-    c->o = (ft_replay_opts){.policies = ro->pol.n ? ro->pol.idx : NULL,
-                            .n_policies = ro->pol.n,
+    c->o = (ft_replay_opts){.policies = c->pol,
+                            .n_policies = c->n_pol,
                             .capacity = ro->capacity,
                             .env = ro->env.kv,
                             .n_env = ro->env.n,
@@ -591,7 +575,14 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     c.report = per_call_stdout ? stderr : stdout;
     c.explain = c.format == FT_REPORT_TEXT ? c.report : stderr;
     progress pr = {.n_traces = c.n_paths, .numerics = c.numerics};
-    rc = open_inputs(&c, &pr.n_calls, err);
+    rc = cli_policies_resolve(&ro->pol, 0, c.pol, &c.n_pol, err);
+    uint32_t cap_idx;
+    if (!rc && ro->captured && (rc = ft_policy_find(ro->captured, &cap_idx, err))) {
+        char detail[FT_ERR_MAX];
+        ft_strlcpy(detail, ft_err_msg(err), sizeof detail);
+        rc = cli_usage_error(err, "--captured: %s", detail);
+    }
+    if (!rc) rc = open_inputs(&c, &pr.n_calls, err);
     if (!rc) rc = setup(&c, err);
     if (!rc) rc = replay_and_report(&c, &pr, err);
     rc = cli_out_close(&c.pc, rc, err); /* a failed replay leaves no per-call file behind */
@@ -609,7 +600,8 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
 
 const cli_cmd cmd_replay = {
     .name = "replay",
-    .synopsis = "TRACE... [--policy LIST|all] [--capacity N] [--env K=V]...\n"
+    .synopsis = "TRACE... [--policy LIST|all] [--policies FILE]... [--capacity N]\n"
+                "                         [--env K=V]...\n"
                 "                         [--json | --csv] [--per-call FILE] [--explain]\n"
                 "                         [--captured POLICY] [--threads N] [--timing]\n"
                 "                         [--build-ns NS] [--reset-ns NS] [--html FILE]\n"
@@ -625,5 +617,5 @@ const cli_cmd cmd_replay = {
     .min_args = 1,
     .max_args = CLI_ANY,
     .run_fn = run,
-    .help_fn = help_policies,
+    .help_fn = cli_policies_help,
 };

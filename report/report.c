@@ -106,12 +106,16 @@ static void count_of(FILE *f, uint64_t n, const char *one, const char *many)
     fprintf(f, "%llu %s", (unsigned long long)n, n == 1 ? one : many);
 }
 
-/* The policy's name with its note, e.g. "te-3410-commit1 (historical: ...)". */
+/* The policy's name with its note, e.g. "te-3410-commit1 (historical: ...)", or its label when
+ * it has no note ("mine (user-defined)"). */
 static void policy_named(FILE *f, uint32_t policy)
 {
-    const char *note = ft_policy_note(policy);
+    const char *note = ft_policy_note(policy), *label = ft_policy_label(policy);
     fprintf(f, "%s", ft_policy_name(policy));
-    if (note) fprintf(f, " (%s)", note);
+    if (note)
+        fprintf(f, " (%s)", note);
+    else if (label)
+        fprintf(f, " (%s)", label);
 }
 
 /* ---- text ------------------------------------------------------------------------------------ */
@@ -443,6 +447,9 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q,
     json_object_set_new(js, "policy", json_string(ft_policy_name(q->policy)));
     json_object_set_new(js, "summary", json_string(ft_policy_summary(q->policy)));
     if (note) json_object_set_new(js, "note", json_string(note));
+    if (ft_policy_label(q->policy))
+        json_object_set_new(js, "label", json_string(ft_policy_label(q->policy)));
+    json_object_set_new(js, "spec", json_string(ft_policy_spec(q->policy)));
     json_object_set_new(js, "calls", json_integer((json_int_t)q->calls));
     json_object_set_new(js, "builds", json_integer((json_int_t)q->builds));
     json_object_set_new(js, "hits", json_integer((json_int_t)q->hits));
