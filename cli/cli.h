@@ -10,7 +10,9 @@
  *   1 a check failed (verify found damage: FT_ECORRUPT);
  *   2 bad input or usage (a missing, unreadable or malformed input, a directory or `-` where a
  *     file is wanted, an unknown option, a bad value, an output that would overwrite an input);
- *   3 the environment failed (I/O on an output, memory, SQLite, no device).
+ *   3 the environment failed (I/O on an output, memory, SQLite, no device);
+ *   4 a condition of `replay --fail-on` held (FT_EGATE): the report was written, and the message
+ *     names the condition, the policy and the first call it held on.
  * Only cli/ decides exit codes; libraries return FT_* status codes.
  */
 #ifndef FT_CLI_H
@@ -21,7 +23,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum { FT_EXIT_OK = 0, FT_EXIT_CHECK = 1, FT_EXIT_INPUT = 2, FT_EXIT_INTERNAL = 3 };
+enum { FT_EXIT_OK = 0, FT_EXIT_CHECK = 1, FT_EXIT_INPUT = 2, FT_EXIT_INTERNAL = 3, FT_EXIT_GATE = 4 };
 
 /* Map an FT_* status to an exit code (the table above). */
 int cli_exit_code(int rc);

@@ -56,8 +56,15 @@ typedef struct opt_steps {
     int set;
 } opt_steps;
 
+typedef struct gate_list {
+    ft_gate_cond c[FT_GATE_MAX];
+    uint32_t n;
+} gate_list;
+
 typedef struct replay_opts {
     cli_policy_opts pol;
+    gate_list fail_on;
+    const char *timeline;
     env_list env;
     uint32_t capacity, threads, sample, shrink; /* 0: not given */
     int json, csv, explain, all, timing;
@@ -83,6 +90,28 @@ static int parse_env(const cli_opt *o, const char *v, void *field, ft_err *err)
     e->kv[e->n].key = e->keys[e->n];
     e->kv[e->n++].value = eq + 1;
     return FT_OK;
+}
+
+/* --fail-on A,B (repeatable). */
+static int parse_fail_on(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    (void)o;
+    gate_list *g = field;
+    for (const char *p = v;;) {
+        const char *end = strchr(p, ',');
+        char one[64];
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= sizeof one) return ft_err_set(err, FT_EINVAL, "'%.*s...': too long", 20, p);
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (g->n == FT_GATE_MAX)
+            return ft_err_set(err, FT_EINVAL, "more than %d conditions", FT_GATE_MAX);
+        int rc = ft_report_gate_parse(one, &g->c[g->n], err);
+        if (rc) return rc;
+        g->n++;
+        if (!end) return FT_OK;
+        p = end + 1;
+    }
 }
 
 static int parse_backend(const cli_opt *o, const char *v, void *field, ft_err *err)
@@ -210,6 +239,18 @@ static const cli_opt options[] = {
      parse_ns, OFF(build_ns)},
     {"reset-ns", 0, "NS", "TE's cost of reset_recipe_state alone, assumed (default 0)", parse_ns,
      OFF(reset_ns)},
+    {"fail-on", 0, "COND",
+     "exit with status 4 when COND holds under a replayed policy (after the\n"
+     "report; the message names the condition, the policy and the first call):\n"
+     "stale, raises, builds>N, builds-per-fuser>N, rebuilds-per-step>N;\n"
+     "comma-separated or repeated",
+     parse_fail_on, OFF(fail_on)},
+    {"timeline", 0, "FILE",
+     "also write the run as a Chrome trace event file (Perfetto, chrome://tracing):\n"
+     "a process per rank, a track per fuser, each call a slice, builds, resets\n"
+     "and stale plans as instant events per policy, steps and cumulative builds\n"
+     "as counters; the traces then replay one after another",
+     cli_parse_str, OFF(timeline)},
     {"timing", 0, NULL,
      "add this replayer's own measured times (ns/call, plan-build ns); they vary\n"
      "run to run, so they are off by default",
@@ -319,7 +360,10 @@ typedef struct replay_cmd {
     ft_report_calls *calls; /* --per-call and --explain lines */
     ft_report_data *data;   /* --html */
     ft_numerics_obs *est;   /* --numerics: the estimate, in the first pass */
-    const ft_replay_observer *obs[3];
+    ft_report_gate *gate;   /* --fail-on */
+    cli_out tl;             /* --timeline */
+    ft_report_timeline *timeline;
+    const ft_replay_observer *obs[5];
 } replay_cmd;
 
 static int check_usage(const replay_opts *ro, ft_err *err)
@@ -405,6 +449,8 @@ static int setup(replay_cmd *c, ft_err *err)
     c->rep.notes = c->notes;
     if (ro->per_call && (rc = cli_out_open(&c->pc, ro->per_call, CLI_OUT_STREAM, 1, err)))
         return rc;
+    if (ro->timeline && (rc = cli_out_open(&c->tl, ro->timeline, CLI_OUT_STREAM, 1, err)))
+        return rc;
     c->o = (ft_replay_opts){.policies = c->pol,
                             .n_policies = c->n_pol,
                             .capacity = ro->capacity,
@@ -457,6 +503,14 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
         rc = ft_numerics_obs_new(&c->no, 1, &c->est, err);
         if (!rc) c->obs[n_obs++] = ft_numerics_obs_observer(c->est);
     }
+    if (!rc && ro->fail_on.n) {
+        rc = ft_report_gate_new(ro->fail_on.c, ro->fail_on.n, &c->gate, err);
+        if (!rc) c->obs[n_obs++] = ft_report_gate_observer(c->gate);
+    }
+    if (!rc && ro->timeline) {
+        rc = ft_report_timeline_new(c->tl.f, &c->timeline, err);
+        if (!rc) c->obs[n_obs++] = ft_report_timeline_observer(c->timeline);
+    }
     if (rc) return rc;
     ft_replay_opts o = c->o;
     o.observers = c->obs;
@@ -471,7 +525,10 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
         pthread_join(pr->thread, NULL);
         cli_progress_end();
     }
-    /* the per-call file complete (or its failure known) before the report is written */
+    /* the per-call file and the timeline complete (or their failure known) before the report
+     * is written */
+    if (!rc && c->timeline) rc = ft_report_timeline_finish(c->timeline, err);
+    rc = cli_out_close(&c->tl, rc, err);
     rc = cli_out_close(&c->pc, rc, err);
     if (!rc && ro->explain) fputc('\n', c->explain);
     return rc;
@@ -555,6 +612,10 @@ static int replay_and_report(replay_cmd *c, progress *pr, ft_err *err)
         fputc('\n', c->report);
         rc = ft_report_recommendation(c->report, c->res, &c->rep, err);
     }
+    if (!rc && c->gate) {
+        fflush(c->report);
+        rc = ft_report_gate_verdict(c->gate, stderr, cli_prog(), err);
+    }
     return rc;
 }
 
@@ -567,7 +628,8 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
                     .paths = (const char *const *)args,
                     .n_paths = (uint32_t)n_args,
                     .numerics = ro->backend >= 0,
-                    .pc = {.slot = -1}};
+                    .pc = {.slot = -1},
+                    .tl = {.slot = -1}};
     c.format = ro->json ? FT_REPORT_JSON : ro->csv ? FT_REPORT_CSV : FT_REPORT_TEXT;
     /* stdout carries only the requested format: the report, or the per-call lines */
     const int per_call_stdout =
@@ -586,7 +648,10 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     if (!rc) rc = setup(&c, err);
     if (!rc) rc = replay_and_report(&c, &pr, err);
     rc = cli_out_close(&c.pc, rc, err); /* a failed replay leaves no per-call file behind */
+    rc = cli_out_close(&c.tl, rc, err);
     ft_report_calls_free(c.calls);
+    ft_report_gate_free(c.gate);
+    ft_report_timeline_free(c.timeline);
     ft_report_data_free(c.data);
     ft_numerics_obs_free(c.est);
     ft_replay_set_close(c.set);
@@ -606,6 +671,7 @@ const cli_cmd cmd_replay = {
                 "                         [--captured POLICY] [--threads N] [--timing]\n"
                 "                         [--build-ns NS] [--reset-ns NS] [--html FILE]\n"
                 "                         [--fuser GLOB] [--phase P] [--steps A:B]\n"
+                "                         [--fail-on COND]... [--timeline FILE]\n"
                 "                         [--numerics cpu|cuda [--sample N | --all] [--shrink K]\n"
                 "                          [--seed S] [--max-seconds S]]",
     .summary = "replay traces under plan-cache policies",

@@ -37,6 +37,8 @@ int cli_exit_code(int rc)
     case FT_EVERSION:
     case FT_EUNSUPPORTED:
         return FT_EXIT_INPUT;
+    case FT_EGATE:
+        return FT_EXIT_GATE;
     default: /* FT_EIO, FT_ENOMEM, FT_ESQL, FT_EZSTD, FT_ESTATE, FT_ENODEV, FT_ECUDA */
         return FT_EXIT_INTERNAL;
     }
@@ -50,7 +52,8 @@ static void usage(FILE *f)
     fprintf(f, "\n`fusertrace help COMMAND` (or `fusertrace COMMAND --help`) describes a command;\n"
                "`fusertrace --version` prints the version.\n"
                "Exit status: 0 success, 1 a check failed (damage found), 2 bad input or usage,\n"
-               "3 the environment failed (I/O, memory, no device).\n");
+               "3 the environment failed (I/O, memory, no device), 4 a replay --fail-on\n"
+               "condition held.\n");
 }
 
 static const cli_cmd *find(const char *name)

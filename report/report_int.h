@@ -5,6 +5,7 @@
 #ifndef FT_REPORT_INT_H
 #define FT_REPORT_INT_H
 
+#include "ft_hmap.h"
 #include "ft_report.h"
 
 #include <jansson.h>
