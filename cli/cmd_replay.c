@@ -508,7 +508,7 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
         if (!rc) c->obs[n_obs++] = ft_report_gate_observer(c->gate);
     }
     if (!rc && ro->timeline) {
-        rc = ft_report_timeline_new(c->tl.f, &c->timeline, err);
+        rc = ft_report_timeline_new(c->tl.f, c->tl.name, &c->timeline, err);
         if (!rc) c->obs[n_obs++] = ft_report_timeline_observer(c->timeline);
     }
     if (rc) return rc;

@@ -150,9 +150,10 @@ void ft_report_gate_free(ft_report_gate *g);
  * Perfetto and chrome://tracing load it) to f: a process per trace (pid = its rank), a track
  * per fuser, each counted call a complete event at its captured time, builds, resets and stale
  * plans as instant events per policy, the training step and the cumulative builds per policy as
- * counters. The traces must replay one after another (observers make the driver do so). */
+ * counters; name is the output's, for messages. The traces must replay one after another
+ * (observers make the driver do so). */
 typedef struct ft_report_timeline ft_report_timeline;
-int ft_report_timeline_new(FILE *f, ft_report_timeline **out, ft_err *err);
+int ft_report_timeline_new(FILE *f, const char *name, ft_report_timeline **out, ft_err *err);
 const ft_replay_observer *ft_report_timeline_observer(ft_report_timeline *t);
 /* Close the document after the replay (FT_EIO when a write to f failed). */
 int ft_report_timeline_finish(ft_report_timeline *t, ft_err *err);

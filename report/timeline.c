@@ -32,6 +32,7 @@ typedef struct pending {
 
 struct ft_report_timeline {
     FILE *f;
+    char name[256]; /* the output, for messages */
     int n_events; /* written so far (for the separators) */
     /* the trace being written */
     int64_t pid;
@@ -243,7 +244,7 @@ static int tl_batch(void *ctx, const ft_replay_view *v, ft_err *err)
         }
         if (built) counter_builds(t, ts);
     }
-    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline failed") : FT_OK;
+    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline %s failed", t->name) : FT_OK;
 }
 
 static int tl_end(void *ctx, const ft_replay *engine, int rc, ft_err *err)
@@ -259,15 +260,16 @@ static int tl_end(void *ctx, const ft_replay *engine, int rc, ft_err *err)
             (long long)t->pid,
             t->ns_mode == 1 ? "time: captured ns from the first call"
                             : "time: 1 us per call seq (no captured ns)");
-    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline failed") : FT_OK;
+    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline %s failed", t->name) : FT_OK;
 }
 
-int ft_report_timeline_new(FILE *f, ft_report_timeline **out, ft_err *err)
+int ft_report_timeline_new(FILE *f, const char *name, ft_report_timeline **out, ft_err *err)
 {
     *out = NULL;
     ft_report_timeline *t = ft_calloc(1, sizeof *t);
     if (!t) return ft_err_set(err, FT_ENOMEM, "out of memory");
     t->f = f;
+    snprintf(t->name, sizeof t->name, "%s", name ? name : "file");
     t->obs = (ft_replay_observer){.ctx = t,
                                   .needs = FT_VIEW_CAUSES,
                                   .begin_fn = tl_begin,
@@ -288,7 +290,7 @@ const ft_replay_observer *ft_report_timeline_observer(ft_report_timeline *t)
 int ft_report_timeline_finish(ft_report_timeline *t, ft_err *err)
 {
     fputs("\n]}\n", t->f);
-    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline failed") : FT_OK;
+    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline %s failed", t->name) : FT_OK;
 }
 
 void ft_report_timeline_free(ft_report_timeline *t)

@@ -25,6 +25,7 @@
 #include "test_util.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -387,6 +388,334 @@ static void test_worked_examples_on_rht_switch(void **state)
     ft_trace_remove(path);
 }
 
+/* ---- the command line ----------------------------------------------------------------------- */
+/* `fusertrace ARGS` (2>&1 unless the args redirect); output into *out (ft_malloc'd). */
+static int cli(const char *args, char **out)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s", FT_BINARY_DIR, tu_cli(), args);
+    ft_buf b = {0};
+    int rc = tu_sh_buf(cmd, &b);
+    *out = b.data ? (char *)b.data : ft_strdup("");
+    return rc;
+}
+
+/* Remove the files the command-line tests wrote into FT_BINARY_DIR. */
+static void cleanup_cli_files(void)
+{
+    tu_sh("cd '" FT_BINARY_DIR "' && rm -f tps_*.ftdb tps_*.json tps.html", NULL, 0);
+}
+
+static void expect_cli(const char *args, int status, const char *want)
+{
+    char *out = NULL;
+    int rc = cli(args, &out);
+    if (rc != status || (want && !strstr(out, want)))
+        fail_msg("fusertrace %s: exit %d (want %d), output lacks '%s':\n%s", args, rc, status,
+                 want ? want : "", out);
+    ft_free(out);
+}
+
+#define MINE "'mine=type+f+bo+attr:disable_rht;store=dict'"
+
+/* The issue's command on the demo trace and on synth rht-switch; the user policy in every
+ * output: text (beside the built-ins, labelled in the recommendation), JSON, CSV, HTML,
+ * --per-call, diff, SQL's decisions, a JSON policy file; bad specs exit 2 naming the field. */
+static void test_cli_user_policy_everywhere(void **state)
+{
+    (void)state;
+    if (!tu_cli()) skip();
+    expect_cli("synth demo -o tps_demo.ftdb -f 2>&1", 0, NULL);
+    expect_cli("synth rht-switch -o tps_rht.ftdb -f 2>&1", 0, NULL);
+    static const char *const traces[] = {"tps_demo.ftdb", "tps_rht.ftdb"};
+    char args[2048];
+    for (int k = 0; k < 2; k++) {
+        char *out = NULL;
+        snprintf(args, sizeof args, "replay %s --policy " MINE " 2>&1", traces[k]);
+        assert_int_equal(cli(args, &out), 0);
+        /* a row beside every built-in, and named with its label in the recommendation */
+        for (uint32_t i = 0; i < ft_policy_builtin_count(); i++) {
+            char row[80];
+            snprintf(row, sizeof row, "\n%-16s ", ft_policy_name(i));
+            if (!strstr(out, row)) fail_msg("%s: no row for %s:\n%s", traces[k], row + 1, out);
+        }
+        assert_non_null(strstr(out, "\nmine  "));
+        assert_non_null(strstr(out, "mine (user-defined)"));
+        ft_free(out);
+    }
+    expect_cli("replay tps_rht.ftdb --policy " MINE " --json 2>&1", 0,
+               "\"policy\": \"mine\",\n   \"summary\": \"user-defined: key "
+               "(type+f+bo+attr:disable_rht); reset when (type+bo+hist) changes (te:3410); "
+               "dict\",\n   \"label\": \"user-defined\",\n   \"spec\": "
+               "\"type+f+bo+attr:disable_rht;store=dict;reset=te:3410\"");
+    expect_cli("replay tps_rht.ftdb --policy " MINE " --csv 2>&1", 0, "\nsummary,mine,,,768,48,");
+    expect_cli("replay tps_rht.ftdb --policy " MINE " --html tps.html >/dev/null 2>&1 && "
+               "grep -c 'user-defined: key (type+f+bo+attr:disable_rht)' tps.html",
+               0, "1");
+    expect_cli("replay tps_rht.ftdb --policy te-3410," MINE " --per-call - 2>/dev/null | "
+               "grep -c '\"policy\":\"mine\"'",
+               0, "768");
+    expect_cli("diff tps_rht.ftdb tps_rht.ftdb --policy " MINE " 2>&1", 0,
+               "\nmine\n  builds                                               48             48");
+    expect_cli("sql tps_rht.ftdb --policy " MINE " \"SELECT count(*), sum(build), "
+               "sum(stale <> 'none') FROM decisions WHERE policy = 'mine'\" 2>&1",
+               0, "768|48|0");
+    /* a policy file, and a list that names a policy the file defines */
+    FILE *f = fopen(FT_BINARY_DIR "/tps_policies.json", "w");
+    assert_non_null(f);
+    fputs("{\"policies\": [{\"name\": \"lru2\", \"key\": [\"type\", \"f\", \"bo\"], \"store\": "
+          "\"lru:2\"}]}\n",
+          f);
+    assert_int_equal(fclose(f), 0);
+    expect_cli("replay tps_rht.ftdb --policies tps_policies.json --policy te-3410,lru2 2>&1", 0,
+               "\nlru2                   768        80 ");
+    expect_cli("replay tps_rht.ftdb --policies tps_policies.json --csv 2>&1", 0,
+               "\nsummary,lru2,,,768,80,");
+    /* mistakes: exit 2, the message names the field and lists the vocabulary */
+    expect_cli("replay tps_rht.ftdb --policy 'x=type+colour' 2>&1", 2,
+               "--policy: policy spec 'x=type+colour': unknown key field 'colour'; key fields: "
+               "type, object, hash, attr:NAME, fusion, f, bo, hist, device, env:KEY, ops");
+    expect_cli("replay tps_rht.ftdb --policy 'x=type;store=lru:0' 2>&1", 2, "lru:N wants N");
+    expect_cli("replay tps_rht.ftdb --policies nope.json 2>&1", 2,
+               "--policies: cannot open nope.json");
+    expect_cli("sql tps_rht.ftdb --policy te-3410 'SELECT 1' 2>&1", 2,
+               "--policy here only defines user policies");
+    expect_cli("replay --help", 0, "type+f+bo;store=dict;reset=te:3410");
+    cleanup_cli_files();
+}
+
+/* First seq on which policy name ran a stale plan, by the library (-1: none). */
+static int64_t first_stale(const char *path, const char *name)
+{
+    ft_trace *t = NULL;
+    ft_err err = {0};
+    uint32_t idx;
+    assert_int_equal(ft_policy_find(name, &idx, &err), FT_OK);
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    ft_replay_opts o = {.policies = &idx, .n_policies = 1, .needs = FT_VIEW_DECISIONS};
+    ft_replay_cursor *c = NULL;
+    assert_int_equal(ft_replay_cursor_open(t, &o, &c, &err), FT_OK);
+    int64_t first = -1;
+    for (int more = 1; more && first < 0;) {
+        const ft_replay_view *v = NULL;
+        assert_int_equal(ft_replay_cursor_next(c, &v, &more, &err), FT_OK);
+        for (uint32_t j = 0; more && j < v->n && first < 0; j++)
+            if (v->pol[0].stale[j] != FT_STALE_NONE) first = v->seq[j];
+    }
+    ft_replay_cursor_close(c);
+    ft_trace_close(t);
+    return first;
+}
+
+/* The CI gate: exit 4 with a message naming the condition, the policy and the first call; 0
+ * when it does not hold; thresholds at the edge; usage mistakes exit 2. */
+static void test_cli_fail_on(void **state)
+{
+    (void)state;
+    if (!tu_cli()) skip();
+    expect_cli("synth rht-switch -o tps_gate.ftdb -f 2>&1", 0, NULL);
+    const int64_t seq = first_stale(FT_BINARY_DIR "/tps_gate.ftdb", "te-3410");
+    assert_true(seq > 0);
+    char want[256];
+    snprintf(want, sizeof want, "--fail-on stale held under te-3410: first on seq %lld of "
+             "tps_gate.ftdb (fuser ", (long long)seq);
+    expect_cli("replay tps_gate.ftdb --fail-on stale --policy te-3410 2>&1 >/dev/null", 4, want);
+    expect_cli("replay tps_gate.ftdb --fail-on stale --policy fusion-attrs 2>&1", 0, NULL);
+    expect_cli("replay tps_gate.ftdb --fail-on stale --policy " MINE " 2>&1 >/dev/null", 4,
+               "held under te-3410:");
+    /* the report is still written in full before the verdict */
+    expect_cli("replay tps_gate.ftdb --fail-on raises --policy te-3410 --json 2>/dev/null", 4,
+               "\"policy\": \"te-3410\"");
+    expect_cli("replay tps_gate.ftdb --fail-on raises --policy te-3410 2>&1 >/dev/null", 4,
+               "a stale plan that raises in TE");
+    /* te-3410 builds 32 plans here (the golden of test_worked_examples_on_rht_switch) */
+    expect_cli("replay tps_gate.ftdb --fail-on 'builds>31' --policy te-3410 2>&1 >/dev/null", 4,
+               "): build 32 in all");
+    expect_cli("replay tps_gate.ftdb --fail-on 'builds>32' --policy te-3410 2>&1", 0, NULL);
+    expect_cli("replay tps_gate.ftdb --fail-on 'builds-per-fuser>0' --policy te-3410 2>&1 "
+               ">/dev/null",
+               4, "this fuser's build 1");
+    /* te-pre3410 rebuilds on every grad flip of the recompute; te-3410 keeps both plans */
+    expect_cli("replay tps_gate.ftdb --fail-on 'rebuilds-per-step>0' --policy te-pre3410 2>&1 "
+               ">/dev/null",
+               4, "rebuild 1 in this step");
+    expect_cli("replay tps_gate.ftdb --fail-on 'rebuilds-per-step>0' --policy te-3410 2>&1", 0,
+               NULL);
+    expect_cli("replay tps_gate.ftdb --fail-on stale,raises --fail-on 'builds>0' --policy "
+               "te-3410 2>&1 >/dev/null",
+               4, "3 --fail-on conditions held (exit status 4)");
+    expect_cli("replay tps_gate.ftdb --fail-on sometimes 2>&1", 2,
+               "unknown condition 'sometimes'; conditions: stale, raises, builds>N");
+    expect_cli("replay tps_gate.ftdb --fail-on 'builds' 2>&1", 2, "builds wants a threshold");
+    expect_cli("replay tps_gate.ftdb --fail-on 'stale>3' 2>&1", 2, "takes no threshold");
+    /* a trace without steps cannot answer rebuilds-per-step */
+    char src[1024];
+    snprintf(src, sizeof src,
+             "import %s/traces/te-pr3410-grad-toggle.jsonl -o tps_nostep.ftdb -f 2>&1",
+             FT_SOURCE_DIR);
+    expect_cli(src, 0, NULL);
+    expect_cli("replay tps_nostep.ftdb --fail-on 'rebuilds-per-step>0' 2>&1", 2,
+               "record no training step");
+    cleanup_cli_files();
+}
+
+/* ---- the timeline ----------------------------------------------------------------------------- */
+typedef struct tl_slice {
+    int64_t pid, tid;
+    double ts, dur;
+} tl_slice;
+
+static int by_track(const void *a, const void *b)
+{
+    const tl_slice *x = a, *y = b;
+    if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* The file against the trace event format's rules: an object with a traceEvents array; every
+ * event an object with ph (X, i, C or M here), integer pid and tid and a string name; X, i, C
+ * with a numeric ts; X with dur >= 0, and no two slices of one track overlapping (Perfetto
+ * nests slices by time); i with scope s in g/p/t; C with numeric args; M naming a process or
+ * thread with args. Returns the parsed document. */
+static json_t *check_trace_events(const char *path)
+{
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    if (!doc) fail_msg("%s:%d: %s", path, je.line, je.text);
+    assert_true(json_is_object(doc));
+    const char *unit = json_string_value(json_object_get(doc, "displayTimeUnit"));
+    assert_true(!unit || !strcmp(unit, "ns") || !strcmp(unit, "ms"));
+    json_t *ev = json_object_get(doc, "traceEvents");
+    assert_true(json_is_array(ev));
+    tl_slice *sl = ft_calloc(json_array_size(ev) + 1, sizeof *sl);
+    size_t n_sl = 0, i;
+    json_t *e;
+    json_array_foreach(ev, i, e)
+    {
+        assert_true(json_is_object(e));
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        assert_non_null(ph);
+        assert_true(json_is_integer(json_object_get(e, "pid")));
+        assert_true(json_is_integer(json_object_get(e, "tid")));
+        assert_true(json_is_string(json_object_get(e, "name")));
+        json_t *args = json_object_get(e, "args");
+        assert_true(!args || json_is_object(args));
+        if (strcmp(ph, "M")) assert_true(json_is_number(json_object_get(e, "ts")));
+        if (!strcmp(ph, "X")) {
+            json_t *dur = json_object_get(e, "dur");
+            assert_true(json_is_number(dur) && json_number_value(dur) >= 0);
+            sl[n_sl++] = (tl_slice){json_integer_value(json_object_get(e, "pid")),
+                                    json_integer_value(json_object_get(e, "tid")),
+                                    json_number_value(json_object_get(e, "ts")),
+                                    json_number_value(dur)};
+        } else if (!strcmp(ph, "i")) {
+            const char *sc = json_string_value(json_object_get(e, "s"));
+            assert_true(sc && (!strcmp(sc, "t") || !strcmp(sc, "p") || !strcmp(sc, "g")));
+        } else if (!strcmp(ph, "C")) {
+            assert_non_null(args);
+            const char *k;
+            json_t *v;
+            json_object_foreach(args, k, v) assert_true(json_is_number(v));
+        } else if (!strcmp(ph, "M")) {
+            const char *nm = json_string_value(json_object_get(e, "name"));
+            assert_non_null(args);
+            assert_true(!strcmp(nm, "process_name") || !strcmp(nm, "thread_name") ||
+                        !strcmp(nm, "process_sort_index") || !strcmp(nm, "thread_sort_index") ||
+                        !strcmp(nm, "process_labels"));
+        } else {
+            fail_msg("%s: event %zu has phase '%s'", path, i, ph);
+        }
+    }
+    qsort(sl, n_sl, sizeof *sl, by_track);
+    for (size_t k = 1; k < n_sl; k++)
+        if (sl[k].pid == sl[k - 1].pid && sl[k].tid == sl[k - 1].tid &&
+            sl[k].ts < sl[k - 1].ts + sl[k - 1].dur - 1e-9)
+            fail_msg("%s: slices overlap on pid %lld tid %lld at ts %.3f", path,
+                     (long long)sl[k].pid, (long long)sl[k].tid, sl[k].ts);
+    ft_free(sl);
+    return doc;
+}
+
+/* Count the events of pid whose name is exactly name (NULL: every X). */
+static uint64_t count_events(json_t *doc, int64_t pid, const char *ph, const char *name)
+{
+    uint64_t n = 0;
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(doc, "traceEvents"), i, e)
+    {
+        if (json_integer_value(json_object_get(e, "pid")) != pid) continue;
+        if (strcmp(json_string_value(json_object_get(e, "ph")), ph)) continue;
+        if (name && strcmp(json_string_value(json_object_get(e, "name")), name)) continue;
+        n++;
+    }
+    return n;
+}
+
+/* Two ranks of a pipelined demo run on one timeline: a process per rank, every call a slice,
+ * every build, reset and stale plan of every policy an instant event, the cumulative builds
+ * counter ending at each policy's builds, a named track per fuser. */
+static void test_cli_timeline(void **state)
+{
+    (void)state;
+    if (!tu_cli()) skip();
+    expect_cli("synth demo --set stages=2 --set stage_only=0 -o tps_r0.ftdb -f 2>&1", 0, NULL);
+    expect_cli("synth demo --set stages=2 --set stage_only=1 -o tps_r1.ftdb -f 2>&1", 0, NULL);
+    expect_cli("replay tps_r0.ftdb tps_r1.ftdb --policy te-3410,te-pre3410," MINE
+               " --timeline tps_timeline.json 2>&1",
+               0, "mine (user-defined)");
+    json_t *doc = check_trace_events(FT_BINARY_DIR "/tps_timeline.json");
+    /* the same replay by the library, per trace */
+    uint32_t idx[FT_MAX_POLICIES], n;
+    ft_err err = {0};
+    assert_int_equal(ft_policy_parse_list("te-3410,te-pre3410,mine=type+f+bo+attr:disable_rht;"
+                                          "store=dict",
+                                          idx, &n, &err),
+                     FT_OK);
+    const char *paths[2] = {FT_BINARY_DIR "/tps_r0.ftdb", FT_BINARY_DIR "/tps_r1.ftdb"};
+    ft_replay_result all, per[2];
+    ft_replay_opts o = {.policies = idx, .n_policies = n, .per_trace = per};
+    assert_int_equal(ft_replay_traces(paths, 2, &o, &all, &err), FT_OK);
+    for (int64_t rank = 0; rank < 2; rank++) {
+        const ft_replay_result *r = &per[rank];
+        assert_true(r->calls > 0);
+        assert_int_equal(count_events(doc, rank, "M", "process_name"), 1);
+        assert_int_equal(count_events(doc, rank, "X", "call"), r->calls);
+        assert_int_equal(count_events(doc, rank, "M", "thread_name"), r->n_fusers);
+        for (uint32_t p = 0; p < r->n_policies; p++) {
+            const ft_policy_result *q = &r->pol[p];
+            char name[128];
+            snprintf(name, sizeof name, "build %s", ft_policy_name(q->policy));
+            assert_int_equal(count_events(doc, rank, "i", name), q->builds);
+            snprintf(name, sizeof name, "reset %s", ft_policy_name(q->policy));
+            assert_int_equal(count_events(doc, rank, "i", name), q->resets);
+            snprintf(name, sizeof name, "stale %s", ft_policy_name(q->policy));
+            assert_int_equal(count_events(doc, rank, "i", name), q->calls - q->stale[FT_STALE_NONE]);
+        }
+        /* the last "builds" counter of the rank holds every policy's total */
+        json_t *last = NULL, *e;
+        size_t i;
+        json_array_foreach(json_object_get(doc, "traceEvents"), i, e)
+        {
+            if (json_integer_value(json_object_get(e, "pid")) == rank &&
+                !strcmp(json_string_value(json_object_get(e, "name")), "builds"))
+                last = json_object_get(e, "args");
+        }
+        assert_non_null(last);
+        for (uint32_t p = 0; p < r->n_policies; p++)
+            assert_int_equal(json_integer_value(json_object_get(last, ft_policy_name(
+                                                                     r->pol[p].policy))),
+                             r->pol[p].builds);
+        assert_true(count_events(doc, rank, "C", "step") >= 16);
+    }
+    json_decref(doc);
+    /* a write failure is an error, and no half-written file is left */
+    expect_cli("replay tps_r0.ftdb --timeline /dev/full 2>&1", 3,
+               "writing the timeline /dev/full failed");
+    cleanup_cli_files();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -395,6 +724,9 @@ int main(void)
         cmocka_unit_test_teardown(test_spec_parse_forms_and_errors, teardown),
         cmocka_unit_test_teardown(test_spec_lists_and_json, teardown),
         cmocka_unit_test_teardown(test_worked_examples_on_rht_switch, teardown),
+        cmocka_unit_test_teardown(test_cli_user_policy_everywhere, teardown),
+        cmocka_unit_test_teardown(test_cli_fail_on, teardown),
+        cmocka_unit_test_teardown(test_cli_timeline, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
