@@ -65,6 +65,9 @@ int cli_parse_policy_file(const cli_opt *o, const char *val, void *field, ft_err
  * and idx is left empty. Mistakes are usage errors naming the option (exit 2). */
 int cli_policies_resolve(const cli_policy_opts *p, int defs_only, uint32_t *idx, uint32_t *n,
                          ft_err *err);
+/* Whether the list names a built-in policy or all (else the built-ins replay only beside its
+ * user policies, for comparison). */
+int cli_policies_names_builtin(const cli_policy_opts *p);
 /* The built-ins with their specs and the spec vocabulary, for a command's help. */
 void cli_policies_help(FILE *f);
 

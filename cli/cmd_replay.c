@@ -240,10 +240,11 @@ static const cli_opt options[] = {
     {"reset-ns", 0, "NS", "TE's cost of reset_recipe_state alone, assumed (default 0)", parse_ns,
      OFF(reset_ns)},
     {"fail-on", 0, "COND",
-     "exit with status 4 when COND holds under a replayed policy (after the\n"
+     "exit with status 4 when COND holds under a chosen policy (after the\n"
      "report; the message names the condition, the policy and the first call):\n"
      "stale, raises, builds>N, builds-per-fuser>N, rebuilds-per-step>N;\n"
-     "comma-separated or repeated",
+     "comma-separated or repeated. The chosen policies are the replayed ones,\n"
+     "but the user policies alone when --policy names no built-in",
      parse_fail_on, OFF(fail_on)},
     {"timeline", 0, "FILE",
      "also write the run as a Chrome trace event file (Perfetto, chrome://tracing):\n"
@@ -504,7 +505,15 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
         if (!rc) c->obs[n_obs++] = ft_numerics_obs_observer(c->est);
     }
     if (!rc && ro->fail_on.n) {
-        rc = ft_report_gate_new(ro->fail_on.c, ro->fail_on.n, &c->gate, err);
+        /* the policies chosen: the user policies alone when the built-ins replay only beside
+         * them for comparison (the --policy list names none) */
+        uint32_t watch[FT_MAX_POLICIES], n_watch = 0;
+        const int builtins = cli_policies_names_builtin(&ro->pol);
+        for (uint32_t p = 0; p < c->n_pol; p++)
+            if (c->pol[p] >= ft_policy_builtin_count()) watch[n_watch++] = c->pol[p];
+        const int all = !n_watch || builtins;
+        rc = ft_report_gate_new(ro->fail_on.c, ro->fail_on.n, all ? NULL : watch, n_watch,
+                                &c->gate, err);
         if (!rc) c->obs[n_obs++] = ft_report_gate_observer(c->gate);
     }
     if (!rc && ro->timeline) {

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+enum { FT_SPEC_NAME_MAX_CLI = 256 };
+
 int cli_parse_policy_list(const cli_opt *o, const char *v, void *field, ft_err *err)
 {
     (void)o;
@@ -110,6 +112,25 @@ int cli_policies_resolve(const cli_policy_opts *p, int defs_only, uint32_t *idx,
         return cli_usage_error(err, "--policy: %s", detail);
     }
     return rc;
+}
+
+int cli_policies_names_builtin(const cli_policy_opts *p)
+{
+    for (const char *s = p->list; s && *s;) {
+        const char *end = strchr(s, ',');
+        const size_t len = end ? (size_t)(end - s) : strlen(s);
+        char item[FT_SPEC_NAME_MAX_CLI];
+        uint32_t k;
+        if (len < sizeof item && !memchr(s, '=', len)) {
+            memcpy(item, s, len);
+            item[len] = '\0';
+            if (!strcmp(item, "all") ||
+                (!ft_policy_find(item, &k, NULL) && k < ft_policy_builtin_count()))
+                return 1;
+        }
+        s = end ? end + 1 : NULL;
+    }
+    return 0;
 }
 
 void cli_policies_help(FILE *f)

@@ -136,7 +136,9 @@ typedef struct ft_gate_hit {
 /* An observer of the replay driver (put it into ft_replay_opts.observers) that keeps the first
  * hit per condition and policy. */
 typedef struct ft_report_gate ft_report_gate;
-int ft_report_gate_new(const ft_gate_cond *conds, uint32_t n, ft_report_gate **out, ft_err *err);
+/* watch[n_watch]: the registry indices of the policies to watch; NULL: every replayed one. */
+int ft_report_gate_new(const ft_gate_cond *conds, uint32_t n, const uint32_t *watch,
+                       uint32_t n_watch, ft_report_gate **out, ft_err *err);
 const ft_replay_observer *ft_report_gate_observer(ft_report_gate *g);
 /* After the replay: one line to f per condition and policy that held ("PROG: --fail-on stale
  * held under te-3410: first on seq N of FILE (fuser F 'label', step S): ..."), then FT_EGATE

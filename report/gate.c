@@ -60,6 +60,9 @@ struct ft_report_gate {
     uint32_t n_cond;
     uint32_t n_pol;
     uint32_t pol[FT_MAX_POLICIES];
+    int watch_all;
+    uint32_t watch[FT_MAX_POLICIES], n_watch; /* registry indices watched (unless watch_all) */
+    uint8_t watched[FT_MAX_POLICIES];         /* per slot of the trace being replayed */
     /* the first hit per condition and policy slot; seq < 0: none yet */
     ft_gate_hit hit[FT_GATE_MAX][FT_MAX_POLICIES];
     uint64_t builds[FT_MAX_POLICIES]; /* over every trace */
@@ -97,6 +100,11 @@ static int gate_begin(void *ctx, const ft_replay_input *in, const ft_replay *eng
     const uint32_t *idx;
     g->n_pol = ft_replay_policies(engine, &idx);
     memcpy(g->pol, idx, g->n_pol * sizeof *idx);
+    for (uint32_t p = 0; p < g->n_pol; p++) {
+        g->watched[p] = (uint8_t)g->watch_all;
+        for (uint32_t k = 0; k < g->n_watch; k++)
+            g->watched[p] |= g->watch[k] == idx[p];
+    }
     g->trace = in->index;
     g->path = in->path;
     g->n_fusers = ft_trace_n_fusers(in->trace);
@@ -149,6 +157,7 @@ static int gate_batch(void *ctx, const ft_replay_view *v, ft_err *err)
         if (v->step[j] >= 0) g->any_step = 1;
         for (uint32_t p = 0; p < v->n_pol; p++) {
             const ft_view_policy *vp = &v->pol[p];
+            if (!g->watched[p]) continue;
             if (vp->stale[j] != FT_STALE_NONE)
                 for (uint32_t c = 0; c < g->n_cond; c++)
                     if (g->cond[c].kind == FT_GATE_STALE ||
@@ -161,13 +170,17 @@ static int gate_batch(void *ctx, const ft_replay_view *v, ft_err *err)
     return FT_OK;
 }
 
-int ft_report_gate_new(const ft_gate_cond *conds, uint32_t n, ft_report_gate **out, ft_err *err)
+int ft_report_gate_new(const ft_gate_cond *conds, uint32_t n, const uint32_t *watch,
+                       uint32_t n_watch, ft_report_gate **out, ft_err *err)
 {
     *out = NULL;
-    if (n > FT_GATE_MAX)
+    if (n > FT_GATE_MAX || n_watch > FT_MAX_POLICIES)
         return ft_err_set(err, FT_EINVAL, "more than %d --fail-on conditions", FT_GATE_MAX);
     ft_report_gate *g = ft_calloc(1, sizeof *g);
     if (!g) return ft_err_set(err, FT_ENOMEM, "out of memory");
+    g->watch_all = watch == NULL;
+    if (watch) memcpy(g->watch, watch, n_watch * sizeof *watch);
+    g->n_watch = n_watch;
     memcpy(g->cond, conds, n * sizeof *conds);
     g->n_cond = n;
     for (uint32_t c = 0; c < n; c++)

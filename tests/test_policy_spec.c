@@ -521,7 +521,12 @@ static void test_cli_fail_on(void **state)
              "tps_gate.ftdb (fuser ", (long long)seq);
     expect_cli("replay tps_gate.ftdb --fail-on stale --policy te-3410 2>&1 >/dev/null", 4, want);
     expect_cli("replay tps_gate.ftdb --fail-on stale --policy fusion-attrs 2>&1", 0, NULL);
-    expect_cli("replay tps_gate.ftdb --fail-on stale --policy " MINE " 2>&1 >/dev/null", 4,
+    /* user policies alone are the chosen ones: the built-ins beside them are not watched */
+    expect_cli("replay tps_gate.ftdb --fail-on stale --policy " MINE " 2>&1", 0, NULL);
+    expect_cli("replay tps_gate.ftdb --fail-on stale --policy 'lru2=type+f+bo;store=lru:2' 2>&1 "
+               ">/dev/null",
+               4, "--fail-on stale held under lru2:");
+    expect_cli("replay tps_gate.ftdb --fail-on stale --policy all," MINE " 2>&1 >/dev/null", 4,
                "held under te-3410:");
     /* the report is still written in full before the verdict */
     expect_cli("replay tps_gate.ftdb --fail-on raises --policy te-3410 --json 2>/dev/null", 4,
