@@ -616,5 +616,78 @@ class TestActivation(unittest.TestCase):
             self.assertEqual([r["seq"] for r in recs if r["t"] == "call"], [0, 1])
 
 
+class TestNvtx(unittest.TestCase):
+    """FUSERTRACE_NVTX=1: each plan build is one NVTX range, opened at the build's first fusion
+    pass and closed when maybe_fuse_ops returns; Debian's CPU torch has no NVTX, so torch's
+    functions are replaced by recorders here (and without them the capture warns and goes on)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.log = []
+        self.saved = {k: getattr(torch.cuda.nvtx, k) for k in ("range_push", "range_pop", "mark")}
+
+    def tearDown(self):
+        fc.disable()
+        for k, v in self.saved.items():
+            setattr(torch.cuda.nvtx, k, v)
+        self.tmp.cleanup()
+
+    def fake_nvtx(self):
+        torch.cuda.nvtx.range_push = lambda name: self.log.append(("push", name))
+        torch.cuda.nvtx.range_pop = lambda: self.log.append(("pop", None))
+        torch.cuda.nvtx.mark = lambda name: self.log.append(("mark", name))
+
+    def run_steps(self):
+        m = mlp()
+        x, s, p = mlp_inputs()
+        r = MXFP8BlockScaling()
+        for grad, rec in [(True, r), (False, r), (True, r), (True, None), (True, r)]:
+            with torch.set_grad_enabled(grad), te.autocast(enabled=rec is not None, recipe=rec):
+                m(x, s, p, s)
+        fc.disable()
+        recs = ftutil.read_jsonl(os.path.join(self.tmp.name, "rank0.jsonl"))
+        return [r for r in recs if r["t"] == "call"]
+
+    def test_builds_are_ranges(self):
+        self.fake_nvtx()
+        old = os.environ.get("FUSERTRACE_NVTX")
+        os.environ["FUSERTRACE_NVTX"] = "1"
+        try:
+            fc.enable(self.tmp.name, jsonl=True)
+        finally:
+            if old is None:
+                del os.environ["FUSERTRACE_NVTX"]
+            else:
+                os.environ["FUSERTRACE_NVTX"] = old
+        self.assertEqual(self.log, [("push", "fusertrace: NVTX check"), ("pop", None)])
+        self.log.clear()
+        calls = self.run_steps()
+        builds = sum(c["rebuilt"] for c in calls)
+        self.assertGreater(builds, 0)
+        pushes = [name for kind, name in self.log if kind == "push"]
+        self.assertEqual(len(pushes), builds)  # one range per build, not per fusion pass
+        self.assertEqual(sum(kind == "pop" for kind, _ in self.log), builds)
+        self.assertEqual(set(pushes), {"fusertrace: plan build (fuser 0)"})
+        # every range is closed before the next opens
+        depth = 0
+        for kind, _ in self.log:
+            depth += {"push": 1, "pop": -1}.get(kind, 0)
+            self.assertIn(depth, (0, 1))
+        self.assertEqual(depth, 0)
+
+    def test_off_by_default(self):
+        self.fake_nvtx()
+        fc.enable(self.tmp.name, jsonl=True)
+        self.run_steps()
+        self.assertEqual(self.log, [])
+
+    def test_cpu_torch_warns_and_captures(self):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fc.enable(self.tmp.name, jsonl=True, nvtx=True)
+        self.assertTrue(any("FUSERTRACE_NVTX: no NVTX" in str(x.message) for x in w))
+        self.assertEqual(len(self.run_steps()), 5)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -9,6 +9,10 @@ What is wrapped (transformer_engine/pytorch/ops/fuser.py, TE 2.20 / PR #3410):
   grew) or, without a cache, the identity of its _forward_ops list.
 - _OperationFuserAutogradFunction.forward/backward: tag the autograd context with the call's seq
   and record a `backward` record when that context's backward runs.
+With FUSERTRACE_NVTX=1 (enable(nvtx=True)) each plan build is also an NVTX range, "fusertrace:
+plan build (fuser N)", from its first fusion pass until maybe_fuse_ops returns, so that Nsight
+Systems shows it next to the kernels it delays (a marker instead, after the call, when builds are
+inferred from the plan cache). Off by default; without NVTX in torch (a CPU build) it warns once.
 Every wrapper calls the original with the same arguments and returns its result unchanged; a
 failure inside the capture disables the capture with one warning and never reaches TE.
 """
@@ -41,13 +45,39 @@ SPLIT_MODES = ("off", "host", "async")
 _CTX: list = [None, None, None]
 class _Builds(threading.local):
     """Plan builds seen so far in this thread (incremented by the _apply_fusions wrapper), so
-    that a build in one thread never marks another thread's call as rebuilt."""
+    that a build in one thread never marks another thread's call as rebuilt; and, while NVTX
+    marks builds, the fuser whose maybe_fuse_ops runs and whether its build range is open."""
 
     n = 0
+    nvtx_fuser = None
+    nvtx_open = False
 
 
 _BUILDS = _Builds()
 _ACTIVE: list = [None]  # [the enabled _Capture or None]
+# (range_push, range_pop, mark) of torch.cuda.nvtx while FUSERTRACE_NVTX=1 marks TE's plan
+# builds, else None
+_NVTX: list = [None]
+
+
+def nvtx_functions():
+    """torch.cuda.nvtx's range_push, range_pop and mark, checked once; (None, why) when this
+    torch has no NVTX (a CPU build)."""
+    nv = getattr(getattr(sys.modules.get("torch"), "cuda", None), "nvtx", None)
+    fns = tuple(getattr(nv, name, None) for name in ("range_push", "range_pop", "mark"))
+    if None in fns:
+        return None, "torch.cuda.nvtx is not there"
+    try:
+        fns[0]("fusertrace: NVTX check")
+        fns[1]()
+    except Exception as e:  # pylint: disable=broad-except
+        return None, str(e)
+    return fns, None
+
+
+def _nvtx_name(fuser) -> str:
+    ft = fuser.__dict__.get("_ft_id")
+    return f"fusertrace: plan build (fuser {ft[1] if ft else '?'})"
 
 
 def _warn(msg: str) -> None:
@@ -432,8 +462,21 @@ def _wrap_maybe_fuse_ops(orig, counted: bool):
             if cap is None:
                 return orig(self, is_grad_enabled, recipe, input_, extra_inputs)
             n0 = _BUILDS.n
+            nv = _NVTX[0]
             t0 = perf_counter_ns()
-            ret = orig(self, is_grad_enabled, recipe, input_, extra_inputs)
+            if nv is None:
+                ret = orig(self, is_grad_enabled, recipe, input_, extra_inputs)
+            else:
+                # the _apply_fusions wrapper opens the build's range at the first fusion pass;
+                # it closes when maybe_fuse_ops returns (or raises)
+                _BUILDS.nvtx_fuser = self
+                try:
+                    ret = orig(self, is_grad_enabled, recipe, input_, extra_inputs)
+                finally:
+                    _BUILDS.nvtx_fuser = None
+                    if _BUILDS.nvtx_open:
+                        _BUILDS.nvtx_open = False
+                        nv[1]()
             t1 = perf_counter_ns()
             try:
                 cap.on_call(self, is_grad_enabled, recipe, input_, extra_inputs, t0, t1 - t0,
@@ -460,6 +503,8 @@ def _wrap_maybe_fuse_ops(orig, counted: bool):
                 rebuilt = len(cache) != before
             else:
                 rebuilt = d.get("_forward_ops") is not before
+            if rebuilt and _NVTX[0] is not None:
+                _NVTX[0][2](_nvtx_name(self))  # known only afterwards: a marker, not a range
             cap.on_call(self, is_grad_enabled, recipe, input_, extra_inputs, t0, t1 - t0,
                         rebuilt)
         except Exception as e:  # pylint: disable=broad-except
@@ -473,6 +518,10 @@ def _wrap_apply_fusions(orig):
     @functools.wraps(orig)
     def _apply_fusions(*args, **kwargs):
         _BUILDS.n += 1
+        nv = _NVTX[0]
+        if nv is not None and not _BUILDS.nvtx_open and _BUILDS.nvtx_fuser is not None:
+            nv[0](_nvtx_name(_BUILDS.nvtx_fuser))
+            _BUILDS.nvtx_open = True
         return orig(*args, **kwargs)
 
     return _apply_fusions
