@@ -67,16 +67,22 @@ typedef struct class_cache {
     uint32_t memo; /* its class_memo entry */
 } class_cache;
 
+/* The plans a store holds for one owner (a fuser's dict, or one op-list class's shared dict): a
+ * doubly linked list through store_entry, most recently used first. */
+typedef struct store_list {
+    uint32_t head, tail; /* FT_NO_ENTRY when empty */
+    uint32_t count;      /* entries held */
+} store_list;
+
 /* A policy's state for one fuser. */
 typedef struct pstate {
-    int64_t saved_hist;  /* last_hist */
-    uint64_t slot_key;   /* single-slot store: key of the held plan */
-    int32_t saved_a;     /* reset-rule component (type/bo id, hash id, object id); FT_NEVER */
-    int32_t saved_f;     /* te-pre3410: f of the held plan */
-    uint32_t plan;       /* plan the last call ran */
-    uint32_t q;          /* interned quantizer state */
-    uint32_t head, tail; /* LRU list of this fuser's dict entries, most recent first */
-    uint32_t count;      /* dict entries held */
+    int64_t saved_hist; /* last_hist */
+    uint64_t slot_key;  /* single-slot store: key of the held plan */
+    int32_t saved_a;    /* reset-rule component (type/bo id, hash id, object id); FT_NEVER */
+    int32_t saved_f;    /* te-pre3410: f of the held plan */
+    uint32_t plan;      /* plan the last call ran */
+    uint32_t q;         /* interned quantizer state */
+    store_list lst;     /* this fuser's dict entries (FT_STORE_DICT) */
     /* front caches of the hot path */
     uint64_t mru_key[2]; /* unbounded dict store: the two most recent keys and their plans */
     uint32_t mru_plan[2];
@@ -96,6 +102,7 @@ typedef struct policy_def {
     const char *note;    /* the reports' note ("historical: ...", "baseline: ..."), or NULL */
     int te_ref;          /* the ft_te_ref whose plan cache it reproduces, -1 none */
     int needs_fa;        /* reads pcall.fa_id */
+    ft_store_kind store; /* where its plans live */
     /* The per-batch loop, specialised for this policy's reset rule, key and store. */
     policy_loop_fn loop_fn;
 } policy_def;
@@ -110,11 +117,18 @@ void replay_step_fold(ft_step_hist *s);
 /* Count text (TE's error message) among the few kept texts. */
 void replay_add_raise_text(ft_raise_text *t, const char *text, uint64_t count);
 
-/* ---- plan store: dict of (fuser, key) -> plan with a per-fuser LRU list ------------------- */
+/* ---- plan stores (store.c) ------------------------------------------------------------------
+ * One map from store key to plan per policy, entries in a pool, each on its owner's list:
+ *   FT_STORE_DICT    owner = the fuser: key (fuser state << 40 | policy key);
+ *   FT_STORE_SHARED  owner = the fuser's op-list class: key (class << 40 | policy key), so that
+ *                    every fuser with the same ops (TE's transient OperationFuser([op]) per call
+ *                    of a standalone op) finds the plans the others built.
+ * With a capacity the owner's list is kept in LRU order and its least recently used entry is
+ * evicted; without one, lookups leave the order alone (the list serves store_drop only). */
 typedef struct store_entry {
-    uint64_t key; /* store key (fuser << 40 | policy key) */
+    uint64_t key; /* store key (owner << 40 | policy key) */
     uint32_t plan;
-    uint32_t prev, next; /* LRU neighbours within the fuser, FT_NO_ENTRY at the ends */
+    uint32_t prev, next; /* neighbours within the owner's list, FT_NO_ENTRY at the ends */
 } store_entry;
 
 typedef struct plan_store {
@@ -122,14 +136,18 @@ typedef struct plan_store {
     store_entry *e; /* [n_e] pool */
     uint32_t n_e, cap_e;
     uint32_t free_head; /* free list through .next */
-    uint32_t capacity;  /* per fuser; 0 = unbounded (no LRU bookkeeping) */
+    uint32_t capacity;  /* per owner; 0 = unbounded */
     uint64_t evictions;
+    store_list *lists; /* FT_STORE_SHARED: [n_lists] one list per op-list class */
+    uint32_t n_lists;
 } plan_store;
 
-/* Look up key for fuser state s; on a hit set *plan, refresh LRU order and return 1. */
-int store_lookup(plan_store *st, pstate *s, uint64_t key, uint32_t *plan);
-/* Insert a freshly built plan (key not present), evicting the fuser's LRU entry at capacity. */
-int store_insert(plan_store *st, pstate *s, uint64_t key, uint32_t plan);
+/* Look up key on owner list l; on a hit set *plan, refresh LRU order and return 1. */
+int store_lookup(plan_store *st, store_list *l, uint64_t key, uint32_t *plan);
+/* Insert a freshly built plan (key not present), evicting l's LRU entry at capacity. */
+int store_insert(plan_store *st, store_list *l, uint64_t key, uint32_t plan);
+/* Remove every entry of owner list l (a fuser that ended: its state is reused). */
+void store_drop(plan_store *st, store_list *l);
 void store_free(plan_store *st);
 
 /* ---- engine state (engine.c owns it; the policy loops in policy.c read it) ------------------ */
@@ -174,6 +192,7 @@ struct ft_replay {
     uint32_t *n_ops; /* [n_fusers] */
     uint32_t *inst;  /* [n_fusers] the fuser whose plan-cache state a fuser uses: itself, or the
                         first declaration of its instance when its op attributes changed */
+    uint32_t *cls;   /* [n_fusers] its op-list class (ft_model_fuser_list) */
     rinfo *ri;       /* [n_recipes + 1], index recipe + 1 */
     oracle_mru *mru; /* [n_fusers] */
     /* memo tables */
@@ -260,7 +279,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
     const ccall *CC = r->cc;
     const uint32_t *q_direct = r->q_direct;
     const rinfo *RI = r->ri;
-    const uint32_t *INST = r->inst;
+    const uint32_t *INST = r->inst, *CLS = r->cls;
     pstate *ST = pr->st;
     uint64_t *step_builds = res->steps.hits;
     const int lru = pr->store.capacity != 0; /* the MRU front cache only when unbounded */
@@ -301,7 +320,10 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             else
                 plan = s->plan;
         } else {
-            const uint64_t key = ((uint64_t)inst << 40) | key_fn(ri, &c);
+            /* dict: the instance's own; shared: its op-list class's, whoever built it */
+            const uint64_t owner = store == FT_STORE_SHARED ? CLS[u] : inst;
+            const uint64_t key = (owner << 40) | key_fn(ri, &c);
+            store_list *l = store == FT_STORE_SHARED ? &pr->store.lists[owner] : &s->lst;
             if (!lru && key == s->mru_key[0]) {
                 plan = s->mru_plan[0];
                 build = 0;
@@ -310,10 +332,10 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
                     plan = s->mru_plan[1];
                     build = 0;
                 } else {
-                    build = !store_lookup(&pr->store, s, key, &plan);
+                    build = !store_lookup(&pr->store, l, key, &plan);
                     if (build) {
-                        if ((rc = store_insert(&pr->store, s, key, fresh))) goto fail;
-                        if (s->count > res->max_entries) res->max_entries = s->count;
+                        if ((rc = store_insert(&pr->store, l, key, fresh))) goto fail;
+                        if (l->count > res->max_entries) res->max_entries = l->count;
                         plan = fresh;
                     }
                 }
