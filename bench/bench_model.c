@@ -34,7 +34,7 @@ int main(int argc, char **argv)
                  "\"num_groups\":%d,\"in_features\":128,\"out_features\":%d}},{\"type\":\"Bias\"},"
                  "{\"type\":\"GELU\"}]",
                  g, k, g, k);
-        fz[i] = (ft_fuser_def){i, NULL, ops[i], 5};
+        fz[i] = (ft_fuser_def){i, NULL, ops[i], 5, 0, 0};
     }
     static const char *const rt[N_RECIPES][2] = {
         {"MXFP8BlockScaling", "{}"},
@@ -54,8 +54,10 @@ int main(int argc, char **argv)
     uint64_t t0 = ft_now_ns();
     if (ft_model_new(
             fz, N_FUSERS, rc, N_RECIPES,
-            "{\"device_cc\":\"10.0\",\"cudnn_frontend\":\"1.27.0\",\"cublaslt\":\"13.4.0\","
-            "\"NVTE_CUTEDSL_FUSED_GROUPED_MLP\":\"1\"}",
+            &(ft_model_capture){
+                .env_json =
+                    "{\"device_cc\":\"10.0\",\"cudnn_frontend\":\"1.27.0\",\"cublaslt\":\"13.4.0\","
+                    "\"NVTE_CUTEDSL_FUSED_GROUPED_MLP\":\"1\"}"},
             NULL, 0, &m, &err)) {
         fprintf(stderr, "bench_model: %s\n", ft_err_msg(&err));
         return 1;

@@ -1,6 +1,7 @@
 /*
  * args.c - one option parser for every subcommand: a command's options are rows of its cli_opt
- * table, found by name; nothing here knows a command.
+ * table, found by name; nothing here knows a command. cli_run runs the command and turns its
+ * status into the exit code (cli_exit_code, the one mapping).
  *
  * Accepted forms: --name VALUE, --name=VALUE, -x VALUE, -xVALUE, flags as --name or -x, -h and
  * --help everywhere, `--` ending the options (what follows is positional even if it starts
@@ -25,6 +26,29 @@ const char *cli_prog(void)
     return prog_name;
 }
 
+/* ---- exit codes ---------------------------------------------------------------------------- */
+/* The one mapping from FT_* statuses to exit codes (cli.h). */
+int cli_exit_code(int rc)
+{
+    switch (rc) {
+    case FT_OK:
+        return FT_EXIT_OK;
+    case FT_ECORRUPT:
+        return FT_EXIT_CHECK;
+    case FT_EINVAL:
+    case FT_ERANGE:
+    case FT_ENOTFOUND:
+    case FT_ENOTTRACE:
+    case FT_EVERSION:
+    case FT_EUNSUPPORTED:
+        return FT_EXIT_INPUT;
+    case FT_EGATE:
+        return FT_EXIT_GATE;
+    default: /* FT_EIO, FT_ENOMEM, FT_ESQL, FT_EZSTD, FT_ESTATE, FT_ENODEV, FT_ECUDA */
+        return FT_EXIT_INTERNAL;
+    }
+}
+
 /* ---- the common parsers -------------------------------------------------------------------- */
 int cli_parse_flag(const cli_opt *o, const char *val, void *field, ft_err *err)
 {
@@ -41,35 +65,14 @@ int cli_parse_str(const cli_opt *o, const char *val, void *field, ft_err *err)
     return FT_OK;
 }
 
-static int parse_uint(const char *val, uint64_t max, uint64_t min, uint64_t *out, ft_err *err)
-{
-    int64_t v;
-    if (ft_parse_i64(val, &v) || v < (int64_t)min || (uint64_t)v > max) {
-        if (min)
-            return ft_err_set(err, FT_EINVAL, "wants an integer >= %llu, got '%s'",
-                              (unsigned long long)min, val);
-        return ft_err_set(err, FT_EINVAL, "wants a non-negative integer, got '%s'", val);
-    }
-    *out = (uint64_t)v;
-    return FT_OK;
-}
-
-int cli_parse_u32(const cli_opt *o, const char *val, void *field, ft_err *err)
-{
-    (void)o;
-    uint64_t v = 0;
-    int rc = parse_uint(val, UINT32_MAX, 0, &v, err);
-    if (!rc) *(uint32_t *)field = (uint32_t)v;
-    return rc;
-}
-
 int cli_parse_count(const cli_opt *o, const char *val, void *field, ft_err *err)
 {
     (void)o;
-    uint64_t v = 0;
-    int rc = parse_uint(val, UINT32_MAX, 1, &v, err);
-    if (!rc) *(uint32_t *)field = (uint32_t)v;
-    return rc;
+    int64_t v;
+    if (ft_parse_i64(val, &v) || v < 1 || (uint64_t)v > UINT32_MAX)
+        return ft_err_set(err, FT_EINVAL, "wants an integer >= 1, got '%s'", val);
+    *(uint32_t *)field = (uint32_t)v;
+    return FT_OK;
 }
 
 int cli_parse_u64(const cli_opt *o, const char *val, void *field, ft_err *err)

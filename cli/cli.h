@@ -4,8 +4,9 @@
  * The parsing (args.c) and the outputs (out_file.c) are shared, so every command treats the
  * same mistake the same way.
  *
- * A run function returns an FT_* status with the detail in err; main.c prints the detail as
- * "fusertrace NAME: DETAIL" and maps the status to the exit code, in one place:
+ * A run function returns an FT_* status with the detail in err; cli_run (args.c) prints the
+ * detail as "fusertrace NAME: DETAIL" and maps the status to the exit code, in one place
+ * (cli_exit_code):
  *   0 success;
  *   1 a check failed (verify found damage: FT_ECORRUPT);
  *   2 bad input or usage (a missing, unreadable or malformed input, a directory or `-` where a
@@ -25,7 +26,7 @@
 
 enum { FT_EXIT_OK = 0, FT_EXIT_CHECK = 1, FT_EXIT_INPUT = 2, FT_EXIT_INTERNAL = 3, FT_EXIT_GATE = 4 };
 
-/* Map an FT_* status to an exit code (the table above). */
+/* Map an FT_* status to an exit code (the table above; args.c). */
 int cli_exit_code(int rc);
 
 /* ---- options (args.c) ---------------------------------------------------------------------- */
@@ -45,7 +46,6 @@ struct cli_opt {
 /* The common parsers. */
 int cli_parse_flag(const cli_opt *o, const char *val, void *field, ft_err *err);  /* int = 1 */
 int cli_parse_str(const cli_opt *o, const char *val, void *field, ft_err *err);   /* const char * */
-int cli_parse_u32(const cli_opt *o, const char *val, void *field, ft_err *err);   /* >= 0 */
 int cli_parse_count(const cli_opt *o, const char *val, void *field, ft_err *err); /* u32 >= 1 */
 int cli_parse_u64(const cli_opt *o, const char *val, void *field, ft_err *err);   /* >= 0 */
 

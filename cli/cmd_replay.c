@@ -11,6 +11,7 @@
 #include "ft_replayer.h"
 #include "ft_report.h"
 #include "ft_numerics.h"
+#include "ft_tefuser.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -75,6 +76,40 @@ typedef struct replay_opts {
     opt_steps steps;
     opt_u64 max_seconds; /* numerics: refuse longer estimates (default 600, 0: no limit) */
 } replay_opts;
+
+/* What the fuser model could not take from a trace's capture (ft_model_note_at), on stderr
+ * before the report: registered fusions it does not know and registrations that disagree with its
+ * own checks as warnings, always; the fields it had to assume as notes, with --explain (the
+ * report itself does not list them yet). A trace the model cannot read is left to the replay,
+ * which says why. */
+static void print_model_notes(const ft_trace *t, const char *path, const ft_env_kv *env,
+                              uint32_t n_env, int assumed)
+{
+    const uint32_t nf = ft_trace_n_fusers(t), nr = ft_trace_n_recipes(t);
+    ft_fuser_def *fd = ft_calloc(nf ? nf : 1, sizeof *fd);
+    ft_recipe_def *rd = ft_calloc(nr ? nr : 1, sizeof *rd);
+    ft_model *m = NULL;
+    ft_err err = {0};
+    if (fd && rd) {
+        for (uint32_t i = 0; i < nf; i++)
+            fd[i] = *ft_trace_fuser(t, i);
+        for (uint32_t i = 0; i < nr; i++)
+            rd[i] = *ft_trace_recipe(t, i);
+        const ft_header *h = ft_trace_header(t);
+        const ft_model_capture cap = {h->env_json,       h->extra_json, h->has_rank,
+                                      h->has_world_size, h->rank,       h->world_size};
+        if (ft_model_new(fd, nf, rd, nr, &cap, env, n_env, &m, &err)) m = NULL;
+    }
+    for (uint32_t i = 0; m && i < ft_model_n_notes(m); i++) {
+        const ft_model_note *n = ft_model_note_at(m, i);
+        if (n->kind == FT_NOTE_ASSUMED && !assumed) continue;
+        fprintf(stderr, "%s: %s: %s: %s\n", cli_prog(),
+                n->kind == FT_NOTE_ASSUMED ? "note" : "warning", path, n->text);
+    }
+    ft_model_free(m);
+    ft_free(fd);
+    ft_free(rd);
+}
 
 static int parse_env(const cli_opt *o, const char *v, void *field, ft_err *err)
 {
@@ -180,7 +215,9 @@ static const cli_opt options[] = {
      cli_parse_policy_file, OFF(pol)},
     {"capacity", 0, "N", "LRU capacity (N >= 1) of dict stores per fuser (default unbounded)",
      cli_parse_count, OFF(capacity)},
-    {"env", 0, "K=V", "override a key of the trace's env (device_cc, NVTE_*, ...); repeatable",
+    {"env", 0, "K=V",
+     "override a key of the trace's env (device_cc, NVTE_*, ...); K= removes it, K=null sets "
+     "null; repeatable",
      parse_env, OFF(env)},
     {"json", 0, NULL, "the report as JSON", cli_parse_flag, OFF(json)},
     {"csv", 0, NULL, "the report as CSV (summary and per-step rows)", cli_parse_flag, OFF(csv)},
@@ -400,6 +437,7 @@ static int open_inputs(replay_cmd *c, uint64_t *n_calls, ft_err *err)
         *n_calls += ft_trace_n_calls(t);
         /* a recording not closed, or a side file ignored: said before the report */
         if (ft_trace_notice(t)) fprintf(stderr, "%s: %s\n", cli_prog(), ft_trace_notice(t));
+        print_model_notes(t, c->paths[i], ro->env.kv, ro->env.n, ro->explain);
     }
     /* the back end can run here: said before any output */
     if (!rc && c->numerics) rc = ft_numerics_backend_check(backends[ro->backend].backend, err);

@@ -15,6 +15,9 @@ typedef struct ft_fuser_def {
     const char *label;    /* NULL when absent */
     const char *ops_json; /* canonical JSON text (sorted keys, compact) */
     uint32_t n_ops;       /* basic ops in the list */
+    int has_of;           /* this declaration continues an earlier fuser (capture "of") */
+    int64_t of;           /* that fuser's stream id: the same OperationFuser instance, whose ops
+                             changed attributes after a call; calls from here name this id */
 } ft_fuser_def;
 
 /* A declared recipe state: one (object identity, attribute values) pair. */

@@ -151,6 +151,11 @@ int ft_cuda_bf16_act_backward(const ft_act *a, int64_t rows, int64_t k2, const u
                               const float *probs, const uint16_t *dz, uint16_t *dh, float *dprobs,
                               void *stream, ft_err *err);
 
+/* bf16 values uniform in [-scale, scale) drawn on the device from seed (benchmark inputs: the
+ * host need not generate and copy gigabytes). Same values for the same (n, scale, seed). */
+int ft_cuda_bf16_fill_random(uint16_t *p, int64_t n, float scale, uint64_t seed, void *stream,
+                             ft_err *err);
+
 /* ==== packed quantization (bf16 in -> codes + scales out; quant_packed.cu) ================= */
 
 /*

@@ -135,8 +135,9 @@ int ft_json_header_ok(const char *env_json, const char *extra_json, ft_err *err)
                         "a JSON object");
     if (!rc) json_object_foreach(env, key, v)
         {
-            if (!json_is_string(v)) {
-                rc = ft_err_set(err, FT_EINVAL, "header env.%.80s: not a string", key);
+            if (!json_is_string(v) && !json_is_number(v) && !json_is_null(v)) {
+                rc = ft_err_set(err, FT_EINVAL, "header env.%.80s: not a string, a number or null",
+                                key);
                 break;
             }
         }

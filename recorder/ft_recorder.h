@@ -50,6 +50,10 @@ int ft_rec_header(ft_rec *r, const ft_header *h); /* before any declaration; at 
 /* Declare a fuser instance with stream id `id`; ops_json as in ft_fuser_def (any key order,
  * canonicalised on store). Op lists are deduplicated by content. */
 int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json);
+/* The same OperationFuser instance as the earlier fuser `of`, redeclared because its ops changed
+ * attributes after a call (capture-jsonl "of"): ops_json has as many ops; calls from now on name
+ * id. FT_EINVAL when `of` is not declared before or its op count differs. */
+int ft_rec_fuser_of(ft_rec *r, int64_t id, const char *label, const char *ops_json, int64_t of);
 /* Declare a recipe state; a second declaration of the same (obj, attrs) is FT_EINVAL. */
 int ft_rec_recipe(ft_rec *r, int64_t id, const char *type, int64_t obj, const char *attrs_json);
 int ft_rec_call(ft_rec *r, const ft_call *c);

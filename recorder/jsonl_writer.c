@@ -202,6 +202,7 @@ static int w_fuser(void *ctx, const ft_fuser_def *f)
     int rc = begin(w, "fuser");
     if (!rc) rc = kv_i64(w, "id", f->id);
     if (!rc && f->label) rc = kv_str(w, "label", f->label);
+    if (!rc && f->has_of) rc = kv_i64(w, "of", f->of);
     if (!rc) rc = key(w, "ops");
     if (!rc) rc = lit(w, f->ops_json ? f->ops_json : "[]");
     return rc ? rc : end(w);

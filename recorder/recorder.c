@@ -1,7 +1,7 @@
 /*
  * recorder.c - the recording API: checks every record, maps stream ids to dense indices, feeds
  * the chunk encoder and commits one chunk per batch in its own transaction, together with the
- * declarations made since the last one (schema/trace.c checkpoints after each commit, so the
+ * declarations made since the last one (schema/trace_write.c checkpoints after each commit, so the
  * main file holds it). Everything beyond schema/ft_limits.h is refused here, at record time,
  * with FT_ERANGE naming the field. Not thread-safe: one thread at a time per handle.
  *
@@ -238,6 +238,15 @@ int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json)
     return FT_OK;
 }
 
+int ft_rec_fuser_of(ft_rec *r, int64_t id, const char *label, const char *ops_json, int64_t of)
+{
+    int rc = ft_rec_fuser(r, id, label, ops_json);
+    if (rc) return rc;
+    rc = ft_trace_w_fuser_of(r->t, id, of);
+    /* a refused link leaves the declaration: said as the declaration's own error */
+    return rc ? from_trace(r, rc) : FT_OK;
+}
+
 int ft_rec_recipe(ft_rec *r, int64_t id, const char *type, int64_t obj, const char *attrs_json)
 {
     int rc = check_usable(r);
@@ -470,6 +479,7 @@ static int sink_header(void *ctx, const ft_header *h)
 
 static int sink_fuser(void *ctx, const ft_fuser_def *f)
 {
+    if (f->has_of) return ft_rec_fuser_of(ctx, f->id, f->label, f->ops_json, f->of);
     return ft_rec_fuser(ctx, f->id, f->label, f->ops_json);
 }
 

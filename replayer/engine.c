@@ -156,6 +156,8 @@ void ft_replay_free(ft_replay *r)
     if (!r) return;
     ft_model_free(r->model);
     ft_free(r->n_ops);
+    ft_free(r->inst);
+    ft_free(r->cls);
     ft_free(r->ri);
     ft_free(r->mru);
     ft_hmap_free(&r->fa_memo);
@@ -221,7 +223,7 @@ static int setup_recipes(ft_replay *r, ft_err *err)
         ri->bo = (uint8_t)m->bo;
         ri->delayed = m->type == FT_RT_DELAYED;
         ri->hist = ri->delayed ? m->amax_history_len : 0;
-        ri->tb_id = (int32_t)(m->type * 3 + m->bo);
+        ri->tb_id = (int32_t)(m->cls * 3 + m->bo); /* type(recipe): a subclass is its own */
         rc = dense_id(&hashes, m->hash, &ri->hash_id);
         if (!rc && i < 0) {
             ri->obj_id = 0;
@@ -284,21 +286,30 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
     r->tok_rep[0] = -1;
     r->tok_rep[1] = 0;
 
-    rc = ft_model_new(fusers, n_fusers, recipes, n_recipes, header ? header->env_json : NULL,
-                      opts->env, opts->n_env, &r->model, err);
+    /* what the header says that the model reads (env, te_fusions, rank, world_size) */
+    ft_model_capture mcap = {0};
+    if (header)
+        mcap = (ft_model_capture){header->env_json,       header->extra_json, header->has_rank,
+                                  header->has_world_size, header->rank,       header->world_size};
+    rc = ft_model_new(fusers, n_fusers, recipes, n_recipes, &mcap, opts->env, opts->n_env,
+                      &r->model, err);
     if (rc) {
         if (!err->msg[0]) ft_err_set(err, rc, "building the fuser model: %s", ft_strerror(rc));
         goto fail;
     }
     r->n_ops = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->n_ops);
+    r->inst = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->inst);
+    r->cls = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->cls);
     r->ri = ft_calloc(n_recipes + 1, sizeof *r->ri);
     r->mru = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->mru);
     r->fuser_ok = ft_calloc(n_fusers ? n_fusers : 1, 1);
-    if (!r->n_ops || !r->ri || !r->mru || !r->fuser_ok) goto nomem;
+    if (!r->n_ops || !r->inst || !r->cls || !r->ri || !r->mru || !r->fuser_ok) goto nomem;
     for (uint32_t u = 0; u < n_fusers; u++) {
         const char *glob = r->filter.fuser_glob, *label = fusers[u].label;
         r->fuser_ok[u] = !glob || (label && !fnmatch(glob, label, 0));
         r->n_ops[u] = ft_model_n_ops(r->model, u);
+        r->inst[u] = ft_model_fuser_instance(r->model, u);
+        r->cls[u] = ft_model_fuser_list(r->model, u);
         if (r->n_ops[u] >= (1u << FT_KEY_F_BITS) - 1) {
             rc = ft_err_set(err, FT_EUNSUPPORTED, "fuser %lld has %u ops; at most %u",
                             (long long)fusers[u].id, r->n_ops[u], (1u << FT_KEY_F_BITS) - 2);
@@ -340,12 +351,20 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
             pr->st[u].q = 0;
             pr->st[u].plan = FT_NO_ENTRY;
             pr->st[u].slot_key = UINT64_MAX;
-            pr->st[u].head = pr->st[u].tail = FT_NO_ENTRY;
+            pr->st[u].lst.head = pr->st[u].lst.tail = FT_NO_ENTRY;
             pr->st[u].mru_key[0] = pr->st[u].mru_key[1] = UINT64_MAX;
             pr->st[u].cc[0].plan = pr->st[u].cc[1].plan = FT_NO_ENTRY;
         }
         pr->store.free_head = FT_NO_ENTRY;
         pr->store.capacity = opts->capacity;
+        if (pr->def->store == FT_STORE_SHARED) {
+            const uint32_t nl = ft_model_n_lists(r->model);
+            pr->store.lists = ft_malloc((nl ? nl : 1) * sizeof *pr->store.lists);
+            if (!pr->store.lists) goto nomem;
+            pr->store.n_lists = nl;
+            for (uint32_t k = 0; k < nl; k++)
+                pr->store.lists[k] = (store_list){FT_NO_ENTRY, FT_NO_ENTRY, 0};
+        }
         if (pr->def->needs_fa) r->needs_fa = 1;
         if (pr->def->user && (rc = user_run_init(r, pr, opts, err))) goto fail;
     }

@@ -50,6 +50,9 @@ typedef enum ft_store_kind {
     FT_STORE_NONE = 0, /* no plan is kept: every call builds */
     FT_STORE_SINGLE,   /* one plan per fuser */
     FT_STORE_DICT,     /* map key -> plan per fuser, unbounded or LRU with a capacity */
+    FT_STORE_SHARED,   /* map key -> plan per op-list class, shared by every fuser with the same
+                        * ops (the op-list signature: its canonical ops JSON), unbounded or LRU
+                        * with a capacity per class; each fuser keeps its own recipe state */
 } ft_store_kind;
 
 uint32_t ft_policy_count(void);

@@ -18,7 +18,8 @@
  * FT_SPEC_NAME_MAX - 1 bytes. An env:KEY field reads the trace's env, which TE reads once at
  * import: it is the same for every call of a trace and so changes no decision (it states a
  * dependency). Per engine a user policy takes 8 bytes per recipe, and with fusion, device or ops
- * fields 16 bytes per fuser plus its interned combinations (at most 2^24).
+ * fields 16 bytes per fuser plus its interned combinations (at most 2^24). The shared store is
+ * the replayer's (store.c, FT_STORE_SHARED); ops reads the same op-list classes it is kept by.
  */
 #include "replayer_int.h"
 
@@ -46,7 +47,7 @@ static const struct {
 };
 
 #define KEY_WORDS   "type, object, hash, attr:NAME, fusion, f, bo, hist, device, env:KEY, ops"
-#define STORE_WORDS "none, single, dict, lru:N"
+#define STORE_WORDS "none, single, dict, lru:N, shared, shared-lru:N"
 #define RESET_WORDS                                                                                \
     "always, key, te:pre3410 (type+f+bo+hist), te:3410 and te:3410-commit1 (type+bo+hist), or "  \
     "fields joined by + (" KEY_WORDS ")"
@@ -263,17 +264,20 @@ static int parse_store(const char *s, size_t len, policy_spec *out, ft_err *err)
         out->store = FT_STORE_SINGLE;
     } else if (len == 4 && !strncmp(s, "dict", 4)) {
         out->store = FT_STORE_DICT;
-    } else if (len > 4 && !strncmp(s, "lru:", 4)) {
+    } else if (len == 6 && !strncmp(s, "shared", 6)) {
+        out->store = FT_STORE_SHARED;
+    } else if ((len > 4 && !strncmp(s, "lru:", 4)) || (len > 11 && !strncmp(s, "shared-lru:", 11))) {
+        const size_t at = s[0] == 'l' ? 4 : 11;
         char num[24];
         int64_t v = 0;
-        if (len - 4 >= sizeof num || (snprintf(num, sizeof num, "%.*s", (int)(len - 4), s + 4),
-                                      ft_parse_i64(num, &v)) ||
+        if (len - at >= sizeof num ||
+            (snprintf(num, sizeof num, "%.*s", (int)(len - at), s + at), ft_parse_i64(num, &v)) ||
             v < 1 || v > UINT32_MAX)
             return ft_err_set(err, FT_EINVAL,
-                              "store '%.*s': lru:N wants N, the plans kept per fuser, from 1 to "
-                              "%u",
-                              (int)len, s, UINT32_MAX);
-        out->store = FT_STORE_DICT;
+                              "store '%.*s': %s wants N, the plans kept per %s, from 1 to %u",
+                              (int)len, s, at == 4 ? "lru:N" : "shared-lru:N",
+                              at == 4 ? "fuser" : "op list", UINT32_MAX);
+        out->store = at == 4 ? FT_STORE_DICT : FT_STORE_SHARED;
         out->capacity = (uint32_t)v;
     } else {
         return ft_err_set(err, FT_EINVAL, "unknown store '%.*s'; stores: " STORE_WORDS, (int)len,
@@ -291,6 +295,8 @@ static void spec_text(const policy_spec *p, const char *reset_word, char *buf, s
         snprintf(store, sizeof store, "none");
     else if (p->store == FT_STORE_SINGLE)
         snprintf(store, sizeof store, "single");
+    else if (p->store == FT_STORE_SHARED)
+        snprintf(store, sizeof store, p->capacity ? "shared-lru:%u" : "shared", p->capacity);
     else if (p->capacity)
         snprintf(store, sizeof store, "lru:%u", p->capacity);
     else
@@ -422,8 +428,10 @@ static void user_summary(user_policy *u, const char *reset_word)
     if (strcmp(reset_word, reset)) snprintf(alias, sizeof alias, " (%s)", reset_word);
     const char *store = u->spec.store == FT_STORE_NONE     ? "no store"
                         : u->spec.store == FT_STORE_SINGLE ? "single slot"
-                        : u->spec.capacity                 ? "LRU of"
-                                                           : "dict";
+                        : u->spec.store == FT_STORE_SHARED
+                            ? (u->spec.capacity ? "shared by op list, LRU of" : "shared by op list")
+                        : u->spec.capacity ? "LRU of"
+                                           : "dict";
     char cap[16] = "";
     if (u->spec.capacity) snprintf(cap, sizeof cap, " %u", u->spec.capacity);
     const char *bor = u->spec.build_on_reset ? "+build" : "";
@@ -492,6 +500,7 @@ int ft_policy_define(const char *def, uint32_t *idx, ft_err *err)
                           .label = "user-defined",
                           .spec = d->text,
                           .te_ref = -1,
+                          .store = (ft_store_kind)d->spec.store,
                           .needs_fa = ((d->spec.key.bits | d->spec.reset.bits) >> SF_FUSION) & 1,
                           .user = &d->spec,
                           .loop_fn = loop_user};
@@ -750,20 +759,6 @@ static int recipe_ids(ft_replay *r, const spec_fields *f, int32_t **out)
     return rc;
 }
 
-static int fuser_ops_ids(ft_replay *r, uint32_t **out)
-{
-    interner in = {0};
-    int rc = FT_OK;
-    *out = ft_malloc((size_t)(r->n_fusers ? r->n_fusers : 1) * sizeof **out);
-    if (!*out) return FT_ENOMEM;
-    for (uint32_t u = 0; u < r->n_fusers && !rc; u++) {
-        const char *ops = r->fusers[u].ops_json ? r->fusers[u].ops_json : "";
-        rc = intern(&in, ops, strlen(ops), &(*out)[u]);
-    }
-    interner_free(&in);
-    return rc;
-}
-
 int user_run_init(ft_replay *r, policy_run *pr, const ft_replay_opts *opts, ft_err *err)
 {
     const policy_spec *sp = pr->def->user;
@@ -771,8 +766,9 @@ int user_run_init(ft_replay *r, policy_run *pr, const ft_replay_opts *opts, ft_e
     const uint32_t kb = sp->key.bits, rb = sp->reset_rule == SPEC_RESET_FIELDS ? sp->reset.bits : 0;
     pr->store_kind = sp->store;
     pr->build_on_reset = sp->build_on_reset;
-    pr->store.capacity = sp->store != FT_STORE_DICT ? 0 : sp->capacity ? sp->capacity
-                                                                        : opts->capacity;
+    pr->store.capacity = sp->store != FT_STORE_DICT && sp->store != FT_STORE_SHARED ? 0
+                         : sp->capacity ? sp->capacity
+                                        : opts->capacity;
     u->key_f = (kb >> SF_F) & 1;
     u->reset_f = (rb >> SF_F) & 1;
     u->reset_always = sp->reset_rule == SPEC_RESET_ALWAYS;
@@ -785,7 +781,6 @@ int user_run_init(ft_replay *r, policy_run *pr, const ft_replay_opts *opts, ft_e
     u->percall = u->key_fa | u->key_dev | u->key_ops | u->reset_fa | u->reset_dev | u->reset_ops;
     int rc = recipe_ids(r, &sp->key, &u->rk);
     if (!rc) rc = recipe_ids(r, &sp->reset, &u->rr);
-    if (!rc && (u->key_ops | u->reset_ops)) rc = fuser_ops_ids(r, &u->ops);
     if (!rc && u->percall) {
         u->cache = ft_malloc((size_t)(r->n_fusers ? r->n_fusers : 1) * sizeof *u->cache);
         if (!u->cache) rc = FT_ENOMEM;
@@ -801,7 +796,6 @@ void user_run_free(policy_run *pr)
     user_run *u = &pr->u;
     ft_free(u->rk);
     ft_free(u->rr);
-    ft_free(u->ops);
     ft_free(u->cache);
     for (int k = 0; k < 2; k++) {
         ft_hmap_free(&u->kmap[k]);
@@ -840,11 +834,10 @@ static int combine(ft_hmap m[2], uint32_t a, int with_fa, int32_t fa, int with_d
 
 int user_ids_slow(ft_replay *r, policy_run *pr, const pcall *c, int32_t dev, user_ids *out)
 {
-    (void)r;
     user_run *u = &pr->u;
     if (dev < -1 || dev >= 65535)
         return FT_EUNSUPPORTED; /* device ids beyond 16 bits: not a CUDA device index */
-    const uint32_t ops = u->ops ? u->ops[c->fuser] : 0;
+    const uint32_t ops = (u->key_ops | u->reset_ops) ? r->cls[c->fuser] : 0; /* op-list class */
     uint32_t kid, rid;
     int rc = combine(u->kmap, (uint32_t)u->rk[c->recipe + 1], u->key_fa, c->fa_id, u->key_dev, dev,
                      u->key_ops, ops, &kid);
@@ -885,5 +878,6 @@ static int loop_user(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err)
     const int store = r->pol[p].store_kind;
     if (store == FT_STORE_NONE) USER_LOOP(FT_STORE_NONE);
     if (store == FT_STORE_SINGLE) USER_LOOP(FT_STORE_SINGLE);
+    if (store == FT_STORE_SHARED) USER_LOOP(FT_STORE_SHARED);
     USER_LOOP(FT_STORE_DICT);
 }

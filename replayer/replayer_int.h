@@ -69,21 +69,28 @@ typedef struct class_cache {
     uint32_t memo; /* its class_memo entry */
 } class_cache;
 
+/* The plans a store holds for one owner (a fuser's dict, or one op-list class's shared dict): a
+ * doubly linked list through store_entry, most recently used first. */
+typedef struct store_list {
+    uint32_t head, tail; /* FT_NO_ENTRY when empty */
+    uint32_t count;      /* entries held */
+} store_list;
+
 /* A policy's state for one fuser. */
 typedef struct pstate {
-    int64_t saved_hist;  /* last_hist */
-    uint64_t slot_key;   /* single-slot store: key of the held plan */
-    int32_t saved_a;     /* reset-rule component (type/bo id, hash id, object id); FT_NEVER */
-    int32_t saved_f;     /* te-pre3410: f of the held plan */
-    uint32_t plan;       /* plan the last call ran */
-    uint32_t q;          /* interned quantizer state */
-    uint32_t head, tail; /* LRU list of this fuser's dict entries, most recent first */
-    uint32_t count;      /* dict entries held */
+    int64_t saved_hist; /* last_hist */
+    uint64_t slot_key;  /* single-slot store: key of the held plan */
+    int32_t saved_a;    /* reset-rule component (type/bo id, hash id, object id); FT_NEVER */
+    int32_t saved_f;    /* te-pre3410: f of the held plan */
+    uint32_t plan;      /* plan the last call ran */
+    uint32_t q;         /* interned quantizer state */
+    store_list lst;     /* this fuser's dict entries (FT_STORE_DICT) */
     /* front caches of the hot path */
     uint64_t mru_key[2]; /* unbounded dict store: the two most recent keys and their plans */
     uint32_t mru_plan[2];
-    class_cache cc[2]; /* last stale classification, by whether the backward runs */
-    uint32_t spare[2];
+    class_cache cc[2];   /* last stale classification, by whether the backward runs */
+    uint32_t last_fuser; /* the fuser of the instance that last used this state (class_cache) */
+    uint32_t spare;
 } pstate;
 _Static_assert(sizeof(pstate) == 128, "pstate is indexed by a shift");
 
@@ -128,9 +135,9 @@ typedef struct policy_spec {
     spec_fields key;
     spec_fields reset;      /* SPEC_RESET_FIELDS: reset when any of them changes */
     uint8_t reset_rule;     /* SPEC_RESET_* */
-    uint8_t store;          /* ft_store_kind */
+    uint8_t store;          /* ft_store_kind (FT_STORE_SHARED: the replayer's shared store) */
     uint8_t build_on_reset; /* every reset builds (and replaces the key's plan) */
-    uint32_t capacity;      /* lru:N; 0 = unbounded (--capacity applies to dict) */
+    uint32_t capacity;      /* lru:N, shared-lru:N; 0 = unbounded (--capacity applies) */
 } policy_spec;
 
 /* A policy's row: what the engine and the reports read. A built-in's reset rule, key and store
@@ -141,10 +148,11 @@ typedef struct policy_def {
     const char *name;
     const char *summary; /* one line: key, reset rule, store */
     const char *note;    /* the reports' note ("historical: ...", "baseline: ..."), or NULL */
-    const char *label;   /* "baseline", "historical", "user-defined", or NULL */
+    const char *label;   /* "baseline", "historical", "what-if", "user-defined", or NULL */
     const char *spec;    /* the policy in the spec vocabulary: "KEY;store=...;reset=..." */
     int te_ref;          /* the ft_te_ref whose plan cache it reproduces, -1 none */
     int needs_fa;        /* reads pcall.fa_id */
+    ft_store_kind store; /* where its plans live */
     const policy_spec *user; /* a user policy's spec; NULL for a built-in */
     /* The per-batch loop, specialised for this policy's reset rule, key and store. */
     policy_loop_fn loop_fn;
@@ -166,11 +174,18 @@ void replay_step_fold(ft_step_hist *s);
 /* Count text (TE's error message) among the few kept texts. */
 void replay_add_raise_text(ft_raise_text *t, const char *text, uint64_t count);
 
-/* ---- plan store: dict of (fuser, key) -> plan with a per-fuser LRU list ------------------- */
+/* ---- plan stores (store.c) ------------------------------------------------------------------
+ * One map from store key to plan per policy, entries in a pool, each on its owner's list:
+ *   FT_STORE_DICT    owner = the fuser: key (fuser state << 40 | policy key);
+ *   FT_STORE_SHARED  owner = the fuser's op-list class: key (class << 40 | policy key), so that
+ *                    every fuser with the same ops (TE's transient OperationFuser([op]) per call
+ *                    of a standalone op) finds the plans the others built.
+ * With a capacity the owner's list is kept in LRU order and its least recently used entry is
+ * evicted; without one, lookups leave the order alone (the list serves store_drop only). */
 typedef struct store_entry {
-    uint64_t key; /* store key (fuser << 40 | policy key) */
+    uint64_t key; /* store key (owner << 40 | policy key) */
     uint32_t plan;
-    uint32_t prev, next; /* LRU neighbours within the fuser, FT_NO_ENTRY at the ends */
+    uint32_t prev, next; /* neighbours within the owner's list, FT_NO_ENTRY at the ends */
 } store_entry;
 
 typedef struct plan_store {
@@ -178,16 +193,21 @@ typedef struct plan_store {
     store_entry *e; /* [n_e] pool */
     uint32_t n_e, cap_e;
     uint32_t free_head; /* free list through .next */
-    uint32_t capacity;  /* per fuser; 0 = unbounded (no LRU bookkeeping) */
+    uint32_t capacity;  /* per owner; 0 = unbounded */
     uint64_t evictions;
+    store_list *lists; /* FT_STORE_SHARED: [n_lists] one list per op-list class */
+    uint32_t n_lists;
 } plan_store;
 
-/* Look up key for fuser state s; on a hit set *plan, refresh LRU order and return 1. */
-int store_lookup(plan_store *st, pstate *s, uint64_t key, uint32_t *plan);
-/* Insert a freshly built plan (key not present), evicting the fuser's LRU entry at capacity. */
-int store_insert(plan_store *st, pstate *s, uint64_t key, uint32_t plan);
-/* Store plan under key, replacing the plan held there or inserting it (a build on reset). */
-int store_put(plan_store *st, pstate *s, uint64_t key, uint32_t plan);
+/* Look up key on owner list l; on a hit set *plan, refresh LRU order and return 1. */
+int store_lookup(plan_store *st, store_list *l, uint64_t key, uint32_t *plan);
+/* Insert a freshly built plan (key not present), evicting l's LRU entry at capacity. */
+int store_insert(plan_store *st, store_list *l, uint64_t key, uint32_t plan);
+/* Store plan under key on owner list l, replacing the plan held there or inserting it (a build
+ * on reset). */
+int store_put(plan_store *st, store_list *l, uint64_t key, uint32_t plan);
+/* Remove every entry of owner list l (a fuser that ended: its state is reused). */
+void store_drop(plan_store *st, store_list *l);
 void store_free(plan_store *st);
 
 /* ---- engine state (engine.c owns it; the policy loops in policy.c read it) ------------------ */
@@ -230,7 +250,6 @@ typedef struct user_ids {
  * front cache per fuser, two exact integer maps behind it). No strings per call. */
 typedef struct user_run {
     int32_t *rk, *rr;         /* [n_recipes + 1] key's / reset's per-recipe fields, dense ids */
-    uint32_t *ops;            /* [n_fusers] dense op-list ids (when a field reads ops) */
     user_ids *cache;          /* [n_fusers] (percall only) */
     ft_hmap kmap[2], rmap[2]; /* (id, fusion) -> id, then (id, device, ops) -> id */
     uint8_t key_f, reset_f;   /* f is in the key / the reset rule */
@@ -257,6 +276,9 @@ struct ft_replay {
     const ft_recipe_def *recipes;
     uint32_t n_fusers, n_recipes;
     uint32_t *n_ops; /* [n_fusers] */
+    uint32_t *inst;  /* [n_fusers] the fuser whose plan-cache state a fuser uses: itself, or the
+                        first declaration of its instance when its op attributes changed */
+    uint32_t *cls;   /* [n_fusers] its op-list class (ft_model_fuser_list) */
     rinfo *ri;       /* [n_recipes + 1], index recipe + 1 */
     oracle_mru *mru; /* [n_fusers] */
     /* memo tables */
@@ -389,9 +411,12 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
     const ccall *CC = r->cc;
     const uint32_t *q_direct = r->q_direct;
     const rinfo *RI = r->ri;
+    const uint32_t *INST = r->inst, *CLS = r->cls;
     pstate *ST = pr->st;
     uint64_t *step_builds = res->steps.hits;
-    const int lru = pr->store.capacity != 0; /* the MRU front cache only when unbounded */
+    /* the MRU front cache only when unbounded, and not where another fuser's build on reset can
+     * replace a shared plan behind this fuser's back */
+    const int mru = pr->store.capacity == 0 && !(build_on_reset && store == FT_STORE_SHARED);
     const int any_cap = r->any_cap;
     uint64_t resets = 0, builds = 0, qdrift = 0, stale_n[FT_STALE_COUNT] = {0};
     int rc = FT_OK;
@@ -401,7 +426,13 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         pcall c = {u, cj->recipe, cj->f, cj->fa, 0, 0};
         if (user && (rc = user_ids_of(r, pr, b, cj->i, &c))) goto fail;
         const rinfo *ri = &RI[c.recipe + 1];
-        pstate *s = &ST[u];
+        /* one OperationFuser, one state: a redeclaration after an op attribute change keeps it */
+        const uint32_t inst = INST[u];
+        pstate *s = &ST[inst];
+        if (s->last_fuser != u) { /* the cached classification is of the other declaration */
+            s->last_fuser = u;
+            s->cc[0].plan = s->cc[1].plan = FT_NO_ENTRY;
+        }
         const uint32_t fresh = cj->fresh;
         uint32_t plan = fresh;
         int build;
@@ -424,12 +455,15 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             else
                 plan = s->plan;
         } else {
-            const uint64_t key = ((uint64_t)u << 40) | (user ? user_key(pr, &c) : key_fn(ri, &c));
+            /* dict: the instance's own; shared: its op-list class's, whoever built it */
+            const uint64_t owner = store == FT_STORE_SHARED ? CLS[u] : inst;
+            const uint64_t key = (owner << 40) | (user ? user_key(pr, &c) : key_fn(ri, &c));
+            store_list *l = store == FT_STORE_SHARED ? &pr->store.lists[owner] : &s->lst;
             if (build_on_reset && reset) {
                 /* every reset builds: the fresh plan replaces whatever the key held */
                 build = 1;
-                if ((rc = store_put(&pr->store, s, key, fresh))) goto fail;
-                if (s->count > res->max_entries) res->max_entries = s->count;
+                if ((rc = store_put(&pr->store, l, key, fresh))) goto fail;
+                if (l->count > res->max_entries) res->max_entries = l->count;
                 if (key == s->mru_key[1]) s->mru_key[1] = UINT64_MAX;
                 if (key != s->mru_key[0]) {
                     s->mru_key[1] = s->mru_key[0];
@@ -437,18 +471,18 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
                 }
                 s->mru_key[0] = key;
                 s->mru_plan[0] = fresh;
-            } else if (!lru && key == s->mru_key[0]) {
+            } else if (mru && key == s->mru_key[0]) {
                 plan = s->mru_plan[0];
                 build = 0;
             } else {
-                if (!lru && key == s->mru_key[1]) {
+                if (mru && key == s->mru_key[1]) {
                     plan = s->mru_plan[1];
                     build = 0;
                 } else {
-                    build = !store_lookup(&pr->store, s, key, &plan);
+                    build = !store_lookup(&pr->store, l, key, &plan);
                     if (build) {
-                        if ((rc = store_insert(&pr->store, s, key, fresh))) goto fail;
-                        if (s->count > res->max_entries) res->max_entries = s->count;
+                        if ((rc = store_insert(&pr->store, l, key, fresh))) goto fail;
+                        if (l->count > res->max_entries) res->max_entries = l->count;
                         plan = fresh;
                     }
                 }

@@ -361,8 +361,12 @@ int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint3
             fd[i] = *ft_trace_fuser(t, i);
         for (uint32_t i = 0; !rc && i < nr; i++)
             rd[i] = *ft_trace_recipe(t, i);
-        if (!rc)
-            rc = ft_model_new(fd, nf, rd, nr, ft_trace_header(t)->env_json, env, n_env, &m, err);
+        if (!rc) {
+            const ft_header *h = ft_trace_header(t);
+            const ft_model_capture cap = {h->env_json,       h->extra_json, h->has_rank,
+                                          h->has_world_size, h->rank,       h->world_size};
+            rc = ft_model_new(fd, nf, rd, nr, &cap, env, n_env, &m, err);
+        }
         /* fusers with the same op list answer the same: each distinct list is asked once */
         ft_hmap seen = {0};
         uint8_t *verdict = rc ? NULL : ft_calloc(nf ? nf : 1, 1); /* per first fuser: 1 blocked */

@@ -25,6 +25,11 @@ int ft_trace_w_header(ft_trace *t, const ft_header *h);
 /* FT_EINVAL: stream id already declared. */
 int ft_trace_w_fuser(ft_trace *t, int64_t stream_id, const char *label, const char *ops_json,
                      uint32_t n_ops, uint64_t decl_pos);
+/* Mark the declared fuser stream_id as continuing the earlier fuser `of` (the same instance, its
+ * op attributes changed): kept in meta "fuser_of" (docs/trace-file.md). FT_EINVAL: either is not
+ * declared, `of` is not declared before it, stream_id continues one already, or the op counts
+ * differ. */
+int ft_trace_w_fuser_of(ft_trace *t, int64_t stream_id, int64_t of);
 /* FT_EINVAL: stream id already declared, or (obj, attrs) already declared. */
 int ft_trace_w_recipe(ft_trace *t, int64_t stream_id, const char *type, int64_t obj,
                       const char *attrs_json, uint64_t decl_pos);

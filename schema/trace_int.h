@@ -1,7 +1,7 @@
 /*
- * trace_int.h - private to schema/ (trace.c, reader.c, verify.c): what the reader and verify need
- * from a trace handle beyond ft_trace.h and ft_trace_write.h (the chunk index, digests, the
- * database). Not part of any contract.
+ * trace_int.h - private to schema/ (the trace handle's files, reader.c, verify.c): what the reader
+ * and verify need from a trace handle beyond ft_trace.h and ft_trace_write.h (the chunk index,
+ * digests, the database). Not part of any contract; the handle itself is trace_handle_int.h's.
  */
 #ifndef FT_TRACE_INT_H
 #define FT_TRACE_INT_H

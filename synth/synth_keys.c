@@ -1,9 +1,9 @@
 /*
  * synth_keys.c - the scenarios of `fusertrace synth` and their keys.
  *
- * Every scenario is one row of defaults for the same generator (synth.c), so every scenario
- * accepts every key; a row only names the keys whose defaults differ from the base column of the
- * key table. Adding a scenario is one row; adding a key is one row plus one synth_cfg field.
+ * Every scenario is one row of defaults for the same generator (synth.c and its parts), so every
+ * scenario accepts every key; a row only names the keys whose defaults differ from the base column
+ * of the key table. Adding a scenario is one row; adding a key is one row plus one synth_cfg field.
  * The "key=default: meaning" text that `synth --list` prints is generated from these tables once
  * (call_once), so the listing and the behaviour cannot disagree.
  */

@@ -1,6 +1,6 @@
 /*
- * model.h - the fuser model: what TransformerEngine 2.20's OperationFuser would build for a call,
- * independent of any cache policy (docs/fuser-model.md).
+ * ft_tefuser.h - the fuser model: what TransformerEngine 2.20's OperationFuser would build for a
+ * call, independent of any cache policy (docs/fuser-model.md).
  *
  * - Recipes: the six recipe types with their attributes, a canonical 64-bit hash of (type, every
  *   attribute), and the flags the quantizer-state model needs.
@@ -14,7 +14,8 @@
  *   fresh plan ("Run-time checks", "Stale plans").
  *
  * The model is immutable after ft_model_new except for the plan intern table, which grows on
- * ft_model_build; builds are memoised by (fuser, recipe, f), so repeated builds are lookups.
+ * ft_model_build; builds are memoised by (op-list class, recipe, f), so repeated builds, and the
+ * builds of every other fuser with the same ops, are lookups.
  * One model is used by one thread at a time.
  */
 #ifndef FT_TEFUSER_H
@@ -70,9 +71,11 @@ uint32_t ft_recipe_n_fields(ft_recipe_type t);
 int ft_recipe_field_at(ft_recipe_type t, uint32_t i, ft_recipe_field *out);
 
 typedef struct ft_recipe_model {
-    ft_recipe_type type;
-    ft_bo bo;                 /* backward_override */
-    int64_t obj;              /* Python object identity (recipe-object policy) */
+    ft_recipe_type type; /* TE's recipe class, or a subclass's TE base: what fusion checks see */
+    int32_t cls;         /* the recipe's own class, as type(recipe) keys TE's plans: == type for
+                            TE's classes, FT_RT_COUNT + k for the k-th distinct subclass */
+    ft_bo bo;            /* backward_override */
+    int64_t obj;         /* Python object identity (recipe-object policy) */
     int64_t amax_history_len; /* DelayedScaling only, else 0 */
     uint64_t hash;            /* canonical hash of type + every attribute (recipe-hash) */
     /* what the quantizer-state model and run-time checks read */
@@ -86,10 +89,53 @@ typedef struct ft_recipe_model {
     uint64_t qhash; /* hash of every attribute baked into quantizers (qstate comparison) */
 } ft_recipe_model;
 
+/* ---- versions (PEP 440, as packaging.version.Version parses and orders them) ------------- */
+/* The one place versions are compared (docs/fuser-model.md, "Versions"): cudnn_frontend as TE's
+ * `PkgVersion(...) >= PkgVersion("1.23.0")` sees it, and te_version. Release segments of any
+ * length up to FT_VERSION_SEGMENTS, an epoch, a/b/rc pre-releases, post and dev releases and a
+ * local label; spellings PEP 440 normalises (a leading "v", "alpha", "c", "pre", "rev", "-1" as a
+ * post release, "_" and "-" as separators, any case, surrounding spaces) are accepted. */
+#define FT_VERSION_SEGMENTS 16
+#define FT_VERSION_LOCAL    64
+typedef struct ft_version {
+    int64_t epoch;                        /* N! before the release, 0 without */
+    uint32_t n_release;                   /* release segments given (>= 1) */
+    int64_t release[FT_VERSION_SEGMENTS]; /* as given; trailing zeros do not count when compared */
+    int8_t pre_kind;                      /* -1 no pre-release, 0 a, 1 b, 2 rc */
+    int64_t pre;                          /* pre-release number (0 when implicit) */
+    int64_t post;                         /* post-release number, -1 without */
+    int64_t dev;                          /* dev-release number, -1 without */
+    char local[FT_VERSION_LOCAL];         /* local label, lower case, '.'-separated; "" without */
+} ft_version;
+/* Parse s; FT_EINVAL when it is not a PEP 440 version (packaging raises InvalidVersion), FT_ERANGE
+ * when a number exceeds INT64_MAX, a release has more than FT_VERSION_SEGMENTS segments or the
+ * local label more than FT_VERSION_LOCAL - 1 characters. */
+int ft_version_parse(const char *s, ft_version *out);
+/* < 0, 0, > 0 as a sorts before, equal to, after b (packaging's ordering: 1.0.dev0 < 1.0a1 <
+ * 1.0rc1 < 1.0 < 1.0+local < 1.0.post1 = 1.0-1 < 1.0.0.1). */
+int ft_version_cmp(const ft_version *a, const ft_version *b);
+/* Both strings parsed and compared: FT_OK and *cmp, or the parse error of the first bad one. */
+int ft_version_cmp_str(const char *a, const char *b, int *cmp);
+/* Normalised text of v (PEP 440's canonical form, e.g. "1!2.0rc1.post2.dev3+ubuntu.1"). */
+int ft_version_text(const ft_version *v, char *buf, size_t cap);
+
 /* ---- environment -------------------------------------------------------------------------- */
+/* An override of the trace's env (--env KEY=VALUE): value "" removes the key (the model then
+ * assumes TE's default, and says so), "null" sets it to JSON null (captured as absent: e.g.
+ * cudnn_frontend not installed, no CUDA device), anything else is the value as text. */
 typedef struct ft_env_kv {
     const char *key, *value; /* an override, e.g. {"device_cc", "9.0"} */
 } ft_env_kv;
+
+/* What the capture's header says that the model reads (docs/capture-format.md, "What the model
+ * reads"): the env object, the fields the format does not name (extra_json: te_fusions, the
+ * registered fusion passes), and rank / world_size. A NULL capture is an empty header. */
+typedef struct ft_model_capture {
+    const char *env_json;   /* header env object, or NULL */
+    const char *extra_json; /* header fields the format does not name, or NULL */
+    int has_rank, has_world_size;
+    int64_t rank, world_size;
+} ft_model_capture;
 
 /* ---- the model ---------------------------------------------------------------------------- */
 typedef struct ft_model ft_model;
@@ -99,16 +145,48 @@ typedef struct ft_model ft_model;
 const char *ft_env_read_key(uint32_t i);
 int ft_env_key_is_read(const char *key);
 
-/* Build the model of a trace's fusers and recipes. env_json is the header's env object (may be
- * NULL); overrides (may be NULL) replace its keys (--env KEY=VALUE). Bad ops or attrs JSON ->
- * FT_EINVAL naming the fuser/recipe id and field. */
+/* Build the model of a trace's fusers and recipes. cap is what the header says (may be NULL);
+ * overrides (may be NULL) replace env keys (--env KEY=VALUE, see ft_env_kv). Bad ops or attrs
+ * JSON, or a header whose env contradicts it -> FT_EINVAL naming the fuser/recipe id and field. */
 int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_def *recipes,
-                 uint32_t n_recipes, const char *env_json, const ft_env_kv *overrides,
+                 uint32_t n_recipes, const ft_model_capture *cap, const ft_env_kv *overrides,
                  uint32_t n_overrides, ft_model **out, ft_err *err);
 void ft_model_free(ft_model *m);
 
+/* World size and rank the model uses: --env, else the header's env, else the header's fields,
+ * else 1 and 0. No fusion gate reads the rank; it is kept for reports. */
+int64_t ft_model_world_size(const ft_model *m);
+int64_t ft_model_rank(const ft_model *m);
+
+/* What the model could not read from the capture and what it did about it, for the reports
+ * (one list per model, in a fixed order). */
+typedef enum ft_model_note_kind {
+    FT_NOTE_ASSUMED = 0,    /* a field the model reads was absent: text says what it assumed */
+    FT_NOTE_UNKNOWN_FUSION, /* TE registered a fusion the model does not know (field = its name) */
+    FT_NOTE_REGISTRY,       /* the captured registry and the model's own check disagree */
+    FT_NOTE_ATTR_CHANGE,    /* a fuser's op attributes changed after its first call */
+} ft_model_note_kind;
+typedef struct ft_model_note {
+    ft_model_note_kind kind;
+    const char *field; /* "env.device_cc", "te_fusions", "fuser 3 op 0 tensor_parallel_size", or
+                          the unknown fusion's name as TE registered it */
+    const char *pass;  /* FT_NOTE_UNKNOWN_FUSION: "forward_backward", "forward" or "backward" */
+    const char *text;  /* in words, one sentence without a trailing period */
+} ft_model_note;
+uint32_t ft_model_n_notes(const ft_model *m);
+const ft_model_note *ft_model_note_at(const ft_model *m, uint32_t i); /* NULL past the end */
+
 uint32_t ft_model_n_fusers(const ft_model *m);
+/* The fuser index of the first declaration of fuser's OperationFuser instance: itself, or for a
+ * redeclaration after its op attributes changed (ft_fuser_def.of) the fuser it continues, which
+ * owns the plan cache that TE keeps across the change. */
+uint32_t ft_model_fuser_instance(const ft_model *m, uint32_t fuser);
 uint32_t ft_model_n_ops(const ft_model *m, uint32_t fuser);
+/* The op-list classes: fusers whose ops JSON is the same text share one (parsed once, their
+ * fusion key, builds and classifications shared), numbered 0.. in first-declaration order. What
+ * the model holds per fuser beyond its class is 16 bytes. */
+uint32_t ft_model_n_lists(const ft_model *m);
+uint32_t ft_model_fuser_list(const ft_model *m, uint32_t fuser);
 /* recipe index -1 gives the FT_RT_NONE model. */
 const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe);
 /* Canonical encoding of a recipe (type and every attribute, defaults filled), hashed into
@@ -117,8 +195,8 @@ const char *ft_model_recipe_canon(const ft_model *m, int32_t recipe);
 
 /* Build (or look up) the plan TE would build for fuser under recipe with boundary f
  * (docs/fuser-model.md, "Building a plan"). *plan_id is an interned id; plans with identical
- * topology share an id. A build that TE would reject (mismatch after fusing) is FT_EUNSUPPORTED
- * with a message. */
+ * topology share an id; fusers of one op-list class share their builds (memoised by class). A build
+ * that TE would reject (mismatch after fusing) is FT_EUNSUPPORTED with a message. */
 int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint32_t *plan_id,
                    ft_err *err);
 /* Builds that ran the fusion passes so far (memo hits of ft_model_build not counted). */

@@ -45,13 +45,8 @@ static const char *const op_names[FT_OP_COUNT] = {
     [FT_OP_OTHER] = "?",
 };
 
-const char *ft_op_type_name(ft_op_type t)
-{
-    return (unsigned)t < FT_OP_COUNT ? op_names[t] : "?";
-}
-
 /* ---- op attributes ------------------------------------------------------------------------ */
-enum { AK_INT, AK_BOOL, AK_FLOAT, AK_INT_OR_NULL, AK_TP_MODE, AK_DTYPE, AK_DERIVED };
+enum { AK_INT, AK_BOOL, AK_FLOAT, AK_INT_OR_NULL, AK_TP_MODE, AK_DTYPE, AK_UB_OPTIONS, AK_DERIVED };
 
 typedef struct op_attr_spec {
     const char *name; /* JSON key */
@@ -83,7 +78,7 @@ static const op_attr_spec op_attrs[FT_OA_COUNT] = {
     [FT_OA_TP_MODE] = {"tensor_parallel_mode", AK_TP_MODE, 0, FT_OPS_BL, FT_TP_NONE, 0},
     [FT_OA_TP_SIZE] = {"tensor_parallel_size", AK_INT, 0, FT_OPS_BL, -1, 0},
     [FT_OA_SEQUENCE_PARALLEL] = {"sequence_parallel", AK_BOOL, 0, FT_OPS_BL, 0, 0},
-    [FT_OA_USERBUFFERS] = {"userbuffers", AK_BOOL, 0, FT_OPS_BL, 0, 0},
+    [FT_OA_USERBUFFERS] = {"userbuffers", AK_UB_OPTIONS, 0, FT_OPS_BL, 0, 0},
     [FT_OA_IN_PLACE] = {"in_place", AK_BOOL, 0, FT_OPS_EXTRA_IO, 0, 0},
     [FT_OA_SCALE] = {"scale", AK_FLOAT, 0, FT_OPB(FT_OP_CONSTANT_SCALE), 0, 1.0},
     [FT_OA_SIZE] = {"size", AK_INT, 0, FT_OPB(FT_OP_BIAS), 0, 0},
@@ -168,6 +163,15 @@ static int parse_op_attr(const json_t *v, ft_op_attr a, ft_op *op, int64_t fuser
         }
         want = "null, \"column\" or \"row\"";
         break;
+    case AK_UB_OPTIONS:
+        /* TE's userbuffers_options: a dict enables Userbuffers (the gates test `is not None`),
+         * null disables them; true/false is the form earlier captures recorded */
+        if (json_is_object(v) || json_is_boolean(v) || json_is_null(v)) {
+            op->v[a] = json_is_object(v) || json_is_true(v);
+            return FT_OK;
+        }
+        want = "TE's userbuffers_options (an object or null) or a bool";
+        break;
     case AK_DTYPE: {
         static const char *const names[] = {"float32", "float16", "bfloat16"};
         const char *t = json_is_string(v) ? json_string_value(v) : NULL;
@@ -229,7 +233,9 @@ static int parse_one_op(const json_t *jo, int64_t fuser_id, uint32_t idx, int64_
         }
         int rc = parse_op_attr(v, (ft_op_attr)a, op, fuser_id, idx, err);
         if (rc) return rc;
+        op->given |= 1ull << a;
     }
+    op->v_raw_tp_mode = (uint8_t)op->v[FT_OA_TP_MODE];
     if (op->type == FT_OP_GROUPED_LINEAR &&
         (op->v[FT_OA_NUM_GROUPS] <= 0 || op->v[FT_OA_IN_FEATURES] <= 0 ||
          op->v[FT_OA_OUT_FEATURES] <= 0))

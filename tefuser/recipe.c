@@ -250,9 +250,10 @@ static const struct {
     [FT_RT_CUSTOM] = {"CustomRecipe", attrs_custom, FT_ARRAY_LEN(attrs_custom)},
 };
 
-const char *ft_recipe_env_key(uint32_t i)
+/* The i-th distinct env variable a recipe attribute's default reads (NULL past the last): every
+ * recipe attribute's env default, each name once, in table order. */
+static const char *recipe_env_key(uint32_t i)
 {
-    /* every recipe attribute's env default, each name once, in table order */
     uint32_t k = 0;
     for (int t = 0; t < FT_RT_COUNT; t++)
         for (size_t a = 0; a < recipe_types[t].n_attrs; a++) {
@@ -267,6 +268,23 @@ const char *ft_recipe_env_key(uint32_t i)
             if (k++ == i) return e;
         }
     return NULL;
+}
+
+/* The fusion rules' environment (env.c) first, then the recipe defaults'. Here rather than in
+ * env.c because the recipe table is here and the environment below it. */
+const char *ft_env_read_key(uint32_t i)
+{
+    if (i < FT_EA_COUNT) return ft_env_attr_name((ft_env_attr)i);
+    if (i == FT_EA_COUNT) return ft_env_legacy_wgrad_key();
+    return recipe_env_key(i - FT_EA_COUNT - 1);
+}
+
+int ft_env_key_is_read(const char *key)
+{
+    const char *k;
+    for (uint32_t i = 0; (k = ft_env_read_key(i)); i++)
+        if (!strcmp(k, key)) return 1;
+    return 0;
 }
 
 const char *ft_recipe_type_name(ft_recipe_type t)
@@ -349,225 +367,293 @@ static int append_json(ft_buf *b, const json_t *v)
     return rc;
 }
 
+/* The canonical texts of one recipe as they are built, and the QParams flags recorded. */
+typedef struct parse_acc {
+    ft_buf canon;                   /* "Type{field=value,...}" over every field */
+    ft_buf qcanon;                  /* "Type{field=value,...}" over the quantization fields */
+    int qp_inp, qp_weight, qp_grad; /* recorded fp4_quant_* flags, -1 when absent */
+} parse_acc;
+
+/* Index of TE's recipe class name, -1 if it is none of the six. */
+static int recipe_type_index(const char *name)
+{
+    for (int i = 1; i < FT_RT_COUNT; i++)
+        if (!strcmp(name, recipe_types[i].name)) return i;
+    return -1;
+}
+
+/* A class that is not one of TE's six: a user subclass, whose TE base the capture records as
+ * attrs.__te_base__ (what recipe.mxfp8(), nvfp4() ... see through issubclass). */
+static int subclass_base(const ft_recipe_def *def, const char *own, const json_t *attrs, int *t,
+                         ft_err *err)
+{
+    const json_t *b = attrs ? json_object_get(attrs, FT_RECIPE_BASE_KEY) : NULL;
+    if (!b)
+        return ft_err_set(err, FT_EINVAL,
+                          "recipe %lld: unknown recipe type '%s' (a subclass of a TE recipe "
+                          "class names its TE class in attrs.%s)",
+                          (long long)def->id, own, FT_RECIPE_BASE_KEY);
+    *t = json_is_string(b) ? recipe_type_index(json_string_value(b)) : -1;
+    if (*t < 0)
+        return ft_err_set(err, FT_EINVAL,
+                          "recipe %lld (%s): attribute '%s' must name a TE recipe class "
+                          "(DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, "
+                          "Float8BlockScaling, NVFP4BlockScaling, CustomRecipe)",
+                          (long long)def->id, own, FT_RECIPE_BASE_KEY);
+    return FT_OK;
+}
+
+/* def's attrs JSON as an object (new reference) in *attrs, NULL when there is none. */
+static int load_attrs(const ft_recipe_def *def, const char *tn, json_t **attrs, ft_err *err)
+{
+    json_error_t je;
+    *attrs = NULL;
+    if (!def->attrs_json || !*def->attrs_json) return FT_OK;
+    json_t *o = json_loads(def->attrs_json, 0, &je);
+    if (!o)
+        return ft_err_set(err, FT_EINVAL, "recipe %lld (%s): field 'attrs' is not valid JSON (%s)",
+                          (long long)def->id, tn, je.text);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return ft_err_set(err, FT_EINVAL, "recipe %lld (%s): field 'attrs' is not an object",
+                          (long long)def->id, tn);
+    }
+    *attrs = o;
+    return FT_OK;
+}
+
+/* Check v against a's kind: *want names what it must be when it is not; *iv gets its integer
+ * value (bools 0/1, enums their index, an absent optional enum -1) and *norm (new reference) the
+ * enum name as the canonical text spells it. FT_ENOMEM when that cannot be made. */
+static int check_kind(const recipe_attr *a, const json_t *v, const char **want, json_t **norm,
+                      int64_t *iv)
+{
+    switch (a->kind) {
+    case RK_BOOL:
+        if (!json_is_boolean(v)) *want = "a bool";
+        *iv = json_is_true(v);
+        return FT_OK;
+    case RK_INT:
+        if (!json_is_integer(v))
+            *want = "an integer";
+        else
+            *iv = json_integer_value(v);
+        return FT_OK;
+    case RK_FLOAT:
+        if (!json_is_number(v)) *want = "a number";
+        return FT_OK;
+    case RK_OPT_ENUM:
+        if (json_is_null(v)) {
+            *iv = -1;
+            return FT_OK;
+        }
+        /* fall through */
+    case RK_ENUM: {
+        int k = json_is_string(v) ? enum_index(a->allowed, json_string_value(v)) : -1;
+        if (k < 0 && json_is_string(v) && a->env_kind == ENV_UPPER) {
+            char buf[64];
+            size_t n = ft_strlcpy(buf, json_string_value(v), sizeof buf);
+            for (size_t j = 0; j < n && j < sizeof buf; j++)
+                buf[j] = (char)toupper((unsigned char)buf[j]);
+            k = enum_index(a->allowed, buf);
+        }
+        if (k < 0) {
+            *want =
+                a->kind == RK_OPT_ENUM ? "null or one of its enum names" : "one of its enum names";
+            return FT_OK;
+        }
+        *iv = k;
+        *norm = json_string(a->allowed[k]);
+        return *norm ? FT_OK : FT_ENOMEM;
+    }
+    default:
+        return FT_OK;
+    }
+}
+
+/* The modelled recipe field that a takes its value from, if any. */
+static void store_field(const recipe_attr *a, const json_t *v, int64_t iv, parse_acc *acc,
+                        ft_recipe_int *out)
+{
+    switch (a->field) {
+    case F_BO:
+        out->pub.bo = iv < 0 ? FT_BO_NONE : (ft_bo)(iv + 1);
+        break;
+    case F_HIST:
+        out->pub.amax_history_len = iv;
+        break;
+    case F_DISABLE_RHT:
+        out->pub.disable_rht = (uint8_t)iv;
+        break;
+    case F_DISABLE_SR:
+        out->pub.disable_sr = (uint8_t)iv;
+        break;
+    case F_DISABLE_2D:
+        out->pub.disable_2d = (uint8_t)iv;
+        break;
+    case F_ROW_SCALED:
+        out->pub.row_scaled = (uint8_t)iv;
+        break;
+    case F_4OVER6:
+        out->pub.four_over_six = (uint8_t)iv; /* 0 none, 1 weights, 2 activations, 3 all */
+        break;
+    case F_ENABLE_2D:
+        out->pub.enable_2d = (uint8_t)iv;
+        break;
+    case F_FP8_FORMAT:
+        out->pub.fp8_format = (uint8_t)iv;
+        break;
+    case F_QP_INP:
+        acc->qp_inp = qparam_flag(v, "random_hadamard_transform");
+        break;
+    case F_QP_WEIGHT:
+        acc->qp_weight = qparam_flag(v, "fp4_2d_quantization");
+        break;
+    case F_QP_GRAD:
+        acc->qp_grad = qparam_flag(v, "stochastic_rounding");
+        break;
+    default:
+        break;
+    }
+}
+
+/* Attribute a (the i-th of its type): its value from attrs, the environment or TE's default,
+ * checked, appended to the canonical texts and stored into out. */
+static int parse_attr(const ft_recipe_def *def, const char *tn, const recipe_attr *a, size_t i,
+                      const json_t *attrs, const ft_env *env, parse_acc *acc, ft_recipe_int *out,
+                      ft_err *err)
+{
+    json_t *own = NULL;
+    const json_t *v = attrs ? json_object_get(attrs, a->name) : NULL;
+    if (!v) v = own = env_default(a, env);
+    if (!v) v = own = json_loads(a->dflt, JSON_DECODE_ANY, NULL);
+    if (!v) return ft_err_set(err, FT_ENOMEM, "recipe %lld: out of memory", (long long)def->id);
+    const char *want = NULL;
+    json_t *norm = NULL; /* normalised value for the canonical text */
+    int64_t iv = 0;
+    int rc = check_kind(a, v, &want, &norm, &iv);
+    if (want) {
+        char *shown = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        rc = ft_err_set(err, FT_EINVAL, "recipe %lld (%s): attribute '%s' must be %s, got %s",
+                        (long long)def->id, tn, a->name, want, shown ? shown : "?");
+        free(shown);
+        json_decref(own);
+        return rc;
+    }
+    if (!rc) rc = ft_buf_printf(&acc->canon, "%s%s=", i ? "," : "", a->name);
+    if (!rc) rc = append_json(&acc->canon, norm ? norm : v);
+    if (!rc && a->quant) {
+        rc = ft_buf_printf(&acc->qcanon, "%s=", a->name);
+        if (!rc) rc = append_json(&acc->qcanon, norm ? norm : v);
+        if (!rc) rc = ft_buf_printf(&acc->qcanon, ",");
+    }
+    if (a->field == F_HIST && iv <= 0 && !rc)
+        rc = ft_err_set(err, FT_EINVAL,
+                        "recipe %lld (%s): attribute 'amax_history_len' must be >= 1",
+                        (long long)def->id, tn);
+    store_field(a, v, iv, acc, out);
+    json_decref(norm);
+    json_decref(own);
+    return rc;
+}
+
+/* Whether key is an attribute of type t's table or private object state (a leading '_'). */
+static int known_key(int t, const char *key)
+{
+    int known = key[0] == '_'; /* private attributes (e.g. _cached_repr) are state */
+    for (size_t i = 0; i < recipe_types[t].n_attrs; i++)
+        if (!strcmp(recipe_types[t].attrs[i].name, key)) known = 1;
+    return known;
+}
+
+/* Fields the table does not know: kept in the canonical text (every attribute counts in the
+ * hash) as ",+name=value", sorted by name. */
+static int append_unknown(const ft_recipe_def *def, int t, const json_t *attrs, ft_buf *canon,
+                          ft_err *err)
+{
+    size_t n_extra = 0;
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)attrs, key, val)
+    {
+        if (!known_key(t, key)) n_extra++;
+    }
+    if (!n_extra) return FT_OK;
+    const char **keys = ft_calloc(n_extra, sizeof *keys);
+    if (!keys) return ft_err_set(err, FT_ENOMEM, "recipe %lld: out of memory", (long long)def->id);
+    size_t k = 0;
+    json_object_foreach((json_t *)attrs, key, val)
+    {
+        if (known_key(t, key)) continue;
+        size_t j = k++;
+        while (j > 0 && strcmp(keys[j - 1], key) > 0) {
+            keys[j] = keys[j - 1];
+            j--;
+        }
+        keys[j] = key;
+    }
+    int rc = FT_OK;
+    for (size_t i = 0; i < n_extra && !rc; i++) {
+        rc = ft_buf_printf(canon, ",+%s=", keys[i]);
+        if (!rc) rc = append_json(canon, json_object_get(attrs, keys[i]));
+    }
+    ft_free(keys);
+    if (rc) return ft_err_set(err, FT_ENOMEM, "recipe %lld: out of memory", (long long)def->id);
+    return FT_OK;
+}
+
 int ft_recipe_parse(const ft_recipe_def *def, const ft_env *env, ft_recipe_int *out, ft_err *err)
 {
     memset(out, 0, sizeof *out);
     out->id = def->id;
     out->pub.obj = def->obj;
-    int t = -1;
-    for (int i = 1; i < FT_RT_COUNT && def->type; i++)
-        if (!strcmp(def->type, recipe_types[i].name)) t = i;
-    if (t < 0)
-        return ft_err_set(err, FT_EINVAL, "recipe %lld: unknown recipe type '%s'",
-                          (long long)def->id, def->type ? def->type : "(null)");
+    const char *own_name = def->type ? def->type : "(null)";
+    int t = recipe_type_index(own_name);
+    json_t *attrs = NULL;
+    int rc = load_attrs(def, own_name, &attrs, err);
+    if (rc) return rc;
+    if (t < 0 && (rc = subclass_base(def, own_name, attrs, &t, err))) {
+        json_decref(attrs);
+        return rc;
+    }
     out->pub.type = (ft_recipe_type)t;
     const char *tn = recipe_types[t].name;
 
-    json_error_t je;
-    json_t *attrs = NULL;
-    if (def->attrs_json && *def->attrs_json) {
-        attrs = json_loads(def->attrs_json, 0, &je);
-        if (!attrs)
-            return ft_err_set(err, FT_EINVAL,
-                              "recipe %lld (%s): field 'attrs' is not valid JSON (%s)",
-                              (long long)def->id, tn, je.text);
-        if (!json_is_object(attrs)) {
-            json_decref(attrs);
-            return ft_err_set(err, FT_EINVAL, "recipe %lld (%s): field 'attrs' is not an object",
-                              (long long)def->id, tn);
-        }
-    }
-
-    int rc = FT_OK;
-    ft_buf canon = {0}, qcanon = {0};
-    int qp_inp = -1, qp_weight = -1, qp_grad = -1;
-    rc = ft_buf_printf(&canon, "%s{", tn);
-    if (!rc) rc = ft_buf_printf(&qcanon, "%s{", tn);
-    for (size_t i = 0; i < recipe_types[t].n_attrs && !rc; i++) {
-        const recipe_attr *a = &recipe_types[t].attrs[i];
-        json_t *own = NULL;
-        const json_t *v = attrs ? json_object_get(attrs, a->name) : NULL;
-        if (!v) v = own = env_default(a, env);
-        if (!v) v = own = json_loads(a->dflt, JSON_DECODE_ANY, NULL);
-        if (!v) {
-            rc = ft_err_set(err, FT_ENOMEM, "recipe %lld: out of memory", (long long)def->id);
-            break;
-        }
-        const char *want = NULL;
-        json_t *norm = NULL; /* normalised value for the canonical text */
-        int64_t iv = 0;
-        switch (a->kind) {
-        case RK_BOOL:
-            if (!json_is_boolean(v)) want = "a bool";
-            iv = json_is_true(v);
-            break;
-        case RK_INT:
-            if (!json_is_integer(v))
-                want = "an integer";
-            else
-                iv = json_integer_value(v);
-            break;
-        case RK_FLOAT:
-            if (!json_is_number(v)) want = "a number";
-            break;
-        case RK_OPT_ENUM:
-            if (json_is_null(v)) {
-                iv = -1;
-                break;
-            }
-            /* fall through */
-        case RK_ENUM: {
-            int k = json_is_string(v) ? enum_index(a->allowed, json_string_value(v)) : -1;
-            if (k < 0 && json_is_string(v) && a->env_kind == ENV_UPPER) {
-                char buf[64];
-                size_t n = ft_strlcpy(buf, json_string_value(v), sizeof buf);
-                for (size_t j = 0; j < n && j < sizeof buf; j++)
-                    buf[j] = (char)toupper((unsigned char)buf[j]);
-                k = enum_index(a->allowed, buf);
-            }
-            if (k < 0) {
-                want = a->kind == RK_OPT_ENUM ? "null or one of its enum names"
-                                              : "one of its enum names";
-                break;
-            }
-            iv = k;
-            norm = json_string(a->allowed[k]);
-            if (!norm) rc = FT_ENOMEM;
-            break;
-        }
-        default:
-            break;
-        }
-        if (want) {
-            char *shown = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-            rc = ft_err_set(err, FT_EINVAL, "recipe %lld (%s): attribute '%s' must be %s, got %s",
-                            (long long)def->id, tn, a->name, want, shown ? shown : "?");
-            free(shown);
-            json_decref(own);
-            break;
-        }
-        if (!rc) rc = ft_buf_printf(&canon, "%s%s=", i ? "," : "", a->name);
-        if (!rc) rc = append_json(&canon, norm ? norm : v);
-        if (!rc && a->quant) {
-            rc = ft_buf_printf(&qcanon, "%s=", a->name);
-            if (!rc) rc = append_json(&qcanon, norm ? norm : v);
-            if (!rc) rc = ft_buf_printf(&qcanon, ",");
-        }
-        switch (a->field) {
-        case F_BO:
-            out->pub.bo = iv < 0 ? FT_BO_NONE : (ft_bo)(iv + 1);
-            break;
-        case F_HIST:
-            if (iv <= 0 && !rc)
-                rc = ft_err_set(err, FT_EINVAL,
-                                "recipe %lld (%s): attribute 'amax_history_len' must be >= 1",
-                                (long long)def->id, tn);
-            out->pub.amax_history_len = iv;
-            break;
-        case F_DISABLE_RHT:
-            out->pub.disable_rht = (uint8_t)iv;
-            break;
-        case F_DISABLE_SR:
-            out->pub.disable_sr = (uint8_t)iv;
-            break;
-        case F_DISABLE_2D:
-            out->pub.disable_2d = (uint8_t)iv;
-            break;
-        case F_ROW_SCALED:
-            out->pub.row_scaled = (uint8_t)iv;
-            break;
-        case F_4OVER6:
-            out->pub.four_over_six = (uint8_t)iv; /* 0 none, 1 weights, 2 activations, 3 all */
-            break;
-        case F_ENABLE_2D:
-            out->pub.enable_2d = (uint8_t)iv;
-            break;
-        case F_FP8_FORMAT:
-            out->pub.fp8_format = (uint8_t)iv;
-            break;
-        case F_QP_INP:
-            qp_inp = qparam_flag(v, "random_hadamard_transform");
-            break;
-        case F_QP_WEIGHT:
-            qp_weight = qparam_flag(v, "fp4_2d_quantization");
-            break;
-        case F_QP_GRAD:
-            qp_grad = qparam_flag(v, "stochastic_rounding");
-            break;
-        default:
-            break;
-        }
-        json_decref(norm);
-        json_decref(own);
-    }
+    /* the canonical texts start with the recipe's own class: TE keys plans and rebuilds
+     * quantizers by it, while its fusion checks and fields are the TE base's */
+    parse_acc acc = {.canon = {0}, .qcanon = {0}, .qp_inp = -1, .qp_weight = -1, .qp_grad = -1};
+    rc = ft_buf_printf(&acc.canon, "%s{", own_name);
+    if (!rc) rc = ft_buf_printf(&acc.qcanon, "%s{", own_name);
+    for (size_t i = 0; i < recipe_types[t].n_attrs && !rc; i++)
+        rc = parse_attr(def, tn, &recipe_types[t].attrs[i], i, attrs, env, &acc, out, err);
     if (rc) goto fail;
-
-    /* fields the table does not know: kept in the hash (every attribute counts), sorted */
-    if (attrs) {
-        size_t n_extra = 0;
-        const char *key;
-        json_t *val;
-        json_object_foreach(attrs, key, val)
-        {
-            int known = key[0] == '_'; /* private attributes (e.g. _cached_repr) are state */
-            for (size_t i = 0; i < recipe_types[t].n_attrs; i++)
-                if (!strcmp(recipe_types[t].attrs[i].name, key)) known = 1;
-            if (!known) n_extra++;
-        }
-        if (n_extra) {
-            const char **keys = ft_calloc(n_extra, sizeof *keys);
-            if (!keys) {
-                rc = ft_err_set(err, FT_ENOMEM, "recipe %lld: out of memory", (long long)def->id);
-                goto fail;
-            }
-            size_t k = 0;
-            json_object_foreach(attrs, key, val)
-            {
-                int known = key[0] == '_';
-                for (size_t i = 0; i < recipe_types[t].n_attrs; i++)
-                    if (!strcmp(recipe_types[t].attrs[i].name, key)) known = 1;
-                if (known) continue;
-                size_t j = k++;
-                while (j > 0 && strcmp(keys[j - 1], key) > 0) {
-                    keys[j] = keys[j - 1];
-                    j--;
-                }
-                keys[j] = key;
-            }
-            for (size_t i = 0; i < n_extra && !rc; i++) {
-                rc = ft_buf_printf(&canon, ",+%s=", keys[i]);
-                if (!rc) rc = append_json(&canon, json_object_get(attrs, keys[i]));
-            }
-            ft_free(keys);
-            if (rc) goto nomem;
-        }
-    }
-    rc = ft_buf_printf(&canon, "}");
+    if (attrs && (rc = append_unknown(def, t, attrs, &acc.canon, err))) goto fail;
+    rc = ft_buf_printf(&acc.canon, "}");
     if (rc) goto nomem;
 
     if (out->pub.type == FT_RT_NVFP4) {
         /* __post_init__: inp RHT = !disable_rht; weight 2D = !disable_2d; grad SR = !disable_sr */
-        out->pub.q_rht = (uint8_t)(qp_inp >= 0 ? qp_inp : !out->pub.disable_rht);
-        out->pub.q_2d = (uint8_t)(qp_weight >= 0 ? qp_weight : !out->pub.disable_2d);
-        out->pub.q_sr = (uint8_t)(qp_grad >= 0 ? qp_grad : !out->pub.disable_sr);
+        out->pub.q_rht = (uint8_t)(acc.qp_inp >= 0 ? acc.qp_inp : !out->pub.disable_rht);
+        out->pub.q_2d = (uint8_t)(acc.qp_weight >= 0 ? acc.qp_weight : !out->pub.disable_2d);
+        out->pub.q_sr = (uint8_t)(acc.qp_grad >= 0 ? acc.qp_grad : !out->pub.disable_sr);
     }
-    out->qparams_recorded = qp_inp >= 0 || qp_weight >= 0 || qp_grad >= 0;
-    rc = ft_buf_printf(&qcanon, "}");
+    out->qparams_recorded = acc.qp_inp >= 0 || acc.qp_weight >= 0 || acc.qp_grad >= 0;
+    rc = ft_buf_printf(&acc.qcanon, "}");
     if (rc) goto nomem;
-    out->canon = ft_strndup((const char *)canon.data, canon.len);
+    out->canon = ft_strndup((const char *)acc.canon.data, acc.canon.len);
     if (!out->canon) goto nomem;
-    out->pub.hash = ft_hash64(canon.data, canon.len);
-    out->qbase = ft_hash64(qcanon.data, qcanon.len);
+    out->pub.hash = ft_hash64(acc.canon.data, acc.canon.len);
+    out->qbase = ft_hash64(acc.qcanon.data, acc.qcanon.len);
     ft_recipe_set_qflags(out, out->pub.q_rht, out->pub.q_sr, out->pub.q_2d);
-    ft_buf_free(&canon);
-    ft_buf_free(&qcanon);
+    ft_buf_free(&acc.canon);
+    ft_buf_free(&acc.qcanon);
     json_decref(attrs);
     return FT_OK;
 nomem:
     rc = ft_err_set(err, FT_ENOMEM, "recipe %lld: out of memory", (long long)def->id);
 fail:
-    ft_buf_free(&canon);
-    ft_buf_free(&qcanon);
+    ft_buf_free(&acc.canon);
+    ft_buf_free(&acc.qcanon);
     json_decref(attrs);
     ft_free(out->canon);
     out->canon = NULL;

@@ -77,6 +77,13 @@ static int64_t rd_env(const ft_gate_ctx *c, ft_env_attr a)
     return c->env->v[a];
 }
 
+static int rd_env_fe_at_least(const ft_gate_ctx *c, const char *min)
+{
+    audit(c, FT_SCOPE_ENV, 0, FT_EA_CUDNN_FRONTEND);
+    note(c, FT_SCOPE_ENV, 0, FT_EA_CUDNN_FRONTEND, 0);
+    return ft_env_fe_at_least(c->env, min);
+}
+
 int64_t ft_recipe_read_value(const ft_recipe_model *r, ft_recipe_read rr)
 {
     switch (rr) {
@@ -103,36 +110,54 @@ const char *ft_recipe_read_name(ft_recipe_read r)
 }
 
 /* ---- grouped MLP (ops/fused/grouped_mlp.py) ----------------------------------------------- */
-/* _GroupedMLP_CuTeGEMMBase.is_supported(): env flag > 0, SM 10.x, cuDNN FE >= 1.23.0, and the
- * wrappers importable (glu/dglu/quant with FE >= 1.23; wgrad unless disabled by env). */
-static const char *base_unsupported(const ft_env *env)
+/* _GroupedMLP_CuTeGEMMBase.is_supported() for the class whose activation kernels are act/dact:
+ * the env flag > 0, SM 10.x, cuDNN FE >= 1.23.0, and `from cudnn import ...` of the activation,
+ * its backward, the quant kernel and (unless NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP >= 1)
+ * the wgrad kernel; the first failing check in TE's order, or NULL. */
+static const char *base_unsupported(const ft_env *env, ft_env_attr act, ft_env_attr dact)
 {
     if (env->v[FT_EA_CUTEDSL_FUSED_GROUPED_MLP] <= 0)
         return "env NVTE_CUTEDSL_FUSED_GROUPED_MLP is not set to 1";
     if (env->v[FT_EA_DEVICE_CC] / 10 != 10) return "the device capability (device_cc) is not 10.x";
-    if (env->v[FT_EA_CUDNN_FRONTEND] < ft_version_code(1, 23, 0))
+    if (!ft_env_fe_at_least(env, "1.23.0"))
         return "cudnn_frontend is older than 1.23.0 (or not installed)";
+    if (!env->v[act])
+        return act == FT_EA_WRAP_GLU ? "cudnn.grouped_gemm_glu_wrapper_sm100 cannot be imported"
+                                     : "cudnn.grouped_gemm_srelu_wrapper_sm100 cannot be imported";
+    if (!env->v[dact])
+        return dact == FT_EA_WRAP_DGLU
+                   ? "cudnn.grouped_gemm_dglu_wrapper_sm100 cannot be imported"
+                   : "cudnn.grouped_gemm_dsrelu_wrapper_sm100 cannot be imported";
+    if (!env->v[FT_EA_WRAP_QUANT])
+        return "cudnn.grouped_gemm_quant_wrapper_sm100 cannot be imported";
     /* grouped_gemm_wgrad_wrapper_sm100 is imported unless wgrad is disabled by env */
-    if (env->v[FT_EA_DISABLE_CUTEDSL_WGRAD] < 1 && !env->v[FT_EA_CUDNN_WGRAD_WRAPPER])
-        return "the cuDNN wgrad wrapper cannot be imported (cudnn_wgrad_wrapper=0) and "
+    if (env->v[FT_EA_DISABLE_CUTEDSL_WGRAD] < 1 && !env->v[FT_EA_WRAP_WGRAD])
+        return "cudnn.grouped_gemm_wgrad_wrapper_sm100 cannot be imported and "
                "NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP is not 1";
     return NULL;
 }
 
-static int base_supported(const ft_env *env)
+static const char *glu_unsupported(const ft_env *env)
 {
-    return base_unsupported(env) == NULL;
+    return base_unsupported(env, FT_EA_WRAP_GLU, FT_EA_WRAP_DGLU);
+}
+
+/* GroupedMLP_CuTeGEMMUnary.is_supported: FE >= 1.24.0, then the base checks */
+static const char *srelu_unsupported(const ft_env *env)
+{
+    if (!ft_env_fe_at_least(env, "1.24.0"))
+        return "cudnn_frontend is older than 1.24.0 (the SReLU kernels) or not installed";
+    return base_unsupported(env, FT_EA_WRAP_SRELU, FT_EA_WRAP_DSRELU);
 }
 
 int ft_grouped_mlp_glu_registered(const ft_env *env)
 {
-    return base_supported(env);
+    return glu_unsupported(env) == NULL;
 }
 
 int ft_grouped_mlp_srelu_registered(const ft_env *env)
 {
-    /* GroupedMLP_CuTeGEMMUnary.is_supported: FE >= 1.24.0 and the base checks */
-    return env->v[FT_EA_CUDNN_FRONTEND] >= ft_version_code(1, 24, 0) && base_supported(env);
+    return srelu_unsupported(env) == NULL;
 }
 
 static int reg_glu(const ft_env *env)
@@ -158,8 +183,7 @@ static int gate_grouped_mlp(const ft_gate_ctx *c, const ft_unit *w, unsigned pre
     uint8_t act = c->ops[w[1].lo].type;
     int glu = act == FT_OP_SCALED_SWIGLU || act == FT_OP_SCALED_CLAMPED_QGEGLU;
     /* 4. ScaledClampedQGeGLU with FE < 1.24 only with the kernel's fixed parameters */
-    if (act == FT_OP_SCALED_CLAMPED_QGEGLU &&
-        rd_env(c, FT_EA_CUDNN_FRONTEND) < ft_version_code(1, 24, 0) &&
+    if (act == FT_OP_SCALED_CLAMPED_QGEGLU && !rd_env_fe_at_least(c, "1.24.0") &&
         (fabs(rd_opf(c, w, 1, FT_OA_ALPHA) - 1.702) > 0.001 ||
          fabs(rd_opf(c, w, 1, FT_OA_GLU_LINEAR_OFFSET) - 1.0) > 0.001 ||
          fabs(rd_opf(c, w, 1, FT_OA_LIMIT) - 7.0) > 0.001))
@@ -295,7 +319,7 @@ static int gate_add_rmsnorm(const ft_gate_ctx *c, const ft_unit *w, unsigned pre
     }
 #define MLP_REG_READS                                                                              \
     R_ENV(FT_EA_CUTEDSL_FUSED_GROUPED_MLP), R_ENV(FT_EA_DEVICE_CC), R_ENV(FT_EA_CUDNN_FRONTEND),   \
-        R_ENV(FT_EA_DISABLE_CUTEDSL_WGRAD), R_ENV(FT_EA_CUDNN_WGRAD_WRAPPER)
+        R_ENV(FT_EA_DISABLE_CUTEDSL_WGRAD), R_ENV(FT_EA_WRAP_QUANT), R_ENV(FT_EA_WRAP_WGRAD)
 #define MLP_RECIPE_READS                                                                           \
     R_RECIPE(FT_RR_IS_NONE), R_RECIPE(FT_RR_MXFP8), R_RECIPE(FT_RR_NVFP4),                         \
         R_RECIPE(FT_RR_DISABLE_RHT)
@@ -303,9 +327,13 @@ static int gate_add_rmsnorm(const ft_gate_ctx *c, const ft_unit *w, unsigned pre
     R_OP(0, FT_OA_IN_FEATURES), R_OP(0, FT_OA_OUT_FEATURES), R_OP(0, FT_OA_NUM_GROUPS),            \
         R_OP(2, FT_OA_IN_FEATURES), R_OP(2, FT_OA_OUT_FEATURES), R_OP(2, FT_OA_NUM_GROUPS)
 
+/* where TE defines them: transformer_engine/pytorch/ops/fused/ */
+#define TE_FUSED "transformer_engine.pytorch.ops.fused."
+
 const ft_rule ft_rules[] = {
     /* joint pass: registry order [fuse_srelu_ops, fuse_ops] */
     {.func = "fuse_srelu_ops",
+     .te_name = TE_FUSED "grouped_mlp.fuse_srelu_ops",
      .fused = "GroupedMLP_CuTeGEMMUnary",
      .pass = FT_PASS_JOINT,
      .scan = FT_SCAN_SLIDE,
@@ -314,8 +342,10 @@ const ft_rule ft_rules[] = {
      .registered = reg_srelu,
      .gate = gate_grouped_mlp,
      .grouped_mlp = 1,
-     READS(MLP_REG_READS, MLP_RECIPE_READS, MLP_DIM_READS)},
+     READS(MLP_REG_READS, R_ENV(FT_EA_WRAP_SRELU), R_ENV(FT_EA_WRAP_DSRELU), MLP_RECIPE_READS,
+           MLP_DIM_READS)},
     {.func = "fuse_ops",
+     .te_name = TE_FUSED "grouped_mlp.fuse_ops",
      .fused = "GroupedMLP_CuTeGEMMGLU",
      .pass = FT_PASS_JOINT,
      .scan = FT_SCAN_SLIDE,
@@ -326,10 +356,12 @@ const ft_rule ft_rules[] = {
      .registered = reg_glu,
      .gate = gate_grouped_mlp,
      .grouped_mlp = 1,
-     READS(MLP_REG_READS, MLP_RECIPE_READS, MLP_DIM_READS, R_OP(1, FT_OA_GLU_INTERLEAVE),
-           R_OP(1, FT_OA_LIMIT), R_OP(1, FT_OA_ALPHA), R_OP(1, FT_OA_GLU_LINEAR_OFFSET))},
+     READS(MLP_REG_READS, R_ENV(FT_EA_WRAP_GLU), R_ENV(FT_EA_WRAP_DGLU), MLP_RECIPE_READS,
+           MLP_DIM_READS, R_OP(1, FT_OA_GLU_INTERLEAVE), R_OP(1, FT_OA_LIMIT), R_OP(1, FT_OA_ALPHA),
+           R_OP(1, FT_OA_GLU_LINEAR_OFFSET))},
     /* forward pass */
     {.func = "UserbuffersForwardLinear.fuse_forward_ops",
+     .te_name = TE_FUSED "userbuffers_forward_linear.UserbuffersForwardLinear.fuse_forward_ops",
      .fused = "UserbuffersForwardLinear",
      .pass = FT_PASS_FWD,
      .scan = FT_SCAN_CONSUME,
@@ -341,6 +373,7 @@ const ft_rule ft_rules[] = {
      READS(R_RECIPE(FT_RR_BACKWARD_OVERRIDE), R_ENV(FT_EA_WORLD_SIZE), R_OP(0, FT_OA_USERBUFFERS),
            R_OP(0, FT_OA_TP_MODE), R_OP(0, FT_OA_TP_SIZE), R_OP(2, FT_OA_PROCESS_GROUP_SIZE))},
     {.func = "ForwardLinearBiasAdd.fuse_forward_ops",
+     .te_name = TE_FUSED "forward_linear_bias_add.ForwardLinearBiasAdd.fuse_forward_ops",
      .fused = "ForwardLinearBiasAdd",
      .pass = FT_PASS_FWD,
      .scan = FT_SCAN_CONSUME,
@@ -350,6 +383,8 @@ const ft_rule ft_rules[] = {
                {.types = FT_OPB(FT_OP_ADD_EXTRA_INPUT), .take = take_in_place}},
      READS(R_OP(0, FT_OA_TP_MODE), R_OP(2, FT_OA_IN_PLACE))},
     {.func = "ForwardLinearBiasActivation.fuse_forward_ops",
+     .te_name =
+         TE_FUSED "forward_linear_bias_activation.ForwardLinearBiasActivation.fuse_forward_ops",
      .fused = "ForwardLinearBiasActivation",
      .pass = FT_PASS_FWD,
      .scan = FT_SCAN_SLIDE,
@@ -358,6 +393,7 @@ const ft_rule ft_rules[] = {
      .gate = gate_linear_bias_activation,
      READS(R_OP(0, FT_OA_TP_MODE), R_OP(0, FT_OA_DTYPE))},
     {.func = "ForwardLinearScaleAdd.fuse_forward_ops",
+     .te_name = TE_FUSED "forward_linear_scale_add.ForwardLinearScaleAdd.fuse_forward_ops",
      .fused = "ForwardLinearScaleAdd",
      .pass = FT_PASS_FWD,
      .scan = FT_SCAN_SLIDE,
@@ -369,6 +405,7 @@ const ft_rule ft_rules[] = {
      READS(R_OP(0, FT_OA_TP_MODE), R_OP(2, FT_OA_IN_PLACE))},
     /* backward pass (windows in forward order) */
     {.func = "UserbuffersBackwardLinear.fuse_backward_ops",
+     .te_name = TE_FUSED "userbuffers_backward_linear.UserbuffersBackwardLinear.fuse_backward_ops",
      .fused = "UserbuffersBackwardLinear",
      .pass = FT_PASS_BWD,
      .scan = FT_SCAN_CONSUME,
@@ -380,6 +417,7 @@ const ft_rule ft_rules[] = {
      READS(R_ENV(FT_EA_WORLD_SIZE), R_OP(0, FT_OA_USERBUFFERS), R_OP(0, FT_OA_TP_MODE),
            R_OP(0, FT_OA_TP_SIZE), R_OP(2, FT_OA_PROCESS_GROUP_SIZE))},
     {.func = "BackwardLinearAdd.fuse_backward_ops",
+     .te_name = TE_FUSED "backward_linear_add.BackwardLinearAdd.fuse_backward_ops",
      .fused = "BackwardLinearAdd",
      .pass = FT_PASS_BWD,
      .scan = FT_SCAN_SLIDE,
@@ -388,6 +426,7 @@ const ft_rule ft_rules[] = {
      .gate = gate_linear_add,
      READS(R_OP(0, FT_OA_IN_PLACE), R_OP(1, FT_OA_TP_MODE))},
     {.func = "BackwardLinearScale.fuse_backward_ops",
+     .te_name = TE_FUSED "backward_linear_scale.BackwardLinearScale.fuse_backward_ops",
      .fused = "BackwardLinearScale",
      .pass = FT_PASS_BWD,
      .scan = FT_SCAN_SLIDE,
@@ -396,6 +435,7 @@ const ft_rule ft_rules[] = {
      .gate = gate_linear_scale,
      READS(R_OP(0, FT_OA_TP_MODE))},
     {.func = "BackwardActivationBias.fuse_backward_ops",
+     .te_name = TE_FUSED "backward_activation_bias.BackwardActivationBias.fuse_backward_ops",
      .fused = "BackwardActivationBias",
      .pass = FT_PASS_BWD,
      .scan = FT_SCAN_SLIDE,
@@ -408,6 +448,7 @@ const ft_rule ft_rules[] = {
      READS(R_RECIPE(FT_RR_IS_NONE), R_RECIPE(FT_RR_BACKWARD_OVERRIDE),
            R_OP(0, FT_OA_GRAD_OUTPUT_QUANTIZER))},
     {.func = "BackwardAddRMSNorm.fuse_backward_ops",
+     .te_name = TE_FUSED "backward_add_rmsnorm.BackwardAddRMSNorm.fuse_backward_ops",
      .fused = "BackwardAddRMSNorm",
      .pass = FT_PASS_BWD,
      .scan = FT_SCAN_SLIDE,
@@ -474,18 +515,17 @@ static int try_window(const ft_gate_ctx *c, int16_t rule_idx, ft_unit *units, ui
     return 1;
 }
 
-void ft_rules_apply_pass(const ft_gate_ctx *c0, ft_pass pass, const uint8_t *registered,
+void ft_rules_apply_pass(const ft_gate_ctx *c0, const int16_t *order, uint32_t n_order,
                          ft_unit *units, uint32_t *n)
 {
     ft_gate_ctx c = *c0;
-    for (uint32_t ri = 0; ri < ft_n_rules; ri++) {
-        const ft_rule *r = &ft_rules[ri];
-        if (r->pass != pass || !registered[ri]) continue;
-        c.rule = r;
+    for (uint32_t k = 0; k < n_order; k++) {
+        const int16_t ri = order[k];
+        c.rule = &ft_rules[ri];
         uint32_t i = 0;
         while (i < *n) {
             uint32_t next = i + 1;
-            try_window(&c, (int16_t)ri, units, n, i, &next);
+            try_window(&c, ri, units, n, i, &next);
             i = next;
         }
     }
@@ -541,14 +581,10 @@ const char *ft_rule_unregistered_reason(uint32_t rule, const ft_env *env, char *
 {
     const ft_rule *r = &ft_rules[rule];
     const char *why = NULL;
-    if (r->grouped_mlp) {
-        why = base_unsupported(env);
-        if (!why && r->registered == reg_srelu &&
-            env->v[FT_EA_CUDNN_FRONTEND] < ft_version_code(1, 24, 0))
-            why = "cudnn_frontend is older than 1.24.0 (the SReLU kernels)";
-    }
+    if (r->registered == reg_glu) why = glu_unsupported(env);
+    if (r->registered == reg_srelu) why = srelu_unsupported(env);
     snprintf(buf, cap, "%s is not registered: %s", r->fused,
-             why ? why : "its import-time check fails");
+             why ? why : "TE did not register it (the capture's te_fusions)");
     return buf;
 }
 
@@ -572,18 +608,18 @@ int ft_grouped_tensor_path_supported(const ft_env *env, const ft_recipe_model *r
     if (dtype != FT_DT_BFLOAT16 && dtype != FT_DT_FLOAT16) return 0;
     int64_t cc = env->v[FT_EA_DEVICE_CC]; /* major*10 + minor */
     if (cc < 90 || cc > 110) return 0;
-    int64_t lt = env->v[FT_EA_CUBLASLT];
-    if (lt < ft_version_code(13, 3, 0)) return 0;
-    if (cc < 100 && lt < ft_version_code(13, 4, 0)) return 0;
+    int64_t lt = env->v[FT_EA_CUBLASLT]; /* tex.get_cublasLt_version(), e.g. 130400 */
+    if (lt < 130300) return 0;
+    if (cc < 100 && lt < 130400) return 0;
     switch (r->type) {
     case FT_RT_NONE:
         return 1;
     case FT_RT_CUSTOM:
         return 0;
     case FT_RT_CURRENT:
-        return cc >= 100 || lt >= ft_version_code(13, 5, 0);
+        return cc >= 100 || lt >= 130500;
     case FT_RT_BLOCK:
-        return cc < 100 && lt >= ft_version_code(13, 6, 0);
+        return cc < 100 && lt >= 130600;
     case FT_RT_MXFP8:
         return cc >= 100;
     case FT_RT_NVFP4:

@@ -71,10 +71,10 @@ int ft_te_captured_ref(const char *extra_json, const char *te_version, ft_te_ref
         if (found) return 1;
     }
     if (!te_version || !*te_version) return 0;
-    int64_t v, first; /* the earliest 2.21 release: its first pre-release */
+    int cmp; /* against the earliest 2.21 release: its first pre-release */
     *out = FT_TE_PRE3410;
-    if (strstr(te_version, "3410") || (!ft_version_parse(te_version, &v) &&
-                                       !ft_version_parse("2.21.0.dev0", &first) && v >= first))
+    if (strstr(te_version, "3410") ||
+        (!ft_version_cmp_str(te_version, "2.21.0.dev0", &cmp) && cmp >= 0))
         *out = FT_TE_3410;
     return 1;
 }

@@ -1,14 +1,14 @@
 /*
- * model_int.h - private types of the fuser model (model.c, rules.c, recipe.c); not a contract.
+ * tefuser_int.h - private types of the fuser model (every .c file of tefuser/); not a contract.
  *
  * The model is three tables and the code that walks them:
- * - the basic-op catalog and op attribute table (rules.c): what a fuser's ops JSON may say;
+ * - the basic-op catalog and op attribute table (ops.c): what a fuser's ops JSON may say;
  * - the recipe attribute table (recipe.c): every dataclass field of the six recipe types, its
  *   default, and whether it is baked into quantizers;
  * - the fusion rule table (rules.c): one row per registered TE fusion function, in registry
  *   order, with its pass, window, gate and the attributes the gate reads.
  * Everything a gate reads must be declared in its row: the fusion-attrs key is derived from the
- * declarations (model.c), and tests check that equal keys give equal plans.
+ * declarations (plan.c), and tests check that equal keys give equal plans.
  */
 #ifndef FT_TEFUSER_INT_H
 #define FT_TEFUSER_INT_H
@@ -105,12 +105,13 @@ enum { FT_DT_FLOAT32 = 0, FT_DT_FLOAT16 = 1, FT_DT_BFLOAT16 = 2 };
 /* One basic op with its attributes (TE defaults where the JSON is silent). */
 typedef struct ft_op {
     uint8_t type;           /* ft_op_type */
+    uint8_t v_raw_tp_mode;  /* BasicLinear: the TP mode as recorded, before canonicalisation */
+    uint64_t given;         /* bit a: attribute a was in the capture (else TE's default) */
     int64_t v[FT_OA_COUNT]; /* integer/bool/enum attributes by ft_op_attr; floats in f[] */
     double f[FT_OA_COUNT];  /* float attributes (limit, alpha, offset, scale) */
     const char *name;       /* class name (catalog string, or owned copy for FT_OP_OTHER) */
 } ft_op;
 
-const char *ft_op_type_name(ft_op_type t);
 /* Parse one fuser's ops JSON into ops[]; errors name the fuser id, op index and field. */
 int ft_ops_parse(const char *ops_json, int64_t fuser_id, int64_t world_size, ft_op **out,
                  uint32_t *n_out, ft_err *err);
@@ -127,34 +128,51 @@ typedef enum ft_env_attr {
     FT_EA_CUDNN_FRONTEND,
     FT_EA_CUBLASLT,
     FT_EA_WORLD_SIZE,
+    FT_EA_RANK,
     FT_EA_CUTEDSL_FUSED_GROUPED_MLP,
     FT_EA_DISABLE_CUTEDSL_WGRAD,
-    FT_EA_CUDNN_WGRAD_WRAPPER,
+    /* `from cudnn import NAME` succeeds (the grouped-MLP is_supported() imports) */
+    FT_EA_WRAP_GLU,
+    FT_EA_WRAP_DGLU,
+    FT_EA_WRAP_SRELU,
+    FT_EA_WRAP_DSRELU,
+    FT_EA_WRAP_QUANT,
+    FT_EA_WRAP_WGRAD,
     FT_EA_COUNT
 } ft_env_attr;
+_Static_assert(FT_EA_COUNT <= 32, "env reads are a 32-bit mask");
+
+/* Where an env value came from. */
+enum { FT_ENV_ASSUMED = 0, FT_ENV_CAPTURED, FT_ENV_OVERRIDE };
 
 typedef struct ft_env {
-    int64_t v[FT_EA_COUNT]; /* parsed values; versions as ft_version_code, cc as major*10+minor */
-    json_t *obj;            /* the whole env object (overrides applied), for recipe defaults */
+    int64_t v[FT_EA_COUNT];   /* parsed: cc as major*10+minor, cublaslt as TE's integer, ints,
+                                 imports 0/1; cudnn_frontend a hash of fe (-1: not installed) */
+    uint8_t src[FT_EA_COUNT]; /* FT_ENV_*: absent (TE's default assumed), captured, --env */
+    uint8_t ov[FT_EA_COUNT];  /* an --env override named the key (set or removed it) */
+    uint8_t legacy_wgrad;     /* the wrapper came from the old key cudnn_wgrad_wrapper */
+    ft_version fe;            /* cudnn_frontend, when installed */
+    json_t *obj;              /* the whole env object (overrides applied, values as text) */
 } ft_env;
 
-/* "1.27.0" -> comparable code (prereleases such as "1.23.0rc1" sort just below "1.23.0");
- * -1 when absent. */
-int ft_version_parse(const char *s, int64_t *out);
-int64_t ft_version_code(int major, int minor, int patch);
 const char *ft_env_attr_name(ft_env_attr a);
-/* The i-th distinct env variable a recipe attribute's default reads (NULL past the last). */
-const char *ft_recipe_env_key(uint32_t i);
-/* Env string value of key (NULL if absent). */
+/* cudnn_frontend installed and >= min (TE: PkgVersion(version) >= PkgVersion(min)). */
+int ft_env_fe_at_least(const ft_env *e, const char *min);
+/* The earlier fusertrace name of the wgrad wrapper key, still read ("cudnn_wgrad_wrapper"). */
+const char *ft_env_legacy_wgrad_key(void);
+/* Env string value of key (NULL if absent or null). */
 const char *ft_env_str(const ft_env *e, const char *key);
 
 /* ---- recipes ------------------------------------------------------------------------------ */
+/* The attrs key under which a capture names a recipe subclass's TE class. */
+#define FT_RECIPE_BASE_KEY "__te_base__"
+
 typedef struct ft_recipe_int {
     ft_recipe_model pub; /* what the engine reads */
     int64_t id;          /* declared id */
     char *canon;         /* canonical encoding: Type{attr=value,...} with defaults filled */
     uint64_t qbase;      /* hash of the quantizer-baked attributes other than the QParams flags */
-    uint8_t qparams_recorded; /* the capture recorded fp4_quant_* (else derived, see model.c) */
+    uint8_t qparams_recorded; /* the capture recorded fp4_quant_* (else derived, recipe.c) */
     uint64_t reads;           /* ft_recipe_read_value + 1 of every ft_recipe_read, one byte each */
 } ft_recipe_int;
 /* Set the NVFP4 QParams flags and the qhash that covers them. */
@@ -235,10 +253,11 @@ typedef int (*ft_gate_fn)(const ft_gate_ctx *c, const ft_unit *w, unsigned prese
 typedef int (*ft_registered_fn)(const ft_env *env);
 
 typedef struct ft_rule {
-    const char *func;  /* TE fusion function, e.g. "fuse_ops" */
-    const char *fused; /* FusedOperation class it builds */
-    uint8_t pass;      /* ft_pass */
-    uint8_t scan;      /* FT_SCAN_* */
+    const char *func;    /* TE fusion function's qualname, e.g. "fuse_ops" */
+    const char *te_name; /* its full dotted name, as OperationFuser's registry holds it */
+    const char *fused;   /* FusedOperation class it builds */
+    uint8_t pass;        /* ft_pass */
+    uint8_t scan;        /* FT_SCAN_* */
     uint8_t n_slots;
     uint8_t fuse_from; /* first slot the fused op covers (BackwardActivationBias: 1) */
     ft_slot slots[FT_MAX_SLOTS];
@@ -252,9 +271,9 @@ typedef struct ft_rule {
 extern const ft_rule ft_rules[];
 extern const uint32_t ft_n_rules;
 
-/* Apply one pass (all registered rules of the pass in registry order) to units in place.
- * *n is updated; the array never grows. */
-void ft_rules_apply_pass(const ft_gate_ctx *c, ft_pass pass, const uint8_t *registered,
+/* Apply one pass: the rule rows in order[0..n_order-1] (the registry's order for the pass), each
+ * once over the whole unit list. *n is updated; the array never grows. */
+void ft_rules_apply_pass(const ft_gate_ctx *c, const int16_t *order, uint32_t n_order,
                          ft_unit *units, uint32_t *n);
 /* _map_to_basic_ops: units must cover 0..n_ops-1 contiguously, in order, without overlap.
  * FT_EUNSUPPORTED with TE's message otherwise. */
@@ -284,18 +303,46 @@ void ft_model_set_audit(struct ft_model *m, uint8_t *flag);
 int64_t ft_recipe_read_value(const ft_recipe_model *r, ft_recipe_read rr);
 
 /* ---- the model's own state (plan.c builds it; classify.c and qstate.c read it) ------------ */
-int ft_env_parse(const char *env_json, const ft_env_kv *ov, uint32_t n_ov, ft_env *e, ft_err *err);
+int ft_env_parse(const ft_model_capture *cap, const ft_env_kv *ov, uint32_t n_ov, ft_env *e,
+                 ft_err *err);
 
 #define FT_MAX_RULES 32
+#define FT_MAX_ORDER 32 /* known fusion functions registered per pass (repeats count) */
 
-typedef struct fuser_m {
-    int64_t id;
-    ft_op *ops; /* [n_ops] */
+/* One report note with its text (capture.c). */
+typedef struct note_m {
+    ft_model_note pub;
+    char field[160];
+    char text[400];
+} note_m;
+
+/* capture.c: the registry (order, registered, rule_pass) from the header's te_fusions or TE's
+ * own registration; the notes, once the fusers are parsed. */
+int ft_model_registry_init(ft_model *m, const ft_model_capture *cap, ft_err *err);
+int ft_model_notes_init(ft_model *m, ft_err *err);
+int ft_model_note_add(ft_model *m, ft_model_note_kind kind, const char *field, const char *pass,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+const char *ft_pass_key(ft_pass p);
+
+/* One distinct op list (an op-list class): everything the model knows that depends only on the
+ * ops, parsed and derived once however many fusers share the list. */
+typedef struct oplist_m {
+    const char *json; /* the ops JSON it was parsed from (the first fuser's; borrowed) */
+    uint64_t hash;    /* ft_hash64 of json */
+    ft_op *ops;       /* [n_ops] */
     uint32_t n_ops;
+    uint32_t n_fusers;     /* declared fusers with this op list */
     uint32_t recipe_reads; /* ft_recipe_read bits in its fusion key */
     uint64_t recipe_bytes; /* the same as a byte mask over ft_recipe_int.reads */
     uint64_t const_key;    /* hash of the op and env attributes in its fusion key */
     char *key_attrs;       /* the key's attribute names, comma separated */
+} oplist_m;
+
+/* One declared fuser: 16 bytes, the rest is its op list's. */
+typedef struct fuser_m {
+    int64_t id;
+    uint32_t inst; /* index of the instance's first declaration (itself unless of is given) */
+    uint32_t cls;  /* its op list (m->lists) */
 } fuser_m;
 
 typedef struct plan_m {
@@ -313,22 +360,38 @@ typedef struct errtab {
 
 struct ft_model {
     ft_env env;
-    uint8_t registered[FT_MAX_RULES]; /* import-time registration per rule row */
+    uint8_t registered[FT_MAX_RULES];           /* the row is registered in some pass */
+    int8_t rule_pass[FT_MAX_RULES];             /* the pass it is applied in first, -1 if none */
+    int16_t order[FT_PASS_COUNT][FT_MAX_ORDER]; /* per pass: rule rows in registry order */
+    uint8_t n_order[FT_PASS_COUNT];
+    uint8_t registry; /* the capture recorded te_fusions */
+    note_m *notes;    /* [n_notes] for the reports */
+    uint32_t n_notes, cap_notes;
     fuser_m *fusers;
     uint32_t n_fusers;
+    oplist_m *lists; /* [n_lists] the distinct op lists, in first-declaration order */
+    uint32_t n_lists;
+    ft_hmap list_by_ptr;  /* ops JSON pointer -> list (a trace shares one string per op list) */
+    ft_hmap list_by_hash; /* ft_hash64 of the ops JSON -> first list with that hash */
     ft_recipe_int *recipes;
     uint32_t n_recipes;
     ft_recipe_int none;
     plan_m *plans;
     uint32_t n_plans, cap_plans;
     ft_hmap intern;   /* plan text hash -> index of the first plan with that hash */
-    ft_hmap memo;     /* (fuser, recipe + 1, f) -> plan id of the build */
+    ft_hmap memo;     /* (op list, recipe + 1, f) -> plan id of the build */
     uint64_t n_built; /* memo misses of ft_model_build that built */
     ft_unit *scratch; /* [3 * max ops] */
     uint32_t scratch_cap;
     errtab *errs;   /* interned run-time error texts (mutable behind a const model) */
     uint8_t *audit; /* tests: set when a gate reads an undeclared attribute */
 };
+
+/* The op list of a declared fuser (fuser < m->n_fusers). */
+static inline const oplist_m *ft_model_list(const ft_model *m, uint32_t fuser)
+{
+    return &m->lists[m->fusers[fuser].cls];
+}
 
 static inline const ft_recipe_int *ft_model_recipe_int(const ft_model *m, int32_t recipe)
 {

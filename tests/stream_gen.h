@@ -36,7 +36,7 @@ static inline uint64_t gen_next(gen_rng *r)
     return z ^ (z >> 31);
 }
 
-/* ---- the stream: synth's generator (recorder/synth.c), cut at n_calls ---------------------- */
+/* ---- the stream: synth's generator (synth/), cut at n_calls ---------------------------------- */
 typedef struct gen_cut {
     const ft_sink *down;
     uint64_t calls, limit;

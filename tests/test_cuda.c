@@ -666,6 +666,14 @@ static void test_cuda_fc1_epilogue_matches_cpu(void **state)
             run_fc1_mx_case(&cases[c], &acts[a], a == 1 ? FT_FP8_E5M2 : FT_FP8_E4M3, 200, k2);
             run_fc1_nv_case(&cases[c], &acts[a], 200, k2);
         }
+    /* a longer contraction (10 k-blocks per tile, more than the epilogue's chunks) with many
+     * tiles per CTA: the kernel stores each tile's epilogue while the next tile's main loop
+     * runs (and the rest after it) */
+    for (int a = 0; a < 2; a++) {
+        const int64_t k2 = acts[a].interleave ? 160 : 136;
+        run_fc1_case(&cases[nc - 1], &acts[a], 600, k2);
+        run_fc1_mx_case(&cases[nc - 1], &acts[a], FT_FP8_E4M3, 600, k2);
+    }
     /* groups of 16-row multiples (and padding rows): the NVFP4 RHT copy from the epilogue's
      * amaxes */
     split_case x16 = {"16-row-groups", 4, 512, {160, 0, 304, 16}};
@@ -1772,6 +1780,42 @@ static void test_cuda_nx_fast_matches_emulation(void **state)
     ft_cuda_nx_free(nx);
 }
 
+/* The benchmarks' device-side inputs: the same values for the same seed, other values for
+ * another, inside [-scale, scale), not constant (so no benchmark times zeros). */
+static void test_cuda_fill_random_is_repeatable(void **state)
+{
+    (void)state;
+    need_gpu();
+    ft_err err;
+    ft_err_clear(&err);
+    const int64_t n = 100003; /* not a multiple of the launch's block */
+    void *d = NULL;
+    assert_int_equal(ft_cuda_malloc(&d, (size_t)n * 2, &err), FT_OK);
+    float *v[3];
+    const uint64_t seeds[3] = {7, 7, 8};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(ft_cuda_memset(d, 0xFF, (size_t)n * 2, &err), FT_OK); /* NaN poison */
+        assert_int_equal(ft_cuda_bf16_fill_random(d, n, 0.5f, seeds[k], NULL, &err), FT_OK);
+        assert_int_equal(ft_cuda_sync(&err), FT_OK);
+        v[k] = host_bf16(d, n);
+    }
+    assert_memory_equal(v[0], v[1], (size_t)n * 4);
+    int64_t same = 0, neg = 0;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        assert_true(v[0][i] >= -0.5f && v[0][i] <= 0.5f); /* bf16 rounding may reach 0.5 */
+        same += v[0][i] == v[2][i];
+        neg += v[0][i] < 0.0f;
+        sum += v[0][i];
+    }
+    assert_true(same < n / 50);
+    assert_true(neg > n * 2 / 5 && neg < n * 3 / 5);
+    assert_true(fabs(sum / (double)n) < 0.01);
+    for (int k = 0; k < 3; k++)
+        free(v[k]);
+    ft_cuda_free(d);
+}
+
 #endif /* FT_HAVE_CUDA */
 
 static void test_cuda_device_count_is_sane(void **state)
@@ -1805,6 +1849,7 @@ int main(void)
         cmocka_unit_test(test_cuda_qpacked_matches_cpu),
         cmocka_unit_test(test_cuda_qpacked_rejects_bad_input),
         cmocka_unit_test(test_cuda_nx_fast_matches_emulation),
+        cmocka_unit_test(test_cuda_fill_random_is_repeatable),
 #endif
     };
     /* FT_CUDA_TEST_FILTER=PATTERN runs the matching tests only (cmocka's wildcard pattern): lets

@@ -406,14 +406,64 @@ static void test_import_backward_unknown_call(void **state)
                6, "call", "not the seq of an earlier call");
 }
 
+#define HDR_WITH(x) "{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1," x "}\n"
+
+/* env values are strings, numbers or null (kept as they are); te_fusions has its shape. */
 static void test_import_env_value_type(void **state)
 {
     (void)state;
-    expect_bad("{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1,\"env\":{"
-               "\"world_size\":2}}\n",
-               1, "env.world_size", "expected a string");
-    expect_bad("{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1,\"env\":[]}\n", 1,
-               "env", "expected an object");
+    result r;
+    import_text(HDR_WITH("\"env\":{\"world_size\":8,\"device_cc\":10.0,\"cudnn_frontend\":null,"
+                         "\"NVTE_X\":\"1\"}"),
+                &r);
+    assert_int_equal(r.rc, FT_OK);
+    json_t *h = json_loads(r.out, JSON_DISABLE_EOF_CHECK, NULL);
+    const json_t *env = json_object_get(h, "env");
+    assert_int_equal(json_integer_value(json_object_get(env, "world_size")), 8);
+    assert_true(json_is_real(json_object_get(env, "device_cc")));
+    assert_true(json_real_value(json_object_get(env, "device_cc")) == 10.0);
+    assert_true(json_is_null(json_object_get(env, "cudnn_frontend")));
+    json_decref(h);
+    result_free(&r);
+    expect_bad(HDR_WITH("\"env\":{\"world_size\":true}"), 1, "env.world_size",
+               "expected a string, a number or null, got true");
+    expect_bad(HDR_WITH("\"env\":{\"device_cc\":[10,0]}"), 1, "env.device_cc",
+               "expected a string, a number or null");
+    expect_bad(HDR_WITH("\"env\":[]"), 1, "env", "expected an object");
+    expect_bad(HDR_WITH("\"te_fusions\":[]"), 1, "te_fusions", "expected an object");
+    expect_bad(HDR_WITH("\"te_fusions\":{\"forward_backward\":[],\"forward\":[]}"), 1,
+               "te_fusions.backward", "missing");
+    expect_bad(HDR_WITH("\"te_fusions\":{\"forward_backward\":[\"\"],\"forward\":[],"
+                        "\"backward\":[]}"),
+               1, "te_fusions.forward_backward[0]",
+               "expected a function name, got an empty string");
+    import_text(HDR_WITH("\"te_fusions\":{\"forward_backward\":[\"fuse_ops\"],\"forward\":[],"
+                         "\"backward\":[\"my.fusion\"]}"),
+                &r);
+    assert_int_equal(r.rc, FT_OK);
+    assert_non_null(strstr(r.out, "\"te_fusions\":{"));
+    result_free(&r);
+}
+
+/* of: an earlier fuser with as many ops (the same instance, its op attributes changed); kept. */
+static void test_import_fuser_of(void **state)
+{
+    (void)state;
+    const char *f2 = "{\"t\":\"fuser\",\"id\":2,\"of\":1,\"ops\":[{\"type\":\"GELU\"},"
+                     "{\"type\":\"Bias\",\"attrs\":{\"size\":4}}]}\n";
+    char text[1024];
+    snprintf(text, sizeof text, "%s%s%s", HDR, FUS, f2);
+    result r;
+    import_text(text, &r);
+    assert_int_equal(r.rc, FT_OK);
+    assert_non_null(strstr(r.out, "\"id\":2,\"of\":1,"));
+    result_free(&r);
+    expect_bad(HDR FUS "{\"t\":\"fuser\",\"id\":2,\"of\":7,\"ops\":[{\"type\":\"GELU\"}]}\n", 3,
+               "of", "fuser 7 is not declared before");
+    expect_bad(HDR FUS "{\"t\":\"fuser\",\"id\":2,\"of\":1,\"ops\":[{\"type\":\"GELU\"}]}\n", 3,
+               "of", "fuser 1 has 2 ops, this one 1");
+    expect_bad(HDR FUS "{\"t\":\"fuser\",\"id\":2,\"of\":\"1\",\"ops\":[{\"type\":\"GELU\"}]}\n", 3,
+               "of", "expected an integer");
 }
 
 static void test_import_line_too_long(void **state)
@@ -1124,6 +1174,7 @@ int main(void)
         cmocka_unit_test(test_import_missing_required_field),
         cmocka_unit_test(test_import_backward_unknown_call),
         cmocka_unit_test(test_import_env_value_type),
+        cmocka_unit_test(test_import_fuser_of),
         cmocka_unit_test(test_import_line_too_long),
         cmocka_unit_test(test_import_unknown_fields_warned_once),
         cmocka_unit_test(test_import_crlf_and_no_final_newline),

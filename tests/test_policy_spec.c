@@ -5,7 +5,8 @@
  *   policy, decides every call as the built-in's C functions do: build and reset, the plan, the
  *   stale class and the quantizer state, per call, and every count; on every canned trace in
  *   traces/ and on synth runs of every scenario (two seeds, default keys), unbounded and with
- *   --capacity 2 (the user spec then says lru:2 where the built-in's dict takes the capacity).
+ *   --capacity 2 (the user spec then says lru:2 where the built-in's dict takes the capacity; a
+ *   shared store takes it in both).
  * - The parser: the vocabulary, the defaults, canonical forms, and errors that name the clause
  *   and list the vocabulary; the JSON form; the registry's bounds and names.
  * - What a user policy decides on a trace built for it (the three worked examples of
@@ -258,12 +259,16 @@ static void test_spec_parse_forms_and_errors(void **state)
                         "fusion+device+ops+env:NVTE_X+object;store=single;reset=key");
     assert_int_equal(ft_policy_define("d=hash;reset=hist+bo+attr:fp8_format;store=none", &idx, &err),
                      FT_OK);
+    assert_int_equal(ft_policy_define("e=type+f+bo;store=shared-lru:3", &idx, &err), FT_OK);
+    assert_string_equal(ft_policy_spec(idx), "type+f+bo;store=shared-lru:3;reset=te:3410");
+    assert_non_null(strstr(ft_policy_summary(idx), "shared by op list, LRU of 3"));
     /* errors name the clause or field and list the vocabulary */
     expect_error("x=typo+f", "unknown key field 'typo'", "type, object, hash, attr:NAME");
     expect_error("x=type;reset=sometimes", "unknown reset field 'sometimes'", "te:pre3410");
     expect_error("x=type;reset=te:2.19", "unknown TE ref", "te:3410-commit1");
     expect_error("x=type;store=box", "unknown store 'box'", "lru:N");
     expect_error("x=type;store=lru:0", "lru:N wants N", NULL);
+    expect_error("x=type;store=shared-lru:x", "shared-lru:N wants N", "per op list");
     expect_error("x=type;colour=red", "unknown clause 'colour=red'", "store=STORE");
     expect_error("x=type+attr:disable_rth", "no recipe type has an attribute 'disable_rth'",
                  "did you mean disable_rht?");

@@ -172,7 +172,7 @@ static void test_recorder_declarations_in_place(void **state)
     h.extra_json = "{\"custom\":[1,2]}";
     for (int k = 0; k < 2; k++) {
         ft_sink *s = sinks[k];
-        ft_fuser_def f1 = {10, "a", ops3, 3}, f2 = {20, NULL, ops3, 3};
+        ft_fuser_def f1 = {10, "a", ops3, 3, 0, 0}, f2 = {20, NULL, ops3, 3, 0, 0};
         ft_recipe_def r1 = {5, "MXFP8BlockScaling", 1, "{}"},
                       r2 = {6, "NVFP4BlockScaling", 2, "{}"};
         ft_recipe_def r3 = {7, "NVFP4BlockScaling", 2, "{\"disable_rht\":true}"};

@@ -76,6 +76,12 @@ static int m_header(void *ctx, const ft_header *h)
     mini *m = ctx;
     m->hdr.te_version = keep(m, h->te_version);
     m->hdr.env_json = keep(m, h->env_json ? h->env_json : "{}");
+    /* what else the model reads from the header: te_fusions (extra), rank and world size */
+    m->hdr.extra_json = keep(m, h->extra_json ? h->extra_json : "{}");
+    m->hdr.has_rank = h->has_rank;
+    m->hdr.rank = h->rank;
+    m->hdr.has_world_size = h->has_world_size;
+    m->hdr.world_size = h->world_size;
     return FT_OK;
 }
 
@@ -87,6 +93,8 @@ static int m_fuser(void *ctx, const ft_fuser_def *f)
     d->id = f->id;
     d->label = keep(m, f->label);
     d->ops_json = keep(m, f->ops_json);
+    d->has_of = f->has_of;
+    d->of = f->of;
     json_t *a = json_loads(f->ops_json, 0, NULL);
     d->n_ops = (uint32_t)json_array_size(a);
     json_decref(a);
@@ -277,7 +285,7 @@ static void emit_header(ft_sink *s, const char *te_version)
 static void emit_fuser(ft_sink *s, int64_t id, const char *ops)
 {
     json_t *a = json_loads(ops, 0, NULL);
-    ft_fuser_def f = {id, "layer.mlp", ops, (uint32_t)json_array_size(a)};
+    ft_fuser_def f = {id, "layer.mlp", ops, (uint32_t)json_array_size(a), 0, 0};
     json_decref(a);
     assert_int_equal(s->fuser_fn(s->ctx, &f), FT_OK);
 }

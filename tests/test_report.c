@@ -729,7 +729,7 @@ static ft_model *mlp_model(int n2, int il, const char *env)
     ft_recipe_def rd = {.id = 1, .type = "MXFP8BlockScaling", .obj = 1, .attrs_json = "{}"};
     ft_model *m = NULL;
     ft_err err = {0};
-    if (ft_model_new(&fd, 1, &rd, 1, env, NULL, 0, &m, &err))
+    if (ft_model_new(&fd, 1, &rd, 1, &(ft_model_capture){.env_json = env}, NULL, 0, &m, &err))
         fail_msg("model: %s", ft_err_msg(&err));
     return m;
 }

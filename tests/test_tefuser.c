@@ -39,14 +39,14 @@ static ft_model *mk(const char *const *ops, const rdef *recipes, const char *env
     for (; ops && ops[nf]; nf++) {
         json_t *a = json_loads(ops[nf], 0, NULL);
         assert_non_null(a);
-        fz[nf] = (ft_fuser_def){100 + nf, NULL, ops[nf], (uint32_t)json_array_size(a)};
+        fz[nf] = (ft_fuser_def){100 + nf, NULL, ops[nf], (uint32_t)json_array_size(a), 0, 0};
         json_decref(a);
     }
     for (; recipes && recipes[nr].type; nr++)
         rc[nr] = (ft_recipe_def){200 + nr, recipes[nr].type, 7000 + nr, recipes[nr].attrs};
     ft_model *m = NULL;
     ft_err err = {0};
-    int r = ft_model_new(fz, nf, rc, nr, env, ov, n_ov, &m, &err);
+    int r = ft_model_new(fz, nf, rc, nr, &(ft_model_capture){.env_json = env}, ov, n_ov, &m, &err);
     if (r) fail_msg("ft_model_new: %s", ft_err_msg(&err));
     return m;
 }
@@ -1234,7 +1234,10 @@ static void test_fusion_key_minimal(void **state)
                         "op[2].out_features,env.device_cc,env.cudnn_frontend,"
                         "env.NVTE_CUTEDSL_FUSED_GROUPED_MLP,"
                         "env.NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP,"
-                        "env.cudnn_wgrad_wrapper");
+                        "env.cudnn.grouped_gemm_glu_wrapper_sm100,"
+                        "env.cudnn.grouped_gemm_dglu_wrapper_sm100,"
+                        "env.cudnn.grouped_gemm_quant_wrapper_sm100,"
+                        "env.cudnn.grouped_gemm_wgrad_wrapper_sm100");
     /* no applicable rule: one key for every recipe, None included */
     for (int r = -1; r < 7; r++)
         assert_true(ft_model_fusion_key(m, 1, r) == ft_model_fusion_key(m, 1, -1));
@@ -1282,7 +1285,7 @@ static void test_env_overrides(void **state)
 static void expect_model_error(const char *ops, const char *rtype, const char *rattrs,
                                const char *env, const char *const *needles)
 {
-    ft_fuser_def fz = {42, NULL, ops, 0};
+    ft_fuser_def fz = {42, NULL, ops, 0, 0, 0};
     if (ops) {
         json_t *a = json_loads(ops, 0, NULL);
         fz.n_ops = a && json_is_array(a) ? (uint32_t)json_array_size(a) : 0;
@@ -1292,8 +1295,8 @@ static void expect_model_error(const char *ops, const char *rtype, const char *r
     ft_model *m = (ft_model *)1;
     ft_err err = {0};
     long live = ft_alloc_live();
-    int r = ft_model_new(ops ? &fz : NULL, ops ? 1 : 0, rtype ? &rc : NULL, rtype ? 1 : 0, env,
-                         NULL, 0, &m, &err);
+    int r = ft_model_new(ops ? &fz : NULL, ops ? 1 : 0, rtype ? &rc : NULL, rtype ? 1 : 0,
+                         &(ft_model_capture){.env_json = env}, NULL, 0, &m, &err);
     assert_int_equal(r, FT_EINVAL);
     assert_null(m);
     assert_int_equal(ft_alloc_live(), live);
@@ -1353,7 +1356,7 @@ static void test_bad_input_errors_name_id_and_field(void **state)
                        (const char *const[]){"cudnn_frontend", NULL});
     expect_model_error(NULL, NULL, NULL, "[]", (const char *const[]){"env", NULL});
     /* declared op count disagrees with the JSON */
-    ft_fuser_def fz = {42, NULL, "[{\"type\":\"Identity\"}]", 2};
+    ft_fuser_def fz = {42, NULL, "[{\"type\":\"Identity\"}]", 2, 0, 0};
     ft_model *m = NULL;
     ft_err err = {0};
     assert_int_equal(ft_model_new(&fz, 1, NULL, 0, NULL, NULL, 0, &m, &err), FT_EINVAL);
@@ -1379,8 +1382,8 @@ static void test_model_alloc_failures(void **state)
     (void)state;
     char mlp[1024];
     mlp_ops("ScaledSwiGLU", GLU_OK_ATTRS, 4, 64, 256, 128, 64, "", mlp, sizeof mlp);
-    ft_fuser_def fz[2] = {{1, NULL, mlp, 3},
-                          {2, NULL, "[{\"type\":\"MyOp\"},{\"type\":\"Identity\"}]", 2}};
+    ft_fuser_def fz[2] = {{1, NULL, mlp, 3, 0, 0},
+                          {2, NULL, "[{\"type\":\"MyOp\"},{\"type\":\"Identity\"}]", 2, 0, 0}};
     ft_recipe_def rc[2] = {{1, "NVFP4BlockScaling", 1, "{\"x\":1,\"a\":2}"},
                            {2, "MXFP8BlockScaling", 2, "{}"}};
     long live = ft_alloc_live();
@@ -1389,7 +1392,8 @@ static void test_model_alloc_failures(void **state)
         ft_alloc_fail_after(n);
         ft_model *m = NULL;
         ft_err err = {0};
-        int r = ft_model_new(fz, 2, rc, 2, ENV_SM100, NULL, 0, &m, &err);
+        int r = ft_model_new(fz, 2, rc, 2, &(ft_model_capture){.env_json = ENV_SM100}, NULL, 0, &m,
+                             &err);
         if (r == FT_OK) {
             uint32_t id;
             int ok = 1;
@@ -1453,6 +1457,8 @@ static void test_fuzz_model_corpus(void **state)
     assert_true(tu_replay_corpus("model", fuzz_model_run) >= 5);
 }
 
+int tefuser_capture_run(void); /* test_tefuser_capture.c */
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1483,5 +1489,6 @@ int main(void)
         cmocka_unit_test(test_model_alloc_failures),
         cmocka_unit_test(test_fuzz_model_corpus),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    return failed + tefuser_capture_run();
 }

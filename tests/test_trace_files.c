@@ -763,7 +763,8 @@ static void test_random_damage_exit_statuses(void **state)
                      r == 2 ? "-o -" : "");
             int rc = tu_sh(cmd, NULL, 0);
             if (rc < 0 || rc > 2)
-                fail_msg("%s after a flip at byte %zu: exit %d", readers[r], at, rc);
+                fail_msg("%s after flips at bytes %zu, %zu, %zu, %zu: exit %d", readers[r], at[0],
+                         at[1], at[2], at[3], rc);
             counts[rc]++;
         }
     }

@@ -7,12 +7,16 @@
 # packages, so cmocka.h, xxhash.h, cblas.h, libcmocka.so and libopenblas.so must be in
 # $FT_GPU_DEPS/{include,lib}; the CUDA objects are linked in, so the plugin loader is left out), and
 # the numerical replay is skipped (fusertrace needs SQLite, zstd and jansson).
-# Steps: test_cuda (and test_numerics when prebuilt); `replay --numerics cuda` and `cpu` on two
-# synth traces (same report, both back ends); bench_numerics (when prebuilt; NUMERICS=0 skips it):
-# sampled calls per second of numerical replay at the four model shapes, CUDA at full size and
-# CPU at --shrink 8 with its same-run OpenBLAS float64 baseline; ROUNDS rounds (default 2) of bench_cuda then the torch baselines, alternating, so
-# both sides see the card in the same state; compute-sanitizer memcheck over the suite and
-# racecheck test by test (the kernels with shared memory), on small shapes. Logs go to $OUT (or ./gpu-out).
+# Steps, in this order: test_cuda; ROUNDS rounds (default 2) of bench_cuda then the torch
+# baselines, alternating, so both sides see the card in the same state (GPU clocks, power and
+# temperature logged every 500 ms meanwhile, smi.csv; every round's output in bench.txt);
+# test_numerics (when prebuilt; FT_NUM_TIMEOUT its limit); bench_numerics (when prebuilt;
+# NUMERICS=0 skips it): sampled calls per second of numerical replay at the four model shapes,
+# CUDA at full size and CPU at --shrink 8 with its same-run OpenBLAS float64 baseline;
+# `replay --numerics cuda` and `cpu` on two synth traces (same report, both back ends; REPLAY=0
+# skips it); compute-sanitizer memcheck over the suite (MEMCHECK_FILTER=PATTERN narrows it) and
+# racecheck test by test (the kernels with shared memory), on small shapes (SAN=0 skips them).
+# Logs go to $OUT (or ./gpu-out).
 # Usage: [FT_GPU_BIN=DIR] [ROUNDS=N] sh bench/gpu/run.sh [iters]
 set -u
 ITERS=${1:-10}
@@ -54,10 +58,29 @@ fi
 echo "== test_cuda"
 timeout 200 "$B/test_cuda" >"$OUT/test_cuda.txt" 2>&1; echo "test_cuda rc=$?"
 grep -v "^\[ *\(RUN\|OK\) *\]" "$OUT/test_cuda.txt" | grep -v "bit-equal\|: cpu 0 gpu 0" | tail -30
+echo "== bench: $ROUNDS rounds of ours then torch"
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+  --format=csv -lms 500 >"$OUT/smi.csv" 2>&1 &
+SMI=$!
+r=1
+: >"$OUT/bench.txt"
+while [ "$r" -le "$ROUNDS" ]; do
+  echo "#### round $r bench_cuda $(date +%T)" >>"$OUT/bench.txt"
+  timeout 240 "$B/bench_cuda" "$ITERS" >"$OUT/bench_cuda.txt" 2>&1
+  cat "$OUT/bench_cuda.txt" >>"$OUT/bench.txt"
+  grep -h "RESULT\|PARTS\|MXFP8\|NVFP4" "$OUT/bench_cuda.txt" | grep -v "qpacked\|quant " | sed "s/^/round $r: /"
+  echo "#### round $r torch $(date +%T)" >>"$OUT/bench.txt"
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/torch_baseline.py "$ITERS" >"$OUT/torch.txt" 2>&1
+  cat "$OUT/torch.txt" >>"$OUT/bench.txt"
+  grep -h "RESULT" "$OUT/torch.txt" | sed "s/^/round $r: /"
+  r=$((r + 1))
+done
+kill "$SMI" 2>/dev/null
+rm -f "$OUT/bench_cuda.txt" "$OUT/torch.txt"
 if [ -x "$B/test_numerics" ]; then
   # its scratch traces go to the build tree's path, which prebuild.sh recorded
   [ -f "$B/build_dir" ] && mkdir -p "$(cat "$B/build_dir")/tests"
-  timeout 200 "$B/test_numerics" >"$OUT/test_numerics.txt" 2>&1; echo "test_numerics rc=$?"
+  timeout ${FT_NUM_TIMEOUT:-200} "$B/test_numerics" >"$OUT/test_numerics.txt" 2>&1; echo "test_numerics rc=$?"
   grep "cuda:\|FAILED" "$OUT/test_numerics.txt"
 fi
 if [ -x "$B/bench_numerics" ] && [ "${NUMERICS:-1}" != 0 ]; then
@@ -68,7 +91,7 @@ if [ -x "$B/bench_numerics" ] && [ "${NUMERICS:-1}" != 0 ]; then
     >"$OUT/bench_numerics_cpu.txt" 2>&1
   echo "cpu rc=$?"; grep "^RESULT\|^OpenBLAS" "$OUT/bench_numerics_cpu.txt"
 fi
-if [ -x "$B/fusertrace" ]; then
+if [ -x "$B/fusertrace" ] && [ "${REPLAY:-1}" != 0 ]; then
   echo "== numerical replay, both back ends"
   T=$(mktemp -d)
   "$B/fusertrace" synth rht-switch -o "$T/rs.ftdb"
@@ -83,17 +106,11 @@ if [ -x "$B/fusertrace" ]; then
   done
   rm -rf "$T"
 fi
-echo "== bench: $ROUNDS rounds of ours then torch"
-r=1
-while [ "$r" -le "$ROUNDS" ]; do
-  timeout 240 "$B/bench_cuda" "$ITERS" >"$OUT/bench_cuda_$r.txt" 2>&1
-  PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/torch_baseline.py "$ITERS" >"$OUT/torch_$r.txt" 2>&1
-  grep -h "RESULT\|MXFP8\|NVFP4\|BWDPARTS" "$OUT/bench_cuda_$r.txt" "$OUT/torch_$r.txt" | sed "s/^/round $r: /"
-  r=$((r + 1))
-done
+if [ "${SAN:-1}" = 0 ]; then exit 0; fi
 echo "== compute-sanitizer (small shapes)"
-FT_CUDA_TEST_SMALL=1 timeout ${FT_SAN_TIMEOUT:-150} compute-sanitizer --tool memcheck --print-limit 5 \
-  "$B/test_cuda" >"$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.txt"
+FT_CUDA_TEST_SMALL=1 FT_CUDA_TEST_FILTER="${MEMCHECK_FILTER:-*}" timeout ${FT_SAN_TIMEOUT:-150} \
+  compute-sanitizer --tool memcheck --print-limit 5 "$B/test_cuda" >"$OUT/memcheck.txt" 2>&1
+echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.txt"
 # racecheck only looks at shared memory: the tests of the kernels that use it, one at a time
 RACE_TESTS=${RACE_TESTS:-"test_cuda_gemm_matches_cpu test_cuda_fc1_epilogue_matches_cpu
   test_cuda_qpacked_matches_cpu"}

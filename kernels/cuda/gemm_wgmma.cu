@@ -7,7 +7,11 @@
 // (sched.cuh). Tile 128 x 256 x 64, 4 stages of 48 KB. Warpgroup 0 issues the TMA copies (one
 // thread) and waits on per-stage "empty" barriers; warpgroups 1 and 2 each own 64 rows of the
 // tile, wait on "full" barriers, run 4 wgmma m64n256k16 per stage, retire them, release the
-// stage, and store their fragment straight from registers.
+// stage. Epilogues (gemm_epilogue.inc) work on the fragment in registers: the bf16 ones pack
+// the tile into bf16 pairs and store it during the next tile's first k-blocks, between wgmma
+// batches, so the tensor cores do not wait for the stores and the activation math (measured on
+// the H200: DeepSeek-V3 forward 0.91-0.96x torch before, 1.05-1.08x after); the quantizing ones
+// (MXFP8 on store, NVFP4 amaxes) reduce their block maxima with shuffles right after the tile.
 // Operand layouts: FPROP A = X (K-major), B = W rows (K-major); DGRAD A = dY (K-major), B = W
 // with the contraction along its rows (MN-major); WGRAD A = dY^T and B = X, both with the
 // contraction along tokens (MN-major). Rows of other groups inside a tile are either masked at
@@ -30,7 +34,7 @@ constexpr int B_BYTES = BN * BK * 2;
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;
 constexpr int THREADS = 384;
-constexpr int RASTER = 8; // m-tiles per raster band
+constexpr int RASTER = 8; // m-tiles per raster band (16 measured no better on the H200)
 
 enum { EPI_PLAIN = 0, EPI_GLU_INTERLEAVED, EPI_GLU_SPLIT, EPI_UNARY };
 // Flag on the three activation epilogues: the fused MXFP8 FC1 epilogue (quantize z on store).
@@ -38,8 +42,10 @@ constexpr int EPI_MX = 4;
 // Flag: the fused NVFP4 FC1 epilogue (bf16 z from the fp32 accumulator, per-group amaxes on store).
 constexpr int EPI_NV = 8;
 constexpr int EPI_Q = EPI_MX | EPI_NV;
-constexpr int MX_LD = 33;                        // staged z chunk: 64 rows x 32 columns, padded
-constexpr int MX_RED_BYTES = 2 * 64 * MX_LD * 4; // one chunk per consumer warpgroup
+// shared memory of the MXFP8 epilogue's column maxima, per consumer warpgroup (floats; layout at
+// gemm_epilogue.inc epi_quant, for the unary activation's 64 z columns per thread)
+constexpr int MX_WG_FLOATS = 16 * (64 + 4) + 8 * (2 * 64 + 4);
+constexpr int MX_RED_BYTES = 2 * MX_WG_FLOATS * 4;
 
 struct wg_params {
     int G;
@@ -143,17 +149,21 @@ __device__ __forceinline__ tile_pos decode(const wg_params &p, const int64_t *of
 {
     tile_pos tp;
     tp.g = sched_group(tiles, p.G, t);
-    const int64_t local = t - tiles[tp.g];
+    // tile counts fit in 32 bits (m < 2^31 rows, n < 2^31 columns): 32-bit division here
+    const int local = (int)(t - tiles[tp.g]);
     tp.row0 = off[tp.g];
     tp.rows = off[tp.g + 1] - off[tp.g];
     // Bands of RASTER m-tiles, walked n-tile by n-tile: the CTAs working at the same time share
     // a few A panels and a few B panels, so both stay in L2 (nt-fastest order re-read all of
     // W_g from memory for every m-tile).
-    const int64_t m_tiles = KIND == FT_GEMM_WGRAD ? (p.n + BM - 1) / BM : (tp.rows + BM - 1) / BM;
-    const int64_t band = local / (RASTER * p.n_tiles);
-    const int64_t first = band * RASTER;
-    const int64_t h = m_tiles - first < RASTER ? m_tiles - first : RASTER;
-    const int64_t r = local - band * RASTER * p.n_tiles;
+    const int n_tiles = (int)p.n_tiles;
+    const int m_tiles =
+        (int)(KIND == FT_GEMM_WGRAD ? (p.n + BM - 1) / BM : (tp.rows + BM - 1) / BM);
+    const int R = RASTER;
+    const int band = local / (R * n_tiles);
+    const int first = band * R;
+    const int h = m_tiles - first < R ? m_tiles - first : R;
+    const int r = local - band * R * n_tiles;
     tp.mt = first + r % h;
     tp.nt = r / h;
     return tp;
@@ -208,38 +218,12 @@ __device__ __forceinline__ void zero_rows(uint8_t *box, int valid, int tid)
         reinterpret_cast<uint4 *>(box)[i] = zero;
 }
 
+// bf16(v0) in the low half, bf16(v1) in the high half (round to nearest even), one instruction.
 __device__ __forceinline__ uint32_t pack_bf16(float v0, float v1)
 {
-    return (uint32_t)f_to_bf16(v0) | ((uint32_t)f_to_bf16(v1) << 16);
-}
-
-__device__ __forceinline__ uint32_t sel4(uint32_t a, uint32_t b, uint32_t c, uint32_t d, int i)
-{
-    return i == 0 ? a : (i == 1 ? b : (i == 2 ? c : d));
-}
-
-// The 4 lanes of a quad each hold one packed bf16 pair (4 bytes) of 4 consecutive 8-column
-// chunks of the same row: w[c] = columns 8c + 2q, +1. Transpose within the quad so that lane q
-// holds all 8 columns of chunk q, then store them as one 16-byte vector at row_ptr + 8q (a warp
-// writes 8 rows x 64 contiguous bytes: whole sectors). limit: columns valid from row_ptr.
-__device__ __forceinline__ void store_quad(uint16_t *row_ptr, int64_t limit, uint32_t w0,
-                                           uint32_t w1, uint32_t w2, uint32_t w3, int q)
-{
-    uint32_t o0 = 0, o1 = 0, o2 = 0, o3 = 0;
-    const int base = (threadIdx.x % 32) & ~3;
-    const unsigned mask = 0xFu << base; // rows outside the group skip by whole quads
-#pragma unroll
-    for (int r = 0; r < 4; r++) {
-        uint32_t send = sel4(w0, w1, w2, w3, (q - r) & 3);
-        int src = (q + r) & 3;
-        uint32_t v = __shfl_sync(mask, send, base + src);
-        o0 = src == 0 ? v : o0;
-        o1 = src == 1 ? v : o1;
-        o2 = src == 2 ? v : o2;
-        o3 = src == 3 ? v : o3;
-    }
-    if (8 * q + 8 <= limit)
-        *reinterpret_cast<uint4 *>(row_ptr + 8 * q) = make_uint4(o0, o1, o2, o3);
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(v1), "f"(v0));
+    return r;
 }
 
 // Fragment column blocks (8 columns each) holding the u and v inputs of z chunk zb (32 columns),
@@ -257,295 +241,7 @@ template <int EPI> __device__ __forceinline__ void z_slots(int zb, int jj, int *
     }
 }
 
-// Store one fragment row of h (bf16): val(j, e) is element e of fragment column block j.
-template <int EPI, typename V>
-__device__ __forceinline__ void store_h_row(const wg_params &p, const tile_pos &tp, uint16_t *hrow,
-                                            int q, V val)
-{
-#pragma unroll
-    for (int jb = 0; jb < 8; jb++) {
-        int64_t c0, lim;
-        if (EPI == EPI_GLU_SPLIT) {
-            const int64_t a0 = tp.nt * (BN / 2) + 32 * (jb % 4);
-            c0 = (jb < 4 ? 0 : p.k2) + a0;
-            lim = p.k2 - a0;
-        } else {
-            c0 = tp.nt * BN + 32 * jb;
-            lim = p.n - c0;
-        }
-        const int j = 4 * jb;
-        store_quad(hrow + c0, lim, pack_bf16(val(j, 0), val(j, 1)),
-                   pack_bf16(val(j + 1, 0), val(j + 1, 1)), pack_bf16(val(j + 2, 0), val(j + 2, 1)),
-                   pack_bf16(val(j + 3, 0), val(j + 3, 1)), q);
-    }
-}
-
-// Epilogue of one consumer warpgroup: its 64 x 256 fragment (rows 64*wg + 16*warp + lane/4 +
-// 8i, columns 8j + 2(lane%4) + e in acc[4j + 2i + e]). Rows outside the group (or past n for
-// WGRAD) are skipped by whole quads, so the shuffles stay convergent within a quad.
-template <int KIND, int EPI>
-__device__ __forceinline__ void epilogue(const wg_params &p, const tile_pos &tp, float (&acc)[128],
-                                         int wg, int tid)
-{
-    const int w = tid / 32, lane = tid % 32, q = lane % 4;
-    const uint16_t *bias =
-        (KIND == FT_GEMM_FPROP && p.bias) ? p.bias + (int64_t)tp.g * p.n : nullptr;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int64_t trow = tp.mt * BM + 64 * wg + 16 * w + lane / 4 + 8 * i;
-        int64_t grow;
-        bool valid;
-        if (KIND == FT_GEMM_WGRAD) {
-            valid = trow < p.n;
-            grow = (int64_t)tp.g * p.n + trow;
-        } else {
-            valid = trow < tp.rows;
-            grow = tp.row0 + trow;
-        }
-        // a quad shares its row, so whole quads skip together
-        if (!valid) continue;
-        if (EPI == EPI_PLAIN) {
-            const float bs = (bias && p.bias_scale) ? p.bias_scale[grow] : 1.0f;
-            uint16_t *crow = p.c + grow * p.out_cols;
-#pragma unroll
-            for (int jb = 0; jb < 8; jb++) {
-                uint32_t wv[4];
-#pragma unroll
-                for (int jj = 0; jj < 4; jj++) {
-                    const int j = 4 * jb + jj;
-                    const int64_t col = tp.nt * BN + 8 * j + 2 * q;
-                    float v0 = acc[4 * j + 2 * i], v1 = acc[4 * j + 2 * i + 1];
-                    if (bias && col < p.out_cols) {
-                        v0 += bf16_to_f(bias[col]) * bs;
-                        v1 += bf16_to_f(bias[col + 1]) * bs;
-                    }
-                    wv[jj] = pack_bf16(v0, v1);
-                }
-                const int64_t c0 = tp.nt * BN + 32 * jb;
-                store_quad(crow + c0, p.out_cols - c0, wv[0], wv[1], wv[2], wv[3], q);
-            }
-            continue;
-        }
-        const float prob = p.probs ? p.probs[grow] : 1.0f;
-        uint16_t *hrow = p.c + grow * p.n, *zrow = p.z + grow * p.k2;
-        // h = acc + bias, rounded to bf16 (the activation reads the rounded values)
-        float hv[32][2];
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-            int64_t col;
-            if (EPI == EPI_GLU_SPLIT)
-                col = (j < 16 ? 0 : p.k2) + tp.nt * (BN / 2) + 8 * (j % 16) + 2 * q;
-            else
-                col = tp.nt * BN + 8 * j + 2 * q;
-            float v0 = acc[4 * j + 2 * i], v1 = acc[4 * j + 2 * i + 1];
-            const bool in =
-                EPI == EPI_GLU_SPLIT ? (tp.nt * (BN / 2) + 8 * (j % 16) < p.k2) : col < p.n;
-            if (bias && in) {
-                v0 += bf16_to_f(bias[col]);
-                v1 += bf16_to_f(bias[col + 1]);
-            }
-            hv[j][0] = bf16_to_f(f_to_bf16(v0));
-            hv[j][1] = bf16_to_f(f_to_bf16(v1));
-        }
-        store_h_row<EPI>(p, tp, hrow, q, [&](int j, int e) { return hv[j][e]; });
-        // z = p * f(u, v): 16 z chunks (GLU) or 32 (unary) per tile row
-        constexpr int ZB = EPI == EPI_UNARY ? 8 : 4;
-#pragma unroll
-        for (int zb = 0; zb < ZB; zb++) {
-            uint32_t wv[4];
-#pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-                int ju, jv;
-                z_slots<EPI>(zb, jj, &ju, &jv);
-                wv[jj] = pack_bf16(prob * act_f(p.act, hv[ju][0], hv[jv][0]),
-                                   prob * act_f(p.act, hv[ju][1], hv[jv][1]));
-            }
-            const int64_t z0 = EPI == EPI_UNARY ? tp.nt * BN + 32 * zb : tp.nt * (BN / 2) + 32 * zb;
-            store_quad(zrow + z0, p.k2 - z0, wv[0], wv[1], wv[2], wv[3], q);
-        }
-    }
-}
-
-// The fused MXFP8 FC1 epilogue of one consumer warpgroup (the CPU's FT_MLP_FUSED MXFP8 path):
-// h = acc + bias is stored as bf16, z = p * f(h) is evaluated on the fp32 h, and z is stored
-// MXFP8 fake-quantized (bf16 storage holds every FP8 value times a power of two exactly) along
-// rows (1x32 blocks) and, into zc, down columns (32x1 blocks; the tile starts at a multiple of 128
-// rows of its group, so blocks restart at the group's first row as in the reference). Rows
-// outside the group and columns past k2 count as zero in every amax. The quantization works on
-// one 64 x 32 chunk of z at a time staged in shared memory (zs, this warpgroup's), with short
-// loops: each thread takes half of one row block and half of one column block. (On the
-// register fragment instead, with the software FP8 rounding, the epilogue unrolled into ~240 KB
-// of code and the kernel ran 1.9-3.1x slower than with the bf16 epilogue.)
-template <int EPI, bool NV>
-__device__ __forceinline__ void epilogue_mx(const wg_params &p, const tile_pos &tp,
-                                            float (&acc)[128], int wg, int tid, float *zs)
-{
-    const int w = tid / 32, lane = tid % 32, q = lane % 4;
-    const uint16_t *bias = p.bias ? p.bias + (int64_t)tp.g * p.n : nullptr;
-    constexpr int ZB = EPI == EPI_UNARY ? 8 : 4;
-    bool valid[2];
-    int64_t grow[2];
-    // 1. h = acc + bias in place; store bf16 h; z = p f(h) in place into the u columns' slots
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int64_t trow = tp.mt * BM + 64 * wg + 16 * w + lane / 4 + 8 * i;
-        valid[i] = trow < tp.rows;
-        grow[i] = tp.row0 + trow;
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-            int64_t col;
-            bool in;
-            if (EPI == EPI_GLU_SPLIT) {
-                col = (j < 16 ? 0 : p.k2) + tp.nt * (BN / 2) + 8 * (j % 16) + 2 * q;
-                in = tp.nt * (BN / 2) + 8 * (j % 16) < p.k2;
-            } else {
-                col = tp.nt * BN + 8 * j + 2 * q;
-                in = col < p.n;
-            }
-            if (bias && in) {
-                acc[4 * j + 2 * i] += bf16_to_f(bias[col]);
-                acc[4 * j + 2 * i + 1] += bf16_to_f(bias[col + 1]);
-            }
-        }
-        if (valid[i])
-            store_h_row<EPI>(p, tp, p.c + grow[i] * p.n, q,
-                             [&](int j, int e) { return acc[4 * j + 2 * i + e]; });
-        const float prob = (valid[i] && p.probs) ? p.probs[grow[i]] : 1.0f;
-#pragma unroll
-        for (int zb = 0; zb < ZB; zb++)
-#pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-                int ju, jv;
-                z_slots<EPI>(zb, jj, &ju, &jv);
-                const int64_t zc0 =
-                    (EPI == EPI_UNARY ? tp.nt * BN : tp.nt * (BN / 2)) + 32 * zb + 8 * jj;
-                const bool keep = valid[i] && zc0 < p.k2;
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const float zv =
-                        prob * act_f(p.act, acc[4 * ju + 2 * i + e], acc[4 * jv + 2 * i + e]);
-                    acc[4 * ju + 2 * i + e] = keep ? zv : 0.0f;
-                }
-            }
-    }
-    const float fmax = p.z_fp8 == FT_FP8_E5M2 ? FT_E5M2_MAX : FT_E4M3_MAX;
-    const int64_t row_base = tp.mt * BM + 64 * wg; // tile row of zs row 0
-#pragma unroll
-    for (int zb = 0; zb < ZB; zb++) {
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++) {
-            int ju, jv; // z of (zb, jj) sits in the u column's slots (step 1)
-            z_slots<EPI>(zb, jj, &ju, &jv);
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int e = 0; e < 2; e++)
-                    zs[(16 * w + lane / 4 + 8 * i) * MX_LD + 8 * jj + 2 * q + e] =
-                        acc[4 * ju + 2 * i + e];
-        }
-        asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory");
-        const int64_t z0 = (EPI == EPI_UNARY ? tp.nt * BN : tp.nt * (BN / 2)) + 32 * zb;
-        if constexpr (NV) {
-            // bf16 z (16 values of a row, one store) and its amax; the 16 x 1 chunk of a column
-            // (rows 32 b + 16 half ..: 16-row chunks start at the group's first row) through the
-            // RHT and its amax. Rows past the group and columns past k2 are zeros in zs.
-            const int half = lane & 1;
-            const int r = tid / 2;
-            float v[16], arow = 0.0f, acol = 0.0f;
-#pragma unroll
-            for (int c = 0; c < 16; c++) {
-                v[c] = d_bf16r(zs[r * MX_LD + 16 * half + c]);
-                arow = fmaxf(arow, fabsf(v[c]));
-            }
-            const int64_t trow = row_base + r, c0 = z0 + 16 * half;
-            if (trow < tp.rows) {
-                uint16_t *dst = p.z + (tp.row0 + trow) * p.k2 + c0;
-                uint32_t wv[8];
-#pragma unroll
-                for (int e = 0; e < 8; e++)
-                    wv[e] = pack_bf16(v[2 * e], v[2 * e + 1]);
-                if (c0 < p.k2)
-                    *reinterpret_cast<uint4 *>(dst) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
-                if (c0 + 8 < p.k2)
-                    *reinterpret_cast<uint4 *>(dst + 8) = make_uint4(wv[4], wv[5], wv[6], wv[7]);
-            }
-            const int c = 16 * (w & 1) + lane / 2, r0 = 32 * (w / 2) + 16 * half;
-#pragma unroll
-            for (int i = 0; i < 16; i++)
-                v[i] = zs[(r0 + i) * MX_LD + c];
-            d_rht16(v);
-#pragma unroll
-            for (int i = 0; i < 16; i++)
-                acol = fmaxf(acol, fabsf(v[i]));
-#pragma unroll
-            for (int d = 16; d; d >>= 1) {
-                arow = fmaxf(arow, __shfl_xor_sync(0xFFFFFFFFu, arow, d));
-                acol = fmaxf(acol, __shfl_xor_sync(0xFFFFFFFFu, acol, d));
-            }
-            if (lane == 0) { // non-negative floats order like their bits
-                atomicMax(reinterpret_cast<int *>(p.zamax) + tp.g, __float_as_int(arow));
-                atomicMax(reinterpret_cast<int *>(p.zamax) + p.G + tp.g, __float_as_int(acol));
-            }
-        } else {
-            // every thread: half (16 values) of one row block and half of one column block; the two
-            // halves of a block sit in lanes l and l ^ 1
-            const int half = lane & 1;
-            {
-                const int r = tid / 2; // rowwise: row r, columns 16 half ..
-                const float *src = zs + r * MX_LD + 16 * half;
-                float v[16], amax = 0.0f;
-#pragma unroll
-                for (int c = 0; c < 16; c++) {
-                    v[c] = src[c];
-                    amax = fmaxf(amax, fabsf(v[c]));
-                }
-                amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-                const uint8_t code = mxfp8_code(amax, fmax);
-                const float mult = d_e8m0_quant(code), deq = d_e8m0_dequant(code);
-                uint32_t wv[8];
-#pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    const float2 f = d_fp8_round2(p.z_fp8, __fmul_rn(v[2 * e], mult),
-                                                  __fmul_rn(v[2 * e + 1], mult));
-                    wv[e] = pack_bf16(__fmul_rn(f.x, deq), __fmul_rn(f.y, deq));
-                }
-                const int64_t trow = row_base + r, c0 = z0 + 16 * half;
-                if (trow < tp.rows) {
-                    uint16_t *dst = p.z + (tp.row0 + trow) * p.k2 + c0;
-                    if (c0 < p.k2)
-                        *reinterpret_cast<uint4 *>(dst) = make_uint4(wv[0], wv[1], wv[2], wv[3]);
-                    if (c0 + 8 < p.k2)
-                        *reinterpret_cast<uint4 *>(dst + 8) =
-                            make_uint4(wv[4], wv[5], wv[6], wv[7]);
-                }
-            }
-            if (p.zc) { // columnwise: column c, rows 32 b + 16 half ..
-                const int c = 16 * (w & 1) + lane / 2, b = w / 2, r0 = 32 * b + 16 * half;
-                float v[16], amax = 0.0f;
-#pragma unroll
-                for (int r = 0; r < 16; r++) {
-                    v[r] = zs[(r0 + r) * MX_LD + c];
-                    amax = fmaxf(amax, fabsf(v[r]));
-                }
-                amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
-                const uint8_t code = mxfp8_code(amax, fmax);
-                const float mult = d_e8m0_quant(code), deq = d_e8m0_dequant(code);
-                if (z0 + c < p.k2) {
-#pragma unroll
-                    for (int r = 0; r < 16; r += 2) {
-                        const float2 f =
-                            d_fp8_round2(p.z_fp8, __fmul_rn(v[r], mult), __fmul_rn(v[r + 1], mult));
-                        const int64_t trow = row_base + r0 + r;
-                        uint16_t *dst = p.zc + (tp.row0 + trow) * p.k2 + z0 + c;
-                        if (trow < tp.rows) dst[0] = f_to_bf16(__fmul_rn(f.x, deq));
-                        if (trow + 1 < tp.rows) dst[p.k2] = f_to_bf16(__fmul_rn(f.y, deq));
-                    }
-                }
-            }
-        }
-        asm volatile("bar.sync %0, 128;" ::"r"(2 + wg) : "memory"); // zs free for the next chunk
-    }
-}
+#include "gemm_epilogue.inc"
 
 template <int KIND, int EPI>
 __global__ void __launch_bounds__(THREADS, 1)
@@ -594,8 +290,18 @@ __global__ void __launch_bounds__(THREADS, 1)
         const int cw = wg - 1, tid = threadIdx.x % 128;
         constexpr int TA = KIND == FT_GEMM_WGRAD ? 1 : 0;
         constexpr int TB = KIND == FT_GEMM_FPROP ? 0 : 1;
+        constexpr bool Q = (EPI & EPI_Q) != 0;
+        constexpr int BASE = EPI & 3;
+        // the bf16 epilogues are stored while the next tile's main loop runs (DEFER); the
+        // quantizing ones right after their own main loop
+        constexpr bool DEFER = !Q;
+        constexpr int NCH = epi_nch<BASE>();
+        float *red = reinterpret_cast<float *>(smem + STAGES * STAGE_BYTES) + cw * MX_WG_FLOATS;
         uint32_t it = 0;
         float acc[128];
+        epi_hold hold; // DEFER: the previous tile, stored during this one's main loop
+        bool held = false;
+        auto chunks = [&](int from, int to) { epi_chunks<KIND, BASE>(p, hold, from, to, cw, tid); };
         for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
             tile_pos tp = decode<KIND>(p, off, tiles, t);
             int nk = n_ktiles<KIND>(p, tp);
@@ -631,23 +337,28 @@ __global__ void __launch_bounds__(THREADS, 1)
                     wgmma_256<TA, TB>(acc, da, db, 1);
                 }
                 wg_commit();
+                // one chunk of the previous tile's stores while this batch runs
+                if (DEFER && held && kt < NCH) chunks(kt, kt + 1);
                 // keep one batch in flight: retire the previous stage's batch and release it
                 if (kt > 0) {
                     wg_wait1();
                     if ((tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
                 }
             }
+            if (DEFER && held && nk < NCH) chunks(nk, NCH);
             // unconditional: a wait_group inside a branch (WGRAD tiles of empty groups have no
             // k-blocks) makes ptxas serialise every wgmma of the kernel (C7518)
             wg_wait0();
             if (nk > 0 && (tid % 32) == 0) mbar_arrive(&empty[(it - 1) % STAGES]);
-            if constexpr ((EPI & EPI_Q) != 0)
-                epilogue_mx<EPI & 3, (EPI & EPI_NV) != 0>(
-                    p, tp, acc, cw, tid,
-                    reinterpret_cast<float *>(smem + STAGES * STAGE_BYTES) + cw * 64 * MX_LD);
-            else
-                epilogue<KIND, EPI>(p, tp, acc, cw, tid);
+            if constexpr (Q) {
+                epi_quant_any<BASE, (EPI & EPI_NV) != 0>(p, tp, acc, cw, tid, red);
+            } else {
+                epi_pack<KIND, EPI>(p, tp, acc, cw, tid, hold);
+                held = true;
+            }
         }
+        if (DEFER && held) chunks(0, NCH);
+        (void)red;
     }
 #endif
 }

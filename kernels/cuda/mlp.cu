@@ -100,6 +100,30 @@ extern "C" int ft_cuda_timer_stop(ft_cuda_timer *t, void *stream, float *ms, ft_
     return rc;
 }
 
+namespace
+{
+__global__ void fill_random_kernel(uint16_t *p, int64_t n, float scale, uint64_t seed)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        uint64_t z = seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull; // splitmix64
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        const float u = (float)(z >> 40) * 0x1p-23f - 1.0f; // [-1, 1)
+        p[i] = f_to_bf16(u * scale);
+    }
+}
+} // namespace
+
+extern "C" int ft_cuda_bf16_fill_random(uint16_t *p, int64_t n, float scale, uint64_t seed,
+                                        void *stream, ft_err *err)
+{
+    if (n <= 0) return FT_OK;
+    fill_random_kernel<<<cu_blocks(n, 256 * 8), 256, 0, (cudaStream_t)stream>>>(p, n, scale, seed);
+    return cu_launched(err, "fill_random_kernel");
+}
+
 // ==== GEMM dispatch =======================================================================
 
 extern "C" int ft_cuda_bf16_gemm_run(const ft_cuda_bf16_gemm *g, void *stream, ft_err *err)

@@ -222,7 +222,11 @@ def run_te(records, fuser_cls, recipes):
     plan_src, keep = {}, []  # id(forward plan list) -> seq of the call that built it
     for rec in records:
         t = rec.get("t")
-        if t == "fuser":
+        if t == "fuser" and "of" in rec:
+            # the same OperationFuser after its ops changed attributes (the stubs have none)
+            ops_of[rec["id"]] = ops_of[rec["of"]]
+            fusers[rec["id"]] = fusers[rec["of"]]
+        elif t == "fuser":
             ops = [StubOp(o["type"]) for o in rec["ops"]]
             ops_of[rec["id"]] = ops
             fusers[rec["id"]] = fuser_cls(ops)

@@ -1,5 +1,5 @@
 /*
- * fuzz_chunk.c - libFuzzer target for the chunk decoder (schema/chunk.c, layout in chunk.h).
+ * fuzz_chunk.c - libFuzzer target for the chunk decoder (schema/chunk_dec.c, layout in chunk.h).
  *
  * A random blob almost never passes zstd and the checksum, so the input carries the DECODED
  * sections and the harness builds a valid stored chunk around them: it patches the split

@@ -7,15 +7,9 @@
  * pair of plans is classified under every quantizer state reachable by resets. The only
  * acceptable statuses are FT_OK and FT_EINVAL; anything else (and any crash or leak) is a bug.
  *
- * Build with clang (not part of the normal build), from the repository root:
- *   clang -g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -Icommon -Ischema -Itefuser \
- *     tests/fuzz/fuzz_model.c tefuser/env.c tefuser/ops.c tefuser/rules.c tefuser/recipe.c \
- *     tefuser/qstate.c tefuser/plan.c tefuser/classify.c \
- *     common/common.c $(pkg-config --cflags --libs jansson libxxhash) -lm -o fuzz_model
- *   ./fuzz_model -max_total_time=60 corpus-model tests/fuzz/corpus/model
- * The corpus in
- * tests/fuzz/corpus/model/ is replayed as an ordinary test by tests/test_tefuser.c, which
- * includes this file and calls fuzz_model_run().
+ * Build with clang: tests/fuzz/build.sh (not part of the normal build); tests/fuzz/README.md says
+ * how to run it. The corpus in tests/fuzz/corpus/model/ is replayed as an ordinary test by
+ * tests/test_tefuser.c, which includes this file and calls fuzz_model_run().
  */
 #include "ft_tefuser.h"
 
@@ -54,12 +48,13 @@ int fuzz_model_run(const uint8_t *data, size_t size)
     json_t *arr = json_loads(ops, 0, NULL);
     if (json_is_array(arr)) n_ops = (uint32_t)json_array_size(arr);
     json_decref(arr);
-    ft_fuser_def fz = {1, NULL, ops, n_ops};
+    ft_fuser_def fz = {1, NULL, ops, n_ops, 0, 0};
     ft_recipe_def rc[2] = {{1, rtype, 10, rattrs}, {2, "NVFP4BlockScaling", 10, "{}"}};
     ft_env_kv ov[1] = {{"world_size", "2"}};
     ft_model *m = NULL;
     ft_err err = {0, ""};
-    int rc_new = ft_model_new(&fz, 1, rc, 2, env, ov, (uint32_t)(size & 1), &m, &err);
+    int rc_new = ft_model_new(&fz, 1, rc, 2, &(ft_model_capture){.env_json = env}, ov,
+                              (uint32_t)(size & 1), &m, &err);
     if (rc_new == FT_OK) {
         uint32_t plans[3][3];
         uint32_t n = ft_model_n_ops(m, 0);

@@ -80,7 +80,9 @@ class TestDescribe(unittest.TestCase):
         d = _describe.op_description(te.ops.BasicLinear(16, 32, tensor_parallel_mode="row",
                                                         userbuffers_options={"comm": 1}))
         self.assertEqual(d["attrs"]["tensor_parallel_mode"], "row")
-        self.assertTrue(d["attrs"]["userbuffers"])
+        self.assertEqual(d["attrs"]["userbuffers"], {"comm": 1})  # TE's options, as they are
+        self.assertIsNone(_describe.op_description(te.ops.BasicLinear(16, 32))["attrs"]
+                          ["userbuffers"])
         self.assertEqual(d["attrs"]["dtype"], "float32")
         self.assertEqual(_describe.op_description(te.ops.AddExtraInput(in_place=True))["attrs"],
                          {"in_place": True})
@@ -110,10 +112,146 @@ class TestDescribe(unittest.TestCase):
             del os.environ["NVTE_TEST_FLAG_FOR_CAPTURE"]
         self.assertEqual((h["rank"], h["world_size"]), (3, 8))
         self.assertEqual(h["env"]["NVTE_TEST_FLAG_FOR_CAPTURE"], "7")
-        self.assertEqual(h["env"]["world_size"], "8")
+        self.assertEqual(h["env"]["world_size"], 8)
         self.assertIn("NVTE_CUTEDSL_FUSED_GROUPED_MLP", h["env"])
+        # what the process did not have is null: no CUDA device, no cuDNN frontend package
+        self.assertIsNone(h["env"]["device_cc"])
+        self.assertIsNone(h["env"]["cudnn_frontend"])
+        self.assertEqual(h["env"]["cublaslt"], "13.4.0")
         self.assertTrue(h["te_version"].startswith("2.20"))
         self.assertEqual(h["torch_version"], torch.__version__)
+
+
+F = "transformer_engine.pytorch.ops.fused."
+TE_REGISTRY = {
+    "forward_backward": [],  # the grouped-MLP ones only register with CUDA and cuDNN
+    "forward": [F + "userbuffers_forward_linear.UserbuffersForwardLinear.fuse_forward_ops",
+                F + "forward_linear_bias_add.ForwardLinearBiasAdd.fuse_forward_ops",
+                F + "forward_linear_bias_activation.ForwardLinearBiasActivation.fuse_forward_ops",
+                F + "forward_linear_scale_add.ForwardLinearScaleAdd.fuse_forward_ops"],
+    "backward": [F + "userbuffers_backward_linear.UserbuffersBackwardLinear.fuse_backward_ops",
+                 F + "backward_linear_add.BackwardLinearAdd.fuse_backward_ops",
+                 F + "backward_linear_scale.BackwardLinearScale.fuse_backward_ops",
+                 F + "backward_activation_bias.BackwardActivationBias.fuse_backward_ops",
+                 F + "backward_add_rmsnorm.BackwardAddRMSNorm.fuse_backward_ops"]}
+
+
+def _my_fusion(ops, **unused):  # a user's fusion function, registered after TE's
+    return list(ops)
+
+
+class TestCaptureFidelity(CaptureCase):
+    """What the model reads comes from the capture: TE's registry, the availability checks,
+    group sizes, Userbuffers options, recipe base classes."""
+
+    def test_header_records_te_registry_in_order(self):
+        x, s, p = mlp_inputs()
+        mlp()(x, s, p, s)
+        h = self.records("header")[0]
+        self.assertEqual(h["te_fusions"], TE_REGISTRY)
+        self.assertEqual(h["env"]["NVTE_CUTEDSL_FUSED_GROUPED_MLP"], "0")
+        self.assertEqual(h["env"]["world_size"], 1)
+
+    def test_collectives_and_userbuffers_recorded(self):
+        seq = te.ops.Sequential(
+            te.ops.BasicLinear(8, 8, userbuffers_options={"comm_name": "fc1"}),
+            te.ops.Bias(8), te.ops.ReduceScatter(), te.ops.AllGather(), te.ops.AllReduce())
+        seq(torch.randn(4, 8))
+        ops = self.records("fuser")[0]["ops"]
+        self.assertEqual(ops[0]["attrs"]["userbuffers"], {"comm_name": "fc1"})
+        self.assertEqual(ops[2]["attrs"], {"process_group_size": 1})
+        self.assertEqual(ops[3]["attrs"], {"process_group_size": 1})
+        self.assertEqual(ops[4]["attrs"], {})  # no torch.distributed: TE would not run it either
+
+    def test_recipe_subclass_records_te_base(self):
+        import dataclasses  # noqa: PLC0415
+
+        @dataclasses.dataclass(repr=False)
+        class MyMXFP8(MXFP8BlockScaling):
+            tag: str = "mine"
+
+        m = mlp()
+        x, s, p = mlp_inputs()
+        for r in (MyMXFP8(), MXFP8BlockScaling()):
+            with te.autocast(enabled=True, recipe=r):
+                m(x, s, p, s)
+        fc.disable()
+        src = os.path.join(self.out, "rank0.jsonl")
+        recs = [r for r in ftutil.read_jsonl(src) if r["t"] == "recipe"]
+        # the replay keys plans by type(recipe) as TE does: the switch to the base class rebuilds
+        calls = [r for r in ftutil.read_jsonl(src) if r["t"] == "call"]
+        self.assertEqual([c["rebuilt"] for c in calls], [True, True])
+        ftdb = os.path.join(self.out, "t.ftdb")
+        ftutil.cli("import", src, "-o", ftdb)
+        pol = "te-3410" if STANDIN_BEHAVIOUR == "3410" else "te-pre3410"
+        out = ftutil.cli("replay", ftdb, "--policy", pol, "--per-call", "-").stdout
+        lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+        self.assertEqual([ln["build"] for ln in lines], [True, True])
+        self.assertEqual(recs[0]["type"], "MyMXFP8")
+        self.assertEqual(recs[0]["attrs"]["__te_base__"], "MXFP8BlockScaling")
+        self.assertEqual(recs[0]["attrs"]["tag"], "mine")
+        self.assertEqual(recs[1]["type"], "MXFP8BlockScaling")
+        self.assertNotIn("__te_base__", recs[1]["attrs"])
+
+    def test_op_attribute_change_redeclares_the_fuser(self):
+        """A change of an attribute the model reads between two calls of one fuser is recorded
+        as the same instance redeclared ("of"), and the replay keeps its plan cache: TE's own
+        decision on the next call (no rebuild for a cached key at PR 3410's head) agrees."""
+        lin = te.ops.BasicLinear(8, 8)
+        seq = te.ops.Sequential(lin, te.ops.Bias(8))
+        x = torch.randn(4, 8)
+        seq(x)
+        lin._userbuffers_options = {"comm_name": "qkv"}
+        seq(x)
+        seq(x)  # nothing changed since: no third declaration
+        fc.disable()
+        src = os.path.join(self.out, "rank0.jsonl")
+        recs = ftutil.read_jsonl(src)
+        fusers = [r for r in recs if r["t"] == "fuser"]
+        self.assertEqual(len(fusers), 2)
+        self.assertNotIn("of", fusers[0])
+        self.assertEqual(fusers[1]["of"], fusers[0]["id"])
+        self.assertIsNone(fusers[0]["ops"][0]["attrs"]["userbuffers"])
+        self.assertEqual(fusers[1]["ops"][0]["attrs"]["userbuffers"], {"comm_name": "qkv"})
+        calls = [r for r in recs if r["t"] == "call"]
+        self.assertEqual([c["fuser"] for c in calls], [fusers[0]["id"]] + [fusers[1]["id"]] * 2)
+        ftdb = os.path.join(self.out, "t.ftdb")
+        ftutil.cli("import", src, "-o", ftdb)
+        pol = "te-3410" if STANDIN_BEHAVIOUR == "3410" else "te-pre3410"
+        p = ftutil.cli("replay", ftdb, "--policy", pol, "--per-call", "-")
+        lines = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+        self.assertEqual([ln["build"] for ln in lines], [c["rebuilt"] for c in calls])
+        self.assertEqual([ln["build"] for ln in lines], [True, False, False])
+        self.assertIn(f"fuser {fusers[1]['id']} continues fuser {fusers[0]['id']} after its op "
+                      "attributes changed (op 0 userbuffers)", p.stderr)
+        # the export gives the link back
+        self.assertEqual([r.get("of") for r in ftutil.export(ftdb) if r["t"] == "fuser"],
+                         [None, fusers[0]["id"]])
+
+    def test_replay_warns_of_unknown_fusion_and_assumes_nothing(self):
+        """A capture from the hook carries every field the model reads (replay --explain lists
+        nothing it assumed), and a fusion a user registered is named on the report's stderr."""
+        te.ops.OperationFuser.forward_fusion_functions.append(_my_fusion)
+        try:
+            seq = te.ops.Sequential(
+                te.ops.BasicLinear(8, 8, tensor_parallel_mode="column",
+                                   userbuffers_options={"comm_name": "qkv"}), te.ops.Bias(8))
+            seq(torch.randn(4, 8))
+            m = mlp()
+            x, s, p = mlp_inputs()
+            with te.autocast(enabled=True, recipe=MXFP8BlockScaling()):
+                m(x, s, p, s)
+        finally:
+            te.ops.OperationFuser.forward_fusion_functions.remove(_my_fusion)
+        fc.disable()
+        src = os.path.join(self.out, "rank0.jsonl")
+        self.assertIn(__name__ + "._my_fusion", ftutil.read_jsonl(src)[0]["te_fusions"]["forward"])
+        ftdb = os.path.join(self.out, "t.ftdb")
+        ftutil.cli("import", src, "-o", ftdb)
+        p = ftutil.cli("replay", ftdb, "--explain")
+        self.assertIn(f"the model does not know fusion {__name__}._my_fusion that TE registered; "
+                      "plans of fusers it could match may differ", p.stderr)
+        self.assertNotIn(": note: ", p.stderr)
 
 
 class TestCalls(CaptureCase):

@@ -2,7 +2,9 @@
 
 What is wrapped (transformer_engine/pytorch/ops/fuser.py, TE 2.20 / PR #3410):
 - OperationFuser.__init__: gives the fuser a stream id (declared at its first call).
-- OperationFuser.maybe_fuse_ops: timed (fuse_ns) and recorded after it returns.
+- OperationFuser.maybe_fuse_ops: timed (fuse_ns) and recorded after it returns; the attributes
+  of its ops that the model reads are compared with the fuser's declaration at every call, and a
+  change redeclares the fuser (a new id with "of": the previous one).
 - OperationFuser._apply_fusions (a staticmethod that every plan build calls three times):
   counted, which is how `rebuilt` is detected; TE's own decision is untouched. When a TE
   build lacks it, `rebuilt` falls back to watching the fuser's plan cache (_fused_ops_cache
@@ -152,7 +154,7 @@ class _Capture:
                       "(convert with `fusertrace import`)")
         self.writer = writer
         self.path = writer.path
-        h = _describe.header(rank, world)
+        h = _describe.header(rank, world, type(fuser) if fuser is not None else None)
         if fuser is not None:
             # Which plan cache this TE has (the replayer picks the matching policy from it):
             # PR 3410's dict of plans, or the single plan of the releases before it.
@@ -206,7 +208,23 @@ class _Capture:
             if d["type"] == "GroupedLinear":
                 gidx = i
                 break
-        st = (self, fid, params, gidx, {})  # {} caches op_rg bytes by bit mask
+        # {} caches op_rg bytes by bit mask; the watch compares the model-read attributes
+        st = (self, fid, params, gidx, {}, _describe.attr_watch(ops))
+        fuser._ft = st
+        return st
+
+    def _redeclare(self, fuser, st) -> tuple:
+        """The fuser's ops changed an attribute the model reads since the last call: declare the
+        same instance again with the ops as they are now ("of": the previous id), so that the
+        replay keeps its plan cache and sees the new attributes where TE would."""
+        old = st[1]
+        fid = self.new_fuser_id()
+        ops = list(getattr(fuser, "_basic_ops"))
+        ops_json = json.dumps([_describe.op_description(op) for op in ops], sort_keys=True,
+                              separators=(",", ":"))
+        self._writer(fuser).fuser(fid, self._label(ops), ops_json, of=old)
+        fuser._ft_id = (self, fid)
+        st = (self, fid, st[2], st[3], st[4], _describe.attr_watch(ops))
         fuser._ft = st
         return st
 
@@ -280,7 +298,14 @@ class _Capture:
             st = fuser.__dict__.get("_ft")
             if st is None or st[0] is not self:  # first call in this capture
                 st = self._declare(fuser)
-            _, fid, params, gidx, rg_bytes = st
+            try:
+                for holder, get, snap in st[5]:
+                    if get(holder) != snap:
+                        st = self._redeclare(fuser, st)
+                        break
+            except AttributeError:  # an attribute went away: declare what is there now
+                st = self._redeclare(fuser, st)
+            _, fid, params, gidx, rg_bytes, _ = st
             flags = _BASE_FLAGS
             if rebuilt:
                 flags |= CF_REBUILT

@@ -36,7 +36,8 @@ CF_HAS_RECIPE = 1 << 12
 
 LIB_NAME = "libfusertrace_rec.so"
 _ERR_MAX = 512  # FT_ERR_MAX in common/ft_common.h
-_SYMBOLS = ("ft_rec_open", "ft_rec_header", "ft_rec_fuser", "ft_rec_recipe", "ft_rec_call_flat",
+_SYMBOLS = ("ft_rec_open", "ft_rec_header", "ft_rec_fuser", "ft_rec_fuser_of", "ft_rec_recipe",
+            "ft_rec_call_flat",
             "ft_rec_backward", "ft_rec_flush", "ft_rec_close", "ft_rec_abort", "ft_rec_error",
             "ft_rec_append_packed")
 # The fixed part of a packed record (ft_rec_append_packed in recorder/ft_recorder.h): seq,
@@ -167,6 +168,9 @@ def _load(path: str):
     lib.ft_rec_header.restype = ctypes.c_int
     lib.ft_rec_fuser.argtypes = [c_rec, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p]
     lib.ft_rec_fuser.restype = ctypes.c_int
+    lib.ft_rec_fuser_of.argtypes = [c_rec, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p,
+                                    ctypes.c_int64]
+    lib.ft_rec_fuser_of.restype = ctypes.c_int
     lib.ft_rec_recipe.argtypes = [c_rec, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64,
                                   ctypes.c_char_p]
     lib.ft_rec_recipe.restype = ctypes.c_int
@@ -247,10 +251,14 @@ class CRecorder:
             env_json=_canon(h.get("env") or {}).encode(), extra_json=_canon(extra).encode())
         self._check(self._lib.ft_rec_header(self._h, ctypes.byref(hs)), "header")
 
-    def fuser(self, fid: int, label: Optional[str], ops_json: str) -> None:
+    def fuser(self, fid: int, label: Optional[str], ops_json: str,
+              of: Optional[int] = None) -> None:
         self._send()
-        self._check(self._lib.ft_rec_fuser(self._h, fid, _b(label), ops_json.encode()),
-                    f"fuser {fid}")
+        if of is None:
+            rc = self._lib.ft_rec_fuser(self._h, fid, _b(label), ops_json.encode())
+        else:
+            rc = self._lib.ft_rec_fuser_of(self._h, fid, _b(label), ops_json.encode(), of)
+        self._check(rc, f"fuser {fid}")
 
     def recipe(self, rid: int, rtype: str, obj: int, attrs_json: str) -> None:
         self._send()
@@ -332,8 +340,11 @@ class JsonlWriter:
         self._put(_canon(rec))
         self.flush()
 
-    def fuser(self, fid: int, label: Optional[str], ops_json: str) -> None:
+    def fuser(self, fid: int, label: Optional[str], ops_json: str,
+              of: Optional[int] = None) -> None:
         lab = "" if label is None else ',"label":' + json.dumps(label)
+        if of is not None:
+            lab += ',"of":%d' % of
         self._put('{"t":"fuser","id":%d%s,"ops":%s}' % (fid, lab, ops_json))
 
     def recipe(self, rid: int, rtype: str, obj: int, attrs_json: str) -> None:

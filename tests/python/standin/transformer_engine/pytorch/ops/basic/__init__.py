@@ -41,6 +41,51 @@ class Dropout(BasicOperation):
         return F.dropout(input_, self.dropout_probability, self.training)
 
 
+def _group_size(group) -> int:
+    """torch.distributed.get_world_size(group), 1 when torch.distributed is not initialized (TE
+    itself requires it for the collectives)."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(group)
+    return 1
+
+
+class AllGather(BasicOperation):
+    """Gather along the first dim; one process: identity."""
+
+    def __init__(self, process_group=None) -> None:
+        super().__init__()
+        self.process_group = process_group
+        self.process_group_size: int = _group_size(process_group)
+
+    def op_forward(self, ctx, input_, extra_inputs, **kwargs):
+        return input_
+
+
+class ReduceScatter(BasicOperation):
+    """Reduce and scatter along the first dim; one process: identity."""
+
+    def __init__(self, process_group=None) -> None:
+        super().__init__()
+        self.process_group = process_group
+        self.process_group_size: int = _group_size(process_group)
+
+    def op_forward(self, ctx, input_, extra_inputs, **kwargs):
+        return input_
+
+
+class AllReduce(BasicOperation):
+    """Sum over processes; TE asks for the group's size at run time (no attribute)."""
+
+    def __init__(self, process_group=None, reduce_in_backward: bool = True) -> None:
+        super().__init__()
+        self.process_group = process_group
+        self._reduce_in_backward: bool = reduce_in_backward
+
+    def op_forward(self, ctx, input_, extra_inputs, **kwargs):
+        return input_
+
+
 class Bias(BasicOperation):
     def __init__(self, size: int, *, device=None, dtype=None, tensor_parallel: bool = False,
                  tensor_parallel_group=None) -> None:

@@ -1,10 +1,10 @@
-"""Stand-in fusions: one forward fusion (BasicLinear + Bias), registered at import like TE's
-ops/fused/__init__.py, so that plans contain a FusedOperation and _map_to_basic_ops is used."""
+"""Stand-in for ops/fused/forward_linear_bias_activation.py: BasicLinear + Bias run as one op (not
+row tensor-parallel), so that plans contain a FusedOperation and _map_to_basic_ops is used. The
+dtype gate of TE's version is left out (the stand-in computes in float32)."""
 from __future__ import annotations
 
-from .basic import BasicLinear, Bias
-from .fuser import register_forward_fusion
-from .op import FusedOperation
+from ..basic import BasicLinear, Bias
+from ..op import FusedOperation
 
 
 class ForwardLinearBiasActivation(FusedOperation):
@@ -23,5 +23,3 @@ class ForwardLinearBiasActivation(FusedOperation):
                 out.append(window.pop(0))
         return out
 
-
-register_forward_fusion(ForwardLinearBiasActivation.fuse_forward_ops)

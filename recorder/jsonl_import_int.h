@@ -1,0 +1,111 @@
+/*
+ * jsonl_import_int.h - private to the capture-jsonl importer (jsonl_import.c reads and parses,
+ * jsonl_check.c validates): the importer's state and the functions the two halves share.
+ * Not part of any contract.
+ */
+#ifndef FT_JSONL_IMPORT_INT_H
+#define FT_JSONL_IMPORT_INT_H
+
+#include "ft_hmap.h"
+#include "ft_recorder.h"
+#include "ft_seqset.h"
+#include "json_fast.h"
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <zstd.h>
+
+/* Everything declared here is private to the library: hidden from libfusertrace_rec.so's
+ * exported symbols, which stay the ft_* API. */
+#pragma GCC visibility push(hidden)
+
+#define MAX_WARNED 64 /* distinct unknown field names reported */
+
+/* ---- small containers --------------------------------------------------------------------- */
+/* A declared fuser: what its calls are checked against. */
+typedef struct fuser_info {
+    uint32_t n_ops;  /* basic ops: the length of op_rg */
+    uint32_t groups; /* num_groups shared by its grouped ops: the length of m_splits (0: any) */
+} fuser_info;
+
+/* Declared recipe states, to reject a second declaration of one (obj, attrs) pair. */
+typedef struct recipe_state {
+    int64_t obj;
+    uint64_t hash; /* of the canonical attrs text */
+    char *attrs;   /* canonical attrs text */
+    int64_t id;    /* the id it was declared under */
+} recipe_state;
+
+/* ---- importer state ----------------------------------------------------------------------- */
+typedef struct importer {
+    const char *name; /* input name for messages */
+    FILE *in;
+    FILE *warn;
+    int fast; /* use the fast path */
+    ft_sink *sink;
+    ft_err *err;
+    uint64_t line; /* 1-based number of the current line */
+    /* line reader */
+    char *buf;       /* [cap + FT_JFAST_PADDING], cap grows up to FT_LIM_LINE_BYTES + 1 */
+    size_t cap;      /* bytes the lines may use (the padding after them is the fast path's) */
+    size_t beg, end; /* unread bytes are buf[beg, end) */
+    int eof;
+    /* zstd input (a compressed stream) */
+    ZSTD_DStream *zd; /* NULL for plain input */
+    uint8_t *zbuf;    /* [zcap] compressed bytes read, zin.src */
+    size_t zcap;
+    ZSTD_inBuffer zin;
+    size_t zlast; /* ZSTD_decompressStream's last hint: 0 when a frame has just ended */
+    int zeof;     /* the compressed input has ended */
+    /* validation state */
+    int have_header;
+    int have_seq;
+    int64_t last_seq;
+    ft_hmap fusers; /* id -> index into finfo */
+    fuser_info *finfo;
+    size_t n_finfo, cap_finfo;
+    ft_hmap recipes; /* declared recipe ids (value 0) */
+    ft_hmap states;  /* hash of (obj, attrs) -> index into rstates */
+    recipe_state *rstates;
+    size_t n_rstates, cap_rstates;
+    ft_seqset calls; /* seqs of the calls so far */
+    ft_jfast *jf;    /* the fast path's parser */
+    /* per-line scratch */
+    uint8_t *op_rg;
+    size_t cap_op_rg;
+    int64_t *splits;
+    size_t cap_splits;
+    /* unknown-field warnings already given, as "type.field" */
+    char *warned[MAX_WARNED];
+    size_t n_warned;
+    int warned_overflow;
+} importer;
+
+/* ---- shared by both halves (jsonl_check.c) ------------------------------------------------ */
+/* Set the error as "NAME:LINE: field 'F': <fmt>" (field may be NULL); returns FT_EINVAL. */
+int imp_fail(importer *im, const char *field, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+int imp_fail_nomem(importer *im);
+/* "an object", "a string", ...: a JSON value's type for messages. */
+const char *imp_type_name(const json_t *v);
+
+/* ---- the records (jsonl_check.c) ---------------------------------------------------------- */
+/* Check one parsed record of its type completely and hand it to the sink: FT_OK, or FT_EINVAL
+ * (or the sink's status) with the message in im->err. */
+int imp_header(importer *im, json_t *o);
+int imp_fuser(importer *im, json_t *o);
+int imp_recipe(importer *im, json_t *o);
+int imp_call(importer *im, json_t *o);
+int imp_backward(importer *im, json_t *o);
+/* The fast path (json_fast.h): 1 when f, a line the fast parser accepted, is a call or backward
+ * record that passes every check of imp_call / imp_backward, handed to the sink with the outcome
+ * in *rc; 0 when the general path must take the line (nothing has happened then). */
+int imp_fast_record(importer *im, const ft_jfast_rec *f, int *rc);
+
+#pragma GCC visibility pop
+
+#endif /* FT_JSONL_IMPORT_INT_H */
