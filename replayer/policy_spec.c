@@ -779,6 +779,13 @@ int user_run_init(ft_replay *r, policy_run *pr, const ft_replay_opts *opts, ft_e
     u->reset_dev = (rb >> SF_DEVICE) & 1;
     u->reset_ops = (rb >> SF_OPS) & 1;
     u->percall = u->key_fa | u->key_dev | u->key_ops | u->reset_fa | u->reset_dev | u->reset_ops;
+    /* a key of fusion and f alone, with a per-recipe reset rule, needs no interning: its id is
+     * the oracle's fusion-attrs id (the built-in fusion-attrs key) */
+    const uint32_t recipe_bits = (1u << SF_TYPE) | (1u << SF_OBJECT) | (1u << SF_HASH) |
+                                 (1u << SF_ATTR) | (1u << SF_BO) | (1u << SF_HIST);
+    if (u->key_fa && !(kb & recipe_bits) && !u->key_dev && !u->key_ops && !u->reset_fa &&
+        !u->reset_dev && !u->reset_ops)
+        u->percall = 0;
     int rc = recipe_ids(r, &sp->key, &u->rk);
     if (!rc) rc = recipe_ids(r, &sp->reset, &u->rr);
     if (!rc && u->percall) {

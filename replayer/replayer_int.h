@@ -254,7 +254,8 @@ typedef struct user_run {
     ft_hmap kmap[2], rmap[2]; /* (id, fusion) -> id, then (id, device, ops) -> id */
     uint8_t key_f, reset_f;   /* f is in the key / the reset rule */
     uint8_t reset_always;
-    uint8_t percall;                   /* some field is per call beyond f: fusion, device, ops */
+    uint8_t percall; /* some field is per call beyond f (fusion, device, ops) and is combined
+                      * with others; a key of fusion (and f) alone is not (key_fa then says so) */
     uint8_t key_fa, key_dev, key_ops;  /* which of them the key reads */
     uint8_t reset_fa, reset_dev, reset_ops;
 } user_run;
@@ -360,7 +361,8 @@ static inline __attribute__((always_inline)) int user_ids_of(ft_replay *r, polic
 {
     const user_run *u = &pr->u;
     if (!u->percall) {
-        c->kid = (uint32_t)u->rk[c->recipe + 1];
+        /* a key of fusion alone is the oracle's fusion-attrs id itself */
+        c->kid = u->key_fa ? (uint32_t)c->fa_id : (uint32_t)u->rk[c->recipe + 1];
         c->rid = u->rr[c->recipe + 1];
         return FT_OK;
     }
