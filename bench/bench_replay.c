@@ -246,16 +246,16 @@ int main(int argc, char **argv)
             keep_best(&best_sall, &tm);
         if (!rc && !(rc = replay(path, all, n_all, &tm, &res, &err))) keep_best(&best_all, &tm);
         ft_policy_forget_user();
-        if (!rc) rc = ft_policy_define("spec-te-3410=type+f+bo;store=dict;reset=te:3410", &spec_one,
-                                       &err);
         if (!rc)
-            rc = ft_policy_define("percall=fusion+device+ops+f;store=dict;reset=type+bo+hist+device",
-                                  &percall, &err);
+            rc = ft_policy_define("spec-te-3410=type+f+bo;store=dict;reset=te:3410", &spec_one,
+                                  &err);
+        if (!rc)
+            rc = ft_policy_define(
+                "percall=fusion+device+ops+f;store=dict;reset=type+bo+hist+device", &percall, &err);
         static ft_replay_result res_one;
         if (!rc && !(rc = replay(path, &spec_one, 1, &tm, &res_one, &err)))
             keep_best(&best_sone, &tm);
-        if (!rc && !(rc = replay(path, &percall, 1, &tm, &res_one, &err)))
-            keep_best(&best_pc, &tm);
+        if (!rc && !(rc = replay(path, &percall, 1, &tm, &res_one, &err))) keep_best(&best_pc, &tm);
     }
     if (rc) {
         fprintf(stderr, "bench_replay: %s\n", ft_err_msg(&err));

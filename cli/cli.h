@@ -24,7 +24,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum { FT_EXIT_OK = 0, FT_EXIT_CHECK = 1, FT_EXIT_INPUT = 2, FT_EXIT_INTERNAL = 3, FT_EXIT_GATE = 4 };
+enum {
+    FT_EXIT_OK = 0,
+    FT_EXIT_CHECK = 1,
+    FT_EXIT_INPUT = 2,
+    FT_EXIT_INTERNAL = 3,
+    FT_EXIT_GATE = 4
+};
 
 /* Map an FT_* status to an exit code (the table above; args.c). */
 int cli_exit_code(int rc);

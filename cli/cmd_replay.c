@@ -325,7 +325,6 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-
 /* The command line, for the HTML report's provenance (Linux: /proc/self/cmdline), or NULL. */
 static char *command_line(void)
 {
@@ -550,8 +549,8 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
         for (uint32_t p = 0; p < c->n_pol; p++)
             if (c->pol[p] >= ft_policy_builtin_count()) watch[n_watch++] = c->pol[p];
         const int all = !n_watch || builtins;
-        rc = ft_report_gate_new(ro->fail_on.c, ro->fail_on.n, all ? NULL : watch, n_watch,
-                                &c->gate, err);
+        rc = ft_report_gate_new(ro->fail_on.c, ro->fail_on.n, all ? NULL : watch, n_watch, &c->gate,
+                                err);
         if (!rc) c->obs[n_obs++] = ft_report_gate_observer(c->gate);
     }
     if (!rc && ro->timeline) {

@@ -65,8 +65,8 @@ int cli_policies_resolve(const cli_policy_opts *p, int defs_only, uint32_t *idx,
         uint32_t got[FT_MAX_POLICIES], n_got;
         rc = read_file(p->files[k], &b, err);
         if (!rc)
-            rc = ft_policy_define_json(b.data ? (const char *)b.data : "", b.len, p->files[k],
-                                       got, &n_got, err);
+            rc = ft_policy_define_json(b.data ? (const char *)b.data : "", b.len, p->files[k], got,
+                                       &n_got, err);
         ft_buf_free(&b);
         if (rc && rc != FT_ENOMEM) {
             char detail[FT_ERR_MAX];

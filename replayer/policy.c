@@ -126,7 +126,7 @@ static int reset_obj(pstate *s, const rinfo *ri, const pcall *c)
 #define NO_REF (-1)
 #define POLICIES(X)                                                                                \
     X(rebuild_always, "rebuild-always", reset_always, key_none, FT_STORE_NONE, 1, 0, NO_REF,       \
-      "baseline", "baseline: no plan cache", "none;store=none;reset=always",                      \
+      "baseline", "baseline: no plan cache", "none;store=none;reset=always",                       \
       "no key; reset and build on every call; no store")                                           \
     X(te_pre3410, "te-pre3410", reset_te_pre3410, key_type_f_bo, FT_STORE_SINGLE, 1, 0,            \
       FT_TE_PRE3410, NULL, NULL, "type+f+bo;store=single;reset=te:pre3410;build=reset",            \
@@ -151,7 +151,7 @@ static int reset_obj(pstate *s, const rinfo *ri, const pcall *c)
       "key (exactly the recipe/op/env attributes the fusion rules read, f); reset when the "       \
       "recipe hash changes; dict")                                                                 \
     X(shared_oplist, "shared-oplist", reset_type_bo, key_type_f_bo, FT_STORE_SHARED, 0, 0, NO_REF, \
-      "what-if", "what-if: plans kept across fusers by op-list signature, which no TE does",      \
+      "what-if", "what-if: plans kept across fusers by op-list signature, which no TE does",       \
       "type+f+bo;store=shared;reset=te:3410",                                                      \
       "key (op-list signature, type, f, bo): one dict per op list, shared by every fuser with "    \
       "those ops; each fuser resets when (type, bo) or amax_history_len changes")
@@ -161,7 +161,8 @@ static int reset_obj(pstate *s, const rinfo *ri, const pcall *c)
 #define LOOP(id, name_, reset, key, store_, bor, reads_fa, ref_, label_, note_, spec_, summary_)   \
     static int loop_##id(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err)                 \
     {                                                                                              \
-        if (r->rec_on && r->filt) return policy_loop(r, p, b, err, reset, key, store_, bor, 1, 1, 0); \
+        if (r->rec_on && r->filt)                                                                  \
+            return policy_loop(r, p, b, err, reset, key, store_, bor, 1, 1, 0);                    \
         if (r->rec_on) return policy_loop(r, p, b, err, reset, key, store_, bor, 1, 0, 0);         \
         if (r->filt) return policy_loop(r, p, b, err, reset, key, store_, bor, 0, 1, 0);           \
         return policy_loop(r, p, b, err, reset, key, store_, bor, 0, 0, 0);                        \
@@ -324,8 +325,10 @@ int ft_policy_parse_list(const char *list, uint32_t *idx, uint32_t *n, ft_err *e
             idx[(*n)++] = i;
     for (uint32_t j = 0; j < n_got; j++) {
         if (*n >= FT_MAX_POLICIES)
-            return ft_err_set(err, FT_ERANGE, "more than %d policies at once (%u built-ins and "
-                              "the user policies)", FT_MAX_POLICIES, policy_n_builtin());
+            return ft_err_set(err, FT_ERANGE,
+                              "more than %d policies at once (%u built-ins and "
+                              "the user policies)",
+                              FT_MAX_POLICIES, policy_n_builtin());
         idx[(*n)++] = got[j];
     }
     return FT_OK;

@@ -49,7 +49,7 @@ static const struct {
 #define KEY_WORDS   "type, object, hash, attr:NAME, fusion, f, bo, hist, device, env:KEY, ops"
 #define STORE_WORDS "none, single, dict, lru:N, shared, shared-lru:N"
 #define RESET_WORDS                                                                                \
-    "always, key, te:pre3410 (type+f+bo+hist), te:3410 and te:3410-commit1 (type+bo+hist), or "  \
+    "always, key, te:pre3410 (type+f+bo+hist), te:3410 and te:3410-commit1 (type+bo+hist), or "    \
     "fields joined by + (" KEY_WORDS ")"
 #define SPEC_FORM "NAME=KEY[;store=STORE][;reset=RESET][;build=key|reset]"
 
@@ -119,8 +119,10 @@ void ft_policy_attr_names(char *buf, size_t cap, const char *near)
 /* ---- parsing ------------------------------------------------------------------------------- */
 static void trim(const char **s, size_t *len)
 {
-    while (*len && (**s == ' ' || **s == '\t')) (*s)++, (*len)--;
-    while (*len && ((*s)[*len - 1] == ' ' || (*s)[*len - 1] == '\t')) (*len)--;
+    while (*len && (**s == ' ' || **s == '\t'))
+        (*s)++, (*len)--;
+    while (*len && ((*s)[*len - 1] == ' ' || (*s)[*len - 1] == '\t'))
+        (*len)--;
 }
 
 static int is_name_char(char c)
@@ -149,8 +151,8 @@ static int parse_term(const char *s, size_t len, const char *what, spec_term *t,
                               what, (int)len, s, fields[i].name, sizeof t->name - 1);
         for (size_t k = 0; k < nl; k++)
             if (!is_name_char(n[k]))
-                return ft_err_set(err, FT_EINVAL, "%s field '%.*s': '%c' cannot be in a name",
-                                  what, (int)len, s, n[k]);
+                return ft_err_set(err, FT_EINVAL, "%s field '%.*s': '%c' cannot be in a name", what,
+                                  (int)len, s, n[k]);
         memcpy(t->name, n, nl);
         t->name[nl] = '\0';
         if (t->field == SF_ATTR && !attr_known(t->name)) {
@@ -245,11 +247,14 @@ static int parse_reset(const char *s, size_t len, policy_spec *out, char *word, 
     if (rc == FT_EINVAL && !strncmp(err->msg, "unknown reset field", 19)) {
         char detail[FT_ERR_MAX];
         ft_strlcpy(detail, err->msg, sizeof detail);
-        return ft_err_set(err, FT_EINVAL, "%s; resets: always, key, te:pre3410, te:3410, "
-                          "te:3410-commit1, or such fields joined by +", detail);
+        return ft_err_set(err, FT_EINVAL,
+                          "%s; resets: always, key, te:pre3410, te:3410, "
+                          "te:3410-commit1, or such fields joined by +",
+                          detail);
     }
     if (!rc && !out->reset.n)
-        return ft_err_set(err, FT_EINVAL, "reset 'none': say always, or name the fields whose "
+        return ft_err_set(err, FT_EINVAL,
+                          "reset 'none': say always, or name the fields whose "
                           "change resets; resets: " RESET_WORDS);
     return rc;
 }
@@ -266,7 +271,8 @@ static int parse_store(const char *s, size_t len, policy_spec *out, ft_err *err)
         out->store = FT_STORE_DICT;
     } else if (len == 6 && !strncmp(s, "shared", 6)) {
         out->store = FT_STORE_SHARED;
-    } else if ((len > 4 && !strncmp(s, "lru:", 4)) || (len > 11 && !strncmp(s, "shared-lru:", 11))) {
+    } else if ((len > 4 && !strncmp(s, "lru:", 4)) ||
+               (len > 11 && !strncmp(s, "shared-lru:", 11))) {
         const size_t at = s[0] == 'l' ? 4 : 11;
         char num[24];
         int64_t v = 0;
@@ -371,12 +377,14 @@ static int parse_clauses(const char *text, size_t len, policy_spec *out, char *c
     }
     if (rc) return rc;
     if (!have_key)
-        return ft_err_set(err, FT_EINVAL, "no key: the first clause is the key (fields joined by "
+        return ft_err_set(err, FT_EINVAL,
+                          "no key: the first clause is the key (fields joined by "
                           "+, or none): " KEY_WORDS);
     if (reset_is_key) {
         out->reset = out->key;
         if (!out->reset.n)
-            return ft_err_set(err, FT_EINVAL, "reset=key with key none: say reset=always, or "
+            return ft_err_set(err, FT_EINVAL,
+                              "reset=key with key none: say reset=always, or "
                               "name the fields whose change resets");
     }
     if (canon) spec_text(out, reset_word, canon, cap);
@@ -393,7 +401,7 @@ typedef struct user_policy {
     policy_def def;
     policy_spec spec;
     char name[FT_SPEC_NAME_MAX];
-    char text[FT_SPEC_TEXT_MAX];           /* canonical spec without "NAME=" */
+    char text[FT_SPEC_TEXT_MAX]; /* canonical spec without "NAME=" */
     char summary[FT_SPEC_TEXT_MAX + 96];
 } user_policy;
 
@@ -436,12 +444,12 @@ static void user_summary(user_policy *u, const char *reset_word)
     if (u->spec.capacity) snprintf(cap, sizeof cap, " %u", u->spec.capacity);
     const char *bor = u->spec.build_on_reset ? "+build" : "";
     if (u->spec.reset_rule == SPEC_RESET_ALWAYS)
-        snprintf(u->summary, sizeof u->summary, "user-defined: key (%s); reset%s on every call; %s%s",
-                 key, bor, store, cap);
+        snprintf(u->summary, sizeof u->summary,
+                 "user-defined: key (%s); reset%s on every call; %s%s", key, bor, store, cap);
     else
         snprintf(u->summary, sizeof u->summary,
-                 "user-defined: key (%s); reset%s when (%s) changes%s; %s%s", key, bor, reset, alias,
-                 store, cap);
+                 "user-defined: key (%s); reset%s when (%s) changes%s; %s%s", key, bor, reset,
+                 alias, store, cap);
 }
 
 int ft_policy_define(const char *def, uint32_t *idx, ft_err *err)
@@ -454,12 +462,16 @@ int ft_policy_define(const char *def, uint32_t *idx, ft_err *err)
     size_t nl = (size_t)(eq - def);
     trim(&name, &nl);
     if (!nl || nl >= FT_SPEC_NAME_MAX)
-        return ft_err_set(err, FT_EINVAL, "policy spec '%s': the name before '=' must be 1 to %d "
-                          "bytes", def, FT_SPEC_NAME_MAX - 1);
+        return ft_err_set(err, FT_EINVAL,
+                          "policy spec '%s': the name before '=' must be 1 to %d "
+                          "bytes",
+                          def, FT_SPEC_NAME_MAX - 1);
     for (size_t k = 0; k < nl; k++)
         if (!is_name_char(name[k]))
-            return ft_err_set(err, FT_EINVAL, "policy spec '%s': '%c' cannot be in a policy name "
-                              "(letters, digits, '-', '_', '.')", def, name[k]);
+            return ft_err_set(err, FT_EINVAL,
+                              "policy spec '%s': '%c' cannot be in a policy name "
+                              "(letters, digits, '-', '_', '.')",
+                              def, name[k]);
     if (nl == 3 && !strncmp(name, "all", 3))
         return ft_err_set(err, FT_EINVAL, "policy spec '%s': 'all' is not a policy name", def);
     user_policy u;
@@ -478,8 +490,10 @@ int ft_policy_define(const char *def, uint32_t *idx, ft_err *err)
     uint32_t k;
     if (!ft_policy_find(u.name, &k, NULL)) {
         if (k < policy_n_builtin())
-            return ft_err_set(err, FT_EINVAL, "policy spec '%s': '%s' is a built-in policy; name "
-                              "yours otherwise", def, u.name);
+            return ft_err_set(err, FT_EINVAL,
+                              "policy spec '%s': '%s' is a built-in policy; name "
+                              "yours otherwise",
+                              def, u.name);
         const user_policy *o = &users[k - policy_n_builtin()];
         if (strcmp(o->text, u.text))
             return ft_err_set(err, FT_EINVAL, "policy spec '%s': '%s' is already defined as '%s'",
@@ -488,9 +502,11 @@ int ft_policy_define(const char *def, uint32_t *idx, ft_err *err)
         return FT_OK;
     }
     if (policy_n_builtin() + n_users >= FT_MAX_POLICIES)
-        return ft_err_set(err, FT_ERANGE, "policy spec '%s': at most %u user policies (%d in "
-                          "all with the %u built-ins)", def, FT_MAX_POLICIES - policy_n_builtin(),
-                          FT_MAX_POLICIES, policy_n_builtin());
+        return ft_err_set(err, FT_ERANGE,
+                          "policy spec '%s': at most %u user policies (%d in "
+                          "all with the %u built-ins)",
+                          def, FT_MAX_POLICIES - policy_n_builtin(), FT_MAX_POLICIES,
+                          policy_n_builtin());
     user_policy *d = &users[n_users];
     *d = u;
     user_summary(d, reset_word);
@@ -508,7 +524,8 @@ int ft_policy_define(const char *def, uint32_t *idx, ft_err *err)
     return FT_OK;
 }
 
-/* ---- policies from JSON ----------------------------------------------------------------------- */
+/* ---- policies from JSON -----------------------------------------------------------------------
+ */
 /* A member that is a string, or an array of strings joined by sep: into buf. */
 static int json_words(json_t *v, const char *sep, char *buf, size_t cap)
 {
@@ -531,8 +548,10 @@ static int define_entry(json_t *e, const char *where, uint32_t *idx, ft_err *err
     static const char *const members[] = {"name", "spec", "key", "store", "reset", "build"};
     char def[FT_SPEC_TEXT_MAX], part[FT_SPEC_TEXT_MAX];
     if (!json_is_object(e))
-        return ft_err_set(err, FT_EINVAL, "%s: a policy is an object {\"name\": ..., \"key\": ..., "
-                          "...} or {\"name\": ..., \"spec\": ...}", where);
+        return ft_err_set(err, FT_EINVAL,
+                          "%s: a policy is an object {\"name\": ..., \"key\": ..., "
+                          "...} or {\"name\": ..., \"spec\": ...}",
+                          where);
     const char *k;
     json_t *v;
     json_object_foreach(e, k, v)
@@ -541,8 +560,10 @@ static int define_entry(json_t *e, const char *where, uint32_t *idx, ft_err *err
         for (size_t i = 0; i < FT_ARRAY_LEN(members); i++)
             known |= !strcmp(k, members[i]);
         if (!known)
-            return ft_err_set(err, FT_EINVAL, "%s: unknown member \"%s\"; members: name, and "
-                              "spec or key, store, reset, build", where, k);
+            return ft_err_set(err, FT_EINVAL,
+                              "%s: unknown member \"%s\"; members: name, and "
+                              "spec or key, store, reset, build",
+                              where, k);
     }
     json_t *name = json_object_get(e, "name");
     if (!json_is_string(name))
@@ -551,8 +572,10 @@ static int define_entry(json_t *e, const char *where, uint32_t *idx, ft_err *err
     json_t *spec = json_object_get(e, "spec");
     if (spec) {
         if (json_object_size(e) != 2 || !json_is_string(spec))
-            return ft_err_set(err, FT_EINVAL, "%s: \"spec\" is a string, and goes alone with "
-                              "\"name\"", where);
+            return ft_err_set(err, FT_EINVAL,
+                              "%s: \"spec\" is a string, and goes alone with "
+                              "\"name\"",
+                              where);
         off += (size_t)snprintf(def + off, off < sizeof def ? sizeof def - off : 0, "%s",
                                 json_string_value(spec));
     } else {
@@ -567,7 +590,8 @@ static int define_entry(json_t *e, const char *where, uint32_t *idx, ft_err *err
                                     i ? ";" : "", clauses[i], part);
         }
         if (!json_object_get(e, "key"))
-            return ft_err_set(err, FT_EINVAL, "%s: \"key\" is missing (fields, or \"none\")", where);
+            return ft_err_set(err, FT_EINVAL, "%s: \"key\" is missing (fields, or \"none\")",
+                              where);
     }
     if (off >= sizeof def)
         return ft_err_set(err, FT_EINVAL, "%s: longer than %zu bytes", where, sizeof def - 1);
@@ -767,7 +791,7 @@ int user_run_init(ft_replay *r, policy_run *pr, const ft_replay_opts *opts, ft_e
     pr->store_kind = sp->store;
     pr->build_on_reset = sp->build_on_reset;
     pr->store.capacity = sp->store != FT_STORE_DICT && sp->store != FT_STORE_SHARED ? 0
-                         : sp->capacity ? sp->capacity
+                         : sp->capacity                                             ? sp->capacity
                                         : opts->capacity;
     u->key_f = (kb >> SF_F) & 1;
     u->reset_f = (rb >> SF_F) & 1;

@@ -119,7 +119,7 @@ enum {
 #define FT_SPEC_TEXT_MAX  640
 
 typedef struct spec_term {
-    uint8_t field;                /* SF_* */
+    uint8_t field;               /* SF_* */
     char name[FT_SPEC_NAME_MAX]; /* attr:NAME, env:KEY; "" otherwise */
 } spec_term;
 
@@ -146,13 +146,13 @@ typedef struct policy_spec {
  * row points at its parsed spec, and its loop interprets it. */
 typedef struct policy_def {
     const char *name;
-    const char *summary; /* one line: key, reset rule, store */
-    const char *note;    /* the reports' note ("historical: ...", "baseline: ..."), or NULL */
-    const char *label;   /* "baseline", "historical", "what-if", "user-defined", or NULL */
-    const char *spec;    /* the policy in the spec vocabulary: "KEY;store=...;reset=..." */
-    int te_ref;          /* the ft_te_ref whose plan cache it reproduces, -1 none */
-    int needs_fa;        /* reads pcall.fa_id */
-    ft_store_kind store; /* where its plans live */
+    const char *summary;     /* one line: key, reset rule, store */
+    const char *note;        /* the reports' note ("historical: ...", "baseline: ..."), or NULL */
+    const char *label;       /* "baseline", "historical", "what-if", "user-defined", or NULL */
+    const char *spec;        /* the policy in the spec vocabulary: "KEY;store=...;reset=..." */
+    int te_ref;              /* the ft_te_ref whose plan cache it reproduces, -1 none */
+    int needs_fa;            /* reads pcall.fa_id */
+    ft_store_kind store;     /* where its plans live */
     const policy_spec *user; /* a user policy's spec; NULL for a built-in */
     /* The per-batch loop, specialised for this policy's reset rule, key and store. */
     policy_loop_fn loop_fn;
@@ -256,7 +256,7 @@ typedef struct user_run {
     uint8_t reset_always;
     uint8_t percall; /* some field is per call beyond f (fusion, device, ops) and is combined
                       * with others; a key of fusion (and f) alone is not (key_fa then says so) */
-    uint8_t key_fa, key_dev, key_ops;  /* which of them the key reads */
+    uint8_t key_fa, key_dev, key_ops; /* which of them the key reads */
     uint8_t reset_fa, reset_dev, reset_ops;
 } user_run;
 
@@ -355,9 +355,8 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
 /* ---- a user policy's key and reset rule, per call ------------------------------------------ */
 /* The call's ids under a user policy: per recipe from the tables, else from the fuser's front
  * cache, else interned (user_ids_slow). */
-static inline __attribute__((always_inline)) int user_ids_of(ft_replay *r, policy_run *pr,
-                                                             const ft_batch *b, uint32_t i,
-                                                             pcall *c)
+static inline __attribute__((always_inline)) int
+user_ids_of(ft_replay *r, policy_run *pr, const ft_batch *b, uint32_t i, pcall *c)
 {
     const user_run *u = &pr->u;
     if (!u->percall) {

@@ -115,8 +115,8 @@ enum {
 };
 #define FT_GATE_MAX 8
 typedef struct ft_gate_cond {
-    int kind;     /* FT_GATE_* */
-    uint64_t n;   /* the threshold N */
+    int kind;      /* FT_GATE_* */
+    uint64_t n;    /* the threshold N */
     char text[64]; /* as written */
 } ft_gate_cond;
 /* "stale", "builds>40", ...: FT_EINVAL naming the mistake and listing the conditions. */
@@ -125,8 +125,8 @@ int ft_report_gate_parse(const char *text, ft_gate_cond *out, ft_err *err);
 /* The first call a condition held on under a policy. */
 typedef struct ft_gate_hit {
     int held;
-    uint32_t policy, trace; /* registry index; the trace's position */
-    const char *path;       /* the trace as given (NULL: handed in open) */
+    uint32_t policy, trace;      /* registry index; the trace's position */
+    const char *path;            /* the trace as given (NULL: handed in open) */
     int64_t seq, fuser_id, step; /* step -1: none recorded */
     uint8_t stale;               /* ft_stale of the call's plan */
     uint64_t count;              /* the build (rebuild) count that passed N */

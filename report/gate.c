@@ -7,10 +7,10 @@
  * that raises in TE), builds>N (more than N builds under the policy, over every trace),
  * builds-per-fuser>N (more than N builds of one fuser), rebuilds-per-step>N (more than N
  * rebuilds within one training step of one trace; a rebuild is a build for a recipe and boundary
- * f the fuser had already built for under the policy: a plan the cache held once and lost). Only the calls the replay's
- * filter counts are counted (ft_replay_filter). Memory: 4 bytes per fuser and policy of the trace
- * being replayed, one map entry per (policy, fuser, recipe, f) built and per (step, policy) with a
- * rebuild.
+ * f the fuser had already built for under the policy: a plan the cache held once and lost). Only
+ * the calls the replay's filter counts are counted (ft_replay_filter). Memory: 4 bytes per fuser
+ * and policy of the trace being replayed, one map entry per (policy, fuser, recipe, f) built and
+ * per (step, policy) with a rebuild.
  */
 #include "report_int.h"
 
@@ -38,15 +38,16 @@ int ft_report_gate_parse(const char *text, ft_gate_cond *out, ft_err *err)
         if (strlen(words[i].word) != wl || strncmp(text, words[i].word, wl)) continue;
         out->kind = words[i].kind;
         if (!words[i].has_n && gt)
-            return ft_err_set(err, FT_EINVAL, "'%s': %s takes no threshold; conditions: " GATE_WORDS,
-                              text, words[i].word);
+            return ft_err_set(err, FT_EINVAL,
+                              "'%s': %s takes no threshold; conditions: " GATE_WORDS, text,
+                              words[i].word);
         if (words[i].has_n) {
             int64_t n;
             if (!gt || ft_parse_i64(gt + 1, &n) || n < 0)
-                return ft_err_set(err, FT_EINVAL,
-                                  "'%s': %s wants a threshold, %s>N with N >= 0; conditions: "
-                                  GATE_WORDS,
-                                  text, words[i].word, words[i].word);
+                return ft_err_set(
+                    err, FT_EINVAL,
+                    "'%s': %s wants a threshold, %s>N with N >= 0; conditions: " GATE_WORDS, text,
+                    words[i].word, words[i].word);
             out->n = (uint64_t)n;
         }
         snprintf(out->text, sizeof out->text, "%s", text);
@@ -69,9 +70,9 @@ struct ft_report_gate {
     /* the trace being replayed */
     uint32_t trace, n_fusers;
     const char *path;
-    uint32_t *fuser_builds; /* [n_fusers * n_pol] */
+    uint32_t *fuser_builds;         /* [n_fusers * n_pol] */
     ft_hmap built[FT_MAX_POLICIES]; /* per slot: (fuser, recipe, f) a build was made for */
-    ft_hmap step_rebuilds;  /* step * FT_MAX_POLICIES + slot -> rebuilds */
+    ft_hmap step_rebuilds;          /* step * FT_MAX_POLICIES + slot -> rebuilds */
     int any_step, wants_steps;
     ft_replay_observer obs;
 };
@@ -109,8 +110,8 @@ static int gate_begin(void *ctx, const ft_replay_input *in, const ft_replay *eng
     g->path = in->path;
     g->n_fusers = ft_trace_n_fusers(in->trace);
     ft_free(g->fuser_builds);
-    g->fuser_builds = ft_calloc((size_t)(g->n_fusers ? g->n_fusers : 1) * g->n_pol,
-                                sizeof *g->fuser_builds);
+    g->fuser_builds =
+        ft_calloc((size_t)(g->n_fusers ? g->n_fusers : 1) * g->n_pol, sizeof *g->fuser_builds);
     ft_hmap_clear(&g->step_rebuilds);
     for (uint32_t p = 0; p < FT_MAX_POLICIES; p++)
         ft_hmap_clear(&g->built[p]);
@@ -128,16 +129,16 @@ static int on_build(ft_report_gate *g, const ft_replay_view *v, uint32_t j, uint
     if (g->wants_steps && v->step[j] >= 0) {
         /* a rebuild: a build for a (recipe, f) the fuser had built for before (fuser < 2^24,
          * recipe + 1 < 2^24, f < 2^16: the replayer's limits) */
-        const uint64_t in_key = (uint64_t)v->fuser[j] << 40 |
-                                (uint64_t)(uint32_t)(v->recipe[j] + 1) << 16 | v->f[j];
+        const uint64_t in_key =
+            (uint64_t)v->fuser[j] << 40 | (uint64_t)(uint32_t)(v->recipe[j] + 1) << 16 | v->f[j];
         if (ft_hmap_get(&g->built[p], in_key) == UINT32_MAX) {
             if (ft_hmap_put(&g->built[p], in_key, 1)) return FT_ENOMEM;
         } else {
-        const uint64_t key = (uint64_t)v->step[j] * FT_MAX_POLICIES + p;
-        const uint32_t got = ft_hmap_get(&g->step_rebuilds, key);
-        in_step = got == UINT32_MAX ? 1 : (uint64_t)got + 1;
-        if (in_step < UINT32_MAX - 1 && ft_hmap_put(&g->step_rebuilds, key, (uint32_t)in_step))
-            return FT_ENOMEM;
+            const uint64_t key = (uint64_t)v->step[j] * FT_MAX_POLICIES + p;
+            const uint32_t got = ft_hmap_get(&g->step_rebuilds, key);
+            in_step = got == UINT32_MAX ? 1 : (uint64_t)got + 1;
+            if (in_step < UINT32_MAX - 1 && ft_hmap_put(&g->step_rebuilds, key, (uint32_t)in_step))
+                return FT_ENOMEM;
         }
     }
     for (uint32_t c = 0; c < g->n_cond; c++) {
@@ -211,8 +212,8 @@ int ft_report_gate_verdict(const ft_report_gate *g, FILE *f, const char *prog, f
             const ft_gate_hit *h = &g->hit[c][p];
             if (!h->held) continue;
             n_held += !held++;
-            fprintf(f, "%s: --fail-on %s held under %s: first on seq %lld of %s (fuser %lld",
-                    prog, k->text, ft_policy_name(h->policy), (long long)h->seq,
+            fprintf(f, "%s: --fail-on %s held under %s: first on seq %lld of %s (fuser %lld", prog,
+                    k->text, ft_policy_name(h->policy), (long long)h->seq,
                     h->path ? h->path : "the trace", (long long)h->fuser_id);
             if (h->label[0]) fprintf(f, " '%s'", h->label);
             if (h->step >= 0) fprintf(f, ", step %lld", (long long)h->step);
@@ -220,7 +221,8 @@ int ft_report_gate_verdict(const ft_report_gate *g, FILE *f, const char *prog, f
             switch (k->kind) {
             case FT_GATE_STALE:
             case FT_GATE_RAISES:
-                fprintf(f, "a stale plan that %s", h->stale == FT_STALE_RAISES ? "raises in TE"
+                fprintf(f, "a stale plan that %s",
+                        h->stale == FT_STALE_RAISES   ? "raises in TE"
                         : h->stale == FT_STALE_QUANT  ? "quantizes otherwise"
                         : h->stale == FT_STALE_SLOWER ? "runs slower (unfused)"
                                                       : "fuses otherwise, same quantization");

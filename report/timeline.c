@@ -33,7 +33,7 @@ typedef struct pending {
 struct ft_report_timeline {
     FILE *f;
     char name[256]; /* the output, for messages */
-    int n_events; /* written so far (for the separators) */
+    int n_events;   /* written so far (for the separators) */
     /* the trace being written */
     int64_t pid;
     int ns_mode, t0_set;
@@ -41,8 +41,8 @@ struct ft_report_timeline {
     uint32_t n_fusers, n_pol;
     uint32_t pol[FT_MAX_POLICIES];
     uint64_t builds[FT_MAX_POLICIES];
-    pending *pend;     /* [n_fusers] */
-    uint8_t *named;    /* [n_fusers] thread_name written */
+    pending *pend;  /* [n_fusers] */
+    uint8_t *named; /* [n_fusers] thread_name written */
     const ft_replay *engine;
     ft_replay_observer obs;
 };
@@ -52,7 +52,8 @@ static void put_us(FILE *f, int64_t ns)
 {
     const char *sign = ns < 0 ? "-" : "";
     const uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
-    fprintf(f, "%s%llu.%03llu", sign, (unsigned long long)(a / 1000), (unsigned long long)(a % 1000));
+    fprintf(f, "%s%llu.%03llu", sign, (unsigned long long)(a / 1000),
+            (unsigned long long)(a % 1000));
 }
 
 static void sep(ft_report_timeline *t)
@@ -97,7 +98,8 @@ static int tl_begin(void *ctx, const ft_replay_input *in, const ft_replay *engin
     else
         snprintf(name, sizeof name, "trace %u: %s", in->index, in->path ? in->path : "trace");
     sep(t);
-    fprintf(t->f, "{\"ph\":\"M\",\"pid\":%lld,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":",
+    fprintf(t->f,
+            "{\"ph\":\"M\",\"pid\":%lld,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":",
             (long long)t->pid);
     put_str(t->f, name);
     fputs("}}", t->f);
@@ -122,8 +124,8 @@ static void write_slice(ft_report_timeline *t, uint32_t u, const pending *p, int
     fprintf(t->f,
             ",\"name\":\"call\",\"cat\":\"call\",\"args\":{\"seq\":%lld,\"step\":%lld,"
             "\"recipe\":\"%s\",\"f\":%u,\"stale\":%s}}",
-            (long long)p->seq, (long long)p->step,
-            rm ? ft_recipe_type_name(rm->type) : "?", p->f, p->stale_any ? "true" : "false");
+            (long long)p->seq, (long long)p->step, rm ? ft_recipe_type_name(rm->type) : "?", p->f,
+            p->stale_any ? "true" : "false");
 }
 
 static void thread_name(ft_report_timeline *t, uint32_t u)
@@ -133,7 +135,8 @@ static void thread_name(ft_report_timeline *t, uint32_t u)
     snprintf(name, sizeof name, "%s (fuser %lld)", fd && fd->label ? fd->label : "fuser",
              fd ? (long long)fd->id : -1LL);
     sep(t);
-    fprintf(t->f, "{\"ph\":\"M\",\"pid\":%lld,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":",
+    fprintf(t->f,
+            "{\"ph\":\"M\",\"pid\":%lld,\"tid\":%u,\"name\":\"thread_name\",\"args\":{\"name\":",
             (long long)t->pid, u + 1);
     put_str(t->f, name);
     fputs("}}", t->f);
@@ -212,14 +215,14 @@ static int tl_batch(void *ctx, const ft_replay_view *v, ft_err *err)
         if (!t->named[u]) thread_name(t, u);
         pending *pd = &t->pend[u];
         if (pd->have) write_slice(t, u, pd, ts);
-        *pd = (pending){.have = 1,
-                        .ts = ts,
-                        .dur = (b->flags[i] & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0 ? b->fuse_ns[i]
-                                                                                      : 800,
-                        .seq = v->seq[j],
-                        .step = v->step[j],
-                        .recipe = v->recipe[j],
-                        .f = v->f[j]};
+        *pd = (pending){
+            .have = 1,
+            .ts = ts,
+            .dur = (b->flags[i] & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0 ? b->fuse_ns[i] : 800,
+            .seq = v->seq[j],
+            .step = v->step[j],
+            .recipe = v->recipe[j],
+            .f = v->f[j]};
         if (v->step[j] >= 0 && v->step[j] != t->step) {
             t->step = v->step[j];
             sep(t);
@@ -244,7 +247,8 @@ static int tl_batch(void *ctx, const ft_replay_view *v, ft_err *err)
         }
         if (built) counter_builds(t, ts);
     }
-    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline %s failed", t->name) : FT_OK;
+    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline %s failed", t->name)
+                        : FT_OK;
 }
 
 static int tl_end(void *ctx, const ft_replay *engine, int rc, ft_err *err)
@@ -255,12 +259,14 @@ static int tl_end(void *ctx, const ft_replay *engine, int rc, ft_err *err)
     for (uint32_t u = 0; u < t->n_fusers; u++)
         if (t->pend[u].have) write_slice(t, u, &t->pend[u], INT64_MIN);
     sep(t);
-    fprintf(t->f, "{\"ph\":\"M\",\"pid\":%lld,\"tid\":0,\"name\":\"process_labels\",\"args\":{"
-                  "\"labels\":\"%s\"}}",
+    fprintf(t->f,
+            "{\"ph\":\"M\",\"pid\":%lld,\"tid\":0,\"name\":\"process_labels\",\"args\":{"
+            "\"labels\":\"%s\"}}",
             (long long)t->pid,
             t->ns_mode == 1 ? "time: captured ns from the first call"
                             : "time: 1 us per call seq (no captured ns)");
-    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline %s failed", t->name) : FT_OK;
+    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline %s failed", t->name)
+                        : FT_OK;
 }
 
 int ft_report_timeline_new(FILE *f, const char *name, ft_report_timeline **out, ft_err *err)
@@ -290,7 +296,8 @@ const ft_replay_observer *ft_report_timeline_observer(ft_report_timeline *t)
 int ft_report_timeline_finish(ft_report_timeline *t, ft_err *err)
 {
     fputs("\n]}\n", t->f);
-    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline %s failed", t->name) : FT_OK;
+    return ferror(t->f) ? ft_err_set(err, FT_EIO, "writing the timeline %s failed", t->name)
+                        : FT_OK;
 }
 
 void ft_report_timeline_free(ft_report_timeline *t)

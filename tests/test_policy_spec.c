@@ -39,7 +39,8 @@ static int teardown(void **state)
     return 0;
 }
 
-/* ---- traces ----------------------------------------------------------------------------------- */
+/* ---- traces -----------------------------------------------------------------------------------
+ */
 static void trace_path(char *out, size_t cap, const char *name)
 {
     snprintf(out, cap, "%s/test_policy_spec_%s_%ld.ftdb", FT_BINARY_DIR, name, (long)getpid());
@@ -77,11 +78,13 @@ static void synth_trace(const char *scenario, uint64_t seed, char *out, size_t c
     ft_sink sink;
     ft_rec_sink(rec, &sink);
     int rc = ft_synth_run(scenario, NULL, 0, seed, &sink, &err);
-    if (rc) fail_msg("synth %s seed %llu: %s", scenario, (unsigned long long)seed, ft_err_msg(&err));
+    if (rc)
+        fail_msg("synth %s seed %llu: %s", scenario, (unsigned long long)seed, ft_err_msg(&err));
     assert_int_equal(ft_rec_close(rec), FT_OK);
 }
 
-/* ---- equivalence ------------------------------------------------------------------------------ */
+/* ---- equivalence ------------------------------------------------------------------------------
+ */
 /* Replay path under the built-ins and their specs as user policies (slot k + n_b is built-in k's
  * spec) and compare every call's decisions and every count; returns the calls compared. */
 static uint64_t compare_on(const char *path, const uint32_t *pol, uint32_t n_b, uint32_t capacity)
@@ -89,10 +92,8 @@ static uint64_t compare_on(const char *path, const uint32_t *pol, uint32_t n_b, 
     ft_trace *t = NULL;
     ft_err err = {0};
     if (ft_trace_open(path, FT_OPEN_READ, &t, &err)) fail_msg("%s: %s", path, ft_err_msg(&err));
-    ft_replay_opts o = {.policies = pol,
-                        .n_policies = 2 * n_b,
-                        .capacity = capacity,
-                        .needs = FT_VIEW_DECISIONS};
+    ft_replay_opts o = {
+        .policies = pol, .n_policies = 2 * n_b, .capacity = capacity, .needs = FT_VIEW_DECISIONS};
     ft_replay_cursor *c = NULL;
     if (ft_replay_cursor_open(t, &o, &c, &err)) fail_msg("%s: %s", path, ft_err_msg(&err));
     uint64_t calls = 0;
@@ -108,9 +109,8 @@ static uint64_t compare_on(const char *path, const uint32_t *pol, uint32_t n_b, 
                     fail_msg("%s (capacity %u): seq %lld: %s decides build/reset %u plan %u stale "
                              "%u q %u, its spec '%s' %u %u %u %u",
                              path, capacity, (long long)v->seq[j], ft_policy_name(a->policy),
-                             a->dec[j], a->plan[j], a->stale[j], a->q[j],
-                             ft_policy_spec(b->policy), b->dec[j], b->plan[j], b->stale[j],
-                             b->q[j]);
+                             a->dec[j], a->plan[j], a->stale[j], a->q[j], ft_policy_spec(b->policy),
+                             b->dec[j], b->plan[j], b->stale[j], b->q[j]);
         }
         calls += v->n;
     }
@@ -213,7 +213,8 @@ static void test_builtin_specs_match_on_every_synth_scenario(void **state)
            n_sc, (unsigned long long)calls);
 }
 
-/* ---- the parser -------------------------------------------------------------------------------- */
+/* ---- the parser --------------------------------------------------------------------------------
+ */
 static void expect_error(const char *def, const char *want1, const char *want2)
 {
     uint32_t idx;
@@ -221,8 +222,7 @@ static void expect_error(const char *def, const char *want1, const char *want2)
     int rc = ft_policy_define(def, &idx, &err);
     if (rc == FT_OK) fail_msg("'%s' was accepted", def);
     if (!strstr(err.msg, want1) || (want2 && !strstr(err.msg, want2)))
-        fail_msg("'%s': message '%s' lacks '%s' or '%s'", def, err.msg, want1,
-                 want2 ? want2 : "");
+        fail_msg("'%s': message '%s' lacks '%s' or '%s'", def, err.msg, want1, want2 ? want2 : "");
 }
 
 static void test_spec_parse_forms_and_errors(void **state)
@@ -242,14 +242,14 @@ static void test_spec_parse_forms_and_errors(void **state)
     /* found by name like a built-in, the same definition again is the same policy */
     assert_int_equal(ft_policy_find("mine", &again, &err), FT_OK);
     assert_int_equal(again, idx);
-    assert_int_equal(ft_policy_define("mine = key=type+f+bo+attr:disable_rht ; store = dict",
-                                      &again, &err),
-                     FT_OK);
+    assert_int_equal(
+        ft_policy_define("mine = key=type+f+bo+attr:disable_rht ; store = dict", &again, &err),
+        FT_OK);
     assert_int_equal(again, idx);
     assert_int_equal(ft_policy_count(), ft_policy_builtin_count() + 1);
     /* every clause */
-    assert_int_equal(ft_policy_define("b=key=none;store=lru:4;reset=always;build=reset", &idx, &err),
-                     FT_OK);
+    assert_int_equal(
+        ft_policy_define("b=key=none;store=lru:4;reset=always;build=reset", &idx, &err), FT_OK);
     assert_string_equal(ft_policy_spec(idx), "none;store=lru:4;reset=always;build=reset");
     assert_int_equal(ft_policy_define("c=fusion+device+ops+env:NVTE_X+object;store=single;"
                                       "reset=key",
@@ -257,8 +257,8 @@ static void test_spec_parse_forms_and_errors(void **state)
                      FT_OK);
     assert_string_equal(ft_policy_spec(idx),
                         "fusion+device+ops+env:NVTE_X+object;store=single;reset=key");
-    assert_int_equal(ft_policy_define("d=hash;reset=hist+bo+attr:fp8_format;store=none", &idx, &err),
-                     FT_OK);
+    assert_int_equal(
+        ft_policy_define("d=hash;reset=hist+bo+attr:fp8_format;store=none", &idx, &err), FT_OK);
     assert_int_equal(ft_policy_define("e=type+f+bo;store=shared-lru:3", &idx, &err), FT_OK);
     assert_string_equal(ft_policy_spec(idx), "type+f+bo;store=shared-lru:3;reset=te:3410");
     assert_non_null(strstr(ft_policy_summary(idx), "shared by op list, LRU of 3"));
@@ -307,9 +307,8 @@ static void test_spec_lists_and_json(void **state)
     uint32_t idx[FT_MAX_POLICIES], n, nb = ft_policy_builtin_count();
     ft_err err = {0};
     /* a list of definitions alone replays beside every built-in */
-    assert_int_equal(ft_policy_parse_list("mine=type+f+bo+attr:disable_rht;store=dict", idx, &n,
-                                          &err),
-                     FT_OK);
+    assert_int_equal(
+        ft_policy_parse_list("mine=type+f+bo+attr:disable_rht;store=dict", idx, &n, &err), FT_OK);
     assert_int_equal(n, nb + 1);
     assert_string_equal(ft_policy_name(idx[nb]), "mine");
     /* with a built-in named, only what is named */
@@ -324,9 +323,10 @@ static void test_spec_lists_and_json(void **state)
     assert_non_null(strstr(err.msg, "define one"));
 
     /* JSON: spec strings, or the clauses as members (arrays of fields) */
-    const char *doc = "{\"policies\": [{\"name\": \"j1\", \"spec\": \"hash+f;reset=hash\"},"
-                      " {\"name\": \"j2\", \"key\": [\"type\", \"attr:disable_rht\"],"
-                      "  \"store\": \"lru:2\", \"reset\": [\"type\", \"bo\"], \"build\": \"reset\"}]}";
+    const char *doc =
+        "{\"policies\": [{\"name\": \"j1\", \"spec\": \"hash+f;reset=hash\"},"
+        " {\"name\": \"j2\", \"key\": [\"type\", \"attr:disable_rht\"],"
+        "  \"store\": \"lru:2\", \"reset\": [\"type\", \"bo\"], \"build\": \"reset\"}]}";
     assert_int_equal(ft_policy_define_json(doc, strlen(doc), "p.json", idx, &n, &err), FT_OK);
     assert_int_equal(n, 2);
     assert_string_equal(ft_policy_spec(idx[0]), "hash+f;store=dict;reset=hash");
@@ -354,7 +354,8 @@ static void test_spec_lists_and_json(void **state)
     }
 }
 
-/* ---- user policies decide ---------------------------------------------------------------------- */
+/* ---- user policies decide ----------------------------------------------------------------------
+ */
 /* The worked examples of docs/policies.md on synth rht-switch: a type key restores the fused plan
  * after the MXFP8 detour and raises; adding disable_rht, hashing the object or keeping two plans
  * per fuser in an LRU changes that, as the doc says. */
@@ -522,8 +523,10 @@ static void test_cli_fail_on(void **state)
     const int64_t seq = first_stale(FT_BINARY_DIR "/tps_gate.ftdb", "te-3410");
     assert_true(seq > 0);
     char want[256];
-    snprintf(want, sizeof want, "--fail-on stale held under te-3410: first on seq %lld of "
-             "tps_gate.ftdb (fuser ", (long long)seq);
+    snprintf(want, sizeof want,
+             "--fail-on stale held under te-3410: first on seq %lld of "
+             "tps_gate.ftdb (fuser ",
+             (long long)seq);
     expect_cli("replay tps_gate.ftdb --fail-on stale --policy te-3410 2>&1 >/dev/null", 4, want);
     expect_cli("replay tps_gate.ftdb --fail-on stale --policy fusion-attrs 2>&1", 0, NULL);
     /* user policies alone are the chosen ones: the built-ins beside them are not watched */
@@ -569,7 +572,8 @@ static void test_cli_fail_on(void **state)
     cleanup_cli_files();
 }
 
-/* ---- the timeline ----------------------------------------------------------------------------- */
+/* ---- the timeline -----------------------------------------------------------------------------
+ */
 typedef struct tl_slice {
     int64_t pid, tid;
     double ts, dur;
@@ -615,10 +619,10 @@ static json_t *check_trace_events(const char *path)
         if (!strcmp(ph, "X")) {
             json_t *dur = json_object_get(e, "dur");
             assert_true(json_is_number(dur) && json_number_value(dur) >= 0);
-            sl[n_sl++] = (tl_slice){json_integer_value(json_object_get(e, "pid")),
-                                    json_integer_value(json_object_get(e, "tid")),
-                                    json_number_value(json_object_get(e, "ts")),
-                                    json_number_value(dur)};
+            sl[n_sl++] =
+                (tl_slice){json_integer_value(json_object_get(e, "pid")),
+                           json_integer_value(json_object_get(e, "tid")),
+                           json_number_value(json_object_get(e, "ts")), json_number_value(dur)};
         } else if (!strcmp(ph, "i")) {
             const char *sc = json_string_value(json_object_get(e, "s"));
             assert_true(sc && (!strcmp(sc, "t") || !strcmp(sc, "p") || !strcmp(sc, "g")));
@@ -701,7 +705,8 @@ static void test_cli_timeline(void **state)
             snprintf(name, sizeof name, "reset %s", ft_policy_name(q->policy));
             assert_int_equal(count_events(doc, rank, "i", name), q->resets);
             snprintf(name, sizeof name, "stale %s", ft_policy_name(q->policy));
-            assert_int_equal(count_events(doc, rank, "i", name), q->calls - q->stale[FT_STALE_NONE]);
+            assert_int_equal(count_events(doc, rank, "i", name),
+                             q->calls - q->stale[FT_STALE_NONE]);
         }
         /* the last "builds" counter of the rank holds every policy's total */
         json_t *last = NULL, *e;
@@ -714,9 +719,9 @@ static void test_cli_timeline(void **state)
         }
         assert_non_null(last);
         for (uint32_t p = 0; p < r->n_policies; p++)
-            assert_int_equal(json_integer_value(json_object_get(last, ft_policy_name(
-                                                                     r->pol[p].policy))),
-                             r->pol[p].builds);
+            assert_int_equal(
+                json_integer_value(json_object_get(last, ft_policy_name(r->pol[p].policy))),
+                r->pol[p].builds);
         assert_true(count_events(doc, rank, "C", "step") >= 16);
     }
     json_decref(doc);
