@@ -402,7 +402,7 @@ typedef struct user_policy {
     policy_spec spec;
     char name[FT_SPEC_NAME_MAX];
     char text[FT_SPEC_TEXT_MAX]; /* canonical spec without "NAME=" */
-    char summary[FT_SPEC_TEXT_MAX + 96];
+    char summary[2 * FT_SPEC_TEXT_MAX + 128]; /* key, reset fields and the reset word: bounded */
 } user_policy;
 
 static user_policy users[FT_MAX_POLICIES];

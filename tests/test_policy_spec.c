@@ -11,8 +11,13 @@
  *   and list the vocabulary; the JSON form; the registry's bounds and names.
  * - What a user policy decides on a trace built for it (the three worked examples of
  *   docs/policies.md on synth rht-switch).
+ * - The command line: a user policy in every output, --fail-on, --timeline (the trace event
+ *   format's rules and the replay's counts); the fuzz corpus of specs (tests/fuzz/fuzz_policy.c).
  */
 #define _POSIX_C_SOURCE 200809L
+#define FT_FUZZ_REPLAY  1
+#include "fuzz/fuzz_policy.c"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -731,6 +736,14 @@ static void test_cli_timeline(void **state)
     cleanup_cli_files();
 }
 
+/* The fuzz target's corpus: every input defines or is refused with a message, and what defines
+ * replays (tests/fuzz/policy.status says which). */
+static void test_fuzz_policy_corpus(void **state)
+{
+    (void)state;
+    assert_true(tu_replay_corpus("policy", fuzz_policy_run) >= 9);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -742,6 +755,7 @@ int main(void)
         cmocka_unit_test_teardown(test_cli_user_policy_everywhere, teardown),
         cmocka_unit_test_teardown(test_cli_fail_on, teardown),
         cmocka_unit_test_teardown(test_cli_timeline, teardown),
+        cmocka_unit_test_teardown(test_fuzz_policy_corpus, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
