@@ -401,7 +401,7 @@ typedef struct user_policy {
     policy_def def;
     policy_spec spec;
     char name[FT_SPEC_NAME_MAX];
-    char text[FT_SPEC_TEXT_MAX]; /* canonical spec without "NAME=" */
+    char text[FT_SPEC_TEXT_MAX];              /* canonical spec without "NAME=" */
     char summary[2 * FT_SPEC_TEXT_MAX + 128]; /* key, reset fields and the reset word: bounded */
 } user_policy;
 
@@ -649,19 +649,24 @@ typedef struct interner {
     uint32_t n, cap;
 } interner;
 
+/* String k of in equals data[len] (an empty one holds no bytes, and bytes.data may be NULL). */
+static int interned_is(const interner *in, uint32_t k, const void *data, size_t len)
+{
+    return in->off[k + 1] - in->off[k] == len &&
+           (!len || !memcmp(in->bytes.data + in->off[k], data, len));
+}
+
 static int intern(interner *in, const void *data, size_t len, uint32_t *id)
 {
     const uint64_t h = ft_hash64(data, len);
     uint32_t got = ft_hmap_get(&in->map, h);
-    const uint8_t *base = in->bytes.data;
-    if (got != UINT32_MAX && in->off[got + 1] - in->off[got] == len &&
-        !memcmp(base + in->off[got], data, len)) {
+    if (got != UINT32_MAX && interned_is(in, got, data, len)) {
         *id = got;
         return FT_OK;
     }
     if (got != UINT32_MAX) /* another string with the same hash: look at every one */
         for (uint32_t k = 0; k < in->n; k++)
-            if (in->off[k + 1] - in->off[k] == len && !memcmp(base + in->off[k], data, len)) {
+            if (interned_is(in, k, data, len)) {
                 *id = k;
                 return FT_OK;
             }

@@ -471,6 +471,10 @@ static void test_cli_user_policy_everywhere(void **state)
     expect_cli("sql tps_rht.ftdb --policy " MINE " \"SELECT count(*), sum(build), "
                "sum(stale <> 'none') FROM decisions WHERE policy = 'mine'\" 2>&1",
                0, "768|48|0");
+    /* numerics run the user policy's chosen plans like the built-ins' */
+    expect_cli("replay tps_rht.ftdb --policy te-3410," MINE
+               " --numerics cpu --shrink 16 --sample 4 --threads 1 2>&1",
+               0, "\n  mine                  4 ");
     /* a policy file, and a list that names a policy the file defines */
     FILE *f = fopen(FT_BINARY_DIR "/tps_policies.json", "w");
     assert_non_null(f);
@@ -744,6 +748,35 @@ static void test_fuzz_policy_corpus(void **state)
     assert_true(tu_replay_corpus("policy", fuzz_policy_run) >= 9);
 }
 
+/* Every allocation of a replay with user policies (their ids, front caches, interned
+ * combinations, the shared store) may fail: FT_ENOMEM, nothing left behind, and the replay runs
+ * once they stop failing. */
+static void test_user_policy_alloc_failures_leak_nothing(void **state)
+{
+    (void)state;
+    uint32_t idx[FT_MAX_POLICIES], n;
+    ft_err err = {0};
+    assert_int_equal(ft_policy_parse_list("a=fusion+device+ops+f;store=dict;reset=type+bo+hist+"
+                                          "device,b=type+attr:disable_rht;store=shared-lru:1;"
+                                          "build=reset,c=hash+f;store=single;reset=key",
+                                          idx, &n, &err),
+                     FT_OK);
+    const long live0 = ft_alloc_live();
+    int ok = 0, failed = 0;
+    for (long k = 0; k < 2000 && !ok; k++) {
+        ft_alloc_fail_after(k);
+        int rc = fuzz_policy_replay(2, &err);
+        ft_alloc_fail_after(-1);
+        if (rc != FT_OK && rc != FT_ENOMEM)
+            fail_msg("allocation %ld: status %d: %s", k, rc, err.msg);
+        assert_int_equal(ft_alloc_live(), live0);
+        ok = rc == FT_OK;
+        failed += !ok;
+    }
+    assert_true(ok);
+    assert_true(failed > 10);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -756,6 +789,7 @@ int main(void)
         cmocka_unit_test_teardown(test_cli_fail_on, teardown),
         cmocka_unit_test_teardown(test_cli_timeline, teardown),
         cmocka_unit_test_teardown(test_fuzz_policy_corpus, teardown),
+        cmocka_unit_test_teardown(test_user_policy_alloc_failures_leak_nothing, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
