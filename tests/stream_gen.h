@@ -104,7 +104,7 @@ static inline int gen_stream(const gen_params *p, ft_sink *s)
                            {"te_version", "2.20.2"},
                            {"world_size", "8"}};
     gen_cut g = {s, 0, p->n_calls};
-    ft_sink cut = {&g, gc_header, gc_fuser, gc_recipe, gc_call, gc_backward, gc_error};
+    ft_sink cut = {&g, gc_header, gc_fuser, gc_recipe, gc_call, gc_backward, gc_error, NULL};
     ft_err err = {0};
     int rc =
         ft_synth_run("recompute", kv, (uint32_t)(sizeof kv / sizeof kv[0]), p->seed, &cut, &err);

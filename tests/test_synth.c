@@ -1370,7 +1370,7 @@ static void test_synth_recompute_scales(void **state)
 {
     (void)state;
     uint64_t calls = 0;
-    ft_sink s = {&calls, null_hdr, null_fuser, null_recipe, null_call, null_bwd, NULL};
+    ft_sink s = {&calls, null_hdr, null_fuser, null_recipe, null_call, null_bwd, NULL, NULL};
     ft_synth_param p = {"steps", "400"};
     ft_err err = {0};
     uint64_t t0 = ft_now_ns();
