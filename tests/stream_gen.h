@@ -196,6 +196,14 @@ static inline int dgs_backward(void *ctx, const ft_backward *b)
     return FT_OK;
 }
 
+static inline int dgs_end(void *ctx, const ft_fuser_end *e)
+{
+    digest_sink *d = ctx;
+    dg_u(d, 5000 + (uint64_t)e->seq);
+    dg_u(d, (uint64_t)e->fuser);
+    return FT_OK;
+}
+
 static inline void digest_sink_init(digest_sink *d, ft_sink *s)
 {
     memset(d, 0, sizeof *d);
@@ -206,6 +214,7 @@ static inline void digest_sink_init(digest_sink *d, ft_sink *s)
     s->call_fn = dgs_call;
     s->backward_fn = dgs_backward;
     s->error_fn = NULL;
+    s->end_fn = dgs_end;
 }
 
 #endif /* FT_STREAM_GEN_H */
