@@ -154,7 +154,9 @@ typedef struct ft_replay_view {
     /* call columns, [n] each */
     const uint32_t *row;     /* position in batch */
     const int64_t *seq;      /* call sequence number */
-    const uint32_t *fuser;   /* dense fuser index (ft_replay_fuser) */
+    const uint32_t *fuser;   /* dense fuser index of its declaration (ft_replay_fuser: label,
+                              * ops; a compact instance's template) */
+    const int64_t *sid;      /* stream id of the call's fuser (the instance's own) */
     const int32_t *recipe;   /* dense recipe index, -1 = none */
     const int64_t *step;     /* training step, -1 when not recorded */
     const int32_t *phase;    /* index into batch->phases, -1 when not recorded */
@@ -263,10 +265,21 @@ typedef struct ft_policy_result {
     uint64_t max_entries;           /* largest number of plans held by one fuser's store */
     uint64_t evictions;             /* LRU evictions */
     uint64_t cap_calls, cap_agree;  /* calls with captured `rebuilt`; agreeing build decisions */
+    uint64_t transient_builds;      /* builds of transient fusers (ft_replay_result.transient) */
     int64_t first_disagree_seq;     /* -1 if none */
     ft_raise_text raises[FT_MAX_RAISE_TEXTS];
     ft_step_hist steps;
 } ft_policy_result;
+
+/* Transient fusers: instances that share their label and op list with another instance of the same
+ * trace, as TE's transient OperationFuser([op]) per call of a standalone op does (a model's
+ * persistent fusers have one instance per label), counted per label: "model.norm x 250,000". */
+#define FT_TRANSIENT_GROUPS 8
+typedef struct ft_transient_group {
+    char label[96];                   /* the label ("" for fusers without one), cut at 95 bytes */
+    uint64_t fusers, calls;           /* instances called; their calls (the filter's) */
+    uint64_t builds[FT_MAX_POLICIES]; /* their builds, per policy slot */
+} ft_transient_group;
 
 typedef struct ft_replay_result {
     uint32_t n_traces;
@@ -282,6 +295,11 @@ typedef struct ft_replay_result {
     /* calls whose fresh plan itself raises in TE (whatever the policy), by message */
     uint64_t fresh_raises;
     ft_raise_text fresh_raise_texts[FT_MAX_RAISE_TEXTS];
+    /* transient fusers (above): in all, and the labels with the most instances, most first (the
+     * others are counted in the totals only) */
+    uint64_t transient_groups, transient_fusers, transient_calls;
+    uint32_t n_transient;
+    ft_transient_group transient[FT_TRANSIENT_GROUPS];
     uint32_t n_policies;
     ft_policy_result pol[FT_MAX_POLICIES];
 } ft_replay_result;

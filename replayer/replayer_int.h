@@ -1,7 +1,7 @@
 /*
- * replayer_int.h - private to the replayer (policy.c, policy_spec.c, store.c, engine.c, driver.c,
- * result.c): the per-call inputs a policy sees, its per-fuser state, the policy table row, a user
- * policy's spec and per-engine ids, and the integer maps the hot path uses.
+ * replayer_int.h - private to the replayer (policy.c, policy_spec.c, store.c, engine.c, slots.c,
+ * driver.c, result.c): the per-call inputs a policy sees, its per-fuser state, the policy table
+ * row, a user policy's spec and per-engine ids, and the integer maps the hot path uses.
  *
  * Hot-path rule: everything a policy needs per call is an integer precomputed per recipe index
  * (rinfo) or per call by the oracle pass (pcall); keys are small dense ids, never strings.
@@ -19,8 +19,11 @@
 #define FT_KEY_F_BITS  16
 #define FT_KEY_ID_BITS 24
 #define FT_MAX_FUSERS  (1u << 24)
-#define FT_NEVER       (-1) /* "recipe_type = None": no call seen yet (TE's initial state) */
+#define FT_MAX_SLOTS   (1u << 24) /* fuser states alive at once (a dict store key prefixes one) */
+#define FT_NEVER       (-1)       /* "recipe_type = None": no call seen yet (TE's initial state) */
 #define FT_NO_ENTRY    UINT32_MAX
+#define FT_SLOT_ENDED  (UINT32_MAX - 1) /* row_slot: the instance ended */
+#define FT_NO_SB       0xffffu          /* ccall.sb: no step bucket */
 
 /* What every policy may read about a recipe index (index recipe + 1; 0 = no recipe). */
 typedef struct rinfo {
@@ -37,13 +40,14 @@ typedef struct rinfo {
 
 /* One call of the current batch after the oracle pass (32 bytes: one stream for the loops). */
 typedef struct ccall {
-    uint32_t fuser; /* dense fuser index */
+    uint32_t fuser; /* dense fuser index of its declaration (a compact instance's template) */
+    uint32_t slot;  /* the instance's state (slots.c) */
     int32_t recipe; /* dense recipe index, -1 = none */
-    uint32_t f;     /* boundary */
     uint32_t fresh; /* oracle plan */
     int32_t fa;     /* fusion-attrs id (0 unless a policy needs it) */
-    uint32_t sb;    /* step bucket, FT_NO_ENTRY when the call has no step */
     uint32_t i;     /* position in the batch */
+    uint16_t f;     /* boundary (< 2^16 - 1: ft_replay_new checks op counts) */
+    uint16_t sb;    /* step bucket, FT_NO_SB when the call has no step */
     uint8_t tok;    /* token class | (backward runs) << 2 */
     uint8_t cap;    /* captured: 1 = has `rebuilt`, 2 = rebuilt */
     uint8_t match;  /* the call passes the filter (1 when there is none) */
@@ -90,7 +94,7 @@ typedef struct pstate {
     uint32_t mru_plan[2];
     class_cache cc[2];   /* last stale classification, by whether the backward runs */
     uint32_t last_fuser; /* the fuser of the instance that last used this state (class_cache) */
-    uint32_t spare;
+    uint32_t grp;        /* the instance's label group (index into policy_run.gbuilds) */
 } pstate;
 _Static_assert(sizeof(pstate) == 128, "pstate is indexed by a shift");
 
@@ -217,18 +221,32 @@ typedef struct oracle_mru {
     uint32_t plan[2];
     int32_t fa_recipe; /* last recipe whose fusion-attrs id is in fa_id; -2 = none */
     int32_t fa_id;
-    int32_t prev_recipe; /* previous call's recipe and f (causes); prev_seen 0 = first sight */
-    uint32_t prev_f;
-    uint8_t prev_seen;
+    uint8_t spare[9];
     uint8_t victim; /* the slot a miss replaces (the one not used last) */
-    uint32_t n_ops; /* the fuser's op count */
+    uint32_t n_ops; /* the op list's op count */
     int8_t raises[2]
                  [8]; /* per MRU slot and token byte: the fresh plan raises (1), not (0), ? (-1) */
 } oracle_mru;
 _Static_assert(sizeof(oracle_mru) == 64, "oracle_mru is indexed by a shift");
 
+/* What the engine keeps per live fuser instance beyond the policies' pstates (slots.c). */
+typedef struct slot_info {
+    uint32_t row;        /* the fusers row it was declared as (a compact instance's template) */
+    uint32_t grp;        /* its label group's stats (ft_replay.gstat) */
+    int32_t prev_recipe; /* previous call's recipe and f (causes); prev_seen 0 = first sight */
+    uint32_t prev_f;
+    uint8_t prev_seen;
+} slot_info;
+
+/* One label group (fusers that share a label and an op list): what the reports group transient
+ * fusers by (a group of two or more instances). */
+typedef struct group_stat {
+    uint32_t row;           /* its first instance's fusers row (label) */
+    uint64_t fusers, calls; /* instances called, their calls (counted) */
+} group_stat;
+
 typedef struct class_memo {
-    uint32_t fuser, chosen, q, fresh;
+    uint32_t fuser, chosen, q, fresh; /* fuser: the op-list class */
     int32_t recipe;
     int tok_class;
     ft_stale stale;
@@ -262,9 +280,10 @@ typedef struct user_run {
 
 typedef struct policy_run {
     const policy_def *def;
-    uint32_t idx;     /* registry index */
-    pstate *st;       /* [n_fusers] */
-    plan_store store; /* dict policies */
+    uint32_t idx;      /* registry index */
+    pstate *st;        /* [cap_slots] per live fuser instance */
+    plan_store store;  /* dict policies */
+    uint64_t *gbuilds; /* [cap_gstat] builds per label group */
     ft_policy_result res;
     user_run u;             /* user policies only */
     uint8_t store_kind;     /* user policies: ft_store_kind */
@@ -280,8 +299,29 @@ struct ft_replay {
     uint32_t *inst;  /* [n_fusers] the fuser whose plan-cache state a fuser uses: itself, or the
                         first declaration of its instance when its op attributes changed */
     uint32_t *cls;   /* [n_fusers] its op-list class (ft_model_fuser_list) */
+    uint32_t n_lists;
     rinfo *ri;       /* [n_recipes + 1], index recipe + 1 */
-    oracle_mru *mru; /* [n_fusers] */
+    oracle_mru *mru; /* [n_lists] the fresh plans of each op-list class */
+    /* live fuser instances (slots.c): a slot each, allocated at its first call and given back
+     * after its end, so memory follows the fusers alive, not those declared */
+    uint32_t *row_slot; /* [n_fusers] by instance (inst): its slot, FT_NO_ENTRY before its
+                           first call, FT_SLOT_ENDED after its end */
+    uint32_t *row_grp;  /* [n_fusers] its label group */
+    uint32_t *grp_stat; /* [n_groups] index into gstat, FT_NO_ENTRY until a call */
+    uint32_t n_groups;
+    group_stat *gstat; /* [n_gstat] the groups that have calls */
+    uint32_t n_gstat, cap_gstat;
+    slot_info *slot;             /* [cap_slots] */
+    uint32_t n_slots, cap_slots; /* slots ever handed out (high water), allocated */
+    uint32_t *free_slots;        /* [n_free] given back */
+    uint32_t n_free, cap_free;
+    uint32_t *ending; /* [n_ending] slots whose fuser ended in this batch: freed after it */
+    uint32_t n_ending, cap_ending;
+    ft_hmap inst_slot; /* stream id of a live compact instance -> slot */
+    int64_t last_sid;  /* front cache of inst_slot: the last compact instance named */
+    uint32_t last_sid_slot;
+    uint64_t n_compact;        /* compact instances declared so far */
+    uint64_t n_live, max_live; /* instances alive (called, not ended), the most at once */
     /* memo tables */
     ft_hmap fa_memo; /* (fuser, recipe) -> fusion-attrs id */
     ft_hmap fa_ids;  /* fusion key hash -> dense id */
@@ -330,7 +370,7 @@ struct ft_replay {
     uint16_t *rec_why;  /* [n_pol * cap_batch] FT_WHY_* of builds (causes) */
     uint32_t *v_row, *v_fuser, *v_f, *v_fresh, *v_fresh_q; /* [cap_batch] call columns */
     int32_t *v_recipe, *v_phase;
-    int64_t *v_seq, *v_step, *v_ntok;
+    int64_t *v_seq, *v_sid, *v_step, *v_ntok;
     uint8_t *v_match;
     uint32_t *v_soff;  /* [cap_batch + 1] split offsets */
     int32_t *prev_r;   /* [cap_batch] causes: previous recipe of the fuser, -2 first sight */
@@ -344,6 +384,36 @@ struct ft_replay {
 int user_run_init(ft_replay *r, policy_run *pr, const ft_replay_opts *opts, ft_err *err);
 void user_run_free(policy_run *pr);
 int user_ids_slow(ft_replay *r, policy_run *pr, const pcall *c, int32_t dev, user_ids *out);
+
+/* ---- fuser instances (slots.c) ------------------------------------------------------------ */
+int slots_setup(ft_replay *r, ft_err *err);
+void slots_free(ft_replay *r);
+/* The slot of the fuser that record i (a call or an end) names, made at an instance's first
+ * call; FT_ECORRUPT naming the chunk and seq when it names none that is alive. An end of a row
+ * never called has none (FT_NO_ENTRY). */
+int slot_lookup_slow(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t *out, ft_err *err);
+static inline int slot_for_call(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t u,
+                                uint32_t fl, uint32_t *out, ft_err *err)
+{
+    if (!(fl & FT_CF_INSTANCE)) {
+        const uint32_t s = r->row_slot[r->inst[u]];
+        if (s < FT_SLOT_ENDED) {
+            *out = s;
+            return FT_OK;
+        }
+    } else if (!(fl & FT_CF_NEW_FUSER) && r->last_sid_slot != FT_NO_ENTRY && b->sid &&
+               b->sid[i] == r->last_sid) {
+        *out = r->last_sid_slot;
+        return FT_OK;
+    }
+    return slot_lookup_slow(r, b, i, out, err);
+}
+/* Record i is a fuser end: the instance is dead from now on, its slot given back by
+ * slots_release once the batch's loops are done. */
+int slot_end(ft_replay *r, const ft_batch *b, uint32_t i, ft_err *err);
+int slots_release(ft_replay *r);
+/* The transient groups (two or more instances of one label and op list) into out. */
+void slots_groups_result(const ft_replay *r, ft_replay_result *out);
 
 /* Slow paths of the loop, in engine.c. */
 int replay_q_reset_slow(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out);
@@ -412,8 +482,9 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
     const ccall *CC = r->cc;
     const uint32_t *q_direct = r->q_direct;
     const rinfo *RI = r->ri;
-    const uint32_t *INST = r->inst, *CLS = r->cls;
+    const uint32_t *CLS = r->cls;
     pstate *ST = pr->st;
+    uint64_t *GB = pr->gbuilds;
     uint64_t *step_builds = res->steps.hits;
     /* the MRU front cache only when unbounded, and not where another fuser's build on reset can
      * replace a shared plan behind this fuser's back */
@@ -428,7 +499,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         if (user && (rc = user_ids_of(r, pr, b, cj->i, &c))) goto fail;
         const rinfo *ri = &RI[c.recipe + 1];
         /* one OperationFuser, one state: a redeclaration after an op attribute change keeps it */
-        const uint32_t inst = INST[u];
+        const uint32_t inst = cj->slot;
         pstate *s = &ST[inst];
         if (s->last_fuser != u) { /* the cached classification is of the other declaration */
             s->last_fuser = u;
@@ -496,7 +567,8 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         s->plan = plan;
         if (build) {
             builds += counted;
-            if (cj->sb != FT_NO_ENTRY) step_builds[cj->sb]++; /* no bucket when not counted */
+            GB[s->grp] += counted;
+            if (cj->sb != FT_NO_SB) step_builds[cj->sb]++; /* no bucket when not counted */
         }
         uint32_t stale = FT_STALE_NONE;
         if (plan != fresh) {

@@ -181,7 +181,7 @@ static mini *mini_new(ft_sink *s)
 {
     mini *m = ft_calloc(1, sizeof *m);
     assert_non_null(m);
-    *s = (ft_sink){m, m_header, m_fuser, m_recipe, m_call, m_backward, m_error};
+    *s = (ft_sink){m, m_header, m_fuser, m_recipe, m_call, m_backward, m_error, NULL};
     return m;
 }
 
