@@ -256,6 +256,7 @@ static int parse_reset(const char *s, size_t len, policy_spec *out, char *word, 
         return ft_err_set(err, FT_EINVAL,
                           "reset 'none': say always, or name the fields whose "
                           "change resets; resets: " RESET_WORDS);
+    if (!rc) fields_text(&out->reset, word, cap); /* canonical: "type+bo", whatever the spaces */
     return rc;
 }
 

@@ -263,7 +263,8 @@ static void test_spec_parse_forms_and_errors(void **state)
     assert_string_equal(ft_policy_spec(idx),
                         "fusion+device+ops+env:NVTE_X+object;store=single;reset=key");
     assert_int_equal(
-        ft_policy_define("d=hash;reset=hist+bo+attr:fp8_format;store=none", &idx, &err), FT_OK);
+        ft_policy_define("d=hash;reset= hist + bo+attr:fp8_format ;store=none", &idx, &err), FT_OK);
+    assert_string_equal(ft_policy_spec(idx), "hash;store=none;reset=hist+bo+attr:fp8_format");
     assert_int_equal(ft_policy_define("e=type+f+bo;store=shared-lru:3", &idx, &err), FT_OK);
     assert_string_equal(ft_policy_spec(idx), "type+f+bo;store=shared-lru:3;reset=te:3410");
     assert_non_null(strstr(ft_policy_summary(idx), "shared by op list, LRU of 3"));
