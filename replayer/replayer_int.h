@@ -423,20 +423,43 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
                                   int *rc);
 
 /* ---- a user policy's key and reset rule, per call ------------------------------------------ */
-/* The call's ids under a user policy: per recipe from the tables, else from the fuser's front
- * cache, else interned (user_ids_slow). */
-static inline __attribute__((always_inline)) int
-user_ids_of(ft_replay *r, policy_run *pr, const ft_batch *b, uint32_t i, pcall *c)
+/* What the loop reads of a user policy, copied into a local once per batch: the per-call stores
+ * (uint8_t view columns among them) could alias the run's fields, so reading these through pr
+ * would reload them on every call. */
+typedef struct user_fast {
+    const int32_t *rk, *rr; /* user_run's */
+    user_ids *cache;
+    uint8_t percall, key_fa, uses_dev, reset_always, reset_f, key_f;
+} user_fast;
+
+static inline user_fast user_fast_of(const policy_run *pr)
 {
     const user_run *u = &pr->u;
-    if (!u->percall) {
+    return (user_fast){.rk = u->rk,
+                       .rr = u->rr,
+                       .cache = u->cache,
+                       .percall = u->percall,
+                       .key_fa = u->key_fa,
+                       .uses_dev = (uint8_t)(u->key_dev | u->reset_dev),
+                       .reset_always = u->reset_always,
+                       .reset_f = u->reset_f,
+                       .key_f = u->key_f};
+}
+
+/* The call's ids under a user policy: per recipe from the tables, else from the fuser's front
+ * cache, else interned (user_ids_slow). */
+static inline __attribute__((always_inline)) int user_ids_of(ft_replay *r, policy_run *pr,
+                                                             const user_fast *U, const ft_batch *b,
+                                                             uint32_t i, pcall *c)
+{
+    if (!U->percall) {
         /* a key of fusion alone is the oracle's fusion-attrs id itself */
-        c->kid = u->key_fa ? (uint32_t)c->fa_id : (uint32_t)u->rk[c->recipe + 1];
-        c->rid = u->rr[c->recipe + 1];
+        c->kid = U->key_fa ? (uint32_t)c->fa_id : (uint32_t)U->rk[c->recipe + 1];
+        c->rid = U->rr[c->recipe + 1];
         return FT_OK;
     }
-    const int32_t dev = (u->key_dev | u->reset_dev) ? b->device[i] : 0;
-    user_ids *k = &u->cache[c->fuser];
+    const int32_t dev = U->uses_dev ? b->device[i] : 0;
+    user_ids *k = &U->cache[c->fuser];
     if (k->recipe != c->recipe || k->dev != dev) {
         int rc = user_ids_slow(r, pr, c, dev, k);
         if (rc) return rc;
@@ -448,18 +471,18 @@ user_ids_of(ft_replay *r, policy_run *pr, const ft_batch *b, uint32_t i, pcall *
 
 /* Reset when any of the rule's fields differs from the last reset's (the first call always:
  * saved_a starts as FT_NEVER, TE's recipe_type None). */
-static inline int user_reset(const policy_run *pr, pstate *s, const pcall *c)
+static inline int user_reset(const user_fast *U, pstate *s, const pcall *c)
 {
-    if (pr->u.reset_always) return 1;
-    if (s->saved_a == c->rid && (!pr->u.reset_f || s->saved_f == (int32_t)c->f)) return 0;
+    if (U->reset_always) return 1;
+    if (s->saved_a == c->rid && (!U->reset_f || s->saved_f == (int32_t)c->f)) return 0;
     s->saved_a = c->rid;
     s->saved_f = (int32_t)c->f;
     return 1;
 }
 
-static inline uint64_t user_key(const policy_run *pr, const pcall *c)
+static inline uint64_t user_key(const user_fast *U, const pcall *c)
 {
-    return ((uint64_t)c->kid << FT_KEY_F_BITS) | (pr->u.key_f ? c->f : 0u);
+    return ((uint64_t)c->kid << FT_KEY_F_BITS) | (U->key_f ? c->f : 0u);
 }
 
 /* ---- the per-policy loop over one batch ------------------------------------------------------ */
@@ -490,13 +513,14 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
      * replace a shared plan behind this fuser's back */
     const int mru = pr->store.capacity == 0 && !(build_on_reset && store == FT_STORE_SHARED);
     const int any_cap = r->any_cap;
+    const user_fast U = user ? user_fast_of(pr) : (user_fast){0};
     uint64_t resets = 0, builds = 0, qdrift = 0, stale_n[FT_STALE_COUNT] = {0};
     int rc = FT_OK;
     for (uint32_t j = 0; j < n; j++) {
         const ccall *cj = &CC[j];
         const uint32_t u = cj->fuser;
         pcall c = {u, cj->recipe, cj->f, cj->fa, 0, 0};
-        if (user && (rc = user_ids_of(r, pr, b, cj->i, &c))) goto fail;
+        if (user && (rc = user_ids_of(r, pr, &U, b, cj->i, &c))) goto fail;
         const rinfo *ri = &RI[c.recipe + 1];
         /* one OperationFuser, one state: a redeclaration after an op attribute change keeps it */
         const uint32_t inst = cj->slot;
@@ -508,7 +532,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         const uint32_t fresh = cj->fresh;
         uint32_t plan = fresh;
         int build;
-        const int reset = user ? user_reset(pr, s, &c) : reset_fn(s, ri, &c);
+        const int reset = user ? user_reset(&U, s, &c) : reset_fn(s, ri, &c);
         const unsigned counted = filt ? cj->match : 1u;
         if (reset) {
             uint32_t nq = FT_NO_ENTRY;
@@ -520,7 +544,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         if (store == FT_STORE_NONE) {
             build = 1;
         } else if (store == FT_STORE_SINGLE) {
-            const uint64_t key = user ? user_key(pr, &c) : key_fn(ri, &c);
+            const uint64_t key = user ? user_key(&U, &c) : key_fn(ri, &c);
             build = (build_on_reset && reset) || key != s->slot_key;
             if (build)
                 s->slot_key = key;
@@ -529,7 +553,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         } else {
             /* dict: the instance's own; shared: its op-list class's, whoever built it */
             const uint64_t owner = store == FT_STORE_SHARED ? CLS[u] : inst;
-            const uint64_t key = (owner << 40) | (user ? user_key(pr, &c) : key_fn(ri, &c));
+            const uint64_t key = (owner << 40) | (user ? user_key(&U, &c) : key_fn(ri, &c));
             store_list *l = store == FT_STORE_SHARED ? &pr->store.lists[owner] : &s->lst;
             if (build_on_reset && reset) {
                 /* every reset builds: the fresh plan replaces whatever the key held */
