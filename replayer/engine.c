@@ -815,6 +815,7 @@ void ft_replay_get(const ft_replay *r, ft_replay_result *out)
 {
     *out = r->base;
     out->n_fusers = r->n_fusers + r->n_compact;
+    out->fusers_alive_max = r->max_live;
     for (int k = 0; k < FT_MAX_RAISE_TEXTS; k++)
         if (r->fresh_counts[k])
             replay_add_raise_text(out->fresh_raise_texts, r->fresh_texts[k], r->fresh_counts[k]);
