@@ -55,6 +55,14 @@ struct ft_rec {
     int64_t pend_id; /* its stream id, template row and position */
     uint32_t pend_tmpl;
     uint64_t pend_pos;
+    /* declarations seen before, by their text as given: the same label and ops text again needs
+     * no JSON work (a capture hook re-declares the same op list per transient fuser) */
+    struct decl_seen {
+        uint64_t hash;     /* of (label, ops text), 0 = empty */
+        char *label, *ops; /* as given */
+        uint32_t row;      /* the row holding their canonical form */
+    } seen[8];
+    uint32_t seen_next;
     ft_hmap live;    /* stream id of a live compact instance -> its template row */
     ft_seqset inst;  /* the stream ids of every compact instance, increasing */
     uint64_t n_inst; /* compact instances declared */
@@ -129,6 +137,10 @@ static void rec_free(ft_rec *r)
     ft_free(r->groups);
     ft_free(r->root);
     ft_free(r->ended);
+    for (size_t k = 0; k < FT_ARRAY_LEN(r->seen); k++) {
+        ft_free(r->seen[k].label);
+        ft_free(r->seen[k].ops);
+    }
     ft_free(r);
 }
 
@@ -331,6 +343,42 @@ static int declare(ft_rec *r, int64_t id, const char *label, const char *ops, ui
     return FT_OK;
 }
 
+static uint64_t seen_key(const char *label, const char *ops_json)
+{
+    return tmpl_key(label, ops_json) | 1; /* never 0, the empty entry's */
+}
+
+/* The row whose label and ops were declared before with exactly this text, UINT32_MAX if none
+ * is remembered. */
+static uint32_t seen_find(const ft_rec *r, const char *label, const char *ops_json)
+{
+    const uint64_t h = seen_key(label, ops_json);
+    for (size_t k = 0; k < FT_ARRAY_LEN(r->seen); k++) {
+        const struct decl_seen *e = &r->seen[k];
+        if (e->hash == h && (!e->label) == (!label) && (!label || !strcmp(e->label, label)) &&
+            !strcmp(e->ops, ops_json))
+            return e->row;
+    }
+    return UINT32_MAX;
+}
+
+/* Remember that (label, ops text) canonicalises to the fields of row (an optimisation: a failed
+ * copy forgets it). */
+static void seen_put(ft_rec *r, const char *label, const char *ops_json, uint32_t row)
+{
+    struct decl_seen *e = &r->seen[r->seen_next];
+    char *l = label ? ft_strdup(label) : NULL, *o = ft_strdup(ops_json);
+    if ((label && !l) || !o) {
+        ft_free(l);
+        ft_free(o);
+        return;
+    }
+    ft_free(e->label);
+    ft_free(e->ops);
+    *e = (struct decl_seen){seen_key(label, ops_json), l, o, row};
+    r->seen_next = (r->seen_next + 1) % (uint32_t)FT_ARRAY_LEN(r->seen);
+}
+
 /* Check and canonicalise a declaration's fields, then declare it. */
 static int fuser_decl(ft_rec *r, int64_t id, const char *label, const char *ops_json, int compact)
 {
@@ -339,6 +387,11 @@ static int fuser_decl(ft_rec *r, int64_t id, const char *label, const char *ops_
     char what[64], *ops = NULL;
     size_t n_ops = 0;
     if (id < 0) return ft_err_set(&r->err, FT_ERANGE, "fuser id %" PRId64 " is negative", id);
+    const uint32_t same = compact && ops_json ? seen_find(r, label, ops_json) : UINT32_MAX;
+    if (same != UINT32_MAX) { /* the same text as a declaration checked before */
+        const ft_fuser_def *f = ft_trace_fuser(r->t, same);
+        return declare(r, id, f->label, f->ops_json, f->n_ops, r->groups[same], 1);
+    }
     snprintf(what, sizeof what, "fuser %" PRId64 " label", id);
     if ((rc = check_text(r, what, label))) return rc;
     snprintf(what, sizeof what, "fuser %" PRId64 " ops", id);
@@ -346,10 +399,12 @@ static int fuser_decl(ft_rec *r, int64_t id, const char *label, const char *ops_
     if (rc) return rc;
     uint32_t groups = 0;
     ft_err ge = {0};
-    if ((rc = ft_oplist_groups(ops, &groups, &ge)))
+    if ((rc = ft_oplist_groups(ops, &groups, &ge))) {
         ft_err_set(&r->err, rc, "fuser %" PRId64 ": field %s", id, ft_err_msg(&ge));
-    else
-        rc = declare(r, id, label, ops, (uint32_t)n_ops, groups, compact);
+    } else if (!(rc = declare(r, id, label, ops, (uint32_t)n_ops, groups, compact)) && compact) {
+        const uint32_t t = tmpl_find(r, label, ops); /* the row its label and ops now have */
+        if (t != UINT32_MAX) seen_put(r, label, ops_json, t);
+    }
     ft_free(ops);
     return rc;
 }

@@ -570,6 +570,7 @@ static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const
     uint64_t *step_calls = r->step_calls.calls;
     oracle_mru *mru = r->mru;
     uint32_t j = 0, max_sb = 0, any_cap = 0, counted = 0, n_bwd = 0;
+    r->n_ending = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (K[i] != FT_REC_CALL) {
             int rc;
@@ -578,7 +579,7 @@ static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const
             else if (BU[i] >= n_fusers)
                 return ft_err_set(err, FT_ECORRUPT, "chunk %llu, seq %lld: fuser %u out of range",
                                   (unsigned long long)b->chunk_id, (long long)b->seq[i], BU[i]);
-            else if ((rc = slot_end(r, b, i, err)))
+            else if ((rc = slot_end(r, b, i, j, err)))
                 return rc;
             continue;
         }
@@ -590,7 +591,7 @@ static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const
         if (f > m->n_ops) goto bad;
         int rc;
         ccall *cj = &CC[j];
-        if ((rc = slot_for_call(r, b, i, u, fl, &cj->slot, err))) return rc;
+        if ((rc = slot_for_call(r, b, i, u, fl, cj, err))) return rc;
         cj->i = i;
         cj->fuser = u;
         cj->recipe = recipe;
@@ -715,6 +716,7 @@ static void fill_view(ft_replay *r, const ft_batch *b)
         for (uint32_t j = 0; j < n; j++) {
             const ccall *cj = &r->cc[j];
             slot_info *m = &r->slot[cj->slot];
+            if (cj->fresh_slot) m->prev_seen = 0; /* a slot reused within the batch */
             r->prev_r[j] = m->prev_seen ? m->prev_recipe : -2;
             r->prev_f[j] = m->prev_f;
             r->changed[j] = changes(r, r->prev_r[j], m->prev_f, cj->recipe, cj->f);
@@ -787,8 +789,6 @@ int ft_replay_batch(ft_replay *r, const ft_batch *b, const ft_replay_view **view
         fill_view(r, b);
         if (view) *view = &r->view;
     }
-    /* the fusers that ended in this batch: their slots are free for the next one */
-    if (r->n_ending && slots_release(r)) return ft_err_set(err, FT_ENOMEM, "replay: out of memory");
     return FT_OK;
 }
 
@@ -817,6 +817,7 @@ void ft_replay_get(const ft_replay *r, ft_replay_result *out)
 {
     *out = r->base;
     out->n_fusers = r->n_fusers + r->n_compact;
+    out->fusers_alive_max = r->max_live;
     for (int k = 0; k < FT_MAX_RAISE_TEXTS; k++)
         if (r->fresh_counts[k])
             replay_add_raise_text(out->fresh_raise_texts, r->fresh_texts[k], r->fresh_counts[k]);

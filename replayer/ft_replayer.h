@@ -284,7 +284,9 @@ typedef struct ft_transient_group {
 typedef struct ft_replay_result {
     uint32_t n_traces;
     uint64_t calls, backwards;
-    uint64_t n_fusers, n_recipes;          /* summed over traces */
+    uint64_t n_fusers, n_recipes; /* summed over traces */
+    uint64_t fusers_alive_max;    /* the most fuser instances alive at once (their state is the
+                                   * replay's memory; not in the reports), summed over traces */
     uint64_t model_builds, model_build_ns; /* real fusion-pass builds made by the model, time */
     uint64_t oracle_ns;                    /* measured: f, fresh plan, fresh qstate per call */
     uint64_t wall_ns;                      /* whole replay incl. decoding */

@@ -40,18 +40,18 @@ typedef struct rinfo {
 
 /* One call of the current batch after the oracle pass (32 bytes: one stream for the loops). */
 typedef struct ccall {
-    uint32_t fuser; /* dense fuser index of its declaration (a compact instance's template) */
-    uint32_t slot;  /* the instance's state (slots.c) */
-    int32_t recipe; /* dense recipe index, -1 = none */
-    uint32_t fresh; /* oracle plan */
-    int32_t fa;     /* fusion-attrs id (0 unless a policy needs it) */
-    uint32_t i;     /* position in the batch */
-    uint16_t f;     /* boundary (< 2^16 - 1: ft_replay_new checks op counts) */
-    uint16_t sb;    /* step bucket, FT_NO_SB when the call has no step */
-    uint8_t tok;    /* token class | (backward runs) << 2 */
-    uint8_t cap;    /* captured: 1 = has `rebuilt`, 2 = rebuilt */
-    uint8_t match;  /* the call passes the filter (1 when there is none) */
-    uint8_t spare;
+    uint32_t fuser;     /* dense fuser index of its declaration (a compact instance's template) */
+    uint32_t slot;      /* the instance's state (slots.c) */
+    int32_t recipe;     /* dense recipe index, -1 = none */
+    uint32_t fresh;     /* oracle plan */
+    int32_t fa;         /* fusion-attrs id (0 unless a policy needs it) */
+    uint32_t i;         /* position in the batch */
+    uint16_t f;         /* boundary (< 2^16 - 1: ft_replay_new checks op counts) */
+    uint16_t sb;        /* step bucket, FT_NO_SB when the call has no step */
+    uint8_t tok;        /* token class | (backward runs) << 2 */
+    uint8_t cap;        /* captured: 1 = has `rebuilt`, 2 = rebuilt */
+    uint8_t match;      /* the call passes the filter (1 when there is none) */
+    uint8_t fresh_slot; /* the instance's first call: every policy starts its state here */
 } ccall;
 _Static_assert(sizeof(ccall) == 32, "ccall is 32 bytes");
 
@@ -89,6 +89,7 @@ typedef struct pstate {
     uint32_t plan;      /* plan the last call ran */
     uint32_t q;         /* interned quantizer state */
     store_list lst;     /* this fuser's dict entries (FT_STORE_DICT) */
+    uint8_t mru_in[2];  /* FT_STORE_DICT: mru_key[k] is in the store too (else only here) */
     /* front caches of the hot path */
     uint64_t mru_key[2]; /* unbounded dict store: the two most recent keys and their plans */
     uint32_t mru_plan[2];
@@ -315,7 +316,11 @@ struct ft_replay {
     uint32_t n_slots, cap_slots; /* slots ever handed out (high water), allocated */
     uint32_t *free_slots;        /* [n_free] given back */
     uint32_t n_free, cap_free;
-    uint32_t *ending; /* [n_ending] slots whose fuser ended in this batch: freed after it */
+    struct slot_end {
+        uint32_t pos;  /* calls of the batch before the end */
+        uint32_t slot; /* the ended instance's */
+    } * ending;        /* [n_ending] the batch's fuser ends, in order: each policy loop gives
+                          the slot's dict entries back at pos (the slot may serve a later call) */
     uint32_t n_ending, cap_ending;
     ft_hmap inst_slot; /* stream id of a live compact instance -> slot */
     int64_t last_sid;  /* front cache of inst_slot: the last compact instance named */
@@ -391,27 +396,43 @@ void slots_free(ft_replay *r);
 /* The slot of the fuser that record i (a call or an end) names, made at an instance's first
  * call; FT_ECORRUPT naming the chunk and seq when it names none that is alive. An end of a row
  * never called has none (FT_NO_ENTRY). */
-int slot_lookup_slow(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t *out, ft_err *err);
+int slot_lookup_slow(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t *out, uint8_t *fresh,
+                     ft_err *err);
+/* The same for a call, into cj->slot and cj->fresh_slot (the instance's first call). */
 static inline int slot_for_call(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t u,
-                                uint32_t fl, uint32_t *out, ft_err *err)
+                                uint32_t fl, ccall *cj, ft_err *err)
 {
+    cj->fresh_slot = 0;
     if (!(fl & FT_CF_INSTANCE)) {
         const uint32_t s = r->row_slot[r->inst[u]];
         if (s < FT_SLOT_ENDED) {
-            *out = s;
+            cj->slot = s;
             return FT_OK;
         }
     } else if (!(fl & FT_CF_NEW_FUSER) && r->last_sid_slot != FT_NO_ENTRY && b->sid &&
                b->sid[i] == r->last_sid) {
-        *out = r->last_sid_slot;
+        cj->slot = r->last_sid_slot;
         return FT_OK;
     }
-    return slot_lookup_slow(r, b, i, out, err);
+    return slot_lookup_slow(r, b, i, &cj->slot, &cj->fresh_slot, err);
 }
-/* Record i is a fuser end: the instance is dead from now on, its slot given back by
- * slots_release once the batch's loops are done. */
-int slot_end(ft_replay *r, const ft_batch *b, uint32_t i, ft_err *err);
-int slots_release(ft_replay *r);
+/* Record i, after j calls of the batch, is a fuser end: the instance is dead from now on and its
+ * slot free for the next instance; the policy loops drop its entries at j (ft_replay.ending). */
+int slot_end(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t j, ft_err *err);
+/* Every policy's state of a new instance, as TE's new fuser (the policy loop calls it at the
+ * instance's first call, so that a slot reused within a batch serves each in turn). */
+static inline void pstate_init(pstate *s, uint32_t grp)
+{
+    memset(s, 0, sizeof *s);
+    s->saved_a = FT_NEVER;
+    s->plan = FT_NO_ENTRY;
+    s->slot_key = UINT64_MAX;
+    s->lst = (store_list){FT_NO_ENTRY, FT_NO_ENTRY, 0};
+    s->mru_key[0] = s->mru_key[1] = UINT64_MAX;
+    s->cc[0].plan = s->cc[1].plan = FT_NO_ENTRY;
+    s->last_fuser = FT_NO_ENTRY;
+    s->grp = grp;
+}
 /* The transient groups (two or more instances of one label and op list) into out. */
 void slots_groups_result(const ft_replay *r, ft_replay_result *out);
 
@@ -509,14 +530,19 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
     pstate *ST = pr->st;
     uint64_t *GB = pr->gbuilds;
     uint64_t *step_builds = res->steps.hits;
+    const int lru = pr->store.capacity != 0;
     /* the MRU front cache only when unbounded, and not where another fuser's build on reset can
      * replace a shared plan behind this fuser's back */
-    const int mru = pr->store.capacity == 0 && !(build_on_reset && store == FT_STORE_SHARED);
+    const int mru = !lru && !(build_on_reset && store == FT_STORE_SHARED);
     const int any_cap = r->any_cap;
     const user_fast U = user ? user_fast_of(pr) : (user_fast){0};
     uint64_t resets = 0, builds = 0, qdrift = 0, stale_n[FT_STALE_COUNT] = {0};
     int rc = FT_OK;
+    const struct slot_end *END = r->ending;
+    uint32_t e = 0, next_end = r->n_ending ? END[0].pos : UINT32_MAX;
     for (uint32_t j = 0; j < n; j++) {
+        for (; next_end == j; next_end = ++e < r->n_ending ? END[e].pos : UINT32_MAX)
+            if (store == FT_STORE_DICT) store_drop(&pr->store, &ST[END[e].slot].lst);
         const ccall *cj = &CC[j];
         const uint32_t u = cj->fuser;
         pcall c = {u, cj->recipe, cj->f, cj->fa, 0, 0};
@@ -525,6 +551,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         /* one OperationFuser, one state: a redeclaration after an op attribute change keeps it */
         const uint32_t inst = cj->slot;
         pstate *s = &ST[inst];
+        if (cj->fresh_slot) pstate_init(s, r->grp_stat[r->row_grp[u]]);
         if (s->last_fuser != u) { /* the cached classification is of the other declaration */
             s->last_fuser = u;
             s->cc[0].plan = s->cc[1].plan = FT_NO_ENTRY;
@@ -555,37 +582,61 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             const uint64_t owner = store == FT_STORE_SHARED ? CLS[u] : inst;
             const uint64_t key = (owner << 40) | (user ? user_key(&U, &c) : key_fn(ri, &c));
             store_list *l = store == FT_STORE_SHARED ? &pr->store.lists[owner] : &s->lst;
-            if (build_on_reset && reset) {
-                /* every reset builds: the fresh plan replaces whatever the key held */
-                build = 1;
-                if ((rc = store_put(&pr->store, l, key, fresh))) goto fail;
-                if (l->count > res->max_entries) res->max_entries = l->count;
-                if (key == s->mru_key[1]) s->mru_key[1] = UINT64_MAX;
-                if (key != s->mru_key[0]) {
-                    s->mru_key[1] = s->mru_key[0];
-                    s->mru_plan[1] = s->mru_plan[0];
-                }
-                s->mru_key[0] = key;
-                s->mru_plan[0] = fresh;
-            } else if (mru && key == s->mru_key[0]) {
+            /* unbounded dict: a key built goes into the store only when it falls out of the
+             * two-entry front cache (so a fuser called once costs the store nothing); the
+             * shared store and LRU stores hold every key at once. A build on reset (user
+             * policies: build=reset) replaces the key's plan wherever it is held. */
+            const int lazy = store == FT_STORE_DICT && !lru;
+            const int force = build_on_reset && reset;
+            if (mru && key == s->mru_key[0]) {
                 plan = s->mru_plan[0];
                 build = 0;
+                if (force) {
+                    build = 1;
+                    plan = s->mru_plan[0] = fresh;
+                    if (s->mru_in[0] && (rc = store_put(&pr->store, l, key, fresh))) goto fail;
+                }
             } else {
+                uint8_t in = 1; /* the key is in the store */
                 if (mru && key == s->mru_key[1]) {
                     plan = s->mru_plan[1];
                     build = 0;
+                    in = s->mru_in[1];
+                    if (force) {
+                        build = 1;
+                        plan = fresh;
+                        if (in && (rc = store_put(&pr->store, l, key, fresh))) goto fail;
+                    }
                 } else {
                     build = !store_lookup(&pr->store, l, key, &plan);
-                    if (build) {
+                    if (!build && force) {
+                        build = 1;
+                        plan = fresh;
+                        if ((rc = store_put(&pr->store, l, key, fresh))) goto fail;
+                    } else if (build && lazy) {
+                        in = 0;
+                        l->count++;
+                        plan = fresh;
+                    } else if (build) {
                         if ((rc = store_insert(&pr->store, l, key, fresh))) goto fail;
-                        if (l->count > res->max_entries) res->max_entries = l->count;
                         plan = fresh;
                     }
+                    if (build && l->count > res->max_entries) res->max_entries = l->count;
+                    if (lazy && s->mru_key[1] != UINT64_MAX && !s->mru_in[1]) {
+                        /* the entry that falls out of the front cache */
+                        l->count--; /* store_insert counts it again */
+                        if ((rc = store_insert(&pr->store, l, s->mru_key[1], s->mru_plan[1])))
+                            goto fail;
+                    }
                 }
-                s->mru_key[1] = s->mru_key[0];
-                s->mru_plan[1] = s->mru_plan[0];
-                s->mru_key[0] = key;
-                s->mru_plan[0] = plan;
+                if (mru) {
+                    s->mru_key[1] = s->mru_key[0];
+                    s->mru_plan[1] = s->mru_plan[0];
+                    s->mru_in[1] = s->mru_in[0];
+                    s->mru_key[0] = key;
+                    s->mru_plan[0] = plan;
+                    s->mru_in[0] = in;
+                }
             }
         }
         s->plan = plan;

@@ -110,6 +110,7 @@ int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, f
     dst->calls += src->calls;
     dst->backwards += src->backwards;
     dst->n_fusers += src->n_fusers;
+    dst->fusers_alive_max += src->fusers_alive_max;
     dst->n_recipes += src->n_recipes;
     dst->model_builds += src->model_builds;
     dst->model_build_ns += src->model_build_ns;

@@ -9,9 +9,11 @@
  * costs 12 bytes until its first call (row_slot, row_grp, the model's 16), so declared fusers that
  * are never called cost almost nothing; a slot costs 128 bytes per policy plus 20. A fuser end
  * proves the instance is never called again (the trace's writer and verify refuse a later record
- * naming it, and so does the engine): its slot is given back after the batch that holds the end
- * (the policy loops of that batch may still read it), its dict entries are dropped. A trace
- * without ends keeps every instance it called.
+ * naming it, and so does the engine): its slot is free for the next instance at once. The passes
+ * over a batch follow the calls in order: the oracle pass hands the slot out again, and each
+ * policy loop drops the ended instance's dict entries where the end stood and starts the new
+ * instance's state at its first call (ccall.fresh_slot), so slots never outnumber the instances
+ * alive at one time. A trace without ends keeps every instance it called.
  *
  * A label group is one (label, op-list class) pair: TE's transient OperationFuser([op]) per call of
  * a standalone op makes many instances of one group, a model's persistent fusers one each.
@@ -72,19 +74,6 @@ void slots_free(ft_replay *r)
         ft_free(r->pol[p].gbuilds);
 }
 
-static void pstate_init(pstate *s, uint32_t grp)
-{
-    memset(s, 0, sizeof *s);
-    s->saved_a = FT_NEVER;
-    s->plan = FT_NO_ENTRY;
-    s->slot_key = UINT64_MAX;
-    s->lst = (store_list){FT_NO_ENTRY, FT_NO_ENTRY, 0};
-    s->mru_key[0] = s->mru_key[1] = UINT64_MAX;
-    s->cc[0].plan = s->cc[1].plan = FT_NO_ENTRY;
-    s->last_fuser = FT_NO_ENTRY;
-    s->grp = grp;
-}
-
 /* ---- label groups -------------------------------------------------------------------------- */
 /* The stats index of row u's group, given one at the group's first call. */
 static int group_of(ft_replay *r, uint32_t u, uint32_t *out)
@@ -139,9 +128,7 @@ static int slot_new(ft_replay *r, uint32_t u, uint32_t *out)
         }
         s = r->n_slots++;
     }
-    r->slot[s] = (slot_info){u, grp, 0, 0, 0};
-    for (uint32_t p = 0; p < r->n_pol; p++)
-        pstate_init(&r->pol[p].st[s], grp);
+    r->slot[s] = (slot_info){u, grp, 0, 0, 0}; /* the policies' pstates: at its first call */
     r->gstat[grp].fusers++;
     if (++r->n_live > r->max_live) r->max_live = r->n_live;
     *out = s;
@@ -163,10 +150,12 @@ static int slot_fail(const ft_batch *b, uint32_t i, int rc, ft_err *err)
                       b->sid ? (long long)b->sid[i] : -1LL);
 }
 
-int slot_lookup_slow(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t *out, ft_err *err)
+int slot_lookup_slow(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t *out, uint8_t *fresh,
+                     ft_err *err)
 {
     const uint32_t u = b->fuser[i], fl = b->flags[i];
     int rc = FT_OK;
+    *fresh = 0;
     if (!(fl & FT_CF_INSTANCE)) {
         const uint32_t root = r->inst[u];
         if (r->row_slot[root] == FT_SLOT_ENDED || b->kind[i] == FT_REC_END) {
@@ -183,6 +172,7 @@ int slot_lookup_slow(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t *out,
         }
         if ((rc = slot_new(r, u, out))) return slot_fail(b, i, rc, err);
         r->row_slot[root] = *out;
+        *fresh = 1;
         return FT_OK;
     }
     if (!b->sid) return slot_fail(b, i, FT_ECORRUPT, err); /* a batch made without stream ids */
@@ -193,6 +183,7 @@ int slot_lookup_slow(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t *out,
         if ((rc = slot_new(r, u, out))) return slot_fail(b, i, rc, err);
         if (ft_hmap_put(&r->inst_slot, (uint64_t)sid, *out)) return slot_fail(b, i, FT_ENOMEM, err);
         r->n_compact++;
+        *fresh = 1;
     } else if ((*out = ft_hmap_get(&r->inst_slot, (uint64_t)sid)) == UINT32_MAX) {
         return slot_fail(b, i, FT_ECORRUPT, err);
     }
@@ -201,10 +192,11 @@ int slot_lookup_slow(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t *out,
     return FT_OK;
 }
 
-int slot_end(ft_replay *r, const ft_batch *b, uint32_t i, ft_err *err)
+int slot_end(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t j, ft_err *err)
 {
     uint32_t s;
-    int rc = slot_lookup_slow(r, b, i, &s, err);
+    uint8_t fresh;
+    int rc = slot_lookup_slow(r, b, i, &s, &fresh, err);
     if (rc) return rc;
     if (b->flags[i] & FT_CF_INSTANCE) {
         ft_hmap_del(&r->inst_slot, (uint64_t)b->sid[i]);
@@ -215,35 +207,21 @@ int slot_end(ft_replay *r, const ft_batch *b, uint32_t i, ft_err *err)
     if (s == FT_NO_ENTRY) return FT_OK;
     if (r->n_ending == r->cap_ending) {
         const uint32_t cap = r->cap_ending ? r->cap_ending * 2 : 256;
-        uint32_t *q = ft_realloc(r->ending, cap * sizeof *q);
+        struct slot_end *q = ft_realloc(r->ending, cap * sizeof *q);
         if (!q) return ft_err_set(err, FT_ENOMEM, "replay: out of memory");
         r->ending = q;
         r->cap_ending = cap;
     }
-    r->ending[r->n_ending++] = s;
-    return FT_OK;
-}
-
-int slots_release(ft_replay *r)
-{
-    if (r->n_free + r->n_ending > r->cap_free) {
-        uint32_t cap = r->cap_free ? r->cap_free : 256;
-        while (cap < r->n_free + r->n_ending)
-            cap *= 2;
+    if (r->n_free == r->cap_free) {
+        const uint32_t cap = r->cap_free ? r->cap_free * 2 : 256;
         uint32_t *q = ft_realloc(r->free_slots, cap * sizeof *q);
-        if (!q) return FT_ENOMEM;
+        if (!q) return ft_err_set(err, FT_ENOMEM, "replay: out of memory");
         r->free_slots = q;
         r->cap_free = cap;
     }
-    for (uint32_t k = 0; k < r->n_ending; k++) {
-        const uint32_t s = r->ending[k];
-        for (uint32_t p = 0; p < r->n_pol; p++)
-            if (r->pol[p].def->store == FT_STORE_DICT)
-                store_drop(&r->pol[p].store, &r->pol[p].st[s].lst);
-        r->free_slots[r->n_free++] = s;
-        r->n_live--;
-    }
-    r->n_ending = 0;
+    r->ending[r->n_ending++] = (struct slot_end){j, s};
+    r->free_slots[r->n_free++] = s;
+    r->n_live--;
     return FT_OK;
 }
 

@@ -400,6 +400,163 @@ static void test_worked_examples_on_rht_switch(void **state)
     ft_trace_remove(path);
 }
 
+/* ---- build=reset on a dict and on the shared store ----------------------------------------------
+ */
+/* No built-in builds on every reset with a dict, so its reference is written out here: with the
+ * key (type, f, bo) and a reset when the recipe hash changes (recipe-hash's rule, so that a
+ * same-type switch such as disable_rht resets with its key held), a call builds when it resets or
+ * its key is not held, a build puts the fresh plan under the key (replacing what was there), and a
+ * hit runs the held plan.
+ * Checked call by call for a per-fuser dict and for the shared store (the key's owner is the
+ * op-list class), on traces whose fusers never end. */
+typedef struct ref_entry {
+    uint32_t owner, f;
+    int type, bo;
+    uint32_t plan;
+} ref_entry;
+
+/* Returns how many forced builds replaced a held plan by another one. */
+static uint64_t check_build_on_reset(const char *path)
+{
+    uint32_t idx[FT_MAX_POLICIES], n;
+    ft_err err = {0};
+    assert_int_equal(ft_policy_parse_list("recipe-hash,bor-dict=type+f+bo;store=dict;reset=hash;"
+                                          "build=reset,bor-shared=type+f+bo;store=shared;"
+                                          "reset=hash;build=reset",
+                                          idx, &n, &err),
+                     FT_OK);
+    assert_int_equal(n, 3);
+    ft_trace *t = NULL;
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    ft_replay_opts o = {.policies = idx, .n_policies = n, .needs = FT_VIEW_DECISIONS};
+    ft_replay_cursor *c = NULL;
+    assert_int_equal(ft_replay_cursor_open(t, &o, &c, &err), FT_OK);
+    static ref_entry ref[2][4096];
+    uint32_t n_ref[2] = {0, 0};
+    uint64_t forced = 0, replaced = 0;
+    for (int more = 1; more;) {
+        const ft_replay_view *v = NULL;
+        assert_int_equal(ft_replay_cursor_next(c, &v, &more, &err), FT_OK);
+        if (!more) break;
+        const ft_model *m = ft_replay_model(v->engine);
+        for (uint32_t j = 0; j < v->n; j++) {
+            const ft_recipe_model *rm = ft_model_recipe(m, v->recipe[j]);
+            const uint8_t te = v->pol[0].dec[j];
+            for (int k = 0; k < 2; k++) {
+                const ft_view_policy *vp = &v->pol[1 + k];
+                const uint32_t owner = k ? ft_model_fuser_list(m, v->fuser[j]) : v->fuser[j];
+                /* the reset rule: the same resets as recipe-hash */
+                assert_int_equal(vp->dec[j] & FT_DEC_RESET, te & FT_DEC_RESET);
+                ref_entry *e = NULL;
+                for (uint32_t q = 0; q < n_ref[k] && !e; q++)
+                    if (ref[k][q].owner == owner && ref[k][q].f == v->f[j] &&
+                        ref[k][q].type == (int)rm->type && ref[k][q].bo == (int)rm->bo)
+                        e = &ref[k][q];
+                const int build = (te & FT_DEC_RESET) || !e;
+                const int held = e != NULL;
+                forced += (uint64_t)((te & FT_DEC_RESET) && held);
+                if (!e) {
+                    assert_true(n_ref[k] < 4096);
+                    e = &ref[k][n_ref[k]++];
+                    *e = (ref_entry){owner, v->f[j], (int)rm->type, (int)rm->bo, 0};
+                }
+                if (build && held && e->plan != v->fresh[j]) replaced++;
+                if (build) e->plan = v->fresh[j];
+                if (!!(vp->dec[j] & FT_DEC_BUILD) != build || vp->plan[j] != e->plan)
+                    fail_msg("%s seq %lld, %s: build %d plan %u, the reference %d %u", path,
+                             (long long)v->seq[j], ft_policy_name(vp->policy),
+                             !!(vp->dec[j] & FT_DEC_BUILD), vp->plan[j], build, e->plan);
+            }
+        }
+    }
+    assert_true(forced > 0); /* some reset found its key held: the plan was rebuilt */
+    ft_replay_cursor_close(c);
+    ft_trace_close(t);
+    ft_policy_forget_user();
+    return replaced;
+}
+
+/* A fuser whose calls take every path of a build on reset: the key at the front cache's first
+ * entry, at its second, and only in the store (the unbounded dict keeps two keys in front and
+ * stores the rest), each with a plan to replace (NVFP4 with and without disable_rht). */
+static void record_force_paths(const char *path)
+{
+    static const char *mlp =
+        "[{\"attrs\":{\"bias\":false,\"dtype\":\"bfloat16\",\"in_features\":64,"
+        "\"num_groups\":4,\"out_features\":256},\"type\":\"GroupedLinear\"},{\"attrs\":"
+        "{\"glu_interleave_size\":32},\"type\":\"ScaledSwiGLU\"},{\"attrs\":{\"bias\":false,"
+        "\"dtype\":\"bfloat16\",\"in_features\":128,\"num_groups\":4,\"out_features\":64},"
+        "\"type\":\"GroupedLinear\"}]";
+    ft_rec *rec = NULL;
+    ft_err err = {0};
+    remove(path);
+    assert_int_equal(ft_rec_open(path, NULL, &rec, &err), FT_OK);
+    ft_header h = {0};
+    h.te_version = "2.20.2";
+    h.env_json = "{\"NVTE_CUTEDSL_FUSED_GROUPED_MLP\":\"1\",\"cudnn_frontend\":\"1.27.0\","
+                 "\"device_cc\":\"10.0\"}";
+    h.extra_json = "{}";
+    assert_int_equal(ft_rec_header(rec, &h), FT_OK);
+    assert_int_equal(ft_rec_fuser(rec, 1, "mlp", mlp), FT_OK);
+    assert_int_equal(ft_rec_recipe(rec, 1, "NVFP4BlockScaling", 11, "{\"disable_rht\":false}"),
+                     FT_OK);
+    assert_int_equal(ft_rec_recipe(rec, 2, "NVFP4BlockScaling", 12, "{\"disable_rht\":true}"),
+                     FT_OK);
+    assert_int_equal(ft_rec_recipe(rec, 3, "MXFP8BlockScaling", 13, "{}"), FT_OK);
+    /* (recipe, grad): R1 R1 R2 R2 | R2n | R1 (front's second) R1n | M Mn | R2 (store) R2 R1n ... */
+    static const int sched[][2] = {{1, 1}, {1, 1}, {2, 1}, {2, 1}, {2, 0}, {1, 1}, {1, 0},
+                                   {3, 1}, {3, 0}, {2, 1}, {2, 1}, {1, 0}, {1, 1}, {2, 0},
+                                   {3, 1}, {1, 0}, {2, 1}, {1, 1}, {1, 1}, {3, 0}};
+    uint8_t rg[3] = {1, 0, 1};
+    int64_t splits[4] = {32, 32, 32, 32};
+    /* then 400 calls of a fixed pseudo-random walk over the three recipes and grad mode */
+    uint64_t lcg = 7;
+    for (size_t i = 0; i < FT_ARRAY_LEN(sched) + 400; i++) {
+        int recipe = 0, grad = 0;
+        if (i < FT_ARRAY_LEN(sched)) {
+            recipe = sched[i][0];
+            grad = sched[i][1];
+        } else {
+            lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+            recipe = 1 + (int)((lcg >> 33) % 3);
+            grad = (int)((lcg >> 40) & 1);
+        }
+        ft_call c = {0};
+        c.seq = (int64_t)i;
+        c.fuser = 1;
+        c.recipe = recipe;
+        c.flags = FT_CF_HAS_RECIPE | FT_CF_INPUT_RG | FT_CF_HAS_SPLITS | FT_CF_HAS_STEP |
+                  (grad ? FT_CF_GRAD : 0);
+        c.n_op_rg = 3;
+        c.op_rg = rg;
+        c.n_splits = 4;
+        c.m_splits = splits;
+        c.step = (int64_t)i / 4;
+        assert_int_equal(ft_rec_call(rec, &c), FT_OK);
+    }
+    assert_int_equal(ft_rec_close(rec), FT_OK);
+}
+
+static void test_build_on_reset_replaces_plans(void **state)
+{
+    (void)state;
+    char crafted[1024];
+    trace_path(crafted, sizeof crafted, "force_paths");
+    record_force_paths(crafted);
+    assert_true(check_build_on_reset(crafted) >= 3); /* every path replaced a plan */
+    ft_trace_remove(crafted);
+    static const char *const scenarios[] = {"rht-switch", "demo", "recipe-zoo",
+                                            "backward-override"};
+    uint64_t replaced = 0;
+    for (size_t i = 0; i < FT_ARRAY_LEN(scenarios); i++) {
+        char path[1024];
+        synth_trace(scenarios[i], 3, path, sizeof path);
+        replaced += check_build_on_reset(path);
+        ft_trace_remove(path);
+    }
+    assert_true(replaced > 0); /* held plans replaced by other ones (rht-switch: 20 times) */
+}
+
 /* ---- the command line ----------------------------------------------------------------------- */
 /* `fusertrace ARGS` (2>&1 unless the args redirect); output into *out (ft_malloc'd). */
 static int cli(const char *args, char **out)
@@ -786,6 +943,7 @@ int main(void)
         cmocka_unit_test_teardown(test_spec_parse_forms_and_errors, teardown),
         cmocka_unit_test_teardown(test_spec_lists_and_json, teardown),
         cmocka_unit_test_teardown(test_worked_examples_on_rht_switch, teardown),
+        cmocka_unit_test_teardown(test_build_on_reset_replaces_plans, teardown),
         cmocka_unit_test_teardown(test_cli_user_policy_everywhere, teardown),
         cmocka_unit_test_teardown(test_cli_fail_on, teardown),
         cmocka_unit_test_teardown(test_cli_timeline, teardown),
