@@ -442,9 +442,11 @@ int ft_rec_fuser_like(ft_rec *r, int64_t id, int64_t like)
     int inst = 0;
     char what[48];
     snprintf(what, sizeof what, "fuser %" PRId64, id);
+    /* the fields of a declaration, ended or not: a row's own, a live compact instance's template */
     if (r->pending && r->pend_id == like)
         src = r->pend_tmpl;
-    else if ((src = resolve(r, like, &inst, what, "like")) == UINT32_MAX)
+    else if ((src = ft_trace_fuser_index(r->t, like)) == UINT32_MAX &&
+             (src = resolve(r, like, &inst, what, "like")) == UINT32_MAX)
         return FT_EINVAL;
     const ft_fuser_def *f = ft_trace_fuser(r->t, src);
     return declare(r, id, f->label, f->ops_json, f->n_ops, r->groups[src], 1);

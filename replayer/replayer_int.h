@@ -690,6 +690,9 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             r->rec_q[k] = s->q;
         }
     }
+    /* the ends after the batch's last call */
+    for (; e < r->n_ending; e++)
+        if (store == FT_STORE_DICT) store_drop(&pr->store, &ST[END[e].slot].lst);
     rc = FT_OK;
 fail:
     res->resets += resets;

@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 /* ---- an in-memory trace: a sink that collects records into one batch ------------------------ */
-#define MAXF 16
+#define MAXF 128
 #define MAXR 32
 #define MAXC 8192
 
