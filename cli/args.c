@@ -42,6 +42,8 @@ int cli_exit_code(int rc)
     case FT_EVERSION:
     case FT_EUNSUPPORTED:
         return FT_EXIT_INPUT;
+    case FT_EGATE:
+        return FT_EXIT_GATE;
     default: /* FT_EIO, FT_ENOMEM, FT_ESQL, FT_EZSTD, FT_ESTATE, FT_ENODEV, FT_ECUDA */
         return FT_EXIT_INTERNAL;
     }

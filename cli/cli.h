@@ -11,7 +11,9 @@
  *   1 a check failed (verify found damage: FT_ECORRUPT);
  *   2 bad input or usage (a missing, unreadable or malformed input, a directory or `-` where a
  *     file is wanted, an unknown option, a bad value, an output that would overwrite an input);
- *   3 the environment failed (I/O on an output, memory, SQLite, no device).
+ *   3 the environment failed (I/O on an output, memory, SQLite, no device);
+ *   4 a condition of `replay --fail-on` held (FT_EGATE): the report was written, and the message
+ *     names the condition, the policy and the first call it held on.
  * Only cli/ decides exit codes; libraries return FT_* status codes.
  */
 #ifndef FT_CLI_H
@@ -22,7 +24,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum { FT_EXIT_OK = 0, FT_EXIT_CHECK = 1, FT_EXIT_INPUT = 2, FT_EXIT_INTERNAL = 3 };
+enum {
+    FT_EXIT_OK = 0,
+    FT_EXIT_CHECK = 1,
+    FT_EXIT_INPUT = 2,
+    FT_EXIT_INTERNAL = 3,
+    FT_EXIT_GATE = 4
+};
 
 /* Map an FT_* status to an exit code (the table above; args.c). */
 int cli_exit_code(int rc);
@@ -46,6 +54,28 @@ int cli_parse_flag(const cli_opt *o, const char *val, void *field, ft_err *err);
 int cli_parse_str(const cli_opt *o, const char *val, void *field, ft_err *err);   /* const char * */
 int cli_parse_count(const cli_opt *o, const char *val, void *field, ft_err *err); /* u32 >= 1 */
 int cli_parse_u64(const cli_opt *o, const char *val, void *field, ft_err *err);   /* >= 0 */
+
+/* ---- the policy options of replay, sql and diff (policies.c) ------------------------------- */
+enum { CLI_MAX_POLICY_FILES = 8 };
+typedef struct cli_policy_opts {
+    const char *list;                        /* --policy LIST, or NULL */
+    const char *files[CLI_MAX_POLICY_FILES]; /* --policies FILE, in the order given */
+    uint32_t n_files;
+} cli_policy_opts;
+/* Option parsers into a cli_policy_opts: --policy (once) and --policies (repeatable). */
+int cli_parse_policy_list(const cli_opt *o, const char *val, void *field, ft_err *err);
+int cli_parse_policy_file(const cli_opt *o, const char *val, void *field, ft_err *err);
+/* Define the files' policies, then read the list: idx[FT_MAX_POLICIES] / *n the policies to
+ * replay (the list's, or every built-in, then every user policy defined, ft_policy_parse_list).
+ * defs_only (sql, diff, which replay every policy defined): the list only defines user policies
+ * and idx is left empty. Mistakes are usage errors naming the option (exit 2). */
+int cli_policies_resolve(const cli_policy_opts *p, int defs_only, uint32_t *idx, uint32_t *n,
+                         ft_err *err);
+/* Whether the list names a built-in policy or all (else the built-ins replay only beside its
+ * user policies, for comparison). */
+int cli_policies_names_builtin(const cli_policy_opts *p);
+/* The built-ins with their specs and the spec vocabulary, for a command's help. */
+void cli_policies_help(FILE *f);
 
 /* ---- commands ------------------------------------------------------------------------------ */
 enum { CLI_ANY = 0x7fffffff }; /* max_args: no limit */

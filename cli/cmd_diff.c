@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "ft_replayer.h"
 #include "ft_report.h"
 
 #include <jansson.h>
@@ -17,6 +18,7 @@
 typedef struct diff_opts {
     int json;
     double build_ns, reset_ns; /* < 0: the default */
+    cli_policy_opts pol;       /* user policies a trace is replayed under too */
 } diff_opts;
 
 static int parse_ns(const cli_opt *o, const char *v, void *field, ft_err *err)
@@ -42,6 +44,12 @@ static const cli_opt options[] = {
      "for replay; saved reports keep the figures they hold)",
      parse_ns, OFF(build_ns)},
     {"reset-ns", 0, "NS", "assumed TE cost per reset, likewise", parse_ns, OFF(reset_ns)},
+    {"policy", 0, "DEFS",
+     "define user policies NAME=SPEC, comma-separated (docs/policies.md): a\n"
+     "trace is replayed under them too",
+     cli_parse_policy_list, OFF(pol)},
+    {"policies", 0, "FILE", "define the user policies of a JSON file, likewise; repeatable",
+     cli_parse_policy_file, OFF(pol)},
 };
 #undef OFF
 
@@ -134,7 +142,9 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     if (dop->build_ns >= 0) ro.build_ns = dop->build_ns;
     if (dop->reset_ns >= 0) ro.reset_ns = dop->reset_ns;
     json_t *doc[2] = {NULL, NULL};
-    int status = FT_OK;
+    uint32_t no_idx[FT_MAX_POLICIES], no_n;
+    int status = cli_policies_resolve(&dop->pol, 1, no_idx, &no_n, err);
+    if (status) return status;
     for (int s = 0; s < 2; s++)
         if (!(doc[s] = load_side(side[s], &ro, err, &status))) {
             json_decref(doc[0]);
@@ -219,7 +229,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
 
 const cli_cmd cmd_diff = {
     .name = "diff",
-    .synopsis = "A B [--json] [--build-ns NS] [--reset-ns NS]",
+    .synopsis = "A B [--json] [--build-ns NS] [--reset-ns NS] [--policy DEFS] [--policies FILE]...",
     .summary = "two traces or saved reports side by side",
     .about =
         "A and B are traces or saved reports (replay --json); prints, per policy, the builds,\n"

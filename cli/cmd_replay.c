@@ -45,10 +45,6 @@ typedef struct env_list {
     char keys[MAX_ENV][128];
     uint32_t n;
 } env_list;
-typedef struct policy_list {
-    uint32_t idx[FT_MAX_POLICIES];
-    uint32_t n;
-} policy_list;
 typedef struct opt_u64 {
     uint64_t v;
     int set;
@@ -63,8 +59,15 @@ typedef struct opt_steps {
     int set;
 } opt_steps;
 
+typedef struct gate_list {
+    ft_gate_cond c[FT_GATE_MAX];
+    uint32_t n;
+} gate_list;
+
 typedef struct replay_opts {
-    policy_list pol;
+    cli_policy_opts pol;
+    gate_list fail_on;
+    const char *timeline;
     env_list env;
     uint32_t capacity, threads, sample, shrink; /* 0: not given */
     int json, csv, explain, all, timing, gpu_time;
@@ -110,13 +113,6 @@ static void print_model_notes(const ft_trace *t, const char *path, const ft_env_
     ft_free(rd);
 }
 
-static int parse_policies(const cli_opt *o, const char *v, void *field, ft_err *err)
-{
-    (void)o;
-    policy_list *p = field;
-    return ft_policy_parse_list(v, p->idx, &p->n, err);
-}
-
 static int parse_env(const cli_opt *o, const char *v, void *field, ft_err *err)
 {
     (void)o;
@@ -133,13 +129,26 @@ static int parse_env(const cli_opt *o, const char *v, void *field, ft_err *err)
     return FT_OK;
 }
 
-static int parse_captured(const cli_opt *o, const char *v, void *field, ft_err *err)
+/* --fail-on A,B (repeatable). */
+static int parse_fail_on(const cli_opt *o, const char *v, void *field, ft_err *err)
 {
     (void)o;
-    uint32_t idx;
-    int rc = ft_policy_find(v, &idx, err);
-    if (!rc) *(const char **)field = v;
-    return rc;
+    gate_list *g = field;
+    for (const char *p = v;;) {
+        const char *end = strchr(p, ',');
+        char one[64];
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= sizeof one) return ft_err_set(err, FT_EINVAL, "'%.*s...': too long", 20, p);
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (g->n == FT_GATE_MAX)
+            return ft_err_set(err, FT_EINVAL, "more than %d conditions", FT_GATE_MAX);
+        int rc = ft_report_gate_parse(one, &g->c[g->n], err);
+        if (rc) return rc;
+        g->n++;
+        if (!end) return FT_OK;
+        p = end + 1;
+    }
 }
 
 static int parse_backend(const cli_opt *o, const char *v, void *field, ft_err *err)
@@ -197,7 +206,15 @@ static void init(void *opts)
 
 #define OFF(f) offsetof(replay_opts, f)
 static const cli_opt options[] = {
-    {"policy", 0, "LIST", "comma-separated policies, or all (default)", parse_policies, OFF(pol)},
+    {"policy", 0, "LIST",
+     "comma-separated policies: names, all (the default), and user policies\n"
+     "NAME=SPEC (docs/policies.md; below); user policies alone replay beside every\n"
+     "built-in",
+     cli_parse_policy_list, OFF(pol)},
+    {"policies", 0, "FILE",
+     "define the user policies of a JSON file (docs/policies.md); they replay\n"
+     "after --policy's; repeatable",
+     cli_parse_policy_file, OFF(pol)},
     {"capacity", 0, "N", "LRU capacity (N >= 1) of dict stores per fuser (default unbounded)",
      cli_parse_count, OFF(capacity)},
     {"env", 0, "K=V",
@@ -217,7 +234,7 @@ static const cli_opt options[] = {
     {"captured", 0, "POLICY",
      "the policy the captured run used (default: the header's\n"
      "fuser_cache field, else its te_version)",
-     parse_captured, OFF(captured)},
+     cli_parse_str, OFF(captured)},
     {"threads", 0, "N",
      "worker threads, one trace each (default: one per core); with\n"
      "--numerics, threads running sampled calls (results do not depend on it)",
@@ -268,6 +285,19 @@ static const cli_opt options[] = {
      parse_ns, OFF(build_ns)},
     {"reset-ns", 0, "NS", "TE's cost of reset_recipe_state alone, assumed (default 0)", parse_ns,
      OFF(reset_ns)},
+    {"fail-on", 0, "COND",
+     "exit with status 4 when COND holds under a chosen policy (after the\n"
+     "report; the message names the condition, the policy and the first call):\n"
+     "stale, raises, builds>N, builds-per-fuser>N, rebuilds-per-step>N;\n"
+     "comma-separated or repeated. The chosen policies are the replayed ones,\n"
+     "but the user policies alone when --policy names no built-in",
+     parse_fail_on, OFF(fail_on)},
+    {"timeline", 0, "FILE",
+     "also write the run as a Chrome trace event file (Perfetto, chrome://tracing):\n"
+     "a process per rank, a track per fuser, each call a slice, builds, resets\n"
+     "and stale plans as instant events per policy, steps and cumulative builds\n"
+     "as counters; the traces then replay one after another",
+     cli_parse_str, OFF(timeline)},
     {"timing", 0, NULL,
      "add this replayer's own measured times (ns/call, plan-build ns); they vary\n"
      "run to run, so they are off by default",
@@ -302,13 +332,6 @@ static void *progress_main(void *arg)
                      p->n_traces, p->n_traces == 1 ? "" : "s", (unsigned long long)p->n_calls, s);
     }
     return NULL;
-}
-
-static void help_policies(FILE *f)
-{
-    fprintf(f, "\npolicies:\n");
-    for (uint32_t i = 0; i < ft_policy_count(); i++)
-        fprintf(f, "  %-16s %s\n", ft_policy_name(i), ft_policy_summary(i));
 }
 
 /* The command line, for the HTML report's provenance (Linux: /proc/self/cmdline), or NULL. */
@@ -363,6 +386,8 @@ static void filter_text(const ft_replay_filter *flt, char *buf, size_t cap)
  * of its passes over the traces (one pass; with --numerics a second one after the estimate). */
 typedef struct replay_cmd {
     const replay_opts *ro;
+    uint32_t pol[FT_MAX_POLICIES]; /* the policies replayed, registry indices */
+    uint32_t n_pol;
     const char *const *paths;
     uint32_t n_paths;
     ft_replay_set *set;
@@ -382,7 +407,10 @@ typedef struct replay_cmd {
     ft_report_calls *calls; /* --per-call and --explain lines */
     ft_report_data *data;   /* --html */
     ft_numerics_obs *est;   /* --numerics: the estimate, in the first pass */
-    const ft_replay_observer *obs[3];
+    ft_report_gate *gate;   /* --fail-on */
+    cli_out tl;             /* --timeline */
+    ft_report_timeline *timeline;
+    const ft_replay_observer *obs[5];
 } replay_cmd;
 
 static int check_usage(const replay_opts *ro, ft_err *err)
@@ -477,8 +505,10 @@ static int setup(replay_cmd *c, ft_err *err)
     c->rep.notes = c->notes;
     if (ro->per_call && (rc = cli_out_open(&c->pc, ro->per_call, CLI_OUT_STREAM, 1, err)))
         return rc;
-    c->o = (ft_replay_opts){.policies = ro->pol.n ? ro->pol.idx : NULL,
-                            .n_policies = ro->pol.n,
+    if (ro->timeline && (rc = cli_out_open(&c->tl, ro->timeline, CLI_OUT_STREAM, 1, err)))
+        return rc;
+    c->o = (ft_replay_opts){.policies = c->pol,
+                            .n_policies = c->n_pol,
                             .capacity = ro->capacity,
                             .env = ro->env.kv,
                             .n_env = ro->env.n,
@@ -536,6 +566,22 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
         rc = ft_numerics_obs_new(&c->no, 1, &c->est, err);
         if (!rc) c->obs[n_obs++] = ft_numerics_obs_observer(c->est);
     }
+    if (!rc && ro->fail_on.n) {
+        /* the policies chosen: the user policies alone when the built-ins replay only beside
+         * them for comparison (the --policy list names none) */
+        uint32_t watch[FT_MAX_POLICIES], n_watch = 0;
+        const int builtins = cli_policies_names_builtin(&ro->pol);
+        for (uint32_t p = 0; p < c->n_pol; p++)
+            if (c->pol[p] >= ft_policy_builtin_count()) watch[n_watch++] = c->pol[p];
+        const int all = !n_watch || builtins;
+        rc = ft_report_gate_new(ro->fail_on.c, ro->fail_on.n, all ? NULL : watch, n_watch, &c->gate,
+                                err);
+        if (!rc) c->obs[n_obs++] = ft_report_gate_observer(c->gate);
+    }
+    if (!rc && ro->timeline) {
+        rc = ft_report_timeline_new(c->tl.f, c->tl.name, &c->timeline, err);
+        if (!rc) c->obs[n_obs++] = ft_report_timeline_observer(c->timeline);
+    }
     if (rc) return rc;
     ft_replay_opts o = c->o;
     o.observers = c->obs;
@@ -550,7 +596,10 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
         pthread_join(pr->thread, NULL);
         cli_progress_end();
     }
-    /* the per-call file complete (or its failure known) before the report is written */
+    /* the per-call file and the timeline complete (or their failure known) before the report
+     * is written */
+    if (!rc && c->timeline) rc = ft_report_timeline_finish(c->timeline, err);
+    rc = cli_out_close(&c->tl, rc, err);
     rc = cli_out_close(&c->pc, rc, err);
     if (!rc && ro->explain) fputc('\n', c->explain);
     return rc;
@@ -641,6 +690,10 @@ static int replay_and_report(replay_cmd *c, progress *pr, ft_err *err)
         fputc('\n', c->report);
         rc = ft_report_recommendation(c->report, c->res, &c->rep, err);
     }
+    if (!rc && c->gate) {
+        fflush(c->report);
+        rc = ft_report_gate_verdict(c->gate, stderr, cli_prog(), err);
+    }
     return rc;
 }
 
@@ -655,7 +708,8 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
                     .numerics = ro->backend >= 0,
                     .gpu_time = ro->gpu_time,
                     .nx_pass = ro->backend >= 0 || ro->gpu_time,
-                    .pc = {.slot = -1}};
+                    .pc = {.slot = -1},
+                    .tl = {.slot = -1}};
     c.format = ro->json ? FT_REPORT_JSON : ro->csv ? FT_REPORT_CSV : FT_REPORT_TEXT;
     /* stdout carries only the requested format: the report, or the per-call lines */
     const int per_call_stdout =
@@ -663,11 +717,21 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     c.report = per_call_stdout ? stderr : stdout;
     c.explain = c.format == FT_REPORT_TEXT ? c.report : stderr;
     progress pr = {.n_traces = c.n_paths, .numerics = c.nx_pass};
-    rc = open_inputs(&c, &pr.n_calls, err);
+    rc = cli_policies_resolve(&ro->pol, 0, c.pol, &c.n_pol, err);
+    uint32_t cap_idx;
+    if (!rc && ro->captured && (rc = ft_policy_find(ro->captured, &cap_idx, err))) {
+        char detail[FT_ERR_MAX];
+        ft_strlcpy(detail, ft_err_msg(err), sizeof detail);
+        rc = cli_usage_error(err, "--captured: %s", detail);
+    }
+    if (!rc) rc = open_inputs(&c, &pr.n_calls, err);
     if (!rc) rc = setup(&c, err);
     if (!rc) rc = replay_and_report(&c, &pr, err);
     rc = cli_out_close(&c.pc, rc, err); /* a failed replay leaves no per-call file behind */
+    rc = cli_out_close(&c.tl, rc, err);
     ft_report_calls_free(c.calls);
+    ft_report_gate_free(c.gate);
+    ft_report_timeline_free(c.timeline);
     ft_report_data_free(c.data);
     ft_numerics_obs_free(c.est);
     ft_replay_set_close(c.set);
@@ -681,11 +745,13 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
 
 const cli_cmd cmd_replay = {
     .name = "replay",
-    .synopsis = "TRACE... [--policy LIST|all] [--capacity N] [--env K=V]...\n"
+    .synopsis = "TRACE... [--policy LIST|all] [--policies FILE]... [--capacity N]\n"
+                "                         [--env K=V]...\n"
                 "                         [--json | --csv] [--per-call FILE] [--explain]\n"
                 "                         [--captured POLICY] [--threads N] [--timing]\n"
                 "                         [--build-ns NS] [--reset-ns NS] [--html FILE]\n"
                 "                         [--fuser GLOB] [--phase P] [--steps A:B]\n"
+                "                         [--fail-on COND]... [--timeline FILE]\n"
                 "                         [--numerics cpu|cuda] [--gpu-time] [--sample N | --all]\n"
                 "                         [--shrink K] [--seed S] [--max-seconds S]",
     .summary = "replay traces under plan-cache policies",
@@ -697,5 +763,5 @@ const cli_cmd cmd_replay = {
     .min_args = 1,
     .max_args = CLI_ANY,
     .run_fn = run,
-    .help_fn = help_policies,
+    .help_fn = cli_policies_help,
 };

@@ -10,6 +10,7 @@
  */
 #define _XOPEN_SOURCE 700
 #include "cli.h"
+#include "ft_replayer.h"
 #include "ft_sql.h"
 #include "ft_trace.h"
 
@@ -26,6 +27,7 @@ enum { OUT_LIST, OUT_CSV, OUT_JSON };
 
 typedef struct sql_opts {
     int csv, json, header, extension;
+    cli_policy_opts pol; /* user policies the decisions table replays too */
 } sql_opts;
 
 #define OFF(f) offsetof(sql_opts, f)
@@ -37,6 +39,12 @@ static const cli_opt options[] = {
      "print the path of libfusertrace_sql.so, the same tables as a SQLite\n"
      "extension: sqlite3 TRACE '.load PATH' 'SELECT ...'",
      cli_parse_flag, OFF(extension)},
+    {"policy", 0, "DEFS",
+     "define user policies NAME=SPEC, comma-separated (docs/policies.md): the\n"
+     "decisions table replays them beside the built-ins",
+     cli_parse_policy_list, OFF(pol)},
+    {"policies", 0, "FILE", "define the user policies of a JSON file, likewise; repeatable",
+     cli_parse_policy_file, OFF(pol)},
 };
 #undef OFF
 
@@ -251,6 +259,9 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     }
     if (!n_args) return cli_usage_error(err, "no trace given");
     if (a->csv && a->json) return cli_usage_error(err, "--csv and --json exclude each other");
+    uint32_t no_idx[FT_MAX_POLICIES], no_n;
+    int prc = cli_policies_resolve(&a->pol, 1, no_idx, &no_n, err);
+    if (prc) return prc;
     const char *trace = args[0], *query = n_args > 1 ? args[1] : NULL;
     int format = a->csv ? OUT_CSV : a->json ? OUT_JSON : OUT_LIST;
     ft_trace *t = NULL;
@@ -293,7 +304,8 @@ done:
 
 const cli_cmd cmd_sql = {
     .name = "sql",
-    .synopsis = "TRACE [QUERY] [--csv | --json] [--header]\n"
+    .synopsis = "TRACE [QUERY] [--csv | --json] [--header] [--policy DEFS]\n"
+                "       [--policies FILE]...\n"
                 "       fusertrace sql --extension",
     .summary = "SQL over a trace's calls and the replay's decisions",
     .about = "Runs QUERY (or the SQL read from stdin) over TRACE, opened read-only. Tables:\n"

@@ -31,7 +31,8 @@ static void usage(FILE *f)
     fprintf(f, "\n`fusertrace help COMMAND` (or `fusertrace COMMAND --help`) describes a command;\n"
                "`fusertrace --version` prints the version.\n"
                "Exit status: 0 success, 1 a check failed (damage found), 2 bad input or usage,\n"
-               "3 the environment failed (I/O, memory, no device).\n");
+               "3 the environment failed (I/O, memory, no device), 4 a replay --fail-on\n"
+               "condition held.\n");
 }
 
 static const cli_cmd *find(const char *name)

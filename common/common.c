@@ -37,6 +37,7 @@ static const struct {
     {FT_ENODEV, "no CUDA device"},
     {FT_ECUDA, "CUDA error"},
     {FT_EUNSUPPORTED, "not supported"},
+    {FT_EGATE, "a --fail-on condition held"},
 };
 
 const char *ft_strerror(int rc)

@@ -36,6 +36,7 @@ enum {
     FT_ENODEV = -12,       /* no CUDA device / CUDA not built */
     FT_ECUDA = -13,        /* a CUDA runtime or cuBLAS call failed */
     FT_EUNSUPPORTED = -14, /* valid input that this build or model does not support */
+    FT_EGATE = -15,        /* a condition the caller asked to fail on held (replay --fail-on) */
 };
 
 /* Generic text for a status code; never NULL. */

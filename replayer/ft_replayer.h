@@ -50,6 +50,9 @@ typedef enum ft_store_kind {
     FT_STORE_NONE = 0, /* no plan is kept: every call builds */
     FT_STORE_SINGLE,   /* one plan per fuser */
     FT_STORE_DICT,     /* map key -> plan per fuser, unbounded or LRU with a capacity */
+    FT_STORE_SHARED,   /* map key -> plan per op-list class, shared by every fuser with the same
+                        * ops (the op-list signature: its canonical ops JSON), unbounded or LRU
+                        * with a capacity per class; each fuser keeps its own recipe state */
 } ft_store_kind;
 
 uint32_t ft_policy_count(void);
@@ -60,11 +63,46 @@ const char *ft_policy_summary(uint32_t idx); /* one line: key, reset rule, store
 const char *ft_policy_note(uint32_t idx);
 /* Index of policy `name`; FT_ENOTFOUND (with the known names in err) otherwise. */
 int ft_policy_find(const char *name, uint32_t *idx, ft_err *err);
-/* Parse "all" or a comma-separated list of names into idx[] (at most FT_MAX_POLICIES, no
- * duplicates, registry order kept for "all", given order otherwise). */
+/* Parse a comma-separated list into idx[] (at most FT_MAX_POLICIES, no duplicates, in the given
+ * order): names, "all" (every policy defined so far, registry order) and definitions NAME=SPEC
+ * (ft_policy_define). A list that names no built-in replays its user policies after every
+ * built-in. */
 int ft_policy_parse_list(const char *list, uint32_t *idx, uint32_t *n, ft_err *err);
 /* The policy that reproduces TE's plan cache at ref (its row says so), -1 if none does. */
 int ft_policy_of_te_ref(ft_te_ref ref);
+
+/* ---- policies as specs (policy_spec.c, docs/policies.md) ---------------------------------- */
+/* A policy is also a short spec, "NAME=KEY[;store=STORE][;reset=RESET][;build=key|reset]": the
+ * key's fields joined by '+' (type, object, hash, attr:NAME, fusion, f, bo, hist, device,
+ * env:KEY, ops, or none), the store (none, single, dict, lru:N; default dict), the reset rule
+ * (always, key, te:pre3410, te:3410, te:3410-commit1, or fields joined by '+'; default te:3410)
+ * and whether every reset builds. Every built-in carries its spec (ft_policy_spec); a user
+ * policy defined from one joins the registry after the built-ins, found by name like them, and
+ * replays through an interpreted loop that reads only integer ids per call. The registry holds
+ * at most FT_MAX_POLICIES policies, built-ins included, so all of them can replay at once. It
+ * is process-wide and not locked: define before any replay starts. */
+uint32_t ft_policy_builtin_count(void);
+/* "baseline", "historical", "user-defined", or NULL (a candidate like the others). */
+const char *ft_policy_label(uint32_t idx);
+/* The policy in the spec vocabulary, without "NAME=" (a user policy's canonical form). */
+const char *ft_policy_spec(uint32_t idx);
+/* The vocabulary in a few lines (for help and error messages). */
+const char *ft_policy_vocabulary(void);
+/* The recipe attributes attr:NAME can name, "a, b, ..." into buf[cap]; with near (may be NULL)
+ * only those within two edits of it. */
+void ft_policy_attr_names(char *buf, size_t cap, const char *near);
+/* Define a user policy from "NAME=SPEC" (*idx: its registry index). The same definition again
+ * gives the same index; another one under a taken name, a built-in's name or a bad spec is
+ * FT_EINVAL naming the clause and listing the vocabulary; one too many FT_ERANGE. */
+int ft_policy_define(const char *def, uint32_t *idx, ft_err *err);
+/* Define every policy of a JSON document (text[len], source names it in errors): {"policies":
+ * [...]} or an array; each policy {"name", "spec"} or {"name", "key", "store", "reset",
+ * "build"} (key and reset as a '+'-joined string or an array of fields). idx[FT_MAX_POLICIES]
+ * gets their indices, *n their number. Errors name the source, the entry and the field. */
+int ft_policy_define_json(const char *text, size_t len, const char *source, uint32_t *idx,
+                          uint32_t *n, ft_err *err);
+/* Forget every user policy (their indices become free again). */
+void ft_policy_forget_user(void);
 
 /* ---- the decisions view --------------------------------------------------------------------- */
 typedef struct ft_replay ft_replay;
@@ -116,7 +154,9 @@ typedef struct ft_replay_view {
     /* call columns, [n] each */
     const uint32_t *row;     /* position in batch */
     const int64_t *seq;      /* call sequence number */
-    const uint32_t *fuser;   /* dense fuser index (ft_replay_fuser) */
+    const uint32_t *fuser;   /* dense fuser index of its declaration (ft_replay_fuser: label,
+                              * ops; a compact instance's template) */
+    const int64_t *sid;      /* stream id of the call's fuser (the instance's own) */
     const int32_t *recipe;   /* dense recipe index, -1 = none */
     const int64_t *step;     /* training step, -1 when not recorded */
     const int32_t *phase;    /* index into batch->phases, -1 when not recorded */
@@ -225,15 +265,28 @@ typedef struct ft_policy_result {
     uint64_t max_entries;           /* largest number of plans held by one fuser's store */
     uint64_t evictions;             /* LRU evictions */
     uint64_t cap_calls, cap_agree;  /* calls with captured `rebuilt`; agreeing build decisions */
+    uint64_t transient_builds;      /* builds of transient fusers (ft_replay_result.transient) */
     int64_t first_disagree_seq;     /* -1 if none */
     ft_raise_text raises[FT_MAX_RAISE_TEXTS];
     ft_step_hist steps;
 } ft_policy_result;
 
+/* Transient fusers: instances that share their label and op list with another instance of the same
+ * trace, as TE's transient OperationFuser([op]) per call of a standalone op does (a model's
+ * persistent fusers have one instance per label), counted per label: "model.norm x 250,000". */
+#define FT_TRANSIENT_GROUPS 8
+typedef struct ft_transient_group {
+    char label[96];                   /* the label ("" for fusers without one), cut at 95 bytes */
+    uint64_t fusers, calls;           /* instances called; their calls (the filter's) */
+    uint64_t builds[FT_MAX_POLICIES]; /* their builds, per policy slot */
+} ft_transient_group;
+
 typedef struct ft_replay_result {
     uint32_t n_traces;
     uint64_t calls, backwards;
-    uint64_t n_fusers, n_recipes;          /* summed over traces */
+    uint64_t n_fusers, n_recipes; /* summed over traces */
+    uint64_t fusers_alive_max;    /* the most fuser instances alive at once (their state is the
+                                   * replay's memory; not in the reports), summed over traces */
     uint64_t model_builds, model_build_ns; /* real fusion-pass builds made by the model, time */
     uint64_t oracle_ns;                    /* measured: f, fresh plan, fresh qstate per call */
     uint64_t wall_ns;                      /* whole replay incl. decoding */
@@ -244,6 +297,11 @@ typedef struct ft_replay_result {
     /* calls whose fresh plan itself raises in TE (whatever the policy), by message */
     uint64_t fresh_raises;
     ft_raise_text fresh_raise_texts[FT_MAX_RAISE_TEXTS];
+    /* transient fusers (above): in all, and the labels with the most instances, most first (the
+     * others are counted in the totals only) */
+    uint64_t transient_groups, transient_fusers, transient_calls;
+    uint32_t n_transient;
+    ft_transient_group transient[FT_TRANSIENT_GROUPS];
     uint32_t n_policies;
     ft_policy_result pol[FT_MAX_POLICIES];
 } ft_replay_result;

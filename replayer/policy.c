@@ -119,77 +119,118 @@ static int reset_obj(pstate *s, const rinfo *ri, const pcall *c)
 
 /* ---- the registry: one line per policy ------------------------------------------------------
  * id, name, reset rule, key, store, build on every reset (single slot), reads the fusion-attrs
- * id, the TE ref it reproduces (NO_REF: none), the reports' note (NULL: none), summary. Each line
- * instantiates the engine's loop with its functions inlined (LOOP) and is one row of the table
- * (ROW). */
+ * id, the TE ref it reproduces (NO_REF: none), the reports' label and note (NULL: none), the same
+ * policy as a spec (docs/policies.md; tests/test_policy_spec.c proves that the spec decides every
+ * call as the C functions do), summary. Each line instantiates the engine's loop with its
+ * functions inlined (LOOP) and is one row of the table (ROW). */
 #define NO_REF (-1)
 #define POLICIES(X)                                                                                \
     X(rebuild_always, "rebuild-always", reset_always, key_none, FT_STORE_NONE, 1, 0, NO_REF,       \
-      "baseline: no plan cache", "no key; reset and build on every call; no store")                \
+      "baseline", "baseline: no plan cache", "none;store=none;reset=always",                       \
+      "no key; reset and build on every call; no store")                                           \
     X(te_pre3410, "te-pre3410", reset_te_pre3410, key_type_f_bo, FT_STORE_SINGLE, 1, 0,            \
-      FT_TE_PRE3410, NULL,                                                                         \
+      FT_TE_PRE3410, NULL, NULL, "type+f+bo;store=single;reset=te:pre3410;build=reset",            \
       "TE before PR 3410: key (type, f, bo); reset+build when it or amax_history_len changes; "    \
       "single slot")                                                                               \
     X(te_3410, "te-3410", reset_type_bo, key_type_f_bo, FT_STORE_DICT, 0, 0, FT_TE_3410, NULL,     \
+      NULL, "type+f+bo;store=dict;reset=te:3410",                                                  \
       "TE PR 3410: key (type, f, bo); reset when (type, bo) or amax_history_len changes; dict")    \
     X(te_3410_commit1, "te-3410-commit1", reset_type_bo, key_type_bo, FT_STORE_SINGLE, 1, 0,       \
-      FT_TE_3410_COMMIT1, "historical: PR 3410's first commit, never released",                    \
+      FT_TE_3410_COMMIT1, "historical", "historical: PR 3410's first commit, never released",      \
+      "type+bo;store=single;reset=te:3410-commit1;build=reset",                                    \
       "PR 3410 first commit: key (type, bo); reset+build when it or amax_history_len changes; "    \
       "single slot")                                                                               \
-    X(recipe_hash, "recipe-hash", reset_hash, key_hash_f, FT_STORE_DICT, 0, 0, NO_REF, NULL,       \
+    X(recipe_hash, "recipe-hash", reset_hash, key_hash_f, FT_STORE_DICT, 0, 0, NO_REF, NULL, NULL, \
+      "hash+f;store=dict;reset=hash",                                                              \
       "key (hash of type and every recipe attribute, f); reset when the hash changes; dict")       \
     X(recipe_object, "recipe-object", reset_obj, key_obj_f_bo, FT_STORE_DICT, 0, 0, NO_REF, NULL,  \
+      NULL, "object+f+bo;store=dict;reset=object",                                                 \
       "key (recipe object identity, f, bo); reset when the identity changes; dict")                \
     X(fusion_attrs, "fusion-attrs", reset_hash, key_fusion_attrs_f, FT_STORE_DICT, 0, 1, NO_REF,   \
-      NULL,                                                                                        \
+      NULL, NULL, "fusion+f;store=dict;reset=hash",                                                \
       "key (exactly the recipe/op/env attributes the fusion rules read, f); reset when the "       \
-      "recipe hash changes; dict")
+      "recipe hash changes; dict")                                                                 \
+    X(shared_oplist, "shared-oplist", reset_type_bo, key_type_f_bo, FT_STORE_SHARED, 0, 0, NO_REF, \
+      "what-if", "what-if: plans kept across fusers by op-list signature, which no TE does",       \
+      "type+f+bo;store=shared;reset=te:3410",                                                      \
+      "key (op-list signature, type, f, bo): one dict per op list, shared by every fuser with "    \
+      "those ops; each fuser resets when (type, bo) or amax_history_len changes")
 
 /* The loop, specialised by whether the batch records a view (rec) and whether a filter decides
  * which calls count (filt). */
-#define LOOP(id, name_, reset, key, store_, build_on_reset, reads_fa, ref_, note_, summary_)       \
+#define LOOP(id, name_, reset, key, store_, bor, reads_fa, ref_, label_, note_, spec_, summary_)   \
     static int loop_##id(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err)                 \
     {                                                                                              \
         if (r->rec_on && r->filt)                                                                  \
-            return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 1, 1);            \
-        if (r->rec_on) return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 1, 0); \
-        if (r->filt) return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 0, 1);   \
-        return policy_loop(r, p, b, err, reset, key, store_, build_on_reset, 0, 0);                \
+            return policy_loop(r, p, b, err, reset, key, store_, bor, 1, 1, 0);                    \
+        if (r->rec_on) return policy_loop(r, p, b, err, reset, key, store_, bor, 1, 0, 0);         \
+        if (r->filt) return policy_loop(r, p, b, err, reset, key, store_, bor, 0, 1, 0);           \
+        return policy_loop(r, p, b, err, reset, key, store_, bor, 0, 0, 0);                        \
     }
 POLICIES(LOOP)
 
-#define ROW(id, name_, reset, key, store_, build_on_reset, reads_fa, ref_, note_, summary_)        \
+#define ROW(id, name_, reset, key, store_, bor, reads_fa, ref_, label_, note_, spec_, summary_)    \
     {.name = name_,                                                                                \
      .summary = summary_,                                                                          \
      .note = note_,                                                                                \
+     .label = label_,                                                                              \
+     .spec = spec_,                                                                                \
      .te_ref = ref_,                                                                               \
      .needs_fa = reads_fa,                                                                         \
+     .store = store_,                                                                              \
      .loop_fn = loop_##id},
 static const policy_def policies[] = {POLICIES(ROW)};
 
+uint32_t policy_n_builtin(void)
+{
+    return (uint32_t)FT_ARRAY_LEN(policies);
+}
+
+/* Built-ins first, then the user policies in the order they were defined (policy_spec.c). */
 const policy_def *ft_policy_def(uint32_t idx)
 {
-    return idx < FT_ARRAY_LEN(policies) ? &policies[idx] : NULL;
+    if (idx < FT_ARRAY_LEN(policies)) return &policies[idx];
+    return spec_user_def(idx - (uint32_t)FT_ARRAY_LEN(policies));
 }
 
 uint32_t ft_policy_count(void)
+{
+    return (uint32_t)FT_ARRAY_LEN(policies) + spec_n_user();
+}
+
+uint32_t ft_policy_builtin_count(void)
 {
     return (uint32_t)FT_ARRAY_LEN(policies);
 }
 
 const char *ft_policy_name(uint32_t idx)
 {
-    return idx < FT_ARRAY_LEN(policies) ? policies[idx].name : NULL;
+    const policy_def *d = ft_policy_def(idx);
+    return d ? d->name : NULL;
 }
 
 const char *ft_policy_summary(uint32_t idx)
 {
-    return idx < FT_ARRAY_LEN(policies) ? policies[idx].summary : NULL;
+    const policy_def *d = ft_policy_def(idx);
+    return d ? d->summary : NULL;
 }
 
 const char *ft_policy_note(uint32_t idx)
 {
-    return idx < FT_ARRAY_LEN(policies) ? policies[idx].note : NULL;
+    const policy_def *d = ft_policy_def(idx);
+    return d ? d->note : NULL;
+}
+
+const char *ft_policy_label(uint32_t idx)
+{
+    const policy_def *d = ft_policy_def(idx);
+    return d ? d->label : NULL;
+}
+
+const char *ft_policy_spec(uint32_t idx)
+{
+    const policy_def *d = ft_policy_def(idx);
+    return d ? d->spec : NULL;
 }
 
 int ft_policy_of_te_ref(ft_te_ref ref)
@@ -201,24 +242,30 @@ int ft_policy_of_te_ref(ft_te_ref ref)
 
 static int find_n(const char *name, size_t len, uint32_t *idx)
 {
-    for (uint32_t i = 0; i < FT_ARRAY_LEN(policies); i++)
-        if (strlen(policies[i].name) == len && !strncmp(policies[i].name, name, len)) {
+    const uint32_t n = ft_policy_count();
+    for (uint32_t i = 0; i < n; i++) {
+        const char *pn = ft_policy_name(i);
+        if (strlen(pn) == len && !strncmp(pn, name, len)) {
             *idx = i;
             return 1;
         }
+    }
     return 0;
 }
 
 static int not_found(const char *name, size_t len, ft_err *err)
 {
-    char known[256];
+    char known[1024];
     size_t off = 0;
     known[0] = '\0';
-    for (uint32_t i = 0; i < FT_ARRAY_LEN(policies) && off < sizeof known; i++)
+    const uint32_t n = ft_policy_count();
+    for (uint32_t i = 0; i < n && off < sizeof known; i++)
         off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "",
-                                policies[i].name);
-    return ft_err_set(err, FT_ENOTFOUND, "unknown policy '%.*s' (known: %s, or all)", (int)len,
-                      name, known);
+                                ft_policy_name(i));
+    return ft_err_set(err, FT_ENOTFOUND,
+                      "unknown policy '%.*s' (known: %s, or all; or define one: "
+                      "NAME=KEY;store=...;reset=..., docs/policies.md)",
+                      (int)len, name, known);
 }
 
 int ft_policy_find(const char *name, uint32_t *idx, ft_err *err)
@@ -227,28 +274,62 @@ int ft_policy_find(const char *name, uint32_t *idx, ft_err *err)
     return not_found(name, strlen(name), err);
 }
 
+static int add_idx(uint32_t *idx, uint32_t *n, uint32_t k, const char *item, size_t len,
+                   ft_err *err)
+{
+    for (uint32_t j = 0; j < *n; j++)
+        if (idx[j] == k)
+            return ft_err_set(err, FT_EINVAL, "policy '%.*s' given twice", (int)len, item);
+    if (*n >= FT_MAX_POLICIES)
+        return ft_err_set(err, FT_ERANGE, "more than %d policies at once", FT_MAX_POLICIES);
+    idx[(*n)++] = k;
+    return FT_OK;
+}
+
 int ft_policy_parse_list(const char *list, uint32_t *idx, uint32_t *n, ft_err *err)
 {
+    uint32_t got[FT_MAX_POLICIES], n_got = 0;
+    int any_builtin = 0, rc = FT_OK;
     *n = 0;
-    if (!strcmp(list, "all")) {
-        for (uint32_t i = 0; i < FT_ARRAY_LEN(policies); i++)
-            idx[(*n)++] = i;
-        return FT_OK;
-    }
-    const char *p = list;
-    for (;;) {
+    for (const char *p = list;;) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         uint32_t k;
         if (!len) return ft_err_set(err, FT_EINVAL, "empty policy name in '%s'", list);
-        if (!find_n(p, len, &k)) return not_found(p, len, err);
-        for (uint32_t j = 0; j < *n; j++)
-            if (idx[j] == k)
-                return ft_err_set(err, FT_EINVAL, "policy '%.*s' given twice", (int)len, p);
-        if (*n >= FT_MAX_POLICIES) return ft_err_set(err, FT_ERANGE, "too many policies");
-        idx[(*n)++] = k;
+        if (len == 3 && !strncmp(p, "all", 3)) {
+            /* every policy defined so far: the built-ins, then the user policies */
+            any_builtin = 1;
+            for (uint32_t i = 0; i < ft_policy_count() && !rc; i++)
+                rc = add_idx(got, &n_got, i, ft_policy_name(i), strlen(ft_policy_name(i)), err);
+        } else if (memchr(p, '=', len)) {
+            char def[FT_SPEC_TEXT_MAX];
+            if (len >= sizeof def)
+                return ft_err_set(err, FT_EINVAL, "policy spec '%.40s...' is longer than %zu bytes",
+                                  p, sizeof def - 1);
+            memcpy(def, p, len);
+            def[len] = '\0';
+            rc = ft_policy_define(def, &k, err);
+            if (!rc) rc = add_idx(got, &n_got, k, p, len, err);
+        } else {
+            if (!find_n(p, len, &k)) return not_found(p, len, err);
+            any_builtin |= k < FT_ARRAY_LEN(policies);
+            rc = add_idx(got, &n_got, k, p, len, err);
+        }
+        if (rc) return rc;
         if (!end) break;
         p = end + 1;
+    }
+    /* a list of user policies alone is replayed beside every built-in */
+    if (!any_builtin)
+        for (uint32_t i = 0; i < FT_ARRAY_LEN(policies); i++)
+            idx[(*n)++] = i;
+    for (uint32_t j = 0; j < n_got; j++) {
+        if (*n >= FT_MAX_POLICIES)
+            return ft_err_set(err, FT_ERANGE,
+                              "more than %d policies at once (%u built-ins and "
+                              "the user policies)",
+                              FT_MAX_POLICIES, policy_n_builtin());
+        idx[(*n)++] = got[j];
     }
     return FT_OK;
 }

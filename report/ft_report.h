@@ -103,6 +103,67 @@ int ft_report_calls_new(FILE *per_call, FILE *explain, ft_report_calls **out, ft
 const ft_replay_observer *ft_report_calls_observer(ft_report_calls *w);
 void ft_report_calls_free(ft_report_calls *w);
 
+/* ---- the CI gate: replay --fail-on (gate.c) ------------------------------------------------- */
+/* Conditions that fail a replay, each watched under every replayed policy: stale (any stale
+ * plan), raises (a stale plan that raises in TE), builds>N (more than N builds in all),
+ * builds-per-fuser>N (more than N builds of one fuser), rebuilds-per-step>N (more than N
+ * rebuilds within one training step of one trace: builds for a recipe and boundary f the fuser
+ * had built for before under the policy). Only the calls the replay's filter counts count. */
+enum {
+    FT_GATE_STALE = 0,
+    FT_GATE_RAISES,
+    FT_GATE_BUILDS,
+    FT_GATE_FUSER_BUILDS,
+    FT_GATE_STEP_REBUILDS,
+};
+#define FT_GATE_MAX 8
+typedef struct ft_gate_cond {
+    int kind;      /* FT_GATE_* */
+    uint64_t n;    /* the threshold N */
+    char text[64]; /* as written */
+} ft_gate_cond;
+/* "stale", "builds>40", ...: FT_EINVAL naming the mistake and listing the conditions. */
+int ft_report_gate_parse(const char *text, ft_gate_cond *out, ft_err *err);
+
+/* The first call a condition held on under a policy. */
+typedef struct ft_gate_hit {
+    int held;
+    uint32_t policy, trace;      /* registry index; the trace's position */
+    const char *path;            /* the trace as given (NULL: handed in open) */
+    int64_t seq, fuser_id, step; /* step -1: none recorded */
+    uint8_t stale;               /* ft_stale of the call's plan */
+    uint64_t count;              /* the build (rebuild) count that passed N */
+    char label[96];              /* the fuser's label, "" if none */
+} ft_gate_hit;
+
+/* An observer of the replay driver (put it into ft_replay_opts.observers) that keeps the first
+ * hit per condition and policy. */
+typedef struct ft_report_gate ft_report_gate;
+/* watch[n_watch]: the registry indices of the policies to watch; NULL: every replayed one. */
+int ft_report_gate_new(const ft_gate_cond *conds, uint32_t n, const uint32_t *watch,
+                       uint32_t n_watch, ft_report_gate **out, ft_err *err);
+const ft_replay_observer *ft_report_gate_observer(ft_report_gate *g);
+/* After the replay: one line to f per condition and policy that held ("PROG: --fail-on stale
+ * held under te-3410: first on seq N of FILE (fuser F 'label', step S): ..."), then FT_EGATE
+ * (err says how many held) when any did, FT_OK when none; FT_EINVAL when rebuilds-per-step was
+ * asked of traces that record no step. */
+int ft_report_gate_verdict(const ft_report_gate *g, FILE *f, const char *prog, ft_err *err);
+void ft_report_gate_free(ft_report_gate *g);
+
+/* ---- the run on a timeline: replay --timeline (timeline.c) ---------------------------------- */
+/* An observer of the replay driver that writes the Chrome trace event format (JSON object form;
+ * Perfetto and chrome://tracing load it) to f: a process per trace (pid = its rank), a track
+ * per fuser, each counted call a complete event at its captured time, builds, resets and stale
+ * plans as instant events per policy, the training step and the cumulative builds per policy as
+ * counters; name is the output's, for messages. The traces must replay one after another
+ * (observers make the driver do so). */
+typedef struct ft_report_timeline ft_report_timeline;
+int ft_report_timeline_new(FILE *f, const char *name, ft_report_timeline **out, ft_err *err);
+const ft_replay_observer *ft_report_timeline_observer(ft_report_timeline *t);
+/* Close the document after the replay (FT_EIO when a write to f failed). */
+int ft_report_timeline_finish(ft_report_timeline *t, ft_err *err);
+void ft_report_timeline_free(ft_report_timeline *t);
+
 /* ---- the HTML report (collect.c, html.c) ---------------------------------------------------- */
 /* What the HTML report draws beyond the summary, gathered while the replay runs by an observer of
  * the driver: builds, resets and stale calls along the run and per step, per fuser label, per

@@ -250,6 +250,8 @@ static void summary_table(FILE *f, const ft_replay_result *r, const ft_report_op
     for (uint32_t p = 0; p < r->n_policies; p++) {
         const ft_policy_result *q = &r->pol[p];
         const char *note = ft_policy_note(q->policy);
+        /* a user policy: its label and spec ("user-defined: key (...); ...") */
+        if (!note && ft_policy_label(q->policy)) note = ft_policy_summary(q->policy);
         fprintf(f, "<tr><td class=\"pol\"><span class=\"sw\" style=\"background:%s\"></span>",
                 palette[p % FT_ARRAY_LEN(palette)]);
         esc(f, ft_policy_name(q->policy));
@@ -788,6 +790,7 @@ int ft_report_html(FILE *f, const ft_replay_result *r, const ft_numerics_result 
               "<h3>Per fuser (layer label)</h3>\n",
               f);
         groups_table(f, r, &d->labels, "fuser label");
+        report_transient_html(f, r, esc); /* transient fusers by label (transient.c) */
         fputs("<h3>Per phase</h3>\n", f);
         groups_table(f, r, &d->phases, "phase");
         fputs("<h3>Per trace (rank)</h3>\n", f);

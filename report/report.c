@@ -106,12 +106,16 @@ static void count_of(FILE *f, uint64_t n, const char *one, const char *many)
     fprintf(f, "%llu %s", (unsigned long long)n, n == 1 ? one : many);
 }
 
-/* The policy's name with its note, e.g. "te-3410-commit1 (historical: ...)". */
+/* The policy's name with its note, e.g. "te-3410-commit1 (historical: ...)", or its label when
+ * it has no note ("mine (user-defined)"). */
 static void policy_named(FILE *f, uint32_t policy)
 {
-    const char *note = ft_policy_note(policy);
+    const char *note = ft_policy_note(policy), *label = ft_policy_label(policy);
     fprintf(f, "%s", ft_policy_name(policy));
-    if (note) fprintf(f, " (%s)", note);
+    if (note)
+        fprintf(f, " (%s)", note);
+    else if (label)
+        fprintf(f, " (%s)", label);
 }
 
 /* ---- text ------------------------------------------------------------------------------------ */
@@ -182,6 +186,7 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
             fprintf(f, "%s: %llu LRU evictions\n", ft_policy_name(q->policy),
                     (unsigned long long)q->evictions);
     }
+    report_transient_text(f, r); /* transient fusers by label (transient.c) */
     if (r->fresh_raises) {
         fprintf(f, "%llu calls raise in TE whatever the policy (their fresh plan raises):\n",
                 (unsigned long long)r->fresh_raises);
@@ -269,6 +274,9 @@ void ft_report_recommend(const ft_replay_result *r, ft_recommend *out)
         const ft_policy_result *q = &r->pol[p];
         if ((int)q->policy == r->captured_policy) out->captured = (int)p;
         if (!q->calls || n_stale(q)) continue;
+        /* a what-if (no TE behaves so) is not one to use; its figures are stated apart */
+        const char *note = ft_policy_note(q->policy);
+        if (note && !strncmp(note, "what-if", 7)) continue;
         if (q->builds < best) {
             best = q->builds;
             out->n_best = 0;
@@ -396,6 +404,9 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
             stale_breakdown(f, q);
         } else if (q->builds == b->builds) {
             fprintf(f, ", never stale: as good");
+        } else if (q->builds < b->builds) { /* only a what-if, which is not one to use */
+            fprintf(f, ", never stale, %llu fewer builds than %s",
+                    (unsigned long long)(b->builds - q->builds), ft_policy_name(b->policy));
         } else {
             fprintf(f, ", never stale, but %llu more builds than %s",
                     (unsigned long long)(q->builds - b->builds), ft_policy_name(b->policy));
@@ -408,6 +419,7 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
         count_of(f, u->n_fusers, "fuser", "fusers");
         fprintf(f, " (e.g. %s) under any recipe of the trace: %s.\n", u->example, u->reason);
     }
+    report_transient_recommend(f, r, b); /* transient fusers (transient.c) */
 out:
     return ferror(f) ? ft_err_set(err, FT_EIO, "writing the recommendation failed") : FT_OK;
 }
@@ -443,6 +455,9 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q,
     json_object_set_new(js, "policy", json_string(ft_policy_name(q->policy)));
     json_object_set_new(js, "summary", json_string(ft_policy_summary(q->policy)));
     if (note) json_object_set_new(js, "note", json_string(note));
+    if (ft_policy_label(q->policy))
+        json_object_set_new(js, "label", json_string(ft_policy_label(q->policy)));
+    json_object_set_new(js, "spec", json_string(ft_policy_spec(q->policy)));
     json_object_set_new(js, "calls", json_integer((json_int_t)q->calls));
     json_object_set_new(js, "builds", json_integer((json_int_t)q->builds));
     json_object_set_new(js, "hits", json_integer((json_int_t)q->hits));
@@ -457,6 +472,8 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q,
         json_object_set_new(js, "modeled_build_ns", json_real((double)q->builds * ns_per_build(r)));
     }
     json_object_set_new(js, "max_plans_per_fuser", json_integer((json_int_t)q->max_entries));
+    if (r->transient_groups) /* transient.c */
+        json_object_set_new(js, "transient_builds", json_integer((json_int_t)q->transient_builds));
     json_object_set_new(js, "evictions", json_integer((json_int_t)q->evictions));
     if (q->cap_calls) {
         json_t *c = json_object();
@@ -601,6 +618,7 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
     }
     if (nres && !nres->time_only) json_object_set_new(root, "numerics", report_numerics_json(nres));
     if (nres && nres->gt.on) json_object_set_new(root, "gpu_time", report_gputime_json(nres));
+    if (r->transient_groups) json_object_set_new(root, "transient", report_transient_json(r));
     json_object_set_new(root, "recommendation", recommendation_json(r, o));
     if (o->notes && o->notes->n) {
         json_t *un = json_array();

@@ -5,6 +5,7 @@
 #ifndef FT_REPORT_INT_H
 #define FT_REPORT_INT_H
 
+#include "ft_hmap.h"
 #include "ft_report.h"
 
 #include <jansson.h>
@@ -14,6 +15,15 @@ json_t *report_numerics_json(const ft_numerics_result *r);
 /* The GPU time section (gputime.c) as a JSON object (new reference), and as HTML. */
 json_t *report_gputime_json(const ft_numerics_result *r);
 void report_gputime_html(FILE *f, const ft_numerics_result *r);
+
+/* ---- transient fusers (transient.c): by label, in every report ------------------------------ */
+/* The text report's section (nothing without transient fusers), its JSON member "transient"
+ * (new reference), the HTML section (esc writes text escaped), and the recommendation's sentence
+ * when most of ref's builds are theirs. */
+void report_transient_text(FILE *f, const ft_replay_result *r);
+json_t *report_transient_json(const ft_replay_result *r);
+void report_transient_html(FILE *f, const ft_replay_result *r, void (*esc)(FILE *, const char *));
+void report_transient_recommend(FILE *f, const ft_replay_result *r, const ft_policy_result *ref);
 
 /* The name of a build's cause (one FT_WHY_* bit) as the --explain lines and the HTML report say
  * it: "recipe type", "f", "first sight of this fuser", ... (calls.c). */

@@ -309,6 +309,63 @@ class TestCalls(CaptureCase):
         self.assertEqual(len(fusers), 3)
         self.assertEqual(len({f["id"] for f in fusers}), 3)
 
+    def test_transient_fusers_end_when_dropped(self):
+        """A standalone op's OperationFuser([op]) is dropped when its call returns: each gets a
+        fuser_end right after its call, naming it; a persistent fuser's end comes when its
+        module goes."""
+        import gc  # noqa: PLC0415
+        op = te.ops.ConstantScale(2.0)
+        x = torch.randn(4, 4)
+        with torch.no_grad():
+            for _ in range(3):
+                op(x)
+        m = te.ops.Sequential(te.ops.BasicLinear(4, 4), te.ops.Bias(4))
+        with torch.no_grad():
+            m(x)
+        del m
+        gc.collect()
+        recs = self.records()[1:]
+        kinds = [r["t"] for r in recs]
+        self.assertEqual(kinds, ["fuser", "call", "fuser_end"] * 4)
+        for i in range(0, len(recs), 3):
+            self.assertEqual(recs[i + 1]["fuser"], recs[i]["id"])
+            self.assertEqual(recs[i + 2]["fuser"], recs[i]["id"])
+            self.assertEqual(recs[i + 2]["seq"], recs[i + 1]["seq"] + 1)
+        self.assertEqual(len({r["id"] for r in recs if r["t"] == "fuser"}), 4)
+
+    def test_op_described_once_per_op_object(self):
+        """Transient fusers over one op describe it once; an attribute the model reads that
+        changes between them gives the next one a new description."""
+        n = [0]
+        orig = _describe.op_description
+
+        def counting(op):
+            n[0] += 1
+            return orig(op)
+
+        _describe.op_description = counting
+        try:
+            op = te.ops.ConstantScale(2.0)
+            x = torch.randn(4, 4)
+            for _ in range(5):
+                op(x)
+            self.assertEqual(n[0], 1)
+            op.scale = 3.0  # read by the model: described again
+            op(x)
+            lin = te.ops.BasicLinear(4, 4)
+            for _ in range(3):
+                lin(x)
+            lin.tensor_parallel_size = 2
+            lin(x)
+        finally:
+            _describe.op_description = orig
+        self.assertEqual(n[0], 4)
+        fusers = self.records("fuser")
+        self.assertEqual(len(fusers), 10)
+        self.assertEqual(len({json.dumps(f["ops"]) for f in fusers[:5]}), 1)
+        self.assertEqual(fusers[5]["ops"][0]["attrs"], {"scale": 3.0})
+        self.assertEqual(fusers[9]["ops"][0]["attrs"]["tensor_parallel_size"], 2)
+
     def test_op_rg_frozen_and_extra_inputs(self):
         m = mlp()
         for prm in m[0].parameters():
@@ -619,6 +676,32 @@ class TestWriters(unittest.TestCase):
 
 
 @unittest.skipIf(ftutil.recorder_usable(), f"C recorder: {ftutil.recorder_usable()}")
+class TestTransientInTrace(unittest.TestCase):
+    """Through the C recorder: transient fusers become compact instances (one fusers row per
+    label and op list), their ends are in the trace, and export gives every declaration back."""
+
+    def test_standalone_ops_compact_with_ends(self):
+        with tempfile.TemporaryDirectory() as d:
+            fc.enable(d, lib=ftutil.LIB, splits="host")
+            norm, lin = te.ops.ConstantScale(0.5), te.ops.BasicLinear(8, 8)
+            x = torch.randn(2, 8)
+            with torch.no_grad():
+                for _ in range(200):
+                    lin(norm(x))
+            fc.disable()
+            ftdb = os.path.join(d, "rank0.ftdb")
+            self.assertIn("ok (400 calls, 0 backward events, 400 fuser ends",
+                          ftutil.cli("verify", ftdb).stdout)
+            info = ftutil.cli("info", ftdb).stdout
+            self.assertIn("fusers       400 instances (398 compact", info)
+            recs = ftutil.export(ftdb)
+            self.assertEqual(sum(r["t"] == "fuser" for r in recs), 400)
+            self.assertEqual(sum(r["t"] == "fuser_end" for r in recs), 400)
+            replay = ftutil.cli("replay", ftdb, "--policy", "te-3410,shared-oplist").stdout
+            self.assertIn("transient fusers: 400 instances under 2 labels", replay)
+
+
+@unittest.skipIf(ftutil.recorder_usable(), f"C recorder: {ftutil.recorder_usable()}")
 class TestPackedRecords(unittest.TestCase):
     """ft_rec_append_packed checks every length and names the record that is wrong."""
 
@@ -686,6 +769,17 @@ class TestPackedRecords(unittest.TestCase):
             self.assertTrue(rc == 0 or msg, f"seed {seed} case {i}: rc {rc} without message")
             seq += 10
 
+    def test_fuser_like_and_end(self):
+        like = _writer._PACKED.pack(5, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 3)
+        end = _writer._PACKED.pack(1, 5, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 2)
+        rc, done, msg = self.append(self.call(0) + like + self.call(0 + 10, fuser=5) + end)
+        self.assertNotEqual(rc, 0)  # the end's seq 1 after seq 10: refused, the rest taken
+        self.assertEqual(done, 3)
+        self.assertIn("does not increase", msg)
+        rc, done, msg = self.append(_writer._PACKED.pack(6, 99, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 3))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("fuser 99 is not declared", msg)
+
     def test_recorder_rejection_names_record(self):
         rc, done, msg = self.append(self.call(0) + self.call(1, fuser=9))
         self.assertNotEqual(rc, 0)
@@ -752,6 +846,79 @@ class TestActivation(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
             recs = ftutil.read_jsonl(os.path.join(d, "rank0.jsonl"))
             self.assertEqual([r["seq"] for r in recs if r["t"] == "call"], [0, 1])
+
+
+class TestNvtx(unittest.TestCase):
+    """FUSERTRACE_NVTX=1: each plan build is one NVTX range, opened at the build's first fusion
+    pass and closed when maybe_fuse_ops returns; Debian's CPU torch has no NVTX, so torch's
+    functions are replaced by recorders here (and without them the capture warns and goes on)."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.log = []
+        self.saved = {k: getattr(torch.cuda.nvtx, k) for k in ("range_push", "range_pop", "mark")}
+
+    def tearDown(self):
+        fc.disable()
+        for k, v in self.saved.items():
+            setattr(torch.cuda.nvtx, k, v)
+        self.tmp.cleanup()
+
+    def fake_nvtx(self):
+        torch.cuda.nvtx.range_push = lambda name: self.log.append(("push", name))
+        torch.cuda.nvtx.range_pop = lambda: self.log.append(("pop", None))
+        torch.cuda.nvtx.mark = lambda name: self.log.append(("mark", name))
+
+    def run_steps(self):
+        m = mlp()
+        x, s, p = mlp_inputs()
+        r = MXFP8BlockScaling()
+        for grad, rec in [(True, r), (False, r), (True, r), (True, None), (True, r)]:
+            with torch.set_grad_enabled(grad), te.autocast(enabled=rec is not None, recipe=rec):
+                m(x, s, p, s)
+        fc.disable()
+        recs = ftutil.read_jsonl(os.path.join(self.tmp.name, "rank0.jsonl"))
+        return [r for r in recs if r["t"] == "call"]
+
+    def test_builds_are_ranges(self):
+        self.fake_nvtx()
+        old = os.environ.get("FUSERTRACE_NVTX")
+        os.environ["FUSERTRACE_NVTX"] = "1"
+        try:
+            fc.enable(self.tmp.name, jsonl=True)
+        finally:
+            if old is None:
+                del os.environ["FUSERTRACE_NVTX"]
+            else:
+                os.environ["FUSERTRACE_NVTX"] = old
+        self.assertEqual(self.log, [("push", "fusertrace: NVTX check"), ("pop", None)])
+        self.log.clear()
+        calls = self.run_steps()
+        builds = sum(c["rebuilt"] for c in calls)
+        self.assertGreater(builds, 0)
+        pushes = [name for kind, name in self.log if kind == "push"]
+        self.assertEqual(len(pushes), builds)  # one range per build, not per fusion pass
+        self.assertEqual(sum(kind == "pop" for kind, _ in self.log), builds)
+        self.assertEqual(set(pushes), {"fusertrace: plan build (fuser 0)"})
+        # every range is closed before the next opens
+        depth = 0
+        for kind, _ in self.log:
+            depth += {"push": 1, "pop": -1}.get(kind, 0)
+            self.assertIn(depth, (0, 1))
+        self.assertEqual(depth, 0)
+
+    def test_off_by_default(self):
+        self.fake_nvtx()
+        fc.enable(self.tmp.name, jsonl=True)
+        self.run_steps()
+        self.assertEqual(self.log, [])
+
+    def test_cpu_torch_warns_and_captures(self):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fc.enable(self.tmp.name, jsonl=True, nvtx=True)
+        self.assertTrue(any("FUSERTRACE_NVTX: no NVTX" in str(x.message) for x in w))
+        self.assertEqual(len(self.run_steps()), 5)
 
 
 if __name__ == "__main__":

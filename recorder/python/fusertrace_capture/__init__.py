@@ -47,12 +47,14 @@ def _env_flag(name: str, default: bool) -> bool:
 
 def enable(out_dir: Optional[str] = None, *, splits: Optional[str] = None,
            allow_sync: Optional[bool] = None, backward: Optional[bool] = None,
-           lib: Optional[str] = None, jsonl: Optional[bool] = None):
+           lib: Optional[str] = None, jsonl: Optional[bool] = None,
+           nvtx: Optional[bool] = None):
     """Start capturing into out_dir (default $FUSERTRACE_CAPTURE); returns the capture.
 
     The trace file is opened at the first fuser call (so the rank is known by then). Calling
     enable() again with the same directory returns the running capture; with another directory
-    it closes the running one first."""
+    it closes the running one first. nvtx (default $FUSERTRACE_NVTX, off) marks TE's plan builds
+    as NVTX ranges for Nsight Systems."""
     if out_dir is None:
         out_dir = os.environ.get("FUSERTRACE_CAPTURE")
         if not out_dir:
@@ -81,6 +83,15 @@ def enable(out_dir: Optional[str] = None, *, splits: Optional[str] = None,
     cap = _capture._Capture(out_dir, splits=splits, allow_sync=allow_sync, backward=backward,
                             lib=lib, force_jsonl=jsonl, flush_every=flush_every,
                             flush_secs=flush_secs)
+    if nvtx is None:
+        nvtx = _env_flag("FUSERTRACE_NVTX", False)
+    _capture._NVTX[0] = None
+    if nvtx:
+        fns, why = _capture.nvtx_functions()
+        if fns is None:
+            _capture._warn(f"FUSERTRACE_NVTX: no NVTX in this torch ({why}); builds are not "
+                           "marked")
+        _capture._NVTX[0] = fns
     _capture._ACTIVE[0] = cap
     _capture.install_patch()
     _capture.install_signal_handlers()
@@ -91,6 +102,7 @@ def disable() -> None:
     """Stop capturing; write everything pending and close the trace."""
     cap = _capture._ACTIVE[0]
     _capture._ACTIVE[0] = None
+    _capture._NVTX[0] = None
     if cap is not None:
         cap.close()
 
