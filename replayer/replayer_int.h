@@ -37,17 +37,17 @@ typedef struct rinfo {
 
 /* One call of the current batch after the oracle pass (32 bytes: one stream for the loops). */
 typedef struct ccall {
-    uint32_t fuser; /* dense fuser index */
-    int32_t recipe; /* dense recipe index, -1 = none */
-    uint32_t f;     /* boundary */
-    uint32_t fresh; /* oracle plan */
-    int32_t fa;     /* fusion-attrs id (0 unless a policy needs it) */
-    uint32_t sb;    /* step bucket, FT_NO_ENTRY when the call has no step */
-    uint32_t i;     /* position in the batch */
-    uint8_t tok;    /* token class | (backward runs) << 2 */
-    uint8_t cap;    /* captured: 1 = has `rebuilt`, 2 = rebuilt */
-    uint8_t match;  /* the call passes the filter (1 when there is none) */
-    uint8_t spare;
+    uint32_t fuser;       /* dense fuser index */
+    int32_t recipe;       /* dense recipe index, -1 = none */
+    uint32_t f;           /* boundary */
+    uint32_t fresh;       /* oracle plan */
+    int32_t fa;           /* fusion-attrs id (0 unless a policy needs it) */
+    uint32_t sb;          /* step bucket, FT_NO_ENTRY when the call has no step */
+    uint32_t i;           /* position in the batch */
+    uint8_t tok;          /* token class | (backward runs) << 2 */
+    uint8_t cap;          /* captured: 1 = has `rebuilt`, 2 = rebuilt */
+    uint8_t match;        /* the call passes the filter (1 when there is none) */
+    uint8_t fresh_raises; /* the fresh plan itself raises in TE: no plan is stale on the call */
 } ccall;
 _Static_assert(sizeof(ccall) == 32, "ccall is 32 bytes");
 
@@ -229,7 +229,22 @@ struct ft_replay {
     uint32_t *v_soff;  /* [cap_batch + 1] split offsets */
     int32_t *prev_r;   /* [cap_batch] causes: previous recipe of the fuser, -2 first sight */
     uint32_t *prev_f;  /* [cap_batch] */
-    uint16_t *changed; /* [cap_batch] FT_WHY_FIRST .. FT_WHY_OBJECT */
+    uint16_t *changed; /* [cap_batch] FT_WHY_FIRST .. FT_WHY_OBJECT, FT_WHY_OPS */
+    uint8_t *v_fraise; /* [cap_batch] the fresh plan raises */
+    /* causes: the key each policy's call used ((instance << 40) | key), and per policy the last
+     * build under each key (src_map: key -> index into src) */
+    uint64_t *rec_key; /* [n_pol * cap_batch] */
+    int32_t *src_r;    /* [n_pol * cap_batch] the view's src_recipe, src_f, src_seq */
+    uint32_t *src_f;
+    int64_t *src_seq;
+    uint32_t *prev_decl; /* [n_fusers] the declaration that made the instance's previous call */
+    ft_hmap src_map[FT_MAX_POLICIES];
+    struct src_build {
+        int32_t recipe;
+        uint32_t f;
+        int64_t seq;
+    } * src;
+    uint32_t n_src, cap_src;
     /* results */
     ft_replay_result base; /* non-policy fields */
 };
@@ -281,6 +296,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         }
         const uint32_t fresh = cj->fresh;
         uint32_t plan = fresh;
+        uint64_t key_used = 0; /* the store key, for the view's causes */
         int build;
         const int reset = reset_fn(s, ri, &c);
         const unsigned counted = filt ? cj->match : 1u;
@@ -295,6 +311,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             build = 1;
         } else if (store == FT_STORE_SINGLE) {
             const uint64_t key = key_fn(ri, &c);
+            key_used = ((uint64_t)inst << 40) | key;
             build = (build_on_reset && reset) || key != s->slot_key;
             if (build)
                 s->slot_key = key;
@@ -302,6 +319,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
                 plan = s->plan;
         } else {
             const uint64_t key = ((uint64_t)inst << 40) | key_fn(ri, &c);
+            key_used = key;
             if (!lru && key == s->mru_key[0]) {
                 plan = s->mru_plan[0];
                 build = 0;
@@ -348,6 +366,8 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
                 cc->stale = (uint8_t)stale;
                 cc->memo = (uint32_t)(cm - r->cm);
             }
+            /* the fresh build raises too: the plan does what a fresh one would (not stale) */
+            if (stale == FT_STALE_RAISES && cj->fresh_raises) stale = FT_STALE_NONE;
             if (!filt && stale == FT_STALE_RAISES) r->cm[cc->memo].count[p]++;
         } else if (s->q != ri->fresh_q) {
             const uint32_t a = s->q, fq = ri->fresh_q;
@@ -371,6 +391,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             r->rec_plan[k] = plan;
             r->rec_stale[k] = (uint8_t)stale;
             r->rec_q[k] = s->q;
+            if (r->causes) r->rec_key[k] = key_used;
         }
     }
     rc = FT_OK;
