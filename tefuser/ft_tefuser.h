@@ -187,6 +187,21 @@ const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe);
  * ft_recipe_model.hash; recipe -1 gives "None". */
 const char *ft_model_recipe_canon(const ft_model *m, int32_t recipe);
 
+/* The recipe's own class, as type(recipe) names it (a subclass's own name, not its TE base's;
+ * "None" for recipe -1), into buf[cap]. */
+void ft_model_recipe_class(const ft_model *m, int32_t recipe, char *buf, size_t cap);
+/* What differs between recipes a and b, attribute by attribute over their canonical encodings
+ * (every field, defaults filled, unknown fields too), in field order: each attribute's name and
+ * both values as Python prints them (False, None, 'E4M3', 16; "(absent)" for a field one of them
+ * lacks). When their classes differ, the one change is the class (name "type"). Returns how many
+ * differ; out[] holds the first cap (may be NULL with cap 0). */
+typedef struct ft_recipe_change {
+    char name[64];
+    char from[96], to[96];
+} ft_recipe_change;
+uint32_t ft_model_recipe_diff(const ft_model *m, int32_t a, int32_t b, ft_recipe_change *out,
+                              uint32_t cap);
+
 /* Build (or look up) the plan TE would build for fuser under recipe with boundary f
  * (docs/fuser-model.md, "Building a plan"). *plan_id is an interned id; plans with identical
  * topology share an id. A build that TE would reject (mismatch after fusing) is FT_EUNSUPPORTED
