@@ -368,11 +368,12 @@ typedef struct replay_cmd {
     ft_numerics_result *nres;
     int64_t *ranks;
     ft_report_notes *notes;
-    cli_out pc;             /* --per-call */
-    ft_report_calls *calls; /* --per-call and --explain lines */
-    ft_report_data *data;   /* --html */
-    ft_numerics_obs *est;   /* --numerics: the estimate, in the first pass */
-    const ft_replay_observer *obs[3];
+    cli_out pc;               /* --per-call */
+    ft_report_calls *calls;   /* --per-call and --explain lines */
+    ft_report_causes *causes; /* why plans were built and went stale (text, JSON, HTML) */
+    ft_report_data *data;     /* --html */
+    ft_numerics_obs *est;     /* --numerics: the estimate, in the first pass */
+    const ft_replay_observer *obs[4];
 } replay_cmd;
 
 static int check_usage(const replay_opts *ro, ft_err *err)
@@ -502,6 +503,11 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
         rc = ft_report_calls_new(ro->per_call ? c->pc.f : NULL, ro->explain ? c->explain : NULL,
                                  &c->calls, err);
         if (!rc) c->obs[n_obs++] = ft_report_calls_observer(c->calls);
+    }
+    if (!rc && c->format != FT_REPORT_CSV) {
+        rc = ft_report_causes_new(&c->causes, err);
+        if (!rc) c->obs[n_obs++] = ft_report_causes_observer(c->causes);
+        c->rep.causes = c->causes;
     }
     if (!rc && ro->html) {
         rc = ft_report_data_new(c->o.policies, c->o.n_policies, ro->explain, &c->data, err);
@@ -634,6 +640,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     if (!rc) rc = replay_and_report(&c, &pr, err);
     rc = cli_out_close(&c.pc, rc, err); /* a failed replay leaves no per-call file behind */
     ft_report_calls_free(c.calls);
+    ft_report_causes_free(c.causes);
     ft_report_data_free(c.data);
     ft_numerics_obs_free(c.est);
     ft_replay_set_close(c.set);

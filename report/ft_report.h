@@ -45,13 +45,26 @@ typedef struct ft_report_notes {
 int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint32_t n_env,
                            ft_report_notes *out, ft_err *err);
 
+/* Why each policy built plans and ran stale ones, counted while the replay runs (causes.c): an
+ * observer of the driver that reads the view's causes (FT_VIEW_CAUSES) and, per policy, counts
+ * the builds by what changed since the fuser's previous call and the stale hits by what changed
+ * since the build whose plan they ran, in words with the attributes' names and old -> new values
+ * ("disable_rht False -> True"), and the phases they happened in. The text, JSON and HTML
+ * reports print them (ft_report_opts.causes). Bounded memory. */
+typedef struct ft_report_causes ft_report_causes;
+int ft_report_causes_new(ft_report_causes **out, ft_err *err);
+/* Put this into ft_replay_opts.observers (valid while c lives). */
+const ft_replay_observer *ft_report_causes_observer(ft_report_causes *c);
+void ft_report_causes_free(ft_report_causes *c);
+
 typedef struct ft_report_opts {
     int timing;      /* add this replayer's own measured times (vary run to run; default off, so
                       * that text, JSON and CSV are byte-for-byte reproducible) */
     double build_ns; /* assumed TE cost per build / per reset, without captured fuse_ns */
     double reset_ns;
     const char *filter; /* which calls the counts cover (--fuser, --phase, --steps), or NULL */
-    const ft_report_notes *notes; /* why nothing fuses, or NULL */
+    const ft_report_notes *notes;   /* why nothing fuses, or NULL */
+    const ft_report_causes *causes; /* why plans were built and went stale, or NULL */
     /* per-trace (rank) rows when several traces were replayed: [n_per_trace] each */
     uint32_t n_per_trace;
     const ft_replay_result *per_trace;

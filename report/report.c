@@ -190,6 +190,7 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
                 fprintf(f, "  %llu x \"%s\"\n", (unsigned long long)r->fresh_raise_texts[i].count,
                         r->fresh_raise_texts[i].text);
     }
+    report_causes_text(f, r, o->causes);
     if (o->n_per_trace > 1 && o->per_trace) {
         fprintf(f,
                 "\nper trace (rank): builds / resets / stale calls under each policy\n%-6s %-28s "
@@ -250,14 +251,11 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
 }
 
 /* ---- the recommendation -------------------------------------------------------------------- */
-/* Tied policies first in the order a reader would pick: a proposal or TE version before a
- * historical or baseline one, then registry order. */
-static int prefer(const ft_replay_result *r, uint32_t a, uint32_t b)
+/* Whether TE could adopt the policy: a proposal or a TE version. The policy row says which are
+ * not (its note: "historical: ...", "baseline: ..."); those appear only among the others. */
+static int adoptable(uint32_t policy)
 {
-    int na = ft_policy_note(r->pol[a].policy) != NULL;
-    int nb = ft_policy_note(r->pol[b].policy) != NULL;
-    if (na != nb) return na < nb;
-    return r->pol[a].policy < r->pol[b].policy;
+    return ft_policy_note(policy) == NULL;
 }
 
 void ft_report_recommend(const ft_replay_result *r, ft_recommend *out)
@@ -268,20 +266,13 @@ void ft_report_recommend(const ft_replay_result *r, ft_recommend *out)
     for (uint32_t p = 0; p < r->n_policies; p++) {
         const ft_policy_result *q = &r->pol[p];
         if ((int)q->policy == r->captured_policy) out->captured = (int)p;
-        if (!q->calls || n_stale(q)) continue;
+        if (!q->calls || n_stale(q) || !adoptable(q->policy)) continue;
         if (q->builds < best) {
             best = q->builds;
             out->n_best = 0;
         }
-        if (q->builds == best) out->best[out->n_best++] = p;
+        if (q->builds == best) out->best[out->n_best++] = p; /* registry order among ties */
     }
-    /* insertion sort by preference (at most FT_MAX_POLICIES) */
-    for (uint32_t i = 1; i < out->n_best; i++)
-        for (uint32_t j = i; j > 0 && prefer(r, out->best[j], out->best[j - 1]); j--) {
-            uint32_t t = out->best[j];
-            out->best[j] = out->best[j - 1];
-            out->best[j - 1] = t;
-        }
 }
 
 /* "raises in TE on N ("text"); other quantization on M" for a policy's stale calls. */
@@ -307,6 +298,25 @@ static void compare_count(FILE *f, uint64_t a, uint64_t b, const char *what)
                 a < b ? "fewer" : "more", what, (unsigned long long)a, (unsigned long long)b);
 }
 
+/* No policy TE could adopt was replayed without a stale plan: say which were replayed and how. */
+static void no_candidate(FILE *f, const ft_replay_result *r)
+{
+    int any = 0;
+    for (uint32_t p = 0; p < r->n_policies; p++)
+        any |= adoptable(r->pol[p].policy);
+    if (!any) {
+        fprintf(f, "- None of the replayed policies is one TE could adopt (");
+        for (uint32_t p = 0; p < r->n_policies; p++) {
+            fprintf(f, "%s", p ? "; " : "");
+            policy_named(f, r->pol[p].policy);
+        }
+        fprintf(f, "): replay the others too (--policy all).\n");
+        return;
+    }
+    fprintf(f, "- Every replayed policy that TE could adopt ran a stale plan; look at the stale "
+               "calls above (rebuild-always never runs one, at the cost of a build per call).\n");
+}
+
 int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report_opts *o,
                              ft_err *err)
 {
@@ -320,8 +330,7 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
         goto out;
     }
     if (!rec.n_best) {
-        fprintf(f, "- Every replayed policy ran a stale plan; replay rebuild-always too (it "
-                   "never does) or look at the stale calls above.\n");
+        no_candidate(f, r);
         goto out;
     }
     const ft_policy_result *b = &r->pol[rec.best[0]];
@@ -329,7 +338,9 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
     double fb = ft_report_framework_ns(r, b, o, &assumed);
     fprintf(f, "- Use ");
     policy_named(f, b->policy);
-    fprintf(f, ": the fewest plan builds (%llu) among the policies that never ran a stale plan.",
+    fprintf(f,
+            ": the fewest plan builds (%llu) among the policies TE could adopt that never ran a "
+            "stale plan.",
             (unsigned long long)b->builds);
     if (rec.n_best > 1) {
         fprintf(f, " Tied with it: ");
@@ -340,21 +351,6 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
         fprintf(f, ".");
     }
     fputc('\n', f);
-    if (ft_policy_note(b->policy)) {
-        /* the first is a historical or baseline policy: name the best one of the others too */
-        const ft_policy_result *alt = NULL;
-        for (uint32_t p = 0; p < r->n_policies; p++) {
-            const ft_policy_result *q = &r->pol[p];
-            if (q->calls && !n_stale(q) && !ft_policy_note(q->policy) &&
-                (!alt || q->builds < alt->builds))
-                alt = q;
-        }
-        if (alt)
-            fprintf(f,
-                    "- Of the policies that are not historical or a baseline, the fewest "
-                    "builds without a stale plan: %s (%llu builds).\n",
-                    ft_policy_name(alt->policy), (unsigned long long)alt->builds);
-    }
     if (rec.captured < 0) {
         fprintf(f,
                 "- The captured run's policy is %s, so there is no saving to state "
@@ -394,6 +390,13 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
             count_of(f, n_stale(q), "call", "calls");
             fprintf(f, ": ");
             stale_breakdown(f, q);
+        } else if (q->builds <= b->builds && !adoptable(q->policy)) {
+            if (q->builds == b->builds)
+                fprintf(f, ", never stale: as few builds");
+            else
+                fprintf(f, ", never stale and %llu fewer builds than %s",
+                        (unsigned long long)(b->builds - q->builds), ft_policy_name(b->policy));
+            fprintf(f, ", but not a policy TE could adopt");
         } else if (q->builds == b->builds) {
             fprintf(f, ", never stale: as good");
         } else {
@@ -474,6 +477,7 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q,
         if (!o->filter)
             json_object_set_new(js, "modeled_delta_ns", json_real(m - captured_total_ns(r)));
     }
+    if (o->causes) json_object_set_new(js, "causes", report_causes_json(o->causes, q->policy));
     json_object_set_new(js, "steps", steps);
     return js;
 }
@@ -488,6 +492,9 @@ static json_t *recommendation_json(const ft_replay_result *r, const ft_report_op
     for (uint32_t i = 0; i < rec.n_best; i++)
         json_array_append_new(best, json_string(ft_policy_name(r->pol[rec.best[i]].policy)));
     json_object_set_new(js, "policies", best);
+    json_object_set_new(js, "drawn_from",
+                        json_string("policies TE could adopt (no historical or "
+                                    "baseline note) that never ran a stale plan"));
     json_object_set_new(js, "against",
                         rec.captured >= 0 ? json_string(ft_policy_name(r->pol[rec.captured].policy))
                                           : json_null());

@@ -12,9 +12,41 @@
 /* The numerics section as a JSON object (new reference). */
 json_t *report_numerics_json(const ft_numerics_result *r);
 
-/* The name of a build's cause (one FT_WHY_* bit) as the --explain lines and the HTML report say
- * it: "recipe type", "f", "first sight of this fuser", ... (calls.c). */
+/* ---- why plans were built and went stale (causes.c) --------------------------------------- */
+/* The name of a build's cause (one FT_WHY_* bit): "recipe type", "f", "first sight of this
+ * fuser", ... */
 const char *report_cause_name(unsigned bit);
+/* The FT_WHY_* bits of what differs between (recipe a, boundary af) and (b, bf). */
+unsigned report_diff_bits(const ft_model *m, int32_t a, uint32_t af, int32_t b, uint32_t bf);
+enum { RC_MAX_ROWS = 32, RC_MAX_PHASES = 4, RC_MAX_CHANGES = 4 };
+/* Appended to b: what changed (bits) from (recipe from, from_f) to (to, to_f) on fuser, in words
+ * ("recipe type A -> B", "disable_rht False -> True", "f 3 -> 0 (grad mode on)", or "grad mode
+ * on" without f_values); ch (may be NULL) gets the attribute changes named, at most
+ * RC_MAX_CHANGES, "f" among them with f_values. */
+int report_change_text(ft_buf *b, const ft_model *m, uint32_t fuser, unsigned bits, int32_t from,
+                       uint32_t from_f, int32_t to, uint32_t to_f, int f_values,
+                       ft_recipe_change *ch, uint32_t *n_ch);
+/* One cause of a policy's builds or stale hits, and how many calls it covers. */
+typedef struct report_cause_row {
+    uint8_t stale;  /* 0: builds; else stale hits (no build) of this class */
+    uint16_t bits;  /* FT_WHY_* */
+    char text[240]; /* in words */
+    ft_recipe_change changes[RC_MAX_CHANGES];
+    uint32_t n_changes;
+    uint64_t n; /* calls */
+    char phase[RC_MAX_PHASES][48];
+    uint64_t phase_n[RC_MAX_PHASES], phase_other; /* calls per phase; the rest */
+    uint32_t n_phases;
+} report_cause_row;
+/* The rows of the policy with registry index `policy` (returns their number, 0 if none). */
+uint32_t report_causes_rows(const ft_report_causes *c, uint32_t policy,
+                            const report_cause_row **rows);
+/* The rows' indices by calls, most first (at most RC_MAX_ROWS into order[]). */
+uint32_t report_causes_sorted(const report_cause_row *rows, uint32_t n, uint32_t *order);
+/* The totals as the text report's section (nothing when c is NULL), and one policy's as JSON
+ * ({"builds": [...], "stale_hits": [...]}, new reference). */
+void report_causes_text(FILE *f, const ft_replay_result *r, const ft_report_causes *c);
+json_t *report_causes_json(const ft_report_causes *c, uint32_t policy);
 
 /* ---- what the HTML report draws (collect.c) ---------------------------------------------- */
 enum {

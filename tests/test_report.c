@@ -116,15 +116,15 @@ static void test_report_recommendation_names_ties_and_savings(void **state)
     ft_replay_result *r = make_result(ps, FT_ARRAY_LEN(ps), "te-pre3410");
     ft_recommend rec;
     ft_report_recommend(r, &rec);
-    /* fusion-attrs and te-3410-commit1 tie; the historical one is named second */
-    assert_int_equal(rec.n_best, 2);
+    /* fusion-attrs and te-3410-commit1 tie on builds, but the historical one is not a policy TE
+     * could adopt: it is not drawn (issue 21) */
+    assert_int_equal(rec.n_best, 1);
     assert_string_equal(ft_policy_name(r->pol[rec.best[0]].policy), "fusion-attrs");
-    assert_string_equal(ft_policy_name(r->pol[rec.best[1]].policy), "te-3410-commit1");
     assert_int_equal(rec.captured, 0);
     char *t = capture_text(ft_report_recommendation, r, NULL);
-    assert_has(t, "- Use fusion-attrs: the fewest plan builds (40) among the policies that never "
-                  "ran a stale plan. Tied with it: te-3410-commit1 (historical: PR 3410's first "
-                  "commit, never released).");
+    assert_has(t, "- Use fusion-attrs: the fewest plan builds (40) among the policies TE could "
+                  "adopt that never ran a stale plan.\n");
+    assert_lacks(t, "Tied with it");
     /* savings against the captured run's policy, framework time at the assumed 100 us/build */
     assert_has(t, "Against te-pre3410, the policy of the captured run: 860 fewer plan builds (40 "
                   "instead of 900), 856 fewer recipe-state resets (44 instead of 900), and 86.000 "
@@ -136,22 +136,50 @@ static void test_report_recommendation_names_ties_and_savings(void **state)
                "recipe-object: 70 builds, but a stale plan on 5 calls: other quantization on 5.");
     assert_has(t, "recipe-hash: 56 builds, never stale, but 16 more builds than fusion-attrs.");
     assert_has(t, "te-3410-commit1 (historical: PR 3410's first commit, never released): 40 "
-                  "builds, never stale: as good.");
+                  "builds, never stale: as few builds, but not a policy TE could adopt.");
     free(t);
     free(r);
 }
 
-static void test_report_recommendation_historical_first_names_an_alternative(void **state)
+static void test_report_recommendation_draws_from_policies_te_could_adopt(void **state)
 {
     (void)state;
-    const pol_spec ps[] = {
-        {"te-3410", 6, 3, 0, 0}, {"te-3410-commit1", 3, 3, 0, 0}, {"fusion-attrs", 6, 3, 0, 0}};
+    /* the historical policy builds least and is never stale: still not recommended; the baseline
+     * neither, in text, JSON and CSV */
+    const pol_spec ps[] = {{"rebuild-always", 1000, 1000, 0, 0},
+                           {"te-3410", 6, 3, 0, 0},
+                           {"te-3410-commit1", 3, 3, 0, 0},
+                           {"fusion-attrs", 6, 3, 0, 0}};
     ft_replay_result *r = make_result(ps, FT_ARRAY_LEN(ps), NULL);
     char *t = capture_text(ft_report_recommendation, r, NULL);
-    assert_has(t, "- Use te-3410-commit1 (historical: PR 3410's first commit, never released)");
-    assert_has(t, "not historical or a baseline, the fewest builds without a stale plan: te-3410 "
-                  "(6 builds).");
+    assert_has(t,
+               "- Use te-3410: the fewest plan builds (6) among the policies TE could adopt that "
+               "never ran a stale plan. Tied with it: fusion-attrs.");
+    assert_has(t, "  - te-3410-commit1 (historical: PR 3410's first commit, never released): 3 "
+                  "builds, never stale and 3 fewer builds than te-3410, but not a policy TE could "
+                  "adopt.");
+    assert_has(t, "  - rebuild-always (baseline: no plan cache): 1000 builds, never stale, but 994 "
+                  "more builds than te-3410.");
     assert_has(t, "The captured run's policy is unknown");
+    free(t);
+    t = capture_text(json_fn, r, NULL);
+    json_t *doc = json_loads(t, 0, NULL);
+    assert_non_null(doc);
+    json_t *best = json_object_get(json_object_get(doc, "recommendation"), "policies");
+    assert_int_equal(json_array_size(best), 2);
+    assert_string_equal(json_string_value(json_array_get(best, 0)), "te-3410");
+    assert_string_equal(json_string_value(json_array_get(best, 1)), "fusion-attrs");
+    json_decref(doc);
+    free(t);
+    /* only non-adoptable policies replayed: no recommendation, and why */
+    free(r);
+    const pol_spec only[] = {{"rebuild-always", 1000, 1000, 0, 0}, {"te-3410-commit1", 3, 3, 0, 0}};
+    r = make_result(only, FT_ARRAY_LEN(only), NULL);
+    ft_recommend rec;
+    ft_report_recommend(r, &rec);
+    assert_int_equal(rec.n_best, 0);
+    t = capture_text(ft_report_recommendation, r, NULL);
+    assert_has(t, "None of the replayed policies is one TE could adopt");
     free(t);
     free(r);
 }
@@ -172,7 +200,7 @@ static void test_report_recommendation_when_captured_is_best(void **state)
     ft_report_recommend(r, &rec);
     assert_int_equal(rec.n_best, 0);
     t = capture_text(ft_report_recommendation, r, NULL);
-    assert_has(t, "Every replayed policy ran a stale plan");
+    assert_has(t, "Every replayed policy that TE could adopt ran a stale plan");
     free(t);
     free(r);
 }
@@ -709,6 +737,73 @@ static void test_report_causes_match_explain_lines(void **state)
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
+/* Cause totals per policy (issue 21): the builds by what changed since the fuser's previous call
+ * and the stale hits by what changed since their plan's build, with attribute names and values,
+ * in text and JSON; they add up to the builds and stale calls; --explain names stale hits too. */
+static void test_report_cause_totals_and_stale_hits_explained(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char dir[1024], t[1200], cmd[8000];
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_report_totals"), 0);
+    tu_dir_path(t, sizeof t, dir, "demo.ftdb");
+    snprintf(cmd, sizeof cmd, "'%s' synth demo -o '%s' >/dev/null", cli, t);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' 2>/dev/null", cli, t);
+    ft_buf out = {0};
+    assert_int_equal(tu_sh_buf(cmd, &out), 0);
+    const char *text = (const char *)out.data;
+    assert_has(text, "why plans were built (what changed since the fuser's previous call)");
+    assert_has(text, "  te-pre3410            1536 builds: grad mode on (recompute 1536)\n");
+    assert_has(text, "  te-3410                336 stale hits (raises in TE): disable_rht False -> "
+                     "True (fwd 160, recompute 160, eval 16)\n");
+    assert_lacks(text, "recipe attrs");
+    ft_buf_free(&out);
+    /* JSON: every build and every stale call has one cause row */
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --json 2>/dev/null", cli, t);
+    json_t *doc = sh_json(cmd);
+    json_t *pols = json_object_get(doc, "policies");
+    assert_int_equal(json_array_size(pols), ft_policy_count());
+    int checked_3410 = 0;
+    for (size_t i = 0; i < json_array_size(pols); i++) {
+        json_t *p = json_array_get(pols, i), *c = json_object_get(p, "causes");
+        assert_non_null(c);
+        json_int_t builds = 0, stale = 0, n_stale = 0;
+        for (size_t k = 0; k < json_array_size(json_object_get(c, "builds")); k++)
+            builds += json_integer_value(
+                json_object_get(json_array_get(json_object_get(c, "builds"), k), "calls"));
+        for (size_t k = 0; k < json_array_size(json_object_get(c, "stale_hits")); k++)
+            stale += json_integer_value(
+                json_object_get(json_array_get(json_object_get(c, "stale_hits"), k), "calls"));
+        const char *cls[] = {"harmless", "slower", "quant", "raises"};
+        for (size_t k = 0; k < 4; k++)
+            n_stale += json_integer_value(json_object_get(json_object_get(p, "stale"), cls[k]));
+        assert_int_equal(builds, json_integer_value(json_object_get(p, "builds")));
+        assert_int_equal(stale, n_stale);
+        if (strcmp(json_string_value(json_object_get(p, "policy")), "te-3410")) continue;
+        json_t *hit = json_array_get(json_object_get(c, "stale_hits"), 0);
+        assert_string_equal(json_string_value(json_object_get(hit, "class")), "raises");
+        json_t *ch = json_array_get(json_object_get(hit, "changes"), 0);
+        assert_string_equal(json_string_value(json_object_get(ch, "attribute")), "disable_rht");
+        assert_string_equal(json_string_value(json_object_get(ch, "from")), "False");
+        assert_string_equal(json_string_value(json_object_get(ch, "to")), "True");
+        checked_3410 = 1;
+    }
+    assert_true(checked_3410);
+    json_decref(doc);
+    /* --explain: the stale hit of PR 3410 (reset, no build, the disable_rht=False plan) */
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --policy te-3410 --explain 2>/dev/null", cli, t);
+    assert_int_equal(tu_sh_buf(cmd, &out), 0);
+    text = (const char *)out.data;
+    assert_has(text, "[explain] te-3410 seq=2042 fuser=3 (decoder.layers.1.mlp.experts): reset, no "
+                     "build: stale (raises in TE): runs the plan built at seq 2; since then "
+                     "disable_rht False -> True, which its key does not hold\n");
+    assert_int_equal(count_of(text, ": stale (raises in TE)"), 336);
+    ft_buf_free(&out);
+    assert_int_equal(tu_dir_remove(dir), 0);
+}
+
 /* ---- why nothing fuses ----------------------------------------------------------------------- */
 static const char env_sm100[] = "{\"device_cc\":\"10.0\",\"cudnn_frontend\":\"1.27.0\","
                                 "\"cublaslt\":\"13.4.0\",\"NVTE_CUTEDSL_FUSED_GROUPED_MLP\":\"1\"}";
@@ -800,7 +895,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_recommendation_names_ties_and_savings),
-        cmocka_unit_test(test_report_recommendation_historical_first_names_an_alternative),
+        cmocka_unit_test(test_report_recommendation_draws_from_policies_te_could_adopt),
         cmocka_unit_test(test_report_recommendation_when_captured_is_best),
         cmocka_unit_test(test_report_reading_says_as_many_not_n_instead_of_n),
         cmocka_unit_test(test_report_framework_time_assumed_or_captured),
@@ -810,6 +905,7 @@ int main(void)
         cmocka_unit_test(test_report_diff_traces_and_saved_reports),
         cmocka_unit_test(test_report_filters_partition_the_counts),
         cmocka_unit_test(test_report_causes_match_explain_lines),
+        cmocka_unit_test(test_report_cause_totals_and_stale_hits_explained),
         cmocka_unit_test(test_report_why_unfused_names_the_gate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
