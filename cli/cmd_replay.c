@@ -232,7 +232,8 @@ static const cli_opt options[] = {
      parse_backend, OFF(backend)},
     {"sample", 0, "N",
      "at most N calls per trace (default 64), in call order: the first call\n"
-     "of every situation, then more of each up to N/8",
+     "of every situation, then more of each up to N/8; beyond N, the first call\n"
+     "of each policy's own stale situation (every stale policy is measured)",
      cli_parse_count, OFF(sample)},
     {"all", 0, NULL, "every grouped-MLP call", cli_parse_flag, OFF(all)},
     {"shrink", 0, "K",

@@ -67,7 +67,9 @@ typedef struct ft_numerics_opts {
     uint32_t sample; /* 0: every grouped-MLP call; N: at most N calls, in call order: the first
                         call of every situation (grad or not, what the fresh plan and each choice
                         run, which raise), more of one situation up to N/8, calls where no
-                        choice differs from the fresh plan at most N/4 */
+                        choice differs from the fresh plan at most N/4; and beyond N the first
+                        call of each policy's own stale situation, so that every stale policy
+                        is measured */
     uint64_t seed;   /* mixed into every input seed */
     ft_numerics_backend backend;
     uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core

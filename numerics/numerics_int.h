@@ -113,7 +113,8 @@ struct ft_numerics {
     mlp_desc *mlp;        /* [n_fusers] */
     uint64_t n_diff_run;  /* sampled calls where a choice differed from fresh */
     uint64_t n_plain_run; /* sampled calls where none did */
-    ft_hmap sit; /* situation hash -> sampled calls of that situation (at most SIT_SLOTS) */
+    ft_hmap sit;     /* situation hash -> sampled calls of that situation (at most SIT_SLOTS) */
+    ft_hmap pol_sit; /* a policy's stale situation (its choice against the fresh plan) sampled */
     uint32_t n_sits;
     pthread_mutex_t gpu_lock; /* one thread at a time on the device */
     ft_nx *dev;               /* a device back end: its context */
