@@ -76,9 +76,9 @@ typedef struct replay_opts {
 
 /* What the fuser model could not take from a trace's capture (ft_model_note_at), on stderr
  * before the report: registered fusions it does not know and registrations that disagree with its
- * own checks as warnings, always; the fields it had to assume as notes, with --explain (the
- * report itself does not list them yet). A trace the model cannot read is left to the replay,
- * which says why. */
+ * own checks as warnings, always; the fields it had to assume as notes, with --explain. The
+ * report lists every note (ft_report_notes.model). A trace the model cannot read is left to the
+ * replay, which says why. */
 static void print_model_notes(const ft_trace *t, const char *path, const ft_env_kv *env,
                               uint32_t n_env, int assumed)
 {

@@ -328,8 +328,7 @@ int ft_report_check_inputs(const ft_replay_set *set, FILE *warn, int64_t *ranks,
     return rc;
 }
 
-/* ---- why nothing fuses ------------------------------------------------------------------------
- */
+/* ---- why nothing fuses ---------------------------------------------------------------------- */
 static void add_note(ft_report_notes *out, const ft_unfused_why *w, const char *example)
 {
     for (uint32_t i = 0; i < out->n; i++)
@@ -343,6 +342,99 @@ static void add_note(ft_report_notes *out, const ft_unfused_why *w, const char *
     ft_strlcpy(u->reason, w->reason, sizeof u->reason);
     ft_strlcpy(u->example, example, sizeof u->example);
     u->n_fusers = 1;
+    u->n_blocks = w->n_blocks;
+    u->n_registration = w->n_registration;
+    memcpy(u->block, w->block, sizeof u->block);
+    u->env_empty = w->env_empty;
+}
+
+const char *ft_report_note_kind(ft_model_note_kind k)
+{
+    switch (k) {
+    case FT_NOTE_ASSUMED:
+        return "assumed";
+    case FT_NOTE_UNKNOWN_FUSION:
+        return "unknown fusion";
+    case FT_NOTE_REGISTRY:
+        return "registry";
+    case FT_NOTE_ATTR_CHANGE:
+        return "op attributes changed";
+    default:
+        return "?";
+    }
+}
+
+/* The model's notes on one trace, each distinct note once over the traces. */
+static void add_model_notes(ft_report_notes *out, const ft_model *m)
+{
+    for (uint32_t i = 0; i < ft_model_n_notes(m); i++) {
+        const ft_model_note *n = ft_model_note_at(m, i);
+        uint32_t k = 0;
+        while (k < out->n_model && !(out->model[k].kind == n->kind &&
+                                     !strcmp(out->model[k].field, n->field ? n->field : "") &&
+                                     !strcmp(out->model[k].text, n->text)))
+            k++;
+        if (k < out->n_model) {
+            out->model[k].n_traces++;
+            continue;
+        }
+        if (out->n_model == FT_REPORT_MAX_MODEL_NOTES) continue;
+        ft_report_model_note *x = &out->model[out->n_model++];
+        x->kind = n->kind;
+        ft_strlcpy(x->field, n->field ? n->field : "", sizeof x->field);
+        ft_strlcpy(x->text, n->text, sizeof x->text);
+        x->n_traces = 1;
+    }
+}
+
+/* Why fuser u's fusions never form under any recipe of its trace (and none): 1 and *w (the first
+ * recipe's answer), or 0 when it fuses under some recipe. */
+static int blocked_everywhere(const ft_model *m, uint32_t u, uint32_t nr, ft_unfused_why *w,
+                              ft_unfused_why *scratch)
+{
+    int any = 0;
+    for (int32_t r = nr ? 0 : -1; r < (int32_t)nr; r++) {
+        if (!ft_model_why_unfused(m, u, r, any ? scratch : w)) return 0;
+        any = 1;
+    }
+    return any;
+}
+
+/* The notes of one trace: fusers with the same op list answer the same, so each distinct list is
+ * asked once and its answer (blocked or not) shared. */
+static int trace_unfused(ft_trace *t, const ft_model *m, ft_report_notes *out, ft_err *err)
+{
+    const uint32_t nf = ft_trace_n_fusers(t), nr = ft_trace_n_recipes(t);
+    ft_hmap seen = {0}; /* op-list hash -> the first fuser with it */
+    uint8_t *blocked = ft_calloc(nf ? nf : 1, 1);
+    ft_unfused_why *w = ft_malloc(2 * sizeof *w);
+    int rc = blocked && w ? FT_OK : ft_err_set(err, FT_ENOMEM, "out of memory");
+    for (uint32_t u = 0; !rc && u < nf; u++) {
+        const ft_fuser_def *fd = ft_trace_fuser(t, u);
+        const uint64_t h = ft_hash64(fd->ops_json, strlen(fd->ops_json));
+        uint32_t rep = ft_hmap_get(&seen, h);
+        if (rep == UINT32_MAX || strcmp(ft_trace_fuser(t, rep)->ops_json, fd->ops_json)) {
+            if (rep == UINT32_MAX && ft_hmap_put(&seen, h, u)) {
+                rc = ft_err_set(err, FT_ENOMEM, "out of memory");
+                break;
+            }
+            rep = u;
+            blocked[u] = (uint8_t)blocked_everywhere(m, u, nr, w, w + 1);
+        }
+        if (!blocked[rep]) continue;
+        /* the representative's answer (asked again only for a list seen before) */
+        if (rep != u) blocked_everywhere(m, rep, nr, w, w + 1);
+        char ex[128];
+        if (fd->label)
+            ft_strlcpy(ex, fd->label, sizeof ex);
+        else
+            snprintf(ex, sizeof ex, "fuser %lld", (long long)fd->id);
+        add_note(out, w, ex);
+    }
+    ft_hmap_free(&seen);
+    ft_free(blocked);
+    ft_free(w);
+    return rc;
 }
 
 int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint32_t n_env,
@@ -367,45 +459,8 @@ int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint3
                                           h->has_world_size, h->rank,       h->world_size};
             rc = ft_model_new(fd, nf, rd, nr, &cap, env, n_env, &m, err);
         }
-        /* fusers with the same op list answer the same: each distinct list is asked once */
-        ft_hmap seen = {0};
-        uint8_t *verdict = rc ? NULL : ft_calloc(nf ? nf : 1, 1); /* per first fuser: 1 blocked */
-        ft_unfused_why *whys = rc ? NULL : ft_calloc(nf ? nf : 1, sizeof *whys);
-        if (!rc && (!verdict || !whys)) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
-        for (uint32_t u = 0; !rc && u < nf; u++) {
-            uint64_t h = ft_hash64(fd[u].ops_json, strlen(fd[u].ops_json));
-            uint32_t rep = ft_hmap_get(&seen, h);
-            if (rep != UINT32_MAX && !strcmp(fd[rep].ops_json, fd[u].ops_json)) {
-                if (!verdict[rep]) continue;
-            } else {
-                if (rep == UINT32_MAX && ft_hmap_put(&seen, h, u)) {
-                    rc = ft_err_set(err, FT_ENOMEM, "out of memory");
-                    break;
-                }
-                ft_unfused_why w;
-                int blocked = 1, any = 0;
-                /* blocked under every recipe of the trace (and none) */
-                for (int32_t r = nr ? 0 : -1; r < (int32_t)nr && blocked; r++) {
-                    if (!ft_model_why_unfused(m, u, r, &w))
-                        blocked = 0;
-                    else if (!any++)
-                        whys[u] = w;
-                }
-                verdict[u] = (uint8_t)(blocked && any);
-                if (!verdict[u]) continue;
-                rep = u;
-            }
-            const ft_unfused_why first = whys[rep];
-            char ex[128];
-            if (fd[u].label)
-                ft_strlcpy(ex, fd[u].label, sizeof ex);
-            else
-                snprintf(ex, sizeof ex, "fuser %lld", (long long)fd[u].id);
-            add_note(out, &first, ex);
-        }
-        ft_hmap_free(&seen);
-        ft_free(verdict);
-        ft_free(whys);
+        if (!rc) rc = trace_unfused(t, m, out, err);
+        if (!rc) add_model_notes(out, m);
         ft_model_free(m);
         ft_free(fd);
         ft_free(rd);

@@ -29,19 +29,40 @@ enum { FT_REPORT_TEXT = 0, FT_REPORT_JSON = 1, FT_REPORT_CSV = 2 };
 #define FT_REPORT_RESET_NS 0.0
 
 /* "Why nothing fuses": fusers whose op list has a fusion's op types but that fuse under no
- * recipe of their trace, grouped by what blocks them (ft_model_why_unfused). */
+ * recipe of their trace, grouped by what blocks them (ft_model_why_unfused: every failing check,
+ * with the value it read and where the value came from). */
 enum { FT_REPORT_MAX_NOTES = 16 };
 typedef struct ft_report_unfused {
     char fused[64];    /* the fused op that never forms */
-    char reason[256];  /* what blocks it */
+    char reason[1024]; /* what blocks it, in one sentence */
     char example[128]; /* one fuser's label (or "fuser ID") */
     uint64_t n_fusers;
+    uint32_t n_blocks; /* every failing check: the registration's first, then the gate's */
+    uint32_t n_registration;
+    ft_unfused_block block[FT_UNFUSED_MAX_BLOCKS];
+    int env_empty; /* the capture recorded an empty env */
 } ft_report_unfused;
+/* What the fuser model could not read from a capture and what it did about it (ft_model_note_at:
+ * fields it assumed, registered fusions it does not know, registrations that disagree with its
+ * own checks, op attributes changed after a call), the same note of several traces once. */
+enum { FT_REPORT_MAX_MODEL_NOTES = 32 };
+typedef struct ft_report_model_note {
+    ft_model_note_kind kind;
+    char field[160];
+    char text[400];
+    uint32_t n_traces; /* traces with this note */
+} ft_report_model_note;
 typedef struct ft_report_notes {
     uint32_t n;
     ft_report_unfused u[FT_REPORT_MAX_NOTES];
+    uint32_t n_model;
+    ft_report_model_note model[FT_REPORT_MAX_MODEL_NOTES];
 } ft_report_notes;
-/* The notes of the traces' fusers under env (the header's, with the --env overrides). */
+/* A model note's kind as the reports name it: "assumed", "unknown fusion", "registry", "op
+ * attributes changed". */
+const char *ft_report_note_kind(ft_model_note_kind k);
+/* The notes of the traces' fusers under env (the header's, with the --env overrides): why
+ * nothing fuses, and the model's notes on each trace's capture. */
 int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint32_t n_env,
                            ft_report_notes *out, ft_err *err);
 

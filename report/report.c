@@ -130,6 +130,22 @@ static void framework_legend(FILE *f, const ft_replay_result *r, const ft_report
                 o->build_ns, o->reset_ns);
 }
 
+/* What the fuser model assumed or could not read in the captures (ft_model_note_at). */
+static void model_notes_text(FILE *f, const ft_replay_result *r, const ft_report_opts *o)
+{
+    if (!o->notes || !o->notes->n_model) return;
+    fprintf(f,
+            "\nthe fuser model's notes on the capture%s (what it could not read, and what it "
+            "did instead):\n",
+            r->n_traces == 1 ? "" : "s");
+    for (uint32_t i = 0; i < o->notes->n_model; i++) {
+        const ft_report_model_note *n = &o->notes->model[i];
+        fprintf(f, "  %s: %s", ft_report_note_kind(n->kind), n->text);
+        if (r->n_traces > 1) fprintf(f, " (%u of %u traces)", n->n_traces, r->n_traces);
+        fputc('\n', f);
+    }
+}
+
 static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *o)
 {
     fprintf(f, "fusertrace replay: %u trace%s, %llu calls, %llu backward records\n", r->n_traces,
@@ -247,6 +263,7 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
                     ft_policy_name(r->pol[p].policy), m / 1e6, (m - cap) / 1e6);
         }
     }
+    model_notes_text(f, r, o);
     return ferror(f) ? FT_EIO : FT_OK;
 }
 
@@ -296,6 +313,26 @@ static void compare_count(FILE *f, uint64_t a, uint64_t b, const char *what)
     else
         fprintf(f, "%llu %s %s (%llu instead of %llu)", (unsigned long long)(a < b ? b - a : a - b),
                 a < b ? "fewer" : "more", what, (unsigned long long)a, (unsigned long long)b);
+}
+
+/* "Why nothing fuses": the fused op, how many fusers, and every check that blocks it with the
+ * value it read and where that came from. */
+static void unfused_text(FILE *f, const ft_report_unfused *u)
+{
+    fprintf(f, "- Why nothing fuses: %s never forms in ", u->fused);
+    count_of(f, u->n_fusers, "fuser", "fusers");
+    fprintf(f, " (e.g. %s) under any recipe of the trace; every check that blocks it:\n",
+            u->example);
+    for (uint32_t k = 0; k < u->n_blocks; k++) {
+        const ft_unfused_block *b = &u->block[k];
+        const int assumed = !strncmp(b->source, "assumed", 7);
+        fprintf(f, "  - %s%s, needs %s (%s%s)\n",
+                k < u->n_registration ? "TE does not register it: " : "its gate: ", b->what,
+                b->need, assumed ? "" : "from ", b->source);
+    }
+    if (u->env_empty)
+        fprintf(f, "  - The capture recorded an empty env: every env value above is one the model "
+                   "assumed (TE's default); --env K=V sets one.\n");
 }
 
 /* No policy TE could adopt was replayed without a stale plan: say which were replayed and how. */
@@ -405,12 +442,8 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
         }
         fprintf(f, ".\n");
     }
-    for (uint32_t i = 0; o->notes && i < o->notes->n; i++) {
-        const ft_report_unfused *u = &o->notes->u[i];
-        fprintf(f, "- Why nothing fuses: %s never forms in ", u->fused);
-        count_of(f, u->n_fusers, "fuser", "fusers");
-        fprintf(f, " (e.g. %s) under any recipe of the trace: %s.\n", u->example, u->reason);
-    }
+    for (uint32_t i = 0; o->notes && i < o->notes->n; i++)
+        unfused_text(f, &o->notes->u[i]);
 out:
     return ferror(f) ? ft_err_set(err, FT_EIO, "writing the recommendation failed") : FT_OK;
 }
@@ -617,9 +650,34 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
             json_object_set_new(x, "reason", json_string(u->reason));
             json_object_set_new(x, "fusers", json_integer((json_int_t)u->n_fusers));
             json_object_set_new(x, "example", json_string(u->example));
+            json_t *bl = json_array();
+            for (uint32_t k = 0; k < u->n_blocks; k++) {
+                json_t *b = json_object();
+                json_object_set_new(b, "check",
+                                    json_string(k < u->n_registration ? "registration" : "gate"));
+                json_object_set_new(b, "value", json_string(u->block[k].what));
+                json_object_set_new(b, "needs", json_string(u->block[k].need));
+                json_object_set_new(b, "source", json_string(u->block[k].source));
+                json_array_append_new(bl, b);
+            }
+            json_object_set_new(x, "blocks", bl);
+            json_object_set_new(x, "env_empty", json_boolean(u->env_empty));
             json_array_append_new(un, x);
         }
         json_object_set_new(root, "unfused", un);
+    }
+    if (o->notes && o->notes->n_model) {
+        json_t *mn = json_array();
+        for (uint32_t i = 0; i < o->notes->n_model; i++) {
+            const ft_report_model_note *n = &o->notes->model[i];
+            json_t *x = json_object();
+            json_object_set_new(x, "kind", json_string(ft_report_note_kind(n->kind)));
+            json_object_set_new(x, "field", json_string(n->field));
+            json_object_set_new(x, "text", json_string(n->text));
+            json_object_set_new(x, "traces", json_integer(n->n_traces));
+            json_array_append_new(mn, x);
+        }
+        json_object_set_new(root, "model_notes", mn);
     }
     int rc = json_dumpf(root, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     fputc('\n', f);

@@ -216,14 +216,29 @@ uint64_t ft_model_n_built(const ft_model *m);
 const char *ft_model_plan_text(const ft_model *m, uint32_t plan_id);
 
 /* Why a fusion whose op types the fuser has does not happen under recipe (-1: none): the first
- * such rule (in registry order) that a fresh plan does not apply, and what blocked it: the
- * import-time registration (env: device capability, env flag, library version) or the gate's
- * failing read (an op attribute, the recipe, the env), with its value. 1 when found, 0 when every
- * rule that could apply does (or none could). */
+ * such rule (in registry order) that a fresh plan does not apply, and every check that blocks it,
+ * in one answer: each failing check of the import-time registration (env: the TE flag, the device
+ * capability, the cuDNN frontend, its wrappers' imports), then each failing check of the gate
+ * (an op attribute, the recipe, the env), as if the rule were registered, each with the value it
+ * read, what it needs and where the value came from (the capture, --env, or a default the model
+ * assumed because the capture lacks it). 1 when found, 0 when every rule that could apply does
+ * (or none could). */
+enum { FT_UNFUSED_MAX_BLOCKS = 12 };
+typedef struct ft_unfused_block {
+    char what[160];   /* the value read: "env device_cc = '9.0'", "op 1 (ScaledSwiGLU)
+                       * glu_interleave_size = 16", "recipe 0 (NVFP4BlockScaling) disable_rht =
+                       * True" */
+    char need[96];    /* what the check needs: "10.x (SM100)", "32" */
+    char source[128]; /* "the capture", "--env", or "assumed: ..." (what TE's default is) */
+} ft_unfused_block;
 typedef struct ft_unfused_why {
     const char *func;  /* TE fusion function, e.g. "fuse_ops" */
     const char *fused; /* the fused op it would build, e.g. "GroupedMLP_CuTeGEMMGLU" */
-    char reason[256];  /* in words */
+    char reason[1024]; /* the blocks in one sentence (cut short if they do not fit) */
+    uint32_t n_blocks; /* the registration's failing checks first, then the gate's */
+    uint32_t n_registration;
+    ft_unfused_block block[FT_UNFUSED_MAX_BLOCKS];
+    int env_empty; /* the capture recorded an empty env: every env value is assumed */
 } ft_unfused_why;
 int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_unfused_why *out);
 /* Whether the plan has a fused grouped MLP (used by classification and reports). */

@@ -840,29 +840,65 @@ static void test_report_why_unfused_names_the_gate(void **state)
     assert_int_equal(ft_model_why_unfused(m, 0, -1, &w), 1);
     assert_string_equal(w.func, "fuse_ops");
     assert_string_equal(w.fused, "GroupedMLP_CuTeGEMMGLU");
-    assert_has(w.reason, "the fuse_ops gate rejects ops 0-2: recipe None: is_none = 1");
+    assert_has(w.reason, "the fuse_ops gate, ops 0-2: no recipe (quantization off)");
     ft_model_free(m);
-    /* a wrong op attribute: the interleave size */
+    /* a wrong op attribute: the interleave size, and where the value came from */
     m = mlp_model(64, 16, env_sm100);
     assert_int_equal(ft_model_why_unfused(m, 0, 0, &w), 1);
-    assert_has(w.reason, "op 1 (ScaledSwiGLU) attribute glu_interleave_size = 16");
+    assert_int_equal(w.n_blocks, 1);
+    assert_string_equal(w.block[0].what, "op 1 (ScaledSwiGLU) glu_interleave_size = 16");
+    assert_string_equal(w.block[0].need, "32");
+    assert_string_equal(w.block[0].source, "the capture");
     ft_model_free(m);
     /* a dimension the kernel cannot take */
     m = mlp_model(100, 32, env_sm100);
     assert_int_equal(ft_model_why_unfused(m, 0, 0, &w), 1);
-    assert_has(w.reason, "out_features");
+    assert_has(w.reason, "op 2 (GroupedLinear) out_features = 100 (needs a multiple of 64");
     ft_model_free(m);
     /* the device capability: not registered at all */
     m = mlp_model(64, 32,
                   "{\"device_cc\":\"9.0\",\"cudnn_frontend\":\"1.27.0\","
                   "\"NVTE_CUTEDSL_FUSED_GROUPED_MLP\":\"1\"}");
     assert_int_equal(ft_model_why_unfused(m, 0, 0, &w), 1);
-    assert_has(w.reason, "GroupedMLP_CuTeGEMMGLU is not registered: the device capability");
+    assert_has(w.reason, "not registered: env device_cc = '9.0' (needs 10.x (SM100); from the "
+                         "capture)");
     ft_model_free(m);
-    /* the env flag */
-    m = mlp_model(64, 32, "{\"device_cc\":\"10.0\",\"cudnn_frontend\":\"1.27.0\"}");
+    /* issue 21: a capture blocked by the NVTE flag, the device, the cuDNN frontend and
+     * glu_interleave_size: all four in one answer, each with its value and source */
+    ft_env_kv ov[] = {{"device_cc", "9.0"}};
+    char ops[1024];
+    snprintf(ops, sizeof ops,
+             "[{\"type\":\"GroupedLinear\",\"attrs\":{\"num_groups\":8,\"in_features\":64,"
+             "\"out_features\":256,\"bias\":false,\"dtype\":\"bfloat16\"}},"
+             "{\"type\":\"ScaledSwiGLU\",\"attrs\":{\"glu_interleave_size\":16}},"
+             "{\"type\":\"GroupedLinear\",\"attrs\":{\"num_groups\":8,\"in_features\":128,"
+             "\"out_features\":64,\"bias\":false,\"dtype\":\"bfloat16\"}}]");
+    ft_fuser_def f1 = {.id = 7, .label = "layers.0.mlp", .ops_json = ops, .n_ops = 3};
+    ft_recipe_def rd = {.id = 1, .type = "MXFP8BlockScaling", .obj = 1, .attrs_json = "{}"};
+    ft_err err = {0};
+    assert_int_equal(ft_model_new(&f1, 1, &rd, 1,
+                                  &(ft_model_capture){.env_json = "{\"cudnn_frontend\":null}"}, ov,
+                                  1, &m, &err),
+                     FT_OK);
     assert_int_equal(ft_model_why_unfused(m, 0, 0, &w), 1);
-    assert_has(w.reason, "NVTE_CUTEDSL_FUSED_GROUPED_MLP is not set");
+    assert_int_equal(w.n_registration, 3);
+    assert_int_equal(w.n_blocks, 4);
+    assert_string_equal(w.block[0].what, "env NVTE_CUTEDSL_FUSED_GROUPED_MLP absent");
+    assert_has(w.block[0].source, "assumed: unset (TE's default \"0\")");
+    assert_string_equal(w.block[1].what, "env device_cc = '9.0'");
+    assert_string_equal(w.block[1].source, "--env");
+    assert_string_equal(w.block[2].what, "env cudnn_frontend = None");
+    assert_string_equal(w.block[2].source, "the capture");
+    assert_string_equal(w.block[3].what, "op 1 (ScaledSwiGLU) glu_interleave_size = 16");
+    assert_false(w.env_empty);
+    assert_lacks(w.reason, "= 0");
+    ft_model_free(m);
+    /* an empty captured env is said, and nothing absent reads "= 0" */
+    m = mlp_model(64, 32, "{}");
+    assert_int_equal(ft_model_why_unfused(m, 0, 0, &w), 1);
+    assert_true(w.env_empty);
+    assert_has(w.reason, "env device_cc absent (needs 10.x (SM100); assumed: no CUDA device");
+    assert_lacks(w.reason, "= 0");
     ft_model_free(m);
     /* the report says it, for a run whose grouped MLPs never fuse, and not for one where they do */
     const char *cli = tu_cli();
@@ -877,7 +913,12 @@ static void test_report_why_unfused_names_the_gate(void **state)
     assert_int_equal(tu_sh_buf(cmd, &out), 0);
     assert_has((const char *)out.data, "Why nothing fuses: GroupedMLP_CuTeGEMMGLU never forms in 6 "
                                        "fusers (e.g. decoder.layers.0.mlp.experts)");
-    assert_has((const char *)out.data, "out_features = 100");
+    /* both dimensions that block it, in one run */
+    assert_has((const char *)out.data,
+               "  - its gate: op 0 (GroupedLinear) in_features = 100, needs "
+               "a multiple of 64 (from the capture)\n");
+    assert_has((const char *)out.data, "  - its gate: op 2 (GroupedLinear) out_features = 100, "
+                                       "needs a multiple of 64 (from the capture)\n");
     ft_buf_free(&out);
     snprintf(cmd, sizeof cmd, "'%s' replay '%s' --json", cli, t);
     json_t *doc = sh_json(cmd);
