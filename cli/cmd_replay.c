@@ -244,7 +244,7 @@ static const cli_opt options[] = {
     {"html", 0, "FILE",
      "also write a self-contained HTML report (charts along the run, breakdowns\n"
      "per fuser label, phase and rank, provenance); the traces then replay one\n"
-     "after another",
+     "after another; - for stdout, where the text report then goes to stderr",
      cli_parse_str, OFF(html)},
     {"fuser", 0, "GLOB", "count only the calls of fusers whose label matches GLOB", cli_parse_str,
      OFF(fuser)},
@@ -377,6 +377,12 @@ typedef struct replay_cmd {
     const ft_replay_observer *obs[4];
 } replay_cmd;
 
+/* Whether an output name means stdout. */
+static int is_stdout(const char *name)
+{
+    return name && (!strcmp(name, "-") || !strcmp(name, "/dev/stdout"));
+}
+
 static int check_usage(const replay_opts *ro, ft_err *err)
 {
     const int numerics = ro->backend >= 0;
@@ -387,12 +393,17 @@ static int check_usage(const replay_opts *ro, ft_err *err)
     if (ro->json && ro->csv) return cli_usage_error(err, "--json and --csv exclude each other");
     if (numerics && ro->csv)
         return cli_usage_error(err, "--numerics has no CSV form (use --json or text)");
-    int per_call_stdout =
-        ro->per_call && (!strcmp(ro->per_call, "-") || !strcmp(ro->per_call, "/dev/stdout"));
+    const int per_call_stdout = is_stdout(ro->per_call), html_stdout = is_stdout(ro->html);
     if (per_call_stdout && (ro->json || ro->csv))
         return cli_usage_error(
             err, "--per-call - and --%s both want stdout; name a file for one of them",
             ro->json ? "json" : "csv");
+    if (html_stdout && (ro->json || ro->csv || per_call_stdout))
+        return cli_usage_error(err,
+                               "--html - and --%s both want stdout; name a file for one of them",
+                               ro->json  ? "json"
+                               : ro->csv ? "csv"
+                                         : "per-call -");
     return FT_OK;
 }
 
@@ -630,10 +641,9 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
                     .numerics = ro->backend >= 0,
                     .pc = {.slot = -1}};
     c.format = ro->json ? FT_REPORT_JSON : ro->csv ? FT_REPORT_CSV : FT_REPORT_TEXT;
-    /* stdout carries only the requested format: the report, or the per-call lines */
-    const int per_call_stdout =
-        ro->per_call && (!strcmp(ro->per_call, "-") || !strcmp(ro->per_call, "/dev/stdout"));
-    c.report = per_call_stdout ? stderr : stdout;
+    /* stdout carries only the requested format: the report, the per-call lines or the HTML
+     * (then the text report goes to stderr) */
+    c.report = is_stdout(ro->per_call) || is_stdout(ro->html) ? stderr : stdout;
     c.explain = c.format == FT_REPORT_TEXT ? c.report : stderr;
     progress pr = {.n_traces = c.n_paths, .numerics = c.numerics};
     rc = open_inputs(&c, &pr.n_calls, err);

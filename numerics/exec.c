@@ -196,6 +196,8 @@ static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
         r->phase_ms[k] += j->phase_ms[k];
     if (!j->fresh_ok) r->fresh_raised++;
     if (j->fresh_ok) band_add(&r->fresh_err, j->fresh_err);
+    if (j->fresh_ok && (unsigned)j->fresh_cfg.q.fmt < FT_QF_COUNT)
+        band_add(&r->fresh_err_fmt[j->fresh_cfg.q.fmt], j->fresh_err);
     if (j->has_ctl) band_add(&r->harmless_band, j->ctl_div);
     for (uint32_t p = 0; p < r->n_policies; p++) {
         ft_numerics_policy *pol = &r->pol[p];
@@ -361,6 +363,8 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
     if (!dst->fallback_text[0])
         ft_strlcpy(dst->fallback_text, src->fallback_text, sizeof dst->fallback_text);
     band_merge(&dst->fresh_err, &src->fresh_err);
+    for (int k = 0; k < FT_QF_COUNT; k++)
+        band_merge(&dst->fresh_err_fmt[k], &src->fresh_err_fmt[k]);
     band_merge(&dst->harmless_band, &src->harmless_band);
     band_merge(&dst->quant_band, &src->quant_band);
     for (uint32_t p = 0; p < dst->n_policies; p++) {

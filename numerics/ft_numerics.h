@@ -162,11 +162,14 @@ typedef struct ft_numerics_result {
     uint64_t calls_planned;  /* sampled calls the estimate counted (trace drivers) */
     uint8_t interrupted;     /* opts.stop ended the run early: the figures cover calls_run */
     double flops;            /* GEMM work done: float64 reference + every run, all sampled calls */
-    double phase_ms[FT_NX_PHASES]; /* opts.profile: inputs, reference, quantization, GEMMs,
-                                      comparison, other (CPU: runs count as other, threads add) */
-    ft_band fresh_err;             /* error of the fresh plans vs float64 */
-    ft_band harmless_band;         /* fused vs unfused, same quantization (controls and policies) */
-    ft_band quant_band;            /* different quantization from the fresh plan */
+    double phase_ms[FT_NX_PHASES];      /* opts.profile: inputs, reference, quantization, GEMMs,
+                                           comparison, other (CPU: runs count as other, threads add) */
+    ft_band fresh_err;                  /* error of the fresh plans vs float64 */
+    ft_band fresh_err_fmt[FT_QF_COUNT]; /* the same by the fresh plan's quantization format
+                                         * (FT_QF_NONE: bf16): what an error of that format is
+                                         * expected to be on these calls */
+    ft_band harmless_band; /* fused vs unfused, same quantization (controls and policies) */
+    ft_band quant_band;    /* different quantization from the fresh plan */
     uint32_t n_policies;
     ft_numerics_policy pol[FT_NUMERICS_MAX_POLICIES];
 } ft_numerics_result;

@@ -48,6 +48,44 @@ uint32_t report_causes_sorted(const report_cause_row *rows, uint32_t n, uint32_t
 void report_causes_text(FILE *f, const ft_replay_result *r, const ft_report_causes *c);
 json_t *report_causes_json(const ft_report_causes *c, uint32_t policy);
 
+/* ---- SVG charts (chart.c) ------------------------------------------------------------------ */
+/* A policy's colour by its slot, a stale class's by its severity: the one palette of the page. */
+const char *report_policy_color(uint32_t slot);
+const char *report_class_color(ft_stale s);
+/* s with <, >, & and " escaped, for HTML and SVG text and attributes. */
+void report_esc(FILE *f, const char *s);
+
+enum { CH_W = 760, CH_H = 300, CH_ML = 70, CH_MR = 20, CH_MT = 30, CH_MB = 45, CH_MAX_LEGEND = 16 };
+typedef struct chart_legend_item {
+    char name[96], color[16], dash[24], note[160];
+    char attr[16], val[96]; /* data-policy / data-class and its value */
+} chart_legend_item;
+typedef struct svg_chart {
+    FILE *f;
+    double x0, x1, y0, y1; /* data ranges (y1 is raised to a nice top) */
+    int log_y;             /* log10(1 + y) axis */
+    int int_x, int_y;      /* whole-number ticks */
+    int w, h;              /* viewBox; 0: CH_W x CH_H */
+    uint32_t n_legend;
+    chart_legend_item legend[CH_MAX_LEGEND];
+} svg_chart;
+typedef struct chart_series {
+    const char *name, *color;
+} chart_series;
+void chart_open(svg_chart *c, FILE *f, const char *id, const char *title, const char *xlabel,
+                const char *ylabel);
+double chart_tx(const svg_chart *c, double x);
+double chart_ty(const svg_chart *c, double y);
+/* One line per series (y[s][k] at x[k], NaN a gap); coinciding series striped, and said so in
+ * the legend. */
+void chart_lines(svg_chart *c, const chart_series *s, uint32_t n_series, const double *x,
+                 const double *const *y, uint32_t n, const char *unit);
+void chart_legend_add(svg_chart *c, const char *name, const char *color, const char *dash,
+                      const char *note, const char *data_attr, const char *data_val);
+void chart_close(svg_chart *c);
+/* The numerics bands on a log axis (chart-bands). */
+void chart_bands(FILE *f, const ft_numerics_result *nr);
+
 /* ---- what the HTML report draws (collect.c) ---------------------------------------------- */
 enum {
     RD_BUCKETS = 256,    /* buckets per histogram; the width doubles when the run outgrows them */
@@ -106,5 +144,14 @@ struct ft_report_data {
     ft_replay_observer obs;
     int no_digest; /* inputs checked only (ft_report_check_inputs) */
 };
+
+/* The charts along the run (chart.c): cumulative builds (kind 1) or resets (kind 2) by seq, hit
+ * rate (mode 0) or framework time (mode 1) per step, and each stale policy's stale calls by
+ * class; h are the policies' aligned histograms. */
+void report_chart_cumulative(FILE *f, const ft_replay_result *r, const rd_hist *h, int kind,
+                             const char *id, const char *title);
+void report_chart_steps(FILE *f, const ft_replay_result *r, const rd_hist *h,
+                        const ft_report_opts *o, int mode, const char *id, const char *title);
+void report_chart_stale(FILE *f, const ft_replay_result *r, const rd_hist *h);
 
 #endif /* FT_REPORT_INT_H */
