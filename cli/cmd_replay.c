@@ -522,7 +522,7 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
         c->rep.causes = c->causes;
     }
     if (!rc && ro->html) {
-        rc = ft_report_data_new(c->o.policies, c->o.n_policies, ro->explain, &c->data, err);
+        rc = ft_report_data_new(c->o.policies, c->o.n_policies, &c->data, err);
         if (!rc) c->obs[n_obs++] = ft_report_data_observer(c->data);
     }
     if (!rc && c->numerics) {

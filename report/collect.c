@@ -2,10 +2,9 @@
  * collect.c - what the HTML report draws beyond the summary, gathered while the replay runs: an
  * observer of the trace driver (ft_replay_observer) that reads each batch's view and buckets
  * builds, resets and stale calls by seq and by step per policy, counts them per fuser label, per
- * phase and per trace (rank), and counts the builds' causes from their FT_WHY_* bits; and the
- * inputs' identity (size, digest, header), with the check that several traces are distinct ranks
- * of one run. Counts cover the calls the replay's filter matches (the view's match column); the
- * causes cover every build, as the --explain lines do.
+ * phase and per trace (rank); and the inputs' identity (size, digest, header), with the check
+ * that several traces are distinct ranks of one run. Counts cover the calls the replay's filter
+ * matches (the view's match column). The causes of builds and stale hits are causes.c's.
  *
  * Memory is bounded: histograms have a fixed number of buckets whose width doubles as the run
  * outgrows them, and labels and phases beyond RD_MAX_GROUPS are counted together as "(others)".
@@ -147,20 +146,6 @@ static void count_call(ft_report_data *d, const ft_replay_view *v, uint32_t j, u
     if (d->n_inputs) count_add(&d->inputs[d->n_inputs - 1].pol[p], dec, stale);
 }
 
-/* The causes of every build, in the order the --explain lines name them: first seen first. */
-static void count_causes(ft_report_data *d, const ft_replay_view *v, uint32_t j, uint32_t p)
-{
-    const unsigned why = v->pol[p].why[j];
-    for (uint32_t bit = 0; why >> bit; bit++) {
-        if (!(why >> bit & 1)) continue;
-        uint32_t k = 0;
-        while (k < d->n_causes && d->cause_bit[k] != bit)
-            k++;
-        if (k == d->n_causes) d->cause_bit[d->n_causes++] = bit;
-        d->cause_n[k][p]++;
-    }
-}
-
 static int obs_batch(void *ctx, const ft_replay_view *v, ft_err *err)
 {
     (void)err;
@@ -169,7 +154,6 @@ static int obs_batch(void *ctx, const ft_replay_view *v, ft_err *err)
     for (uint32_t j = 0; j < v->n; j++) {
         const int counted = !v->match || v->match[j];
         for (uint32_t p = 0; p < np; p++) {
-            if (d->want_causes && (v->pol[p].dec[j] & FT_DEC_BUILD)) count_causes(d, v, j, p);
             if (counted) count_call(d, v, j, p);
         }
     }
@@ -316,7 +300,7 @@ int ft_report_check_inputs(const ft_replay_set *set, FILE *warn, int64_t *ranks,
         ranks[i] = -1;
     if (n_paths < 2) return FT_OK;
     ft_report_data *d = NULL;
-    int rc = ft_report_data_new(NULL, 0, 0, &d, err);
+    int rc = ft_report_data_new(NULL, 0, &d, err);
     if (rc) return rc;
     d->no_digest = 1;
     for (uint32_t i = 0; i < n_paths && !rc; i++) {
@@ -469,8 +453,8 @@ int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint3
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
-int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, int causes,
-                       ft_report_data **out, ft_err *err)
+int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, ft_report_data **out,
+                       ft_err *err)
 {
     *out = NULL;
     ft_report_data *d = ft_calloc(1, sizeof *d);
@@ -483,11 +467,8 @@ int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, int causes
         d->seq[p].width = d->step[p].width = 1;
     }
     d->last_phase_idx = UINT32_MAX;
-    d->want_causes = causes != 0;
-    d->obs = (ft_replay_observer){.ctx = d,
-                                  .needs = causes ? FT_VIEW_CAUSES : FT_VIEW_DECISIONS,
-                                  .begin_fn = obs_begin,
-                                  .batch_fn = obs_batch};
+    d->obs = (ft_replay_observer){
+        .ctx = d, .needs = FT_VIEW_DECISIONS, .begin_fn = obs_begin, .batch_fn = obs_batch};
     *out = d;
     return FT_OK;
 }

@@ -137,11 +137,11 @@ void ft_report_calls_free(ft_report_calls *w);
 /* ---- the HTML report (collect.c, html.c) ---------------------------------------------------- */
 /* What the HTML report draws beyond the summary, gathered while the replay runs by an observer of
  * the driver: builds, resets and stale calls along the run and per step, per fuser label, per
- * phase, per trace (of the calls the replay's filter counts), the builds' causes when causes is
- * set (of every build, as --explain names them), and the inputs' identity. Bounded memory. */
+ * phase, per trace (of the calls the replay's filter counts), and the inputs' identity. Bounded
+ * memory. (The causes are ft_report_causes'.) */
 typedef struct ft_report_data ft_report_data;
-int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, int causes,
-                       ft_report_data **out, ft_err *err);
+int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, ft_report_data **out,
+                       ft_err *err);
 /* Put this into ft_replay_opts.observers (valid while d lives). Besides the counts it records
  * each trace's size, digest and header: two traces of one rank are an error (FT_EINVAL); traces
  * that look like different runs are kept as warnings for the report. */

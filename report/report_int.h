@@ -136,11 +136,6 @@ struct ft_report_data {
     uint32_t n_inputs;
     char warnings[RD_MAX_WARNINGS][400];
     uint32_t n_warnings;
-    /* the builds' causes (FT_WHY_* bit numbers), in the order first seen */
-    int want_causes;
-    uint32_t cause_bit[FT_WHY_COUNT];
-    uint64_t cause_n[FT_WHY_COUNT][FT_MAX_POLICIES];
-    uint32_t n_causes;
     ft_replay_observer obs;
     int no_digest; /* inputs checked only (ft_report_check_inputs) */
 };
