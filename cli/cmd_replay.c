@@ -373,6 +373,7 @@ typedef struct replay_cmd {
     ft_report_calls *calls;   /* --per-call and --explain lines */
     ft_report_causes *causes; /* why plans were built and went stale (text, JSON, HTML) */
     ft_report_data *data;     /* --html */
+    ft_report_prov *prov;     /* --json: the inputs' identity */
     ft_numerics_obs *est;     /* --numerics: the estimate, in the first pass */
     const ft_replay_observer *obs[4];
 } replay_cmd;
@@ -470,6 +471,13 @@ static int setup(replay_cmd *c, ft_err *err)
     if (ro->reset_ns.set) c->rep.reset_ns = ro->reset_ns.v;
     c->rep.filter = c->filtered ? c->filter_buf : NULL;
     c->rep.notes = c->notes;
+    if (c->format == FT_REPORT_JSON) {
+        char *command = command_line();
+        rc = ft_report_prov_new(c->set, command, &c->prov, err);
+        ft_free(command);
+        if (rc) return rc;
+        c->rep.prov = c->prov;
+    }
     if (ro->per_call && (rc = cli_out_open(&c->pc, ro->per_call, CLI_OUT_STREAM, 1, err)))
         return rc;
     c->o = (ft_replay_opts){.policies = ro->pol.n ? ro->pol.idx : NULL,
@@ -653,6 +661,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     ft_report_calls_free(c.calls);
     ft_report_causes_free(c.causes);
     ft_report_data_free(c.data);
+    ft_report_prov_free(c.prov);
     ft_numerics_obs_free(c.est);
     ft_replay_set_close(c.set);
     ft_free(c.res);

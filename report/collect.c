@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <jansson.h>
 #include <xxhash.h>
 
 /* ---- histograms ------------------------------------------------------------------------------ */
@@ -310,6 +311,84 @@ int ft_report_check_inputs(const ft_replay_set *set, FILE *warn, int64_t *ranks,
     }
     ft_report_data_free(d);
     return rc;
+}
+
+/* ---- provenance of the JSON report ---------------------------------------------------------- */
+#ifndef FT_TOOL_VERSION
+#define FT_TOOL_VERSION "unknown"
+#endif
+
+struct ft_report_prov {
+    char *command;
+    ft_report_data *d; /* its inputs only */
+};
+
+int ft_report_prov_new(const ft_replay_set *set, const char *command, ft_report_prov **out,
+                       ft_err *err)
+{
+    *out = NULL;
+    ft_report_prov *p = ft_calloc(1, sizeof *p);
+    if (!p) return ft_err_set(err, FT_ENOMEM, "out of memory");
+    int rc = ft_report_data_new(NULL, 0, &p->d, err);
+    if (!rc && command && !(p->command = ft_strdup(command)))
+        rc = ft_err_set(err, FT_ENOMEM, "out of memory");
+    for (uint32_t i = 0; !rc && i < ft_replay_set_count(set); i++)
+        rc = add_input(p->d, ft_replay_set_trace(set, i), ft_replay_set_path(set, i), NULL, err);
+    if (rc) {
+        ft_report_prov_free(p);
+        return rc;
+    }
+    *out = p;
+    return FT_OK;
+}
+
+void ft_report_prov_free(ft_report_prov *p)
+{
+    if (!p) return;
+    ft_report_data_free(p->d);
+    ft_free(p->command);
+    ft_free(p);
+}
+
+json_t *report_prov_json(const ft_report_prov *p, const ft_replay_result *r,
+                         const ft_report_opts *o)
+{
+    json_t *js = json_object(), *in = json_array(), *opt = json_object(), *pols = json_array();
+    json_object_set_new(js, "tool", json_string("fusertrace " FT_TOOL_VERSION));
+    json_object_set_new(js, "command", p->command ? json_string(p->command) : json_null());
+    for (uint32_t i = 0; i < p->d->n_inputs; i++) {
+        const rd_input *x = &p->d->inputs[i];
+        json_t *t = json_object();
+        char hex[24];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)x->digest);
+        json_object_set_new(t, "path", json_string(x->path));
+        json_object_set_new(t, "bytes", json_integer((json_int_t)x->bytes));
+        json_object_set_new(t, "xxh3_64", json_string(hex));
+        json_object_set_new(t, "rank", x->has_rank ? json_integer(x->rank) : json_null());
+        json_object_set_new(t, "host", x->host[0] ? json_string(x->host) : json_null());
+        json_object_set_new(t, "te_version",
+                            x->te_version[0] ? json_string(x->te_version) : json_null());
+        json_object_set_new(t, "started_at",
+                            x->started_at[0] ? json_string(x->started_at) : json_null());
+        json_object_set_new(t, "calls", json_integer((json_int_t)x->calls));
+        json_array_append_new(in, t);
+    }
+    json_object_set_new(js, "inputs", in);
+    for (uint32_t k = 0; k < r->n_policies; k++)
+        json_array_append_new(pols, json_string(ft_policy_name(r->pol[k].policy)));
+    json_object_set_new(opt, "policies", pols);
+    json_object_set_new(opt, "framework", json_string(r->cap_build_n ? "captured" : "assumed"));
+    if (!r->cap_build_n) {
+        json_object_set_new(opt, "build_ns", json_real(o->build_ns));
+        json_object_set_new(opt, "reset_ns", json_real(o->reset_ns));
+    }
+    json_object_set_new(opt, "captured_policy",
+                        r->captured_policy >= 0
+                            ? json_string(ft_policy_name((uint32_t)r->captured_policy))
+                            : json_null());
+    json_object_set_new(opt, "filter", o->filter ? json_string(o->filter) : json_null());
+    json_object_set_new(js, "options", opt);
+    return js;
 }
 
 /* ---- why nothing fuses ---------------------------------------------------------------------- */

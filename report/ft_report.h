@@ -78,6 +78,14 @@ int ft_report_causes_new(ft_report_causes **out, ft_err *err);
 const ft_replay_observer *ft_report_causes_observer(ft_report_causes *c);
 void ft_report_causes_free(ft_report_causes *c);
 
+/* The provenance of a JSON report, as the HTML report has it: the tool's version, the command
+ * line, and each input trace's path, size, XXH3-64 digest and header (rank, host, TE version,
+ * start time, calls). Reads every input once for its digest. */
+typedef struct ft_report_prov ft_report_prov;
+int ft_report_prov_new(const ft_replay_set *set, const char *command, ft_report_prov **out,
+                       ft_err *err);
+void ft_report_prov_free(ft_report_prov *p);
+
 typedef struct ft_report_opts {
     int timing;      /* add this replayer's own measured times (vary run to run; default off, so
                       * that text, JSON and CSV are byte-for-byte reproducible) */
@@ -86,6 +94,7 @@ typedef struct ft_report_opts {
     const char *filter; /* which calls the counts cover (--fuser, --phase, --steps), or NULL */
     const ft_report_notes *notes;   /* why nothing fuses, or NULL */
     const ft_report_causes *causes; /* why plans were built and went stale, or NULL */
+    const ft_report_prov *prov;     /* the JSON report's provenance, or NULL */
     /* per-trace (rank) rows when several traces were replayed: [n_per_trace] each */
     uint32_t n_per_trace;
     const ft_replay_result *per_trace;

@@ -559,6 +559,7 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
         json_decref(cap);
         return FT_ENOMEM;
     }
+    if (o->prov) json_object_set_new(root, "provenance", report_prov_json(o->prov, r, o));
     json_object_set_new(root, "traces", json_integer(r->n_traces));
     json_object_set_new(root, "calls", json_integer((json_int_t)r->calls));
     json_object_set_new(root, "backwards", json_integer((json_int_t)r->backwards));

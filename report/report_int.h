@@ -149,4 +149,8 @@ void report_chart_steps(FILE *f, const ft_replay_result *r, const rd_hist *h,
                         const ft_report_opts *o, int mode, const char *id, const char *title);
 void report_chart_stale(FILE *f, const ft_replay_result *r, const rd_hist *h);
 
+/* The provenance as a JSON object (new reference): tool, command, inputs, options (collect.c). */
+json_t *report_prov_json(const ft_report_prov *p, const ft_replay_result *r,
+                         const ft_report_opts *o);
+
 #endif /* FT_REPORT_INT_H */

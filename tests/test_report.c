@@ -293,9 +293,26 @@ static void test_report_replay_output_is_reproducible(void **state)
                  formats[i]);
         assert_int_equal(tu_sh_buf(cmd, &b), 0);
         assert_true(a.len > 100);
-        if (a.len != b.len || memcmp(a.data, b.data, a.len))
+        if (i == 1) {
+            /* the JSON's provenance names the command, which differs in --threads: the rest is
+             * the same, and its inputs are too */
+            json_t *ja = json_loadb((const char *)a.data, a.len, 0, NULL);
+            json_t *jb = json_loadb((const char *)b.data, b.len, 0, NULL);
+            assert_non_null(ja);
+            assert_non_null(jb);
+            assert_has(
+                json_string_value(json_object_get(json_object_get(ja, "provenance"), "command")),
+                "--threads 1");
+            json_object_del(json_object_get(ja, "provenance"), "command");
+            json_object_del(json_object_get(jb, "provenance"), "command");
+            if (!json_equal(ja, jb))
+                fail_msg("replay --json differs between two runs:\n%s\n----\n%s", a.data, b.data);
+            json_decref(ja);
+            json_decref(jb);
+        } else if (a.len != b.len || memcmp(a.data, b.data, a.len)) {
             fail_msg("replay %s differs between two runs:\n%s\n----\n%s", formats[i], a.data,
                      b.data);
+        }
         assert_lacks((const char *)a.data, "ns/call");
         assert_lacks((const char *)a.data, "ns_per_call");
         ft_buf_free(&a);
@@ -893,6 +910,49 @@ static void test_report_cause_totals_and_stale_hits_explained(void **state)
     assert_int_equal(tu_dir_remove(dir), 0);
 }
 
+/* The JSON report carries its provenance as the HTML does (issue 21): the tool, the command, each
+ * input's path, size and digest (the HTML's), and the options. */
+static void test_report_json_has_provenance(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char dir[1024], t[1200], html[1200], cmd[8000];
+    assert_int_equal(tu_dir_fresh(dir, sizeof dir, "test_report_prov"), 0);
+    tu_dir_path(t, sizeof t, dir, "demo.ftdb");
+    tu_dir_path(html, sizeof html, dir, "r.html");
+    snprintf(cmd, sizeof cmd, "'%s' synth demo -o '%s' >/dev/null", cli, t);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "'%s' replay '%s' --json --html '%s' --build-ns 5000 2>/dev/null",
+             cli, t, html);
+    json_t *doc = sh_json(cmd);
+    json_t *prov = json_object_get(doc, "provenance");
+    assert_non_null(prov);
+    assert_has(json_string_value(json_object_get(prov, "tool")), "fusertrace 0.");
+    assert_has(json_string_value(json_object_get(prov, "command")), "replay");
+    assert_has(json_string_value(json_object_get(prov, "command")), "--build-ns 5000");
+    json_t *in = json_array_get(json_object_get(prov, "inputs"), 0);
+    assert_string_equal(json_string_value(json_object_get(in, "path")), t);
+    size_t len = 0;
+    char *bytes = tu_read_file(t, &len);
+    assert_non_null(bytes);
+    free(bytes);
+    assert_int_equal(json_integer_value(json_object_get(in, "bytes")), (json_int_t)len);
+    assert_int_equal(json_integer_value(json_object_get(in, "calls")), 3168);
+    char *page = tu_read_file(html, &len);
+    assert_non_null(page);
+    char code[64];
+    snprintf(code, sizeof code, "<code>%s</code>",
+             json_string_value(json_object_get(in, "xxh3_64")));
+    assert_has(page, code); /* the HTML's digest of the same file */
+    free(page);
+    json_t *opt = json_object_get(prov, "options");
+    assert_int_equal(json_array_size(json_object_get(opt, "policies")), ft_policy_count());
+    assert_true(json_real_value(json_object_get(opt, "build_ns")) == 5000.0);
+    json_decref(doc);
+    assert_int_equal(tu_dir_remove(dir), 0);
+}
+
 /* ---- why nothing fuses ----------------------------------------------------------------------- */
 static const char env_sm100[] = "{\"device_cc\":\"10.0\",\"cudnn_frontend\":\"1.27.0\","
                                 "\"cublaslt\":\"13.4.0\",\"NVTE_CUTEDSL_FUSED_GROUPED_MLP\":\"1\"}";
@@ -1035,6 +1095,7 @@ int main(void)
         cmocka_unit_test(test_report_diff_traces_and_saved_reports),
         cmocka_unit_test(test_report_filters_partition_the_counts),
         cmocka_unit_test(test_report_causes_match_explain_lines),
+        cmocka_unit_test(test_report_json_has_provenance),
         cmocka_unit_test(test_report_cause_totals_and_stale_hits_explained),
         cmocka_unit_test(test_report_why_unfused_names_the_gate),
     };
