@@ -154,14 +154,15 @@ typedef struct ft_numerics_result {
     uint64_t device_runs;  /* of those, on the CUDA device */
     uint64_t wall_ns;      /* wall time of the numerics work (threads overlap inside it) */
     ft_numerics_backend backend;
-    uint32_t n_threads;      /* threads that ran sampled calls (the largest, after a merge) */
-    char device[64];         /* CUDA device name, "" on the CPU back end */
-    char fallback_text[160]; /* never set now (no configuration falls back to the CPU); the
-                                report still prints it, so it stays until the report drops it */
-    uint64_t device_bytes;   /* CUDA: most device memory held (context + pool peak) */
-    uint64_t calls_planned;  /* sampled calls the estimate counted (trace drivers) */
-    uint8_t interrupted;     /* opts.stop ended the run early: the figures cover calls_run */
-    double flops;            /* GEMM work done: float64 reference + every run, all sampled calls */
+    uint32_t n_threads;        /* threads that ran sampled calls (the largest, after a merge) */
+    char device[64];           /* CUDA device name, "" on the CPU back end */
+    char fallback_text[160];   /* never set now (no configuration falls back to the CPU); the
+                                  report still prints it, so it stays until the report drops it */
+    uint64_t device_bytes;     /* CUDA: most device memory held (context + pool peak) */
+    uint64_t calls_planned;    /* sampled calls the estimate counted (trace drivers) */
+    double est_lo_s, est_hi_s; /* the estimate's range of seconds, 0 without an estimate */
+    uint8_t interrupted;       /* opts.stop ended the run early: the figures cover calls_run */
+    double flops; /* GEMM work done: float64 reference + every run, all sampled calls */
     double phase_ms[FT_NX_PHASES];      /* opts.profile: inputs, reference, quantization, GEMMs,
                                            comparison, other (CPU: runs count as other, threads add) */
     ft_band fresh_err;                  /* error of the fresh plans vs float64 */
@@ -193,7 +194,10 @@ int ft_numerics_obs_new(const ft_numerics_opts *opts, int estimate_only, ft_nume
                         ft_err *err);
 /* Put this into ft_replay_opts.observers (valid while the ft_numerics_obs lives). */
 const ft_replay_observer *ft_numerics_obs_observer(ft_numerics_obs *o);
-int ft_numerics_obs_check(const ft_numerics_obs *est, ft_err *err);
+/* The estimate: the work counted, timed on this machine (CPU: the call with the most work, run at
+ * two small sizes; CUDA: the H200 rates bench/RESULTS.md records), as a range of seconds that
+ * the results carry (ft_numerics_result.est_lo_s, est_hi_s). */
+int ft_numerics_obs_check(ft_numerics_obs *est, ft_err *err);
 int ft_numerics_obs_follow(const ft_numerics_obs *est, ft_numerics_obs **run, ft_err *err);
 /* The results of every trace finished so far. */
 void ft_numerics_obs_result(const ft_numerics_obs *o, ft_numerics_result *out);

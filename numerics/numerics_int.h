@@ -147,6 +147,18 @@ int nx_cfg_equal(const runcfg *a, const runcfg *b);
 /* Same quantization as far as the call's numbers can tell (grad: it runs the backward). */
 int nx_quant_equal(const runcfg *a, const runcfg *b, int grad);
 
+/* plan.c: the work of a problem run `runs` times besides its reference, as the estimate counts
+ * it: FLOPs (ft_nx_flops) and elements touched (activations and weights, each run and the
+ * reference; three times for a backward, as the FLOPs are). */
+void nx_work(const ft_nx_problem *p, uint32_t runs, double *flops, double *elems);
+
+/* exec.c: time one planned call (d, j: a copy whose splits it owns, np policies) on the CPU back
+ * end at shrink K on this thread, best of reps: *secs, and its work (nx_work). The estimate's
+ * calibration. */
+int nx_time_call(const ft_numerics_opts *o, const mlp_desc *d, const job *j, uint32_t np,
+                 uint32_t shrink, int reps, double *secs, double *flops, double *elems,
+                 ft_err *err);
+
 /* exec.c: execute jobs[0..n) on up to n_threads threads, then fold them in order. */
 int nx_run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err);
 /* exec.c: online cores of this machine (at least 1). */

@@ -232,6 +232,16 @@ int nx_problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, pro
     return FT_OK;
 }
 
+void nx_work(const ft_nx_problem *p, uint32_t runs, double *flops, double *elems)
+{
+    double rf = 0, uf = 0;
+    ft_nx_flops(p, &rf, &uf);
+    const double act = (double)p->t * (double)(p->k1 + p->n1 + p->k2 + p->n2);
+    const double w = (double)p->n_groups * ((double)p->k1 * p->n1 + (double)p->k2 * p->n2);
+    *flops = rf + uf * runs;
+    *elems = (act + w) * (1.0 + runs) * (p->grad ? 3.0 : 1.0);
+}
+
 /* ---- planning a call ---------------------------------------------------------------------- */
 
 void nx_job_free(job *j)
