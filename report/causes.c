@@ -21,32 +21,6 @@
 #include <string.h>
 
 /* ---- words ----------------------------------------------------------------------------------- */
-const char *report_cause_name(unsigned bit)
-{
-    switch (bit) {
-    case FT_WHY_FIRST:
-        return "first sight of this fuser";
-    case FT_WHY_TYPE:
-        return "recipe type";
-    case FT_WHY_F:
-        return "f";
-    case FT_WHY_BO:
-        return "backward_override";
-    case FT_WHY_HIST:
-        return "amax_history_len";
-    case FT_WHY_ATTRS:
-        return "recipe attributes";
-    case FT_WHY_OBJECT:
-        return "recipe object";
-    case FT_WHY_NOT_CACHED:
-        return "nothing changed since the fuser's previous call";
-    case FT_WHY_OPS:
-        return "op attributes";
-    default:
-        return "?";
-    }
-}
-
 /* The FT_WHY_* bits of what differs between recipe a with boundary af and recipe b with bf, as
  * the engine sets them for builds (FT_WHY_FIRST aside). */
 unsigned report_diff_bits(const ft_model *m, int32_t a, uint32_t af, int32_t b, uint32_t bf)

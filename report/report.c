@@ -47,14 +47,6 @@ static double ns_per_build(const ft_replay_result *r)
 }
 
 /* ---- names for people ------------------------------------------------------------------------ */
-const char *ft_report_stale_label(ft_stale s)
-{
-    static const char *const labels[FT_STALE_COUNT] = {
-        "fresh plan", "other fusion, same quantization", "slower (unfused)", "other quantization",
-        "raises in TE"};
-    return (unsigned)s < FT_STALE_COUNT ? labels[s] : "?";
-}
-
 /* Column headings of the stale classes (short enough for the table). */
 static const char *const stale_col[FT_STALE_COUNT] = {"fresh", "other-fusion", "unfused",
                                                       "other-quant", "raises"};
@@ -175,7 +167,9 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
     }
     fputc('\n', f);
     framework_legend(f, r, o);
-    fprintf(f, "stale calls: the policy ran a plan other than a fresh build's; by consequence:\n");
+    fprintf(f, "stale calls: the policy ran a plan other than a fresh build's and the fresh build "
+               "would not have done the same (calls that raise under every policy are counted "
+               "apart); by consequence:\n");
     for (int k = FT_STALE_HARMLESS; k < FT_STALE_COUNT; k++)
         fprintf(f, "  %-12s %s: %s\n", stale_col[k], ft_report_stale_label((ft_stale)k),
                 stale_explain[k]);

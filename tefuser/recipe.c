@@ -743,9 +743,16 @@ static void py_value(const char *v, size_t n, char *buf, size_t cap)
         snprintf(buf, cap, "%.*s", (int)n, v);
 }
 
+/* The recipe's canonical text ("None" for recipe -1). */
+static const char *canon_of(const ft_model *m, int32_t recipe)
+{
+    const ft_recipe_int *r = ft_model_recipe_int(m, recipe);
+    return r->canon ? r->canon : "None";
+}
+
 void ft_model_recipe_class(const ft_model *m, int32_t recipe, char *buf, size_t cap)
 {
-    const char *c = ft_model_recipe_canon(m, recipe), *brace = strchr(c, '{');
+    const char *c = canon_of(m, recipe), *brace = strchr(c, '{');
     snprintf(buf, cap, "%.*s", (int)(brace ? (size_t)(brace - c) : strlen(c)), c);
 }
 
@@ -798,7 +805,7 @@ uint32_t ft_model_recipe_diff(const ft_model *m, int32_t a, int32_t b, ft_recipe
         }
         return n;
     }
-    const char *ta = ft_model_recipe_canon(m, a), *tb = ft_model_recipe_canon(m, b);
+    const char *ta = canon_of(m, a), *tb = canon_of(m, b);
     const char *p = strchr(ta, '{');
     canon_field f, g;
     for (p = p ? p + 1 : ""; canon_next(&p, &f);) {
