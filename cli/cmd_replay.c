@@ -209,8 +209,9 @@ static const cli_opt options[] = {
      "report then goes to stderr",
      cli_parse_str, OFF(per_call)},
     {"explain", 0, NULL,
-     "for every build, name the key component that changed (on stdout\n"
-     "with the text report, else on stderr)",
+     "for every build, name what changed since the fuser's previous call, and\n"
+     "for every stale hit what changed since its plan was built (on stdout with\n"
+     "the text report, else on stderr)",
      cli_parse_flag, OFF(explain)},
     {"captured", 0, "POLICY",
      "the policy the captured run used (default: the header's\n"

@@ -136,8 +136,10 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
 /* ---- writers over the replay's view (calls.c) ------------------------------------------------ */
 /* An observer of the replay driver that writes, in call order then policy order, one JSON line
  * per call and policy to per_call ({"seq","fuser","policy","build","reset","plan","stale"}) and
- * one line per build to explain ("[explain] POLICY seq=N fuser=F (label): build because WHAT ->
- * WHAT, ..."); either may be NULL. Write errors stay in the FILEs' error flags. */
+ * to explain one line per build ("[explain] POLICY seq=N fuser=F (label): build because WHAT
+ * A -> B, ...") and per stale hit ("...: reset, no build: stale (CLASS): runs the plan built at
+ * seq M; since then WHAT A -> B, which its key does not hold"), of the calls the filter counts;
+ * either may be NULL. Write errors stay in the FILEs' error flags. */
 typedef struct ft_report_calls ft_report_calls;
 int ft_report_calls_new(FILE *per_call, FILE *explain, ft_report_calls **out, ft_err *err);
 const ft_replay_observer *ft_report_calls_observer(ft_report_calls *w);
