@@ -195,7 +195,7 @@ void ft_replay_free(ft_replay *r)
     ft_free(r->prev_r);
     ft_free(r->prev_f);
     ft_free(r->changed);
-    ft_free(r->v_fraise);
+    ft_free(r->fraise);
     ft_free(r->rec_key);
     ft_free(r->src_r);
     ft_free(r->src_f);
@@ -400,6 +400,7 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
     while (cap < n)
         cap *= 2;
     GROW(cc, cap);
+    GROW(fraise, cap);
     if (r->rec_on) {
         GROW(rec, (size_t)r->n_pol * cap);
         GROW(rec_q, (size_t)r->n_pol * cap);
@@ -416,7 +417,6 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
         GROW(v_step, cap);
         GROW(v_ntok, cap);
         GROW(v_match, cap);
-        GROW(v_fraise, cap);
         GROW(v_soff, (size_t)cap + 1);
     }
     if (r->causes) {
@@ -607,8 +607,8 @@ static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const
         }
         cj->tok = (uint8_t)(token_class(fl, TOKENS[i]) | (f < m->n_ops) << 2);
         /* the fresh plan's raise, counted for the calls the filter matches */
-        cj->fresh_raises = m->raises[k][cj->tok] && fresh_raise(r, m, k, u, recipe, f, cj->tok,
-                                                                TOKENS[i], !filt || cj->match);
+        r->fraise[j] = m->raises[k][cj->tok] &&
+                       fresh_raise(r, m, k, u, recipe, f, cj->tok, TOKENS[i], !filt || cj->match);
         cj->cap = (uint8_t)((fl & FT_CF_HAS_REBUILT) >> 5 | (fl & FT_CF_REBUILT) >> 2);
         any_cap |= cj->cap;
         if ((fl & FT_CF_HAS_REBUILT) && (fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0) {
@@ -770,7 +770,6 @@ static int fill_view(ft_replay *r, const ft_batch *b)
         r->v_fresh_q[j] = r->ri[cj->recipe + 1].fresh_q;
         r->v_ntok[j] = b->n_tokens[i];
         r->v_match[j] = cj->match;
-        r->v_fraise[j] = cj->fresh_raises;
         if (b->splits_off) r->v_soff[j] = b->splits_off[i];
     }
     /* backward records hold no split sizes: the calls' ranges are contiguous */
@@ -795,7 +794,7 @@ static int fill_view(ft_replay *r, const ft_batch *b)
                           .prev_recipe = r->causes ? r->prev_r : NULL,
                           .prev_f = r->causes ? r->prev_f : NULL,
                           .changed = r->causes ? r->changed : NULL,
-                          .fresh_raises = r->v_fraise,
+                          .fresh_raises = r->fraise,
                           .n_pol = r->n_pol};
     for (uint32_t p = 0; p < r->n_pol; p++) {
         const size_t o = (size_t)p * cap;

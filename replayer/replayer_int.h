@@ -37,17 +37,17 @@ typedef struct rinfo {
 
 /* One call of the current batch after the oracle pass (32 bytes: one stream for the loops). */
 typedef struct ccall {
-    uint32_t fuser;       /* dense fuser index */
-    int32_t recipe;       /* dense recipe index, -1 = none */
-    uint32_t f;           /* boundary */
-    uint32_t fresh;       /* oracle plan */
-    int32_t fa;           /* fusion-attrs id (0 unless a policy needs it) */
-    uint32_t sb;          /* step bucket, FT_NO_ENTRY when the call has no step */
-    uint32_t i;           /* position in the batch */
-    uint8_t tok;          /* token class | (backward runs) << 2 */
-    uint8_t cap;          /* captured: 1 = has `rebuilt`, 2 = rebuilt */
-    uint8_t match;        /* the call passes the filter (1 when there is none) */
-    uint8_t fresh_raises; /* the fresh plan itself raises in TE: no plan is stale on the call */
+    uint32_t fuser; /* dense fuser index */
+    int32_t recipe; /* dense recipe index, -1 = none */
+    uint32_t f;     /* boundary */
+    uint32_t fresh; /* oracle plan */
+    int32_t fa;     /* fusion-attrs id (0 unless a policy needs it) */
+    uint32_t sb;    /* step bucket, FT_NO_ENTRY when the call has no step */
+    uint32_t i;     /* position in the batch */
+    uint8_t tok;    /* token class | (backward runs) << 2 */
+    uint8_t cap;    /* captured: 1 = has `rebuilt`, 2 = rebuilt */
+    uint8_t match;  /* the call passes the filter (1 when there is none) */
+    uint8_t spare;
 } ccall;
 _Static_assert(sizeof(ccall) == 32, "ccall is 32 bytes");
 
@@ -230,7 +230,8 @@ struct ft_replay {
     int32_t *prev_r;   /* [cap_batch] causes: previous recipe of the fuser, -2 first sight */
     uint32_t *prev_f;  /* [cap_batch] */
     uint16_t *changed; /* [cap_batch] FT_WHY_FIRST .. FT_WHY_OBJECT, FT_WHY_OPS */
-    uint8_t *v_fraise; /* [cap_batch] the fresh plan raises */
+    uint8_t *fraise;   /* [cap_batch] the call's fresh plan raises: no plan is stale on it (the
+                        * view's fresh_raises; read by the loops only where a plan raises) */
     /* causes: the key each policy's call used ((instance << 40) | key), and per policy the last
      * build under each key (src_map: key -> index into src) */
     uint64_t *rec_key; /* [n_pol * cap_batch] */
@@ -367,7 +368,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
                 cc->memo = (uint32_t)(cm - r->cm);
             }
             /* the fresh build raises too: the plan does what a fresh one would (not stale) */
-            if (stale == FT_STALE_RAISES && cj->fresh_raises) stale = FT_STALE_NONE;
+            if (stale == FT_STALE_RAISES && r->fraise[j]) stale = FT_STALE_NONE;
             if (!filt && stale == FT_STALE_RAISES) r->cm[cc->memo].count[p]++;
         } else if (s->q != ri->fresh_q) {
             const uint32_t a = s->q, fq = ri->fresh_q;
