@@ -21,6 +21,13 @@ only ever adds time, so the best round is the estimate and the median shows the 
   hook, no writer capture on, records discarded: the hook's own cost (what any writer adds on
                   top; the C recorder's packing adds a few hundred ns)
 Each prints the added ns per call (variant - baseline) and the ratio variant / baseline.
+
+A second table (--workload standalone or both, the default) times standalone te.ops modules
+called directly, outside a Sequential, as TE runs them: each call of a BasicLinear and of a
+ConstantScale (the two called in turn, no_grad, on --device) builds a transient
+OperationFuser([op]) that the hook declares, records and ends. Its baseline is the same calls with
+no wrapper installed at all (the stand-in's own methods, put back for those rounds), so the added
+figure includes the __init__ and weak-reference bookkeeping of every transient fuser.
 """
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--groups", type=int, default=8)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--workload", choices=("persistent", "standalone", "both"), default="both")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with this thread's CPU clock instead of the wall clock (a shared, "
                          "loaded machine: preemption then does not count)")
@@ -66,8 +74,21 @@ def main() -> int:
     recipe = MXFP8BlockScaling()
 
     orig = fuser_mod.OperationFuser.maybe_fuse_ops
+    cls, fn_cls = fuser_mod.OperationFuser, fuser_mod._OperationFuserAutogradFunction
+    names = ("__init__", "maybe_fuse_ops", "_apply_fusions")
+    plain = {k: cls.__dict__[k] for k in names if k in cls.__dict__}
+    plain_fn = {k: fn_cls.__dict__[k] for k in ("forward", "backward")}
     _capture.patch(fuser_mod)
+    hooked = {k: cls.__dict__[k] for k in plain}
+    hooked_fn = {k: fn_cls.__dict__[k] for k in plain_fn}
     wrapped = fuser_mod.OperationFuser.maybe_fuse_ops
+
+    def wrappers(on: bool) -> None:
+        """Install the hook's wrappers, or put TE's (the stand-in's) own methods back."""
+        for k in plain:
+            setattr(cls, k, (hooked if on else plain)[k])
+        for k in plain_fn:
+            setattr(fn_cls, k, (hooked_fn if on else plain_fn)[k])
     n = ns.calls
 
     clock = time.thread_time_ns if ns.cpu_time else time.perf_counter_ns
@@ -91,6 +112,18 @@ def main() -> int:
             pass
 
         def backward(self, *args):
+            pass
+
+        def fuser(self, *args, **kw):
+            pass
+
+        def fuser_like(self, *args):
+            pass
+
+        def recipe(self, *args):
+            pass
+
+        def end(self, *args):
             pass
 
         def flush(self):
@@ -126,22 +159,72 @@ def main() -> int:
     variants.append(("hook, no writer", capture_run(null=True, jsonl=True)))
 
     res = {name: [] for name, _ in variants}
-    for _ in range(ns.rounds):
+    for _ in range(ns.rounds if ns.workload != "standalone" else 0):
         for name, fn in variants:
             res[name].append(fn())
-    tmp.cleanup()
 
-    base = min(res["baseline"])
-    base_med = statistics.median(res["baseline"])
-    print(f"# bench_capture: torch {torch.__version__}, python {sys.version.split()[0]}, "
-          f"device {dev}, G={g}, {n} calls x {ns.rounds} rounds, "
-          f"{'thread CPU' if ns.cpu_time else 'wall'} time")
+    clock_name = "thread CPU" if ns.cpu_time else "wall"
+    if ns.workload != "standalone":
+        print(f"# bench_capture: torch {torch.__version__}, python {sys.version.split()[0]}, "
+              f"device {dev}, G={g}, {n} calls x {ns.rounds} rounds, {clock_name} time")
+        table(variants, res)
+
+    if ns.workload != "persistent":
+        lin, scale = te.ops.BasicLinear(d, d, device=dev), te.ops.ConstantScale(0.5)
+        xs = torch.randn(t, d, device=dev)
+
+        def standalone() -> float:
+            with torch.no_grad():
+                lin(scale(xs))  # warm
+                t0 = clock()
+                for _ in range(n // 2):
+                    lin(scale(xs))
+                return (clock() - t0) / (2 * (n // 2))
+
+        def unhooked() -> float:
+            wrappers(False)
+            try:
+                return standalone()
+            finally:
+                wrappers(True)
+
+        def cap_standalone(**kw):
+            def run():
+                k[0] += 1
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    fc.enable(os.path.join(tmp.name, str(k[0])), **kw)
+                try:
+                    return standalone()
+                finally:
+                    fc.disable()
+            return run
+
+        sv = [("baseline (no hook)", unhooked), ("dormant", standalone)]
+        if lib_path:
+            sv.append(("C recorder", cap_standalone(lib=lib_path)))
+        sv.append(("JSONL", cap_standalone(jsonl=True)))
+        sres = {name: [] for name, _ in sv}
+        for _ in range(ns.rounds):
+            for name, fn in sv:
+                sres[name].append(fn())
+        print(f"# bench_capture standalone: a transient OperationFuser([op]) per call "
+              f"(BasicLinear({d}, {d}) and ConstantScale in turn, no_grad, {t} rows), "
+              f"{2 * (n // 2)} calls x {ns.rounds} rounds, {clock_name} time")
+        table(sv, sres)
+    tmp.cleanup()
+    return 0
+
+
+def table(variants, res) -> None:
+    base_name = variants[0][0]
+    base = min(res[base_name])
+    base_med = statistics.median(res[base_name])
     print(f"{'variant':<22}{'best ns':>9}{'added':>8}{'ratio':>7}{'median ns':>11}{'added':>8}")
     for name, _ in variants:
         best, med = min(res[name]), statistics.median(res[name])
         print(f"{name:<22}{best:>9.0f}{best - base:>8.0f}{best / base:>7.2f}{med:>11.0f}"
               f"{med - base_med:>8.0f}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -150,6 +150,7 @@ static void mem_stream_sink(mem_stream *m, ft_sink *s)
     s->recipe_fn = ms_recipe;
     s->call_fn = ms_call;
     s->backward_fn = ms_backward;
+    s->end_fn = NULL; /* the benchmarks' streams have no fuser ends */
 }
 
 /* Feed the stream into a sink. */
@@ -293,6 +294,7 @@ static void rowdb_sink(rowdb *r, ft_sink *s)
     s->recipe_fn = rowdb_ignore_r;
     s->call_fn = rowdb_call;
     s->backward_fn = rowdb_backward;
+    s->end_fn = NULL;
 }
 
 static int rowdb_close(rowdb *r)

@@ -229,7 +229,7 @@ static int run_one(int64_t calls, const char *experts, const char *routing)
     memset(&b, 0, sizeof b);
     if (ft_chunk_enc_new(&b.enc)) return 3;
     ft_chunk_enc_observe(b.enc, bs_obs, &b);
-    ft_sink bsk = {&b, bs_header, bs_fuser, bs_recipe, bs_call, bs_backward, NULL};
+    ft_sink bsk = {&b, bs_header, bs_fuser, bs_recipe, bs_call, bs_backward, NULL, NULL};
     if (mem_stream_play(&m, &bsk) || bs_flush(&b)) {
         fprintf(stderr, "bound pass failed\n");
         return 3;

@@ -72,6 +72,11 @@ static int p_backward(void *ctx, const ft_backward *b)
     progress_sink *p = ctx;
     return p->inner.backward_fn(p->inner.ctx, b);
 }
+static int p_end(void *ctx, const ft_fuser_end *e)
+{
+    progress_sink *p = ctx;
+    return p->inner.end_fn ? p->inner.end_fn(p->inner.ctx, e) : FT_OK;
+}
 static const ft_err *p_error(void *ctx)
 {
     progress_sink *p = ctx;
@@ -103,7 +108,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     } else {
         progress_sink p = {.name = in_path, .total = ft_trace_n_calls(t)};
         ft_jsonl_writer_sink(w, &p.inner);
-        ft_sink sink = {&p, p_header, p_fuser, p_recipe, p_call, p_backward, p_error};
+        ft_sink sink = {&p, p_header, p_fuser, p_recipe, p_call, p_backward, p_error, p_end};
         rc = ft_trace_export(t, &sink, err);
         if (!rc && (rc = ft_jsonl_writer_finish(w)))
             ft_err_set(err, rc, "%s: %s", out.name, ft_err_msg(ft_jsonl_writer_error(w)));

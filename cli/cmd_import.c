@@ -81,6 +81,11 @@ static int c_backward(void *ctx, const ft_backward *b)
     c->backwards++;
     return c->inner.backward_fn(c->inner.ctx, b);
 }
+static int c_end(void *ctx, const ft_fuser_end *e)
+{
+    counting *c = ctx;
+    return c->inner.end_fn ? c->inner.end_fn(c->inner.ctx, e) : FT_OK;
+}
 static const ft_err *c_error(void *ctx)
 {
     counting *c = ctx;
@@ -124,7 +129,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     if (in != stdin && !fstat(fileno(in), &st) && S_ISREG(st.st_mode))
         c.in_bytes = (double)st.st_size;
     ft_rec_sink_prevalidated(rec, &c.inner); /* the importer checks every record */
-    ft_sink sink = {&c, c_header, c_fuser, c_recipe, c_call, c_backward, c_error};
+    ft_sink sink = {&c, c_header, c_fuser, c_recipe, c_call, c_backward, c_error, c_end};
     rc = ft_jsonl_import(in, name, &sink, stderr, err);
     cli_progress_end();
     if (rc) {

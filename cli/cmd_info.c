@@ -114,12 +114,14 @@ typedef struct phase_count {
 
 typedef struct stats {
     uint64_t calls, bwd, grad, with_splits, rebuilt_known, rebuilt, graph, no_recipe;
+    uint64_t ends, compact; /* fuser ends; compact instances (a transient fuser per call) */
     u128 tokens;
-    uint64_t *fuser_calls;  /* [n_fusers] */
-    uint64_t *recipe_calls; /* [n_recipes] */
-    ft_hmap devices;        /* device -> index into dev_* */
-    int32_t *dev_id;        /* [n_dev] */
-    uint64_t *dev_n;        /* [n_dev] */
+    uint64_t *fuser_calls;   /* [n_fusers] (a compact instance's counted to its template) */
+    uint64_t *fuser_compact; /* [n_fusers] compact instances of each row (its template) */
+    uint64_t *recipe_calls;  /* [n_recipes] */
+    ft_hmap devices;         /* device -> index into dev_* */
+    int32_t *dev_id;         /* [n_dev] */
+    uint64_t *dev_n;         /* [n_dev] */
     uint32_t n_dev, dev_cap;
     ft_hmap steps, mbs; /* distinct values (value -> 1) */
     int has_step;
@@ -214,11 +216,18 @@ static int gather(ft_trace *t, const char *path, stats *s, ft_err *err)
                 s->has_ns = 1;
             }
             if (b->kind[i] != FT_REC_CALL) {
-                s->bwd++;
+                if (b->kind[i] == FT_REC_BACKWARD)
+                    s->bwd++;
+                else
+                    s->ends++;
                 continue;
             }
             s->calls++;
             s->fuser_calls[b->fuser[i]]++;
+            if (fl & FT_CF_NEW_FUSER) {
+                s->compact++;
+                s->fuser_compact[b->fuser[i]]++;
+            }
             if (b->recipe[i] >= 0)
                 s->recipe_calls[b->recipe[i]]++;
             else
@@ -328,7 +337,7 @@ typedef struct type_row {
 typedef struct oplist_row {
     const char *ops;
     char *desc;
-    uint32_t fusers;
+    uint64_t fusers; /* rows and compact instances */
     uint64_t calls;
 } oplist_row;
 
@@ -398,7 +407,7 @@ static int group(ft_trace *t, const stats *s, groups *g)
             g->orows[k] = (oplist_row){f->ops_json, NULL, 0, 0};
             if (!(g->orows[k].desc = describe_ops(f->ops_json))) goto done;
         }
-        g->orows[k].fusers++;
+        g->orows[k].fusers += 1 + s->fuser_compact[i];
         g->orows[k].calls += s->fuser_calls[i];
     }
     rc = FT_OK;
@@ -426,7 +435,10 @@ static int print_json(ft_trace *t, const char *path, const stats *s, const ft_tr
     const ft_header *h = ft_trace_header(t);
     json_t *o = json_object(), *hdr = json_object(), *env = json_loads(h->env_json, 0, NULL);
     json_object_set_new(o, "path", json_string(path));
-    json_object_set_new(o, "format_version", json_integer(FT_FORMAT_VERSION));
+    const char *fv = ft_trace_meta(t, "format_version");
+    int64_t fvi = 0;
+    json_object_set_new(o, "format_version",
+                        fv && !ft_parse_i64(fv, &fvi) ? json_integer(fvi) : json_null());
     const char *state = ft_trace_meta(t, "state"), *by = ft_trace_meta(t, "created_by");
     const char *notice = ft_trace_notice(t);
     json_object_set_new(o, "state", state ? json_string(state) : json_null());
@@ -449,6 +461,7 @@ static int print_json(ft_trace *t, const char *path, const stats *s, const ft_tr
     json_object_set_new(o, "header", hdr);
     json_object_set_new(o, "calls", json_integer((json_int_t)s->calls));
     json_object_set_new(o, "backward_events", json_integer((json_int_t)s->bwd));
+    json_object_set_new(o, "fuser_ends", json_integer((json_int_t)s->ends));
     json_object_set_new(o, "grad_calls", json_integer((json_int_t)s->grad));
     json_object_set_new(o, "calls_with_splits", json_integer((json_int_t)s->with_splits));
     json_object_set_new(o, "tokens", u128_json(s->tokens));
@@ -461,12 +474,13 @@ static int print_json(ft_trace *t, const char *path, const stats *s, const ft_tr
     json_object_set_new(fz, "total_ns", fuse_total_json(s));
     json_object_set_new(fz, "mean_ns", s->fuse_ns_n ? json_real(fuse_mean(s)) : json_null());
     json_object_set_new(o, "fuse_time", fz);
-    json_object_set_new(o, "fusers", json_integer(ft_trace_n_fusers(t)));
+    json_object_set_new(o, "fusers", json_integer((json_int_t)(ft_trace_n_fusers(t) + s->compact)));
+    json_object_set_new(o, "compact_fusers", json_integer((json_int_t)s->compact));
     json_t *ol = json_array();
     for (uint32_t i = 0; i < g->n_or; i++) {
         json_t *r = json_object();
         json_object_set_new(r, "ops", json_string(g->orows[i].desc));
-        json_object_set_new(r, "fusers", json_integer(g->orows[i].fusers));
+        json_object_set_new(r, "fusers", json_integer((json_int_t)g->orows[i].fusers));
         json_object_set_new(r, "calls", json_integer((json_int_t)g->orows[i].calls));
         json_array_append_new(ol, r);
     }
@@ -531,7 +545,8 @@ static void print_text(ft_trace *t, const char *path, const stats *s, const ft_t
                      : !strcmp(state, "complete")  ? "complete"
                      : !strcmp(state, "recovered") ? "recovered: sealed after the recording stopped"
                                                    : "not closed: recording stopped or running";
-    printf("trace        %s (format %d, %s, %s)\n", path, FT_FORMAT_VERSION, by ? by : "?", st);
+    const char *fv = ft_trace_meta(t, "format_version"); /* the trace's own: 1 or 2 */
+    printf("trace        %s (format %s, %s, %s)\n", path, fv ? fv : "?", by ? by : "?", st);
     printf("header       te %s, torch %s, host %s, started %s\n",
            h->te_version ? h->te_version : "-", h->torch_version ? h->torch_version : "-",
            h->host ? h->host : "-", h->started_at ? h->started_at : "-");
@@ -559,10 +574,16 @@ static void print_text(ft_trace *t, const char *path, const stats *s, const ft_t
                fuse_mean(s));
     }
     printf("backward     %" PRIu64 " events\n", s->bwd);
-    printf("fusers       %u instances, %u op lists\n", ft_trace_n_fusers(t), g->n_or);
+    if (s->ends) printf("fuser ends   %" PRIu64 " (TE dropped the fuser)\n", s->ends);
+    if (s->compact)
+        printf("fusers       %" PRIu64 " instances (%" PRIu64 " compact: they repeat an earlier "
+               "fuser's label and ops), %u op lists\n",
+               ft_trace_n_fusers(t) + s->compact, s->compact, g->n_or);
+    else
+        printf("fusers       %u instances, %u op lists\n", ft_trace_n_fusers(t), g->n_or);
     for (uint32_t i = 0; i < g->n_or; i++)
-        printf("  %-40s %u fusers, %" PRIu64 " calls\n", g->orows[i].desc, g->orows[i].fusers,
-               g->orows[i].calls);
+        printf("  %-40s %" PRIu64 " fusers, %" PRIu64 " calls\n", g->orows[i].desc,
+               g->orows[i].fusers, g->orows[i].calls);
     printf("recipes      %u states, %u types\n", ft_trace_n_recipes(t), g->n_tr);
     for (uint32_t i = 0; i < g->n_tr; i++)
         printf("  %-24s %u variants, %u objects, %" PRIu64 " calls\n", g->tr[i].type,
@@ -607,6 +628,7 @@ static void stats_free(stats *s)
     ft_hmap_free(&s->steps);
     ft_hmap_free(&s->mbs);
     ft_free(s->fuser_calls);
+    ft_free(s->fuser_compact);
     ft_free(s->recipe_calls);
 }
 
@@ -634,9 +656,10 @@ static int info_one(const char *path, int json)
     stats s = {0};
     groups g = {0};
     s.fuser_calls = ft_calloc((size_t)ft_trace_n_fusers(t) + 1, sizeof *s.fuser_calls);
+    s.fuser_compact = ft_calloc((size_t)ft_trace_n_fusers(t) + 1, sizeof *s.fuser_compact);
     s.recipe_calls = ft_calloc((size_t)ft_trace_n_recipes(t) + 1, sizeof *s.recipe_calls);
     ft_trace_sizes sz;
-    if (!s.fuser_calls || !s.recipe_calls) {
+    if (!s.fuser_calls || !s.fuser_compact || !s.recipe_calls) {
         rc = ft_err_set(&err, FT_ENOMEM, "%s: out of memory", path);
     } else if (!(rc = gather(t, path, &s, &err)) && (rc = ft_trace_sizes_get(t, &sz))) {
         err = *ft_trace_error(t);

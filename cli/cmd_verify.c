@@ -28,10 +28,13 @@ static int verify_one(const char *path)
     if (rc) {
         fprintf(stderr, "%s: %s\n", cli_prog(), ft_err_msg(&err));
     } else {
-        printf(
-            "%s: ok (%llu calls, %llu backward events, %llu chunks, %u fusers, %u recipes)\n", path,
-            (unsigned long long)ft_trace_n_calls(t), (unsigned long long)ft_trace_n_backwards(t),
-            (unsigned long long)ft_trace_n_chunks(t), ft_trace_n_fusers(t), ft_trace_n_recipes(t));
+        printf("%s: ok (%llu calls, %llu backward events, ", path,
+               (unsigned long long)ft_trace_n_calls(t),
+               (unsigned long long)ft_trace_n_backwards(t));
+        if (ft_trace_n_fuser_ends(t))
+            printf("%llu fuser ends, ", (unsigned long long)ft_trace_n_fuser_ends(t));
+        printf("%llu chunks, %u fusers, %u recipes)\n", (unsigned long long)ft_trace_n_chunks(t),
+               ft_trace_n_fusers(t), ft_trace_n_recipes(t));
     }
     ft_trace_close(t);
     return rc;

@@ -1,7 +1,8 @@
 /*
  * export.c - ft_trace_export: every record of a trace, in stream order, into a sink, with the
  * header first and each fuser / recipe declaration re-emitted where it stood in the original
- * stream (before the record it preceded), so that export(import(x)) == x record for record.
+ * stream (before the record it preceded; a compact instance's right before the call that
+ * carries it), so that export(import(x)) == x record for record.
  */
 #include "canon.h"
 #include "ft_hmap.h"
@@ -158,7 +159,22 @@ int ft_trace_export(ft_trace *t, ft_sink *sink, ft_err *err)
             if (b->kind[i] == FT_REC_CALL) {
                 ft_call c;
                 ft_batch_call(t, b, i, &c);
+                if (b->flags[i] & FT_CF_NEW_FUSER) { /* its declaration: the template's fields */
+                    ft_fuser_def f = *ft_trace_fuser(t, b->fuser[i]);
+                    f.id = b->sid[i];
+                    f.has_of = 0;
+                    f.of = 0;
+                    if ((rc = sink->fuser_fn(sink->ctx, &f))) {
+                        rc = sink_failed(sink, rc, "fuser", err);
+                        break;
+                    }
+                }
                 if ((rc = sink->call_fn(sink->ctx, &c))) rc = sink_failed(sink, rc, "call", err);
+            } else if (b->kind[i] == FT_REC_END) {
+                ft_fuser_end e;
+                ft_batch_fuser_end(b, i, &e);
+                if (sink->end_fn && (rc = sink->end_fn(sink->ctx, &e)))
+                    rc = sink_failed(sink, rc, "fuser_end", err);
             } else {
                 ft_backward bw;
                 ft_batch_backward(b, i, &bw);

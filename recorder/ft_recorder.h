@@ -3,10 +3,11 @@
  * (the synthetic scenario generator, which emits into a sink, is synth/ft_synth.h).
  *
  * Recording: ft_rec_open -> ft_rec_fuser / ft_rec_recipe declarations -> ft_rec_call /
- * ft_rec_backward appends -> ft_rec_close. Calls are buffered in columns and written as one chunk
- * per batch inside one SQLite transaction, so a chunk is all or nothing; a process killed while
- * recording leaves a trace holding every committed chunk. The ABI is plain (integers, doubles,
- * const char *, arrays with lengths) so the Python capture hook can call it through ctypes.
+ * ft_rec_backward / ft_rec_fuser_end appends -> ft_rec_close. Calls are buffered in columns and
+ * written as one chunk per batch inside one SQLite transaction, so a chunk is all or nothing; a
+ * process killed while recording leaves a trace holding every committed chunk. The ABI is plain
+ * (integers, doubles, const char *, arrays with lengths) so the Python capture hook can call it
+ * through ctypes.
  *
  * Threading contract: an ft_rec handle is NOT thread-safe; one thread at a time may call into it
  * (the capture hook holds a lock around each call). Different handles on different files may be
@@ -48,8 +49,14 @@ const ft_err *ft_rec_error(const ft_rec *r);
 
 int ft_rec_header(ft_rec *r, const ft_header *h); /* before any declaration; at most once */
 /* Declare a fuser instance with stream id `id`; ops_json as in ft_fuser_def (any key order,
- * canonicalised on store). Op lists are deduplicated by content. */
+ * canonicalised on store). Op lists are deduplicated by content. A declaration that repeats an
+ * earlier fuser's label and ops costs almost nothing when its first call comes next (a compact
+ * instance, docs/trace-file.md): TE's transient OperationFuser per call of a standalone op. */
 int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json);
+/* The same as ft_rec_fuser with the label and ops of the declared fuser `like` (which may have
+ * ended), without any JSON: what the capture hook declares for a transient fuser over ops it has
+ * described before. FT_EINVAL when `like` is not declared. */
+int ft_rec_fuser_like(ft_rec *r, int64_t id, int64_t like);
 /* The same OperationFuser instance as the earlier fuser `of`, redeclared because its ops changed
  * attributes after a call (capture-jsonl "of"): ops_json has as many ops; calls from now on name
  * id. FT_EINVAL when `of` is not declared before or its op count differs. */
@@ -58,6 +65,9 @@ int ft_rec_fuser_of(ft_rec *r, int64_t id, const char *label, const char *ops_js
 int ft_rec_recipe(ft_rec *r, int64_t id, const char *type, int64_t obj, const char *attrs_json);
 int ft_rec_call(ft_rec *r, const ft_call *c);
 int ft_rec_backward(ft_rec *r, const ft_backward *b);
+/* TE dropped the fuser e->fuser (its seq in the call sequence): a later record naming it, or any
+ * declaration of its instance, is FT_EINVAL ("has ended"). */
+int ft_rec_fuser_end(ft_rec *r, const ft_fuser_end *e);
 /* Pre-validated appends, for a producer that has checked the record itself against everything
  * ft_rec_call / ft_rec_backward check (seq order, flag bits, declared fuser and recipe ids, op_rg
  * length and 0/1 values, split count against FT_LIM_SPLITS, non-negative splits whose sum fits
@@ -89,12 +99,15 @@ int ft_rec_call_flat(ft_rec *r, int64_t seq, int64_t fuser, int64_t recipe, uint
  *                backward: 1 if ns is present
  *   60     4     device        64  4  n_op_rg    68  4  n_splits (int32, -1 = absent)
  *   72     4     phase length in bytes (read only with FT_CF_HAS_PHASE)
- *   76     4     kind: FT_REC_CALL or FT_REC_BACKWARD (a backward record ends here)
+ *   76     4     kind: FT_REC_CALL, FT_REC_BACKWARD, FT_REC_END (offset 0: seq, 8: fuser id) or
+ *                FT_PACKED_FUSER_LIKE (ft_rec_fuser_like: offset 0 the new fuser id, 8 like);
+ *                every kind but a call ends here
  *   80     n_op_rg bytes of 0/1, zero-padded to a multiple of 8
  *          n_splits int64 split sizes
  *          with FT_CF_HAS_PHASE: the phase, a NUL, zero-padded to a multiple of 8
  * *n_done (may be NULL) = records appended. A bad length or kind is FT_EINVAL naming the record
  * and byte offset; a record the recorder rejects stops the batch with its message in err. */
+#define FT_PACKED_FUSER_LIKE 3
 int ft_rec_append_packed(ft_rec *r, const void *buf, size_t n_bytes, uint32_t *n_done, ft_err *err);
 
 /* ---- sinks -------------------------------------------------------------------------------- */
@@ -106,7 +119,8 @@ struct ft_sink {
     int (*recipe_fn)(void *ctx, const ft_recipe_def *rd);
     int (*call_fn)(void *ctx, const ft_call *c);
     int (*backward_fn)(void *ctx, const ft_backward *b);
-    const ft_err *(*error_fn)(void *ctx); /* detail of the last failure */
+    const ft_err *(*error_fn)(void *ctx);            /* detail of the last failure */
+    int (*end_fn)(void *ctx, const ft_fuser_end *e); /* a fuser's end; NULL: ends are dropped */
 };
 
 /* A sink that records into r. */

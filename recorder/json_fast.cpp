@@ -144,6 +144,7 @@ static const uint32_t CALL_FIELDS = FT_JF_T | FT_JF_SEQ | FT_JF_FUSER | FT_JF_RE
                                     FT_JF_STEP | FT_JF_MB | FT_JF_PHASE | FT_JF_GRAPH | FT_JF_NS |
                                     FT_JF_FUSE_NS | FT_JF_REBUILT;
 static const uint32_t BACKWARD_FIELDS = FT_JF_T | FT_JF_SEQ | FT_JF_CALLREF | FT_JF_NS;
+static const uint32_t END_FIELDS = FT_JF_T | FT_JF_SEQ | FT_JF_FUSER;
 
 static bool parse(ft_jfast *p, const char *s, size_t len, ft_jfast_rec *o)
 {
@@ -168,6 +169,8 @@ static bool parse(ft_jfast *p, const char *s, size_t len, ft_jfast_rec *o)
                 o->kind = FT_JF_CALL;
             else if (is(r.raw(), "backward", 8))
                 o->kind = FT_JF_BACKWARD;
+            else if (is(r.raw(), "fuser_end", 9))
+                o->kind = FT_JF_END;
             else
                 return false;
             break;
@@ -263,6 +266,7 @@ static bool parse(ft_jfast *p, const char *s, size_t len, ft_jfast_rec *o)
     if (!doc.current_location().error()) return false; /* a token after the object */
     if (o->kind == FT_JF_CALL) return !(o->present & ~CALL_FIELDS);
     if (o->kind == FT_JF_BACKWARD) return !(o->present & ~BACKWARD_FIELDS);
+    if (o->kind == FT_JF_END) return !(o->present & ~END_FIELDS);
     return false;
 }
 

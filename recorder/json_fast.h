@@ -1,7 +1,7 @@
 /*
- * json_fast.h - private: the importer's fast path for the two records that make up almost every
- * capture stream, `call` and `backward`, parsed with simdjson's On-Demand API (C++, in
- * json_fast.cpp) behind this C interface.
+ * json_fast.h - private: the importer's fast path for the records that make up almost every
+ * capture stream, `call`, `backward` and `fuser_end`, parsed with simdjson's On-Demand API (C++,
+ * in json_fast.cpp) behind this C interface.
  *
  * The fast path only accepts. ft_jfast_parse returns 1 only for a line that is one JSON object
  * whose keys are all names of call (or all names of backward) fields, none twice and none
@@ -28,7 +28,7 @@ extern "C" {
 
 #define FT_JFAST_PADDING 64 /* SIMDJSON_PADDING; json_fast.cpp checks they agree */
 
-enum { FT_JF_CALL = 1, FT_JF_BACKWARD = 2 };
+enum { FT_JF_CALL = 1, FT_JF_BACKWARD = 2, FT_JF_END = 3 };
 
 /* Field bits of ft_jfast_rec.present. */
 enum {
@@ -52,7 +52,7 @@ enum {
 };
 
 typedef struct ft_jfast_rec {
-    int kind;         /* FT_JF_CALL or FT_JF_BACKWARD */
+    int kind;         /* FT_JF_CALL, FT_JF_BACKWARD or FT_JF_END (a fuser_end record) */
     uint32_t present; /* FT_JF_* of the fields the line holds */
     int64_t seq, fuser, recipe, call, device, step, mb, ns, fuse_ns;
     int recipe_null;                    /* "recipe": null */

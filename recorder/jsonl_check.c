@@ -354,10 +354,7 @@ int imp_fuser(importer *im, json_t *o)
     ft_fuser_def f;
     memset(&f, 0, sizeof f);
     if ((rc = get_int(im, o, "id", 1, 0, INT64_MAX, &f.id, NULL))) return rc;
-    if (ft_hmap_get(&im->fusers, (uint64_t)f.id) != UINT32_MAX)
-        return imp_fail(im, "id", "fuser %" PRId64 " is already declared", f.id);
-    if (im->n_finfo == FT_LIM_FUSERS)
-        return imp_fail(im, "id", "more than %u fusers declared (the limit)", FT_LIM_FUSERS);
+    if ((rc = imp_fuser_check_id(im, f.id))) return rc;
     if ((rc = get_str(im, o, "label", 0, 0, &f.label))) return rc;
     if (f.label && (rc = check_bytes(im, "label", strlen(f.label), FT_LIM_LABEL_BYTES))) return rc;
     json_t *ops = json_object_get(o, "ops");
@@ -407,16 +404,19 @@ int imp_fuser(importer *im, json_t *o)
     /* of: the same OperationFuser instance as an earlier fuser, its op attributes changed */
     if ((rc = get_int(im, o, "of", 0, 0, INT64_MAX, &f.of, &f.has_of))) return rc;
     if (f.has_of) {
-        const uint32_t j = ft_hmap_get(&im->fusers, (uint64_t)f.of);
-        if (j == UINT32_MAX)
-            return imp_fail(im, "of", "fuser %" PRId64 " is not declared before", f.of);
-        if (im->finfo[j].n_ops != n)
+        fuser_info fo;
+        if (!imp_fuser_live(im, f.of, &fo))
+            return imp_fuser_declared(im, f.of)
+                       ? imp_fuser_missing(im, "of", f.of)
+                       : imp_fail(im, "of", "fuser %" PRId64 " is not declared before", f.of);
+        if (fo.n_ops != n)
             return imp_fail(im, "of",
                             "fuser %" PRId64 " has %u ops, this one %zu (an instance keeps its "
                             "ops; only their attributes change)",
-                            f.of, im->finfo[j].n_ops, n);
+                            f.of, fo.n_ops, n);
     }
-    check_unknown(im, o, "fuser", fuser_known, count_present(o, fuser_known));
+    const size_t n_present = count_present(o, fuser_known);
+    check_unknown(im, o, "fuser", fuser_known, n_present);
 
     char *ops_json = dump_canonical(ops);
     if (!ops_json) return imp_fail_nomem(im);
@@ -424,24 +424,14 @@ int imp_fuser(importer *im, json_t *o)
         free_dump(ops_json);
         return rc;
     }
-    if (im->n_finfo == im->cap_finfo) {
-        size_t cap = im->cap_finfo ? im->cap_finfo * 2 : 64;
-        fuser_info *q = ft_realloc(im->finfo, cap * sizeof *q);
-        if (!q) {
-            free_dump(ops_json);
-            return imp_fail_nomem(im);
-        }
-        im->finfo = q;
-        im->cap_finfo = cap;
-    }
     f.ops_json = ops_json;
     f.n_ops = (uint32_t)n;
-    rc = im->sink->fuser_fn ? im->sink->fuser_fn(im->sink->ctx, &f) : FT_OK;
+    rc = imp_fuser_put(im, &f, groups);
+    /* a line without unknown fields serves the next one that differs only in its id */
+    if (!rc && json_object_size(o) == n_present)
+        imp_fuser_cache(im, im->cur, im->cur_len, &f, groups);
     free_dump(ops_json);
-    if (rc) return fail_sink(im, rc, "fuser");
-    if (ft_hmap_put(&im->fusers, (uint64_t)f.id, (uint32_t)im->n_finfo)) return imp_fail_nomem(im);
-    im->finfo[im->n_finfo++] = (fuser_info){(uint32_t)n, groups};
-    return FT_OK;
+    return rc;
 }
 
 static const char *const recipe_known[] = {"t", "id", "type", "obj", "attrs", NULL};
@@ -583,10 +573,9 @@ int imp_call(importer *im, json_t *o)
     n_known++;
     if ((rc = get_int(im, o, "fuser", 1, 0, INT64_MAX, &c.fuser, NULL))) return rc;
     n_known++;
-    uint32_t fi = ft_hmap_get(&im->fusers, (uint64_t)c.fuser);
-    if (fi == UINT32_MAX)
-        return imp_fail(im, "fuser", "fuser %" PRId64 " is not declared", c.fuser);
-    uint32_t n_ops = im->finfo[fi].n_ops, groups = im->finfo[fi].groups;
+    fuser_info fo;
+    if (!imp_fuser_live(im, c.fuser, &fo)) return imp_fuser_missing(im, "fuser", c.fuser);
+    uint32_t n_ops = fo.n_ops, groups = fo.groups;
 
     json_t *r = json_object_get(o, "recipe");
     if (!r) return imp_fail(im, "recipe", "missing (use null when quantization is disabled)");
@@ -703,6 +692,19 @@ int imp_backward(importer *im, json_t *o)
     return put_backward(im, &b);
 }
 
+static const char *const end_known[] = {"t", "seq", "fuser", NULL};
+
+int imp_fuser_end(importer *im, json_t *o)
+{
+    ft_fuser_end e;
+    int rc = get_seq(im, o, &e.seq);
+    if (!rc) rc = get_int(im, o, "fuser", 1, 0, INT64_MAX, &e.fuser, NULL);
+    if (rc) return rc;
+    if (!imp_fuser_live(im, e.fuser, NULL)) return imp_fuser_missing(im, "fuser", e.fuser);
+    check_unknown(im, o, "fuser_end", end_known, count_present(o, end_known));
+    return imp_fuser_put_end(im, &e);
+}
+
 /* ---- the fast path ------------------------------------------------------------------------ */
 /* The checks are imp_call's and imp_backward's on values that the parser has already typed; their
  * messages are the general path's, which is why any failure here falls back to it rather than
@@ -711,6 +713,12 @@ int imp_fast_record(importer *im, const ft_jfast_rec *f, int *rc)
 {
     if (!(f->present & FT_JF_SEQ) || f->seq < 0 || (im->have_seq && f->seq <= im->last_seq))
         return 0;
+    if (f->kind == FT_JF_END) {
+        if (!(f->present & FT_JF_FUSER) || !imp_fuser_live(im, f->fuser, NULL)) return 0;
+        const ft_fuser_end e = {f->seq, f->fuser};
+        *rc = imp_fuser_put_end(im, &e);
+        return 1;
+    }
     if (f->kind == FT_JF_BACKWARD) {
         if (!(f->present & FT_JF_CALLREF) || f->call < 0 || !ft_seqset_has(&im->calls, f->call))
             return 0;
@@ -723,8 +731,8 @@ int imp_fast_record(importer *im, const ft_jfast_rec *f, int *rc)
         FT_JF_FUSER | FT_JF_RECIPE | FT_JF_GRAD | FT_JF_INPUT_RG | FT_JF_OP_RG | FT_JF_DEVICE;
     if ((f->present & need) != need || f->fuser < 0 || f->device < 0 || f->device > INT32_MAX)
         return 0;
-    uint32_t fi = ft_hmap_get(&im->fusers, (uint64_t)f->fuser);
-    if (fi == UINT32_MAX || f->n_op_rg != im->finfo[fi].n_ops) return 0;
+    fuser_info fo;
+    if (!imp_fuser_live(im, f->fuser, &fo) || f->n_op_rg != fo.n_ops) return 0;
     ft_call c;
     memset(&c, 0, sizeof c);
     c.seq = f->seq;
@@ -739,7 +747,7 @@ int imp_fast_record(importer *im, const ft_jfast_rec *f, int *rc)
     c.op_rg = f->op_rg;
     c.device = (int32_t)f->device;
     if (f->present & FT_JF_M_SPLITS) {
-        uint32_t groups = im->finfo[fi].groups;
+        uint32_t groups = fo.groups;
         if ((groups && f->n_splits != groups) || f->n_splits > FT_LIM_SPLITS) return 0;
         int64_t sum = 0;
         for (uint32_t i = 0; i < f->n_splits; i++) {

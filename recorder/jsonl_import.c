@@ -147,9 +147,12 @@ static int do_line(importer *im, const char *s, size_t len)
     if (nul) return imp_fail(im, NULL, "column %zu: NUL byte", (size_t)(nul - s) + 1);
     int rc;
     ft_jfast_rec f;
+    im->cur = s;
+    im->cur_len = len;
     if (im->jf && im->have_header && ft_jfast_parse(im->jf, s, len, &f) &&
         imp_fast_record(im, &f, &rc))
         return rc;
+    if (im->jf && im->have_header && imp_fuser_fast(im, s, len, &rc)) return rc;
 
     json_error_t je;
     json_t *o = json_loadb(s, len, JSON_REJECT_DUPLICATES, &je);
@@ -182,6 +185,8 @@ static int do_line(importer *im, const char *s, size_t len)
         rc = imp_backward(im, o);
     } else if (!strcmp(type, "fuser")) {
         rc = imp_fuser(im, o);
+    } else if (!strcmp(type, "fuser_end")) {
+        rc = imp_fuser_end(im, o);
     } else if (!strcmp(type, "recipe")) {
         rc = imp_recipe(im, o);
     } else {
@@ -358,8 +363,7 @@ int ft_jsonl_import_ex(FILE *in, const char *name, ft_sink *sink, FILE *warn, un
     ZSTD_freeDStream(im.zd);
     ft_free(im.zbuf);
     ft_jfast_free(im.jf);
-    ft_hmap_free(&im.fusers);
-    ft_free(im.finfo);
+    imp_free_fusers(&im);
     ft_hmap_free(&im.recipes);
     ft_hmap_free(&im.states);
     for (size_t i = 0; i < im.n_rstates; i++)

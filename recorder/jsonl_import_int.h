@@ -23,11 +23,23 @@
 #define MAX_WARNED 64 /* distinct unknown field names reported */
 
 /* ---- small containers --------------------------------------------------------------------- */
-/* A declared fuser: what its calls are checked against. */
+/* What a declared fuser's calls are checked against (one entry per distinct pair). */
 typedef struct fuser_info {
     uint32_t n_ops;  /* basic ops: the length of op_rg */
     uint32_t groups; /* num_groups shared by its grouped ops: the length of m_splits (0: any) */
 } fuser_info;
+
+/* A fuser line seen before, for the next one that differs from it only in its id (TE's transient
+ * fusers: one declaration per call of a standalone op): what the line after the id parsed to. */
+#define FCACHE 8
+typedef struct fuser_line {
+    char *rest;     /* the line after `{"t":"fuser","id":DIGITS`, NUL-terminated */
+    size_t len;     /* its length */
+    uint64_t hash;  /* ft_hash64 of it */
+    char *label;    /* NULL when absent */
+    char *ops_json; /* canonical */
+    uint32_t n_ops, groups;
+} fuser_line;
 
 /* Declared recipe states, to reject a second declaration of one (obj, attrs) pair. */
 typedef struct recipe_state {
@@ -45,7 +57,9 @@ typedef struct importer {
     int fast; /* use the fast path */
     ft_sink *sink;
     ft_err *err;
-    uint64_t line; /* 1-based number of the current line */
+    uint64_t line;   /* 1-based number of the current line */
+    const char *cur; /* the current line (for imp_fuser_cache) and its length */
+    size_t cur_len;
     /* line reader */
     char *buf;       /* [cap + FT_JFAST_PADDING], cap grows up to FT_LIM_LINE_BYTES + 1 */
     size_t cap;      /* bytes the lines may use (the padding after them is the fast path's) */
@@ -62,9 +76,19 @@ typedef struct importer {
     int have_header;
     int have_seq;
     int64_t last_seq;
-    ft_hmap fusers; /* id -> index into finfo */
+    ft_hmap fusers; /* id of a live fuser (declared, not ended) -> index into finfo */
     fuser_info *finfo;
     size_t n_finfo, cap_finfo;
+    ft_hmap finfo_map; /* (n_ops, groups) -> index into finfo */
+    ft_seqset ids_up;  /* declared fuser ids each above every earlier one, in order */
+    ft_hmap ids_other; /* the other declared fuser ids (value 0) */
+    uint64_t n_live;   /* fusers declared and not ended */
+    ft_hmap roots;     /* id of a declaration with "of" -> index into root_ids */
+    int64_t *root_ids; /* the first declaration of its instance */
+    size_t n_root_ids, cap_root_ids;
+    ft_hmap ended_roots; /* instances that ended (only kept once some "of" exists) */
+    fuser_line fcache[FCACHE];
+    uint32_t fcache_next;
     ft_hmap recipes; /* declared recipe ids (value 0) */
     ft_hmap states;  /* hash of (obj, attrs) -> index into rstates */
     recipe_state *rstates;
@@ -101,6 +125,28 @@ int imp_fuser(importer *im, json_t *o);
 int imp_recipe(importer *im, json_t *o);
 int imp_call(importer *im, json_t *o);
 int imp_backward(importer *im, json_t *o);
+int imp_fuser_end(importer *im, json_t *o);
+
+/* ---- fusers (jsonl_fusers.c) -------------------------------------------------------------- */
+/* Whether id was ever declared; 1 and *out (may be NULL) when it is declared and has not
+ * ended. */
+int imp_fuser_declared(const importer *im, int64_t id);
+int imp_fuser_live(const importer *im, int64_t id, fuser_info *out);
+/* The error for a field naming a fuser that is not alive: "has ended" or "is not declared". */
+int imp_fuser_missing(importer *im, const char *field, int64_t id);
+/* A new declaration's id: not declared before, and room for one more live fuser. */
+int imp_fuser_check_id(importer *im, int64_t id);
+/* Hand a checked declaration (groups: its m_splits length, 0 = any) to the sink and remember
+ * it; a fuser end likewise (its fuser alive, its seq checked). */
+int imp_fuser_put(importer *im, const ft_fuser_def *f, uint32_t groups);
+int imp_fuser_put_end(importer *im, const ft_fuser_end *e);
+/* Keep an accepted declaration's line (the current line, s[0, len)) for imp_fuser_fast. */
+void imp_fuser_cache(importer *im, const char *s, size_t len, const ft_fuser_def *f,
+                     uint32_t groups);
+/* A fuser line that repeats a cached one but for its id: 1 when handled (*rc its outcome), 0 when
+ * the general path must take it. */
+int imp_fuser_fast(importer *im, const char *s, size_t len, int *rc);
+void imp_free_fusers(importer *im);
 /* The fast path (json_fast.h): 1 when f, a line the fast parser accepted, is a call or backward
  * record that passes every check of imp_call / imp_backward, handed to the sink with the outcome
  * in *rc; 0 when the general path must take the line (nothing has happened then). */

@@ -278,6 +278,15 @@ static int w_backward(void *ctx, const ft_backward *b)
     return rc ? rc : end(w);
 }
 
+static int w_end(void *ctx, const ft_fuser_end *e)
+{
+    ft_jsonl_writer *w = ctx;
+    int rc = begin(w, "fuser_end");
+    if (!rc) rc = kv_i64(w, "seq", e->seq);
+    if (!rc) rc = kv_i64(w, "fuser", e->fuser);
+    return rc ? rc : end(w);
+}
+
 static const ft_err *w_error(void *ctx)
 {
     ft_jsonl_writer *w = ctx;
@@ -342,6 +351,7 @@ void ft_jsonl_writer_sink(ft_jsonl_writer *w, ft_sink *out)
     out->recipe_fn = w_recipe;
     out->call_fn = w_call;
     out->backward_fn = w_backward;
+    out->end_fn = w_end;
     out->error_fn = w_error;
 }
 

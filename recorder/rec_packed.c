@@ -1,5 +1,6 @@
 /*
- * rec_packed.c - ft_rec_append_packed: many call and backward records in one call, for the
+ * rec_packed.c - ft_rec_append_packed: many call, backward and fuser-end records and compact
+ * fuser declarations (ft_rec_fuser_like) in one call, for the
  * Python capture hook. A ctypes call with fifteen arguments costs microseconds, packing a record
  * with Python's struct module a fraction of one, so the hook packs records into a buffer and
  * hands it over every few hundred records. Built only on the public API (ft_rec_call,
@@ -57,6 +58,13 @@ int ft_rec_append_packed(ft_rec *r, const void *buf, size_t n_bytes, uint32_t *n
         if (kind == FT_REC_BACKWARD) {
             ft_backward b = {get_i64(h), get_i64(h + 8), get_u32(h + 56) != 0, get_i64(h + 40)};
             rc = ft_rec_backward(r, &b);
+            off += PACKED_FIXED;
+        } else if (kind == FT_REC_END) {
+            ft_fuser_end e = {get_i64(h), get_i64(h + 8)};
+            rc = ft_rec_fuser_end(r, &e);
+            off += PACKED_FIXED;
+        } else if (kind == FT_PACKED_FUSER_LIKE) {
+            rc = ft_rec_fuser_like(r, get_i64(h), get_i64(h + 8));
             off += PACKED_FIXED;
         } else if (kind == FT_REC_CALL) {
             uint32_t n_rg = get_u32(h + 64);

@@ -5,11 +5,20 @@
  * main file holds it). Everything beyond schema/ft_limits.h is refused here, at record time,
  * with FT_ERANGE naming the field. Not thread-safe: one thread at a time per handle.
  *
+ * Compact instances (docs/trace-file.md): a fuser declaration that repeats the label and op list
+ * of an earlier fusers row (its template) is held back; when the next thing recorded is a call
+ * to it, the call carries the declaration (FT_CF_NEW_FUSER, its stream id in the chunk) and the
+ * fuser gets no row: TE's transient OperationFuser([op]) per call of a standalone op then costs
+ * its call and its end, a few bits each. Anything else first writes the held declaration as a
+ * row, where it stood. Memory: per row about 40 bytes, per live compact instance about 24, per
+ * compact instance ever declared about 1 byte (their ids, checked for uniqueness).
+ *
  * After an out-of-memory or SQLite failure inside an append, the handle is "broken": every later
  * call returns FT_ESTATE naming the first failure, and close only releases memory. Records
  * rejected by a check (FT_EINVAL, FT_ERANGE) leave the handle usable.
  */
 #include "canon.h"
+#include "ft_hmap.h"
 #include "ft_limits.h"
 #include "ft_recorder.h"
 #include "ft_seqset.h"
@@ -37,7 +46,27 @@ struct ft_rec {
     ft_seqset calls;  /* seqs of the calls appended through the checked entries */
     int prevalidated; /* records came through the pre-validated entries */
     uint32_t *groups; /* [n_fusers] num_groups every m_splits of the fuser has, 0 if unchecked */
+    uint32_t *root;   /* [n_fusers] the row of its instance's first declaration (capture "of") */
+    uint8_t *ended;   /* [n_fusers] the row's instance has ended (by its root) */
     size_t groups_cap;
+    /* compact instances */
+    ft_hmap tmpl;    /* hash of (label, ops) -> the first row without "of" that has them */
+    int pending;     /* a declaration that repeats a template waits for the next record */
+    int64_t pend_id; /* its stream id, template row and position */
+    uint32_t pend_tmpl;
+    uint64_t pend_pos;
+    /* declarations seen before, by their text as given: the same label and ops text again needs
+     * no JSON work (a capture hook re-declares the same op list per transient fuser) */
+    struct decl_seen {
+        uint64_t hash;     /* of (label, ops text), 0 = empty */
+        char *label, *ops; /* as given */
+        uint32_t row;      /* the row holding their canonical form */
+    } seen[8];
+    uint32_t seen_next;
+    ft_hmap live;    /* stream id of a live compact instance -> its template row */
+    ft_seqset inst;  /* the stream ids of every compact instance, increasing */
+    uint64_t n_inst; /* compact instances declared */
+    uint64_t n_ends; /* fuser ends recorded */
 };
 
 /* ---- what the capture stream can carry ---------------------------------------------------- */
@@ -102,7 +131,16 @@ static void rec_free(ft_rec *r)
     ft_chunk_enc_free(r->enc);
     ft_buf_free(&r->blob);
     ft_seqset_free(&r->calls);
+    ft_seqset_free(&r->inst);
+    ft_hmap_free(&r->tmpl);
+    ft_hmap_free(&r->live);
     ft_free(r->groups);
+    ft_free(r->root);
+    ft_free(r->ended);
+    for (size_t k = 0; k < FT_ARRAY_LEN(r->seen); k++) {
+        ft_free(r->seen[k].label);
+        ft_free(r->seen[k].ops);
+    }
     ft_free(r);
 }
 
@@ -133,10 +171,12 @@ static int check_usable(ft_rec *r)
     return FT_OK;
 }
 
-int ft_rec_flush(ft_rec *r)
+static int materialize(ft_rec *r);
+
+/* Commit the pending chunk (a held declaration stays held: its call may be next). */
+static int flush_chunk(ft_rec *r)
 {
-    int rc = check_usable(r);
-    if (rc) return rc;
+    int rc;
     if (!ft_chunk_enc_n_records(r->enc)) {
         /* declarations alone: commit them, so that a flush makes them durable too */
         if ((rc = ft_trace_w_commit(r->t))) return broken(r, from_trace(r, rc));
@@ -148,6 +188,13 @@ int ft_rec_flush(ft_rec *r)
     rc = ft_trace_w_chunk(r->t, &info, r->blob.data, r->blob.len);
     if (rc) return broken(r, from_trace(r, rc));
     return FT_OK;
+}
+
+int ft_rec_flush(ft_rec *r)
+{
+    int rc = check_usable(r);
+    if (!rc) rc = materialize(r);
+    return rc ? rc : flush_chunk(r);
 }
 
 int ft_rec_close(ft_rec *r)
@@ -201,13 +248,150 @@ int ft_rec_header(ft_rec *r, const ft_header *h)
     return rc;
 }
 
-int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json)
+/* The template map's key of a (label, ops) pair. */
+static uint64_t tmpl_key(const char *label, const char *ops)
+{
+    uint64_t h = ft_hash64(ops, strlen(ops));
+    return label ? ft_hash_mix(h, ft_hash64(label, strlen(label))) : ft_hash_mix(h, 0x6c6162656cu);
+}
+
+/* The template row of (label, ops) (canonical ops), UINT32_MAX if none. */
+static uint32_t tmpl_find(const ft_rec *r, const char *label, const char *ops)
+{
+    const uint32_t i = ft_hmap_get(&r->tmpl, tmpl_key(label, ops));
+    if (i == UINT32_MAX) return i;
+    const ft_fuser_def *f = ft_trace_fuser(r->t, i);
+    if ((f->label == NULL) != (label == NULL) || (label && strcmp(f->label, label)) ||
+        strcmp(f->ops_json, ops))
+        return UINT32_MAX; /* a 64-bit collision: the declaration gets a row of its own */
+    return i;
+}
+
+/* Whether stream id `id` names any fuser declared so far (rows, compact instances, pending). */
+static int id_declared(const ft_rec *r, int64_t id)
+{
+    return ft_trace_fuser_index(r->t, id) != UINT32_MAX ||
+           ft_hmap_get(&r->live, (uint64_t)id) != UINT32_MAX ||
+           (r->n_inst && ft_seqset_has(&r->inst, id)) || (r->pending && r->pend_id == id);
+}
+
+/* Grow the per-row arrays to hold row n. */
+static int rows_reserve(ft_rec *r, size_t n)
+{
+    if (n < r->groups_cap) return FT_OK;
+    size_t cap = r->groups_cap ? r->groups_cap * 2 : 64;
+    uint32_t *g = ft_realloc(r->groups, cap * sizeof *g);
+    if (g) r->groups = g;
+    uint32_t *ro = g ? ft_realloc(r->root, cap * sizeof *ro) : NULL;
+    if (ro) r->root = ro;
+    uint8_t *e = ro ? ft_realloc(r->ended, cap) : NULL;
+    if (!e) return ft_err_set(&r->err, FT_ENOMEM, "out of memory");
+    r->ended = e;
+    r->groups_cap = cap;
+    return FT_OK;
+}
+
+/* Write a fusers row for stream id `id` (canonical ops), declared `pos` records in. */
+static int write_row(ft_rec *r, int64_t id, const char *label, const char *ops, uint32_t n_ops,
+                     uint32_t groups, uint64_t pos)
+{
+    const size_t n = ft_trace_n_fusers(r->t);
+    int rc = rows_reserve(r, n);
+    if (rc) return rc;
+    if ((rc = ft_trace_w_fuser(r->t, id, label, ops, n_ops, pos))) return from_trace(r, rc);
+    r->groups[n] = groups;
+    r->root[n] = (uint32_t)n;
+    r->ended[n] = 0;
+    r->n_decls++;
+    return FT_OK;
+}
+
+/* The held declaration as the row it would have been (something other than its call came). */
+static int materialize(ft_rec *r)
+{
+    if (!r->pending) return FT_OK;
+    r->pending = 0;
+    const ft_fuser_def *f = ft_trace_fuser(r->t, r->pend_tmpl);
+    int rc = write_row(r, r->pend_id, f->label, f->ops_json, f->n_ops, r->groups[r->pend_tmpl],
+                       r->pend_pos);
+    return rc == FT_ENOMEM ? broken(r, rc) : rc;
+}
+
+/* Declare `id` with canonical ops: held as a compact instance when it repeats a template (and
+ * compact is allowed), else a row (registered as the template of its label and ops). */
+static int declare(ft_rec *r, int64_t id, const char *label, const char *ops, uint32_t n_ops,
+                   uint32_t groups, int compact)
+{
+    if (id_declared(r, id))
+        return ft_err_set(&r->err, FT_EINVAL, "fuser id %" PRId64 " is already declared", id);
+    int rc = materialize(r);
+    if (rc) return rc;
+    const uint32_t t = tmpl_find(r, label, ops);
+    /* compact ids increase, so that the set of them stays one ordered list */
+    if (compact && t != UINT32_MAX && (!r->n_inst || id > r->inst.last)) {
+        r->pending = 1;
+        r->pend_id = id;
+        r->pend_tmpl = t;
+        r->pend_pos = r->n_records;
+        return FT_OK;
+    }
+    const uint32_t row = ft_trace_n_fusers(r->t);
+    if ((rc = write_row(r, id, label, ops, n_ops, groups, r->n_records))) return rc;
+    if (compact && t == UINT32_MAX && ft_hmap_get(&r->tmpl, tmpl_key(label, ops)) == UINT32_MAX &&
+        ft_hmap_put(&r->tmpl, tmpl_key(label, ops), row))
+        return broken(r, FT_ENOMEM);
+    return FT_OK;
+}
+
+static uint64_t seen_key(const char *label, const char *ops_json)
+{
+    return tmpl_key(label, ops_json) | 1; /* never 0, the empty entry's */
+}
+
+/* The row whose label and ops were declared before with exactly this text, UINT32_MAX if none
+ * is remembered. */
+static uint32_t seen_find(const ft_rec *r, const char *label, const char *ops_json)
+{
+    const uint64_t h = seen_key(label, ops_json);
+    for (size_t k = 0; k < FT_ARRAY_LEN(r->seen); k++) {
+        const struct decl_seen *e = &r->seen[k];
+        if (e->hash == h && (!e->label) == (!label) && (!label || !strcmp(e->label, label)) &&
+            !strcmp(e->ops, ops_json))
+            return e->row;
+    }
+    return UINT32_MAX;
+}
+
+/* Remember that (label, ops text) canonicalises to the fields of row (an optimisation: a failed
+ * copy forgets it). */
+static void seen_put(ft_rec *r, const char *label, const char *ops_json, uint32_t row)
+{
+    struct decl_seen *e = &r->seen[r->seen_next];
+    char *l = label ? ft_strdup(label) : NULL, *o = ft_strdup(ops_json);
+    if ((label && !l) || !o) {
+        ft_free(l);
+        ft_free(o);
+        return;
+    }
+    ft_free(e->label);
+    ft_free(e->ops);
+    *e = (struct decl_seen){seen_key(label, ops_json), l, o, row};
+    r->seen_next = (r->seen_next + 1) % (uint32_t)FT_ARRAY_LEN(r->seen);
+}
+
+/* Check and canonicalise a declaration's fields, then declare it. */
+static int fuser_decl(ft_rec *r, int64_t id, const char *label, const char *ops_json, int compact)
 {
     int rc = check_usable(r);
     if (rc) return rc;
     char what[64], *ops = NULL;
     size_t n_ops = 0;
     if (id < 0) return ft_err_set(&r->err, FT_ERANGE, "fuser id %" PRId64 " is negative", id);
+    const uint32_t same = compact && ops_json ? seen_find(r, label, ops_json) : UINT32_MAX;
+    if (same != UINT32_MAX) { /* the same text as a declaration checked before */
+        const ft_fuser_def *f = ft_trace_fuser(r->t, same);
+        return declare(r, id, f->label, f->ops_json, f->n_ops, r->groups[same], 1);
+    }
     snprintf(what, sizeof what, "fuser %" PRId64 " label", id);
     if ((rc = check_text(r, what, label))) return rc;
     snprintf(what, sizeof what, "fuser %" PRId64 " ops", id);
@@ -215,36 +399,81 @@ int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json)
     if (rc) return rc;
     uint32_t groups = 0;
     ft_err ge = {0};
-    size_t n = ft_trace_n_fusers(r->t);
     if ((rc = ft_oplist_groups(ops, &groups, &ge))) {
         ft_err_set(&r->err, rc, "fuser %" PRId64 ": field %s", id, ft_err_msg(&ge));
-    } else if (n >= r->groups_cap) {
-        size_t cap = r->groups_cap ? r->groups_cap * 2 : 64;
-        uint32_t *q = ft_realloc(r->groups, cap * sizeof *q);
-        if (!q)
-            rc = ft_err_set(&r->err, FT_ENOMEM, "out of memory");
-        else
-            r->groups = q, r->groups_cap = cap;
-    }
-    int written = 0;
-    if (!rc) {
-        rc = ft_trace_w_fuser(r->t, id, label, ops, (uint32_t)n_ops, r->n_records);
-        written = 1;
+    } else if (!(rc = declare(r, id, label, ops, (uint32_t)n_ops, groups, compact)) && compact) {
+        const uint32_t t = tmpl_find(r, label, ops); /* the row its label and ops now have */
+        if (t != UINT32_MAX) seen_put(r, label, ops_json, t);
     }
     ft_free(ops);
-    if (rc) return written ? from_trace(r, rc) : rc;
-    r->groups[n] = groups;
-    r->n_decls++;
-    return FT_OK;
+    return rc;
+}
+
+int ft_rec_fuser(ft_rec *r, int64_t id, const char *label, const char *ops_json)
+{
+    return fuser_decl(r, id, label, ops_json, 1);
+}
+
+/* The row a declared stream id names: a row's own, or a live compact instance's template
+ * (*instance set); UINT32_MAX with the error set ("WHAT: field 'FIELD': ...") when it names none
+ * that lives. */
+static uint32_t resolve(ft_rec *r, int64_t id, int *instance, const char *what, const char *field)
+{
+    *instance = 0;
+    uint32_t fi = ft_trace_fuser_index(r->t, id);
+    if (fi != UINT32_MAX) {
+        if (!r->ended[r->root[fi]]) return fi;
+    } else if ((fi = ft_hmap_get(&r->live, (uint64_t)id)) != UINT32_MAX) {
+        *instance = 1;
+        return fi;
+    }
+    const int gone = fi != UINT32_MAX || (r->n_inst && ft_seqset_has(&r->inst, id));
+    ft_err_set(&r->err, FT_EINVAL, "%s: field '%s': fuser %" PRId64 " %s", what, field, id,
+               gone ? "has ended" : "is not declared");
+    return UINT32_MAX;
+}
+
+int ft_rec_fuser_like(ft_rec *r, int64_t id, int64_t like)
+{
+    int rc = check_usable(r);
+    if (rc) return rc;
+    if (id < 0) return ft_err_set(&r->err, FT_ERANGE, "fuser id %" PRId64 " is negative", id);
+    uint32_t src = UINT32_MAX;
+    int inst = 0;
+    char what[48];
+    snprintf(what, sizeof what, "fuser %" PRId64, id);
+    /* the fields of a declaration, ended or not: a row's own, a live compact instance's template */
+    if (r->pending && r->pend_id == like)
+        src = r->pend_tmpl;
+    else if ((src = ft_trace_fuser_index(r->t, like)) == UINT32_MAX &&
+             (src = resolve(r, like, &inst, what, "like")) == UINT32_MAX)
+        return FT_EINVAL;
+    const ft_fuser_def *f = ft_trace_fuser(r->t, src);
+    return declare(r, id, f->label, f->ops_json, f->n_ops, r->groups[src], 1);
 }
 
 int ft_rec_fuser_of(ft_rec *r, int64_t id, const char *label, const char *ops_json, int64_t of)
 {
-    int rc = ft_rec_fuser(r, id, label, ops_json);
+    int rc = check_usable(r);
     if (rc) return rc;
+    if (r->pending && r->pend_id == of && (rc = materialize(r))) return rc;
+    if (ft_hmap_get(&r->live, (uint64_t)of) != UINT32_MAX)
+        return ft_err_set(&r->err, FT_EUNSUPPORTED,
+                          "fuser %" PRId64 ": field 'of': fuser %" PRId64 " is a compact instance "
+                          "(it repeats an earlier fuser's label and ops and was declared right "
+                          "before its first call), which this trace format cannot continue",
+                          id, of);
+    const uint32_t j = ft_trace_fuser_index(r->t, of);
+    if (j != UINT32_MAX && r->ended[r->root[j]])
+        return ft_err_set(&r->err, FT_EINVAL,
+                          "fuser %" PRId64 ": field 'of': fuser %" PRId64 " has ended", id, of);
+    if ((rc = fuser_decl(r, id, label, ops_json, 0))) return rc;
     rc = ft_trace_w_fuser_of(r->t, id, of);
     /* a refused link leaves the declaration: said as the declaration's own error */
-    return rc ? from_trace(r, rc) : FT_OK;
+    if (rc) return from_trace(r, rc);
+    const uint32_t i = ft_trace_fuser_index(r->t, id);
+    r->root[i] = r->root[j];
+    return FT_OK;
 }
 
 int ft_rec_recipe(ft_rec *r, int64_t id, const char *type, int64_t obj, const char *attrs_json)
@@ -254,6 +483,7 @@ int ft_rec_recipe(ft_rec *r, int64_t id, const char *type, int64_t obj, const ch
     if (!type || !*type)
         return ft_err_set(&r->err, FT_EINVAL, "recipe %" PRId64 ": missing type", id);
     if (id < 0) return ft_err_set(&r->err, FT_ERANGE, "recipe id %" PRId64 " is negative", id);
+    if ((rc = materialize(r))) return rc;
     char what[64], *attrs = NULL;
     snprintf(what, sizeof what, "recipe %" PRId64 " type", id);
     if ((rc = check_text(r, what, type))) return rc;
@@ -282,24 +512,53 @@ static int after_append(ft_rec *r, int64_t seq)
     r->has_last = 1;
     r->last_seq = seq;
     r->n_records++;
-    if (ft_chunk_enc_n_records(r->enc) >= r->chunk_records) return ft_rec_flush(r);
+    if (ft_chunk_enc_n_records(r->enc) >= r->chunk_records) return flush_chunk(r);
     return FT_OK;
 }
 
-/* Encode a checked call (fi, ri: its dense fuser and recipe indices). */
-static int append_call(ft_rec *r, const ft_call *c, uint32_t fi, int32_t ri, int64_t n_tokens)
+/* The row and instance bits of the fuser a call names: its held declaration (a new compact
+ * instance: FT_CF_INSTANCE | FT_CF_NEW_FUSER), a live compact instance or a row; a held
+ * declaration the call does not name becomes its row first. */
+static int call_fuser(ft_rec *r, const ft_call *c, uint32_t *fi, uint32_t *bits)
 {
+    *bits = 0;
+    if (r->pending && r->pend_id == c->fuser) {
+        *fi = r->pend_tmpl;
+        *bits = FT_CF_INSTANCE | FT_CF_NEW_FUSER;
+        return FT_OK;
+    }
+    int rc = materialize(r), inst;
+    if (rc) return rc;
+    char what[48];
+    snprintf(what, sizeof what, "call seq %" PRId64, c->seq);
+    if ((*fi = resolve(r, c->fuser, &inst, what, "fuser")) == UINT32_MAX) return FT_EINVAL;
+    if (inst) *bits = FT_CF_INSTANCE;
+    return FT_OK;
+}
+
+/* Encode a checked call (fi, ri: its dense fuser and recipe indices; bits: call_fuser's). */
+static int append_call(ft_rec *r, const ft_call *call, uint32_t fi, int32_t ri, int64_t n_tokens,
+                       uint32_t bits)
+{
+    ft_call cc = *call, *c = &cc;
+    cc.flags |= bits;
     int rc;
     if ((c->flags & FT_CF_HAS_SPLITS) &&
         ft_chunk_enc_n_split_values(r->enc) + c->n_splits > FT_CHUNK_MAX_SPLIT_VALUES / 2 &&
-        (rc = ft_rec_flush(r)))
+        (rc = flush_chunk(r)))
         return rc;
     rc = ft_chunk_enc_call(r->enc, c, fi, ri, n_tokens);
     if (rc == FT_ERANGE) { /* a per-chunk dictionary is full: start a new chunk */
-        if ((rc = ft_rec_flush(r))) return rc;
+        if ((rc = flush_chunk(r))) return rc;
         rc = ft_chunk_enc_call(r->enc, c, fi, ri, n_tokens);
     }
     if (rc) return broken(r, rc);
+    if (bits & FT_CF_NEW_FUSER) { /* the held declaration is this compact instance now */
+        r->pending = 0;
+        if (ft_hmap_put(&r->live, (uint64_t)c->fuser, fi) || ft_seqset_add(&r->inst, c->fuser))
+            return broken(r, FT_ENOMEM);
+        r->n_inst++;
+    }
     return FT_OK;
 }
 
@@ -319,11 +578,8 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
         ((fl & FT_CF_HAS_NS) && (rc = check_nonneg(r, c->seq, "ns", c->ns))) ||
         ((fl & FT_CF_HAS_FUSE_NS) && (rc = check_nonneg(r, c->seq, "fuse_ns", c->fuse_ns))))
         return rc;
-    uint32_t fi = ft_trace_fuser_index(r->t, c->fuser);
-    if (fi == UINT32_MAX)
-        return ft_err_set(&r->err, FT_EINVAL,
-                          "call seq %" PRId64 ": field 'fuser': id %" PRId64 " is not declared",
-                          c->seq, c->fuser);
+    uint32_t fi, bits;
+    if ((rc = call_fuser(r, c, &fi, &bits))) return rc;
     int32_t ri = -1;
     if (fl & FT_CF_HAS_RECIPE) {
         uint32_t x = ft_trace_recipe_index(r->t, c->recipe);
@@ -383,7 +639,7 @@ int ft_rec_call(ft_rec *r, const ft_call *c)
         snprintf(what, sizeof what, "call seq %" PRId64 ": field 'phase'", c->seq);
         if ((rc = check_text(r, what, c->phase))) return rc;
     }
-    if ((rc = append_call(r, c, fi, ri, n_tokens))) return rc;
+    if ((rc = append_call(r, c, fi, ri, n_tokens, bits))) return rc;
     if ((rc = ft_seqset_add(&r->calls, c->seq))) return broken(r, rc);
     return after_append(r, c->seq);
 }
@@ -406,6 +662,7 @@ int ft_rec_backward(ft_rec *r, const ft_backward *b)
                           "backward seq %" PRId64 ": field 'call': %" PRId64
                           " is not the seq of an earlier call",
                           b->seq, b->call);
+    if ((rc = materialize(r))) return rc;
     rc = ft_chunk_enc_backward(r->enc, b);
     if (rc) return broken(r, rc);
     return after_append(r, b->seq);
@@ -416,9 +673,9 @@ int ft_rec_call_prevalidated(ft_rec *r, const ft_call *c)
 {
     int rc = check_usable(r);
     if (rc) return rc;
-    uint32_t fi = ft_trace_fuser_index(r->t, c->fuser);
+    uint32_t fi, bits;
     uint32_t ri = c->flags & FT_CF_HAS_RECIPE ? ft_trace_recipe_index(r->t, c->recipe) : 0;
-    if (fi == UINT32_MAX || ri == UINT32_MAX) /* a broken promise, not bad input */
+    if (call_fuser(r, c, &fi, &bits) || ri == UINT32_MAX) /* a broken promise, not bad input */
         return ft_err_set(&r->err, FT_ESTATE,
                           "call seq %" PRId64 ": pre-validated call names an undeclared id",
                           c->seq);
@@ -428,7 +685,7 @@ int ft_rec_call_prevalidated(ft_rec *r, const ft_call *c)
             n_tokens += c->m_splits[i];
     r->prevalidated = 1;
     int32_t rix = c->flags & FT_CF_HAS_RECIPE ? (int32_t)ri : -1;
-    if ((rc = append_call(r, c, fi, rix, n_tokens))) return rc;
+    if ((rc = append_call(r, c, fi, rix, n_tokens, bits))) return rc;
     return after_append(r, c->seq);
 }
 
@@ -437,9 +694,30 @@ int ft_rec_backward_prevalidated(ft_rec *r, const ft_backward *b)
     int rc = check_usable(r);
     if (rc) return rc;
     r->prevalidated = 1;
+    if ((rc = materialize(r))) return rc;
     rc = ft_chunk_enc_backward(r->enc, b);
     if (rc) return broken(r, rc);
     return after_append(r, b->seq);
+}
+
+int ft_rec_fuser_end(ft_rec *r, const ft_fuser_end *e)
+{
+    int rc = check_usable(r);
+    if (rc) return rc;
+    if ((rc = check_seq(r, e->seq)) || (rc = check_nonneg(r, e->seq, "seq", e->seq))) return rc;
+    if ((rc = materialize(r))) return rc; /* a fuser that ends before its first call: a row */
+    char what[48];
+    snprintf(what, sizeof what, "fuser_end seq %" PRId64, e->seq);
+    int inst;
+    const uint32_t fi = resolve(r, e->fuser, &inst, what, "fuser");
+    if (fi == UINT32_MAX) return FT_EINVAL;
+    if ((rc = ft_chunk_enc_end(r->enc, e->seq, fi, inst, e->fuser))) return broken(r, rc);
+    if (inst)
+        ft_hmap_del(&r->live, (uint64_t)e->fuser);
+    else
+        r->ended[r->root[fi]] = 1;
+    r->n_ends++;
+    return after_append(r, e->seq);
 }
 
 int ft_rec_call_flat(ft_rec *r, int64_t seq, int64_t fuser, int64_t recipe, uint32_t flags,
@@ -498,6 +776,11 @@ static int sink_backward(void *ctx, const ft_backward *b)
     return ft_rec_backward(ctx, b);
 }
 
+static int sink_end(void *ctx, const ft_fuser_end *e)
+{
+    return ft_rec_fuser_end(ctx, e);
+}
+
 static int sink_call_pre(void *ctx, const ft_call *c)
 {
     return ft_rec_call_prevalidated(ctx, c);
@@ -521,6 +804,7 @@ void ft_rec_sink(ft_rec *r, ft_sink *out)
     out->recipe_fn = sink_recipe;
     out->call_fn = sink_call;
     out->backward_fn = sink_backward;
+    out->end_fn = sink_end;
     out->error_fn = sink_error;
 }
 

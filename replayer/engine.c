@@ -110,14 +110,16 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
                                   uint32_t q, uint32_t fresh, int tok_class, int64_t n_tokens,
                                   int *rc)
 {
-    uint64_t h = ft_hash_mix(ft_hash_mix(fuser, (uint64_t)(uint32_t)recipe),
-                             ((uint64_t)chosen << 32) | fresh);
+    /* by op-list class: every fuser with the same ops classifies alike */
+    const uint32_t cls = r->cls[fuser];
+    uint64_t h =
+        ft_hash_mix(ft_hash_mix(cls, (uint64_t)(uint32_t)recipe), ((uint64_t)chosen << 32) | fresh);
     h = ft_hash_mix(h, ((uint64_t)q << 8) | (uint64_t)tok_class);
     const uint32_t got = ft_hmap_get(&r->c_index, h);
     *rc = FT_OK;
     if (got != UINT32_MAX) {
         class_memo *c = &r->cm[got];
-        if (c->fuser == fuser && c->recipe == recipe && c->chosen == chosen && c->q == q &&
+        if (c->fuser == cls && c->recipe == recipe && c->chosen == chosen && c->q == q &&
             c->fresh == fresh && c->tok_class == tok_class)
             return c;
     }
@@ -133,7 +135,7 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
     }
     class_memo *c = &r->cm[r->n_cm];
     memset(c, 0, sizeof *c);
-    c->fuser = fuser;
+    c->fuser = cls;
     c->recipe = recipe;
     c->chosen = chosen;
     c->q = q;
@@ -154,9 +156,11 @@ const class_memo *replay_classify(ft_replay *r, uint32_t fuser, int32_t recipe, 
 void ft_replay_free(ft_replay *r)
 {
     if (!r) return;
+    slots_free(r);
     ft_model_free(r->model);
     ft_free(r->n_ops);
     ft_free(r->inst);
+    ft_free(r->cls);
     ft_free(r->ri);
     ft_free(r->mru);
     ft_hmap_free(&r->fa_memo);
@@ -188,6 +192,7 @@ void ft_replay_free(ft_replay *r)
     ft_free(r->v_recipe);
     ft_free(r->v_phase);
     ft_free(r->v_seq);
+    ft_free(r->v_sid);
     ft_free(r->v_step);
     ft_free(r->v_ntok);
     ft_free(r->v_match);
@@ -200,7 +205,6 @@ void ft_replay_free(ft_replay *r)
     ft_free(r->src_r);
     ft_free(r->src_f);
     ft_free(r->src_seq);
-    ft_free(r->prev_decl);
     ft_free(r->src);
     for (uint32_t p = 0; p < FT_MAX_POLICIES; p++)
         ft_hmap_free(&r->src_map[p]);
@@ -306,26 +310,28 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
     }
     r->n_ops = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->n_ops);
     r->inst = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->inst);
+    r->cls = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->cls);
     r->ri = ft_calloc(n_recipes + 1, sizeof *r->ri);
-    r->mru = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->mru);
+    r->n_lists = ft_model_n_lists(r->model);
+    r->mru = ft_calloc(r->n_lists ? r->n_lists : 1, sizeof *r->mru);
     r->fuser_ok = ft_calloc(n_fusers ? n_fusers : 1, 1);
-    if (r->causes) r->prev_decl = ft_calloc(n_fusers ? n_fusers : 1, sizeof *r->prev_decl);
-    if (!r->n_ops || !r->inst || !r->ri || !r->mru || !r->fuser_ok || (r->causes && !r->prev_decl))
-        goto nomem;
+    if (!r->n_ops || !r->inst || !r->cls || !r->ri || !r->mru || !r->fuser_ok) goto nomem;
     for (uint32_t u = 0; u < n_fusers; u++) {
         const char *glob = r->filter.fuser_glob, *label = fusers[u].label;
         r->fuser_ok[u] = !glob || (label && !fnmatch(glob, label, 0));
         r->n_ops[u] = ft_model_n_ops(r->model, u);
         r->inst[u] = ft_model_fuser_instance(r->model, u);
+        r->cls[u] = ft_model_fuser_list(r->model, u);
         if (r->n_ops[u] >= (1u << FT_KEY_F_BITS) - 1) {
             rc = ft_err_set(err, FT_EUNSUPPORTED, "fuser %lld has %u ops; at most %u",
                             (long long)fusers[u].id, r->n_ops[u], (1u << FT_KEY_F_BITS) - 2);
             goto fail;
         }
-        r->mru[u].recipe[0] = r->mru[u].recipe[1] = -2;
-        r->mru[u].n_ops = r->n_ops[u];
-        memset(r->mru[u].raises, -1, sizeof r->mru[u].raises);
-        r->mru[u].fa_recipe = -2;
+        oracle_mru *m = &r->mru[r->cls[u]];
+        m->recipe[0] = m->recipe[1] = -2;
+        m->n_ops = r->n_ops[u];
+        memset(m->raises, -1, sizeof m->raises);
+        m->fa_recipe = -2;
     }
     r->n_qdirect = FT_QDIRECT;
     while (r->n_qdirect > 1 && (size_t)r->n_qdirect * (n_recipes + 1) > (1u << 22))
@@ -350,22 +356,19 @@ int ft_replay_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe
             goto fail;
         }
         pr->res = r->base.pol[p];
-        pr->st = ft_calloc(n_fusers ? n_fusers : 1, sizeof *pr->st);
-        if (!pr->st) goto nomem;
-        for (uint32_t u = 0; u < n_fusers; u++) {
-            pr->st[u].saved_a = FT_NEVER;
-            pr->st[u].saved_f = 0;
-            pr->st[u].q = 0;
-            pr->st[u].plan = FT_NO_ENTRY;
-            pr->st[u].slot_key = UINT64_MAX;
-            pr->st[u].head = pr->st[u].tail = FT_NO_ENTRY;
-            pr->st[u].mru_key[0] = pr->st[u].mru_key[1] = UINT64_MAX;
-            pr->st[u].cc[0].plan = pr->st[u].cc[1].plan = FT_NO_ENTRY;
-        }
         pr->store.free_head = FT_NO_ENTRY;
         pr->store.capacity = opts->capacity;
+        if (pr->def->store == FT_STORE_SHARED) {
+            const uint32_t nl = ft_model_n_lists(r->model);
+            pr->store.lists = ft_malloc((nl ? nl : 1) * sizeof *pr->store.lists);
+            if (!pr->store.lists) goto nomem;
+            pr->store.n_lists = nl;
+            for (uint32_t k = 0; k < nl; k++)
+                pr->store.lists[k] = (store_list){FT_NO_ENTRY, FT_NO_ENTRY, 0};
+        }
         if (pr->def->needs_fa) r->needs_fa = 1;
     }
+    if ((rc = slots_setup(r, err))) goto fail;
     r->base.n_traces = 1;
     r->base.n_fusers = n_fusers;
     r->base.n_recipes = n_recipes;
@@ -414,6 +417,7 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
         GROW(v_recipe, cap);
         GROW(v_phase, cap);
         GROW(v_seq, cap);
+        GROW(v_sid, cap);
         GROW(v_step, cap);
         GROW(v_ntok, cap);
         GROW(v_match, cap);
@@ -435,10 +439,11 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
 #undef GROW
 
 /* ---- oracle pass ---------------------------------------------------------------------------- */
-/* Fill MRU slot `victim` of fuser u with the fresh plan of (recipe, f), from the model (which
- * memoises its builds; only the calls that really built count and are timed as builds). */
+/* Fill MRU slot `victim` of fuser u's op-list class with the fresh plan of (recipe, f), from
+ * the model (which memoises its builds; only the calls that really built count and are timed as
+ * builds). sid names the calling fuser in messages. */
 static int fresh_plan_miss(ft_replay *r, oracle_mru *m, uint32_t u, int32_t recipe, uint32_t f,
-                           int64_t seq, ft_err *err)
+                           int64_t seq, int64_t sid, ft_err *err)
 {
     const int k = m->victim;
     uint32_t plan;
@@ -452,7 +457,7 @@ static int fresh_plan_miss(ft_replay *r, oracle_mru *m, uint32_t u, int32_t reci
         char msg[FT_ERR_MAX];
         ft_strlcpy(msg, ft_err_msg(err), sizeof msg);
         return ft_err_set(err, rc, "seq %lld, fuser %lld: plan build failed: %s", (long long)seq,
-                          (long long)r->fusers[u].id, msg);
+                          (long long)sid, msg);
     }
     m->recipe[k] = recipe;
     m->f[k] = f;
@@ -489,12 +494,12 @@ static int fresh_raise(ft_replay *r, oracle_mru *m, int k, uint32_t u, int32_t r
 
 static int fa_id(ft_replay *r, uint32_t u, int32_t recipe, int32_t *id)
 {
-    oracle_mru *m = &r->mru[u];
+    oracle_mru *m = &r->mru[r->cls[u]];
     if (m->fa_recipe == recipe) {
         *id = m->fa_id;
         return FT_OK;
     }
-    uint64_t key = ((uint64_t)u << 40) | (uint32_t)(recipe + 1);
+    uint64_t key = ((uint64_t)r->cls[u] << 40) | (uint32_t)(recipe + 1);
     const uint32_t got = ft_hmap_get(&r->fa_memo, key);
     if (got != UINT32_MAX) {
         *id = (int32_t)got;
@@ -522,7 +527,7 @@ static void step_widen(ft_replay *r, int64_t step, uint32_t n_done, uint32_t max
         replay_step_fold(&r->step_calls);
         r->step_width *= 2;
         for (uint32_t k = 0; k < n_done; k++)
-            if (r->cc[k].sb != FT_NO_ENTRY) r->cc[k].sb /= 2;
+            if (r->cc[k].sb != FT_NO_SB) r->cc[k].sb /= 2;
     }
 }
 
@@ -566,34 +571,48 @@ static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const
     while ((INT64_C(1) << shift) < r->step_width)
         shift++;
     const uint8_t *K = b->kind;
-    const uint32_t *BU = b->fuser, *FL = b->flags, *FRG = b->first_rg;
+    const uint32_t *BU = b->fuser, *FL = b->flags, *FRG = b->first_rg, *CLS = r->cls;
     const int32_t *BR = b->recipe;
     const int64_t *STEP = b->step, *TOKENS = b->n_tokens;
     ccall *CC = r->cc;
     uint64_t *step_calls = r->step_calls.calls;
     oracle_mru *mru = r->mru;
-    uint32_t j = 0, max_sb = 0, any_cap = 0, counted = 0;
+    uint32_t j = 0, max_sb = 0, any_cap = 0, counted = 0, n_bwd = 0;
+    r->n_ending = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (K[i] != FT_REC_CALL) continue;
+        if (K[i] != FT_REC_CALL) {
+            int rc;
+            if (K[i] == FT_REC_BACKWARD)
+                n_bwd++;
+            else if (BU[i] >= n_fusers)
+                return ft_err_set(err, FT_ECORRUPT, "chunk %llu, seq %lld: fuser %u out of range",
+                                  (unsigned long long)b->chunk_id, (long long)b->seq[i], BU[i]);
+            else if ((rc = slot_end(r, b, i, j, err)))
+                return rc;
+            continue;
+        }
         const uint32_t u = BU[i], fl = FL[i];
         const int32_t recipe = BR[i];
         if (u >= n_fusers || (uint32_t)(recipe + 1) >= n_recipes1) goto bad;
-        oracle_mru *m = &mru[u];
+        oracle_mru *m = &mru[CLS[u]];
         const uint32_t f = ft_te_boundary(m->n_ops, fl & FT_CF_GRAD, fl & FT_CF_INPUT_RG, FRG[i]);
         if (f > m->n_ops) goto bad;
         int rc;
         ccall *cj = &CC[j];
+        if ((rc = slot_for_call(r, b, i, u, fl, cj, err))) return rc;
         cj->i = i;
         cj->fuser = u;
         cj->recipe = recipe;
-        cj->f = f;
+        cj->f = (uint16_t)f;
         cj->match = (uint8_t)(!filt || call_matches(r, b, i, u));
         if (filt) counted += cj->match;
+        r->gstat[r->slot[cj->slot].grp].calls += cj->match;
         int k = m->recipe[0] == recipe && m->f[0] == f   ? 0
                 : m->recipe[1] == recipe && m->f[1] == f ? 1
                                                          : -1;
         if (k < 0) {
-            if ((rc = fresh_plan_miss(r, m, u, recipe, f, b->seq[i], err))) return rc;
+            const int64_t sid = b->sid ? b->sid[i] : r->fusers[u].id;
+            if ((rc = fresh_plan_miss(r, m, u, recipe, f, b->seq[i], sid, err))) return rc;
             k = m->victim;
         }
         m->victim = (uint8_t)(k ^ 1);
@@ -620,7 +639,7 @@ static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const
                 r->base.cap_hit_fuse_ns += (uint64_t)b->fuse_ns[i];
             }
         }
-        cj->sb = FT_NO_ENTRY;
+        cj->sb = FT_NO_SB;
         if ((fl & FT_CF_HAS_STEP) && STEP[i] >= 0 && cj->match) {
             if ((STEP[i] >> shift) >= FT_STEP_BUCKETS) {
                 step_widen(r, STEP[i], j, max_sb);
@@ -629,7 +648,7 @@ static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const
                 max_sb = r->step_calls.n;
             }
             const uint32_t sb = (uint32_t)(STEP[i] >> shift);
-            cj->sb = sb;
+            cj->sb = (uint16_t)sb;
             step_calls[sb]++;
             if (sb + 1 > max_sb) max_sb = sb + 1;
         }
@@ -646,7 +665,7 @@ static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const
     r->n_calls = j;
     r->any_cap = any_cap != 0;
     r->base.calls += filt ? counted : j;
-    r->base.backwards += n - j;
+    r->base.backwards += n_bwd;
     return FT_OK;
 }
 
@@ -727,17 +746,17 @@ static int fill_causes(ft_replay *r)
     const uint32_t n = r->n_calls, cap = r->cap_batch;
     for (uint32_t j = 0; j < n; j++) {
         const ccall *cj = &r->cc[j];
-        const uint32_t inst = r->inst[cj->fuser];
-        oracle_mru *m = &r->mru[inst];
+        slot_info *m = &r->slot[cj->slot];
+        if (cj->fresh_slot) m->prev_seen = 0; /* a slot reused within the batch */
         r->prev_r[j] = m->prev_seen ? m->prev_recipe : -2;
         r->prev_f[j] = m->prev_f;
         uint16_t w = changes(r, r->prev_r[j], m->prev_f, cj->recipe, cj->f);
-        if (m->prev_seen && r->prev_decl[inst] != cj->fuser) w |= FT_WHY_OPS;
+        if (m->prev_seen && m->prev_fuser != cj->fuser) w |= FT_WHY_OPS;
         r->changed[j] = w;
         m->prev_seen = 1;
         m->prev_recipe = cj->recipe;
         m->prev_f = cj->f;
-        r->prev_decl[inst] = cj->fuser;
+        m->prev_fuser = cj->fuser;
     }
     for (uint32_t p = 0; p < r->n_pol; p++) {
         const uint8_t *dec = r->rec + (size_t)p * cap;
@@ -762,6 +781,7 @@ static int fill_view(ft_replay *r, const ft_batch *b)
         r->v_row[j] = i;
         r->v_seq[j] = b->seq[i];
         r->v_fuser[j] = cj->fuser;
+        r->v_sid[j] = b->sid ? b->sid[i] : r->fusers[cj->fuser].id;
         r->v_recipe[j] = cj->recipe;
         r->v_step[j] = (fl & FT_CF_HAS_STEP) ? b->step[i] : -1;
         r->v_phase[j] = (fl & FT_CF_HAS_PHASE) && b->phase[i] >= 0 ? b->phase[i] : -1;
@@ -781,6 +801,7 @@ static int fill_view(ft_replay *r, const ft_batch *b)
                           .row = r->v_row,
                           .seq = r->v_seq,
                           .fuser = r->v_fuser,
+                          .sid = r->v_sid,
                           .recipe = r->v_recipe,
                           .step = r->v_step,
                           .phase = r->v_phase,
@@ -862,6 +883,8 @@ uint32_t ft_replay_policies(const ft_replay *r, const uint32_t **idx)
 void ft_replay_get(const ft_replay *r, ft_replay_result *out)
 {
     *out = r->base;
+    out->n_fusers = r->n_fusers + r->n_compact;
+    out->fusers_alive_max = r->max_live;
     for (int k = 0; k < FT_MAX_RAISE_TEXTS; k++)
         if (r->fresh_counts[k])
             replay_add_raise_text(out->fresh_raise_texts, r->fresh_texts[k], r->fresh_counts[k]);
@@ -882,4 +905,5 @@ void ft_replay_get(const ft_replay *r, ft_replay_result *out)
             if (r->cm[c].stale == FT_STALE_RAISES && r->cm[c].count[p])
                 replay_add_raise_text(d->raises, r->cm[c].text, r->cm[c].count[p]);
     }
+    slots_groups_result(r, out);
 }

@@ -50,6 +50,9 @@ typedef enum ft_store_kind {
     FT_STORE_NONE = 0, /* no plan is kept: every call builds */
     FT_STORE_SINGLE,   /* one plan per fuser */
     FT_STORE_DICT,     /* map key -> plan per fuser, unbounded or LRU with a capacity */
+    FT_STORE_SHARED,   /* map key -> plan per op-list class, shared by every fuser with the same
+                        * ops (the op-list signature: its canonical ops JSON), unbounded or LRU
+                        * with a capacity per class; each fuser keeps its own recipe state */
 } ft_store_kind;
 
 uint32_t ft_policy_count(void);
@@ -123,7 +126,9 @@ typedef struct ft_replay_view {
     /* call columns, [n] each */
     const uint32_t *row;     /* position in batch */
     const int64_t *seq;      /* call sequence number */
-    const uint32_t *fuser;   /* dense fuser index (ft_replay_fuser) */
+    const uint32_t *fuser;   /* dense fuser index of its declaration (ft_replay_fuser: label,
+                              * ops; a compact instance's template) */
+    const int64_t *sid;      /* stream id of the call's fuser (the instance's own) */
     const int32_t *recipe;   /* dense recipe index, -1 = none */
     const int64_t *step;     /* training step, -1 when not recorded */
     const int32_t *phase;    /* index into batch->phases, -1 when not recorded */
@@ -237,15 +242,28 @@ typedef struct ft_policy_result {
     uint64_t max_entries;           /* largest number of plans held by one fuser's store */
     uint64_t evictions;             /* LRU evictions */
     uint64_t cap_calls, cap_agree;  /* calls with captured `rebuilt`; agreeing build decisions */
+    uint64_t transient_builds;      /* builds of transient fusers (ft_replay_result.transient) */
     int64_t first_disagree_seq;     /* -1 if none */
     ft_raise_text raises[FT_MAX_RAISE_TEXTS];
     ft_step_hist steps;
 } ft_policy_result;
 
+/* Transient fusers: instances that share their label and op list with another instance of the same
+ * trace, as TE's transient OperationFuser([op]) per call of a standalone op does (a model's
+ * persistent fusers have one instance per label), counted per label: "model.norm x 250,000". */
+#define FT_TRANSIENT_GROUPS 8
+typedef struct ft_transient_group {
+    char label[96];                   /* the label ("" for fusers without one), cut at 95 bytes */
+    uint64_t fusers, calls;           /* instances called; their calls (the filter's) */
+    uint64_t builds[FT_MAX_POLICIES]; /* their builds, per policy slot */
+} ft_transient_group;
+
 typedef struct ft_replay_result {
     uint32_t n_traces;
     uint64_t calls, backwards;
-    uint64_t n_fusers, n_recipes;          /* summed over traces */
+    uint64_t n_fusers, n_recipes; /* summed over traces */
+    uint64_t fusers_alive_max;    /* the most fuser instances alive at once (their state is the
+                                   * replay's memory; not in the reports), summed over traces */
     uint64_t model_builds, model_build_ns; /* real fusion-pass builds made by the model, time */
     uint64_t oracle_ns;                    /* measured: f, fresh plan, fresh qstate per call */
     uint64_t wall_ns;                      /* whole replay incl. decoding */
@@ -257,6 +275,11 @@ typedef struct ft_replay_result {
      * under every policy, so no policy's stale classes count them */
     uint64_t fresh_raises;
     ft_raise_text fresh_raise_texts[FT_MAX_RAISE_TEXTS];
+    /* transient fusers (above): in all, and the labels with the most instances, most first (the
+     * others are counted in the totals only) */
+    uint64_t transient_groups, transient_fusers, transient_calls;
+    uint32_t n_transient;
+    ft_transient_group transient[FT_TRANSIENT_GROUPS];
     uint32_t n_policies;
     ft_policy_result pol[FT_MAX_POLICIES];
 } ft_replay_result;

@@ -143,7 +143,11 @@ static int reset_obj(pstate *s, const rinfo *ri, const pcall *c)
     X(fusion_attrs, "fusion-attrs", reset_hash, key_fusion_attrs_f, FT_STORE_DICT, 0, 1, NO_REF,   \
       NULL,                                                                                        \
       "key (exactly the recipe/op/env attributes the fusion rules read, f); reset when the "       \
-      "recipe hash changes; dict")
+      "recipe hash changes; dict")                                                                 \
+    X(shared_oplist, "shared-oplist", reset_type_bo, key_type_f_bo, FT_STORE_SHARED, 0, 0, NO_REF, \
+      "what-if: plans kept across fusers by op-list signature, which no TE does",                  \
+      "key (op-list signature, type, f, bo): one dict per op list, shared by every fuser with "    \
+      "those ops; each fuser resets when (type, bo) or amax_history_len changes")
 
 /* The loop, specialised by whether the batch records a view (rec) and whether a filter decides
  * which calls count (filt). */
@@ -164,6 +168,7 @@ POLICIES(LOOP)
      .note = note_,                                                                                \
      .te_ref = ref_,                                                                               \
      .needs_fa = reads_fa,                                                                         \
+     .store = store_,                                                                              \
      .loop_fn = loop_##id},
 static const policy_def policies[] = {POLICIES(ROW)};
 

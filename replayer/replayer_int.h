@@ -1,7 +1,7 @@
 /*
- * replayer_int.h - private to the replayer (policy.c, store.c, engine.c, driver.c, result.c): the
- * per-call inputs a policy sees, its per-fuser state, the policy table row, and the integer maps
- * the hot path uses.
+ * replayer_int.h - private to the replayer (policy.c, store.c, engine.c, slots.c, driver.c,
+ * result.c): the per-call inputs a policy sees, its per-fuser state, the policy table row, and the
+ * integer maps the hot path uses.
  *
  * Hot-path rule: everything a policy needs per call is an integer precomputed per recipe index
  * (rinfo) or per call by the oracle pass (pcall); keys are small dense ids, never strings.
@@ -19,8 +19,11 @@
 #define FT_KEY_F_BITS  16
 #define FT_KEY_ID_BITS 24
 #define FT_MAX_FUSERS  (1u << 24)
-#define FT_NEVER       (-1) /* "recipe_type = None": no call seen yet (TE's initial state) */
+#define FT_MAX_SLOTS   (1u << 24) /* fuser states alive at once (a dict store key prefixes one) */
+#define FT_NEVER       (-1)       /* "recipe_type = None": no call seen yet (TE's initial state) */
 #define FT_NO_ENTRY    UINT32_MAX
+#define FT_SLOT_ENDED  (UINT32_MAX - 1) /* row_slot: the instance ended */
+#define FT_NO_SB       0xffffu          /* ccall.sb: no step bucket */
 
 /* What every policy may read about a recipe index (index recipe + 1; 0 = no recipe). */
 typedef struct rinfo {
@@ -37,17 +40,18 @@ typedef struct rinfo {
 
 /* One call of the current batch after the oracle pass (32 bytes: one stream for the loops). */
 typedef struct ccall {
-    uint32_t fuser; /* dense fuser index */
-    int32_t recipe; /* dense recipe index, -1 = none */
-    uint32_t f;     /* boundary */
-    uint32_t fresh; /* oracle plan */
-    int32_t fa;     /* fusion-attrs id (0 unless a policy needs it) */
-    uint32_t sb;    /* step bucket, FT_NO_ENTRY when the call has no step */
-    uint32_t i;     /* position in the batch */
-    uint8_t tok;    /* token class | (backward runs) << 2 */
-    uint8_t cap;    /* captured: 1 = has `rebuilt`, 2 = rebuilt */
-    uint8_t match;  /* the call passes the filter (1 when there is none) */
-    uint8_t spare;
+    uint32_t fuser;     /* dense fuser index of its declaration (a compact instance's template) */
+    uint32_t slot;      /* the instance's state (slots.c) */
+    int32_t recipe;     /* dense recipe index, -1 = none */
+    uint32_t fresh;     /* oracle plan */
+    int32_t fa;         /* fusion-attrs id (0 unless a policy needs it) */
+    uint32_t i;         /* position in the batch */
+    uint16_t f;         /* boundary (< 2^16 - 1: ft_replay_new checks op counts) */
+    uint16_t sb;        /* step bucket, FT_NO_SB when the call has no step */
+    uint8_t tok;        /* token class | (backward runs) << 2 */
+    uint8_t cap;        /* captured: 1 = has `rebuilt`, 2 = rebuilt */
+    uint8_t match;      /* the call passes the filter (1 when there is none) */
+    uint8_t fresh_slot; /* the instance's first call: every policy starts its state here */
 } ccall;
 _Static_assert(sizeof(ccall) == 32, "ccall is 32 bytes");
 
@@ -67,22 +71,29 @@ typedef struct class_cache {
     uint32_t memo; /* its class_memo entry */
 } class_cache;
 
+/* The plans a store holds for one owner (a fuser's dict, or one op-list class's shared dict): a
+ * doubly linked list through store_entry, most recently used first. */
+typedef struct store_list {
+    uint32_t head, tail; /* FT_NO_ENTRY when empty */
+    uint32_t count;      /* entries held */
+} store_list;
+
 /* A policy's state for one fuser. */
 typedef struct pstate {
-    int64_t saved_hist;  /* last_hist */
-    uint64_t slot_key;   /* single-slot store: key of the held plan */
-    int32_t saved_a;     /* reset-rule component (type/bo id, hash id, object id); FT_NEVER */
-    int32_t saved_f;     /* te-pre3410: f of the held plan */
-    uint32_t plan;       /* plan the last call ran */
-    uint32_t q;          /* interned quantizer state */
-    uint32_t head, tail; /* LRU list of this fuser's dict entries, most recent first */
-    uint32_t count;      /* dict entries held */
+    int64_t saved_hist; /* last_hist */
+    uint64_t slot_key;  /* single-slot store: key of the held plan */
+    int32_t saved_a;    /* reset-rule component (type/bo id, hash id, object id); FT_NEVER */
+    int32_t saved_f;    /* te-pre3410: f of the held plan */
+    uint32_t plan;      /* plan the last call ran */
+    uint32_t q;         /* interned quantizer state */
+    store_list lst;     /* this fuser's dict entries (FT_STORE_DICT) */
+    uint8_t mru_in[2];  /* FT_STORE_DICT: mru_key[k] is in the store too (else only here) */
     /* front caches of the hot path */
     uint64_t mru_key[2]; /* unbounded dict store: the two most recent keys and their plans */
     uint32_t mru_plan[2];
     class_cache cc[2];   /* last stale classification, by whether the backward runs */
     uint32_t last_fuser; /* the fuser of the instance that last used this state (class_cache) */
-    uint32_t spare;
+    uint32_t grp;        /* the instance's label group (index into policy_run.gbuilds) */
 } pstate;
 _Static_assert(sizeof(pstate) == 128, "pstate is indexed by a shift");
 
@@ -96,6 +107,7 @@ typedef struct policy_def {
     const char *note;    /* the reports' note ("historical: ...", "baseline: ..."), or NULL */
     int te_ref;          /* the ft_te_ref whose plan cache it reproduces, -1 none */
     int needs_fa;        /* reads pcall.fa_id */
+    ft_store_kind store; /* where its plans live */
     /* The per-batch loop, specialised for this policy's reset rule, key and store. */
     policy_loop_fn loop_fn;
 } policy_def;
@@ -110,11 +122,18 @@ void replay_step_fold(ft_step_hist *s);
 /* Count text (TE's error message) among the few kept texts. */
 void replay_add_raise_text(ft_raise_text *t, const char *text, uint64_t count);
 
-/* ---- plan store: dict of (fuser, key) -> plan with a per-fuser LRU list ------------------- */
+/* ---- plan stores (store.c) ------------------------------------------------------------------
+ * One map from store key to plan per policy, entries in a pool, each on its owner's list:
+ *   FT_STORE_DICT    owner = the fuser: key (fuser state << 40 | policy key);
+ *   FT_STORE_SHARED  owner = the fuser's op-list class: key (class << 40 | policy key), so that
+ *                    every fuser with the same ops (TE's transient OperationFuser([op]) per call
+ *                    of a standalone op) finds the plans the others built.
+ * With a capacity the owner's list is kept in LRU order and its least recently used entry is
+ * evicted; without one, lookups leave the order alone (the list serves store_drop only). */
 typedef struct store_entry {
-    uint64_t key; /* store key (fuser << 40 | policy key) */
+    uint64_t key; /* store key (owner << 40 | policy key) */
     uint32_t plan;
-    uint32_t prev, next; /* LRU neighbours within the fuser, FT_NO_ENTRY at the ends */
+    uint32_t prev, next; /* neighbours within the owner's list, FT_NO_ENTRY at the ends */
 } store_entry;
 
 typedef struct plan_store {
@@ -122,14 +141,18 @@ typedef struct plan_store {
     store_entry *e; /* [n_e] pool */
     uint32_t n_e, cap_e;
     uint32_t free_head; /* free list through .next */
-    uint32_t capacity;  /* per fuser; 0 = unbounded (no LRU bookkeeping) */
+    uint32_t capacity;  /* per owner; 0 = unbounded */
     uint64_t evictions;
+    store_list *lists; /* FT_STORE_SHARED: [n_lists] one list per op-list class */
+    uint32_t n_lists;
 } plan_store;
 
-/* Look up key for fuser state s; on a hit set *plan, refresh LRU order and return 1. */
-int store_lookup(plan_store *st, pstate *s, uint64_t key, uint32_t *plan);
-/* Insert a freshly built plan (key not present), evicting the fuser's LRU entry at capacity. */
-int store_insert(plan_store *st, pstate *s, uint64_t key, uint32_t plan);
+/* Look up key on owner list l; on a hit set *plan, refresh LRU order and return 1. */
+int store_lookup(plan_store *st, store_list *l, uint64_t key, uint32_t *plan);
+/* Insert a freshly built plan (key not present), evicting l's LRU entry at capacity. */
+int store_insert(plan_store *st, store_list *l, uint64_t key, uint32_t plan);
+/* Remove every entry of owner list l (a fuser that ended: its state is reused). */
+void store_drop(plan_store *st, store_list *l);
 void store_free(plan_store *st);
 
 /* ---- engine state (engine.c owns it; the policy loops in policy.c read it) ------------------ */
@@ -139,18 +162,33 @@ typedef struct oracle_mru {
     uint32_t plan[2];
     int32_t fa_recipe; /* last recipe whose fusion-attrs id is in fa_id; -2 = none */
     int32_t fa_id;
-    int32_t prev_recipe; /* previous call's recipe and f (causes); prev_seen 0 = first sight */
-    uint32_t prev_f;
-    uint8_t prev_seen;
+    uint8_t spare[9];
     uint8_t victim; /* the slot a miss replaces (the one not used last) */
-    uint32_t n_ops; /* the fuser's op count */
+    uint32_t n_ops; /* the op list's op count */
     int8_t raises[2]
                  [8]; /* per MRU slot and token byte: the fresh plan raises (1), not (0), ? (-1) */
 } oracle_mru;
 _Static_assert(sizeof(oracle_mru) == 64, "oracle_mru is indexed by a shift");
 
+/* What the engine keeps per live fuser instance beyond the policies' pstates (slots.c). */
+typedef struct slot_info {
+    uint32_t row;        /* the fusers row it was declared as (a compact instance's template) */
+    uint32_t grp;        /* its label group's stats (ft_replay.gstat) */
+    int32_t prev_recipe; /* previous call's recipe and f (causes); prev_seen 0 = first sight */
+    uint32_t prev_f;
+    uint32_t prev_fuser; /* the declaration (fusers row) that made it: another after an `of` */
+    uint8_t prev_seen;
+} slot_info;
+
+/* One label group (fusers that share a label and an op list): what the reports group transient
+ * fusers by (a group of two or more instances). */
+typedef struct group_stat {
+    uint32_t row;           /* its first instance's fusers row (label) */
+    uint64_t fusers, calls; /* instances called, their calls (counted) */
+} group_stat;
+
 typedef struct class_memo {
-    uint32_t fuser, chosen, q, fresh;
+    uint32_t fuser, chosen, q, fresh; /* fuser: the op-list class */
     int32_t recipe;
     int tok_class;
     ft_stale stale;
@@ -160,9 +198,10 @@ typedef struct class_memo {
 
 typedef struct policy_run {
     const policy_def *def;
-    uint32_t idx;     /* registry index */
-    pstate *st;       /* [n_fusers] */
-    plan_store store; /* dict policies */
+    uint32_t idx;      /* registry index */
+    pstate *st;        /* [cap_slots] per live fuser instance */
+    plan_store store;  /* dict policies */
+    uint64_t *gbuilds; /* [cap_gstat] builds per label group */
     ft_policy_result res;
 } policy_run;
 
@@ -174,8 +213,34 @@ struct ft_replay {
     uint32_t *n_ops; /* [n_fusers] */
     uint32_t *inst;  /* [n_fusers] the fuser whose plan-cache state a fuser uses: itself, or the
                         first declaration of its instance when its op attributes changed */
+    uint32_t *cls;   /* [n_fusers] its op-list class (ft_model_fuser_list) */
+    uint32_t n_lists;
     rinfo *ri;       /* [n_recipes + 1], index recipe + 1 */
-    oracle_mru *mru; /* [n_fusers] */
+    oracle_mru *mru; /* [n_lists] the fresh plans of each op-list class */
+    /* live fuser instances (slots.c): a slot each, allocated at its first call and given back
+     * after its end, so memory follows the fusers alive, not those declared */
+    uint32_t *row_slot; /* [n_fusers] by instance (inst): its slot, FT_NO_ENTRY before its
+                           first call, FT_SLOT_ENDED after its end */
+    uint32_t *row_grp;  /* [n_fusers] its label group */
+    uint32_t *grp_stat; /* [n_groups] index into gstat, FT_NO_ENTRY until a call */
+    uint32_t n_groups;
+    group_stat *gstat; /* [n_gstat] the groups that have calls */
+    uint32_t n_gstat, cap_gstat;
+    slot_info *slot;             /* [cap_slots] */
+    uint32_t n_slots, cap_slots; /* slots ever handed out (high water), allocated */
+    uint32_t *free_slots;        /* [n_free] given back */
+    uint32_t n_free, cap_free;
+    struct slot_end {
+        uint32_t pos;  /* calls of the batch before the end */
+        uint32_t slot; /* the ended instance's */
+    } * ending;        /* [n_ending] the batch's fuser ends, in order: each policy loop gives
+                          the slot's dict entries back at pos (the slot may serve a later call) */
+    uint32_t n_ending, cap_ending;
+    ft_hmap inst_slot; /* stream id of a live compact instance -> slot */
+    int64_t last_sid;  /* front cache of inst_slot: the last compact instance named */
+    uint32_t last_sid_slot;
+    uint64_t n_compact;        /* compact instances declared so far */
+    uint64_t n_live, max_live; /* instances alive (called, not ended), the most at once */
     /* memo tables */
     ft_hmap fa_memo; /* (fuser, recipe) -> fusion-attrs id */
     ft_hmap fa_ids;  /* fusion key hash -> dense id */
@@ -224,7 +289,7 @@ struct ft_replay {
     uint16_t *rec_why;  /* [n_pol * cap_batch] FT_WHY_* of builds (causes) */
     uint32_t *v_row, *v_fuser, *v_f, *v_fresh, *v_fresh_q; /* [cap_batch] call columns */
     int32_t *v_recipe, *v_phase;
-    int64_t *v_seq, *v_step, *v_ntok;
+    int64_t *v_seq, *v_sid, *v_step, *v_ntok;
     uint8_t *v_match;
     uint32_t *v_soff;  /* [cap_batch + 1] split offsets */
     int32_t *prev_r;   /* [cap_batch] causes: previous recipe of the fuser, -2 first sight */
@@ -238,7 +303,6 @@ struct ft_replay {
     int32_t *src_r;    /* [n_pol * cap_batch] the view's src_recipe, src_f, src_seq */
     uint32_t *src_f;
     int64_t *src_seq;
-    uint32_t *prev_decl; /* [n_fusers] the declaration that made the instance's previous call */
     ft_hmap src_map[FT_MAX_POLICIES];
     struct src_build {
         int32_t recipe;
@@ -249,6 +313,52 @@ struct ft_replay {
     /* results */
     ft_replay_result base; /* non-policy fields */
 };
+
+/* ---- fuser instances (slots.c) ------------------------------------------------------------ */
+int slots_setup(ft_replay *r, ft_err *err);
+void slots_free(ft_replay *r);
+/* The slot of the fuser that record i (a call or an end) names, made at an instance's first
+ * call; FT_ECORRUPT naming the chunk and seq when it names none that is alive. An end of a row
+ * never called has none (FT_NO_ENTRY). */
+int slot_lookup_slow(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t *out, uint8_t *fresh,
+                     ft_err *err);
+/* The same for a call, into cj->slot and cj->fresh_slot (the instance's first call). */
+static inline int slot_for_call(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t u,
+                                uint32_t fl, ccall *cj, ft_err *err)
+{
+    cj->fresh_slot = 0;
+    if (!(fl & FT_CF_INSTANCE)) {
+        const uint32_t s = r->row_slot[r->inst[u]];
+        if (s < FT_SLOT_ENDED) {
+            cj->slot = s;
+            return FT_OK;
+        }
+    } else if (!(fl & FT_CF_NEW_FUSER) && r->last_sid_slot != FT_NO_ENTRY && b->sid &&
+               b->sid[i] == r->last_sid) {
+        cj->slot = r->last_sid_slot;
+        return FT_OK;
+    }
+    return slot_lookup_slow(r, b, i, &cj->slot, &cj->fresh_slot, err);
+}
+/* Record i, after j calls of the batch, is a fuser end: the instance is dead from now on and its
+ * slot free for the next instance; the policy loops drop its entries at j (ft_replay.ending). */
+int slot_end(ft_replay *r, const ft_batch *b, uint32_t i, uint32_t j, ft_err *err);
+/* Every policy's state of a new instance, as TE's new fuser (the policy loop calls it at the
+ * instance's first call, so that a slot reused within a batch serves each in turn). */
+static inline void pstate_init(pstate *s, uint32_t grp)
+{
+    memset(s, 0, sizeof *s);
+    s->saved_a = FT_NEVER;
+    s->plan = FT_NO_ENTRY;
+    s->slot_key = UINT64_MAX;
+    s->lst = (store_list){FT_NO_ENTRY, FT_NO_ENTRY, 0};
+    s->mru_key[0] = s->mru_key[1] = UINT64_MAX;
+    s->cc[0].plan = s->cc[1].plan = FT_NO_ENTRY;
+    s->last_fuser = FT_NO_ENTRY;
+    s->grp = grp;
+}
+/* The transient groups (two or more instances of one label and op list) into out. */
+void slots_groups_result(const ft_replay *r, ft_replay_result *out);
 
 /* Slow paths of the loop, in engine.c. */
 int replay_q_reset_slow(ft_replay *r, uint32_t q, int32_t recipe, uint32_t *out);
@@ -276,21 +386,27 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
     const ccall *CC = r->cc;
     const uint32_t *q_direct = r->q_direct;
     const rinfo *RI = r->ri;
-    const uint32_t *INST = r->inst;
+    const uint32_t *CLS = r->cls;
     pstate *ST = pr->st;
+    uint64_t *GB = pr->gbuilds;
     uint64_t *step_builds = res->steps.hits;
     const int lru = pr->store.capacity != 0; /* the MRU front cache only when unbounded */
     const int any_cap = r->any_cap;
     uint64_t resets = 0, builds = 0, qdrift = 0, stale_n[FT_STALE_COUNT] = {0};
     int rc = FT_OK;
+    const struct slot_end *END = r->ending;
+    uint32_t e = 0, next_end = r->n_ending ? END[0].pos : UINT32_MAX;
     for (uint32_t j = 0; j < n; j++) {
+        for (; next_end == j; next_end = ++e < r->n_ending ? END[e].pos : UINT32_MAX)
+            if (store == FT_STORE_DICT) store_drop(&pr->store, &ST[END[e].slot].lst);
         const ccall *cj = &CC[j];
         const uint32_t u = cj->fuser;
         const pcall c = {u, cj->recipe, cj->f, cj->fa};
         const rinfo *ri = &RI[c.recipe + 1];
         /* one OperationFuser, one state: a redeclaration after an op attribute change keeps it */
-        const uint32_t inst = INST[u];
+        const uint32_t inst = cj->slot;
         pstate *s = &ST[inst];
+        if (cj->fresh_slot) pstate_init(s, r->grp_stat[r->row_grp[u]]);
         if (s->last_fuser != u) { /* the cached classification is of the other declaration */
             s->last_fuser = u;
             s->cc[0].plan = s->cc[1].plan = FT_NO_ENTRY;
@@ -319,33 +435,57 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             else
                 plan = s->plan;
         } else {
-            const uint64_t key = ((uint64_t)inst << 40) | key_fn(ri, &c);
+            /* dict: the instance's own; shared: its op-list class's, whoever built it */
+            const uint64_t owner = store == FT_STORE_SHARED ? CLS[u] : inst;
+            const uint64_t key = (owner << 40) | key_fn(ri, &c);
             key_used = key;
+            store_list *l = store == FT_STORE_SHARED ? &pr->store.lists[owner] : &s->lst;
+            /* unbounded dict: a key built goes into the store only when it falls out of the
+             * two-entry front cache (so a fuser called once costs the store nothing); the
+             * shared store and LRU stores hold every key at once */
+            const int lazy = store == FT_STORE_DICT && !lru;
             if (!lru && key == s->mru_key[0]) {
                 plan = s->mru_plan[0];
                 build = 0;
             } else {
+                uint8_t in = 1; /* the key is in the store */
                 if (!lru && key == s->mru_key[1]) {
                     plan = s->mru_plan[1];
                     build = 0;
+                    in = s->mru_in[1];
                 } else {
-                    build = !store_lookup(&pr->store, s, key, &plan);
-                    if (build) {
-                        if ((rc = store_insert(&pr->store, s, key, fresh))) goto fail;
-                        if (s->count > res->max_entries) res->max_entries = s->count;
+                    build = !store_lookup(&pr->store, l, key, &plan);
+                    if (build && lazy) {
+                        in = 0;
+                        l->count++;
+                        plan = fresh;
+                    } else if (build) {
+                        if ((rc = store_insert(&pr->store, l, key, fresh))) goto fail;
                         plan = fresh;
                     }
+                    if (build && l->count > res->max_entries) res->max_entries = l->count;
+                    if (lazy && s->mru_key[1] != UINT64_MAX && !s->mru_in[1]) {
+                        /* the entry that falls out of the front cache */
+                        l->count--; /* store_insert counts it again */
+                        if ((rc = store_insert(&pr->store, l, s->mru_key[1], s->mru_plan[1])))
+                            goto fail;
+                    }
                 }
-                s->mru_key[1] = s->mru_key[0];
-                s->mru_plan[1] = s->mru_plan[0];
-                s->mru_key[0] = key;
-                s->mru_plan[0] = plan;
+                if (!lru) {
+                    s->mru_key[1] = s->mru_key[0];
+                    s->mru_plan[1] = s->mru_plan[0];
+                    s->mru_in[1] = s->mru_in[0];
+                    s->mru_key[0] = key;
+                    s->mru_plan[0] = plan;
+                    s->mru_in[0] = in;
+                }
             }
         }
         s->plan = plan;
         if (build) {
             builds += counted;
-            if (cj->sb != FT_NO_ENTRY) step_builds[cj->sb]++; /* no bucket when not counted */
+            GB[s->grp] += counted;
+            if (cj->sb != FT_NO_SB) step_builds[cj->sb]++; /* no bucket when not counted */
         }
         uint32_t stale = FT_STALE_NONE;
         if (plan != fresh) {
@@ -395,6 +535,9 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             if (r->causes) r->rec_key[k] = key_used;
         }
     }
+    /* the ends after the batch's last call */
+    for (; e < r->n_ending; e++)
+        if (store == FT_STORE_DICT) store_drop(&pr->store, &ST[END[e].slot].lst);
     rc = FT_OK;
 fail:
     res->resets += resets;

@@ -69,6 +69,36 @@ void replay_add_raise_text(ft_raise_text *t, const char *text, uint64_t count)
     }
 }
 
+/* Transient groups (decided per trace) merged by label; a label past the table's room is in the
+ * totals only. Kept in order of instances, most first. */
+static void merge_transient(ft_replay_result *dst, const ft_replay_result *src)
+{
+    dst->transient_groups += src->transient_groups;
+    dst->transient_fusers += src->transient_fusers;
+    dst->transient_calls += src->transient_calls;
+    for (uint32_t g = 0; g < src->n_transient; g++) {
+        const ft_transient_group *s = &src->transient[g];
+        uint32_t k = 0;
+        while (k < dst->n_transient && strcmp(dst->transient[k].label, s->label))
+            k++;
+        if (k == dst->n_transient) {
+            if (k == FT_TRANSIENT_GROUPS) continue;
+            dst->transient[dst->n_transient++] = *s;
+        } else {
+            ft_transient_group *d = &dst->transient[k];
+            d->fusers += s->fusers;
+            d->calls += s->calls;
+            for (uint32_t p = 0; p < dst->n_policies; p++)
+                d->builds[p] += s->builds[p];
+        }
+        for (; k > 0 && dst->transient[k - 1].fusers < dst->transient[k].fusers; k--) {
+            const ft_transient_group t = dst->transient[k];
+            dst->transient[k] = dst->transient[k - 1];
+            dst->transient[k - 1] = t;
+        }
+    }
+}
+
 int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, ft_err *err)
 {
     if (dst->n_policies != src->n_policies)
@@ -80,6 +110,7 @@ int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, f
     dst->calls += src->calls;
     dst->backwards += src->backwards;
     dst->n_fusers += src->n_fusers;
+    dst->fusers_alive_max += src->fusers_alive_max;
     dst->n_recipes += src->n_recipes;
     dst->model_builds += src->model_builds;
     dst->model_build_ns += src->model_build_ns;
@@ -110,6 +141,7 @@ int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, f
         d->evictions += s->evictions;
         d->cap_calls += s->cap_calls;
         d->cap_agree += s->cap_agree;
+        d->transient_builds += s->transient_builds;
         if (d->first_disagree_seq < 0) d->first_disagree_seq = s->first_disagree_seq;
         for (int i = 0; i < FT_MAX_RAISE_TEXTS; i++)
             if (s->raises[i].count)
@@ -123,5 +155,6 @@ int ft_replay_result_merge(ft_replay_result *dst, const ft_replay_result *src, f
         for (uint32_t b = 0; b < sh.n; b++)
             if (sh.calls[b]) step_add(&d->steps, (int64_t)b * sh.width, sh.calls[b], sh.hits[b]);
     }
+    merge_transient(dst, src);
     return FT_OK;
 }

@@ -38,7 +38,7 @@ static void explain_line(ft_report_calls *w, const ft_replay_view *v, uint32_t j
                            v->recipe[j], v->f[j], 1, NULL, NULL);
     }
     fprintf(o, "[explain] %s seq=%lld fuser=%lld", ft_policy_name(vp->policy), (long long)v->seq[j],
-            (long long)fd->id);
+            (long long)v->sid[j]);
     if (fd->label) fprintf(o, " (%s)", fd->label);
     if (build)
         fprintf(o, ": %s because %.*s\n", reset ? "reset+build" : "build", (int)w->esc.len,
@@ -65,8 +65,8 @@ static int per_call_line(ft_report_calls *w, const ft_replay_view *v, uint32_t j
     fprintf(o,
             "{\"seq\":%lld,\"fuser\":%lld,\"policy\":\"%s\",\"build\":%s,\"reset\":%s,"
             "\"plan\":",
-            (long long)v->seq[j], (long long)ft_replay_fuser(v->engine, v->fuser[j])->id,
-            ft_policy_name(vp->policy), vp->dec[j] & FT_DEC_BUILD ? "true" : "false",
+            (long long)v->seq[j], (long long)v->sid[j], ft_policy_name(vp->policy),
+            vp->dec[j] & FT_DEC_BUILD ? "true" : "false",
             vp->dec[j] & FT_DEC_RESET ? "true" : "false");
     fwrite(w->esc.data, 1, w->esc.len, o);
     fprintf(o, ",\"stale\":\"%s\"}\n", ft_stale_name((ft_stale)vp->stale[j]));

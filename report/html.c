@@ -556,6 +556,7 @@ int ft_report_html(FILE *f, const ft_replay_result *r, const ft_numerics_result 
               "<h3>Per fuser (layer label)</h3>\n",
               f);
         groups_table(f, r, &d->labels, "fuser label");
+        report_transient_html(f, r, report_esc); /* transient fusers by label (transient.c) */
         fputs("<h3>Per phase</h3>\n", f);
         groups_table(f, r, &d->phases, "phase");
         fputs("<h3>Per trace (rank)</h3>\n", f);

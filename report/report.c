@@ -192,6 +192,7 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
             fprintf(f, "%s: %llu LRU evictions\n", ft_policy_name(q->policy),
                     (unsigned long long)q->evictions);
     }
+    report_transient_text(f, r); /* transient fusers by label (transient.c) */
     if (r->fresh_raises) {
         fprintf(f, "%llu calls raise in TE whatever the policy (their fresh plan raises):\n",
                 (unsigned long long)r->fresh_raises);
@@ -430,6 +431,9 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
             fprintf(f, ", but not a policy TE could adopt");
         } else if (q->builds == b->builds) {
             fprintf(f, ", never stale: as good");
+        } else if (q->builds < b->builds) { /* only a what-if, which is not one to use */
+            fprintf(f, ", never stale, %llu fewer builds than %s",
+                    (unsigned long long)(b->builds - q->builds), ft_policy_name(b->policy));
         } else {
             fprintf(f, ", never stale, but %llu more builds than %s",
                     (unsigned long long)(q->builds - b->builds), ft_policy_name(b->policy));
@@ -438,6 +442,7 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
     }
     for (uint32_t i = 0; o->notes && i < o->notes->n; i++)
         unfused_text(f, &o->notes->u[i]);
+    report_transient_recommend(f, r, b); /* transient fusers (transient.c) */
 out:
     return ferror(f) ? ft_err_set(err, FT_EIO, "writing the recommendation failed") : FT_OK;
 }
@@ -487,6 +492,8 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q,
         json_object_set_new(js, "modeled_build_ns", json_real((double)q->builds * ns_per_build(r)));
     }
     json_object_set_new(js, "max_plans_per_fuser", json_integer((json_int_t)q->max_entries));
+    if (r->transient_groups) /* transient.c */
+        json_object_set_new(js, "transient_builds", json_integer((json_int_t)q->transient_builds));
     json_object_set_new(js, "evictions", json_integer((json_int_t)q->evictions));
     if (q->cap_calls) {
         json_t *c = json_object();
@@ -635,6 +642,7 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
         json_object_set_new(root, "per_trace", pt);
     }
     if (nres) json_object_set_new(root, "numerics", report_numerics_json(nres));
+    if (r->transient_groups) json_object_set_new(root, "transient", report_transient_json(r));
     json_object_set_new(root, "recommendation", recommendation_json(r, o));
     if (o->notes && o->notes->n) {
         json_t *un = json_array();

@@ -12,6 +12,15 @@
 /* The numerics section as a JSON object (new reference). */
 json_t *report_numerics_json(const ft_numerics_result *r);
 
+/* ---- transient fusers (transient.c): by label, in every report ------------------------------ */
+/* The text report's section (nothing without transient fusers), its JSON member "transient"
+ * (new reference), the HTML section (esc writes text escaped), and the recommendation's sentence
+ * when most of ref's builds are theirs. */
+void report_transient_text(FILE *f, const ft_replay_result *r);
+json_t *report_transient_json(const ft_replay_result *r);
+void report_transient_html(FILE *f, const ft_replay_result *r, void (*esc)(FILE *, const char *));
+void report_transient_recommend(FILE *f, const ft_replay_result *r, const ft_policy_result *ref);
+
 /* ---- why plans were built and went stale (causes.c) --------------------------------------- */
 /* The name of a build's cause (one FT_WHY_* bit): "recipe type", "f", "first sight of this
  * fuser", ... */

@@ -6,10 +6,10 @@
  * so chunks decode independently (random access, parallel readers). Records refer to fusers and
  * recipes by dense index (row order of the fusers / recipes tables).
  *
- * STORED FORM (chunks.data, codec 2; chunks.codec = 2). Little-endian throughout.
+ * STORED FORM (chunks.data, codec 3; chunks.codec = 3). Little-endian throughout.
  *
  *   offset  size  meaning
- *   0       4     magic "FTZ2"
+ *   0       4     magic "FTZ3"
  *   4       4     main_raw: decoded size of the main section
  *   8       4     main_zlen: size of the main section's zstd frames
  *   12      4     splits_raw: decoded size of the split section (0: no split sizes in the chunk)
@@ -26,13 +26,15 @@
  * decoded byte is covered. Before decompressing, main_raw and splits_raw must not exceed
  * ft_chunk_main_cap / ft_chunk_splits_cap of the index row's record and call counts.
  *
- * CODEC 1 (still read, no longer written) differs only in: magics "FTZ1" / "FTC1", one zstd
- * frame per section, no integer-column layout 3, and the split section of codec 1 below.
+ * CODEC 2 (still read, no longer written) differs only in: magics "FTZ2" / "FTC2", 16 columns
+ * (no SID; the main header is 104 bytes), no FT_REC_END records and no FT_CF_INSTANCE /
+ * FT_CF_NEW_FUSER flags. CODEC 1 (still read) differs from codec 2 in: magics "FTZ1" / "FTC1",
+ * one zstd frame per section, no integer-column layout 3, and the split section of codec 1 below.
  *
  * MAIN SECTION (decoded)
  *
  *   offset  size  meaning
- *   0       4     magic "FTC2"
+ *   0       4     magic "FTC3"
  *   4       4     n_records (1 .. FT_CHUNK_MAX_RECORDS), equals chunks.n_records
  *   8       4     n_calls (<= n_records), equals chunks.n_calls
  *   12      8     first_seq (i64), equals chunks.first_seq and the first record's seq
@@ -40,11 +42,11 @@
  *   24      8     splits_checksum: XXH3-64 of the decoded split section (0 when empty)
  *   32      4     n_phases: entries in the phase dictionary (<= FT_CHUNK_MAX_PHASES)
  *   36      4     n_oprg: entries in the op_rg pattern dictionary (<= n_calls)
- *   40      4*16  byte length of each of the 16 columns below, in order
- *   104     *     the columns, back to back; their lengths sum to main_raw - 104
+ *   40      4*17  byte length of each of the 17 columns below, in order
+ *   108     *     the columns, back to back; their lengths sum to main_raw - 108
  *
- * Integer columns (0..13) hold one value per record (BWD: one per backward record) as an
- * unsigned code; the first byte picks the layout:
+ * Integer columns (0..13 and 16) hold one value per record (BWD: one per backward record, SID:
+ * one per FT_CF_INSTANCE record) as an unsigned code; the first byte picks the layout:
  *   0  one LEB128 varint per value
  *   1  runs: pairs (varint value, varint run_length - 1) covering exactly the count
  *   2  fixed width: one byte w (1, 2, 4 or 8), then count x w bytes, little-endian
@@ -55,11 +57,13 @@
  * RECIPE, FLAGS, DEVICE, OPRG and PHASE codes must fit 32 bits. Codes per column ("zz" = zigzag;
  * "prev" = the previous record's code, so absent fields extend runs; HAS_* flags say what is real):
  *
- *   0  KIND     FT_REC_CALL / FT_REC_BACKWARD
+ *   0  KIND     FT_REC_CALL / FT_REC_BACKWARD / FT_REC_END (a fuser end: TE dropped it)
  *   1  SEQ      seq - previous seq - 1 (previous of the first record: first_seq - 1)
- *   2  FUSER    dense fuser index (backward: 0)
- *   3  RECIPE   dense recipe index + 1, 0 = null (backward: 0)
- *   4  FLAGS    FT_CF_* bits (backward: FT_CF_HAS_NS or 0)
+ *   2  FUSER    dense fuser index (backward: 0); for an FT_CF_INSTANCE record, the fuser whose
+ *               label and ops the record's fuser repeats (its template)
+ *   3  RECIPE   dense recipe index + 1, 0 = null (backward, end: 0)
+ *   4  FLAGS    FT_CF_* bits (backward: FT_CF_HAS_NS or 0; end: FT_CF_INSTANCE or 0); a call with
+ *               FT_CF_NEW_FUSER has FT_CF_INSTANCE too
  *   5  DEVICE   zz(device) (backward: 0)
  *   6  OPRG     1 + index into the op_rg dictionary (backward: 0, the empty pattern)
  *   7  STEP     zz(step - previous present step), 0 when absent
@@ -73,6 +77,13 @@
  *   14 PHASES   n_phases x (varint length 0..FT_CHUNK_MAX_PHASE_LEN, bytes without NUL)
  *   15 OPRGDICT n_oprg x (varint n_ops, ceil(n_ops/8) bytes: bit i of the pattern at bit i%8 of
  *               byte i/8, unused high bits 0)
+ *   16 SID      per FT_CF_INSTANCE record, the stream id of its fuser (a compact instance: no
+ *               fusers row): a call with FT_CF_NEW_FUSER declares it, zz(sid - newest - 1), and
+ *               it becomes the newest; any other record names a declared one, zz(newest - sid).
+ *               newest starts at -1 in every chunk (64-bit two's-complement arithmetic). A
+ *               transient fuser per call (declared, called once, ended) codes 0 throughout.
+ * Records other than FT_CF_INSTANCE ones name their fuser by its dense index alone; the decoder
+ * gives every call and end its fuser's stream id (ft_batch.sid).
  *
  * SPLIT SECTION (decoded), codec 2: three streams behind an 8-byte header.
  *
@@ -127,10 +138,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_CHUNK_CODEC            2 /* written; codecs 1 and 2 are read */
+#define FT_CHUNK_CODEC            3 /* written; codecs 1, 2 and 3 are read */
 #define FT_CHUNK_STORED_HDR       20
-#define FT_CHUNK_MAIN_HDR         104
-#define FT_CHUNK_N_COLS           16
+#define FT_CHUNK_MAIN_HDR         108 /* codec 3 (codecs 1 and 2: 104) */
+#define FT_CHUNK_N_COLS           17  /* codec 3 (codecs 1 and 2: 16) */
 #define FT_CHUNK_MAX_RECORDS      (1u << 22)
 #define FT_CHUNK_MAX_RAW          (1u << 30)                /* bytes in one decoded section */
 #define FT_CHUNK_MAX_SPLIT_VALUES FT_LIM_CHUNK_SPLIT_VALUES /* split sizes, decoded */
@@ -149,6 +160,8 @@ typedef struct ft_chunk_info {
     uint32_t codec;     /* FT_CHUNK_CODEC */
     uint64_t raw_bytes; /* decoded main + split sections */
     uint64_t checksum;  /* XXH3-64 of the decoded main section */
+    uint32_t n_ends;    /* the encoder's count of fuser ends (not in the chunks row: the trace
+                         * keeps the total in meta "n_fuser_ends"; 0 in rows read back) */
 } ft_chunk_info;
 
 /* What the decoder checks references against. */
@@ -156,6 +169,8 @@ typedef struct ft_chunk_limits {
     uint32_t n_fusers;
     const uint32_t *fuser_n_ops; /* [n_fusers] op count of each fuser */
     uint32_t n_recipes;
+    const int64_t *fuser_sid; /* [n_fusers] stream id of each fuser (ft_batch.sid); may be NULL
+                               * (the sid of a record naming a fusers row is then 0) */
 } ft_chunk_limits;
 
 /* ---- encoder ------------------------------------------------------------------------------ */
@@ -167,10 +182,15 @@ uint32_t ft_chunk_enc_n_records(const ft_chunk_enc *e);
 uint64_t ft_chunk_enc_n_split_values(const ft_chunk_enc *e);
 /* Append a call already validated by the caller (seq increasing, n_op_rg matching the fuser,
  * splits >= 0 with a sum that fits, flags known). fuser/recipe are dense indices (recipe -1 =
- * null). FT_ERANGE: a per-chunk dictionary is full, flush and append again; nothing was added. */
+ * null). With FT_CF_INSTANCE in c->flags, the call's fuser is the compact instance c->fuser (its
+ * stream id) of the template fuser (FT_CF_NEW_FUSER: declared right before this call).
+ * FT_ERANGE: a per-chunk dictionary is full, flush and append again; nothing was added. */
 int ft_chunk_enc_call(ft_chunk_enc *e, const ft_call *c, uint32_t fuser, int32_t recipe,
                       int64_t n_tokens);
 int ft_chunk_enc_backward(ft_chunk_enc *e, const ft_backward *b);
+/* A fuser end at seq: fuser is the dense index of the fuser (or of the template of the compact
+ * instance with stream id sid, when instance is set). */
+int ft_chunk_enc_end(ft_chunk_enc *e, int64_t seq, uint32_t fuser, int instance, int64_t sid);
 /* Symbol streams the encoder reports to an observer (benchmarks compute entropy bounds from
  * them): 0..13 the integer columns' codes (chunk.h order), the split tags, the k of tag-2
  * literals, the residuals of literal vectors, the raw split sizes of literal vectors (all k),

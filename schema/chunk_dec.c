@@ -14,10 +14,10 @@
 /* ---- decoder ------------------------------------------------------------------------------ */
 uint64_t ft_chunk_main_cap(uint32_t n_records, uint32_t n_calls)
 {
-    /* header; 14 integer columns of at most a mode byte, a width byte and a 10-byte varint per
-     * value; the phase dictionary at its limits; op_rg entries (<= n_calls) of a 10-byte varint
-     * plus their bitmaps, which expand to at most FT_CHUNK_MAX_OPRG_VALUES */
-    return FT_CHUNK_MAIN_HDR + (uint64_t)N_INTCOL * (2 + 10 * (uint64_t)n_records) +
+    /* header; 15 integer columns (SID included) of at most a mode byte, a width byte and a
+     * 10-byte varint per value; the phase dictionary at its limits; op_rg entries (<= n_calls) of
+     * a 10-byte varint plus their bitmaps, which expand to at most FT_CHUNK_MAX_OPRG_VALUES */
+    return FT_CHUNK_MAIN_HDR + (uint64_t)(N_INTCOL + 1) * (2 + 10 * (uint64_t)n_records) +
            (uint64_t)FT_CHUNK_MAX_PHASES * (3 + FT_CHUNK_MAX_PHASE_LEN) + 11 * (uint64_t)n_calls +
            FT_CHUNK_MAX_OPRG_VALUES / 8;
 }
@@ -43,10 +43,11 @@ struct ft_chunk_dec {
     size_t main_cap, spbuf_cap;
     uint32_t *kind32, *oprg32; /* [rec_cap] KIND and OPRG codes */
     uint64_t *bwd64;           /* [rec_cap] BWD codes */
+    uint64_t *sid64;           /* [rec_cap] SID codes */
     size_t rec_cap;
     /* outputs, [rec_cap] (offset arrays [rec_cap + 1]) */
     uint8_t *kind;
-    int64_t *seq, *step, *mb, *ns, *fuse_ns, *bwd_call, *ntok;
+    int64_t *seq, *step, *mb, *ns, *fuse_ns, *bwd_call, *ntok, *sid;
     uint32_t *fuser, *flags, *first_rg, *op_rg_off, *splits_off;
     int32_t *recipe, *device, *phase;
     uint8_t *op_rg; /* [op_rg_cap] */
@@ -87,6 +88,8 @@ void ft_chunk_dec_free(ft_chunk_dec *d)
     ft_free(d->kind32);
     ft_free(d->oprg32);
     ft_free(d->bwd64);
+    ft_free(d->sid64);
+    ft_free(d->sid);
     ft_free(d->kind);
     ft_free(d->seq);
     ft_free(d->step);
@@ -129,7 +132,7 @@ static int dec_reserve(ft_chunk_dec *d, size_t n)
         {(void **)&d->flags, 4},      {(void **)&d->first_rg, 4}, {(void **)&d->op_rg_off, 4},
         {(void **)&d->splits_off, 4}, {(void **)&d->recipe, 4},   {(void **)&d->device, 4},
         {(void **)&d->phase, 4},      {(void **)&d->kind32, 4},   {(void **)&d->oprg32, 4},
-        {(void **)&d->bwd64, 8},
+        {(void **)&d->bwd64, 8},      {(void **)&d->sid64, 8},    {(void **)&d->sid, 8},
     };
     for (size_t i = 0; i < FT_ARRAY_LEN(arrs); i++) {
         void *q = ft_realloc(*arrs[i].p, (cap + 1) * arrs[i].sz);
@@ -552,10 +555,10 @@ static int dec_section(ft_chunk_dec *d, uint64_t id, const char *what, uint8_t *
 /* What the stored header and the main section's header say, each checked before it is used. */
 typedef struct chunk_hdr {
     unsigned long long id;                   /* the chunk id, for messages */
-    uint32_t codec;                          /* 1 or 2 */
+    uint32_t codec;                          /* 1, 2 or 3 */
     uint32_t main_raw, main_z;               /* main section: decoded and stored bytes */
     uint32_t sp_raw, sp_z;                   /* split section: decoded and stored bytes */
-    uint32_t n, n_calls, n_bwd;              /* records, calls, backward records */
+    uint32_t n, n_calls, n_bwd, n_sid;       /* records, calls, backward, instance records */
     uint32_t n_phases, n_oprg;               /* dictionary entries */
     int64_t first_seq;                       /* seq of the first record */
     uint64_t sp_sum;                         /* XXH3-64 of the decoded split section */
@@ -569,11 +572,12 @@ static int check_stored(const ft_chunk_info *info, const uint8_t *blob, size_t l
 {
     unsigned long long id = h->id;
     uint32_t codec = info->codec;
-    if (codec != 1 && codec != 2)
-        return CORRUPT("chunk %llu: unknown chunk codec %u (this build reads codecs 1 and 2; a "
+    static const char *const zmagic[] = {"", "FTZ1", "FTZ2", "FTZ3"};
+    if (codec < 1 || codec > 3)
+        return CORRUPT("chunk %llu: unknown chunk codec %u (this build reads codecs 1 to 3; a "
                        "newer fusertrace may have written it)",
                        id, codec);
-    if (len < FT_CHUNK_STORED_HDR || memcmp(blob, codec == 1 ? "FTZ1" : "FTZ2", 4))
+    if (len < FT_CHUNK_STORED_HDR || memcmp(blob, zmagic[codec], 4))
         return CORRUPT("chunk %llu: stored data has no codec %u chunk header", id, codec);
     if (info->n_records == 0 || info->n_records > FT_CHUNK_MAX_RECORDS ||
         info->n_calls > info->n_records)
@@ -584,8 +588,9 @@ static int check_stored(const ft_chunk_info *info, const uint8_t *blob, size_t l
     if ((uint64_t)FT_CHUNK_STORED_HDR + main_z + sp_z != len)
         return CORRUPT("chunk %llu: stored sizes (%u + %u) do not match the data (%zu bytes)", id,
                        main_z, sp_z, len);
-    if (main_raw < FT_CHUNK_MAIN_HDR || main_raw > FT_CHUNK_MAX_RAW || sp_raw > FT_CHUNK_MAX_RAW ||
-        (uint64_t)main_raw + sp_raw != info->raw_bytes || (sp_raw == 0) != (sp_z == 0))
+    if (main_raw < chunk_main_hdr(codec) || main_raw > FT_CHUNK_MAX_RAW ||
+        sp_raw > FT_CHUNK_MAX_RAW || (uint64_t)main_raw + sp_raw != info->raw_bytes ||
+        (sp_raw == 0) != (sp_z == 0))
         return CORRUPT("chunk %llu: section sizes %u + %u disagree with raw_bytes %llu", id,
                        main_raw, sp_raw, (unsigned long long)info->raw_bytes);
     uint64_t main_cap = ft_chunk_main_cap(info->n_records, info->n_calls);
@@ -618,22 +623,25 @@ static int read_main(ft_chunk_dec *d, const ft_chunk_info *info, const uint8_t *
     uint32_t n = get_u32(m + 4), n_calls = get_u32(m + 8);
     int64_t first_seq = (int64_t)get_u64(m + 12);
     uint32_t n_phases = get_u32(m + 32), n_oprg = get_u32(m + 36);
-    if (memcmp(m, h->codec == 1 ? "FTC1" : "FTC2", 4) || n != info->n_records ||
-        n_calls != info->n_calls || first_seq != info->first_seq || get_u32(m + 20) != h->sp_raw ||
-        n == 0 || n > FT_CHUNK_MAX_RECORDS || n_calls > n || n_phases > FT_CHUNK_MAX_PHASES ||
+    static const char *const cmagic[] = {"", "FTC1", "FTC2", "FTC3"};
+    if (memcmp(m, cmagic[h->codec], 4) || n != info->n_records || n_calls != info->n_calls ||
+        first_seq != info->first_seq || get_u32(m + 20) != h->sp_raw || n == 0 ||
+        n > FT_CHUNK_MAX_RECORDS || n_calls > n || n_phases > FT_CHUNK_MAX_PHASES ||
         n_oprg > n_calls)
         return CORRUPT("chunk %llu: header disagrees with the chunk index", id);
-    uint64_t off = FT_CHUNK_MAIN_HDR;
-    for (int c = 0; c < FT_CHUNK_N_COLS; c++) {
+    const int n_cols = (int)chunk_n_cols(h->codec);
+    uint64_t off = chunk_main_hdr(h->codec);
+    for (int c = 0; c < n_cols; c++) {
         h->col[c] = m + off;
         off += get_u32(m + 40 + 4 * c);
         if (off > h->main_raw) return CORRUPT("chunk %llu: column %d overruns the chunk", id, c);
     }
     if (off != h->main_raw) return CORRUPT("chunk %llu: columns do not fill the chunk", id);
-    h->col[FT_CHUNK_N_COLS] = m + off;
+    for (int c = n_cols; c <= FT_CHUNK_N_COLS; c++)
+        h->col[c] = m + off; /* codecs 1 and 2: no SID column */
     h->n = n;
     h->n_calls = n_calls;
-    h->n_bwd = n - n_calls;
+    h->n_bwd = n - n_calls; /* until the kinds are read (codec 3 has ends too) */
     h->first_seq = first_seq;
     h->sp_sum = get_u64(m + 24);
     h->n_phases = n_phases;
@@ -643,7 +651,7 @@ static int read_main(ft_chunk_dec *d, const ft_chunk_info *info, const uint8_t *
 
 /* The columns decoded straight into the output arrays (or small code arrays), which the passes
  * below then undo in place, and the two dictionaries. */
-static int dec_columns(ft_chunk_dec *d, const chunk_hdr *h, ft_err *err)
+static int dec_columns(ft_chunk_dec *d, chunk_hdr *h, ft_err *err)
 {
     int rc = dec_reserve(d, h->n);
     if (rc) return rc;
@@ -668,7 +676,19 @@ static int dec_columns(ft_chunk_dec *d, const chunk_hdr *h, ft_err *err)
                       (dst[k].out32 ? get_intcol32(col[c], col[c + 1], dst[k].out32, cnt)
                                     : get_intcol64(col[c], col[c + 1], dst[k].out64, cnt));
         if (bad_col) return CORRUPT("chunk %llu: column %d is malformed", h->id, c);
+        if (c == C_FLAGS && h->codec >= 3) {
+            /* KIND and FLAGS are in: the ends and the instance records size BWD and SID */
+            uint32_t n_bwd = 0, n_sid = 0;
+            for (uint32_t i = 0; i < h->n; i++) {
+                n_bwd += d->kind32[i] == FT_REC_BACKWARD;
+                n_sid += (d->flags[i] >> 13) & 1;
+            }
+            h->n_bwd = n_bwd;
+            h->n_sid = n_sid;
+        }
     }
+    if (h->codec >= 3 && get_intcol64(col[C_SID], col[C_SID + 1], d->sid64, h->n_sid))
+        return CORRUPT("chunk %llu: column %d is malformed", h->id, C_SID);
     return dec_dicts(d, h->id, col[C_PHASES], col[C_PHASES + 1], h->n_phases, col[C_OPRGDICT],
                      col[C_OPRGDICT + 1], h->n_oprg, err);
 }
@@ -678,11 +698,26 @@ static int dec_kinds_seq(ft_chunk_dec *d, const chunk_hdr *h, ft_err *err)
 {
     const uint32_t n = h->n;
     uint32_t bad = 0, calls = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t kd = d->kind32[i], fl = d->flags[i];
-        bad |= (kd >> 1) | (fl >> 13) | (kd & ((fl & ~(uint32_t)FT_CF_HAS_NS) != 0));
-        d->kind[i] = (uint8_t)kd;
-        calls += (kd ^ 1) & 1;
+    if (h->codec < 3) {
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t kd = d->kind32[i], fl = d->flags[i];
+            bad |= (kd >> 1) | (fl >> 13) | (kd & ((fl & ~(uint32_t)FT_CF_HAS_NS) != 0));
+            d->kind[i] = (uint8_t)kd;
+            calls += (kd ^ 1) & 1;
+        }
+    } else {
+        /* calls: bits 0..14, FT_CF_NEW_FUSER only with FT_CF_INSTANCE; backward records at most
+         * FT_CF_HAS_NS; ends at most FT_CF_INSTANCE */
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t kd = d->kind32[i], fl = d->flags[i];
+            const uint32_t allowed = kd == FT_REC_CALL       ? (1u << 15) - 1u
+                                     : kd == FT_REC_BACKWARD ? (uint32_t)FT_CF_HAS_NS
+                                                             : (uint32_t)FT_CF_INSTANCE;
+            bad |= (kd > FT_REC_END) | ((fl & ~allowed) != 0) |
+                   ((fl & FT_CF_NEW_FUSER) && !(fl & FT_CF_INSTANCE));
+            d->kind[i] = (uint8_t)kd;
+            calls += kd == FT_REC_CALL;
+        }
     }
     if (bad || calls != h->n_calls)
         return CORRUPT("chunk %llu: record kinds or flags are invalid", h->id);
@@ -711,9 +746,9 @@ static int dec_refs(ft_chunk_dec *d, const chunk_hdr *h, const ft_chunk_limits *
     uint32_t *RE = (uint32_t *)d->recipe, *DV = (uint32_t *)d->device, *PH = (uint32_t *)d->phase;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t kd = d->kind32[i], fl = d->flags[i], fu = d->fuser[i], re = RE[i], dv = DV[i];
-        uint32_t ph = PH[i];
-        bad |= ((fu >= nf) & (kd ^ 1)) | ((fu != 0) & kd) | (re > nr) |
-               ((re != 0) != ((fl >> 12) & 1)) | ((dv != 0) & kd) | (ph >= np) |
+        uint32_t ph = PH[i], bwd = kd == FT_REC_BACKWARD;
+        bad |= ((fu >= nf) & !bwd) | ((fu != 0) & bwd) | (re > nr) |
+               ((re != 0) != ((fl >> 12) & 1)) | ((dv != 0) & (kd != 0)) | (ph >= np) |
                (((fl & FT_CF_HAS_PHASE) != 0) & (ph >= n_phases));
         d->recipe[i] = (int32_t)re - 1;
         d->device[i] = (int32_t)((dv >> 1) ^ (~(dv & 1) + 1));
@@ -778,7 +813,7 @@ static int dec_running(ft_chunk_dec *d, const chunk_hdr *h, ft_err *err)
 
     uint32_t bwds = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (!d->kind[i]) {
+        if (d->kind[i] != FT_REC_BACKWARD) {
             d->bwd_call[i] = -1;
             continue;
         }
@@ -792,6 +827,28 @@ static int dec_running(ft_chunk_dec *d, const chunk_hdr *h, ft_err *err)
     return FT_OK;
 }
 
+/* Every call's and end's fuser stream id: a compact instance's from the SID column (chunk.h),
+ * any other's from its fusers row. */
+static void dec_sids(ft_chunk_dec *d, const chunk_hdr *h, const ft_chunk_limits *lim)
+{
+    const int64_t *FS = lim->fuser_sid;
+    uint64_t newest = UINT64_MAX;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < h->n; i++) {
+        const uint32_t fl = d->flags[i];
+        if (d->kind[i] == FT_REC_BACKWARD) {
+            d->sid[i] = 0;
+        } else if (!(fl & FT_CF_INSTANCE)) {
+            d->sid[i] = FS ? FS[d->fuser[i]] : 0;
+        } else if (fl & FT_CF_NEW_FUSER) {
+            newest += 1 + (uint64_t)unzz(d->sid64[k++]);
+            d->sid[i] = (int64_t)newest;
+        } else {
+            d->sid[i] = (int64_t)(newest - (uint64_t)unzz(d->sid64[k++]));
+        }
+    }
+}
+
 /* The decoded columns as the batch (arrays owned by d). */
 static void fill_batch(const ft_chunk_dec *d, const ft_chunk_info *info, const chunk_hdr *h,
                        ft_batch *out)
@@ -801,6 +858,7 @@ static void fill_batch(const ft_chunk_dec *d, const ft_chunk_info *info, const c
     out->kind = d->kind;
     out->seq = d->seq;
     out->fuser = d->fuser;
+    out->sid = d->sid;
     out->recipe = d->recipe;
     out->flags = d->flags;
     out->device = d->device;
@@ -858,6 +916,7 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
     if (!rc) rc = dec_refs(d, &h, lim, err);
     if (!rc) rc = dec_running(d, &h, err);
     if (rc) return rc;
+    dec_sids(d, &h, lim);
     fill_batch(d, info, &h, out);
     if (read_flags & FT_READ_SPLITS) return read_splits(d, info, blob, &h, out, err);
     return FT_OK;

@@ -26,8 +26,10 @@ typedef struct oprg_ent {
 
 struct ft_chunk_enc {
     uint64_t *col[N_INTCOL]; /* [cap] codes per column (BWD: per backward record) */
+    uint64_t *sid;           /* [cap] SID codes, one per FT_CF_INSTANCE record */
     size_t cap;
-    uint32_t n, n_calls, n_bwd;
+    uint32_t n, n_calls, n_bwd, n_sid;
+    uint64_t newest; /* SID: stream id of the newest compact instance declared, -1 at first */
     int64_t first_seq;
     uint64_t prev_seq;
     uint64_t prev_phase;
@@ -62,7 +64,8 @@ struct ft_chunk_enc {
 
 static void enc_start(ft_chunk_enc *e)
 {
-    e->n = e->n_calls = e->n_bwd = 0;
+    e->n = e->n_calls = e->n_bwd = e->n_sid = 0;
+    e->newest = UINT64_MAX;
     e->prev_phase = 0;
     e->prev_step = e->prev_mb = e->prev_ns = e->prev_ntok = 0;
     for (uint32_t i = 0; i < e->n_phases; i++)
@@ -103,6 +106,7 @@ void ft_chunk_enc_free(ft_chunk_enc *e)
     enc_start(e);
     for (int c = 0; c < N_INTCOL; c++)
         ft_free(e->col[c]);
+    ft_free(e->sid);
     ft_free(e->phases);
     ft_buf_free(&e->oprg_dict);
     ft_free(e->oprg);
@@ -139,10 +143,11 @@ static int enc_reserve(ft_chunk_enc *e)
 {
     if (e->n < e->cap) return FT_OK;
     size_t cap = e->cap ? e->cap * 2 : 1024;
-    for (int c = 0; c < N_INTCOL; c++) {
-        uint64_t *p = ft_realloc(e->col[c], cap * sizeof *p);
+    for (int c = 0; c <= N_INTCOL; c++) {
+        uint64_t **col = c < N_INTCOL ? &e->col[c] : &e->sid;
+        uint64_t *p = ft_realloc(*col, cap * sizeof *p);
         if (!p) return FT_ENOMEM;
-        e->col[c] = p;
+        *col = p;
     }
     e->cap = cap;
     return FT_OK;
@@ -319,6 +324,15 @@ int ft_chunk_enc_call(ft_chunk_enc *e, const ft_call *c, uint32_t fuser, int32_t
     e->col[C_SEQ][i] = (uint64_t)c->seq - e->prev_seq - 1;
     e->prev_seq = (uint64_t)c->seq;
     e->col[C_FUSER][i] = fuser;
+    if (fl & FT_CF_INSTANCE) {
+        const uint64_t sid = (uint64_t)c->fuser;
+        if (fl & FT_CF_NEW_FUSER) {
+            e->sid[e->n_sid++] = zz((int64_t)(sid - e->newest - 1));
+            e->newest = sid;
+        } else {
+            e->sid[e->n_sid++] = zz((int64_t)(e->newest - sid));
+        }
+    }
     e->col[C_RECIPE][i] = (fl & FT_CF_HAS_RECIPE) ? (uint64_t)recipe + 1 : 0;
     e->col[C_FLAGS][i] = fl;
     e->col[C_DEVICE][i] = zz(c->device);
@@ -379,6 +393,29 @@ int ft_chunk_enc_backward(ft_chunk_enc *e, const ft_backward *b)
     e->col[C_FUSE_NS][i] = 0;
     e->col[C_NTOK][i] = 0;
     e->col[C_BWD][e->n_bwd++] = (uint64_t)b->seq - (uint64_t)b->call - 1;
+    e->n++;
+    return FT_OK;
+}
+
+int ft_chunk_enc_end(ft_chunk_enc *e, int64_t seq, uint32_t fuser, int instance, int64_t sid)
+{
+    int rc = enc_reserve(e);
+    if (rc) return rc;
+    uint32_t i = e->n;
+    if (i == 0) {
+        e->first_seq = seq;
+        e->prev_seq = (uint64_t)seq - 1;
+    }
+    e->col[C_KIND][i] = FT_REC_END;
+    e->col[C_SEQ][i] = (uint64_t)seq - e->prev_seq - 1;
+    e->prev_seq = (uint64_t)seq;
+    e->col[C_FUSER][i] = fuser;
+    e->col[C_RECIPE][i] = 0;
+    e->col[C_FLAGS][i] = instance ? FT_CF_INSTANCE : 0;
+    if (instance) e->sid[e->n_sid++] = zz((int64_t)(e->newest - (uint64_t)sid));
+    for (int c = C_DEVICE; c < C_BWD; c++)
+        e->col[c][i] = 0;
+    e->col[C_PHASE][i] = e->prev_phase;
     e->n++;
     return FT_OK;
 }
@@ -477,6 +514,7 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
     m->len = 0;
     int rc = ft_buf_reserve(m, FT_CHUNK_MAIN_HDR);
     if (rc) return rc;
+    memset(m->data, 0, FT_CHUNK_MAIN_HDR);
     m->len = FT_CHUNK_MAIN_HDR;
     uint32_t col_len[FT_CHUNK_N_COLS];
     e->n_cuts = 0;
@@ -502,6 +540,9 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
     if (rc) return rc;
     col_len[C_OPRGDICT] = (uint32_t)e->oprg_dict.len;
     if (e->obs) e->obs(e->obs_ctx, FT_CS_DICT_BYTES, m->len - before);
+    before = m->len;
+    if ((rc = put_intcol(e, e->sid, e->n_sid))) return rc;
+    col_len[C_SID] = (uint32_t)(m->len - before);
 
     /* the split section: header, tag stream, symbols, extra bits (each its own frame) */
     ft_buf *sp = &e->splits;
@@ -534,7 +575,7 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
                           e->splits.len);
     uint64_t sp_sum = e->splits.len ? ft_hash64(e->splits.data, e->splits.len) : 0;
     uint8_t *h = m->data;
-    memcpy(h, "FTC2", 4);
+    memcpy(h, "FTC3", 4);
     put_u32(h + 4, e->n);
     put_u32(h + 8, e->n_calls);
     put_u64(h + 12, (uint64_t)e->first_seq);
@@ -568,7 +609,7 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
             sp_z += z;
         }
     }
-    memcpy(blob->data, "FTZ2", 4);
+    memcpy(blob->data, "FTZ3", 4);
     put_u32(blob->data + 4, (uint32_t)m->len);
     put_u32(blob->data + 8, main_z);
     put_u32(blob->data + 12, (uint32_t)e->splits.len);
@@ -581,6 +622,7 @@ int ft_chunk_enc_finish(ft_chunk_enc *e, int level, ft_buf *blob, ft_chunk_info 
     info->codec = FT_CHUNK_CODEC;
     info->raw_bytes = m->len + e->splits.len;
     info->checksum = ft_hash64(m->data, m->len);
+    info->n_ends = e->n - e->n_calls - e->n_bwd;
     enc_start(e);
     return FT_OK;
 }

@@ -39,7 +39,20 @@ enum {
     N_INTCOL,
     C_PHASES = N_INTCOL,
     C_OPRGDICT,
+    C_SID, /* codec 3: an integer column of one code per FT_CF_INSTANCE record */
 };
+
+/* The main section's header: 40 bytes and a length per column (16 columns up to codec 2, 17
+ * from codec 3). */
+static inline uint32_t chunk_n_cols(uint32_t codec)
+{
+    return codec >= 3 ? 17u : 16u;
+}
+
+static inline uint32_t chunk_main_hdr(uint32_t codec)
+{
+    return 40u + 4u * chunk_n_cols(codec);
+}
 
 #define MIN_FRAME    512 /* main-section pieces smaller than this share the next zstd frame */
 #define ACC_LIMIT    (1ull << 31)

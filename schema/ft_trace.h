@@ -25,7 +25,8 @@
 extern "C" {
 #endif
 
-#define FT_FORMAT_VERSION 1          /* PRAGMA user_version of traces this build writes */
+/* PRAGMA user_version of traces this build writes; it reads formats 1 and 2 */
+#define FT_FORMAT_VERSION 2
 #define FT_APPLICATION_ID 0x46545243 /* 'FTRC', PRAGMA application_id */
 
 /* ---- records (the in-memory form of capture-jsonl v1) ------------------------------------- */
@@ -45,10 +46,18 @@ enum {
     FT_CF_HAS_NS = 1u << 10,
     FT_CF_HAS_FUSE_NS = 1u << 11,
     FT_CF_HAS_RECIPE = 1u << 12, /* recipe is not null */
+    /* the stored form's (ft_batch.flags only, never in an ft_call): the call or end names a
+     * compact instance of ft_batch.fuser[i] (same label and ops, no fusers row), whose stream id
+     * is ft_batch.sid[i]; FT_CF_NEW_FUSER: the call declares it (the capture stream's fuser
+     * record stood right before the call) */
+    FT_CF_INSTANCE = 1u << 13,
+    FT_CF_NEW_FUSER = 1u << 14,
 };
+#define FT_CF_CALL_BITS ((1u << 13) - 1u) /* the bits an ft_call may carry */
 
-/* Record kinds in the call stream. */
-enum { FT_REC_CALL = 0, FT_REC_BACKWARD = 1 };
+/* Record kinds in the call stream. FT_REC_END: TE dropped the fuser (capture-jsonl fuser_end);
+ * no later record names it. */
+enum { FT_REC_CALL = 0, FT_REC_BACKWARD = 1, FT_REC_END = 2 };
 
 /* One fuser invocation. Stream ids (fuser, recipe) are the ids declared in the capture stream. */
 typedef struct ft_call {
@@ -74,6 +83,13 @@ typedef struct ft_backward {
     int has_ns;   /* ns present */
     int64_t ns;
 } ft_backward;
+
+/* A fuser's end: TE dropped the OperationFuser (its Python object was collected), so no record
+ * after this one names it or any declaration of its instance (capture "of"). */
+typedef struct ft_fuser_end {
+    int64_t seq;   /* position in the same sequence as calls */
+    int64_t fuser; /* declared fuser id */
+} ft_fuser_end;
 
 /* The stream header; fields absent in the source are NULL / has_* = 0. env_json and
  * extra_json are canonical JSON objects ("{}" when empty); extra_json holds header fields that
@@ -134,6 +150,7 @@ const ft_recipe_def *ft_trace_recipe(const ft_trace *t, uint32_t idx);
 /* Totals from the chunk index (no decoding). */
 uint64_t ft_trace_n_calls(const ft_trace *t);
 uint64_t ft_trace_n_backwards(const ft_trace *t);
+uint64_t ft_trace_n_fuser_ends(const ft_trace *t); /* meta "n_fuser_ends"; 0 in format 1 */
 uint64_t ft_trace_n_chunks(const ft_trace *t);
 
 /* Full check: schema, small-table digest, every chunk's checksum and decode, every reference
@@ -148,9 +165,13 @@ int ft_trace_verify(ft_trace *t, ft_err *err);
 typedef struct ft_batch {
     uint64_t chunk_id;         /* chunk row id, for messages */
     uint32_t n;                /* records in this batch */
-    const uint8_t *kind;       /* [n] FT_REC_CALL / FT_REC_BACKWARD */
+    const uint8_t *kind;       /* [n] FT_REC_CALL / FT_REC_BACKWARD / FT_REC_END */
     const int64_t *seq;        /* [n] */
-    const uint32_t *fuser;     /* [n] dense fuser index */
+    const uint32_t *fuser;     /* [n] dense fuser index: the record's fuser, or for a compact
+                                * instance (FT_CF_INSTANCE) the fuser it repeats (its template:
+                                * label, ops, model) */
+    const int64_t *sid;        /* [n] stream id of the record's fuser (calls and ends; 0 for a
+                                * backward record): for a compact instance its own */
     const int32_t *recipe;     /* [n] dense recipe index, -1 when null */
     const uint32_t *flags;     /* [n] FT_CF_* */
     const int32_t *device;     /* [n] */
@@ -189,6 +210,7 @@ void ft_reader_close(ft_reader *r);
  * m_splits NULL even where FT_CF_HAS_SPLITS is set). */
 void ft_batch_call(const ft_trace *t, const ft_batch *b, uint32_t i, ft_call *out);
 void ft_batch_backward(const ft_batch *b, uint32_t i, ft_backward *out);
+void ft_batch_fuser_end(const ft_batch *b, uint32_t i, ft_fuser_end *out);
 
 /* ---- meta and sizes (info) ---------------------------------------------------------------- */
 /* Value of meta key, NULL if absent. String lives as long as t. */

@@ -152,9 +152,9 @@ void ft_batch_call(const ft_trace *t, const ft_batch *b, uint32_t i, ft_call *ou
     memset(out, 0, sizeof *out);
     uint32_t fl = b->flags[i];
     out->seq = b->seq[i];
-    out->fuser = ft_trace_fuser(t, b->fuser[i])->id;
+    out->fuser = b->sid ? b->sid[i] : ft_trace_fuser(t, b->fuser[i])->id;
     out->recipe = b->recipe[i] >= 0 ? ft_trace_recipe(t, (uint32_t)b->recipe[i])->id : 0;
-    out->flags = fl;
+    out->flags = fl & FT_CF_CALL_BITS; /* the instance bits are the stored form's */
     out->device = b->device[i];
     out->n_op_rg = b->op_rg_off[i + 1] - b->op_rg_off[i];
     out->op_rg = b->op_rg + b->op_rg_off[i];
@@ -175,4 +175,10 @@ void ft_batch_backward(const ft_batch *b, uint32_t i, ft_backward *out)
     out->call = b->bwd_call[i];
     out->has_ns = (b->flags[i] & FT_CF_HAS_NS) != 0;
     out->ns = b->ns[i];
+}
+
+void ft_batch_fuser_end(const ft_batch *b, uint32_t i, ft_fuser_end *out)
+{
+    out->seq = b->seq[i];
+    out->fuser = b->sid[i];
 }

@@ -28,6 +28,7 @@
 #include "ft_limits.h"
 #include "trace_handle_int.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,7 @@ void trace_free(ft_trace *t)
     ft_free(t->fusers);
     ft_free(t->fuser_decl);
     ft_free(t->fuser_n_ops);
+    ft_free(t->fuser_sid);
     ft_hmap_free(&t->fuser_map);
     for (size_t i = 0; i < t->n_recipes; i++) {
         ft_free((char *)t->recipes[i].type);
@@ -210,8 +212,12 @@ static int reserve_fusers(ft_trace *t)
     cap = t->fusers_cap;
     if (trace_grow((void **)&t->fuser_n_ops, &cap, t->n_fusers + 1, sizeof *t->fuser_n_ops))
         return FT_ENOMEM;
+    cap = t->fusers_cap;
+    if (trace_grow((void **)&t->fuser_sid, &cap, t->n_fusers + 1, sizeof *t->fuser_sid))
+        return FT_ENOMEM;
     t->fusers_cap = cap;
     t->lim.fuser_n_ops = t->fuser_n_ops;
+    t->lim.fuser_sid = t->fuser_sid;
     return FT_OK;
 }
 
@@ -228,6 +234,7 @@ int trace_add_fuser(ft_trace *t, int64_t stream_id, const char *label, uint32_t 
     t->fusers[i] = (ft_fuser_def){stream_id, l, t->ol[ol_idx].ops, t->ol[ol_idx].n_ops, 0, 0};
     t->fuser_decl[i] = d;
     t->fuser_n_ops[i] = t->ol[ol_idx].n_ops;
+    t->fuser_sid[i] = stream_id;
     t->lim.n_fusers = (uint32_t)t->n_fusers;
     return FT_OK;
 }
@@ -467,7 +474,7 @@ static int load_chunks(ft_trace *t)
         }
         ft_chunk_info *c = &t->chunks[t->n_chunks];
         *c = (ft_chunk_info){(uint64_t)v[0], v[1],           (uint32_t)v[2], (uint32_t)v[3],
-                             (uint32_t)v[4], (uint64_t)v[5], (uint64_t)v[6]};
+                             (uint32_t)v[4], (uint64_t)v[5], (uint64_t)v[6], 0};
         if (t->n_chunks && c->first_seq <= t->chunks[t->n_chunks - 1].first_seq) {
             sqlite3_finalize(st);
             return trace_corrupt_table(t, "chunks", "chunks are not in seq order");
@@ -526,12 +533,28 @@ static int load_fuser_of(ft_trace *t)
                                "fuser_of does not name earlier fusers of the same op count");
 }
 
+/* meta "n_fuser_ends" (format 2): how many of the records that are not calls are fuser ends.
+ * Absent: none. */
+static int load_n_ends(ft_trace *t)
+{
+    const meta_kv *kv = trace_meta_find(t, "n_fuser_ends");
+    if (!kv) return FT_OK;
+    char *end;
+    errno = 0;
+    const unsigned long long v = strtoull(kv->value, &end, 10);
+    if (errno || end == kv->value || *end || kv->value[0] == '-' || v > t->n_bwd)
+        return trace_corrupt_table(t, "meta", "n_fuser_ends is not a count of its records");
+    t->n_ends = v;
+    t->n_bwd -= v;
+    return FT_OK;
+}
+
 int trace_load_tables(ft_trace *t)
 {
     int rc;
     if (!(rc = load_meta(t)) && !(rc = load_oplists(t)) && !(rc = load_fusers(t)) &&
-        !(rc = load_fuser_of(t)) && !(rc = load_recipes(t)))
-        rc = load_chunks(t);
+        !(rc = load_fuser_of(t)) && !(rc = load_recipes(t)) && !(rc = load_chunks(t)))
+        rc = load_n_ends(t);
     return rc;
 }
 
@@ -597,11 +620,11 @@ static int check_identity(ft_trace *t)
     if (ver > FT_FORMAT_VERSION)
         return ft_err_set(&t->err, FT_EVERSION,
                           "%s: written by a newer fusertrace (format %" PRId64
-                          "); this build reads format %d",
+                          "); this build reads formats 1 to %d",
                           t->path, ver, FT_FORMAT_VERSION);
     if (ver < 1)
         return ft_err_set(&t->err, FT_EVERSION,
-                          "%s: unknown trace format %" PRId64 "; this build reads format %d",
+                          "%s: unknown trace format %" PRId64 "; this build reads formats 1 to %d",
                           t->path, ver, FT_FORMAT_VERSION);
     return FT_OK;
 }
@@ -877,6 +900,11 @@ uint64_t ft_trace_n_calls(const ft_trace *t)
 uint64_t ft_trace_n_backwards(const ft_trace *t)
 {
     return t->n_bwd;
+}
+
+uint64_t ft_trace_n_fuser_ends(const ft_trace *t)
+{
+    return t->n_ends;
 }
 
 uint64_t ft_trace_n_chunks(const ft_trace *t)

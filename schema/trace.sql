@@ -1,4 +1,4 @@
--- trace.sql - the fusertrace trace file (.ftdb), format version 1. Single source of truth for the
+-- trace.sql - the fusertrace trace file (.ftdb), format version 2. Single source of truth for the
 -- schema: embedded into the library at build time (schema/embed_sql.cmake) and executed once,
 -- inside the creating transaction, when a trace is created.
 --
@@ -11,7 +11,12 @@
 -- meta under 'digest.<table>', rewritten in the same transaction as every change, so a trace
 -- left by a killed recorder is consistent up to its last commit.
 PRAGMA application_id = 1179931203;
-PRAGMA user_version = 1;
+--
+-- Format 2 adds to format 1 only what its chunks may hold (chunk codec 3, schema/chunk.h): fuser
+-- ends, and compact fuser instances (a fuser that repeats an earlier fuser's label and ops,
+-- declared right before its first call, has no fusers row: its calls carry its stream id). The
+-- tables are the same, so a format-1 trace is read as it is (its chunks are codec 1 or 2).
+PRAGMA user_version = 2;
 
 -- Key/value strings: format_version, created_by, state ('recording'|'complete'|'recovered':
 -- sealed after the recording stopped without a close), the capture
@@ -32,8 +37,8 @@ CREATE TABLE oplists (
     ops   TEXT NOT NULL
 );
 
--- Every declared fuser instance (each has its own plan cache, so instances are never merged;
--- only identical op lists are shared). Row order (id) is declaration order and gives the dense
+-- Every declared fuser instance but the compact ones (each has its own plan cache, so instances
+-- are never merged; only identical op lists are shared; a compact instance lives in the chunks). Row order (id) is declaration order and gives the dense
 -- index used in chunks. decl_pos: number of call/backward records before the declaration in the
 -- stream; decl_no: ordinal among all declarations (fusers and recipes), for export.
 CREATE TABLE fusers (

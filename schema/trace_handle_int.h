@@ -55,6 +55,7 @@ struct ft_trace {
     ft_fuser_def *fusers; /* [n_fusers] */
     decl *fuser_decl;
     uint32_t *fuser_n_ops;
+    int64_t *fuser_sid; /* [n_fusers] stream ids (the decoder's ft_batch.sid) */
     size_t n_fusers, fusers_cap;
     ft_hmap fuser_map;      /* stream id -> index */
     ft_recipe_def *recipes; /* [n_recipes] */
@@ -64,8 +65,8 @@ struct ft_trace {
     ft_hmap pair_map;      /* hash(obj, attrs) -> index */
     ft_chunk_info *chunks; /* [n_chunks] */
     size_t n_chunks, chunks_cap;
-    uint64_t n_calls, n_bwd;
-    uint64_t dg[N_DG]; /* digest chains */
+    uint64_t n_calls, n_bwd, n_ends; /* n_bwd: backward records (records - calls - ends) */
+    uint64_t dg[N_DG];               /* digest chains */
     ft_chunk_limits lim;
     ft_buf scratch;
     sqlite3_stmt *st[N_STMT]; /* prepared on first use (writers) */

@@ -570,6 +570,14 @@ int ft_trace_w_chunk(ft_trace *t, ft_chunk_info *info, const void *data, size_t 
         snprintf(what, sizeof what, "writing chunk %" PRIu64, info->id);
         return break_handle(t, trace_sql_fail(t, rc, what));
     }
+    if (info->n_ends) { /* the trace's fuser ends, in the chunk's transaction */
+        char ends[24];
+        snprintf(ends, sizeof ends, "%" PRIu64, t->n_ends + info->n_ends);
+        if ((rc = meta_put_db(t, "n_fuser_ends", ends))) return break_handle(t, rc);
+        if (trace_meta_set(t, "n_fuser_ends", ends))
+            return break_handle(t, ft_err_set(&t->err, FT_ENOMEM, "%s: out of memory", t->path));
+        t->dirty |= 1u << DG_META;
+    }
     if ((rc = change_end(t))) return break_handle(t, rc);
     uint64_t keep = t->dg[DG_CHUNKS];
     t->dg[DG_CHUNKS] = dg;
@@ -582,7 +590,8 @@ int ft_trace_w_chunk(ft_trace *t, ft_chunk_info *info, const void *data, size_t 
     }
     t->chunks[t->n_chunks++] = *info;
     t->n_calls += info->n_calls;
-    t->n_bwd += info->n_records - info->n_calls;
+    t->n_bwd += info->n_records - info->n_calls - info->n_ends;
+    t->n_ends += info->n_ends;
     /* copy the commit into the main file, so that the file alone (a copy) holds it; passive:
      * never waits for a reader, and a reader's snapshot only defers it to the next commit */
     sqlite3_wal_checkpoint_v2(t->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);

@@ -9,6 +9,7 @@
  * puts nearly all of them); one further back is checked against that chunk's seq range (the
  * chunk index gives first seqs, the pass records each chunk's last seq: 8 bytes per chunk).
  */
+#include "ft_hmap.h"
 #include "trace_int.h"
 #include "trace_sql.h"
 
@@ -136,7 +137,8 @@ static int check_tables(ft_trace *t, ft_err *err)
     /* declarations in stream order: fusers and recipes each in increasing decl_no, the two
      * merging into 0, 1, 2, ... with decl_pos never decreasing and at most the record count */
     uint32_t nf = ft_trace_n_fusers(t), nr = ft_trace_n_recipes(t), fi = 0, ri = 0;
-    uint64_t n_rec = ft_trace_n_calls(t) + ft_trace_n_backwards(t), last_pos = 0;
+    uint64_t n_rec = ft_trace_n_calls(t) + ft_trace_n_backwards(t) + ft_trace_n_fuser_ends(t),
+             last_pos = 0;
     for (uint64_t no = 0; fi < nf || ri < nr; no++) {
         uint64_t fpos = 0, fno = UINT64_MAX, rpos = 0, rno = UINT64_MAX;
         if (fi < nf) ft_trace_fuser_decl(t, fi, &fpos, &fno);
@@ -172,11 +174,71 @@ static const char *bad_value(const ft_batch *b, uint32_t i)
     uint32_t fl = b->flags[i];
     if (b->seq[i] < 0) return "seq";
     if ((fl & FT_CF_HAS_NS) && b->ns[i] < 0) return "ns";
-    if (b->kind[i] != FT_REC_CALL) return b->bwd_call[i] < 0 ? "call" : NULL;
+    if (b->kind[i] == FT_REC_BACKWARD) return b->bwd_call[i] < 0 ? "call" : NULL;
+    if (b->kind[i] == FT_REC_END) return NULL;
     if (b->device[i] < 0) return "device";
     if ((fl & FT_CF_HAS_STEP) && b->step[i] < 0) return "step";
     if ((fl & FT_CF_HAS_MB) && b->mb[i] < 0) return "mb";
     if ((fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] < 0) return "fuse_ns";
+    return NULL;
+}
+
+/* Which fusers are alive as verify walks the records: a row's instance until an end names one of
+ * its declarations, a compact instance from the call that declares it until its end. */
+typedef struct lifetimes {
+    uint32_t *root; /* [n_fusers] the row of the instance's first declaration (capture "of") */
+    uint8_t *ended; /* [n_fusers] by root */
+    ft_hmap live;   /* stream ids of the compact instances alive */
+    int have_new;
+    int64_t last_new; /* compact instances are declared with increasing stream ids */
+} lifetimes;
+
+static int lifetimes_init(ft_trace *t, lifetimes *L)
+{
+    const uint32_t nf = ft_trace_n_fusers(t);
+    memset(L, 0, sizeof *L);
+    L->root = ft_malloc((nf ? nf : 1) * sizeof *L->root);
+    L->ended = ft_calloc(nf ? nf : 1, 1);
+    if (!L->root || !L->ended) return FT_ENOMEM;
+    for (uint32_t i = 0; i < nf; i++) {
+        const ft_fuser_def *f = ft_trace_fuser(t, i);
+        const uint32_t j = f->has_of ? ft_trace_fuser_index(t, f->of) : UINT32_MAX;
+        L->root[i] = j < i ? L->root[j] : i; /* the loader checked `of` names an earlier row */
+    }
+    return FT_OK;
+}
+
+static void lifetimes_free(lifetimes *L)
+{
+    ft_free(L->root);
+    ft_free(L->ended);
+    ft_hmap_free(&L->live);
+}
+
+/* Record i (a call or an end) names a fuser that is alive; an end then ends it. NULL, or what
+ * is wrong. */
+static const char *check_alive(ft_trace *t, lifetimes *L, const ft_batch *b, uint32_t i, int *nomem)
+{
+    const uint32_t fl = b->flags[i];
+    const int64_t sid = b->sid[i];
+    if (fl & FT_CF_NEW_FUSER) {
+        if (ft_trace_fuser_index(t, sid) != UINT32_MAX || (L->have_new && sid <= L->last_new))
+            return "declares a compact instance whose id is declared already";
+        L->have_new = 1;
+        L->last_new = sid;
+        if (ft_hmap_put(&L->live, (uint64_t)sid, 1)) *nomem = 1;
+    } else if (fl & FT_CF_INSTANCE) {
+        if (ft_hmap_get(&L->live, (uint64_t)sid) == UINT32_MAX)
+            return "names a compact instance that is not alive (never declared, or ended)";
+    } else if (L->ended[L->root[b->fuser[i]]]) {
+        return "names a fuser that has ended";
+    }
+    if (b->kind[i] == FT_REC_END) {
+        if (fl & FT_CF_INSTANCE)
+            ft_hmap_del(&L->live, (uint64_t)sid);
+        else
+            L->ended[L->root[b->fuser[i]]] = 1;
+    }
     return NULL;
 }
 
@@ -244,13 +306,19 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
     uint64_t n_chunks = ft_trace_n_chunks(t), pos = 0;
     int64_t *last = ft_calloc(n_chunks ? n_chunks : 1, sizeof *last);
     call_set cs[2] = {{0}, {0}}; /* [pos & 1]: this chunk, the other: the one before */
-    if (!last) return ft_err_set(err, FT_ENOMEM, "%s: out of memory", ft_trace_path(t));
+    lifetimes life;
+    if (lifetimes_init(t, &life) || !last) {
+        lifetimes_free(&life);
+        ft_free(last);
+        return ft_err_set(err, FT_ENOMEM, "%s: out of memory", ft_trace_path(t));
+    }
     if ((rc = ft_reader_open(t, FT_READ_SPLITS, &r))) {
         *err = *ft_trace_error(t);
+        lifetimes_free(&life);
         ft_free(last);
         return rc;
     }
-    uint64_t k = 0; /* stream position of the record */
+    uint64_t k = 0, n_ends = 0; /* stream position of the record; fuser ends seen */
     for (;; pos++) {
         const ft_batch *b;
         if ((rc = ft_reader_next(r, &b))) {
@@ -287,15 +355,24 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
                     ft_trace_path(t), (unsigned long long)b->chunk_id, (long long)b->seq[i], bad);
                 break;
             }
-            if (b->kind[i] == FT_REC_CALL) {
+            if (b->kind[i] != FT_REC_BACKWARD) {
+                int nomem = 0;
+                const char *dead = NULL;
                 if (!declared_before(t, b, i, k + i))
                     rc = ft_err_set(err, FT_ECORRUPT,
-                                    "%s: chunk %llu: call seq %lld uses a fuser or recipe "
+                                    "%s: chunk %llu: %s seq %lld uses a fuser or recipe "
                                     "declared after it",
                                     ft_trace_path(t), (unsigned long long)b->chunk_id,
+                                    b->kind[i] == FT_REC_END ? "fuser_end" : "call",
                                     (long long)b->seq[i]);
-                else if (call_set_add(cur, b->seq[i]))
+                else if ((dead = check_alive(t, &life, b, i, &nomem)))
+                    rc = ft_err_set(err, FT_ECORRUPT, "%s: chunk %llu: %s seq %lld (fuser %lld) %s",
+                                    ft_trace_path(t), (unsigned long long)b->chunk_id,
+                                    b->kind[i] == FT_REC_END ? "fuser_end" : "call",
+                                    (long long)b->seq[i], (long long)b->sid[i], dead);
+                else if (nomem || (b->kind[i] == FT_REC_CALL && call_set_add(cur, b->seq[i])))
                     rc = ft_err_set(err, FT_ENOMEM, "%s: out of memory", ft_trace_path(t));
+                n_ends += b->kind[i] == FT_REC_END;
                 continue;
             }
             int64_t v = b->bwd_call[i];
@@ -319,9 +396,15 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
         last[pos] = b->seq[b->n - 1];
         k += b->n;
     }
+    if (!rc && n_ends != ft_trace_n_fuser_ends(t))
+        rc = ft_err_set(err, FT_ECORRUPT,
+                        "%s: table meta: n_fuser_ends says %llu fuser ends, the chunks hold %llu",
+                        ft_trace_path(t), (unsigned long long)ft_trace_n_fuser_ends(t),
+                        (unsigned long long)n_ends);
     ft_free(cs[0].seq);
     ft_free(cs[1].seq);
     ft_free(last);
+    lifetimes_free(&life);
     ft_reader_close(r);
     return rc;
 }

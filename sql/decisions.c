@@ -262,8 +262,8 @@ static int dec_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
     case DC_POLICY:
         text_or_null(ctx, ft_policy_name(vp->policy));
         break;
-    case DC_FUSER:
-        sqlite3_result_int64(ctx, fd->id);
+    case DC_FUSER: /* the stream id: a compact instance's own */
+        sqlite3_result_int64(ctx, v->sid[j]);
         break;
     case DC_LABEL:
         text_or_null(ctx, fd->label);

@@ -491,8 +491,8 @@ static int calls_column(sql_cursor *c, sqlite3_context *ctx, int col)
     case CC_SEQ:
         sqlite3_result_int64(ctx, k->seq);
         break;
-    case CC_FUSER:
-        sqlite3_result_int64(ctx, fd->id);
+    case CC_FUSER: /* the stream id: a compact instance's own (ft_batch_call) */
+        sqlite3_result_int64(ctx, k->fuser);
         break;
     case CC_LABEL:
         result_text(ctx, fd->label);

@@ -86,6 +86,8 @@ static void grad_state(gen *g, int64_t step)
             L->bwd[k] = L->input_rg || op_any; /* f < n under grad (ft_te_boundary) */
             any |= op_any;
         }
+        L->sa_rg = frozen && !fc1 ? RG_ZERO : RG_ONE; /* a norm's or router's weight */
+        L->sa_bwd = L->input_rg || L->sa_rg[0];
         before |= any;
     }
 }
@@ -142,6 +144,27 @@ static int build_ops(gen *g)
     if (rc) goto oom;
     g->ops_json[FK_DENSE] = (char *)b.data;
     g->n_ops[FK_DENSE] = 5;
+    /* the standalone modules: an RMSNorm (no attribute the model reads) and a router linear */
+    memset(&b, 0, sizeof b);
+    rc = ft_buf_printf(&b, "[{\"attrs\":{},\"type\":\"RMSNorm\"}]");
+    rc = rc ? rc : ft_buf_append(&b, "", 1);
+    if (rc) goto oom;
+    g->ops_json[FK_NORM] = (char *)b.data;
+    g->n_ops[FK_NORM] = 1;
+    memset(&b, 0, sizeof b);
+    rc = ft_buf_printf(&b,
+                       "[{\"attrs\":{\"dtype\":\"bfloat16\",\"in_features\":%lld,"
+                       "\"out_features\":%lld,\"sequence_parallel\":false,"
+                       "\"tensor_parallel_mode\":null,\"tensor_parallel_size\":1,"
+                       "\"userbuffers\":false},\"type\":\"BasicLinear\"}]",
+                       (long long)c->hidden, (long long)c->experts);
+    rc = rc ? rc : ft_buf_append(&b, "", 1);
+    if (rc) goto oom;
+    g->ops_json[FK_ROUTER] = (char *)b.data;
+    g->n_ops[FK_ROUTER] = 1;
+    g->dur_fwd[FK_NORM] = 5000 + (int64_t)(2.0 * (double)c->tokens * (double)c->hidden / 1e6);
+    g->dur_fwd[FK_ROUTER] =
+        8000 + (int64_t)(2.0 * (double)c->tokens * (double)c->hidden * (double)c->experts / 1e6);
     /* modelled durations: about 1 PFLOP/s plus 20 us of framework and launch overhead */
     g->dur_fwd[FK_GROUPED] =
         20000 + (int64_t)(6.0 * (double)c->tokens * (double)c->hidden * (double)c->ffn / 1e6);
@@ -158,7 +181,7 @@ static int build_model(gen *g)
     const synth_cfg *c = &g->c;
     uint32_t L = g->n_layers, S = g->n_stages, C = g->n_chunks, E = (uint32_t)c->experts;
     g->layers = ft_calloc(L, sizeof *g->layers);
-    g->fusers = ft_calloc(2 * (size_t)L, sizeof *g->fusers);
+    g->fusers = ft_calloc(4 * (size_t)L, sizeof *g->fusers);
     g->chunk_lo = ft_calloc(C + 1, sizeof *g->chunk_lo);
     g->scratch_u32 = ft_malloc(2 * (size_t)E * sizeof *g->scratch_u32);
     g->scratch_z = ft_malloc((size_t)E * sizeof *g->scratch_z);
@@ -192,6 +215,20 @@ static int build_model(gen *g)
             ly->fuser[k] = g->n_fusers++;
         }
         ly->n_fusers = want;
+        for (uint32_t k = 0; k < 2 && c->standalone > 0.0; k++) {
+            sfuser *f = &g->fusers[g->n_fusers];
+            f->id = g->n_fusers + 1;
+            f->kind = k ? FK_ROUTER : FK_NORM;
+            f->stage = ly->stage;
+            f->transient = !strcmp(c->standalone_fusers, "transient");
+            if (g->captured) {
+                if (!(f->cap = ft_malloc(sizeof *f->cap))) goto oom;
+                ft_te_cache_init(f->cap, g->captured == 1 ? FT_TE_PRE3410 : FT_TE_3410);
+            }
+            snprintf(f->label, sizeof f->label, "decoder.layers.%u.%s", l,
+                     k ? "mlp.router" : "input_layernorm");
+            ly->sa_fuser[k] = g->n_fusers++;
+        }
         if (!ly->moe) continue;
         ly->pop = ft_malloc(E * (5 * sizeof(double) + 2 * sizeof(uint32_t)));
         if (!ly->pop) goto oom;
@@ -213,14 +250,17 @@ static int build_model(gen *g)
     g->eval_splits = ft_malloc(E * sizeof *g->eval_splits);
     g->bwd_seq = ft_malloc((size_t)L * M * 2 * sizeof *g->bwd_seq);
     g->fwd_rec = ft_calloc((size_t)L * M, sizeof *g->fwd_rec);
+    g->sa_n = ft_calloc((size_t)L * M, 1);
+    g->sa_bwd = ft_malloc((size_t)L * M * SA_MAX * sizeof *g->sa_bwd);
+    g->next_id = 4 * (int64_t)L + 1; /* past every sfuser's id */
     g->ops = ft_malloc((size_t)S * cap * sizeof *g->ops);
     g->n_sops = ft_malloc(S * sizeof *g->n_sops);
     g->idx = ft_malloc(S * sizeof *g->idx);
     g->finF = ft_malloc((size_t)C * EM * sizeof *g->finF);
     g->finB = ft_malloc((size_t)C * EM * sizeof *g->finB);
     g->free_at = ft_malloc(S * sizeof *g->free_at);
-    if (!g->splits || !g->eval_splits || !g->bwd_seq || !g->fwd_rec || !g->ops || !g->n_sops ||
-        !g->idx || !g->finF || !g->finB || !g->free_at)
+    if (!g->splits || !g->eval_splits || !g->bwd_seq || !g->fwd_rec || !g->sa_n || !g->sa_bwd ||
+        !g->ops || !g->n_sops || !g->idx || !g->finF || !g->finB || !g->free_at)
         goto oom;
     return build_ops(g);
 oom:
@@ -244,6 +284,9 @@ static int check_cfg(gen *g)
         {strcmp(c->captured, "none") && strcmp(c->captured, "te-pre3410") &&
              strcmp(c->captured, "te-3410"),
          "captured", "must be none, te-pre3410 or te-3410"},
+        {c->standalone > 0.9, "standalone", "must be at most 0.9"},
+        {strcmp(c->standalone_fusers, "transient") && strcmp(c->standalone_fusers, "persistent"),
+         "standalone_fusers", "must be transient or persistent"},
     };
     for (size_t i = 0; i < FT_ARRAY_LEN(rules); i++)
         if (rules[i].bad)
@@ -268,6 +311,7 @@ static int check_cfg(gen *g)
                           "synth %s: key 'hot' must be below 'experts' (%lld) for routing=hot",
                           g->scen, (long long)c->experts);
     g->drift_sigma = g->routing == R_DRIFT && c->drift == 0.0 ? 0.1 : c->drift;
+    g->sa_ratio = c->standalone / (1.0 - c->standalone);
     const struct {
         const char *key, *v;
     } vers[] = {{"cc", c->cc},
@@ -356,8 +400,10 @@ static void gen_free(gen *g)
     ft_free(g->chunk_lo);
     ft_free(g->scratch_u32);
     ft_free(g->scratch_z);
-    ft_free(g->ops_json[0]);
-    ft_free(g->ops_json[1]);
+    for (int k = 0; k < FK_N; k++)
+        ft_free(g->ops_json[k]);
+    ft_free(g->sa_n);
+    ft_free(g->sa_bwd);
     for (uint32_t i = 0; i < g->n_objs; i++)
         ft_free(g->objs[i]);
     ft_free(g->objs);

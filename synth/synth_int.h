@@ -39,6 +39,10 @@ typedef struct synth_cfg {
     int64_t hot;                 /* routing=hot: number of hot experts ... */
     double hot_share;            /* ... and the share of tokens they receive */
     double capacity;             /* routing=drop: capacity factor (cap = ceil(cf * tokens / E)) */
+    double standalone; /* share of the calls made through standalone te.ops modules (an RMSNorm
+                          and a router BasicLinear per layer, called in turn) */
+    char standalone_fusers[SYNTH_STR_MAX]; /* transient (TE: OperationFuser([op]) per call, ended
+                                              right after it) or persistent (one fuser each) */
     /* loop */
     int64_t steps, microbatches, stages;
     int64_t virtual_stages;    /* model chunks per stage (interleaved 1F1B when > 1) */
@@ -150,13 +154,15 @@ typedef struct robj {
 } robj;
 
 /* ---- generator state ---------------------------------------------------------------------- */
-enum { FK_GROUPED, FK_DENSE };
+enum { FK_GROUPED, FK_DENSE, FK_NORM, FK_ROUTER, FK_N };
+#define SA_MAX 20 /* standalone calls of one layer pass (standalone <= 0.9, two fusers a layer) */
 
 typedef struct sfuser {
-    int64_t id;       /* stream id */
+    int64_t id;       /* stream id (a transient one's: of its latest call) */
     int kind;         /* FK_* */
     int32_t stage;    /* pipeline stage = device */
     int declared;     /* declaration emitted */
+    int transient;    /* a standalone op's: a new fuser per call, ended after it */
     char label[64];   /* module path */
     ft_te_cache *cap; /* the captured TE's plan-cache state, NULL unless captured != none */
 } sfuser;
@@ -166,12 +172,14 @@ typedef struct slayer {
     int moe;           /* grouped MLP (else dense) */
     uint32_t fuser[2]; /* [n_fusers] experts or dense MLP first, then the shared expert */
     uint32_t n_fusers;
-    double *pop;     /* [experts] routing probabilities (moe); owns the block below */
-    double *lam;     /* [experts] expected tokens per microbatch */
-    double *sd;      /* [experts] binomial standard deviation of the count */
-    double *elam;    /* [experts] exp(-lam), for Poisson inversion when lam < SMALL_MEAN */
-    double *aprob;   /* [experts] alias table (Vose): acceptance probability ... */
-    uint32_t *alias; /* [experts] ... and alias */
+    uint32_t sa_fuser[2]; /* the standalone RMSNorm's and router's sfuser (when standalone > 0) */
+    double sa_acc;        /* standalone calls owed to the share (Bresenham) */
+    double *pop;          /* [experts] routing probabilities (moe); owns the block below */
+    double *lam;          /* [experts] expected tokens per microbatch */
+    double *sd;           /* [experts] binomial standard deviation of the count */
+    double *elam;         /* [experts] exp(-lam), for Poisson inversion when lam < SMALL_MEAN */
+    double *aprob;        /* [experts] alias table (Vose): acceptance probability ... */
+    uint32_t *alias;      /* [experts] ... and alias */
     uint32_t *order; /* [experts] experts with lam >= SMALL_MEAN first (n_norm), then the rest */
     uint32_t n_norm;
     double sd2sum, lamsum; /* sums of sd^2 and of lam over the first n_norm */
@@ -179,6 +187,8 @@ typedef struct slayer {
     int input_rg;                              /* training input requires grad */
     const uint8_t *rg_train[2], *rg_nograd[2]; /* op_rg per fuser */
     int bwd[2];                                /* the training call has f < n: its backward runs */
+    const uint8_t *sa_rg;                      /* op_rg of the standalone ops (one op each) */
+    int sa_bwd;                                /* their training calls' backward runs */
 } slayer;
 
 typedef struct decl {
@@ -202,10 +212,14 @@ typedef struct gen {
     uint32_t n_virtual, n_chunks; /* model chunks per stage; chunks = stages * n_virtual */
     slayer *layers;               /* [n_layers] */
     sfuser *fusers;               /* [n_fusers] */
-    uint32_t *chunk_lo; /* [n_chunks+1] first layer of each model chunk (chunk c on stage c%S) */
-    char *ops_json[2];  /* per FK_*: canonical op list */
-    uint32_t n_ops[2];
-    int64_t dur_fwd[2]; /* modelled forward time per FK_*, ns */
+    uint32_t *chunk_lo;   /* [n_chunks+1] first layer of each model chunk (chunk c on stage c%S) */
+    char *ops_json[FK_N]; /* per FK_*: canonical op list */
+    uint32_t n_ops[FK_N];
+    int64_t dur_fwd[FK_N]; /* modelled forward time per FK_*, ns */
+    int64_t next_id;       /* next transient fuser's stream id */
+    uint8_t *sa_n;         /* [layers][microbatches] standalone calls of the forward (recompute
+                              repeats them) */
+    int64_t *sa_bwd;       /* [layers][microbatches][SA_MAX] their calls whose backward runs */
     /* recipe objects and declarations */
     robj **objs;
     uint32_t n_objs, cap_objs;
@@ -242,6 +256,7 @@ typedef struct gen {
     int64_t graph_iter;             /* ... and the iteration, recorded as mb */
     double *scratch_z;              /* [experts] normal deviates of one draw */
     int routing;                    /* R_* */
+    double sa_ratio;                /* standalone calls per Sequential call: s / (1 - s) */
     double drift_sigma;             /* per-step popularity walk, 0 = none */
 } gen;
 

@@ -63,6 +63,12 @@ static const key_def keys[] = {
      "routing=hot: share of the tokens routed to the hot experts"},
     {"capacity", K_F64, OFF(capacity), 0, 64, "1.0",
      "routing=drop: capacity factor; an expert keeps at most ceil(capacity * tokens / experts)"},
+    {"standalone", K_F64, OFF(standalone), 0, 1, "0.0",
+     "share of the calls (0 .. 0.9) made through standalone te.ops modules called directly, "
+     "outside the Sequential: an RMSNorm and a router BasicLinear per layer, in turn"},
+    {"standalone_fusers", K_STR, OFF(standalone_fusers), 0, 0, "transient",
+     "transient: a new OperationFuser([op]) per standalone call, dropped right after it (TE); "
+     "persistent: one fuser per standalone module (the same calls, for comparison)"},
     {"steps", K_INT, OFF(steps), 0, BIG, "4", "training steps"},
     {"microbatches", K_INT, OFF(microbatches), 1, 65536, "4", "microbatches per step"},
     {"stages", K_INT, OFF(stages), 1, 1024, "1",
@@ -173,13 +179,17 @@ static const scen_def scens[] = {
      "training under CUDA graphs (warm-up, capture, then replays without fuser calls) with eager "
      "BF16 evals",
      "steps=6\ngraphs=1\neval_every=3\neval_recipe=bf16\n"},
+    {"moe-standalone",
+     "a Sequential MoE model with standalone te.ops modules (RMSNorm, router) called directly: a "
+     "transient fuser per call; MXFP8 with Float8CurrentScaling detours",
+     "layers=4\nsteps=8\nrecompute=1\nstandalone=0.5\ndetour_every=3\ndetour_recipe=current\n"},
     {"recipe-zoo", "a different recipe per layer (every type and variant), BF16 eval",
      "layers=8\nsteps=4\neval_every=2\neval_recipe=bf16\n"
      "layer_recipes=bf16,mxfp8,nvfp4,nvfp4:disable_rht=true,delayed,current,block,custom\n"},
 };
 
 /* ---- --list text, built once ---------------------------------------------------------------- */
-#define KEYS_TEXT_MAX 8192 /* bytes of one scenario's key listing (a test checks the fit) */
+#define KEYS_TEXT_MAX 12288 /* bytes of one scenario's key listing (a test checks the fit) */
 static ft_synth_scenario pub[FT_ARRAY_LEN(scens)];
 static char pub_keys[FT_ARRAY_LEN(scens)][KEYS_TEXT_MAX];
 static once_flag pub_once = ONCE_FLAG_INIT;

@@ -5,7 +5,11 @@
  * stages), the stages interleaved by a noise-free timing model, and the CUDA-graph warm-up and
  * capture; and the records they emit (a fuser declared before its first call, the timing model's
  * timestamps with noise from the timing stream, the captured TE's rebuilt and a modelled
- * fuse_ns). Limits: stages interleave at the granularity of one stage's forward or backward of
+ * fuse_ns). Standalone modules (key standalone) run before a layer's Sequential fusers, as many
+ * calls as keep their share of the calls; with transient fusers each call declares a new fuser
+ * (its recipe declared first, so that the declaration stands right before the call, as the
+ * capture hook writes it) and ends it right after, as TE drops OperationFuser([op]) when __call__
+ * returns. Limits: stages interleave at the granularity of one stage's forward or backward of
  * one microbatch.
  */
 #include "synth_int.h"
@@ -49,6 +53,12 @@ static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, con
 {
     sfuser *f = &g->fusers[fi];
     int rc, keep = g->c.stage_only < 0 || f->stage == g->c.stage_only;
+    if (f->transient) { /* a new OperationFuser([op]) for this call */
+        f->id = g->next_id++;
+        f->declared = 0;
+        if (keep && rec && !rec->decl && (rc = synth_recipe_declare(g, rec))) return rc;
+        if (f->cap) ft_te_cache_init(f->cap, g->captured == 1 ? FT_TE_PRE3410 : FT_TE_3410);
+    }
     if (keep && !f->declared) {
         ft_fuser_def fd = {f->id, f->label, g->ops_json[f->kind], g->n_ops[f->kind], 0, 0};
         rc = g->sink->fuser_fn(g->sink->ctx, &fd);
@@ -95,6 +105,37 @@ static int emit_call(gen *g, uint32_t fi, robj *rec, int grad, int input_rg, con
     if (keep && (rc = g->sink->call_fn(g->sink->ctx, &c)))
         return synth_sink_fail(g, rc, "call", c.seq);
     if (seq_out) *seq_out = c.seq;
+    if (f->transient) { /* TE drops the fuser when the call returns */
+        const ft_fuser_end e = {g->seq++, f->id};
+        if (keep && g->sink->end_fn && (rc = g->sink->end_fn(g->sink->ctx, &e)))
+            return synth_sink_fail(g, rc, "fuser end", e.seq);
+    }
+    return FT_OK;
+}
+
+/* The standalone calls owed to the share for one pass of layer L (0 without standalone ops). */
+static uint32_t standalone_calls(gen *g, slayer *L)
+{
+    if (g->c.standalone <= 0.0) return 0;
+    L->sa_acc += g->sa_ratio * (double)L->n_fusers;
+    uint32_t n = (uint32_t)L->sa_acc;
+    L->sa_acc -= (double)n;
+    return n < SA_MAX ? n : SA_MAX;
+}
+
+/* Layer l's standalone calls k < n of microbatch m (RMSNorm, router, in turn); where bwd is
+ * non-NULL, the seqs of those whose backward runs. */
+static int emit_standalone(gen *g, uint32_t l, uint32_t n, robj *rec, int grad, int64_t step,
+                           int64_t mb, const char *phase, int64_t *t, int64_t *bwd)
+{
+    slayer *L = &g->layers[l];
+    for (uint32_t k = 0; k < n; k++) {
+        int64_t seq;
+        int rc = emit_call(g, L->sa_fuser[k & 1], rec, grad, grad && L->input_rg, L->sa_rg, NULL,
+                           step, mb, phase, t, &seq);
+        if (rc) return rc;
+        if (bwd) bwd[k] = grad && L->sa_bwd ? seq : -1;
+    }
     return FT_OK;
 }
 
@@ -124,6 +165,11 @@ static int chunk_forward(gen *g, uint32_t ch, uint32_t m, int64_t step, int eval
         slayer *L = &g->layers[l];
         robj *rec = eval ? synth_eval_recipe(g, l, step) : synth_train_recipe(g, l, step);
         if (!eval) g->fwd_rec[(size_t)l * M + m] = rec;
+        const uint32_t n_sa = standalone_calls(g, L);
+        if (!eval) g->sa_n[(size_t)l * M + m] = (uint8_t)n_sa;
+        int rc = emit_standalone(g, l, n_sa, rec, grad, step, mb, phase, t,
+                                 eval ? NULL : g->sa_bwd + ((size_t)l * M + m) * SA_MAX);
+        if (rc) return rc;
         for (uint32_t k = 0; k < L->n_fusers; k++) {
             const int64_t *sp = NULL;
             if (L->moe && k == 0) {
@@ -132,9 +178,8 @@ static int chunk_forward(gen *g, uint32_t ch, uint32_t m, int64_t step, int eval
                 sp = dst;
             }
             int64_t seq;
-            int rc =
-                emit_call(g, L->fuser[k], rec, grad, grad && L->input_rg,
-                          grad ? L->rg_train[k] : L->rg_nograd[k], sp, step, mb, phase, t, &seq);
+            rc = emit_call(g, L->fuser[k], rec, grad, grad && L->input_rg,
+                           grad ? L->rg_train[k] : L->rg_nograd[k], sp, step, mb, phase, t, &seq);
             if (rc) return rc;
             if (!eval) g->bwd_seq[((size_t)l * M + m) * 2 + k] = grad && L->bwd[k] ? seq : -1;
         }
@@ -145,10 +190,17 @@ static int chunk_forward(gen *g, uint32_t ch, uint32_t m, int64_t step, int eval
 static int layer_backward(gen *g, uint32_t l, uint32_t m, int64_t *t)
 {
     slayer *L = &g->layers[l];
+    const size_t lm = (size_t)l * g->c.microbatches + m;
     for (uint32_t k = L->n_fusers; k-- > 0;) {
-        int64_t call = g->bwd_seq[((size_t)l * g->c.microbatches + m) * 2 + k];
+        int64_t call = g->bwd_seq[lm * 2 + k];
         if (call < 0) continue;
         int rc = emit_backward(g, call, &g->fusers[L->fuser[k]], t);
+        if (rc) return rc;
+    }
+    for (uint32_t k = g->sa_n[lm]; k-- > 0;) { /* the standalone ops ran first: backward last */
+        int64_t call = g->sa_bwd[lm * SA_MAX + k];
+        if (call < 0) continue;
+        int rc = emit_backward(g, call, &g->fusers[L->sa_fuser[k & 1]], t);
         if (rc) return rc;
     }
     return FT_OK;
@@ -178,6 +230,10 @@ static int chunk_backward(gen *g, uint32_t ch, uint32_t m, int64_t step, int64_t
         for (uint32_t l = clo; l < chi; l++) {
             slayer *L = &g->layers[l];
             robj *rec = g->fwd_rec[(size_t)l * M + m]; /* the forward's object */
+            const size_t lm = (size_t)l * M + m;
+            rc = emit_standalone(g, l, g->sa_n[lm], rec, 1, step, m, "recompute", t,
+                                 g->sa_bwd + lm * SA_MAX);
+            if (rc) return rc;
             for (uint32_t k = 0; k < L->n_fusers; k++) {
                 const int64_t *sp = L->moe && k == 0 ? g->splits + ((size_t)l * M + m) * E : NULL;
                 int64_t seq;

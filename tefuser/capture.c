@@ -269,8 +269,8 @@ static uint32_t env_reads(const ft_model *m)
 {
     uint32_t mask = 0;
     int any_gl = 0, any_rule = 0;
-    for (uint32_t u = 0; u < m->n_fusers; u++) {
-        const fuser_m *fz = &m->fusers[u];
+    for (uint32_t u = 0; u < m->n_lists; u++) {
+        const oplist_m *fz = &m->lists[u];
         for (uint32_t i = 0; i < fz->n_ops; i++)
             any_gl |= fz->ops[i].type == FT_OP_GROUPED_LINEAR;
         for (uint32_t ri = 0; ri < ft_n_rules; ri++) {
@@ -294,12 +294,12 @@ static uint32_t env_reads(const ft_model *m)
 static int note_absent_op_attrs(ft_model *m, ft_op_attr a, uint64_t types, const char *what)
 {
     uint32_t n = 0;
-    for (uint32_t u = 0; u < m->n_fusers; u++)
-        for (uint32_t i = 0; i < m->fusers[u].n_ops; i++) {
-            const ft_op *op = &m->fusers[u].ops[i];
+    for (uint32_t u = 0; u < m->n_lists; u++) /* every fuser of a list counts */
+        for (uint32_t i = 0; i < m->lists[u].n_ops; i++) {
+            const ft_op *op = &m->lists[u].ops[i];
             if (!(types & FT_OPB(op->type)) || (op->given >> a & 1)) continue;
             if (a == FT_OA_TP_SIZE && !op->v_raw_tp_mode) continue; /* no mode: size 1 */
-            n++;
+            n += m->lists[u].n_fusers;
         }
     if (!n) return FT_OK;
     char field[64];

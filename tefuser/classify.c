@@ -111,7 +111,7 @@ static const char *fused_mlp_backward(const ft_op *fc2, const ft_qstate *q)
 /* What running the forward (then, if f < n, the backward) of plan under recipe r with quantizer
  * state q raises first, or NULL. T = token count (< 0: unknown, taken as non-empty and
  * aligned). */
-static const char *run_check(const ft_model *m, const fuser_m *fz, const ft_recipe_model *r,
+static const char *run_check(const ft_model *m, const oplist_m *fz, const ft_recipe_model *r,
                              const plan_m *p, const ft_qstate *q, int64_t T, uint32_t f)
 {
     const char *bwd_err = NULL;
@@ -163,7 +163,7 @@ int ft_model_run_raises(const ft_model *m, uint32_t fuser, int32_t recipe, uint3
 {
     if (text) *text = NULL;
     if (fuser >= m->n_fusers || plan >= m->n_plans) return 0;
-    const char *e = run_check(m, &m->fusers[fuser], &ft_model_recipe_int(m, recipe)->pub,
+    const char *e = run_check(m, ft_model_list(m, fuser), &ft_model_recipe_int(m, recipe)->pub,
                               &m->plans[plan], q, n_tokens, f);
     if (text) *text = e;
     return e != NULL;
@@ -174,7 +174,8 @@ const char *ft_model_fused_mlp_raises(const ft_model *m, uint32_t fuser, const f
 {
     ft_grouped_mlp g;
     if (!ft_model_grouped_mlp(m, fuser, &g)) return NULL;
-    const ft_op *fc1 = &m->fusers[fuser].ops[g.first], *fc2 = &m->fusers[fuser].ops[g.first + 2];
+    const ft_op *fc1 = &ft_model_list(m, fuser)->ops[g.first];
+    const ft_op *fc2 = &ft_model_list(m, fuser)->ops[g.first + 2];
     const char *e = fused_mlp_forward(m, fc1, fc2, q, n_tokens);
     if (!e && backward) e = fused_mlp_backward(fc2, q);
     return e;
@@ -197,7 +198,7 @@ static int rule_reads_bo(int16_t rule)
     return 0;
 }
 
-static int fuser_quantizes(const fuser_m *fz)
+static int fuser_quantizes(const oplist_m *fz)
 {
     for (uint32_t i = 0; i < fz->n_ops; i++)
         if (fz->ops[i].v[FT_OA_GRAD_OUTPUT_QUANTIZER] ||
@@ -223,7 +224,7 @@ ft_stale ft_model_classify(const ft_model *m, uint32_t fuser, int32_t recipe, ui
     if (error_text) *error_text = NULL;
     if (chosen == fresh || fuser >= m->n_fusers || chosen >= m->n_plans || fresh >= m->n_plans)
         return FT_STALE_NONE;
-    const fuser_m *fz = &m->fusers[fuser];
+    const oplist_m *fz = ft_model_list(m, fuser);
     const ft_recipe_model *r = &ft_model_recipe_int(m, recipe)->pub;
     const plan_m *pc = &m->plans[chosen], *pf = &m->plans[fresh];
     const char *e = run_check(m, fz, r, pc, q, n_tokens, f);

@@ -14,7 +14,8 @@
  *   fresh plan ("Run-time checks", "Stale plans").
  *
  * The model is immutable after ft_model_new except for the plan intern table, which grows on
- * ft_model_build; builds are memoised by (fuser, recipe, f), so repeated builds are lookups.
+ * ft_model_build; builds are memoised by (op-list class, recipe, f), so repeated builds, and the
+ * builds of every other fuser with the same ops, are lookups.
  * One model is used by one thread at a time.
  */
 #ifndef FT_TEFUSER_H
@@ -181,6 +182,11 @@ uint32_t ft_model_n_fusers(const ft_model *m);
  * owns the plan cache that TE keeps across the change. */
 uint32_t ft_model_fuser_instance(const ft_model *m, uint32_t fuser);
 uint32_t ft_model_n_ops(const ft_model *m, uint32_t fuser);
+/* The op-list classes: fusers whose ops JSON is the same text share one (parsed once, their
+ * fusion key, builds and classifications shared), numbered 0.. in first-declaration order. What
+ * the model holds per fuser beyond its class is 16 bytes. */
+uint32_t ft_model_n_lists(const ft_model *m);
+uint32_t ft_model_fuser_list(const ft_model *m, uint32_t fuser);
 /* recipe index -1 gives the FT_RT_NONE model. */
 const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe);
 /* Canonical encoding of a recipe (type and every attribute, defaults filled), hashed into
@@ -204,8 +210,8 @@ uint32_t ft_model_recipe_diff(const ft_model *m, int32_t a, int32_t b, ft_recipe
 
 /* Build (or look up) the plan TE would build for fuser under recipe with boundary f
  * (docs/fuser-model.md, "Building a plan"). *plan_id is an interned id; plans with identical
- * topology share an id. A build that TE would reject (mismatch after fusing) is FT_EUNSUPPORTED
- * with a message. */
+ * topology share an id; fusers of one op-list class share their builds (memoised by class). A build
+ * that TE would reject (mismatch after fusing) is FT_EUNSUPPORTED with a message. */
 int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint32_t *plan_id,
                    ft_err *err);
 /* Builds that ran the fusion passes so far (memo hits of ft_model_build not counted). */

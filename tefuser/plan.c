@@ -34,11 +34,12 @@ static uint64_t recipe_reads_packed(const ft_recipe_model *r)
     return v;
 }
 
-static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
+static int list_key_init(ft_model *m, oplist_m *fz, int64_t fuser_id, ft_err *err)
 {
     uint32_t rmask = 0, emask = 0;
     uint64_t *opmask = ft_calloc(fz->n_ops ? fz->n_ops : 1, sizeof *opmask);
-    if (!opmask) return ft_err_set(err, FT_ENOMEM, "fuser %lld: out of memory", (long long)fz->id);
+    if (!opmask)
+        return ft_err_set(err, FT_ENOMEM, "fuser %lld: out of memory", (long long)fuser_id);
     for (uint32_t ri = 0; ri < ft_n_rules; ri++) {
         const ft_rule *r = &ft_rules[ri];
         if (!m->registered[ri] || !ft_rule_applicable(r, fz->ops, fz->n_ops)) continue;
@@ -81,7 +82,7 @@ static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
     if (!rc) fz->key_attrs = ft_strndup(b.data ? (const char *)b.data : "", b.len);
     ft_buf_free(&b);
     if (rc || !fz->key_attrs)
-        return ft_err_set(err, FT_ENOMEM, "fuser %lld: out of memory", (long long)fz->id);
+        return ft_err_set(err, FT_ENOMEM, "fuser %lld: out of memory", (long long)fuser_id);
     fz->recipe_reads = rmask;
     fz->recipe_bytes = 0;
     for (unsigned a = 0; a < FT_RR_COUNT; a++)
@@ -90,12 +91,46 @@ static int fuser_key_init(ft_model *m, fuser_m *fz, ft_err *err)
     return FT_OK;
 }
 
+/* The op list of a fuser declaration: the one parsed for the same JSON string (a trace shares one
+ * per op list) or the same JSON text, else a new one, parsed and keyed here. */
+static int fuser_list(ft_model *m, const ft_fuser_def *def, uint32_t *out, ft_err *err)
+{
+    const uint64_t ptr = (uint64_t)(uintptr_t)def->ops_json;
+    uint32_t got = ft_hmap_get(&m->list_by_ptr, ptr);
+    if (got != UINT32_MAX) {
+        *out = got;
+        m->lists[got].n_fusers++;
+        return FT_OK;
+    }
+    const uint64_t h = ft_hash64(def->ops_json, strlen(def->ops_json));
+    got = ft_hmap_get(&m->list_by_hash, h);
+    /* a hash collision between two texts leaves the second unshared: correct, only slower */
+    if (got == UINT32_MAX || strcmp(m->lists[got].json, def->ops_json)) {
+        oplist_m *ol = &m->lists[m->n_lists];
+        ol->json = def->ops_json;
+        ol->hash = h;
+        int rc = ft_ops_parse(def->ops_json, def->id, m->env.v[FT_EA_WORLD_SIZE], &ol->ops,
+                              &ol->n_ops, err);
+        if (rc) return rc;
+        got = m->n_lists++;
+        if ((rc = list_key_init(m, ol, def->id, err))) return rc;
+        if (ft_hmap_get(&m->list_by_hash, h) == UINT32_MAX && ft_hmap_put(&m->list_by_hash, h, got))
+            return ft_err_set(err, FT_ENOMEM, "model: out of memory");
+    }
+    if (ft_hmap_put(&m->list_by_ptr, ptr, got))
+        return ft_err_set(err, FT_ENOMEM, "model: out of memory");
+    m->lists[got].n_fusers++;
+    *out = got;
+    return FT_OK;
+}
+
 /* A redeclaration of an instance (of): the fuser it continues, the same op classes, and a note
  * on what changed (docs/fuser-model.md, "Op attributes changed after a call"). */
 static int fuser_instance_init(ft_model *m, const ft_fuser_def *defs, uint32_t i, ft_err *err)
 {
-    fuser_m *fz = &m->fusers[i];
-    fz->inst = i;
+    fuser_m *fu = &m->fusers[i];
+    const oplist_m *fz = &m->lists[fu->cls];
+    fu->inst = i;
     if (!defs[i].has_of) return FT_OK;
     uint32_t j = 0;
     while (j < i && m->fusers[j].id != defs[i].of)
@@ -103,21 +138,22 @@ static int fuser_instance_init(ft_model *m, const ft_fuser_def *defs, uint32_t i
     if (j == i)
         return ft_err_set(err, FT_EINVAL,
                           "fuser %lld: field 'of': fuser %lld is not declared before",
-                          (long long)fz->id, (long long)defs[i].of);
-    const fuser_m *prev = &m->fusers[j];
+                          (long long)fu->id, (long long)defs[i].of);
+    const fuser_m *pu = &m->fusers[j];
+    const oplist_m *prev = &m->lists[pu->cls];
     if (prev->n_ops != fz->n_ops)
         return ft_err_set(err, FT_EINVAL,
                           "fuser %lld: field 'of': has %u ops, fuser %lld %u (an instance keeps "
                           "its ops)",
-                          (long long)fz->id, fz->n_ops, (long long)prev->id, prev->n_ops);
+                          (long long)fu->id, fz->n_ops, (long long)pu->id, prev->n_ops);
     for (uint32_t k = 0; k < fz->n_ops; k++)
         if (strcmp(fz->ops[k].name, prev->ops[k].name))
             return ft_err_set(err, FT_EINVAL,
                               "fuser %lld: field 'of': op %u is %s where fuser %lld has %s (an "
                               "instance keeps its op classes; only their attributes change)",
-                              (long long)fz->id, k, fz->ops[k].name, (long long)prev->id,
+                              (long long)fu->id, k, fz->ops[k].name, (long long)pu->id,
                               prev->ops[k].name);
-    fz->inst = prev->inst;
+    fu->inst = pu->inst;
     /* what changed, and whether a fusion rule of this fuser reads it */
     char what[240] = "";
     size_t o = 0;
@@ -137,18 +173,18 @@ static int fuser_instance_init(ft_model *m, const ft_fuser_def *defs, uint32_t i
                                   ft_op_attr_name((ft_op_attr)a));
         }
     char field[64];
-    snprintf(field, sizeof field, "fuser %lld", (long long)fz->id);
+    snprintf(field, sizeof field, "fuser %lld", (long long)fu->id);
     int rc;
     if (!what[0])
         rc = ft_model_note_add(m, FT_NOTE_ATTR_CHANGE, field, NULL,
                                "fuser %lld continues fuser %lld with no attribute the model reads "
                                "changed",
-                               (long long)fz->id, (long long)prev->id);
+                               (long long)fu->id, (long long)pu->id);
     else
         rc = ft_model_note_add(
             m, FT_NOTE_ATTR_CHANGE, field, NULL,
             "fuser %lld continues fuser %lld after its op attributes changed (%s)%s",
-            (long long)fz->id, (long long)prev->id, what,
+            (long long)fu->id, (long long)pu->id, what,
             read
                 ? ": TE sees them only when it builds a plan again (before PR 3410 at the next "
                   "key change, at PR 3410's head never for keys it has cached); until then it runs "
@@ -175,27 +211,25 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
 
     m->errs = ft_calloc(1, sizeof *m->errs);
     m->fusers = ft_calloc(n_fusers ? n_fusers : 1, sizeof *m->fusers);
+    m->lists = ft_calloc(n_fusers ? n_fusers : 1, sizeof *m->lists);
     m->recipes = ft_calloc(n_recipes ? n_recipes : 1, sizeof *m->recipes);
-    if (!m->errs || !m->fusers || !m->recipes) {
+    if (!m->errs || !m->fusers || !m->lists || !m->recipes) {
         rc = ft_err_set(err, FT_ENOMEM, "model: out of memory");
         goto fail;
     }
     uint32_t max_ops = 1;
     for (uint32_t i = 0; i < n_fusers; i++) {
-        fuser_m *fz = &m->fusers[i];
-        fz->id = fusers[i].id;
-        rc = ft_ops_parse(fusers[i].ops_json, fusers[i].id, m->env.v[FT_EA_WORLD_SIZE], &fz->ops,
-                          &fz->n_ops, err);
-        if (rc) goto fail;
+        fuser_m *fu = &m->fusers[i];
+        fu->id = fusers[i].id;
+        if ((rc = fuser_list(m, &fusers[i], &fu->cls, err))) goto fail;
         m->n_fusers = i + 1;
+        const oplist_m *fz = &m->lists[fu->cls];
         if (fusers[i].n_ops != fz->n_ops) {
             rc = ft_err_set(err, FT_EINVAL, "fuser %lld: declares %u ops but its ops JSON has %u",
-                            (long long)fz->id, fusers[i].n_ops, fz->n_ops);
+                            (long long)fu->id, fusers[i].n_ops, fz->n_ops);
             goto fail;
         }
-        rc = fuser_key_init(m, fz, err);
-        if (!rc) rc = fuser_instance_init(m, fusers, i, err);
-        if (rc) goto fail;
+        if ((rc = fuser_instance_init(m, fusers, i, err))) goto fail;
         if (fz->n_ops > max_ops) max_ops = fz->n_ops;
     }
     for (uint32_t i = 0; i < n_recipes; i++) {
@@ -246,12 +280,15 @@ void ft_model_free(ft_model *m)
 {
     if (!m) return;
     json_decref(m->env.obj);
-    for (uint32_t i = 0; i < m->n_fusers; i++) {
-        ft_ops_free(m->fusers[i].ops, m->fusers[i].n_ops);
-        ft_free(m->fusers[i].key_attrs);
+    for (uint32_t i = 0; i < m->n_lists; i++) {
+        ft_ops_free(m->lists[i].ops, m->lists[i].n_ops);
+        ft_free(m->lists[i].key_attrs);
     }
-    /* a fuser whose parse failed half-way owns nothing (ft_ops_parse cleans up) */
+    /* a list whose parse failed half-way owns nothing (ft_ops_parse cleans up) */
+    ft_free(m->lists);
     ft_free(m->fusers);
+    ft_hmap_free(&m->list_by_ptr);
+    ft_hmap_free(&m->list_by_hash);
     for (uint32_t i = 0; i < m->n_recipes; i++)
         ft_recipe_int_free(&m->recipes[i]);
     ft_free(m->recipes);
@@ -295,7 +332,17 @@ uint32_t ft_model_n_fusers(const ft_model *m)
 
 uint32_t ft_model_n_ops(const ft_model *m, uint32_t fuser)
 {
-    return fuser < m->n_fusers ? m->fusers[fuser].n_ops : 0;
+    return fuser < m->n_fusers ? ft_model_list(m, fuser)->n_ops : 0;
+}
+
+uint32_t ft_model_n_lists(const ft_model *m)
+{
+    return m->n_lists;
+}
+
+uint32_t ft_model_fuser_list(const ft_model *m, uint32_t fuser)
+{
+    return fuser < m->n_fusers ? m->fusers[fuser].cls : 0;
 }
 
 const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe)
@@ -373,13 +420,14 @@ static int plan_intern(ft_model *m, const ft_buf *text, const ft_unit *fwd, uint
     return FT_OK;
 }
 
-/* Memo key of a build: (fuser, recipe + 1, f) packed into 24 + 24 + 16 bits; builds outside
- * those ranges are not memoised (UINT64_MAX). */
-static uint64_t memo_key(uint32_t fuser, int32_t recipe, uint32_t f)
+/* Memo key of a build: (op list, recipe + 1, f) packed into 24 + 24 + 16 bits; builds outside
+ * those ranges are not memoised (UINT64_MAX). Every fuser of an op list shares its builds: the
+ * fusion passes read the ops, the recipe and the env, never the fuser. */
+static uint64_t memo_key(uint32_t list, int32_t recipe, uint32_t f)
 {
     const uint64_t r1 = (uint64_t)(int64_t)recipe + 1;
-    if (fuser >= (1u << 24) || r1 >= (1u << 24) || f >= (1u << 16)) return UINT64_MAX;
-    return (uint64_t)fuser << 40 | r1 << 16 | f;
+    if (list >= (1u << 24) || r1 >= (1u << 24) || f >= (1u << 16)) return UINT64_MAX;
+    return (uint64_t)list << 40 | r1 << 16 | f;
 }
 
 int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint32_t *plan_id,
@@ -391,11 +439,12 @@ int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint
     if (recipe < -1 || (recipe >= 0 && (uint32_t)recipe >= m->n_recipes))
         return ft_err_set(err, FT_EINVAL, "build: recipe index %d out of range (%u recipes)",
                           recipe, m->n_recipes);
-    const fuser_m *fz = &m->fusers[fuser];
+    const fuser_m *fu = &m->fusers[fuser];
+    const oplist_m *fz = &m->lists[fu->cls];
     if (f > fz->n_ops)
         return ft_err_set(err, FT_EINVAL, "build: fuser %lld: boundary f=%u exceeds %u ops",
-                          (long long)fz->id, f, fz->n_ops);
-    const uint64_t key = memo_key(fuser, recipe, f);
+                          (long long)fu->id, f, fz->n_ops);
+    const uint64_t key = memo_key(fu->cls, recipe, f);
     const uint32_t memo = key == UINT64_MAX ? UINT32_MAX : ft_hmap_get(&m->memo, key);
     if (memo != UINT32_MAX) {
         *plan_id = memo;
@@ -416,8 +465,8 @@ int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint
     nf = nb = nj;
     ft_rules_apply_pass(&c, m->order[FT_PASS_FWD], m->n_order[FT_PASS_FWD], fwd, &nf);
     ft_rules_apply_pass(&c, m->order[FT_PASS_BWD], m->n_order[FT_PASS_BWD], bwd, &nb);
-    int rc = ft_map_to_basic(fwd, nf, fz->ops, n, fz->id, err);
-    if (!rc) rc = ft_map_to_basic(bwd, nb, fz->ops, n, fz->id, err);
+    int rc = ft_map_to_basic(fwd, nf, fz->ops, n, fu->id, err);
+    if (!rc) rc = ft_map_to_basic(bwd, nb, fz->ops, n, fu->id, err);
     if (rc) return rc;
     ft_buf text = {0};
     rc = ft_buf_printf(&text, "fwd[");
@@ -430,7 +479,7 @@ int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint
     ft_buf_free(&text);
     if (!rc && key != UINT64_MAX) rc = ft_hmap_put(&m->memo, key, id);
     if (rc)
-        return ft_err_set(err, FT_ENOMEM, "build: fuser %lld: out of memory", (long long)fz->id);
+        return ft_err_set(err, FT_ENOMEM, "build: fuser %lld: out of memory", (long long)fu->id);
     m->n_built++;
     *plan_id = id;
     return FT_OK;
@@ -455,7 +504,7 @@ int ft_model_plan_fused_mlp(const ft_model *m, uint32_t plan_id)
 uint64_t ft_model_fusion_key(const ft_model *m, uint32_t fuser, int32_t recipe)
 {
     if (fuser >= m->n_fusers) return 0;
-    const fuser_m *fz = &m->fusers[fuser];
+    const oplist_m *fz = ft_model_list(m, fuser);
     const ft_recipe_int *r = ft_model_recipe_int(m, recipe);
     uint64_t h = fz->const_key;
     return ft_hash_mix(h, r->reads & fz->recipe_bytes);
@@ -463,7 +512,7 @@ uint64_t ft_model_fusion_key(const ft_model *m, uint32_t fuser, int32_t recipe)
 
 const char *ft_model_fusion_key_attrs(const ft_model *m, uint32_t fuser)
 {
-    return fuser < m->n_fusers ? m->fusers[fuser].key_attrs : "";
+    return fuser < m->n_fusers ? ft_model_list(m, fuser)->key_attrs : "";
 }
 
 /* ---- the grouped MLP a fuser holds -------------------------------------------------------- */
@@ -471,8 +520,8 @@ int ft_model_grouped_mlp(const ft_model *m, uint32_t fuser, ft_grouped_mlp *d)
 {
     memset(d, 0, sizeof *d);
     if (fuser >= m->n_fusers) return 0;
-    const ft_op *ops = m->fusers[fuser].ops;
-    const uint32_t n = m->fusers[fuser].n_ops;
+    const ft_op *ops = ft_model_list(m, fuser)->ops;
+    const uint32_t n = ft_model_list(m, fuser)->n_ops;
     for (uint32_t i = 0; i + 2 < n; i++) {
         const ft_op *a = &ops[i], *b = &ops[i + 1], *c = &ops[i + 2];
         if (a->type != FT_OP_GROUPED_LINEAR || c->type != FT_OP_GROUPED_LINEAR) continue;

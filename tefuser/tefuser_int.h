@@ -354,15 +354,25 @@ int ft_model_note_add(ft_model *m, ft_model_note_kind kind, const char *field, c
                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 const char *ft_pass_key(ft_pass p);
 
-typedef struct fuser_m {
-    int64_t id;
-    uint32_t inst; /* index of the instance's first declaration (itself unless of is given) */
-    ft_op *ops;    /* [n_ops] */
+/* One distinct op list (an op-list class): everything the model knows that depends only on the
+ * ops, parsed and derived once however many fusers share the list. */
+typedef struct oplist_m {
+    const char *json; /* the ops JSON it was parsed from (the first fuser's; borrowed) */
+    uint64_t hash;    /* ft_hash64 of json */
+    ft_op *ops;       /* [n_ops] */
     uint32_t n_ops;
+    uint32_t n_fusers;     /* declared fusers with this op list */
     uint32_t recipe_reads; /* ft_recipe_read bits in its fusion key */
     uint64_t recipe_bytes; /* the same as a byte mask over ft_recipe_int.reads */
     uint64_t const_key;    /* hash of the op and env attributes in its fusion key */
     char *key_attrs;       /* the key's attribute names, comma separated */
+} oplist_m;
+
+/* One declared fuser: 16 bytes, the rest is its op list's. */
+typedef struct fuser_m {
+    int64_t id;
+    uint32_t inst; /* index of the instance's first declaration (itself unless of is given) */
+    uint32_t cls;  /* its op list (m->lists) */
 } fuser_m;
 
 typedef struct plan_m {
@@ -389,19 +399,29 @@ struct ft_model {
     uint32_t n_notes, cap_notes;
     fuser_m *fusers;
     uint32_t n_fusers;
+    oplist_m *lists; /* [n_lists] the distinct op lists, in first-declaration order */
+    uint32_t n_lists;
+    ft_hmap list_by_ptr;  /* ops JSON pointer -> list (a trace shares one string per op list) */
+    ft_hmap list_by_hash; /* ft_hash64 of the ops JSON -> first list with that hash */
     ft_recipe_int *recipes;
     uint32_t n_recipes;
     ft_recipe_int none;
     plan_m *plans;
     uint32_t n_plans, cap_plans;
     ft_hmap intern;   /* plan text hash -> index of the first plan with that hash */
-    ft_hmap memo;     /* (fuser, recipe + 1, f) -> plan id of the build */
+    ft_hmap memo;     /* (op list, recipe + 1, f) -> plan id of the build */
     uint64_t n_built; /* memo misses of ft_model_build that built */
     ft_unit *scratch; /* [3 * max ops] */
     uint32_t scratch_cap;
     errtab *errs;   /* interned run-time error texts (mutable behind a const model) */
     uint8_t *audit; /* tests: set when a gate reads an undeclared attribute */
 };
+
+/* The op list of a declared fuser (fuser < m->n_fusers). */
+static inline const oplist_m *ft_model_list(const ft_model *m, uint32_t fuser)
+{
+    return &m->lists[m->fusers[fuser].cls];
+}
 
 static inline const ft_recipe_int *ft_model_recipe_int(const ft_model *m, int32_t recipe)
 {

@@ -116,7 +116,7 @@ static void recipe_block(ft_unfused_why *w, const ft_model *m, int32_t recipe,
 
 /* ---- the query ------------------------------------------------------------------------------ */
 /* The gate of rule ri over the window at units[i], with every failing check recorded. */
-static void gate_blocks(const ft_model *m, const fuser_m *fz, int32_t recipe, uint32_t ri,
+static void gate_blocks(const ft_model *m, const oplist_m *fz, int32_t recipe, uint32_t ri,
                         const ft_gate_ctx *c0, const ft_unit *before, uint32_t nb,
                         ft_unfused_why *w, uint32_t *lo, uint32_t *hi)
 {
@@ -172,7 +172,7 @@ int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_u
     memset(out, 0, sizeof *out);
     if (fuser >= m->n_fusers || recipe < -1 || (recipe >= 0 && (uint32_t)recipe >= m->n_recipes))
         return 0;
-    const fuser_m *fz = &m->fusers[fuser];
+    const oplist_m *fz = ft_model_list(m, fuser);
     const ft_recipe_model *r = &ft_model_recipe_int(m, recipe)->pub;
     const uint32_t n = fz->n_ops;
     ft_unit *units = ft_malloc((size_t)(n ? n : 1) * 2 * sizeof *units);

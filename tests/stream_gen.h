@@ -104,7 +104,7 @@ static inline int gen_stream(const gen_params *p, ft_sink *s)
                            {"te_version", "2.20.2"},
                            {"world_size", "8"}};
     gen_cut g = {s, 0, p->n_calls};
-    ft_sink cut = {&g, gc_header, gc_fuser, gc_recipe, gc_call, gc_backward, gc_error};
+    ft_sink cut = {&g, gc_header, gc_fuser, gc_recipe, gc_call, gc_backward, gc_error, NULL};
     ft_err err = {0};
     int rc =
         ft_synth_run("recompute", kv, (uint32_t)(sizeof kv / sizeof kv[0]), p->seed, &cut, &err);
@@ -196,6 +196,14 @@ static inline int dgs_backward(void *ctx, const ft_backward *b)
     return FT_OK;
 }
 
+static inline int dgs_end(void *ctx, const ft_fuser_end *e)
+{
+    digest_sink *d = ctx;
+    dg_u(d, 5000 + (uint64_t)e->seq);
+    dg_u(d, (uint64_t)e->fuser);
+    return FT_OK;
+}
+
 static inline void digest_sink_init(digest_sink *d, ft_sink *s)
 {
     memset(d, 0, sizeof *d);
@@ -206,6 +214,7 @@ static inline void digest_sink_init(digest_sink *d, ft_sink *s)
     s->call_fn = dgs_call;
     s->backward_fn = dgs_backward;
     s->error_fn = NULL;
+    s->end_fn = dgs_end;
 }
 
 #endif /* FT_STREAM_GEN_H */

@@ -573,7 +573,7 @@ static void test_import_sink_error_named(void **state)
 {
     (void)state;
     failing f = {0, 2, {0, ""}};
-    ft_sink sink = {&f, NULL, NULL, NULL, f_call, NULL, f_error};
+    ft_sink sink = {&f, NULL, NULL, NULL, f_call, NULL, f_error, NULL};
     const char *ok =
         PRE CALL0 "{\"t\":\"call\",\"seq\":1,\"fuser\":1,\"recipe\":null,\"grad\":true,"
                   "\"input_rg\":true,\"op_rg\":[true,false],\"device\":0}\n";

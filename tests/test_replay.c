@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 /* ---- an in-memory trace: a sink that collects records into one batch ------------------------ */
-#define MAXF 16
+#define MAXF 128
 #define MAXR 32
 #define MAXC 8192
 
@@ -182,7 +182,7 @@ static mini *mini_new(ft_sink *s)
 {
     mini *m = ft_calloc(1, sizeof *m);
     assert_non_null(m);
-    *s = (ft_sink){m, m_header, m_fuser, m_recipe, m_call, m_backward, m_error};
+    *s = (ft_sink){m, m_header, m_fuser, m_recipe, m_call, m_backward, m_error, NULL};
     return m;
 }
 

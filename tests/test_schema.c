@@ -204,7 +204,7 @@ static void check_batch(const ft_batch *b, const rt_rec *v, uint32_t n, int with
     }
 }
 
-static const ft_chunk_limits rt_limits = {RT_FUSERS, rt_n_ops, 5};
+static const ft_chunk_limits rt_limits = {RT_FUSERS, rt_n_ops, 5, NULL};
 
 static void encode_records(ft_chunk_enc *e, const rt_rec *v, uint32_t n, ft_buf *blob,
                            ft_chunk_info *info)
@@ -321,18 +321,20 @@ static void test_codec_unknown_refused(void **state)
     rt_rec *v = random_records(&g, 50);
     ft_chunk_info info;
     encode_records(e, v, 50, &blob, &info);
-    assert_int_equal(info.codec, 2);
+    assert_int_equal(info.codec, 3);
     ft_batch b;
     ft_err err = {0};
+    info.codec = 4;
+    assert_int_equal(ft_chunk_decode(d, &info, blob.data, blob.len, &rt_limits, 0, &b, &err),
+                     FT_ECORRUPT);
+    assert_non_null(strstr(err.msg, "unknown chunk codec 4"));
+    assert_non_null(strstr(err.msg, "reads codecs 1 to 3"));
+    for (uint32_t c = 1; c <= 2; c++) { /* a codec-3 chunk labelled 1 or 2 is not read as one */
+        info.codec = c;
+        assert_int_equal(ft_chunk_decode(d, &info, blob.data, blob.len, &rt_limits, 0, &b, &err),
+                         FT_ECORRUPT);
+    }
     info.codec = 3;
-    assert_int_equal(ft_chunk_decode(d, &info, blob.data, blob.len, &rt_limits, 0, &b, &err),
-                     FT_ECORRUPT);
-    assert_non_null(strstr(err.msg, "unknown chunk codec 3"));
-    assert_non_null(strstr(err.msg, "reads codecs 1 and 2"));
-    info.codec = 1; /* a codec-2 chunk labelled codec 1 is not read as codec 1 */
-    assert_int_equal(ft_chunk_decode(d, &info, blob.data, blob.len, &rt_limits, 0, &b, &err),
-                     FT_ECORRUPT);
-    info.codec = 2;
     assert_int_equal(ft_chunk_decode(d, &info, blob.data, blob.len, &rt_limits, 0, &b, &err),
                      FT_OK);
     free_records(v, 50);
@@ -367,20 +369,21 @@ static void b_u32(ft_buf *b, uint32_t v)
     b_bytes(b, &v, 4); /* the test runs on little-endian hosts only (the format is LE) */
 }
 
-/* A main section of n calls (consecutive seq from 0, fuser 0, flags fl, op_rg entry 1, every
- * other column 0) with the op_rg dictionary dict (n_oprg entries); columns as single runs. */
+/* A codec-2 main section (104-byte header, 16 columns) of n calls (consecutive seq from 0,
+ * fuser 0, flags fl, op_rg entry 1, every other column 0) with the op_rg dictionary dict (n_oprg
+ * entries); columns as single runs. */
 static void bomb_main(bomb *bm, uint32_t n, uint32_t fl, const ft_buf *dict, uint32_t n_oprg)
 {
     ft_buf *m = &bm->main;
     m->len = 0;
-    assert_int_equal(ft_buf_reserve(m, FT_CHUNK_MAIN_HDR), FT_OK);
-    memset(m->data, 0, FT_CHUNK_MAIN_HDR);
-    m->len = FT_CHUNK_MAIN_HDR;
+    assert_int_equal(ft_buf_reserve(m, 104), FT_OK);
+    memset(m->data, 0, 104);
+    m->len = 104;
     memcpy(m->data, "FTC2", 4);
     memcpy(m->data + 4, &n, 4);
     memcpy(m->data + 8, &n, 4);
     memcpy(m->data + 36, &n_oprg, 4);
-    uint32_t lens[FT_CHUNK_N_COLS];
+    uint32_t lens[16];
     for (int c = 0; c < 14; c++) {
         size_t before = m->len;
         uint8_t mode = 1;
@@ -406,7 +409,7 @@ static int bomb_decode(bomb *bm, const ft_chunk_limits *lim, ft_err *err, long *
     uint64_t sp_sum = sp_len ? ft_hash64(sp->data, sp_len) : 0;
     memcpy(m->data + 20, &sp_len, 4);
     memcpy(m->data + 24, &sp_sum, 8);
-    ft_chunk_info info = {.id = 42, .first_seq = 0, .codec = FT_CHUNK_CODEC};
+    ft_chunk_info info = {.id = 42, .first_seq = 0, .codec = 2};
     memcpy(&info.n_records, m->data + 4, 4);
     memcpy(&info.n_calls, m->data + 8, 4);
     info.raw_bytes = m->len + sp_len;
@@ -465,7 +468,7 @@ static void test_codec_bombs(void **state)
     ft_err err = {0};
     long rss;
     uint32_t ops[1] = {65535};
-    ft_chunk_limits lim = {1, ops, 0};
+    ft_chunk_limits lim = {1, ops, 0, NULL};
     uint8_t zeros[8192] = {0};
 
     /* (1) 4096 entries x 8 KB: 33 MB decoded main, 268 MB once expanded */
@@ -692,10 +695,10 @@ static void test_open_newer_version(void **state)
     ft_err err = {0};
     tmp_path(path, sizeof path, "newer.ftdb");
     make_trace(path, 100, 0);
-    sql(path, "PRAGMA user_version = 2;");
+    sql(path, "PRAGMA user_version = 3;");
     assert_int_equal(open_rc(path, &err), FT_EVERSION);
-    assert_non_null(strstr(err.msg, "newer fusertrace (format 2)"));
-    assert_non_null(strstr(err.msg, "this build reads format 1"));
+    assert_non_null(strstr(err.msg, "newer fusertrace (format 3)"));
+    assert_non_null(strstr(err.msg, "this build reads formats 1 to 2"));
     sql(path, "PRAGMA user_version = 0;");
     assert_int_equal(open_rc(path, &err), FT_EVERSION);
 }

@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 /* ---- collecting sink ---------------------------------------------------------------------- */
-enum { R_HEADER, R_FUSER, R_RECIPE, R_CALL, R_BWD };
+enum { R_HEADER, R_FUSER, R_RECIPE, R_CALL, R_BWD, R_END };
 
 typedef struct rec {
     int kind;
@@ -155,6 +155,17 @@ static int c_bwd(void *ctx, const ft_backward *b)
     return FT_OK;
 }
 
+static int c_end(void *ctx, const ft_fuser_end *e)
+{
+    coll *c = ctx;
+    rec *r = push(c, R_END);
+    if (!r) return sink_fail(c);
+    r->seq = e->seq;
+    r->fuser = e->fuser;
+    r->ns = -1;
+    return FT_OK;
+}
+
 static const ft_err *c_error(void *ctx)
 {
     return &((coll *)ctx)->err;
@@ -169,6 +180,7 @@ static void coll_sink(coll *c, ft_sink *s)
     s->call_fn = c_call;
     s->backward_fn = c_bwd;
     s->error_fn = c_error;
+    s->end_fn = c_end;
 }
 
 static void coll_free(coll *c)
@@ -239,7 +251,7 @@ static const rec *find_call(const coll *cc, int64_t seq)
         c->sidx = malloc((c->n + 1) * sizeof *c->sidx);
         assert_non_null(c->sidx);
         for (size_t i = 0; i < c->n; i++)
-            if (c->r[i].kind == R_CALL || c->r[i].kind == R_BWD) c->sidx[c->n_sidx++] = i;
+            if (c->r[i].kind >= R_CALL) c->sidx[c->n_sidx++] = i;
     }
     size_t lo = 0, hi = c->n_sidx;
     while (lo < hi) {
@@ -323,8 +335,16 @@ static void check_stream(const coll *c, int64_t tokens)
             bwd_seen[ki] = 1;
             continue;
         }
+        if (r->kind == R_END) { /* a transient fuser: declared, called once right before */
+            assert_non_null(find_decl(c, R_FUSER, r->fuser, i));
+            assert_int_equal(c->r[i - 1].kind, R_CALL);
+            assert_true(c->r[i - 1].fuser == r->fuser);
+            continue;
+        }
         const rec *f = find_decl(c, R_FUSER, r->fuser, i);
-        assert_non_null(f); /* declared before use */
+        assert_non_null(f);                                        /* declared before use */
+        for (size_t j = i - 1; j > 0 && c->r[j].seq < r->seq; j--) /* not ended before */
+            if (c->r[j].kind == R_END && c->r[j].fuser == r->fuser) fail_msg("call after end");
         if (r->recipe >= 0) assert_non_null(find_decl(c, R_RECIPE, r->recipe, i));
         assert_int_equal(r->n_op_rg, f->n_ops);
         assert_true(r->flags & FT_CF_HAS_STEP);
@@ -1370,7 +1390,7 @@ static void test_synth_recompute_scales(void **state)
 {
     (void)state;
     uint64_t calls = 0;
-    ft_sink s = {&calls, null_hdr, null_fuser, null_recipe, null_call, null_bwd, NULL};
+    ft_sink s = {&calls, null_hdr, null_fuser, null_recipe, null_call, null_bwd, NULL, NULL};
     ft_synth_param p = {"steps", "400"};
     ft_err err = {0};
     uint64_t t0 = ft_now_ns();

@@ -84,10 +84,18 @@ static uint64_t check_batch(const ft_batch *b, const ft_chunk_limits *lim, int s
     MIX(b->op_rg_off, 4u * (b->n + 1u));
     MIX(b->op_rg, b->op_rg_off[b->n]);
     MIX(b->n_tokens, 8u * b->n);
+    MIX(b->sid, 8u * b->n);
     for (uint32_t i = 0; i < b->n; i++) {
         uint32_t fl = b->flags[i];
         int call = b->kind[i] == FT_REC_CALL;
+        if (b->kind[i] == FT_REC_END) { /* a fuser end: a fuser, no other field */
+            if (b->fuser[i] >= lim->n_fusers || (fl & ~(uint32_t)FT_CF_INSTANCE) ||
+                b->op_rg_off[i + 1] != b->op_rg_off[i] || b->recipe[i] != -1)
+                *bad = 1;
+            continue;
+        }
         if (!call && b->kind[i] != FT_REC_BACKWARD) *bad = 1;
+        if (call && (fl & FT_CF_NEW_FUSER) && !(fl & FT_CF_INSTANCE)) *bad = 1;
         if (i && b->seq[i] <= b->seq[i - 1]) *bad = 1;
         uint32_t n_ops = b->op_rg_off[i + 1] - b->op_rg_off[i];
         if (b->op_rg_off[i + 1] < b->op_rg_off[i]) *bad = 1;
@@ -152,6 +160,11 @@ static int reencode(const ft_batch *b, ft_buf *blob, ft_chunk_info *info)
     int rc = ft_chunk_enc_new(&e);
     if (rc) return rc;
     for (uint32_t i = 0; i < b->n && !rc; i++) {
+        if (b->kind[i] == FT_REC_END) {
+            rc = ft_chunk_enc_end(e, b->seq[i], b->fuser[i], (b->flags[i] & FT_CF_INSTANCE) != 0,
+                                  b->sid[i]);
+            continue;
+        }
         if (b->kind[i] == FT_REC_BACKWARD) {
             ft_backward bw = {b->seq[i], b->bwd_call[i], (b->flags[i] & FT_CF_HAS_NS) != 0,
                               b->ns[i]};
@@ -161,7 +174,7 @@ static int reencode(const ft_batch *b, ft_buf *blob, ft_chunk_info *info)
         uint32_t fl = b->flags[i];
         ft_call c = {
             .seq = b->seq[i],
-            .fuser = b->fuser[i],
+            .fuser = (fl & FT_CF_INSTANCE) ? b->sid[i] : b->fuser[i],
             .recipe = b->recipe[i],
             .flags = fl,
             .device = b->device[i],
@@ -249,7 +262,7 @@ int fuzz_chunk_run(const uint8_t *data, size_t size)
     for (uint32_t i = 0; i < n_fusers; i++)
         n_ops[i] = (uint32_t)data[pos + 2 * i] | (uint32_t)data[pos + 2 * i + 1] << 8;
     pos += 2u * n_fusers;
-    ft_chunk_limits lim = {n_fusers, n_fusers ? n_ops : NULL, n_recipes};
+    ft_chunk_limits lim = {n_fusers, n_fusers ? n_ops : NULL, n_recipes, NULL};
     unsigned flags = (mode & 1) ? FT_READ_SPLITS : 0;
     ft_chunk_info info = {.id = 7, .codec = FT_CHUNK_CODEC};
     int rc;
@@ -265,6 +278,7 @@ int fuzz_chunk_run(const uint8_t *data, size_t size)
         if (info.n_records > FUZZ_CHUNK_MAX_RECORDS) return FT_EINVAL;
         pos += 32;
         if (size - pos >= 4 && !memcmp(data + pos, "FTZ1", 4)) info.codec = 1;
+        if (size - pos >= 4 && !memcmp(data + pos, "FTZ2", 4)) info.codec = 2;
         uint8_t *copy = malloc(size - pos + 1); /* exact-size heap copy: ASan sees overreads */
         if (!copy) return FT_ENOMEM;
         memcpy(copy, data + pos, size - pos);
@@ -293,6 +307,7 @@ int fuzz_chunk_run(const uint8_t *data, size_t size)
             info.n_calls = rd32(main + 8);
             info.first_seq = (int64_t)rd64(main + 12);
             if (!memcmp(main, "FTC1", 4)) info.codec = 1;
+            if (!memcmp(main, "FTC2", 4)) info.codec = 2;
         }
         info.raw_bytes = (uint64_t)main_len + sp_len;
         info.checksum = ft_hash64(main, main_len);
@@ -300,7 +315,7 @@ int fuzz_chunk_run(const uint8_t *data, size_t size)
         size_t sz = sp_len ? zframe(blob + FT_CHUNK_STORED_HDR + mz, zcap - mz, sp, sp_len) : 0;
         rc = FT_EINVAL;
         if (mz && (sz || !sp_len) && info.n_records <= FUZZ_CHUNK_MAX_RECORDS) {
-            memcpy(blob, info.codec == 1 ? "FTZ1" : "FTZ2", 4);
+            memcpy(blob, info.codec == 1 ? "FTZ1" : info.codec == 2 ? "FTZ2" : "FTZ3", 4);
             wr32(blob + 4, main_len);
             wr32(blob + 8, (uint32_t)mz);
             wr32(blob + 12, (uint32_t)sp_len);

@@ -309,6 +309,63 @@ class TestCalls(CaptureCase):
         self.assertEqual(len(fusers), 3)
         self.assertEqual(len({f["id"] for f in fusers}), 3)
 
+    def test_transient_fusers_end_when_dropped(self):
+        """A standalone op's OperationFuser([op]) is dropped when its call returns: each gets a
+        fuser_end right after its call, naming it; a persistent fuser's end comes when its
+        module goes."""
+        import gc  # noqa: PLC0415
+        op = te.ops.ConstantScale(2.0)
+        x = torch.randn(4, 4)
+        with torch.no_grad():
+            for _ in range(3):
+                op(x)
+        m = te.ops.Sequential(te.ops.BasicLinear(4, 4), te.ops.Bias(4))
+        with torch.no_grad():
+            m(x)
+        del m
+        gc.collect()
+        recs = self.records()[1:]
+        kinds = [r["t"] for r in recs]
+        self.assertEqual(kinds, ["fuser", "call", "fuser_end"] * 4)
+        for i in range(0, len(recs), 3):
+            self.assertEqual(recs[i + 1]["fuser"], recs[i]["id"])
+            self.assertEqual(recs[i + 2]["fuser"], recs[i]["id"])
+            self.assertEqual(recs[i + 2]["seq"], recs[i + 1]["seq"] + 1)
+        self.assertEqual(len({r["id"] for r in recs if r["t"] == "fuser"}), 4)
+
+    def test_op_described_once_per_op_object(self):
+        """Transient fusers over one op describe it once; an attribute the model reads that
+        changes between them gives the next one a new description."""
+        n = [0]
+        orig = _describe.op_description
+
+        def counting(op):
+            n[0] += 1
+            return orig(op)
+
+        _describe.op_description = counting
+        try:
+            op = te.ops.ConstantScale(2.0)
+            x = torch.randn(4, 4)
+            for _ in range(5):
+                op(x)
+            self.assertEqual(n[0], 1)
+            op.scale = 3.0  # read by the model: described again
+            op(x)
+            lin = te.ops.BasicLinear(4, 4)
+            for _ in range(3):
+                lin(x)
+            lin.tensor_parallel_size = 2
+            lin(x)
+        finally:
+            _describe.op_description = orig
+        self.assertEqual(n[0], 4)
+        fusers = self.records("fuser")
+        self.assertEqual(len(fusers), 10)
+        self.assertEqual(len({json.dumps(f["ops"]) for f in fusers[:5]}), 1)
+        self.assertEqual(fusers[5]["ops"][0]["attrs"], {"scale": 3.0})
+        self.assertEqual(fusers[9]["ops"][0]["attrs"]["tensor_parallel_size"], 2)
+
     def test_op_rg_frozen_and_extra_inputs(self):
         m = mlp()
         for prm in m[0].parameters():
@@ -619,6 +676,32 @@ class TestWriters(unittest.TestCase):
 
 
 @unittest.skipIf(ftutil.recorder_usable(), f"C recorder: {ftutil.recorder_usable()}")
+class TestTransientInTrace(unittest.TestCase):
+    """Through the C recorder: transient fusers become compact instances (one fusers row per
+    label and op list), their ends are in the trace, and export gives every declaration back."""
+
+    def test_standalone_ops_compact_with_ends(self):
+        with tempfile.TemporaryDirectory() as d:
+            fc.enable(d, lib=ftutil.LIB, splits="host")
+            norm, lin = te.ops.ConstantScale(0.5), te.ops.BasicLinear(8, 8)
+            x = torch.randn(2, 8)
+            with torch.no_grad():
+                for _ in range(200):
+                    lin(norm(x))
+            fc.disable()
+            ftdb = os.path.join(d, "rank0.ftdb")
+            self.assertIn("ok (400 calls, 0 backward events, 400 fuser ends",
+                          ftutil.cli("verify", ftdb).stdout)
+            info = ftutil.cli("info", ftdb).stdout
+            self.assertIn("fusers       400 instances (398 compact", info)
+            recs = ftutil.export(ftdb)
+            self.assertEqual(sum(r["t"] == "fuser" for r in recs), 400)
+            self.assertEqual(sum(r["t"] == "fuser_end" for r in recs), 400)
+            replay = ftutil.cli("replay", ftdb, "--policy", "te-3410,shared-oplist").stdout
+            self.assertIn("transient fusers: 400 instances under 2 labels", replay)
+
+
+@unittest.skipIf(ftutil.recorder_usable(), f"C recorder: {ftutil.recorder_usable()}")
 class TestPackedRecords(unittest.TestCase):
     """ft_rec_append_packed checks every length and names the record that is wrong."""
 
@@ -685,6 +768,17 @@ class TestPackedRecords(unittest.TestCase):
             rc, _, msg = self.append(data)
             self.assertTrue(rc == 0 or msg, f"seed {seed} case {i}: rc {rc} without message")
             seq += 10
+
+    def test_fuser_like_and_end(self):
+        like = _writer._PACKED.pack(5, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 3)
+        end = _writer._PACKED.pack(1, 5, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 2)
+        rc, done, msg = self.append(self.call(0) + like + self.call(0 + 10, fuser=5) + end)
+        self.assertNotEqual(rc, 0)  # the end's seq 1 after seq 10: refused, the rest taken
+        self.assertEqual(done, 3)
+        self.assertIn("does not increase", msg)
+        rc, done, msg = self.append(_writer._PACKED.pack(6, 99, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 3))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("fuser 99 is not declared", msg)
 
     def test_recorder_rejection_names_record(self):
         rc, done, msg = self.append(self.call(0) + self.call(1, fuser=9))

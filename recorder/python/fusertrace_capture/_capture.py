@@ -1,7 +1,12 @@
 """The capture state and the wrappers around TransformerEngine's OperationFuser.
 
 What is wrapped (transformer_engine/pytorch/ops/fuser.py, TE 2.20 / PR #3410):
-- OperationFuser.__init__: gives the fuser a stream id (declared at its first call).
+- OperationFuser.__init__: gives the fuser a stream id (declared at its first call). A declared
+  fuser is watched with a weak reference: when TE drops it (a standalone op's transient
+  OperationFuser([op]) right after its call) a `fuser_end` record says so. Ops are described once
+  per op object (the description is kept until one of the attributes the model reads changes),
+  and a fuser whose label and ops repeat an earlier one's is declared as "like" that one: no JSON
+  is made or parsed per transient fuser.
 - OperationFuser.maybe_fuse_ops: timed (fuse_ns) and recorded after it returns; the attributes
   of its ops that the model reads are compared with the fuser's declaration at every call, and a
   change redeclares the fuser (a new id with "of": the previous one).
@@ -20,6 +25,7 @@ import atexit
 import collections
 import ctypes
 import functools
+import itertools
 import json
 import os
 import signal
@@ -57,6 +63,32 @@ def _warn(msg: str) -> None:
 
 
 # ---- the capture -------------------------------------------------------------------------------
+def _unchanged(watch) -> bool:
+    """Every watched attribute still has its value (an attribute gone counts as changed)."""
+    try:
+        for holder, get, snap in watch:
+            if get(holder) != snap:
+                return False
+    except AttributeError:
+        return False
+    return True
+
+
+class _Decl:
+    """What declaring a fuser over a tuple of op objects takes (_Capture._decl_for)."""
+
+    __slots__ = ("refs", "ops_json", "label", "like", "watch", "params", "gidx", "rg_bytes")
+
+    def valid(self, ops) -> bool:
+        refs = self.refs
+        if len(refs) != len(ops):
+            return False
+        for r, op in zip(refs, ops):
+            if r() is not op:
+                return False
+        return _unchanged(self.watch)
+
+
 class _Capture:
     """One enabled capture: a lazily opened writer for this rank, ids, and pending records."""
 
@@ -81,20 +113,22 @@ class _Capture:
         self.seq = 0
         self._pinned_free: dict = {}  # (numel, dtype) -> pinned host tensors to reuse
         self._events: list = []  # CUDA events to reuse
-        self._next_fuser = 0
+        self._ids = itertools.count()  # fuser ids (next() on a count is atomic under the GIL)
         self._next_recipe = 0
         self._next_obj = 1
         self._recipes: dict = {}  # id(recipe) -> [ref, objno, __dict__ snapshot, recipe id]
         self._states: dict = {}  # (objno, attrs_json) -> recipe id
         self._pending: collections.deque = collections.deque()  # async split records, in order
         self._labels: dict = {}  # id(op) -> (weakref or None, module path)
+        self._opdesc: dict = {}  # id(op) -> (weakref, description JSON, watch, params)
+        self._like: dict = {}  # (label, ops JSON) -> the id first declared with them
+        self._decls: dict = {}  # ids of a fuser's ops -> _Decl, what its declaration needs
+        self._watched: dict = {}  # weakref to a declared fuser -> its current id
+        self._ended: list = []  # ends that came while their thread held the lock
 
     # -- ids and declarations (under the lock) --
     def new_fuser_id(self) -> int:
-        with self.lock:
-            fid = self._next_fuser
-            self._next_fuser += 1
-            return fid
+        return next(self._ids)
 
     def _open(self, fuser=None) -> None:
         rank, world = _describe.rank_and_world()
@@ -146,8 +180,8 @@ class _Capture:
             if ent is None or (ent[0] is not None and ent[0]() is not op):
                 return None
             names.append(ent[1])
-        if not names:
-            return None
+        if len(names) < 2:
+            return names[0] if names else None
         parts = [n.split(".") for n in names]
         common = []
         for seg in zip(*parts):
@@ -158,6 +192,54 @@ class _Capture:
             return names[0]
         return ".".join(common) if common else ",".join(names)
 
+    def _describe_op(self, op) -> tuple:
+        """(description JSON, watch, parameters) of one op, made once per op object and again
+        only after an attribute the model reads changed."""
+        ent = self._opdesc.get(id(op))
+        if ent is not None and ent[0]() is op and _unchanged(ent[2]):
+            return ent[1], ent[2], ent[3]
+        d = json.dumps(_describe.op_description(op), sort_keys=True, separators=(",", ":"))
+        watch = _describe.attr_watch([op])
+        params = list(op.parameters())
+        try:
+            self._opdesc[id(op)] = (weakref.ref(op), d, watch, params)
+        except TypeError:  # not weak-referenceable: described afresh for each fuser
+            pass
+        return d, watch, params
+
+    def _decl_for(self, ops) -> "_Decl":
+        """What declaring a fuser over these ops takes: kept per tuple of op objects, so that
+        the transient fusers over one op (one per call) share it while their ops keep the
+        attributes the model reads."""
+        key = id(ops[0]) if len(ops) == 1 else tuple(map(id, ops))
+        dc = self._decls.get(key)
+        if dc is not None:
+            if len(ops) == 1:  # a standalone op's transient fuser: the common case, inline
+                if dc.refs[0]() is ops[0] and _unchanged(dc.watch):
+                    return dc
+            elif dc.valid(ops):
+                return dc
+        descs, watch, op_params = [], [], []
+        for op in ops:
+            d, w, p = self._describe_op(op)
+            descs.append(d)
+            watch.extend(w)
+            op_params.append(p)
+        dc = _Decl()
+        dc.ops_json = "[" + ",".join(descs) + "]"
+        dc.label = self._label(ops)
+        dc.like = self._like.get((dc.label, dc.ops_json))
+        dc.watch = watch
+        dc.params = op_params
+        dc.gidx = next((i for i, d in enumerate(descs) if '"type":"GroupedLinear"' in d), -1)
+        dc.rg_bytes = {}  # op_rg bytes by bit mask
+        try:
+            dc.refs = [weakref.ref(op) for op in ops]
+            self._decls[key] = dc
+        except TypeError:
+            pass
+        return dc
+
     def _declare(self, fuser) -> tuple:
         """Declare the fuser (at its first call) and cache what each call needs."""
         tid = fuser.__dict__.get("_ft_id")  # (capture, id) given at __init__
@@ -166,22 +248,71 @@ class _Capture:
         else:
             fid = self.new_fuser_id()
             fuser._ft_id = (self, fid)
-        ops = list(getattr(fuser, "_basic_ops"))
-        desc = [_describe.op_description(op) for op in ops]
-        ops_json = json.dumps(desc, sort_keys=True, separators=(",", ":"))
-        self._writer(fuser).fuser(fid, self._label(ops), ops_json)
+        ops = fuser._basic_ops
+        dc = self._decl_for(ops)
+        like = dc.like
+        w = self.writer or self._writer(fuser)
+        if self._pending:  # declared where it stands: after the records still waiting
+            self._pending.append(("fuser", fid, dc.label, dc.ops_json, like))
+        elif like is None:
+            w.fuser(fid, dc.label, dc.ops_json)
+        else:
+            w.fuser_like(fid, like, dc.label, dc.ops_json)
+        if like is None:
+            dc.like = self._like[(dc.label, dc.ops_json)] = fid
+        try:  # its end: when TE drops it
+            ref = weakref.ref(fuser, self._on_drop)
+            self._watched[ref] = fid
+        except TypeError:  # not weak-referenceable: its end is not recorded
+            ref = None
         params = getattr(fuser, "_basic_op_params", None)
         if params is None or len(params) != len(ops):
-            params = [list(op.parameters()) for op in ops]
-        gidx = -1
-        for i, d in enumerate(desc):
-            if d["type"] == "GroupedLinear":
-                gidx = i
-                break
-        # {} caches op_rg bytes by bit mask; the watch compares the model-read attributes
-        st = (self, fid, params, gidx, {}, _describe.attr_watch(ops))
+            params = dc.params
+        # the watch compares the model-read attributes; ref names the fuser for its end
+        st = (self, fid, params, dc.gidx, dc.rg_bytes, dc.watch, ref)
         fuser._ft = st
         return st
+
+    # -- fuser ends --
+    def _on_drop(self, ref) -> None:
+        """The weak reference's callback: a declared fuser's Python object is being collected."""
+        fid = self._watched.pop(ref, None)
+        if fid is None:
+            return
+        try:
+            if self.lock._is_owned():  # collected while this thread records: write it after
+                self._ended.append(fid)
+                return
+            self.on_end(fid)
+        except Exception as e:  # pylint: disable=broad-except
+            self.fail(e)
+
+    def on_end(self, fid: int) -> None:
+        with self.lock:
+            if self.closed or self.writer is None:
+                return
+            seq = self.seq
+            self.seq = seq + 1
+            if self._pending:
+                self._pending.append(("end", seq, fid))
+            else:
+                self.writer.end(seq, fid)
+
+    def _flush_ended(self) -> None:
+        ended, self._ended = self._ended, []
+        for fid in ended:
+            self.on_end(fid)
+
+    def on_end(self, fid: int) -> None:
+        with self.lock:
+            if self.closed or self.writer is None:
+                return
+            seq = self.seq
+            self.seq = seq + 1
+            if self._pending:
+                self._pending.append(("end", seq, fid))
+            else:
+                self.writer.end(seq, fid)
 
     def _redeclare(self, fuser, st) -> tuple:
         """The fuser's ops changed an attribute the model reads since the last call: declare the
@@ -192,9 +323,17 @@ class _Capture:
         ops = list(getattr(fuser, "_basic_ops"))
         ops_json = json.dumps([_describe.op_description(op) for op in ops], sort_keys=True,
                               separators=(",", ":"))
-        self._writer(fuser).fuser(fid, self._label(ops), ops_json, of=old)
+        w = self._writer(fuser)
+        if self._pending:
+            self._pending.append(("fuser_of", fid, self._label(ops), ops_json, old))
+        else:
+            w.fuser(fid, self._label(ops), ops_json, of=old)
         fuser._ft_id = (self, fid)
-        st = (self, fid, st[2], st[3], st[4], _describe.attr_watch(ops))
+        for op in ops:  # the new attributes: described afresh for later fusers too
+            self._opdesc.pop(id(op), None)
+        if st[6] is not None and st[6] in self._watched:
+            self._watched[st[6]] = fid  # its end names the id its calls name now
+        st = (self, fid, st[2], st[3], st[4], _describe.attr_watch(ops), st[6])
         fuser._ft = st
         return st
 
@@ -266,22 +405,27 @@ class _Capture:
             if self.closed:
                 return
             st = fuser.__dict__.get("_ft")
+            rid = None
             if st is None or st[0] is not self:  # first call in this capture
+                self._writer(fuser)  # the header names the fuser's cache form
+                if recipe is not None:  # a new recipe state is declared before the fuser
+                    rid = self._recipe_id(recipe)
                 st = self._declare(fuser)
-            try:
-                for holder, get, snap in st[5]:
-                    if get(holder) != snap:
-                        st = self._redeclare(fuser, st)
-                        break
-            except AttributeError:  # an attribute went away: declare what is there now
-                st = self._redeclare(fuser, st)
-            _, fid, params, gidx, rg_bytes, _ = st
+            else:
+                try:
+                    for holder, get, snap in st[5]:
+                        if get(holder) != snap:
+                            st = self._redeclare(fuser, st)
+                            break
+                except AttributeError:  # an attribute went away: declare what is there now
+                    st = self._redeclare(fuser, st)
+            _, fid, params, gidx, rg_bytes, _, _ = st
             flags = _BASE_FLAGS
             if rebuilt:
                 flags |= CF_REBUILT
-            rid = None
             if recipe is not None:
-                rid = self._recipe_id(recipe)
+                if rid is None:
+                    rid = self._recipe_id(recipe)
                 flags |= CF_HAS_RECIPE
             if grad:
                 flags |= CF_GRAD
@@ -346,6 +490,8 @@ class _Capture:
                 # Commit periodically, so that a killed process loses little.
                 self._last_flush = t0
                 self.writer.flush()
+            if self._ended:  # fusers collected while this thread held the lock
+                self._flush_ended()
 
     def on_backward(self, call_seq: int) -> None:
         with self.lock:
@@ -359,6 +505,8 @@ class _Capture:
                 self._drain(False)
             else:
                 self._writer().backward(*rec)
+            if self._ended:
+                self._flush_ended()
 
     def _drain(self, wait: bool) -> None:
         """Write pending records in order, up to the first whose split copy is not done (all of
@@ -367,7 +515,16 @@ class _Capture:
         q = self._pending
         while q:
             rec = q[0]
-            if len(rec) == 3:
+            if rec[0].__class__ is str:  # a declaration or an end, kept in stream order
+                if rec[0] == "end":
+                    w.end(rec[1], rec[2])
+                elif rec[0] == "fuser_of":
+                    w.fuser(rec[1], rec[2], rec[3], of=rec[4])
+                elif rec[4] is None:
+                    w.fuser(rec[1], rec[2], rec[3])
+                else:
+                    w.fuser_like(rec[1], rec[4], rec[2], rec[3])
+            elif len(rec) == 3:
                 w.backward(*rec)
             elif rec[6] == "async":
                 pinned, ev = rec[7]
@@ -387,6 +544,8 @@ class _Capture:
         with self.lock:
             if self.writer is None or self.closed:
                 return
+            if self._ended:
+                self._flush_ended()
             self._drain(wait)
             self.writer.flush()
 
@@ -396,6 +555,8 @@ class _Capture:
                 return
             try:
                 if self.writer is not None:
+                    if self._ended:
+                        self._flush_ended()
                     self._drain(True)
                     self.writer.close()
             finally:

@@ -142,7 +142,7 @@ _WATCH = {
                     "_userbuffers_options", "in_features", "out_features"),
     "GroupedLinear": ("num_groups", "in_features", "out_features", "use_bias", "_scale_bias",
                       "single_grouped_weight"),
-    "AddExtraInput": ("_in_place",), "MakeExtraOutput": ("_in_place",),
+    "AddExtraInput": ("_in_place",), "MakeExtraOutput": ("_in_place",), "ConstantScale": ("scale",),
     "AllGather": ("process_group_size",), "ReduceScatter": ("process_group_size",),
 }
 _GLU_WATCH = ("glu_interleave_size", "activation_recompute_in_mlp", "limit", "alpha",

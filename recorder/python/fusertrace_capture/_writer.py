@@ -1,9 +1,10 @@
 """Trace writers: the C recorder through ctypes (rank{R}.ftdb) and a JSON Lines fallback
 (rank{R}.jsonl, format docs/capture-format.md).
 
-Both take the same calls: header(dict), fuser(id, label, ops_json), recipe(id, type, obj,
-attrs_json), call(...), backward(seq, call, ns), flush(), close(). Neither is thread-safe; the
-capture state holds a lock around every use.
+Both take the same calls: header(dict), fuser(id, label, ops_json), fuser_like(id, like, label,
+ops_json) (a fuser with the label and ops of the earlier fuser `like`), recipe(id, type, obj,
+attrs_json), call(...), backward(seq, call, ns), end(seq, fuser), flush(), close(). Neither is
+thread-safe; the capture state holds a lock around every use.
 
 Durability: the C recorder commits calls in chunks inside SQLite transactions, so a killed
 process leaves every committed chunk; flush() commits the pending one. The JSONL writer keeps up
@@ -44,7 +45,7 @@ _SYMBOLS = ("ft_rec_open", "ft_rec_header", "ft_rec_fuser", "ft_rec_fuser_of", "
 # fuser|call, recipe, step, mb, ns, fuse_ns, flags, device, n_op_rg, n_splits, phase_len, kind.
 _PACKED = struct.Struct("=qqqqqqqIiIiII")
 assert _PACKED.size == 80
-_REC_CALL, _REC_BACKWARD = 0, 1
+_REC_CALL, _REC_BACKWARD, _REC_END, _REC_FUSER_LIKE = 0, 1, 2, 3  # FT_REC_*, FT_PACKED_FUSER_LIKE
 _ZEROS = b"\0" * 8
 
 
@@ -260,6 +261,19 @@ class CRecorder:
             rc = self._lib.ft_rec_fuser_of(self._h, fid, _b(label), ops_json.encode(), of)
         self._check(rc, f"fuser {fid}")
 
+    def fuser_like(self, fid: int, like: int, label: Optional[str], ops_json: str) -> None:
+        """A fuser with the label and ops of `like` (packed: no JSON crosses into C)."""
+        self._buf += _PACKED.pack(fid, like, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, _REC_FUSER_LIKE)
+        self._n += 1
+        if self._n >= self._batch:
+            self._send()
+
+    def end(self, seq: int, fid: int) -> None:
+        self._buf += _PACKED.pack(seq, fid, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, _REC_END)
+        self._n += 1
+        if self._n >= self._batch:
+            self._send()
+
     def recipe(self, rid: int, rtype: str, obj: int, attrs_json: str) -> None:
         self._send()
         self._check(self._lib.ft_rec_recipe(self._h, rid, rtype.encode(), obj,
@@ -346,6 +360,12 @@ class JsonlWriter:
         if of is not None:
             lab += ',"of":%d' % of
         self._put('{"t":"fuser","id":%d%s,"ops":%s}' % (fid, lab, ops_json))
+
+    def fuser_like(self, fid: int, like: int, label: Optional[str], ops_json: str) -> None:
+        self.fuser(fid, label, ops_json)
+
+    def end(self, seq: int, fid: int) -> None:
+        self._put('{"t":"fuser_end","seq":%d,"fuser":%d}' % (seq, fid))
 
     def recipe(self, rid: int, rtype: str, obj: int, attrs_json: str) -> None:
         self._put('{"t":"recipe","id":%d,"type":%s,"obj":%d,"attrs":%s}'
