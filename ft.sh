@@ -6,9 +6,12 @@
 #   ./ft.sh test     install what is missing (test packages too), build (warnings as errors,
 #                    CUDA when nvcc is found) and run the whole suite, then again under ASan+UBSan
 #   ./ft.sh build    just build (./build/cli/fusertrace)
-#   ./ft.sh install [PREFIX]
-#                    build and install (default /usr/local): the CLI, the recorder library with
-#                    its headers and pkg-config file, and the Python capture package
+#   ./ft.sh install [PREFIX] [--python PATH]
+#                    build and install (default /usr/local): the CLI and its SQL extension, the
+#                    recorder and replay libraries with their headers and pkg-config file, and
+#                    the Python capture package, into the site-packages of PATH (the interpreter
+#                    that runs training: a venv's, conda's or pyenv's) or, without --python,
+#                    under PREFIX; then what the shell still needs (PATH, PYTHONPATH, ...)
 # FT_BUILD names the build folder (default build).
 set -e
 cd "$(dirname "$0")"
@@ -30,12 +33,28 @@ case "${1:-demo}" in
     build "$B" all
     ;;
   install)
+    shift
+    prefix=/usr/local
+    python=""
+    while [ $# -gt 0 ]; do
+      case $1 in
+        --python) [ $# -ge 2 ] || { echo "ft.sh install: --python wants the interpreter's path" >&2; exit 2; }
+                  python=$2; shift 2 ;;
+        --python=*) python=${1#--python=}; shift ;;
+        -*) echo "ft.sh install: unknown option $1 (usage: ./ft.sh install [PREFIX] [--python PATH])" >&2; exit 2 ;;
+        *) prefix=$1; shift ;;
+      esac
+    done
+    if [ -n "$python" ] && ! "$python" -c 'import sysconfig' >/dev/null 2>&1; then
+      echo "ft.sh install: --python $python: not a Python interpreter that runs here" >&2
+      exit 2
+    fi
     scripts/deps.sh
-    prefix=${2:-/usr/local}
-    build "$B" all -DCMAKE_INSTALL_PREFIX="$prefix" -DFT_BENCH=OFF
+    build "$B" all -DCMAKE_INSTALL_PREFIX="$prefix" -DFT_BENCH=OFF -DFT_PYTHON="$python"
     SUDO=""
     if [ ! -w "$prefix" ] && [ -e "$prefix" ] && [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
     $SUDO cmake --install "$B"
+    scripts/install-hints.sh "$prefix" "${python:-python3}"
     ;;
   test)
     scripts/deps.sh test
@@ -47,7 +66,7 @@ case "${1:-demo}" in
        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j"$JOBS")
     ;;
   *)
-    echo "usage: ./ft.sh [demo|test|build|install [PREFIX]]" >&2
+    echo "usage: ./ft.sh [demo|test|build|install [PREFIX] [--python PATH]]" >&2
     exit 2
     ;;
 esac

@@ -46,6 +46,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
 
     int rc;
     ft_rec *rec = NULL;
+    ft_report_causes *causes = NULL;
     ft_replay_result *res = ft_malloc(sizeof *res);
     if (!res) {
         rc = ft_err_set(err, FT_ENOMEM, "out of memory");
@@ -71,15 +72,22 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
         goto done;
     }
     const char *paths[1] = {path};
-    rc = ft_replay_traces(paths, 1, NULL, res, err);
+    /* the report says why each policy built and ran stale plans */
+    if ((rc = ft_report_causes_new(&causes, err))) goto done;
+    const ft_replay_observer *obs[1] = {ft_report_causes_observer(causes)};
+    const ft_replay_opts ro = {.observers = obs, .n_observers = 1};
+    rc = ft_replay_traces(paths, 1, &ro, res, err);
     if (rc) goto done;
+    ft_report_opts rep;
+    ft_report_opts_init(&rep);
+    rep.causes = causes;
     if (json) {
-        rc = ft_report_write(stdout, res, NULL, FT_REPORT_JSON, err);
+        rc = ft_report_write_opts(stdout, res, NULL, FT_REPORT_JSON, &rep, err);
     } else {
         printf("fusertrace demo: a synthetic MoE training run (seed %llu), replayed under every "
                "plan-cache policy.\n\n",
                (unsigned long long)seed);
-        rc = ft_report_write(stdout, res, NULL, FT_REPORT_TEXT, err);
+        rc = ft_report_write_opts(stdout, res, NULL, FT_REPORT_TEXT, &rep, err);
         if (!rc) {
             printf("\nWhat it means:\n");
             rc = ft_report_reading(stdout, res, err);
@@ -90,6 +98,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
         }
     }
 done:
+    ft_report_causes_free(causes);
     ft_free(res);
     ft_trace_remove(path);
     rmdir(dir);

@@ -81,9 +81,9 @@ typedef struct replay_opts {
 
 /* What the fuser model could not take from a trace's capture (ft_model_note_at), on stderr
  * before the report: registered fusions it does not know and registrations that disagree with its
- * own checks as warnings, always; the fields it had to assume as notes, with --explain (the
- * report itself does not list them yet). A trace the model cannot read is left to the replay,
- * which says why. */
+ * own checks as warnings, always; the fields it had to assume as notes, with --explain. The
+ * report lists every note (ft_report_notes.model). A trace the model cannot read is left to the
+ * replay, which says why. */
 static void print_model_notes(const ft_trace *t, const char *path, const ft_env_kv *env,
                               uint32_t n_env, int assumed)
 {
@@ -228,8 +228,9 @@ static const cli_opt options[] = {
      "report then goes to stderr",
      cli_parse_str, OFF(per_call)},
     {"explain", 0, NULL,
-     "for every build, name the key component that changed (on stdout\n"
-     "with the text report, else on stderr)",
+     "for every build, name what changed since the fuser's previous call, and\n"
+     "for every stale hit what changed since its plan was built (on stdout with\n"
+     "the text report, else on stderr)",
      cli_parse_flag, OFF(explain)},
     {"captured", 0, "POLICY",
      "the policy the captured run used (default: the header's\n"
@@ -258,7 +259,8 @@ static const cli_opt options[] = {
      cli_parse_flag, OFF(gpu_time)},
     {"sample", 0, "N",
      "at most N calls per trace (default 64), in call order: the first call\n"
-     "of every situation, then more of each up to N/8",
+     "of every situation, then more of each up to N/8; beyond N, the first call\n"
+     "of each policy's own stale situation (every stale policy is measured)",
      cli_parse_count, OFF(sample)},
     {"all", 0, NULL, "every grouped-MLP call", cli_parse_flag, OFF(all)},
     {"shrink", 0, "K",
@@ -269,7 +271,7 @@ static const cli_opt options[] = {
     {"html", 0, "FILE",
      "also write a self-contained HTML report (charts along the run, breakdowns\n"
      "per fuser label, phase and rank, provenance); the traces then replay one\n"
-     "after another",
+     "after another; - for stdout, where the text report then goes to stderr",
      cli_parse_str, OFF(html)},
     {"fuser", 0, "GLOB", "count only the calls of fusers whose label matches GLOB", cli_parse_str,
      OFF(fuser)},
@@ -403,15 +405,23 @@ typedef struct replay_cmd {
     ft_numerics_result *nres;
     int64_t *ranks;
     ft_report_notes *notes;
-    cli_out pc;             /* --per-call */
-    ft_report_calls *calls; /* --per-call and --explain lines */
-    ft_report_data *data;   /* --html */
-    ft_numerics_obs *est;   /* --numerics: the estimate, in the first pass */
-    ft_report_gate *gate;   /* --fail-on */
-    cli_out tl;             /* --timeline */
+    cli_out pc;               /* --per-call */
+    ft_report_calls *calls;   /* --per-call and --explain lines */
+    ft_report_causes *causes; /* why plans were built and went stale (text, JSON, HTML) */
+    ft_report_data *data;     /* --html */
+    ft_report_prov *prov;     /* --json: the inputs' identity */
+    ft_numerics_obs *est;     /* --numerics: the estimate, in the first pass */
+    ft_report_gate *gate;     /* --fail-on */
+    cli_out tl;               /* --timeline */
     ft_report_timeline *timeline;
-    const ft_replay_observer *obs[5];
+    const ft_replay_observer *obs[6];
 } replay_cmd;
+
+/* Whether an output name means stdout. */
+static int is_stdout(const char *name)
+{
+    return name && (!strcmp(name, "-") || !strcmp(name, "/dev/stdout"));
+}
 
 static int check_usage(const replay_opts *ro, ft_err *err)
 {
@@ -430,12 +440,17 @@ static int check_usage(const replay_opts *ro, ft_err *err)
     if (ro->json && ro->csv) return cli_usage_error(err, "--json and --csv exclude each other");
     if (numerics && ro->csv)
         return cli_usage_error(err, "--numerics has no CSV form (use --json or text)");
-    int per_call_stdout =
-        ro->per_call && (!strcmp(ro->per_call, "-") || !strcmp(ro->per_call, "/dev/stdout"));
+    const int per_call_stdout = is_stdout(ro->per_call), html_stdout = is_stdout(ro->html);
     if (per_call_stdout && (ro->json || ro->csv))
         return cli_usage_error(
             err, "--per-call - and --%s both want stdout; name a file for one of them",
             ro->json ? "json" : "csv");
+    if (html_stdout && (ro->json || ro->csv || per_call_stdout))
+        return cli_usage_error(err,
+                               "--html - and --%s both want stdout; name a file for one of them",
+                               ro->json  ? "json"
+                               : ro->csv ? "csv"
+                                         : "per-call -");
     return FT_OK;
 }
 
@@ -503,6 +518,13 @@ static int setup(replay_cmd *c, ft_err *err)
     if (ro->reset_ns.set) c->rep.reset_ns = ro->reset_ns.v;
     c->rep.filter = c->filtered ? c->filter_buf : NULL;
     c->rep.notes = c->notes;
+    if (c->format == FT_REPORT_JSON) {
+        char *command = command_line();
+        rc = ft_report_prov_new(c->set, command, &c->prov, err);
+        ft_free(command);
+        if (rc) return rc;
+        c->rep.prov = c->prov;
+    }
     if (ro->per_call && (rc = cli_out_open(&c->pc, ro->per_call, CLI_OUT_STREAM, 1, err)))
         return rc;
     if (ro->timeline && (rc = cli_out_open(&c->tl, ro->timeline, CLI_OUT_STREAM, 1, err)))
@@ -558,8 +580,13 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
                                  &c->calls, err);
         if (!rc) c->obs[n_obs++] = ft_report_calls_observer(c->calls);
     }
+    if (!rc && c->format != FT_REPORT_CSV) {
+        rc = ft_report_causes_new(&c->causes, err);
+        if (!rc) c->obs[n_obs++] = ft_report_causes_observer(c->causes);
+        c->rep.causes = c->causes;
+    }
     if (!rc && ro->html) {
-        rc = ft_report_data_new(c->o.policies, c->o.n_policies, ro->explain, &c->data, err);
+        rc = ft_report_data_new(c->o.policies, c->o.n_policies, &c->data, err);
         if (!rc) c->obs[n_obs++] = ft_report_data_observer(c->data);
     }
     if (!rc && c->numerics) {
@@ -711,10 +738,9 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
                     .pc = {.slot = -1},
                     .tl = {.slot = -1}};
     c.format = ro->json ? FT_REPORT_JSON : ro->csv ? FT_REPORT_CSV : FT_REPORT_TEXT;
-    /* stdout carries only the requested format: the report, or the per-call lines */
-    const int per_call_stdout =
-        ro->per_call && (!strcmp(ro->per_call, "-") || !strcmp(ro->per_call, "/dev/stdout"));
-    c.report = per_call_stdout ? stderr : stdout;
+    /* stdout carries only the requested format: the report, the per-call lines or the HTML
+     * (then the text report goes to stderr) */
+    c.report = is_stdout(ro->per_call) || is_stdout(ro->html) ? stderr : stdout;
     c.explain = c.format == FT_REPORT_TEXT ? c.report : stderr;
     progress pr = {.n_traces = c.n_paths, .numerics = c.nx_pass};
     rc = cli_policies_resolve(&ro->pol, 0, c.pol, &c.n_pol, err);
@@ -732,7 +758,9 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     ft_report_calls_free(c.calls);
     ft_report_gate_free(c.gate);
     ft_report_timeline_free(c.timeline);
+    ft_report_causes_free(c.causes);
     ft_report_data_free(c.data);
+    ft_report_prov_free(c.prov);
     ft_numerics_obs_free(c.est);
     ft_replay_set_close(c.set);
     ft_free(c.res);

@@ -51,7 +51,12 @@ static const cli_opt options[] = {
 /* ---- --extension --------------------------------------------------------------------------- */
 static int print_extension(ft_err *err)
 {
-    static const char *const where[] = {"", "/../sql", "/../lib/fusertrace", "/../lib"};
+#ifndef FT_INSTALL_LIBDIR
+#define FT_INSTALL_LIBDIR "lib"
+#endif
+    /* beside the command (a build), the build's sql/, and the installed library folder */
+    static const char *const where[] = {"", "/../sql", "/../" FT_INSTALL_LIBDIR,
+                                        "/../lib/fusertrace", "/../lib"};
     char exe[PATH_MAX], cand[PATH_MAX + 64], real[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return ft_err_set(err, FT_EIO, "cannot find this program's own path");
@@ -66,7 +71,8 @@ static int print_extension(ft_err *err)
         }
     }
     return ft_err_set(err, FT_EIO,
-                      "%s is not beside %s, nor in ../sql, ../lib/fusertrace or ../lib from there",
+                      "%s is not beside %s, nor in ../sql, ../" FT_INSTALL_LIBDIR
+                      ", ../lib/fusertrace or ../lib from there",
                       FT_SQL_EXTENSION_FILE, exe);
 }
 

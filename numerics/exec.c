@@ -184,6 +184,42 @@ done:
     nx_problem_free(&P);
 }
 
+/* ---- the estimate's calibration ----------------------------------------------------------- */
+int nx_time_call(const ft_numerics_opts *o, const mlp_desc *d, const job *j, uint32_t np,
+                 uint32_t shrink, int reps, double *secs, double *flops, double *elems, ft_err *err)
+{
+    ft_numerics tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.o = *o;
+    tmp.o.shrink = shrink;
+    tmp.be = nx_backend_of(FT_NUMERICS_CPU);
+    problem P;
+    int rc = nx_problem_shape(&tmp, d, j, &P, err);
+    if (rc) return rc;
+    runout outs[FT_NUMERICS_MAX_POLICIES + 2];
+    uint32_t which[FT_NUMERICS_MAX_POLICIES], ctl_i;
+    memset(outs, 0, sizeof outs);
+    const uint32_t n_outs = nx_list_outs(j, np, outs, which, &ctl_i);
+    const int skip0 = j->fresh_raise != NULL;
+    nx_work(&P.np, n_outs - (uint32_t)skip0, flops, elems);
+    *secs = 0;
+    ft_cpu_blas_threads(1);
+    for (int r = 0; r < reps && !rc; r++) {
+        job scratch = *j;
+        ft_nx *ctx = NULL;
+        ft_err derr = {0};
+        const uint64_t t0 = ft_now_ns();
+        rc = tmp.be->open(&ctx, &derr);
+        if (!rc) rc = run_outs(tmp.be, ctx, &scratch, &P, outs, n_outs, skip0, &derr);
+        if (ctx) tmp.be->close(ctx);
+        const double s = (double)(ft_now_ns() - t0) * 1e-9;
+        if (!rc && (!r || s < *secs)) *secs = s;
+        if (rc) ft_err_set(err, rc, "numerics: the estimate's calibration: %s", ft_err_msg(&derr));
+    }
+    nx_problem_free(&P);
+    return rc;
+}
+
 /* ---- folding ------------------------------------------------------------------------------ */
 
 static void band_add(ft_band *b, double v)
@@ -209,6 +245,8 @@ static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
         r->phase_ms[k] += j->phase_ms[k];
     if (!j->fresh_ok) r->fresh_raised++;
     if (j->fresh_ok) band_add(&r->fresh_err, j->fresh_err);
+    if (j->fresh_ok && (unsigned)j->fresh_cfg.q.fmt < FT_QF_COUNT)
+        band_add(&r->fresh_err_fmt[j->fresh_cfg.q.fmt], j->fresh_err);
     if (j->has_ctl) band_add(&r->harmless_band, j->ctl_div);
     for (uint32_t p = 0; p < r->n_policies; p++) {
         ft_numerics_policy *pol = &r->pol[p];
@@ -378,6 +416,8 @@ int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *
     if (!dst->fallback_text[0])
         ft_strlcpy(dst->fallback_text, src->fallback_text, sizeof dst->fallback_text);
     band_merge(&dst->fresh_err, &src->fresh_err);
+    for (int k = 0; k < FT_QF_COUNT; k++)
+        band_merge(&dst->fresh_err_fmt[k], &src->fresh_err_fmt[k]);
     band_merge(&dst->harmless_band, &src->harmless_band);
     band_merge(&dst->quant_band, &src->quant_band);
     for (uint32_t p = 0; p < dst->n_policies; p++) {

@@ -70,7 +70,9 @@ typedef struct ft_numerics_opts {
     uint32_t sample; /* 0: every grouped-MLP call; N: at most N calls, in call order: the first
                         call of every situation (grad or not, what the fresh plan and each choice
                         run, which raise), more of one situation up to N/8, calls where no
-                        choice differs from the fresh plan at most N/4 */
+                        choice differs from the fresh plan at most N/4; and beyond N the first
+                        call of each policy's own stale situation, so that every stale policy
+                        is measured */
     uint64_t seed;   /* mixed into every input seed */
     ft_numerics_backend backend;
     uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core
@@ -213,19 +215,23 @@ typedef struct ft_numerics_result {
     uint64_t device_runs;  /* of those, on the CUDA device */
     uint64_t wall_ns;      /* wall time of the numerics work (threads overlap inside it) */
     ft_numerics_backend backend;
-    uint32_t n_threads;      /* threads that ran sampled calls (the largest, after a merge) */
-    char device[64];         /* CUDA device name, "" on the CPU back end */
-    char fallback_text[160]; /* never set now (no configuration falls back to the CPU); the
-                                report still prints it, so it stays until the report drops it */
-    uint64_t device_bytes;   /* CUDA: most device memory held (context + pool peak) */
-    uint64_t calls_planned;  /* sampled calls the estimate counted (trace drivers) */
-    uint8_t interrupted;     /* opts.stop ended the run early: the figures cover calls_run */
-    double flops;            /* GEMM work done: float64 reference + every run, all sampled calls */
-    double phase_ms[FT_NX_PHASES]; /* opts.profile: inputs, reference, quantization, GEMMs,
-                                      comparison, other (CPU: runs count as other, threads add) */
-    ft_band fresh_err;             /* error of the fresh plans vs float64 */
-    ft_band harmless_band;         /* fused vs unfused, same quantization (controls and policies) */
-    ft_band quant_band;            /* different quantization from the fresh plan */
+    uint32_t n_threads;        /* threads that ran sampled calls (the largest, after a merge) */
+    char device[64];           /* CUDA device name, "" on the CPU back end */
+    char fallback_text[160];   /* never set now (no configuration falls back to the CPU); the
+                                  report still prints it, so it stays until the report drops it */
+    uint64_t device_bytes;     /* CUDA: most device memory held (context + pool peak) */
+    uint64_t calls_planned;    /* sampled calls the estimate counted (trace drivers) */
+    double est_lo_s, est_hi_s; /* the estimate's range of seconds, 0 without an estimate */
+    uint8_t interrupted;       /* opts.stop ended the run early: the figures cover calls_run */
+    double flops; /* GEMM work done: float64 reference + every run, all sampled calls */
+    double phase_ms[FT_NX_PHASES];      /* opts.profile: inputs, reference, quantization, GEMMs,
+                                           comparison, other (CPU: runs count as other, threads add) */
+    ft_band fresh_err;                  /* error of the fresh plans vs float64 */
+    ft_band fresh_err_fmt[FT_QF_COUNT]; /* the same by the fresh plan's quantization format
+                                         * (FT_QF_NONE: bf16): what an error of that format is
+                                         * expected to be on these calls */
+    ft_band harmless_band; /* fused vs unfused, same quantization (controls and policies) */
+    ft_band quant_band;    /* different quantization from the fresh plan */
     uint32_t n_policies;
     ft_numerics_policy pol[FT_NUMERICS_MAX_POLICIES];
     uint8_t time_only;    /* opts.time_only: only gt holds figures (the comparisons did not run) */
@@ -251,7 +257,10 @@ int ft_numerics_obs_new(const ft_numerics_opts *opts, int estimate_only, ft_nume
                         ft_err *err);
 /* Put this into ft_replay_opts.observers (valid while the ft_numerics_obs lives). */
 const ft_replay_observer *ft_numerics_obs_observer(ft_numerics_obs *o);
-int ft_numerics_obs_check(const ft_numerics_obs *est, ft_err *err);
+/* The estimate: the work counted, timed on this machine (CPU: the call with the most work, run at
+ * two small sizes; CUDA: the H200 rates bench/RESULTS.md records), as a range of seconds that
+ * the results carry (ft_numerics_result.est_lo_s, est_hi_s). */
+int ft_numerics_obs_check(ft_numerics_obs *est, ft_err *err);
 int ft_numerics_obs_follow(const ft_numerics_obs *est, ft_numerics_obs **run, ft_err *err);
 /* The results of every trace finished so far. */
 void ft_numerics_obs_result(const ft_numerics_obs *o, ft_numerics_result *out);

@@ -155,7 +155,8 @@ struct ft_numerics {
     mlp_desc *mlp;        /* [n_fusers] */
     uint64_t n_diff_run;  /* sampled calls where a choice differed from fresh */
     uint64_t n_plain_run; /* sampled calls where none did */
-    ft_hmap sit; /* situation hash -> sampled calls of that situation (at most SIT_SLOTS) */
+    ft_hmap sit;     /* situation hash -> sampled calls of that situation (at most SIT_SLOTS) */
+    ft_hmap pol_sit; /* a policy's stale situation (its choice against the fresh plan) sampled */
     uint32_t n_sits;
     pthread_mutex_t gpu_lock; /* one thread at a time on the device */
     ft_nx *dev;               /* a device back end: its context */
@@ -204,6 +205,17 @@ void nx_gt_fold(ft_numerics *nx, const job *j);
 void nx_gt_get(const ft_numerics *nx, ft_gputime_result *out);
 void nx_gt_merge(ft_gputime_result *dst, const ft_gputime_result *src);
 void nx_gt_free(gt_state *g);
+/* plan.c: the work of a problem run `runs` times besides its reference, as the estimate counts
+ * it: FLOPs (ft_nx_flops) and elements touched (activations and weights, each run and the
+ * reference; three times for a backward, as the FLOPs are). */
+void nx_work(const ft_nx_problem *p, uint32_t runs, double *flops, double *elems);
+
+/* exec.c: time one planned call (d, j: a copy whose splits it owns, np policies) on the CPU back
+ * end at shrink K on this thread, best of reps: *secs, and its work (nx_work). The estimate's
+ * calibration. */
+int nx_time_call(const ft_numerics_opts *o, const mlp_desc *d, const job *j, uint32_t np,
+                 uint32_t shrink, int reps, double *secs, double *flops, double *elems,
+                 ft_err *err);
 
 /* exec.c: execute jobs[0..n) on up to n_threads threads, then fold them in order. */
 int nx_run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err);

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "numerics_int.h"
 
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -13,9 +14,43 @@
 
 typedef struct estimate {
     uint64_t calls, runs;
-    double flops;
-    uint64_t max_bytes; /* the largest call's memory (device, or host per thread) */
+    double flops, elems; /* nx_work of every sampled call */
+    uint64_t max_bytes;  /* the largest call's memory (device, or host per thread) */
+    double lo_s, hi_s;   /* the range check_estimate gave */
+    /* the call with the most work, kept to time on this machine (the calibration) */
+    int have_rep;
+    double rep_flops;
+    uint32_t rep_np;
+    mlp_desc rep_d;
+    job rep; /* its splits owned; raise texts replaced by a placeholder */
 } estimate;
+
+static void estimate_free(estimate *e)
+{
+    if (e->have_rep) nx_job_free(&e->rep);
+    e->have_rep = 0;
+}
+
+/* Keep j as the representative call (its model's texts do not outlive the trace). */
+static int keep_rep(estimate *e, const ft_numerics *nx, uint32_t np, const job *j, double flops)
+{
+    static const char raises[] = "raises";
+    int64_t *splits = ft_malloc(nx->mlp[j->fuser].groups * sizeof *splits);
+    if (!splits) return FT_ENOMEM;
+    memcpy(splits, j->splits, nx->mlp[j->fuser].groups * sizeof *splits);
+    estimate_free(e);
+    e->rep = *j;
+    e->rep.splits = splits;
+    e->rep.fresh_raise = j->fresh_raise ? raises : NULL;
+    e->rep.ctl_raise = j->ctl_raise ? raises : NULL;
+    for (uint32_t p = 0; p < np; p++)
+        e->rep.raise[p] = j->raise[p] ? raises : NULL;
+    e->rep_d = nx->mlp[j->fuser];
+    e->rep_np = np;
+    e->rep_flops = flops;
+    e->have_rep = 1;
+    return FT_OK;
+}
 
 /* Add a planned call's work to the estimate (dry run) and drop the job. */
 static int estimate_job(ft_numerics *nx, uint32_t np, job *j, estimate *e, ft_err *err)
@@ -28,14 +63,17 @@ static int estimate_job(ft_numerics *nx, uint32_t np, job *j, estimate *e, ft_er
     if (!rc) {
         uint32_t n_outs = nx_list_outs(j, np, outs, which, &ctl_i);
         uint32_t runs = n_outs - (j->fresh_raise != NULL);
-        double rf = 0, uf = 0;
+        double fl = 0, el = 0;
         uint64_t b = 0;
-        ft_nx_flops(&P.np, &rf, &uf);
+        nx_work(&P.np, runs, &fl, &el);
         ft_nx_bytes(&P.np, &b);
         e->calls++;
         e->runs += runs;
-        e->flops += rf + uf * runs;
+        e->flops += fl;
+        e->elems += el;
         if (b > e->max_bytes) e->max_bytes = b;
+        if ((!e->have_rep || fl > e->rep_flops) && keep_rep(e, nx, np, j, fl))
+            rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
     }
     nx_problem_free(&P);
     nx_job_free(j);
@@ -217,6 +255,7 @@ void ft_numerics_obs_result(const ft_numerics_obs *d, ft_numerics_result *out)
 void ft_numerics_obs_free(ft_numerics_obs *d)
 {
     if (!d) return;
+    estimate_free(&d->est);
     ft_numerics_free(d->nx);
     ft_free(d->jobs);
     ft_free(d);
@@ -224,18 +263,62 @@ void ft_numerics_obs_free(ft_numerics_obs *d)
 
 /* ---- whole traces: the driver with this observer ----------------------------------------------
  */
-/* Seconds the estimate's work takes here, roughly: the device at 60 TFLOP/s (bench_numerics
- * measured 75 at DeepSeek size) plus 5 ms per call; the CPU at the rate of a float64 GEMM
- * measured now. */
-static double estimate_seconds(const estimate *e, ft_numerics_backend be)
+/* What the estimate's work costs: seconds per FLOP and per element (nx_work), fixed seconds, and
+ * the factors by which the wall time may fall short of or exceed it. */
+typedef struct rates {
+    double per_flop, per_elem, fixed;
+    double lo, hi;
+    char how[200]; /* where the rates come from, for the estimate line */
+} rates;
+
+/* The CPU back end: the call with the most work timed on this machine now, on one thread, at two
+ * sizes (itself, or the shrink that brings it under 10^9 FLOPs, about 0.1 to 0.5 s; and twice
+ * that shrink), fitted as seconds = a FLOPs + b elements; calls run on thr threads at once, each
+ * at up to cores/thr BLAS threads. */
+static int cpu_rates(const estimate *e, const ft_numerics_opts *no, uint32_t thr, rates *r,
+                     ft_err *err)
 {
-    if (be == FT_NUMERICS_CUDA) return e->flops / 60e12 + 5e-3 * (double)e->calls;
-    double rate = ft_cpu_gemm_rate();
-    return e->flops / (rate > 0 ? rate : 1e9);
+    uint32_t k = no->shrink ? no->shrink : 1;
+    for (double f = e->rep_flops; f > 1e9 && k < 4096; f /= 8)
+        k *= 2;
+    double t1, f1, e1, t2, f2, e2;
+    int rc = nx_time_call(no, &e->rep_d, &e->rep, e->rep_np, k, 2, &t1, &f1, &e1, err);
+    if (!rc) rc = nx_time_call(no, &e->rep_d, &e->rep, e->rep_np, 2 * k, 3, &t2, &f2, &e2, err);
+    if (rc) return rc;
+    const double det = f1 * e2 - f2 * e1;
+    double a = det != 0 ? (t1 * e2 - t2 * e1) / det : -1,
+           b = det != 0 ? (f1 * t2 - f2 * t1) / det : -1;
+    if (!(a >= 0) || !(b >= 0)) { /* the two sizes do not tell the parts apart: the larger one */
+        a = t1 / (f1 > 0 ? f1 : 1);
+        b = 0;
+    }
+    const uint32_t cores = nx_online_cores(), per = cores / (thr ? thr : 1);
+    *r = (rates){.per_flop = a / thr, .per_elem = b / thr, .fixed = 0};
+    /* threads share the memory bus (and, here, other work); BLAS threads speed the GEMMs of calls
+     * that have cores to spare */
+    r->lo = 0.8 / (per > 1 ? (double)per : 1.0);
+    r->hi = thr > 1 ? 1.25 / 0.6 : 1.25;
+    snprintf(r->how, sizeof r->how,
+             "timed here now: %.2g GFLOP/s and %.2g ns per element on one core; %u thread%s",
+             a > 0 ? 1e-9 / a : 0.0, b * 1e9, thr, thr == 1 ? "" : "s");
+    return FT_OK;
 }
 
-/* The estimate line, and the refusal (FT_ERANGE, with what to change) of what does not fit. */
-static int check_estimate(const estimate *e, const ft_numerics_opts *no, ft_err *err)
+/* The CUDA back end: the rates of bench/RESULTS.md's H200 runs (issue 10, five model sizes):
+ * seconds = FLOPs / 271 TFLOP/s + 1.04e-11 s per element, within 0.86-1.15x of the five, plus
+ * about a second to start the device. Not timed on the device the estimate runs on. */
+static void cuda_rates(rates *r)
+{
+    *r =
+        (rates){.per_flop = 1.0 / 271e12, .per_elem = 1.04e-11, .fixed = 1.0, .lo = 0.6, .hi = 1.6};
+    snprintf(r->how, sizeof r->how,
+             "at the rates bench/RESULTS.md records for an H200, not timed "
+             "on this device");
+}
+
+/* The estimate line, and the refusal (FT_ERANGE, with what to change) of what does not fit. The
+ * time is a range; the refusal judges its middle (the geometric mean of its ends). */
+static int check_estimate(estimate *e, const ft_numerics_opts *no, ft_err *err)
 {
     const int cuda = no->backend == FT_NUMERICS_CUDA;
     uint64_t cap = 0;
@@ -248,39 +331,50 @@ static int check_estimate(const estimate *e, const ft_numerics_opts *no, ft_err 
     }
     uint32_t thr = cuda ? 1 : (no->n_threads ? no->n_threads : nx_online_cores());
     if (thr > e->calls && e->calls) thr = (uint32_t)e->calls;
-    const uint64_t mem = e->max_bytes * (thr ? thr : 1);
-    const double secs = estimate_seconds(e, no->backend);
+    if (!thr) thr = 1;
+    const uint64_t mem = e->max_bytes * thr;
+    rates rt = {.lo = 1, .hi = 1};
+    int rc = FT_OK;
+    if (cuda)
+        cuda_rates(&rt);
+    else if (e->have_rep && (rc = cpu_rates(e, no, thr, &rt, err)))
+        return rc;
+    const double secs = e->calls ? rt.per_flop * e->flops + rt.per_elem * e->elems + rt.fixed : 0;
+    const double lo = secs * rt.lo, hi = secs * rt.hi, mid = sqrt(lo * hi);
+    e->lo_s = lo;
+    e->hi_s = hi;
     if (no->info)
         fprintf(no->info,
                 "numerics (%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of %s "
-                "memory at most, estimated %.0f s\n",
+                "memory at most; estimated %.0f to %.0f s (%s)\n",
                 cuda ? "cuda" : "cpu", (unsigned long long)e->calls, (unsigned long long)e->runs,
-                e->flops * 1e-12, (double)mem * 1e-9, cuda ? "device" : "host", secs);
+                e->flops * 1e-12, (double)mem * 1e-9, cuda ? "device" : "host", floor(lo), ceil(hi),
+                rt.how[0] ? rt.how : "no call to run");
     const int over_mem = cap && mem > cap / 10 * 9;
-    const int over_time = no->max_seconds > 0 && secs > no->max_seconds;
+    const int over_time = no->max_seconds > 0 && mid > no->max_seconds;
     if (!over_mem && !over_time) return FT_OK;
     /* the shrink that fits (work ~ K^3, memory ~ K^2), the sample that fits, the GPU */
     uint32_t k = no->shrink ? no->shrink : 1, k2 = k;
     double f = 1.0;
-    while (((over_time && secs / (f * f * f) > no->max_seconds) ||
+    while (((over_time && mid / (f * f * f) > no->max_seconds) ||
             (over_mem && (double)mem / (f * f) > (double)cap * 0.9)) &&
            k2 < 4096) {
         k2 *= 2;
         f = (double)k2 / k;
     }
-    uint64_t n = over_time ? (uint64_t)((double)e->calls * no->max_seconds / secs) : 0;
+    uint64_t n = over_time ? (uint64_t)((double)e->calls * no->max_seconds / mid) : 0;
     char alt[64] = "", sug[64] = "";
     if (!cuda) ft_strlcpy(alt, ", or --numerics cuda", sizeof alt);
     if (n >= 1) snprintf(sug, sizeof sug, ", --sample %llu", (unsigned long long)n);
     return ft_err_set(err, FT_ERANGE,
                       "numerics: %s (%.2f GB of %s memory for %u call%s at once, %.2f GB there; "
-                      "about %.0f s, limit %.0f s): use --shrink %u%s%s",
+                      "about %.0f to %.0f s, limit %.0f s): use --shrink %u%s%s",
                       over_mem ? "too large for this machine" : "too slow", (double)mem * 1e-9,
-                      cuda ? "device" : "host", thr, thr == 1 ? "" : "s", (double)cap * 1e-9, secs,
-                      no->max_seconds, k2, sug, alt);
+                      cuda ? "device" : "host", thr, thr == 1 ? "" : "s", (double)cap * 1e-9,
+                      floor(lo), ceil(hi), no->max_seconds, k2, sug, alt);
 }
 
-int ft_numerics_obs_check(const ft_numerics_obs *est, ft_err *err)
+int ft_numerics_obs_check(ft_numerics_obs *est, ft_err *err)
 {
     return check_estimate(&est->est, &est->o, err);
 }
@@ -288,7 +382,10 @@ int ft_numerics_obs_check(const ft_numerics_obs *est, ft_err *err)
 int ft_numerics_obs_follow(const ft_numerics_obs *est, ft_numerics_obs **run, ft_err *err)
 {
     int rc = ft_numerics_obs_new(&est->o, 0, run, err);
-    if (!rc) (*run)->est = est->est;
+    if (!rc) {
+        (*run)->est = est->est;
+        (*run)->est.have_rep = 0; /* the estimating observer owns the representative call */
+    }
     return rc;
 }
 
@@ -302,6 +399,8 @@ int ft_numerics_obs_finish(ft_numerics_obs *o, int rc, ft_numerics_result *out, 
     if (rc) return rc;
     ft_numerics_obs_result(o, out);
     out->calls_planned = o->est.calls;
+    out->est_lo_s = o->est.lo_s;
+    out->est_hi_s = o->est.hi_s;
     if (o->stopped) out->interrupted = 1;
     return FT_OK;
 }

@@ -120,6 +120,7 @@ void ft_numerics_free(ft_numerics *nx)
     pthread_mutex_destroy(&nx->gpu_lock);
     ft_hmap_free(&nx->sit);
     nx_gt_free(&nx->gt);
+    ft_hmap_free(&nx->pol_sit);
     ft_free(nx->mlp);
     ft_free(nx);
 }
@@ -238,6 +239,16 @@ int nx_problem_shape(const ft_numerics *nx, const mlp_desc *d, const job *c, pro
     return FT_OK;
 }
 
+void nx_work(const ft_nx_problem *p, uint32_t runs, double *flops, double *elems)
+{
+    double rf = 0, uf = 0;
+    ft_nx_flops(p, &rf, &uf);
+    const double act = (double)p->t * (double)(p->k1 + p->n1 + p->k2 + p->n2);
+    const double w = (double)p->n_groups * ((double)p->k1 * p->n1 + (double)p->k2 * p->n2);
+    *flops = rf + uf * runs;
+    *elems = (act + w) * (1.0 + runs) * (p->grad ? 3.0 : 1.0);
+}
+
 /* ---- planning a call ---------------------------------------------------------------------- */
 
 void nx_job_free(job *j)
@@ -256,30 +267,65 @@ static uint64_t cfg_hash(uint64_t h, const runcfg *c, int raises)
     return h;
 }
 
+/* Whether policy p's choice differs from the fresh plan on the call: another configuration, or
+ * one raises where the other runs (two that raise do the same: the call is not stale). */
+static int choice_differs(const job *j, uint32_t p)
+{
+    return !nx_cfg_equal(&j->cfg[p], &j->fresh_cfg) ||
+           (j->raise[p] != NULL) != (j->fresh_raise != NULL);
+}
+
+/* A stale situation of some policy that no sampled call had yet: 1, and with mark each such
+ * situation of the call recorded as sampled. */
+static int new_stale_situation(ft_numerics *nx, const job *j, uint32_t np, uint64_t base, int mark)
+{
+    int any = 0;
+    for (uint32_t p = 0; p < np; p++) {
+        if (!choice_differs(j, p)) continue;
+        const uint64_t h =
+            cfg_hash(ft_hash_mix(base, (uint64_t)p + 1), &j->cfg[p], j->raise[p] != NULL);
+        if (ft_hmap_get(&nx->pol_sit, h) != UINT32_MAX) continue;
+        if (!mark) {
+            if (nx->pol_sit.n < SIT_SLOTS) return 1;
+            continue;
+        }
+        any = 1;
+        (void)ft_hmap_put(&nx->pol_sit, h, 1); /* a sampling aid: out of memory, taken again */
+    }
+    return any;
+}
+
 /* --sample N, in call order: a call is a "situation" (backward or not, what the fresh plan and
  * every choice run, which of them raise). The first call of every situation is taken, then more
  * of the same situation up to N/8 each, calls where no choice differs from the fresh plan at most
  * N/4 in all, N in all. So rare situations (a stale plan that raises) are not crowded out by
- * common ones. */
+ * common ones. Beyond N, the first call of each policy's own stale situation (what that policy's
+ * choice runs against the fresh plan) is taken too, so that every policy the replay finds stale
+ * is measured. */
 static int sample_call(ft_numerics *nx, const job *j, uint32_t np, int differs)
 {
     const uint64_t n = nx->o.sample;
-    if (nx->n_diff_run + nx->n_plain_run >= n) return 0;
-    uint64_t h =
+    const uint64_t base =
         cfg_hash(ft_hash_mix(0x5a17u, (uint64_t)j->grad), &j->fresh_cfg, j->fresh_raise != NULL);
+    const int stale_new = differs && new_stale_situation(nx, j, np, base, 0);
+    int take = nx->n_diff_run + nx->n_plain_run < n;
+    uint64_t h = base;
     for (uint32_t p = 0; p < np; p++)
         h = cfg_hash(h, &j->cfg[p], j->raise[p] != NULL);
     uint32_t seen = ft_hmap_get(&nx->sit, h);
-    if (seen == UINT32_MAX) {                 /* first of its kind */
-        if (nx->sit.n >= SIT_SLOTS) return 0; /* too many kinds: an unseen one counts as seen */
+    if (take && seen == UINT32_MAX) {         /* first of its kind */
+        if (nx->sit.n >= SIT_SLOTS) take = 0; /* too many kinds: an unseen one counts as seen */
         seen = 0;
-    } else {
+    } else if (take) {
         const uint64_t per = n / 8 ? n / 8 : 1, plain_cap = n / 4 ? n / 4 : 1;
-        if (seen >= per || (!differs && nx->n_plain_run >= plain_cap)) return 0;
+        if (seen >= per || (!differs && nx->n_plain_run >= plain_cap)) take = 0;
     }
-    /* the memo is a sampling aid: out of memory, the call is not sampled */
+    if (!take && !stale_new) return 0;
+    if (seen == UINT32_MAX) seen = 0;
+    /* the memos are sampling aids: out of memory, the call is not sampled */
     if (ft_hmap_put(&nx->sit, h, seen + 1)) return 0;
     nx->n_sits += !seen;
+    if (differs) new_stale_situation(nx, j, np, base, 1);
     return 1;
 }
 
@@ -330,8 +376,7 @@ int nx_plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err
         make_cfg(nx, c->recipe, c->chosen[p].plan, c->chosen[p].q, &j->cfg[p]);
         ft_model_run_raises(nx->m, c->fuser, c->recipe, c->chosen[p].plan, c->chosen[p].q, n_tok,
                             c->f, &j->raise[p]);
-        differs |= !nx_cfg_equal(&j->cfg[p], &j->fresh_cfg) ||
-                   (j->raise[p] != NULL) != (j->fresh_raise != NULL);
+        differs |= choice_differs(j, p);
     }
     const int sampled = !nx->o.sample || sample_call(nx, j, np, differs);
     if (nx->o.gpu_time) nx_gt_offer(nx, c, j, sampled);

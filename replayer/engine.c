@@ -201,6 +201,14 @@ void ft_replay_free(ft_replay *r)
     ft_free(r->prev_r);
     ft_free(r->prev_f);
     ft_free(r->changed);
+    ft_free(r->fraise);
+    ft_free(r->rec_key);
+    ft_free(r->src_r);
+    ft_free(r->src_f);
+    ft_free(r->src_seq);
+    ft_free(r->src);
+    for (uint32_t p = 0; p < FT_MAX_POLICIES; p++)
+        ft_hmap_free(&r->src_map[p]);
     ft_free(r);
 }
 
@@ -397,6 +405,7 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
     while (cap < n)
         cap *= 2;
     GROW(cc, cap);
+    GROW(fraise, cap);
     if (r->rec_on) {
         GROW(rec, (size_t)r->n_pol * cap);
         GROW(rec_q, (size_t)r->n_pol * cap);
@@ -421,6 +430,10 @@ static int ensure_scratch(ft_replay *r, uint32_t n)
         GROW(prev_r, cap);
         GROW(prev_f, cap);
         GROW(changed, cap);
+        GROW(rec_key, (size_t)r->n_pol * cap);
+        GROW(src_r, (size_t)r->n_pol * cap);
+        GROW(src_f, (size_t)r->n_pol * cap);
+        GROW(src_seq, (size_t)r->n_pol * cap);
     }
     r->cap_batch = cap;
     return FT_OK;
@@ -456,32 +469,29 @@ static int fresh_plan_miss(ft_replay *r, oracle_mru *m, uint32_t u, int32_t reci
 }
 
 /* Whether the call's fresh plan itself raises in TE (policy-independent: e.g. an unfused
- * ScaledSReLU with activation_recompute_in_mlp, a fused plan with T % 128 != 0); counted by
- * message. MRU slot k of the fuser holds the call's (recipe, f). */
-static void fresh_raise(ft_replay *r, oracle_mru *m, int k, uint32_t u, int32_t recipe, uint32_t f,
-                        uint8_t tok, int64_t n_tokens)
+ * ScaledSReLU with activation_recompute_in_mlp, a fused plan with T % 128 != 0): 1 if it does,
+ * counted by message when count is set (the call is counted). MRU slot k of the fuser holds the
+ * call's (recipe, f). */
+static int fresh_raise(ft_replay *r, oracle_mru *m, int k, uint32_t u, int32_t recipe, uint32_t f,
+                       uint8_t tok, int64_t n_tokens, int count)
 {
     int8_t *known = &m->raises[k][tok & 7];
     const char *text = NULL;
-    if (*known < 0) {
-        ft_qstate q = r->qs[r->ri[recipe + 1].fresh_q];
-        *known = (int8_t)(ft_model_run_raises(r->model, u, recipe, m->plan[k], &q, n_tokens, f,
-                                              &text) != 0);
-        if (!*known) return;
-    } else if (!*known) {
-        return;
-    } else {
-        ft_qstate q = r->qs[r->ri[recipe + 1].fresh_q];
-        ft_model_run_raises(r->model, u, recipe, m->plan[k], &q, n_tokens, f, &text);
-    }
+    if (*known == 0) return 0;
+    ft_qstate q = r->qs[r->ri[recipe + 1].fresh_q];
+    const int raises =
+        ft_model_run_raises(r->model, u, recipe, m->plan[k], &q, n_tokens, f, &text) != 0;
+    *known = (int8_t)raises;
+    if (!raises || !count) return raises;
     r->base.fresh_raises++;
     for (int t = 0; t < FT_MAX_RAISE_TEXTS; t++) {
         if (r->fresh_texts[t] == text || !r->fresh_texts[t]) {
             r->fresh_texts[t] = text;
             r->fresh_counts[t]++;
-            return;
+            break;
         }
     }
+    return 1;
 }
 
 static int fa_id(ft_replay *r, uint32_t u, int32_t recipe, int32_t *id)
@@ -617,8 +627,9 @@ static inline __attribute__((always_inline)) int oracle_pass(ft_replay *r, const
                 return ft_err_set(err, rc, "replay: out of memory");
         }
         cj->tok = (uint8_t)(token_class(fl, TOKENS[i]) | (f < m->n_ops) << 2);
-        /* under a filter the fresh plans' raises are not counted (ft_replay_filter) */
-        if (m->raises[k][cj->tok] && !filt) fresh_raise(r, m, k, u, recipe, f, cj->tok, TOKENS[i]);
+        /* the fresh plan's raise, counted for the calls the filter matches */
+        r->fraise[j] = m->raises[k][cj->tok] &&
+                       fresh_raise(r, m, k, u, recipe, f, cj->tok, TOKENS[i], !filt || cj->match);
         cj->cap = (uint8_t)((fl & FT_CF_HAS_REBUILT) >> 5 | (fl & FT_CF_REBUILT) >> 2);
         any_cap |= cj->cap;
         if ((fl & FT_CF_HAS_REBUILT) && (fl & FT_CF_HAS_FUSE_NS) && b->fuse_ns[i] >= 0) {
@@ -687,9 +698,82 @@ static uint16_t changes(const ft_replay *r, int32_t pr, uint32_t pf, int32_t rec
     return (uint16_t)w;
 }
 
-/* The batch's call columns, and with causes what changed per call and why each build happened
- * (call order: the fuser's previous call is the one before it in the trace). */
-static void fill_view(ft_replay *r, const ft_batch *b)
+/* The build whose plan each call of policy slot p runs: the call itself when it builds, else the
+ * last build under the key it hit (src_map[p]: store key -> entry of src). */
+static int fill_sources(ft_replay *r, uint32_t p)
+{
+    const uint32_t n = r->n_calls;
+    const size_t o = (size_t)p * r->cap_batch;
+    const uint8_t *dec = r->rec + o;
+    const uint64_t *key = r->rec_key + o;
+    ft_hmap *map = &r->src_map[p];
+    for (uint32_t j = 0; j < n; j++) {
+        const ccall *cj = &r->cc[j];
+        const int64_t seq = r->v_seq[j];
+        if (dec[j] & FT_DEC_BUILD) {
+            r->src_r[o + j] = cj->recipe;
+            r->src_f[o + j] = cj->f;
+            r->src_seq[o + j] = seq;
+            uint32_t e = ft_hmap_get(map, key[j]);
+            if (e == UINT32_MAX) {
+                if (r->n_src == r->cap_src) {
+                    uint32_t cap = r->cap_src ? 2 * r->cap_src : 64;
+                    struct src_build *ns = ft_realloc(r->src, (size_t)cap * sizeof *ns);
+                    if (!ns) return FT_ENOMEM;
+                    r->src = ns;
+                    r->cap_src = cap;
+                }
+                e = r->n_src++;
+                if (ft_hmap_put(map, key[j], e)) return FT_ENOMEM;
+            }
+            r->src[e] = (struct src_build){cj->recipe, cj->f, seq};
+        } else {
+            const uint32_t e = ft_hmap_get(map, key[j]);
+            /* a hit follows a build under its key in this replay */
+            const struct src_build b =
+                e != UINT32_MAX ? r->src[e] : (struct src_build){cj->recipe, cj->f, seq};
+            r->src_r[o + j] = b.recipe;
+            r->src_f[o + j] = b.f;
+            r->src_seq[o + j] = b.seq;
+        }
+    }
+    return FT_OK;
+}
+
+/* What changed per call since the previous call of its OperationFuser, why each build happened,
+ * and the builds whose plans the calls run (call order: the previous call is the one before it
+ * in the trace). */
+static int fill_causes(ft_replay *r)
+{
+    const uint32_t n = r->n_calls, cap = r->cap_batch;
+    for (uint32_t j = 0; j < n; j++) {
+        const ccall *cj = &r->cc[j];
+        slot_info *m = &r->slot[cj->slot];
+        if (cj->fresh_slot) m->prev_seen = 0; /* a slot reused within the batch */
+        r->prev_r[j] = m->prev_seen ? m->prev_recipe : -2;
+        r->prev_f[j] = m->prev_f;
+        uint16_t w = changes(r, r->prev_r[j], m->prev_f, cj->recipe, cj->f);
+        if (m->prev_seen && m->prev_fuser != cj->fuser) w |= FT_WHY_OPS;
+        r->changed[j] = w;
+        m->prev_seen = 1;
+        m->prev_recipe = cj->recipe;
+        m->prev_f = cj->f;
+        m->prev_fuser = cj->fuser;
+    }
+    for (uint32_t p = 0; p < r->n_pol; p++) {
+        const uint8_t *dec = r->rec + (size_t)p * cap;
+        uint16_t *why = r->rec_why + (size_t)p * cap;
+        for (uint32_t j = 0; j < n; j++)
+            why[j] = !(dec[j] & FT_DEC_BUILD) ? 0
+                     : r->changed[j]          ? r->changed[j]
+                                              : (uint16_t)FT_WHY_NOT_CACHED;
+        if (fill_sources(r, p)) return FT_ENOMEM;
+    }
+    return FT_OK;
+}
+
+/* The batch's call columns, and with causes what changed per call and why each build happened. */
+static int fill_view(ft_replay *r, const ft_batch *b)
 {
     const uint32_t n = r->n_calls, cap = r->cap_batch;
     ft_replay_view *v = &r->view;
@@ -712,27 +796,7 @@ static void fill_view(ft_replay *r, const ft_batch *b)
     }
     /* backward records hold no split sizes: the calls' ranges are contiguous */
     if (b->splits_off) r->v_soff[n] = b->splits_off[b->n];
-    if (r->causes) {
-        for (uint32_t j = 0; j < n; j++) {
-            const ccall *cj = &r->cc[j];
-            slot_info *m = &r->slot[cj->slot];
-            if (cj->fresh_slot) m->prev_seen = 0; /* a slot reused within the batch */
-            r->prev_r[j] = m->prev_seen ? m->prev_recipe : -2;
-            r->prev_f[j] = m->prev_f;
-            r->changed[j] = changes(r, r->prev_r[j], m->prev_f, cj->recipe, cj->f);
-            m->prev_seen = 1;
-            m->prev_recipe = cj->recipe;
-            m->prev_f = cj->f;
-        }
-        for (uint32_t p = 0; p < r->n_pol; p++) {
-            const uint8_t *dec = r->rec + (size_t)p * cap;
-            uint16_t *why = r->rec_why + (size_t)p * cap;
-            for (uint32_t j = 0; j < n; j++)
-                why[j] = !(dec[j] & FT_DEC_BUILD) ? 0
-                         : r->changed[j]          ? r->changed[j]
-                                                  : (uint16_t)FT_WHY_NOT_CACHED;
-        }
-    }
+    if (r->causes && fill_causes(r)) return FT_ENOMEM;
     *v = (ft_replay_view){.engine = r,
                           .batch = b,
                           .n = n,
@@ -753,6 +817,7 @@ static void fill_view(ft_replay *r, const ft_batch *b)
                           .prev_recipe = r->causes ? r->prev_r : NULL,
                           .prev_f = r->causes ? r->prev_f : NULL,
                           .changed = r->causes ? r->changed : NULL,
+                          .fresh_raises = r->fraise,
                           .n_pol = r->n_pol};
     for (uint32_t p = 0; p < r->n_pol; p++) {
         const size_t o = (size_t)p * cap;
@@ -761,8 +826,12 @@ static void fill_view(ft_replay *r, const ft_batch *b)
                                      .plan = r->rec_plan + o,
                                      .stale = r->rec_stale + o,
                                      .q = r->rec_q + o,
-                                     .why = r->causes ? r->rec_why + o : NULL};
+                                     .why = r->causes ? r->rec_why + o : NULL,
+                                     .src_recipe = r->causes ? r->src_r + o : NULL,
+                                     .src_f = r->causes ? r->src_f + o : NULL,
+                                     .src_seq = r->causes ? r->src_seq + o : NULL};
     }
+    return FT_OK;
 }
 
 int ft_replay_batch(ft_replay *r, const ft_batch *b, const ft_replay_view **view, ft_err *err)
@@ -786,7 +855,7 @@ int ft_replay_batch(ft_replay *r, const ft_batch *b, const ft_replay_view **view
         t1 = t2;
     }
     if (r->rec_on) {
-        fill_view(r, b);
+        if (fill_view(r, b)) return ft_err_set(err, FT_ENOMEM, "replay: out of memory");
         if (view) *view = &r->view;
     }
     return FT_OK;

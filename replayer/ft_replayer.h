@@ -131,8 +131,10 @@ enum {
     FT_WHY_OBJECT = 1u << 6,     /* another recipe object with the same attributes */
     FT_WHY_NOT_CACHED = 1u << 7, /* nothing changed: the key was not in the store (never
                                   * stored under this policy's key, or evicted) */
+    FT_WHY_OPS = 1u << 8,        /* the fuser was redeclared with other op attributes (its
+                                  * `of`): the previous call was the earlier declaration's */
 };
-#define FT_WHY_COUNT 8
+#define FT_WHY_COUNT 9
 
 /* One policy's columns of a view, [n] each. */
 typedef struct ft_view_policy {
@@ -143,6 +145,11 @@ typedef struct ft_view_policy {
     const uint32_t *q;    /* quantizer-state id after the call (ft_replay_qstate) */
     const uint16_t *why;  /* FT_WHY_* where dec has FT_DEC_BUILD, else 0 (FT_VIEW_CAUSES; NULL
                            * otherwise) */
+    /* FT_VIEW_CAUSES (NULL otherwise): the build whose plan the call runs, i.e. the call itself
+     * when it builds, else the last build under the key it hit: its recipe, f and seq */
+    const int32_t *src_recipe;
+    const uint32_t *src_f;
+    const int64_t *src_seq;
 } ft_view_policy;
 
 /* One batch's decisions, valid until the engine's next batch (read-only). Call j of the view is
@@ -170,10 +177,14 @@ typedef struct ft_replay_view {
      * >= 0 and summing to n_tokens[j] (checked once, by the decoder); NULL otherwise */
     const uint32_t *splits_off; /* [n + 1] */
     const int64_t *splits;
-    /* FT_VIEW_CAUSES (NULL otherwise): the fuser's previous call, and what differs from it */
+    /* FT_VIEW_CAUSES (NULL otherwise): the previous call of the fuser's OperationFuser (a
+     * redeclaration continues the declaration it names with `of`), and what differs from it */
     const int32_t *prev_recipe; /* its recipe, -2 = none before (first sight) */
     const uint32_t *prev_f;     /* its f */
-    const uint16_t *changed;    /* FT_WHY_FIRST .. FT_WHY_OBJECT */
+    const uint16_t *changed;    /* FT_WHY_FIRST .. FT_WHY_OBJECT, FT_WHY_OPS */
+    /* 1: the call's fresh plan itself raises in TE, whatever the policy (such a call is never
+     * stale: the fresh build would raise too) */
+    const uint8_t *fresh_raises;
     uint32_t n_pol;
     ft_view_policy pol[FT_MAX_POLICIES]; /* slot order (ft_replay_result.pol) */
 } ft_replay_view;
@@ -210,9 +221,9 @@ typedef struct ft_replay_observer {
 /* ---- options ------------------------------------------------------------------------------ */
 /* Which calls the counts cover (--fuser, --phase, --steps). Every call is still replayed, so the
  * cache sees the whole run; the results hold the matching calls' counts (calls, builds, hits,
- * resets, stale classes, qdrift, steps). TE's raise texts, the captured agreement and the fresh
- * plans' raises are left out under a filter; the backward records and the captured fuse_ns
- * totals cover the whole trace. */
+ * resets, stale classes, qdrift, steps, the calls whose fresh plan raises). TE's raise texts of
+ * stale plans and the captured agreement are left out under a filter; the backward records and
+ * the captured fuse_ns totals cover the whole trace. */
 typedef struct ft_replay_filter {
     const char *fuser_glob; /* fnmatch pattern on the fuser's label, or NULL */
     const char *phase;      /* or NULL */
@@ -259,7 +270,8 @@ typedef struct ft_policy_result {
     uint32_t policy;                /* registry index */
     uint64_t calls, builds, hits;   /* builds + hits == calls */
     uint64_t resets;                /* calls on which reset_recipe_state ran */
-    uint64_t stale[FT_STALE_COUNT]; /* calls by class; [FT_STALE_NONE] = fresh plan */
+    uint64_t stale[FT_STALE_COUNT]; /* calls by class; [FT_STALE_NONE] = fresh plan, or a plan
+                                     * that does what the fresh one does (both raise) */
     uint64_t qdrift;                /* fresh plan but quantizer state != a fresh one's */
     uint64_t loop_ns;               /* measured: time in this policy's per-call loop */
     uint64_t max_entries;           /* largest number of plans held by one fuser's store */
@@ -294,7 +306,8 @@ typedef struct ft_replay_result {
     int captured_policy;                     /* registry index, -1 if unknown / not captured */
     uint64_t cap_build_n, cap_build_fuse_ns; /* captured builds with fuse_ns: count, sum */
     uint64_t cap_hit_n, cap_hit_fuse_ns;     /* captured non-builds with fuse_ns */
-    /* calls whose fresh plan itself raises in TE (whatever the policy), by message */
+    /* calls whose fresh plan itself raises in TE (whatever the policy), by message: they raise
+     * under every policy, so no policy's stale classes count them */
     uint64_t fresh_raises;
     ft_raise_text fresh_raise_texts[FT_MAX_RAISE_TEXTS];
     /* transient fusers (above): in all, and the labels with the most instances, most first (the

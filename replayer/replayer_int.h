@@ -236,6 +236,7 @@ typedef struct slot_info {
     uint32_t grp;        /* its label group's stats (ft_replay.gstat) */
     int32_t prev_recipe; /* previous call's recipe and f (causes); prev_seen 0 = first sight */
     uint32_t prev_f;
+    uint32_t prev_fuser; /* the declaration (fusers row) that made it: another after an `of` */
     uint8_t prev_seen;
 } slot_info;
 
@@ -380,7 +381,22 @@ struct ft_replay {
     uint32_t *v_soff;  /* [cap_batch + 1] split offsets */
     int32_t *prev_r;   /* [cap_batch] causes: previous recipe of the fuser, -2 first sight */
     uint32_t *prev_f;  /* [cap_batch] */
-    uint16_t *changed; /* [cap_batch] FT_WHY_FIRST .. FT_WHY_OBJECT */
+    uint16_t *changed; /* [cap_batch] FT_WHY_FIRST .. FT_WHY_OBJECT, FT_WHY_OPS */
+    uint8_t *fraise;   /* [cap_batch] the call's fresh plan raises: no plan is stale on it (the
+                        * view's fresh_raises; read by the loops only where a plan raises) */
+    /* causes: the key each policy's call used ((instance << 40) | key), and per policy the last
+     * build under each key (src_map: key -> index into src) */
+    uint64_t *rec_key; /* [n_pol * cap_batch] */
+    int32_t *src_r;    /* [n_pol * cap_batch] the view's src_recipe, src_f, src_seq */
+    uint32_t *src_f;
+    int64_t *src_seq;
+    ft_hmap src_map[FT_MAX_POLICIES];
+    struct src_build {
+        int32_t recipe;
+        uint32_t f;
+        int64_t seq;
+    } * src;
+    uint32_t n_src, cap_src;
     /* results */
     ft_replay_result base; /* non-policy fields */
 };
@@ -558,6 +574,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
         }
         const uint32_t fresh = cj->fresh;
         uint32_t plan = fresh;
+        uint64_t key_used = 0; /* the store key, for the view's causes */
         int build;
         const int reset = user ? user_reset(&U, s, &c) : reset_fn(s, ri, &c);
         const unsigned counted = filt ? cj->match : 1u;
@@ -572,6 +589,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             build = 1;
         } else if (store == FT_STORE_SINGLE) {
             const uint64_t key = user ? user_key(&U, &c) : key_fn(ri, &c);
+            key_used = ((uint64_t)inst << 40) | key;
             build = (build_on_reset && reset) || key != s->slot_key;
             if (build)
                 s->slot_key = key;
@@ -581,6 +599,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             /* dict: the instance's own; shared: its op-list class's, whoever built it */
             const uint64_t owner = store == FT_STORE_SHARED ? CLS[u] : inst;
             const uint64_t key = (owner << 40) | (user ? user_key(&U, &c) : key_fn(ri, &c));
+            key_used = key;
             store_list *l = store == FT_STORE_SHARED ? &pr->store.lists[owner] : &s->lst;
             /* unbounded dict: a key built goes into the store only when it falls out of the
              * two-entry front cache (so a fuser called once costs the store nothing); the
@@ -665,6 +684,8 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
                 cc->stale = (uint8_t)stale;
                 cc->memo = (uint32_t)(cm - r->cm);
             }
+            /* the fresh build raises too: the plan does what a fresh one would (not stale) */
+            if (stale == FT_STALE_RAISES && r->fraise[j]) stale = FT_STALE_NONE;
             if (!filt && stale == FT_STALE_RAISES) r->cm[cc->memo].count[p]++;
         } else if (s->q != ri->fresh_q) {
             const uint32_t a = s->q, fq = ri->fresh_q;
@@ -688,6 +709,7 @@ policy_loop(ft_replay *r, uint32_t p, const ft_batch *b, ft_err *err,
             r->rec_plan[k] = plan;
             r->rec_stale[k] = (uint8_t)stale;
             r->rec_q[k] = s->q;
+            if (r->causes) r->rec_key[k] = key_used;
         }
     }
     /* the ends after the batch's last call */

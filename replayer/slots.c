@@ -128,7 +128,7 @@ static int slot_new(ft_replay *r, uint32_t u, uint32_t *out)
         }
         s = r->n_slots++;
     }
-    r->slot[s] = (slot_info){u, grp, 0, 0, 0}; /* the policies' pstates: at its first call */
+    r->slot[s] = (slot_info){u, grp, 0, 0, u, 0}; /* the policies' pstates: at its first call */
     r->gstat[grp].fusers++;
     if (++r->n_live > r->max_live) r->max_live = r->n_live;
     *out = s;

@@ -1,8 +1,10 @@
 /*
  * calls.c - the writers over the replay's view, one line per decision: `--per-call` JSON lines
  * (one per call and policy) and `--explain` lines (one per build, naming what changed since the
- * fuser's previous call, from the view's FT_WHY_* bits), in call order, then policy order. An
- * observer of the replay driver; it reads the view and the engine's model, and only formats.
+ * fuser's previous call, from the view's FT_WHY_* bits; one per stale hit, naming what changed
+ * since the build whose plan it runs), in call order, then policy order. The words are
+ * causes.c's. An observer of the replay driver; it reads the view and the engine's model, and
+ * only formats. Under a filter the --explain lines cover the counted calls.
  */
 #include "report_int.h"
 
@@ -14,74 +16,40 @@ struct ft_report_calls {
     ft_replay_observer obs;
 };
 
-const char *report_cause_name(unsigned bit)
+/* "[explain] POLICY seq=N fuser=F (label): build because A -> B, C -> D" for a build, and
+ * "[explain] POLICY seq=N fuser=F (label): reset, no build: stale (CLASS): runs the plan built at
+ * seq M; since then A -> B" for a stale hit (what the key did not hold). */
+static void explain_line(ft_report_calls *w, const ft_replay_view *v, uint32_t j, uint32_t p)
 {
-    switch (bit) {
-    case FT_WHY_FIRST:
-        return "first sight of this fuser";
-    case FT_WHY_TYPE:
-        return "recipe type";
-    case FT_WHY_F:
-        return "f";
-    case FT_WHY_BO:
-        return "backward_override";
-    case FT_WHY_HIST:
-        return "amax_history_len";
-    case FT_WHY_ATTRS:
-        return "recipe attrs";
-    case FT_WHY_OBJECT:
-        return "recipe object";
-    case FT_WHY_NOT_CACHED:
-        return "nothing changed since the fuser's previous call";
-    default:
-        return "?";
-    }
-}
-
-/* "[explain] POLICY seq=N fuser=F (label): build because A -> B, C -> D" */
-static void explain_line(FILE *o, const ft_replay_view *v, uint32_t j, uint32_t p)
-{
+    FILE *o = w->explain;
     const ft_view_policy *vp = &v->pol[p];
     const ft_fuser_def *fd = ft_replay_fuser(v->engine, v->fuser[j]);
-    const unsigned why = vp->why[j];
+    const ft_model *m = ft_replay_model(v->engine);
+    const int build = (vp->dec[j] & FT_DEC_BUILD) != 0, reset = (vp->dec[j] & FT_DEC_RESET) != 0;
+    w->esc.len = 0;
+    if (build) {
+        const unsigned why = vp->why[j];
+        report_change_text(&w->esc, m, v->fuser[j], why, v->prev_recipe[j], v->prev_f[j],
+                           v->recipe[j], v->f[j], 1, NULL, NULL);
+    } else {
+        const unsigned bits =
+            report_diff_bits(m, vp->src_recipe[j], vp->src_f[j], v->recipe[j], v->f[j]);
+        report_change_text(&w->esc, m, v->fuser[j], bits, vp->src_recipe[j], vp->src_f[j],
+                           v->recipe[j], v->f[j], 1, NULL, NULL);
+    }
     fprintf(o, "[explain] %s seq=%lld fuser=%lld", ft_policy_name(vp->policy), (long long)v->seq[j],
             (long long)v->sid[j]);
     if (fd->label) fprintf(o, " (%s)", fd->label);
-    fprintf(o, ": %s because ", vp->dec[j] & FT_DEC_RESET ? "reset+build" : "build");
-    if (why & FT_WHY_FIRST) {
-        fprintf(o, "%s\n", report_cause_name(FT_WHY_FIRST));
-        return;
-    }
-    const ft_model *m = ft_replay_model(v->engine);
-    const ft_recipe_model *a = ft_model_recipe(m, v->prev_recipe[j]);
-    const ft_recipe_model *c = ft_model_recipe(m, v->recipe[j]);
-    const char *sep = "";
-    if (why & FT_WHY_TYPE) {
-        fprintf(o, "recipe type %s -> %s", ft_recipe_type_name(a->type),
-                ft_recipe_type_name(c->type));
-        sep = ", ";
-    }
-    if (why & FT_WHY_F) {
-        fprintf(o, "%sf %u -> %u", sep, v->prev_f[j], v->f[j]);
-        sep = ", ";
-    }
-    if (why & FT_WHY_BO) {
-        fprintf(o, "%sbackward_override %s -> %s", sep, ft_bo_name(a->bo), ft_bo_name(c->bo));
-        sep = ", ";
-    }
-    if (why & FT_WHY_HIST) {
-        fprintf(o, "%samax_history_len %lld -> %lld", sep, (long long)a->amax_history_len,
-                (long long)c->amax_history_len);
-        sep = ", ";
-    }
-    if (why & FT_WHY_ATTRS) {
-        fprintf(o, "%srecipe attrs (same type, other attribute values)", sep);
-        sep = ", ";
-    }
-    if (why & FT_WHY_OBJECT) fprintf(o, "%srecipe object (same attributes, another object)", sep);
-    if (why & FT_WHY_NOT_CACHED)
-        fprintf(o, "%s (key not cached)", report_cause_name(FT_WHY_NOT_CACHED));
-    fputc('\n', o);
+    if (build)
+        fprintf(o, ": %s because %.*s\n", reset ? "reset+build" : "build", (int)w->esc.len,
+                w->esc.data ? (const char *)w->esc.data : "");
+    else
+        fprintf(o,
+                ": %s: stale (%s): runs the plan built at seq %lld; since then %.*s, which its "
+                "key does not hold\n",
+                reset ? "reset, no build" : "no build",
+                ft_report_stale_label((ft_stale)vp->stale[j]), (long long)vp->src_seq[j],
+                (int)w->esc.len, w->esc.data ? (const char *)w->esc.data : "");
 }
 
 /* {"seq":N,"fuser":F,"policy":"P","build":B,"reset":R,"plan":"...","stale":"S"} */
@@ -110,7 +78,11 @@ static int calls_batch(void *ctx, const ft_replay_view *v, ft_err *err)
     ft_report_calls *w = ctx;
     for (uint32_t j = 0; j < v->n; j++)
         for (uint32_t p = 0; p < v->n_pol; p++) {
-            if (w->explain && (v->pol[p].dec[j] & FT_DEC_BUILD)) explain_line(w->explain, v, j, p);
+            const int stale_hit =
+                !(v->pol[p].dec[j] & FT_DEC_BUILD) && v->pol[p].stale[j] != FT_STALE_NONE;
+            if (w->explain && ((v->pol[p].dec[j] & FT_DEC_BUILD) || stale_hit) &&
+                (!v->match || v->match[j]))
+                explain_line(w, v, j, p);
             int rc = w->per_call ? per_call_line(w, v, j, p, err) : FT_OK;
             if (rc) return rc;
         }

@@ -2,10 +2,9 @@
  * collect.c - what the HTML report draws beyond the summary, gathered while the replay runs: an
  * observer of the trace driver (ft_replay_observer) that reads each batch's view and buckets
  * builds, resets and stale calls by seq and by step per policy, counts them per fuser label, per
- * phase and per trace (rank), and counts the builds' causes from their FT_WHY_* bits; and the
- * inputs' identity (size, digest, header), with the check that several traces are distinct ranks
- * of one run. Counts cover the calls the replay's filter matches (the view's match column); the
- * causes cover every build, as the --explain lines do.
+ * phase and per trace (rank); and the inputs' identity (size, digest, header), with the check
+ * that several traces are distinct ranks of one run. Counts cover the calls the replay's filter
+ * matches (the view's match column). The causes of builds and stale hits are causes.c's.
  *
  * Memory is bounded: histograms have a fixed number of buckets whose width doubles as the run
  * outgrows them, and labels and phases beyond RD_MAX_GROUPS are counted together as "(others)".
@@ -19,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <jansson.h>
 #include <xxhash.h>
 
 /* ---- histograms ------------------------------------------------------------------------------ */
@@ -147,20 +147,6 @@ static void count_call(ft_report_data *d, const ft_replay_view *v, uint32_t j, u
     if (d->n_inputs) count_add(&d->inputs[d->n_inputs - 1].pol[p], dec, stale);
 }
 
-/* The causes of every build, in the order the --explain lines name them: first seen first. */
-static void count_causes(ft_report_data *d, const ft_replay_view *v, uint32_t j, uint32_t p)
-{
-    const unsigned why = v->pol[p].why[j];
-    for (uint32_t bit = 0; why >> bit; bit++) {
-        if (!(why >> bit & 1)) continue;
-        uint32_t k = 0;
-        while (k < d->n_causes && d->cause_bit[k] != bit)
-            k++;
-        if (k == d->n_causes) d->cause_bit[d->n_causes++] = bit;
-        d->cause_n[k][p]++;
-    }
-}
-
 static int obs_batch(void *ctx, const ft_replay_view *v, ft_err *err)
 {
     (void)err;
@@ -169,7 +155,6 @@ static int obs_batch(void *ctx, const ft_replay_view *v, ft_err *err)
     for (uint32_t j = 0; j < v->n; j++) {
         const int counted = !v->match || v->match[j];
         for (uint32_t p = 0; p < np; p++) {
-            if (d->want_causes && (v->pol[p].dec[j] & FT_DEC_BUILD)) count_causes(d, v, j, p);
             if (counted) count_call(d, v, j, p);
         }
     }
@@ -316,7 +301,7 @@ int ft_report_check_inputs(const ft_replay_set *set, FILE *warn, int64_t *ranks,
         ranks[i] = -1;
     if (n_paths < 2) return FT_OK;
     ft_report_data *d = NULL;
-    int rc = ft_report_data_new(NULL, 0, 0, &d, err);
+    int rc = ft_report_data_new(NULL, 0, &d, err);
     if (rc) return rc;
     d->no_digest = 1;
     for (uint32_t i = 0; i < n_paths && !rc; i++) {
@@ -328,8 +313,85 @@ int ft_report_check_inputs(const ft_replay_set *set, FILE *warn, int64_t *ranks,
     return rc;
 }
 
-/* ---- why nothing fuses ------------------------------------------------------------------------
- */
+/* ---- provenance of the JSON report ---------------------------------------------------------- */
+#ifndef FT_TOOL_VERSION
+#define FT_TOOL_VERSION "unknown"
+#endif
+
+struct ft_report_prov {
+    char *command;
+    ft_report_data *d; /* its inputs only */
+};
+
+int ft_report_prov_new(const ft_replay_set *set, const char *command, ft_report_prov **out,
+                       ft_err *err)
+{
+    *out = NULL;
+    ft_report_prov *p = ft_calloc(1, sizeof *p);
+    if (!p) return ft_err_set(err, FT_ENOMEM, "out of memory");
+    int rc = ft_report_data_new(NULL, 0, &p->d, err);
+    if (!rc && command && !(p->command = ft_strdup(command)))
+        rc = ft_err_set(err, FT_ENOMEM, "out of memory");
+    for (uint32_t i = 0; !rc && i < ft_replay_set_count(set); i++)
+        rc = add_input(p->d, ft_replay_set_trace(set, i), ft_replay_set_path(set, i), NULL, err);
+    if (rc) {
+        ft_report_prov_free(p);
+        return rc;
+    }
+    *out = p;
+    return FT_OK;
+}
+
+void ft_report_prov_free(ft_report_prov *p)
+{
+    if (!p) return;
+    ft_report_data_free(p->d);
+    ft_free(p->command);
+    ft_free(p);
+}
+
+json_t *report_prov_json(const ft_report_prov *p, const ft_replay_result *r,
+                         const ft_report_opts *o)
+{
+    json_t *js = json_object(), *in = json_array(), *opt = json_object(), *pols = json_array();
+    json_object_set_new(js, "tool", json_string("fusertrace " FT_TOOL_VERSION));
+    json_object_set_new(js, "command", p->command ? json_string(p->command) : json_null());
+    for (uint32_t i = 0; i < p->d->n_inputs; i++) {
+        const rd_input *x = &p->d->inputs[i];
+        json_t *t = json_object();
+        char hex[24];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)x->digest);
+        json_object_set_new(t, "path", json_string(x->path));
+        json_object_set_new(t, "bytes", json_integer((json_int_t)x->bytes));
+        json_object_set_new(t, "xxh3_64", json_string(hex));
+        json_object_set_new(t, "rank", x->has_rank ? json_integer(x->rank) : json_null());
+        json_object_set_new(t, "host", x->host[0] ? json_string(x->host) : json_null());
+        json_object_set_new(t, "te_version",
+                            x->te_version[0] ? json_string(x->te_version) : json_null());
+        json_object_set_new(t, "started_at",
+                            x->started_at[0] ? json_string(x->started_at) : json_null());
+        json_object_set_new(t, "calls", json_integer((json_int_t)x->calls));
+        json_array_append_new(in, t);
+    }
+    json_object_set_new(js, "inputs", in);
+    for (uint32_t k = 0; k < r->n_policies; k++)
+        json_array_append_new(pols, json_string(ft_policy_name(r->pol[k].policy)));
+    json_object_set_new(opt, "policies", pols);
+    json_object_set_new(opt, "framework", json_string(r->cap_build_n ? "captured" : "assumed"));
+    if (!r->cap_build_n) {
+        json_object_set_new(opt, "build_ns", json_real(o->build_ns));
+        json_object_set_new(opt, "reset_ns", json_real(o->reset_ns));
+    }
+    json_object_set_new(opt, "captured_policy",
+                        r->captured_policy >= 0
+                            ? json_string(ft_policy_name((uint32_t)r->captured_policy))
+                            : json_null());
+    json_object_set_new(opt, "filter", o->filter ? json_string(o->filter) : json_null());
+    json_object_set_new(js, "options", opt);
+    return js;
+}
+
+/* ---- why nothing fuses ---------------------------------------------------------------------- */
 static void add_note(ft_report_notes *out, const ft_unfused_why *w, const char *example)
 {
     for (uint32_t i = 0; i < out->n; i++)
@@ -343,6 +405,99 @@ static void add_note(ft_report_notes *out, const ft_unfused_why *w, const char *
     ft_strlcpy(u->reason, w->reason, sizeof u->reason);
     ft_strlcpy(u->example, example, sizeof u->example);
     u->n_fusers = 1;
+    u->n_blocks = w->n_blocks;
+    u->n_registration = w->n_registration;
+    memcpy(u->block, w->block, sizeof u->block);
+    u->env_empty = w->env_empty;
+}
+
+const char *ft_report_note_kind(ft_model_note_kind k)
+{
+    switch (k) {
+    case FT_NOTE_ASSUMED:
+        return "assumed";
+    case FT_NOTE_UNKNOWN_FUSION:
+        return "unknown fusion";
+    case FT_NOTE_REGISTRY:
+        return "registry";
+    case FT_NOTE_ATTR_CHANGE:
+        return "op attributes changed";
+    default:
+        return "?";
+    }
+}
+
+/* The model's notes on one trace, each distinct note once over the traces. */
+static void add_model_notes(ft_report_notes *out, const ft_model *m)
+{
+    for (uint32_t i = 0; i < ft_model_n_notes(m); i++) {
+        const ft_model_note *n = ft_model_note_at(m, i);
+        uint32_t k = 0;
+        while (k < out->n_model && !(out->model[k].kind == n->kind &&
+                                     !strcmp(out->model[k].field, n->field ? n->field : "") &&
+                                     !strcmp(out->model[k].text, n->text)))
+            k++;
+        if (k < out->n_model) {
+            out->model[k].n_traces++;
+            continue;
+        }
+        if (out->n_model == FT_REPORT_MAX_MODEL_NOTES) continue;
+        ft_report_model_note *x = &out->model[out->n_model++];
+        x->kind = n->kind;
+        ft_strlcpy(x->field, n->field ? n->field : "", sizeof x->field);
+        ft_strlcpy(x->text, n->text, sizeof x->text);
+        x->n_traces = 1;
+    }
+}
+
+/* Why fuser u's fusions never form under any recipe of its trace (and none): 1 and *w (the first
+ * recipe's answer), or 0 when it fuses under some recipe. */
+static int blocked_everywhere(const ft_model *m, uint32_t u, uint32_t nr, ft_unfused_why *w,
+                              ft_unfused_why *scratch)
+{
+    int any = 0;
+    for (int32_t r = nr ? 0 : -1; r < (int32_t)nr; r++) {
+        if (!ft_model_why_unfused(m, u, r, any ? scratch : w)) return 0;
+        any = 1;
+    }
+    return any;
+}
+
+/* The notes of one trace: fusers with the same op list answer the same, so each distinct list is
+ * asked once and its answer (blocked or not) shared. */
+static int trace_unfused(ft_trace *t, const ft_model *m, ft_report_notes *out, ft_err *err)
+{
+    const uint32_t nf = ft_trace_n_fusers(t), nr = ft_trace_n_recipes(t);
+    ft_hmap seen = {0}; /* op-list hash -> the first fuser with it */
+    uint8_t *blocked = ft_calloc(nf ? nf : 1, 1);
+    ft_unfused_why *w = ft_malloc(2 * sizeof *w);
+    int rc = blocked && w ? FT_OK : ft_err_set(err, FT_ENOMEM, "out of memory");
+    for (uint32_t u = 0; !rc && u < nf; u++) {
+        const ft_fuser_def *fd = ft_trace_fuser(t, u);
+        const uint64_t h = ft_hash64(fd->ops_json, strlen(fd->ops_json));
+        uint32_t rep = ft_hmap_get(&seen, h);
+        if (rep == UINT32_MAX || strcmp(ft_trace_fuser(t, rep)->ops_json, fd->ops_json)) {
+            if (rep == UINT32_MAX && ft_hmap_put(&seen, h, u)) {
+                rc = ft_err_set(err, FT_ENOMEM, "out of memory");
+                break;
+            }
+            rep = u;
+            blocked[u] = (uint8_t)blocked_everywhere(m, u, nr, w, w + 1);
+        }
+        if (!blocked[rep]) continue;
+        /* the representative's answer (asked again only for a list seen before) */
+        if (rep != u) blocked_everywhere(m, rep, nr, w, w + 1);
+        char ex[128];
+        if (fd->label)
+            ft_strlcpy(ex, fd->label, sizeof ex);
+        else
+            snprintf(ex, sizeof ex, "fuser %lld", (long long)fd->id);
+        add_note(out, w, ex);
+    }
+    ft_hmap_free(&seen);
+    ft_free(blocked);
+    ft_free(w);
+    return rc;
 }
 
 int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint32_t n_env,
@@ -367,45 +522,8 @@ int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint3
                                           h->has_world_size, h->rank,       h->world_size};
             rc = ft_model_new(fd, nf, rd, nr, &cap, env, n_env, &m, err);
         }
-        /* fusers with the same op list answer the same: each distinct list is asked once */
-        ft_hmap seen = {0};
-        uint8_t *verdict = rc ? NULL : ft_calloc(nf ? nf : 1, 1); /* per first fuser: 1 blocked */
-        ft_unfused_why *whys = rc ? NULL : ft_calloc(nf ? nf : 1, sizeof *whys);
-        if (!rc && (!verdict || !whys)) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
-        for (uint32_t u = 0; !rc && u < nf; u++) {
-            uint64_t h = ft_hash64(fd[u].ops_json, strlen(fd[u].ops_json));
-            uint32_t rep = ft_hmap_get(&seen, h);
-            if (rep != UINT32_MAX && !strcmp(fd[rep].ops_json, fd[u].ops_json)) {
-                if (!verdict[rep]) continue;
-            } else {
-                if (rep == UINT32_MAX && ft_hmap_put(&seen, h, u)) {
-                    rc = ft_err_set(err, FT_ENOMEM, "out of memory");
-                    break;
-                }
-                ft_unfused_why w;
-                int blocked = 1, any = 0;
-                /* blocked under every recipe of the trace (and none) */
-                for (int32_t r = nr ? 0 : -1; r < (int32_t)nr && blocked; r++) {
-                    if (!ft_model_why_unfused(m, u, r, &w))
-                        blocked = 0;
-                    else if (!any++)
-                        whys[u] = w;
-                }
-                verdict[u] = (uint8_t)(blocked && any);
-                if (!verdict[u]) continue;
-                rep = u;
-            }
-            const ft_unfused_why first = whys[rep];
-            char ex[128];
-            if (fd[u].label)
-                ft_strlcpy(ex, fd[u].label, sizeof ex);
-            else
-                snprintf(ex, sizeof ex, "fuser %lld", (long long)fd[u].id);
-            add_note(out, &first, ex);
-        }
-        ft_hmap_free(&seen);
-        ft_free(verdict);
-        ft_free(whys);
+        if (!rc) rc = trace_unfused(t, m, out, err);
+        if (!rc) add_model_notes(out, m);
         ft_model_free(m);
         ft_free(fd);
         ft_free(rd);
@@ -414,8 +532,8 @@ int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint3
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
-int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, int causes,
-                       ft_report_data **out, ft_err *err)
+int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, ft_report_data **out,
+                       ft_err *err)
 {
     *out = NULL;
     ft_report_data *d = ft_calloc(1, sizeof *d);
@@ -428,11 +546,8 @@ int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, int causes
         d->seq[p].width = d->step[p].width = 1;
     }
     d->last_phase_idx = UINT32_MAX;
-    d->want_causes = causes != 0;
-    d->obs = (ft_replay_observer){.ctx = d,
-                                  .needs = causes ? FT_VIEW_CAUSES : FT_VIEW_DECISIONS,
-                                  .begin_fn = obs_begin,
-                                  .batch_fn = obs_batch};
+    d->obs = (ft_replay_observer){
+        .ctx = d, .needs = FT_VIEW_DECISIONS, .begin_fn = obs_begin, .batch_fn = obs_batch};
     *out = d;
     return FT_OK;
 }

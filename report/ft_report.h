@@ -29,21 +29,62 @@ enum { FT_REPORT_TEXT = 0, FT_REPORT_JSON = 1, FT_REPORT_CSV = 2 };
 #define FT_REPORT_RESET_NS 0.0
 
 /* "Why nothing fuses": fusers whose op list has a fusion's op types but that fuse under no
- * recipe of their trace, grouped by what blocks them (ft_model_why_unfused). */
+ * recipe of their trace, grouped by what blocks them (ft_model_why_unfused: every failing check,
+ * with the value it read and where the value came from). */
 enum { FT_REPORT_MAX_NOTES = 16 };
 typedef struct ft_report_unfused {
     char fused[64];    /* the fused op that never forms */
-    char reason[256];  /* what blocks it */
+    char reason[1024]; /* what blocks it, in one sentence */
     char example[128]; /* one fuser's label (or "fuser ID") */
     uint64_t n_fusers;
+    uint32_t n_blocks; /* every failing check: the registration's first, then the gate's */
+    uint32_t n_registration;
+    ft_unfused_block block[FT_UNFUSED_MAX_BLOCKS];
+    int env_empty; /* the capture recorded an empty env */
 } ft_report_unfused;
+/* What the fuser model could not read from a capture and what it did about it (ft_model_note_at:
+ * fields it assumed, registered fusions it does not know, registrations that disagree with its
+ * own checks, op attributes changed after a call), the same note of several traces once. */
+enum { FT_REPORT_MAX_MODEL_NOTES = 32 };
+typedef struct ft_report_model_note {
+    ft_model_note_kind kind;
+    char field[160];
+    char text[400];
+    uint32_t n_traces; /* traces with this note */
+} ft_report_model_note;
 typedef struct ft_report_notes {
     uint32_t n;
     ft_report_unfused u[FT_REPORT_MAX_NOTES];
+    uint32_t n_model;
+    ft_report_model_note model[FT_REPORT_MAX_MODEL_NOTES];
 } ft_report_notes;
-/* The notes of the traces' fusers under env (the header's, with the --env overrides). */
+/* A model note's kind as the reports name it: "assumed", "unknown fusion", "registry", "op
+ * attributes changed". */
+const char *ft_report_note_kind(ft_model_note_kind k);
+/* The notes of the traces' fusers under env (the header's, with the --env overrides): why
+ * nothing fuses, and the model's notes on each trace's capture. */
 int ft_report_find_unfused(const ft_replay_set *set, const ft_env_kv *env, uint32_t n_env,
                            ft_report_notes *out, ft_err *err);
+
+/* Why each policy built plans and ran stale ones, counted while the replay runs (causes.c): an
+ * observer of the driver that reads the view's causes (FT_VIEW_CAUSES) and, per policy, counts
+ * the builds by what changed since the fuser's previous call and the stale hits by what changed
+ * since the build whose plan they ran, in words with the attributes' names and old -> new values
+ * ("disable_rht False -> True"), and the phases they happened in. The text, JSON and HTML
+ * reports print them (ft_report_opts.causes). Bounded memory. */
+typedef struct ft_report_causes ft_report_causes;
+int ft_report_causes_new(ft_report_causes **out, ft_err *err);
+/* Put this into ft_replay_opts.observers (valid while c lives). */
+const ft_replay_observer *ft_report_causes_observer(ft_report_causes *c);
+void ft_report_causes_free(ft_report_causes *c);
+
+/* The provenance of a JSON report, as the HTML report has it: the tool's version, the command
+ * line, and each input trace's path, size, XXH3-64 digest and header (rank, host, TE version,
+ * start time, calls). Reads every input once for its digest. */
+typedef struct ft_report_prov ft_report_prov;
+int ft_report_prov_new(const ft_replay_set *set, const char *command, ft_report_prov **out,
+                       ft_err *err);
+void ft_report_prov_free(ft_report_prov *p);
 
 typedef struct ft_report_opts {
     int timing;      /* add this replayer's own measured times (vary run to run; default off, so
@@ -51,7 +92,9 @@ typedef struct ft_report_opts {
     double build_ns; /* assumed TE cost per build / per reset, without captured fuse_ns */
     double reset_ns;
     const char *filter; /* which calls the counts cover (--fuser, --phase, --steps), or NULL */
-    const ft_report_notes *notes; /* why nothing fuses, or NULL */
+    const ft_report_notes *notes;   /* why nothing fuses, or NULL */
+    const ft_report_causes *causes; /* why plans were built and went stale, or NULL */
+    const ft_report_prov *prov;     /* the JSON report's provenance, or NULL */
     /* per-trace (rank) rows when several traces were replayed: [n_per_trace] each */
     uint32_t n_per_trace;
     const ft_replay_result *per_trace;
@@ -96,8 +139,10 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
 /* ---- writers over the replay's view (calls.c) ------------------------------------------------ */
 /* An observer of the replay driver that writes, in call order then policy order, one JSON line
  * per call and policy to per_call ({"seq","fuser","policy","build","reset","plan","stale"}) and
- * one line per build to explain ("[explain] POLICY seq=N fuser=F (label): build because WHAT ->
- * WHAT, ..."); either may be NULL. Write errors stay in the FILEs' error flags. */
+ * to explain one line per build ("[explain] POLICY seq=N fuser=F (label): build because WHAT
+ * A -> B, ...") and per stale hit ("...: reset, no build: stale (CLASS): runs the plan built at
+ * seq M; since then WHAT A -> B, which its key does not hold"), of the calls the filter counts;
+ * either may be NULL. Write errors stay in the FILEs' error flags. */
 typedef struct ft_report_calls ft_report_calls;
 int ft_report_calls_new(FILE *per_call, FILE *explain, ft_report_calls **out, ft_err *err);
 const ft_replay_observer *ft_report_calls_observer(ft_report_calls *w);
@@ -167,11 +212,11 @@ void ft_report_timeline_free(ft_report_timeline *t);
 /* ---- the HTML report (collect.c, html.c) ---------------------------------------------------- */
 /* What the HTML report draws beyond the summary, gathered while the replay runs by an observer of
  * the driver: builds, resets and stale calls along the run and per step, per fuser label, per
- * phase, per trace (of the calls the replay's filter counts), the builds' causes when causes is
- * set (of every build, as --explain names them), and the inputs' identity. Bounded memory. */
+ * phase, per trace (of the calls the replay's filter counts), and the inputs' identity. Bounded
+ * memory. (The causes are ft_report_causes'.) */
 typedef struct ft_report_data ft_report_data;
-int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, int causes,
-                       ft_report_data **out, ft_err *err);
+int ft_report_data_new(const uint32_t *policies, uint32_t n_policies, ft_report_data **out,
+                       ft_err *err);
 /* Put this into ft_replay_opts.observers (valid while d lives). Besides the counts it records
  * each trace's size, digest and header: two traces of one rank are an error (FT_EINVAL); traces
  * that look like different runs are kept as warnings for the report. */

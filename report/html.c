@@ -1,14 +1,18 @@
 /*
  * html.c - the replay report as one self-contained HTML file: inline CSS (with a print style),
- * SVG charts drawn here, and one small inline script that only checks the page (it marks
- * #ft-status "ft-charts-ok N" when no script error fired and all N charts have content, which
- * the test reads from headless Chromium). Nothing is fetched from a network.
+ * SVG charts (chart.c) and one small inline script that only checks the rendered page: every
+ * chart has content, no text lies outside its chart, every axis has at least two ticks at equal
+ * "nice" steps (whole numbers on counts, seqs and steps), coinciding lines are told apart, and
+ * each policy and stale class has one colour wherever it appears. It writes its verdict into the
+ * <html> element's data-ft-check attribute ("ok N" for N charts, or "bad: ..."), which the test
+ * reads from headless Chromium; the page shows no marker. Nothing is fetched from a network.
  *
  * Sections: recommendation, summary table, charts (cumulative builds and resets along the run
  * per policy, hit rate per step, stale calls by consequence along the run, framework time per
- * step), breakdowns per fuser label, phase and trace (rank), numerics bands when --numerics ran,
- * --explain causes when it ran, and provenance (tool version, command, inputs with size and
- * digest, options, warnings).
+ * step), breakdowns per fuser label, phase and trace (rank), why plans were built and went stale
+ * (the cause totals), numerics bands when --numerics ran (with the fresh plans' error per format
+ * to judge an error by), the fuser model's notes on the captures, and provenance (tool version,
+ * command, inputs with size and digest, options, warnings).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "report_int.h"
@@ -21,36 +25,6 @@
 #ifndef FT_TOOL_VERSION
 #define FT_TOOL_VERSION "unknown"
 #endif
-
-static const char *const palette[] = {
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd"};
-/* stale classes 1..4 */
-static const char *const stale_color[FT_STALE_COUNT] = {"#999", "#9ecae1", "#fdae6b", "#c994c7",
-                                                        "#de2d26"};
-
-/* ---- text ------------------------------------------------------------------------------------ */
-static void esc(FILE *f, const char *s)
-{
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
-            fputc(*s, f);
-        }
-    }
-}
 
 static double ratio(uint64_t a, uint64_t b)
 {
@@ -91,7 +65,7 @@ static void bullets(FILE *f, const char *text)
                 if (!sub && nested) fputs("</ul>\n", f);
                 nested = sub;
                 fputs("<li>", f);
-                esc(f, line + (sub ? 4 : 2));
+                report_esc(f, line + (sub ? 4 : 2));
                 fputs("</li>\n", f);
             }
             ft_free(line);
@@ -113,126 +87,6 @@ static int reading_fn(FILE *f, const ft_replay_result *r, const ft_report_opts *
     return ft_report_reading(f, r, err);
 }
 
-/* ---- charts ---------------------------------------------------------------------------------- */
-enum { CW = 760, CH = 300, ML = 70, MR = 170, MT = 30, MB = 45 };
-
-typedef struct chart {
-    FILE *f;
-    double x0, x1, y0, y1;
-    int log_y;
-} chart;
-
-static double ty(const chart *c, double y)
-{
-    double v = c->log_y ? log10(1.0 + (y < 0 ? 0 : y)) : y;
-    double a = c->log_y ? log10(1.0 + c->y0) : c->y0, b = c->log_y ? log10(1.0 + c->y1) : c->y1;
-    if (b <= a) b = a + 1;
-    return MT + (CH - MT - MB) * (1.0 - (v - a) / (b - a));
-}
-
-static double tx(const chart *c, double x)
-{
-    double w = c->x1 > c->x0 ? c->x1 - c->x0 : 1;
-    return ML + (CW - ML - MR) * (x - c->x0) / w;
-}
-
-static void fmt_num(char *buf, size_t cap, double v)
-{
-    if (fabs(v) >= 1e6)
-        snprintf(buf, cap, "%.3gM", v / 1e6);
-    else if (fabs(v) >= 1e4)
-        snprintf(buf, cap, "%.3gk", v / 1e3);
-    else
-        snprintf(buf, cap, "%.4g", v);
-}
-
-static void chart_begin(chart *c, FILE *f, const char *id, const char *title, const char *xlabel,
-                        const char *ylabel)
-{
-    c->f = f;
-    fprintf(f,
-            "<figure><svg class=\"chart\" id=\"%s\" viewBox=\"0 0 %d %d\" role=\"img\" "
-            "xmlns=\"http://www.w3.org/2000/svg\"><title>",
-            id, CW, CH);
-    esc(f, title);
-    fprintf(f, "</title>\n<text x=\"%d\" y=\"18\" class=\"ct\">", ML);
-    esc(f, title);
-    fprintf(f, "</text>\n");
-    /* axes and ticks */
-    fprintf(f, "<path class=\"ax\" d=\"M%d %d V%d H%d\"/>\n", ML, MT, CH - MB, CW - MR);
-    char buf[32];
-    /* y ticks: 0 and the powers of ten on a log axis, quarters on a linear one */
-    int n_y = c->log_y ? 1 + (int)ceil(log10(c->y1 > 1 ? c->y1 : 1)) : 4;
-    for (int k = 0; k <= n_y; k++) {
-        double yv = c->log_y ? (k ? pow(10.0, k - 1) : 0.0) : c->y0 + (c->y1 - c->y0) * k / 4.0;
-        if (c->log_y && yv > c->y1 * 1.0001) break;
-        double py = ty(c, yv);
-        fmt_num(buf, sizeof buf, yv);
-        fprintf(f,
-                "<path class=\"grid\" d=\"M%d %.1f H%d\"/><text x=\"%d\" y=\"%.1f\" "
-                "class=\"tk\" text-anchor=\"end\">%s</text>\n",
-                ML, py, CW - MR, ML - 4, py + 4, buf);
-    }
-    for (int k = 0; k <= 4; k++) {
-        /* seqs and steps are integers: whole ticks once the axis spans a few */
-        double xv = c->x0 + (c->x1 - c->x0) * k / 4.0;
-        if (c->x1 - c->x0 >= 4) xv = round(xv);
-        fmt_num(buf, sizeof buf, xv);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"tk\" text-anchor=\"middle\">%s</text>\n",
-                tx(c, xv), CH - MB + 16, buf);
-    }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"al\" text-anchor=\"middle\">", (ML + CW - MR) / 2,
-            CH - 8);
-    esc(f, xlabel);
-    fprintf(f,
-            "</text>\n<text x=\"14\" y=\"%d\" class=\"al\" text-anchor=\"middle\" "
-            "transform=\"rotate(-90 14 %d)\">",
-            (MT + CH - MB) / 2, (MT + CH - MB) / 2);
-    esc(f, ylabel);
-    if (c->log_y) fputs(" (log scale)", f);
-    fputs("</text>\n", f);
-}
-
-static void chart_legend(chart *c, int i, const char *color, const char *name)
-{
-    int y = MT + 8 + 16 * i;
-    fprintf(c->f,
-            "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" fill=\"%s\"/><text x=\"%d\" "
-            "y=\"%d\" class=\"lg\">",
-            CW - MR + 10, y - 9, color, CW - MR + 26, y);
-    esc(c->f, name);
-    fputs("</text>\n", c->f);
-}
-
-static void chart_end(chart *c)
-{
-    fputs("</svg></figure>\n", c->f);
-}
-
-/* One polyline per series: y[s][k] at x[k] for k < n (NaN: a gap). */
-static void chart_lines(chart *c, uint32_t n_series, const char *const *names, const double *x,
-                        const double *const *y, uint32_t n, const char *unit)
-{
-    for (uint32_t s = 0; s < n_series; s++) {
-        const char *color = palette[s % FT_ARRAY_LEN(palette)];
-        fprintf(c->f, "<path class=\"ln\" stroke=\"%s\" fill=\"none\" d=\"", color);
-        int pen = 0;
-        for (uint32_t k = 0; k < n; k++) {
-            if (isnan(y[s][k])) {
-                pen = 0;
-                continue;
-            }
-            fprintf(c->f, "%s%.1f %.1f", pen ? " L" : "M", tx(c, x[k]), ty(c, y[s][k]));
-            pen = 1;
-        }
-        fprintf(c->f, "\"><title>");
-        esc(c->f, names[s]);
-        if (n) fprintf(c->f, ": %.6g %s at the end", y[s][n - 1], unit);
-        fputs("</title></path>\n", c->f);
-        chart_legend(c, (int)s, color, names[s]);
-    }
-}
-
 /* ---- sections -------------------------------------------------------------------------------- */
 static void summary_table(FILE *f, const ft_replay_result *r, const ft_report_opts *o)
 {
@@ -243,7 +97,7 @@ static void summary_table(FILE *f, const ft_replay_result *r, const ft_report_op
     fprintf(f, "<th>framework time%s</th>", assumed ? " (assumed)" : " (from captured fuse_ns)");
     for (int k = FT_STALE_HARMLESS; k < FT_STALE_COUNT; k++) {
         fputs("<th>stale: ", f);
-        esc(f, ft_report_stale_label((ft_stale)k));
+        report_esc(f, ft_report_stale_label((ft_stale)k));
         fputs("</th>", f);
     }
     fputs("<th>quantizer drift</th></tr></thead><tbody>\n", f);
@@ -252,12 +106,13 @@ static void summary_table(FILE *f, const ft_replay_result *r, const ft_report_op
         const char *note = ft_policy_note(q->policy);
         /* a user policy: its label and spec ("user-defined: key (...); ...") */
         if (!note && ft_policy_label(q->policy)) note = ft_policy_summary(q->policy);
-        fprintf(f, "<tr><td class=\"pol\"><span class=\"sw\" style=\"background:%s\"></span>",
-                palette[p % FT_ARRAY_LEN(palette)]);
-        esc(f, ft_policy_name(q->policy));
+        fprintf(f, "<tr><td class=\"pol\"><span class=\"sw\" data-policy=\"");
+        report_esc(f, ft_policy_name(q->policy));
+        fprintf(f, "\" style=\"background:%s\"></span>", report_policy_color(p));
+        report_esc(f, ft_policy_name(q->policy));
         if (note) {
             fputs("<br><small>", f);
-            esc(f, note);
+            report_esc(f, note);
             fputs("</small>", f);
         }
         fprintf(f,
@@ -300,156 +155,14 @@ static void stale_legend(FILE *f)
         "TE raises when it runs this plan."};
     fputs("<dl class=\"legend\">\n", f);
     for (int k = FT_STALE_HARMLESS; k < FT_STALE_COUNT; k++) {
-        fprintf(f, "<dt><span class=\"sw\" style=\"background:%s\"></span>", stale_color[k]);
-        esc(f, ft_report_stale_label((ft_stale)k));
+        fprintf(f, "<dt><span class=\"sw\" data-class=\"%s\" style=\"background:%s\"></span>",
+                ft_stale_name((ft_stale)k), report_class_color((ft_stale)k));
+        report_esc(f, ft_report_stale_label((ft_stale)k));
         fputs("</dt><dd>", f);
-        esc(f, meaning[k]);
+        report_esc(f, meaning[k]);
         fputs("</dd>\n", f);
     }
     fputs("</dl>\n", f);
-}
-
-/* Cumulative kind (1 builds, 2 resets) along the run, one line per policy. */
-static void chart_cumulative(FILE *f, const ft_replay_result *r, const rd_hist *h, int kind,
-                             const char *id, const char *title)
-{
-    uint32_t n = h[0].n ? h[0].n : 1;
-    double *x = ft_calloc(n, sizeof *x);
-    double *ys = ft_calloc((size_t)n * r->n_policies + 1, sizeof *ys);
-    const double *y[FT_MAX_POLICIES];
-    const char *names[FT_MAX_POLICIES];
-    double top = 1;
-    if (!x || !ys) goto out;
-    for (uint32_t k = 0; k < n; k++)
-        x[k] = (double)(k + 1) * (double)h[0].width;
-    for (uint32_t p = 0; p < r->n_policies; p++) {
-        double acc = 0, *yp = ys + (size_t)p * n;
-        for (uint32_t k = 0; k < n; k++) {
-            acc += (double)h[p].v[kind][k];
-            yp[k] = acc;
-        }
-        if (acc > top) top = acc;
-        y[p] = yp;
-        names[p] = ft_policy_name(r->pol[p].policy);
-    }
-    chart c = {f, 0, x[n - 1], 0, top, 1};
-    chart_begin(&c, f, id, title, "seq (position in the run)", kind == 1 ? "builds" : "resets");
-    chart_lines(&c, r->n_policies, names, x, y, n, kind == 1 ? "builds" : "resets");
-    chart_end(&c);
-out:
-    ft_free(x);
-    ft_free(ys);
-}
-
-/* Per step bucket: hit rate (mode 0) or framework time in ms (mode 1), one line per policy. */
-static void chart_steps(FILE *f, const ft_replay_result *r, const rd_hist *h,
-                        const ft_report_opts *o, int mode, const char *id, const char *title)
-{
-    uint32_t n = h[0].n;
-    if (!n) {
-        fprintf(f,
-                "<figure><svg class=\"chart\" id=\"%s\" viewBox=\"0 0 %d 60\" "
-                "xmlns=\"http://www.w3.org/2000/svg\"><text x=\"10\" y=\"30\">",
-                id, CW);
-        esc(f, title);
-        fputs(": the traces record no steps.</text></svg></figure>\n", f);
-        return;
-    }
-    double *x = ft_calloc(n, sizeof *x);
-    double *ys = ft_calloc((size_t)n * r->n_policies + 1, sizeof *ys);
-    const double *y[FT_MAX_POLICIES];
-    const char *names[FT_MAX_POLICIES];
-    double top = mode ? 1e-6 : 100;
-    double mb = ratio(r->cap_build_fuse_ns, r->cap_build_n),
-           mh = ratio(r->cap_hit_fuse_ns, r->cap_hit_n);
-    if (!x || !ys) goto out;
-    for (uint32_t k = 0; k < n; k++)
-        x[k] = (double)k * (double)h[0].width;
-    for (uint32_t p = 0; p < r->n_policies; p++) {
-        double *yp = ys + (size_t)p * n;
-        for (uint32_t k = 0; k < n; k++) {
-            uint64_t calls = h[p].v[0][k], builds = h[p].v[1][k], resets = h[p].v[2][k];
-            if (!calls) {
-                yp[k] = NAN;
-                continue;
-            }
-            if (!mode)
-                yp[k] = 100.0 * (1.0 - (double)builds / (double)calls);
-            else if (r->cap_build_n)
-                yp[k] = ((double)builds * mb + (double)(calls - builds) * mh) / 1e6;
-            else
-                yp[k] = ((double)builds * o->build_ns + (double)resets * o->reset_ns) / 1e6;
-            if (mode && yp[k] > top) top = yp[k];
-        }
-        y[p] = yp;
-        names[p] = ft_policy_name(r->pol[p].policy);
-    }
-    char xl[64];
-    snprintf(xl, sizeof xl, "training step%s", h[0].width > 1 ? " (buckets)" : "");
-    chart c = {f, 0, x[n - 1] > 0 ? x[n - 1] : 1, 0, top, mode};
-    chart_begin(&c, f, id, title, xl,
-                mode ? (r->cap_build_n ? "ms (from captured fuse_ns)" : "ms (assumed)")
-                     : "hit rate %");
-    chart_lines(&c, r->n_policies, names, x, y, n, mode ? "ms" : "%");
-    chart_end(&c);
-out:
-    ft_free(x);
-    ft_free(ys);
-}
-
-/* Stale calls by class along the run: stacked bars per seq bucket, one chart per policy that
- * ran stale plans; a note in one chart when none did. */
-static int chart_stale(FILE *f, const ft_replay_result *r, const rd_hist *h)
-{
-    int n_charts = 0;
-    for (uint32_t p = 0; p < r->n_policies; p++) {
-        const ft_policy_result *q = &r->pol[p];
-        if (q->calls == q->stale[FT_STALE_NONE]) continue;
-        uint32_t n = h[p].n ? h[p].n : 1;
-        double top = 1;
-        for (uint32_t k = 0; k < n; k++) {
-            double s = 0;
-            for (int c = 1; c < FT_STALE_COUNT; c++)
-                s += (double)h[p].v[2 + c][k];
-            if (s > top) top = s;
-        }
-        char id[64], title[160];
-        snprintf(id, sizeof id, "chart-stale-%u", p);
-        snprintf(title, sizeof title, "Stale calls of %s along the run, by consequence",
-                 ft_policy_name(q->policy));
-        chart c = {f, 0, (double)n * (double)h[p].width, 0, top, 0};
-        chart_begin(&c, f, id, title, "seq (position in the run)", "stale calls per bucket");
-        double bw = (double)(CW - ML - MR) / n;
-        for (uint32_t k = 0; k < n; k++) {
-            double base = 0;
-            for (int cl = 1; cl < FT_STALE_COUNT; cl++) {
-                double v = (double)h[p].v[2 + cl][k];
-                if (!v) continue;
-                double y0 = ty(&c, base), y1 = ty(&c, base + v);
-                fprintf(f,
-                        "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                        "fill=\"%s\"><title>%.0f calls: %s</title></rect>\n",
-                        ML + bw * k, y1, bw > 1.5 ? bw - 0.5 : bw, y0 - y1, stale_color[cl], v,
-                        ft_report_stale_label((ft_stale)cl));
-                base += v;
-            }
-        }
-        int li = 0;
-        for (int cl = 1; cl < FT_STALE_COUNT; cl++)
-            if (q->stale[cl])
-                chart_legend(&c, li++, stale_color[cl], ft_report_stale_label((ft_stale)cl));
-        chart_end(&c);
-        n_charts++;
-    }
-    if (!n_charts) {
-        fprintf(f,
-                "<figure><svg class=\"chart\" id=\"chart-stale\" viewBox=\"0 0 %d 60\" "
-                "xmlns=\"http://www.w3.org/2000/svg\"><text x=\"10\" y=\"30\">Stale calls "
-                "along the run: no policy ran a stale plan.</text></svg></figure>\n",
-                CW);
-        n_charts = 1;
-    }
-    return n_charts;
 }
 
 static void groups_table(FILE *f, const ft_replay_result *r, const rd_groups *g, const char *what)
@@ -461,14 +174,14 @@ static void groups_table(FILE *f, const ft_replay_result *r, const rd_groups *g,
     fprintf(f, "<table class=\"num\"><thead><tr><th>%s</th><th>calls</th>", what);
     for (uint32_t p = 0; p < r->n_policies; p++) {
         fputs("<th>", f);
-        esc(f, ft_policy_name(r->pol[p].policy));
+        report_esc(f, ft_policy_name(r->pol[p].policy));
         fputs("<br><small>builds / resets / stale</small></th>", f);
     }
     fputs("</tr></thead><tbody>\n", f);
     for (uint32_t i = 0; i < g->n; i++) {
         const rd_counts *c = &g->c[(size_t)i * r->n_policies];
         fputs("<tr><td class=\"pol\">", f);
-        esc(f, g->name[i]);
+        report_esc(f, g->name[i]);
         fprintf(f, "</td><td>%llu</td>", (unsigned long long)c[0].calls);
         for (uint32_t p = 0; p < r->n_policies; p++) {
             uint64_t st = c[p].calls - c[p].stale[FT_STALE_NONE];
@@ -486,7 +199,7 @@ static void ranks_table(FILE *f, const ft_replay_result *r, const ft_report_data
     fputs("<table class=\"num\"><thead><tr><th>rank</th><th>trace</th><th>calls</th>", f);
     for (uint32_t p = 0; p < r->n_policies; p++) {
         fputs("<th>", f);
-        esc(f, ft_policy_name(r->pol[p].policy));
+        report_esc(f, ft_policy_name(r->pol[p].policy));
         fputs("<br><small>builds / resets / stale</small></th>", f);
     }
     fputs("</tr></thead><tbody>\n", f);
@@ -496,7 +209,7 @@ static void ranks_table(FILE *f, const ft_replay_result *r, const ft_report_data
             fprintf(f, "<tr><td>%lld</td><td class=\"pol\">", (long long)x->rank);
         else
             fputs("<tr><td>-</td><td class=\"pol\">", f);
-        esc(f, x->path);
+        report_esc(f, x->path);
         fprintf(f, "</td><td>%llu</td>", (unsigned long long)x->pol[0].calls);
         for (uint32_t p = 0; p < r->n_policies; p++) {
             uint64_t st = x->pol[p].calls - x->pol[p].stale[FT_STALE_NONE];
@@ -512,7 +225,7 @@ static void ranks_table(FILE *f, const ft_replay_result *r, const ft_report_data
 static void band_row(FILE *f, const char *name, const ft_band *b)
 {
     fputs("<tr><td class=\"pol\">", f);
-    esc(f, name);
+    report_esc(f, name);
     if (b->n)
         fprintf(f, "</td><td>%llu</td><td>%.4g</td><td>%.4g</td><td>%.4g</td></tr>\n",
                 (unsigned long long)b->n, b->min, b->sum / (double)b->n, b->max);
@@ -520,63 +233,16 @@ static void band_row(FILE *f, const char *name, const ft_band *b)
         fputs("</td><td>0</td><td colspan=\"3\">none measured</td></tr>\n", f);
 }
 
-/* Bands as ranges on a log axis (min to max, a tick at the mean). */
-static void chart_bands(FILE *f, const ft_numerics_result *nr)
+/* The fresh plans' error of one format: what an error of that format is expected to be here. */
+static const char *fmt_name(int k)
 {
-    const ft_band *b[3 + FT_NUMERICS_MAX_POLICIES];
-    const char *names[3 + FT_NUMERICS_MAX_POLICIES];
-    uint32_t n = 0;
-    b[n] = &nr->fresh_err, names[n++] = "fresh plans vs float64";
-    b[n] = &nr->harmless_band, names[n++] = "harmless band (other fusion, same quantization)";
-    b[n] = &nr->quant_band, names[n++] = "quant band (other quantization)";
-    for (uint32_t p = 0; p < nr->n_policies && n < FT_ARRAY_LEN(b); p++)
-        b[n] = &nr->pol[p].div, names[n++] = nr->pol[p].name;
-    double lo = 1e300, hi = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        if (!b[i]->n) continue;
-        double m = b[i]->min > 0 ? b[i]->min : 1e-12;
-        if (m < lo) lo = m;
-        if (b[i]->max > hi) hi = b[i]->max;
-    }
-    if (hi <= 0 || lo >= hi) {
-        lo = 1e-8;
-        hi = 1;
-    }
-    double a = floor(log10(lo)), z = ceil(log10(hi));
-    if (z <= a) z = a + 1;
-    int h = MT + 22 * (int)n + 40;
-    fprintf(f,
-            "<figure><svg class=\"chart\" id=\"chart-bands\" viewBox=\"0 0 %d %d\" "
-            "xmlns=\"http://www.w3.org/2000/svg\"><title>Relative L2 divergence bands</title>\n"
-            "<text x=\"10\" y=\"18\" class=\"ct\">Relative L2 error and divergence (log "
-            "scale): min to max, tick at the mean</text>\n",
-            CW, h);
-    int x0 = 300, x1 = CW - 30;
-    for (double e = a; e <= z; e++) {
-        double px = x0 + (x1 - x0) * (e - a) / (z - a);
-        fprintf(f,
-                "<path class=\"grid\" d=\"M%.1f %d V%d\"/><text x=\"%.1f\" y=\"%d\" class=\"tk\" "
-                "text-anchor=\"middle\">1e%.0f</text>\n",
-                px, MT, h - 30, px, h - 14, e);
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        int y = MT + 22 * (int)i + 12;
-        fprintf(f, "<text x=\"10\" y=\"%d\" class=\"lg\">", y + 4);
-        esc(f, names[i]);
-        fputs("</text>\n", f);
-        if (!b[i]->n) continue;
-        double mn = b[i]->min > 0 ? b[i]->min : pow(10, a), mx = b[i]->max > 0 ? b[i]->max : mn;
-        double mean = b[i]->sum / (double)b[i]->n;
-        double p0 = x0 + (x1 - x0) * (log10(mn) - a) / (z - a);
-        double p1 = x0 + (x1 - x0) * (log10(mx) - a) / (z - a);
-        double pm = x0 + (x1 - x0) * (log10(mean > 0 ? mean : mn) - a) / (z - a);
-        fprintf(f,
-                "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"10\" fill=\"%s\"><title>%llu: "
-                "%.4g to %.4g, mean %.4g</title></rect><path class=\"ax\" d=\"M%.1f %d V%d\"/>\n",
-                p0, y - 5, p1 - p0 > 2 ? p1 - p0 : 2, palette[i % FT_ARRAY_LEN(palette)],
-                (unsigned long long)b[i]->n, b[i]->min, b[i]->max, mean, pm, y - 7, y + 7);
-    }
-    fputs("</svg></figure>\n", f);
+    static const char *const names[FT_QF_COUNT] = {[FT_QF_NONE] = "bf16 (no quantization)",
+                                                   [FT_QF_FP8_DELAYED] = "FP8 delayed scaling",
+                                                   [FT_QF_FP8_CURRENT] = "FP8 current scaling",
+                                                   [FT_QF_FP8_BLOCK] = "FP8 block scaling",
+                                                   [FT_QF_MXFP8] = "MXFP8",
+                                                   [FT_QF_NVFP4] = "NVFP4"};
+    return (unsigned)k < FT_QF_COUNT && names[k] ? names[k] : "?";
 }
 
 static void numerics_section(FILE *f, const ft_numerics_result *nr)
@@ -584,15 +250,28 @@ static void numerics_section(FILE *f, const ft_numerics_result *nr)
     fputs("<section id=\"numerics\"><h2>Numerics</h2>\n", f);
     fprintf(f,
             "<p>%llu of %llu grouped-MLP calls sampled and run (%llu MLP runs), chosen plans "
-            "against the fresh plan and a float64 reference. The bands are relative L2 "
-            "divergences: the <b>harmless band</b> is what an other fusion with the same "
+            "against the fresh plan and a float64 reference. All figures are relative L2 (the "
+            "worst of the outputs). The <b>harmless band</b> is what an other fusion with the same "
             "quantization changes, the <b>quant band</b> what another quantization changes.</p>\n",
             (unsigned long long)nr->calls_run, (unsigned long long)nr->calls_seen,
             (unsigned long long)nr->mlp_runs);
+    fputs("<p class=\"note\">How to judge them: an <i>error vs float64</i> against the fresh "
+          "plans' error of the same format (rows <i>fresh plans, FORMAT</i>): that is what the "
+          "format itself costs on these calls (NVFP4's 4-bit values cost far more than MXFP8's "
+          "8-bit ones), so a stale plan's error is bad only above it; a <i>divergence from the "
+          "fresh plan</i> against the harmless band: below its top is what rounding alone "
+          "changes.</p>\n",
+          f);
     fputs("<table class=\"num\"><thead><tr><th>band</th><th>comparisons</th><th>min</th>"
           "<th>mean</th><th>max</th></tr></thead><tbody>\n",
           f);
-    band_row(f, "fresh plans vs float64", &nr->fresh_err);
+    band_row(f, "fresh plans vs float64, every format", &nr->fresh_err);
+    for (int k = 0; k < FT_QF_COUNT; k++) {
+        if (!nr->fresh_err_fmt[k].n) continue;
+        char name[96];
+        snprintf(name, sizeof name, "fresh plans vs float64, %s", fmt_name(k));
+        band_row(f, name, &nr->fresh_err_fmt[k]);
+    }
     band_row(f, "harmless band (other fusion, same quantization)", &nr->harmless_band);
     band_row(f, "quant band (other quantization)", &nr->quant_band);
     for (uint32_t p = 0; p < nr->n_policies; p++) {
@@ -607,29 +286,69 @@ static void numerics_section(FILE *f, const ft_numerics_result *nr)
     fputs("</section>\n", f);
 }
 
-static void explain_section(FILE *f, const ft_replay_result *r, const ft_report_data *d)
+/* Why each policy built plans and ran stale ones: the cause totals (causes.c). */
+static void causes_section(FILE *f, const ft_replay_result *r, const ft_report_causes *c)
 {
-    fputs("<section id=\"explain\"><h2>Why plans were built (--explain)</h2>\n"
-          "<table class=\"num\"><thead><tr><th>cause (what changed since the fuser's previous "
-          "call)</th>",
+    fputs("<section id=\"explain\"><h2>Why plans were built and went stale</h2>\n<p "
+          "class=\"note\">Builds by what changed since the fuser's previous call; stale hits "
+          "(no build, a stale plan) by what changed since the build of the plan they ran, which "
+          "the policy's key does not hold. <code>--explain</code> gives the same per call.</p>\n"
+          "<table class=\"num\"><thead><tr><th>policy</th><th>calls</th><th>what</th><th>because"
+          "</th><th>phases</th></tr></thead><tbody>\n",
           f);
     for (uint32_t p = 0; p < r->n_policies; p++) {
-        fputs("<th>", f);
-        esc(f, ft_policy_name(r->pol[p].policy));
-        fputs("</th>", f);
+        const report_cause_row *rows;
+        const uint32_t n = report_causes_rows(c, r->pol[p].policy, &rows);
+        uint32_t order[RC_MAX_ROWS];
+        const uint32_t k = report_causes_sorted(rows, n, order);
+        for (uint32_t i = 0; i < k; i++) {
+            const report_cause_row *x = &rows[order[i]];
+            fputs("<tr><td class=\"pol\">", f);
+            if (!i) {
+                fprintf(f, "<span class=\"sw\" data-policy=\"");
+                report_esc(f, ft_policy_name(r->pol[p].policy));
+                fprintf(f, "\" style=\"background:%s\"></span>", report_policy_color(p));
+                report_esc(f, ft_policy_name(r->pol[p].policy));
+            }
+            fprintf(f, "</td><td>%llu</td><td class=\"pol\">", (unsigned long long)x->n);
+            if (x->stale) {
+                fprintf(f, "<span class=\"sw\" data-class=\"%s\" style=\"background:%s\"></span>",
+                        ft_stale_name((ft_stale)x->stale), report_class_color((ft_stale)x->stale));
+                fputs("stale hits: ", f);
+                report_esc(f, ft_report_stale_label((ft_stale)x->stale));
+            } else {
+                fputs("builds", f);
+            }
+            fputs("</td><td class=\"pol\">", f);
+            report_esc(f, x->text);
+            fputs("</td><td class=\"pol\">", f);
+            for (uint32_t j = 0; j < x->n_phases; j++) {
+                fputs(j ? ", " : "", f);
+                report_esc(f, x->phase[j]);
+                fprintf(f, " %llu", (unsigned long long)x->phase_n[j]);
+            }
+            if (x->phase_other) fprintf(f, ", other %llu", (unsigned long long)x->phase_other);
+            fputs("</td></tr>\n", f);
+        }
     }
-    fputs("</tr></thead><tbody>\n", f);
-    for (uint32_t k = 0; k < d->n_causes; k++) {
-        fputs("<tr><td class=\"pol\">", f);
-        const unsigned bit = 1u << d->cause_bit[k];
-        esc(f, bit == FT_WHY_F ? "f (first op requiring backward: grad mode)"
-                               : report_cause_name(bit));
-        fputs("</td>", f);
-        for (uint32_t p = 0; p < r->n_policies; p++)
-            fprintf(f, "<td>%llu</td>", (unsigned long long)d->cause_n[k][p]);
-        fputs("</tr>\n", f);
+    fputs("</tbody></table></section>\n", f);
+}
+
+/* What the fuser model could not read from the captures and what it did instead. */
+static void model_notes_section(FILE *f, const ft_replay_result *r, const ft_report_notes *n)
+{
+    fputs("<section id=\"model-notes\"><h2>What the model assumed</h2>\n<p class=\"note\">What "
+          "the fuser model could not read from the captures, and what it did instead.</p><ul>\n",
+          f);
+    for (uint32_t i = 0; i < n->n_model; i++) {
+        fputs("<li><b>", f);
+        report_esc(f, ft_report_note_kind(n->model[i].kind));
+        fputs("</b>: ", f);
+        report_esc(f, n->model[i].text);
+        if (r->n_traces > 1) fprintf(f, " (%u of %u traces)", n->model[i].n_traces, r->n_traces);
+        fputs("</li>\n", f);
     }
-    fputs("</tbody></table><p class=\"note\">A build can have several causes.</p></section>\n", f);
+    fputs("</ul></section>\n", f);
 }
 
 static void provenance(FILE *f, const ft_replay_result *r, const ft_report_data *d,
@@ -639,13 +358,13 @@ static void provenance(FILE *f, const ft_replay_result *r, const ft_report_data 
     fputs("<dt>tool</dt><dd>fusertrace " FT_TOOL_VERSION "</dd>\n", f);
     if (h && h->command) {
         fputs("<dt>command</dt><dd><code>", f);
-        esc(f, h->command);
+        report_esc(f, h->command);
         fputs("</code></dd>\n", f);
     }
     fputs("<dt>policies</dt><dd>", f);
     for (uint32_t p = 0; p < r->n_policies; p++) {
         fputs(p ? ", " : "", f);
-        esc(f, ft_policy_name(r->pol[p].policy));
+        report_esc(f, ft_policy_name(r->pol[p].policy));
     }
     fputs("</dd>\n", f);
     fprintf(f, "<dt>framework time</dt><dd>%s</dd>\n",
@@ -662,7 +381,7 @@ static void provenance(FILE *f, const ft_replay_result *r, const ft_report_data 
     for (uint32_t i = 0; d && i < d->n_inputs; i++) {
         const rd_input *x = &d->inputs[i];
         fputs("<tr><td class=\"pol\">", f);
-        esc(f, x->path);
+        report_esc(f, x->path);
         fprintf(f, "</td><td>%llu</td><td><code>%016llx</code></td><td>",
                 (unsigned long long)x->bytes, (unsigned long long)x->digest);
         if (x->has_rank)
@@ -670,17 +389,17 @@ static void provenance(FILE *f, const ft_replay_result *r, const ft_report_data 
         else
             fputs("-", f);
         fputs("</td><td>", f);
-        esc(f, x->host[0] ? x->host : "-");
+        report_esc(f, x->host[0] ? x->host : "-");
         fputs("</td><td>", f);
-        esc(f, x->te_version[0] ? x->te_version : "-");
+        report_esc(f, x->te_version[0] ? x->te_version : "-");
         fputs("</td><td>", f);
-        esc(f, x->started_at[0] ? x->started_at : "-");
+        report_esc(f, x->started_at[0] ? x->started_at : "-");
         fprintf(f, "</td><td>%llu</td></tr>\n", (unsigned long long)x->calls);
     }
     fputs("</tbody></table>\n", f);
     for (uint32_t i = 0; d && i < d->n_warnings; i++) {
         fputs("<p class=\"warn\">Warning: ", f);
-        esc(f, d->warnings[i]);
+        report_esc(f, d->warnings[i]);
         fputs("</p>\n", f);
     }
     fputs("</section>\n", f);
@@ -694,8 +413,9 @@ static const char css[] =
     "table{border-collapse:collapse;margin:8px 0;font-size:13px}"
     "th,td{border:1px solid #ddd;padding:3px 7px;vertical-align:top}"
     "th{background:#f3f3f3;font-weight:600}"
-    "table.num td{text-align:right;font-variant-numeric:tabular-nums}"
-    "table.num td.pol{text-align:left;min-width:10em}td.bad{background:#fde0dd}"
+    "table.num td{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "table.num td.pol{text-align:left;min-width:10em;white-space:normal}"
+    "td.bad{background:#fde0dd}"
     ".sw{display:inline-block;width:10px;height:10px;margin-right:6px;border-radius:2px}"
     ".note{color:#555;font-size:13px}.warn{color:#a50f15;font-weight:600}"
     "figure{margin:10px 0}svg.chart{width:100%;max-width:900px;height:auto;background:#fff}"
@@ -705,21 +425,67 @@ static const char css[] =
     "4px 18px;color:#444}dl.prov dt{font-weight:600;float:left;width:170px}dl.prov dd"
     "{margin-left:180px}"
     "#recommendation{background:#f0f7ee;border:1px solid #b8dcb0;padding:4px 14px;"
-    "border-radius:6px}#ft-status{color:#999;font-size:11px}"
+    "border-radius:6px}"
+    "figcaption.lgd{max-width:900px;font-size:12px;margin:2px 0 0 60px}"
+    "figcaption.lgd .li{display:inline-block;margin:1px 14px 1px 0;white-space:nowrap}"
+    "figcaption.lgd svg.key{vertical-align:middle;margin-right:4px}"
+    "figcaption.lgd small{color:#555}.dim{fill:#777}.mean{stroke:#222;stroke-width:1.5}"
+    ".ref{stroke:#74add1;stroke-width:1.5;stroke-dasharray:4 3}"
     "@media print{body{max-width:none;padding:0;font-size:11px}h2{break-after:avoid}"
     "figure,table,#recommendation{break-inside:avoid}svg.chart{max-width:100%}"
-    "#ft-status{display:none}a{color:inherit;text-decoration:none}}"
+    "a{color:inherit;text-decoration:none}}"
     "@page{margin:14mm}";
 
-/* Marks the page only when no script error fired and every chart has drawn content. */
+/* The page's check, run once it is rendered: its verdict goes into <html data-ft-check>, "ok N"
+ * (N charts) or "bad: " and the first failures. It checks what a reader sees: every chart has
+ * content and no text outside its frame; every axis two ticks or more, at equal steps of 1, 2 or
+ * 5 x 10^k (powers of ten on log axes), whole numbers where the axis counts; no line hidden under
+ * another with the same dashes; one colour per policy and per stale class wherever they appear,
+ * and the harmless class never in the colour of raises; no script error. */
 static const char guard_js[] =
     "window.ftErrors=0;window.addEventListener('error',function(){window.ftErrors++;});";
 static const char check_js[] =
-    "(function(){var c=document.querySelectorAll('svg.chart'),ok=c.length>0;"
-    "for(var i=0;i<c.length;i++){if(!c[i].querySelector('path,rect,text'))ok=false;}"
-    "var m=document.getElementById('ft-status');ok=ok&&!window.ftErrors;"
-    "m.textContent=ok?'ft-charts-ok '+c.length:'ft-charts-bad';"
-    "m.setAttribute('data-ok',ok?'1':'0');})();";
+    "(function(){var bad=[],C=document.querySelectorAll('svg.chart');"
+    "if(!C.length)bad.push('no chart');"
+    "function num(t){var m=/^(-?[0-9.]+(?:e[-+]?[0-9]+)?)([kM]?)$/.exec(t.trim());"
+    "return m?parseFloat(m[1])*(m[2]=='k'?1e3:m[2]=='M'?1e6:1):NaN;}"
+    "function nice(d){var e=Math.pow(10,Math.floor(Math.log10(d)+1e-9)),m=d/e;"
+    "return [1,2,5,10].some(function(x){return Math.abs(m-x)<1e-6;});}"
+    "function pow10(v){var l=Math.log10(v);return Math.abs(l-Math.round(l))<1e-9;}"
+    "for(var i=0;i<C.length;i++){var c=C[i],id=c.id||('chart '+i),R=c.getBoundingClientRect();"
+    "if(!c.querySelector('path,rect,text'))bad.push(id+': empty');"
+    "var T=c.querySelectorAll('text');"
+    "for(var j=0;j<T.length;j++){var b=T[j].getBoundingClientRect();"
+    "if(b.width>0&&(b.left<R.left-1||b.top<R.top-1||b.right>R.right+1||b.bottom>R.bottom+1))"
+    "bad.push(id+': text outside the chart: '+T[j].textContent.slice(0,40));}"
+    "['x','y'].forEach(function(a){var L=c.querySelectorAll('text.t'+a);if(!L.length)return;"
+    "if(L.length<2){bad.push(id+': one '+a+' tick');return;}var v=[];"
+    "for(var k=0;k<L.length;k++)v.push(num(L[k].textContent));"
+    "var whole=c.getAttribute('data-int-'+a)=='1',log=c.getAttribute('data-log-'+a)=='1';"
+    "for(var k=0;k<v.length;k++){if(isNaN(v[k]))bad.push(id+': tick '+L[k].textContent);"
+    "else if(whole&&v[k]!=Math.round(v[k]))bad.push(id+': tick '+v[k]+' on whole numbers');"
+    "else if(log&&v[k]>0&&!pow10(v[k]))bad.push(id+': log tick '+v[k]);}"
+    "if(!log){var d=v[1]-v[0];for(var k=2;k<v.length;k++)"
+    "if(Math.abs(v[k]-v[k-1]-d)>1e-9*Math.abs(d))bad.push(id+': uneven '+a+' ticks');"
+    "if(!(d>0)||!nice(d))bad.push(id+': '+a+' tick step '+d);}});"
+    "var P=c.querySelectorAll('path.ln'),Q=[];"
+    "for(var k=0;k<P.length;k++){var q={n:P[k].getAttribute('data-policy'),"
+    "s:(P[k].getAttribute('stroke-dasharray')||'')+'|'+(P[k].getAttribute('stroke-dashoffset')"
+    "||''),p:(P[k].getAttribute('d').match(/-?[0-9.]+/g)||[]).map(Number)};"
+    "Q.forEach(function(o){if(o.s!=q.s||o.p.length!=q.p.length||!q.p.length)return;var m=0;"
+    "for(var z=1;z<q.p.length;z+=2)m+=Math.abs(o.p[z]-q.p[z])<1.5&&o.p[z-1]==q.p[z-1];"
+    "if(m*5>=q.p.length/2*4)bad.push(id+': '+q.n+' hides '+o.n);});Q.push(q);}}"
+    "var col={};document.querySelectorAll('[data-policy],[data-class]').forEach(function(e){"
+    "var key=e.hasAttribute('data-policy')?'policy '+e.getAttribute('data-policy'):'class '+"
+    "e.getAttribute('data-class'),g=getComputedStyle,"
+    "x=e.matches('path.ln')?g(e).stroke:e.matches('span.li')?g(e.querySelector('path')).stroke:"
+    "e.matches('span.sw')?g(e).backgroundColor:g(e).fill;col[key]=col[key]||{};col[key][x]=1;});"
+    "for(var k in col){var n=Object.keys(col[k]).length;if(n>1)bad.push(k+': '+n+' colours');}"
+    "var h=col['class harmless'],r=col['class raises'];"
+    "for(var x in h||{})if(r&&r[x])bad.push('harmless in the colour of raises');"
+    "if(window.ftErrors)bad.push(window.ftErrors+' script errors');"
+    "document.documentElement.setAttribute('data-ft-check',"
+    "bad.length?'bad: '+bad.slice(0,6).join('; '):'ok '+C.length);})();";
 
 int ft_report_html(FILE *f, const ft_replay_result *r, const ft_numerics_result *nres,
                    const ft_report_data *d, const ft_report_opts *o, const ft_report_html_opts *h,
@@ -745,22 +511,22 @@ int ft_report_html(FILE *f, const ft_replay_result *r, const ft_numerics_result 
         ft_free(step);
         return ft_err_set(err, FT_ENOMEM, "out of memory writing the HTML report");
     }
-    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    fputs("<!DOCTYPE html>\n<html lang=\"en\" data-ft-check=\"unchecked\"><head><meta "
+          "charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
           f);
-    esc(f, title);
+    report_esc(f, title);
     fprintf(f, "</title>\n<script>%s</script>\n<style>%s</style></head>\n<body>\n", guard_js, css);
     fputs("<h1>", f);
-    esc(f, title);
+    report_esc(f, title);
     fprintf(f,
             "</h1>\n<p>%u trace%s, %llu calls, %llu backward records, replayed under %u "
-            "plan-cache polic%s. <span id=\"ft-status\" data-ok=\"0\">ft-charts-unchecked</span>"
-            "</p>\n",
+            "plan-cache polic%s.</p>\n",
             r->n_traces, r->n_traces == 1 ? "" : "s", (unsigned long long)r->calls,
             (unsigned long long)r->backwards, r->n_policies, r->n_policies == 1 ? "y" : "ies");
     if (o->filter) {
         fputs("<p class=\"warn\">Counted: only the calls with ", f);
-        esc(f, o->filter);
+        report_esc(f, o->filter);
         fputs(" (every call was replayed).</p>\n", f);
     }
     fputs("<section id=\"recommendation\"><h2>Recommendation</h2>\n", f);
@@ -779,27 +545,30 @@ int ft_report_html(FILE *f, const ft_replay_result *r, const ft_numerics_result 
         rd_hist_align(seq, r->n_policies);
         rd_hist_align(step, r->n_policies);
         fputs("<section id=\"charts\"><h2>Along the run</h2>\n", f);
-        chart_cumulative(f, r, seq, 1, "chart-builds", "Cumulative plan builds per policy");
-        chart_cumulative(f, r, seq, 2, "chart-resets", "Cumulative recipe-state resets per policy");
-        chart_steps(f, r, step, o, 0, "chart-hits", "Plan-cache hit rate per step");
-        chart_stale(f, r, seq);
-        chart_steps(f, r, step, o, 1, "chart-time",
-                    r->cap_build_n ? "Framework time per step (from captured fuse_ns)"
-                                   : "Framework time per step (assumed cost per build and reset)");
+        report_chart_cumulative(f, r, seq, 1, "chart-builds", "Cumulative plan builds per policy");
+        report_chart_cumulative(f, r, seq, 2, "chart-resets",
+                                "Cumulative recipe-state resets per policy");
+        report_chart_steps(f, r, step, o, 0, "chart-hits", "Plan-cache hit rate per step");
+        report_chart_stale(f, r, seq);
+        report_chart_steps(f, r, step, o, 1, "chart-time",
+                           r->cap_build_n
+                               ? "Framework time per step (from captured fuse_ns)"
+                               : "Framework time per step (assumed cost per build and reset)");
         fputs("</section>\n<section id=\"breakdowns\"><h2>Breakdowns</h2>\n"
               "<h3>Per fuser (layer label)</h3>\n",
               f);
         groups_table(f, r, &d->labels, "fuser label");
-        report_transient_html(f, r, esc); /* transient fusers by label (transient.c) */
+        report_transient_html(f, r, report_esc); /* transient fusers by label (transient.c) */
         fputs("<h3>Per phase</h3>\n", f);
         groups_table(f, r, &d->phases, "phase");
         fputs("<h3>Per trace (rank)</h3>\n", f);
         ranks_table(f, r, d);
         fputs("</section>\n", f);
     }
+    if (o->causes) causes_section(f, r, o->causes);
     if (nres && nres->calls_seen && !nres->time_only) numerics_section(f, nres);
     if (nres && nres->gt.on) report_gputime_html(f, nres);
-    if (d && d->n_causes) explain_section(f, r, d);
+    if (o->notes && o->notes->n_model) model_notes_section(f, r, o->notes);
     provenance(f, r, d, o, h);
     fprintf(f, "<script>%s</script>\n</body></html>\n", check_js);
     free(rec);

@@ -5,6 +5,7 @@
  */
 #include "report_int.h"
 
+#include <math.h>
 #include <string.h>
 
 static void band_text(FILE *f, const ft_band *b)
@@ -38,6 +39,12 @@ json_t *report_numerics_json(const ft_numerics_result *r)
     json_object_set_new(o, "device_runs", json_integer((json_int_t)r->device_runs));
     json_object_set_new(o, "threads", json_integer(r->n_threads));
     json_object_set_new(o, "seconds", json_real((double)r->wall_ns * 1e-9));
+    if (r->est_hi_s > 0) {
+        json_t *e = json_object();
+        json_object_set_new(e, "low", json_real(r->est_lo_s));
+        json_object_set_new(e, "high", json_real(r->est_hi_s));
+        json_object_set_new(o, "estimated_seconds", e);
+    }
     if (r->fallback_text[0]) json_object_set_new(o, "cpu_fallback", json_string(r->fallback_text));
     json_object_set_new(o, "fresh_error", band_json(&r->fresh_err));
     json_object_set_new(o, "harmless_band", band_json(&r->harmless_band));
@@ -71,6 +78,9 @@ int ft_report_numerics(FILE *f, const ft_numerics_result *r, ft_err *err)
             r->backend == FT_NUMERICS_CUDA ? "cuda" : "cpu", (unsigned long long)r->calls_run,
             (unsigned long long)r->calls_seen, (unsigned long long)r->mlp_runs,
             (double)r->wall_ns * 1e-9, r->n_threads, r->n_threads == 1 ? "" : "s");
+    if (r->est_hi_s > 0)
+        fprintf(f, "  (estimated %.0f to %.0f s before it ran)\n", floor(r->est_lo_s),
+                ceil(r->est_hi_s));
     if (r->backend == FT_NUMERICS_CUDA) {
         fprintf(f, "  device %s: %llu of %llu MLP runs on the device", r->device,
                 (unsigned long long)r->device_runs, (unsigned long long)r->mlp_runs);

@@ -47,14 +47,6 @@ static double ns_per_build(const ft_replay_result *r)
 }
 
 /* ---- names for people ------------------------------------------------------------------------ */
-const char *ft_report_stale_label(ft_stale s)
-{
-    static const char *const labels[FT_STALE_COUNT] = {
-        "fresh plan", "other fusion, same quantization", "slower (unfused)", "other quantization",
-        "raises in TE"};
-    return (unsigned)s < FT_STALE_COUNT ? labels[s] : "?";
-}
-
 /* Column headings of the stale classes (short enough for the table). */
 static const char *const stale_col[FT_STALE_COUNT] = {"fresh", "other-fusion", "unfused",
                                                       "other-quant", "raises"};
@@ -134,6 +126,22 @@ static void framework_legend(FILE *f, const ft_replay_result *r, const ft_report
                 o->build_ns, o->reset_ns);
 }
 
+/* What the fuser model assumed or could not read in the captures (ft_model_note_at). */
+static void model_notes_text(FILE *f, const ft_replay_result *r, const ft_report_opts *o)
+{
+    if (!o->notes || !o->notes->n_model) return;
+    fprintf(f,
+            "\nthe fuser model's notes on the capture%s (what it could not read, and what it "
+            "did instead):\n",
+            r->n_traces == 1 ? "" : "s");
+    for (uint32_t i = 0; i < o->notes->n_model; i++) {
+        const ft_report_model_note *n = &o->notes->model[i];
+        fprintf(f, "  %s: %s", ft_report_note_kind(n->kind), n->text);
+        if (r->n_traces > 1) fprintf(f, " (%u of %u traces)", n->n_traces, r->n_traces);
+        fputc('\n', f);
+    }
+}
+
 static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *o)
 {
     fprintf(f, "fusertrace replay: %u trace%s, %llu calls, %llu backward records\n", r->n_traces,
@@ -163,7 +171,9 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
     }
     fputc('\n', f);
     framework_legend(f, r, o);
-    fprintf(f, "stale calls: the policy ran a plan other than a fresh build's; by consequence:\n");
+    fprintf(f, "stale calls: the policy ran a plan other than a fresh build's and the fresh build "
+               "would not have done the same (calls that raise under every policy are counted "
+               "apart); by consequence:\n");
     for (int k = FT_STALE_HARMLESS; k < FT_STALE_COUNT; k++)
         fprintf(f, "  %-12s %s: %s\n", stale_col[k], ft_report_stale_label((ft_stale)k),
                 stale_explain[k]);
@@ -195,6 +205,7 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
                 fprintf(f, "  %llu x \"%s\"\n", (unsigned long long)r->fresh_raise_texts[i].count,
                         r->fresh_raise_texts[i].text);
     }
+    report_causes_text(f, r, o->causes);
     if (o->n_per_trace > 1 && o->per_trace) {
         fprintf(f,
                 "\nper trace (rank): builds / resets / stale calls under each policy\n%-6s %-28s "
@@ -251,18 +262,16 @@ static int write_text(FILE *f, const ft_replay_result *r, const ft_report_opts *
                     ft_policy_name(r->pol[p].policy), m / 1e6, (m - cap) / 1e6);
         }
     }
+    model_notes_text(f, r, o);
     return ferror(f) ? FT_EIO : FT_OK;
 }
 
 /* ---- the recommendation -------------------------------------------------------------------- */
-/* Tied policies first in the order a reader would pick: a proposal or TE version before a
- * historical or baseline one, then registry order. */
-static int prefer(const ft_replay_result *r, uint32_t a, uint32_t b)
+/* Whether TE could adopt the policy: a proposal or a TE version. The policy row says which are
+ * not (its note: "historical: ...", "baseline: ..."); those appear only among the others. */
+static int adoptable(uint32_t policy)
 {
-    int na = ft_policy_note(r->pol[a].policy) != NULL;
-    int nb = ft_policy_note(r->pol[b].policy) != NULL;
-    if (na != nb) return na < nb;
-    return r->pol[a].policy < r->pol[b].policy;
+    return ft_policy_note(policy) == NULL;
 }
 
 void ft_report_recommend(const ft_replay_result *r, ft_recommend *out)
@@ -273,23 +282,13 @@ void ft_report_recommend(const ft_replay_result *r, ft_recommend *out)
     for (uint32_t p = 0; p < r->n_policies; p++) {
         const ft_policy_result *q = &r->pol[p];
         if ((int)q->policy == r->captured_policy) out->captured = (int)p;
-        if (!q->calls || n_stale(q)) continue;
-        /* a what-if (no TE behaves so) is not one to use; its figures are stated apart */
-        const char *note = ft_policy_note(q->policy);
-        if (note && !strncmp(note, "what-if", 7)) continue;
+        if (!q->calls || n_stale(q) || !adoptable(q->policy)) continue;
         if (q->builds < best) {
             best = q->builds;
             out->n_best = 0;
         }
-        if (q->builds == best) out->best[out->n_best++] = p;
+        if (q->builds == best) out->best[out->n_best++] = p; /* registry order among ties */
     }
-    /* insertion sort by preference (at most FT_MAX_POLICIES) */
-    for (uint32_t i = 1; i < out->n_best; i++)
-        for (uint32_t j = i; j > 0 && prefer(r, out->best[j], out->best[j - 1]); j--) {
-            uint32_t t = out->best[j];
-            out->best[j] = out->best[j - 1];
-            out->best[j - 1] = t;
-        }
 }
 
 /* "raises in TE on N ("text"); other quantization on M" for a policy's stale calls. */
@@ -315,6 +314,45 @@ static void compare_count(FILE *f, uint64_t a, uint64_t b, const char *what)
                 a < b ? "fewer" : "more", what, (unsigned long long)a, (unsigned long long)b);
 }
 
+/* "Why nothing fuses": the fused op, how many fusers, and every check that blocks it with the
+ * value it read and where that came from. */
+static void unfused_text(FILE *f, const ft_report_unfused *u)
+{
+    fprintf(f, "- Why nothing fuses: %s never forms in ", u->fused);
+    count_of(f, u->n_fusers, "fuser", "fusers");
+    fprintf(f, " (e.g. %s) under any recipe of the trace; every check that blocks it:\n",
+            u->example);
+    for (uint32_t k = 0; k < u->n_blocks; k++) {
+        const ft_unfused_block *b = &u->block[k];
+        const int assumed = !strncmp(b->source, "assumed", 7);
+        fprintf(f, "  - %s%s, needs %s (%s%s)\n",
+                k < u->n_registration ? "TE does not register it: " : "its gate: ", b->what,
+                b->need, assumed ? "" : "from ", b->source);
+    }
+    if (u->env_empty)
+        fprintf(f, "  - The capture recorded an empty env: every env value above is one the model "
+                   "assumed (TE's default); --env K=V sets one.\n");
+}
+
+/* No policy TE could adopt was replayed without a stale plan: say which were replayed and how. */
+static void no_candidate(FILE *f, const ft_replay_result *r)
+{
+    int any = 0;
+    for (uint32_t p = 0; p < r->n_policies; p++)
+        any |= adoptable(r->pol[p].policy);
+    if (!any) {
+        fprintf(f, "- None of the replayed policies is one TE could adopt (");
+        for (uint32_t p = 0; p < r->n_policies; p++) {
+            fprintf(f, "%s", p ? "; " : "");
+            policy_named(f, r->pol[p].policy);
+        }
+        fprintf(f, "): replay the others too (--policy all).\n");
+        return;
+    }
+    fprintf(f, "- Every replayed policy that TE could adopt ran a stale plan; look at the stale "
+               "calls above (rebuild-always never runs one, at the cost of a build per call).\n");
+}
+
 int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report_opts *o,
                              ft_err *err)
 {
@@ -328,8 +366,7 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
         goto out;
     }
     if (!rec.n_best) {
-        fprintf(f, "- Every replayed policy ran a stale plan; replay rebuild-always too (it "
-                   "never does) or look at the stale calls above.\n");
+        no_candidate(f, r);
         goto out;
     }
     const ft_policy_result *b = &r->pol[rec.best[0]];
@@ -337,7 +374,9 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
     double fb = ft_report_framework_ns(r, b, o, &assumed);
     fprintf(f, "- Use ");
     policy_named(f, b->policy);
-    fprintf(f, ": the fewest plan builds (%llu) among the policies that never ran a stale plan.",
+    fprintf(f,
+            ": the fewest plan builds (%llu) among the policies TE could adopt that never ran a "
+            "stale plan.",
             (unsigned long long)b->builds);
     if (rec.n_best > 1) {
         fprintf(f, " Tied with it: ");
@@ -348,21 +387,6 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
         fprintf(f, ".");
     }
     fputc('\n', f);
-    if (ft_policy_note(b->policy)) {
-        /* the first is a historical or baseline policy: name the best one of the others too */
-        const ft_policy_result *alt = NULL;
-        for (uint32_t p = 0; p < r->n_policies; p++) {
-            const ft_policy_result *q = &r->pol[p];
-            if (q->calls && !n_stale(q) && !ft_policy_note(q->policy) &&
-                (!alt || q->builds < alt->builds))
-                alt = q;
-        }
-        if (alt)
-            fprintf(f,
-                    "- Of the policies that are not historical or a baseline, the fewest "
-                    "builds without a stale plan: %s (%llu builds).\n",
-                    ft_policy_name(alt->policy), (unsigned long long)alt->builds);
-    }
     if (rec.captured < 0) {
         fprintf(f,
                 "- The captured run's policy is %s, so there is no saving to state "
@@ -402,6 +426,13 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
             count_of(f, n_stale(q), "call", "calls");
             fprintf(f, ": ");
             stale_breakdown(f, q);
+        } else if (q->builds <= b->builds && !adoptable(q->policy)) {
+            if (q->builds == b->builds)
+                fprintf(f, ", never stale: as few builds");
+            else
+                fprintf(f, ", never stale and %llu fewer builds than %s",
+                        (unsigned long long)(b->builds - q->builds), ft_policy_name(b->policy));
+            fprintf(f, ", but not a policy TE could adopt");
         } else if (q->builds == b->builds) {
             fprintf(f, ", never stale: as good");
         } else if (q->builds < b->builds) { /* only a what-if, which is not one to use */
@@ -413,12 +444,8 @@ int ft_report_recommendation(FILE *f, const ft_replay_result *r, const ft_report
         }
         fprintf(f, ".\n");
     }
-    for (uint32_t i = 0; o->notes && i < o->notes->n; i++) {
-        const ft_report_unfused *u = &o->notes->u[i];
-        fprintf(f, "- Why nothing fuses: %s never forms in ", u->fused);
-        count_of(f, u->n_fusers, "fuser", "fusers");
-        fprintf(f, " (e.g. %s) under any recipe of the trace: %s.\n", u->example, u->reason);
-    }
+    for (uint32_t i = 0; o->notes && i < o->notes->n; i++)
+        unfused_text(f, &o->notes->u[i]);
     report_transient_recommend(f, r, b); /* transient fusers (transient.c) */
 out:
     return ferror(f) ? ft_err_set(err, FT_EIO, "writing the recommendation failed") : FT_OK;
@@ -491,6 +518,7 @@ static json_t *policy_json(const ft_replay_result *r, const ft_policy_result *q,
         if (!o->filter)
             json_object_set_new(js, "modeled_delta_ns", json_real(m - captured_total_ns(r)));
     }
+    if (o->causes) json_object_set_new(js, "causes", report_causes_json(o->causes, q->policy));
     json_object_set_new(js, "steps", steps);
     return js;
 }
@@ -505,6 +533,9 @@ static json_t *recommendation_json(const ft_replay_result *r, const ft_report_op
     for (uint32_t i = 0; i < rec.n_best; i++)
         json_array_append_new(best, json_string(ft_policy_name(r->pol[rec.best[i]].policy)));
     json_object_set_new(js, "policies", best);
+    json_object_set_new(js, "drawn_from",
+                        json_string("policies TE could adopt (no historical or "
+                                    "baseline note) that never ran a stale plan"));
     json_object_set_new(js, "against",
                         rec.captured >= 0 ? json_string(ft_policy_name(r->pol[rec.captured].policy))
                                           : json_null());
@@ -536,6 +567,7 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
         json_decref(cap);
         return FT_ENOMEM;
     }
+    if (o->prov) json_object_set_new(root, "provenance", report_prov_json(o->prov, r, o));
     json_object_set_new(root, "traces", json_integer(r->n_traces));
     json_object_set_new(root, "calls", json_integer((json_int_t)r->calls));
     json_object_set_new(root, "backwards", json_integer((json_int_t)r->backwards));
@@ -629,9 +661,34 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
             json_object_set_new(x, "reason", json_string(u->reason));
             json_object_set_new(x, "fusers", json_integer((json_int_t)u->n_fusers));
             json_object_set_new(x, "example", json_string(u->example));
+            json_t *bl = json_array();
+            for (uint32_t k = 0; k < u->n_blocks; k++) {
+                json_t *b = json_object();
+                json_object_set_new(b, "check",
+                                    json_string(k < u->n_registration ? "registration" : "gate"));
+                json_object_set_new(b, "value", json_string(u->block[k].what));
+                json_object_set_new(b, "needs", json_string(u->block[k].need));
+                json_object_set_new(b, "source", json_string(u->block[k].source));
+                json_array_append_new(bl, b);
+            }
+            json_object_set_new(x, "blocks", bl);
+            json_object_set_new(x, "env_empty", json_boolean(u->env_empty));
             json_array_append_new(un, x);
         }
         json_object_set_new(root, "unfused", un);
+    }
+    if (o->notes && o->notes->n_model) {
+        json_t *mn = json_array();
+        for (uint32_t i = 0; i < o->notes->n_model; i++) {
+            const ft_report_model_note *n = &o->notes->model[i];
+            json_t *x = json_object();
+            json_object_set_new(x, "kind", json_string(ft_report_note_kind(n->kind)));
+            json_object_set_new(x, "field", json_string(n->field));
+            json_object_set_new(x, "text", json_string(n->text));
+            json_object_set_new(x, "traces", json_integer(n->n_traces));
+            json_array_append_new(mn, x);
+        }
+        json_object_set_new(root, "model_notes", mn);
     }
     int rc = json_dumpf(root, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     fputc('\n', f);

@@ -235,7 +235,7 @@ int ft_model_registry_init(ft_model *m, const ft_model_capture *cap, ft_err *err
 
 /* ---- what the model had to assume --------------------------------------------------------- */
 /* TE's default the model takes for an absent env key, in words. */
-static const char *env_default_text(ft_env_attr a)
+const char *ft_env_default_text(ft_env_attr a)
 {
     switch (a) {
     case FT_EA_DEVICE_CC:
@@ -341,7 +341,7 @@ int ft_model_notes_init(ft_model *m, ft_err *err)
         rc = ft_model_note_add(m, FT_NOTE_ASSUMED, field, NULL, "env %s is absent%s: assumed %s",
                                ft_env_attr_name((ft_env_attr)a),
                                a == FT_EA_WORLD_SIZE ? " (and the header has no world_size)" : "",
-                               env_default_text((ft_env_attr)a));
+                               ft_env_default_text((ft_env_attr)a));
     }
     if (!rc)
         rc = note_absent_op_attrs(m, FT_OA_TP_SIZE, FT_OPS_BL,

@@ -509,6 +509,7 @@ int ft_env_parse(const ft_model_capture *cap, const ft_env_kv *ov, uint32_t n_ov
         return ft_err_set(err, FT_EINVAL, "trace header env: not valid JSON (%s)", je.text);
     if (!json_is_object(e->obj))
         return ft_err_set(err, FT_EINVAL, "trace header env: not a JSON object");
+    e->captured_empty = json_object_size(e->obj) == 0;
     int rc = normalise_values(e->obj, err);
     if (!rc) rc = apply_overrides(e, ov, n_ov, err);
     if (rc) return rc;

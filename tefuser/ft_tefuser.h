@@ -193,6 +193,21 @@ const ft_recipe_model *ft_model_recipe(const ft_model *m, int32_t recipe);
  * ft_recipe_model.hash; recipe -1 gives "None". */
 const char *ft_model_recipe_canon(const ft_model *m, int32_t recipe);
 
+/* The recipe's own class, as type(recipe) names it (a subclass's own name, not its TE base's;
+ * "None" for recipe -1), into buf[cap]. */
+void ft_model_recipe_class(const ft_model *m, int32_t recipe, char *buf, size_t cap);
+/* What differs between recipes a and b, attribute by attribute over their canonical encodings
+ * (every field, defaults filled, unknown fields too), in field order: each attribute's name and
+ * both values as Python prints them (False, None, 'E4M3', 16; "(absent)" for a field one of them
+ * lacks). When their classes differ, the one change is the class (name "type"). Returns how many
+ * differ; out[] holds the first cap (may be NULL with cap 0). */
+typedef struct ft_recipe_change {
+    char name[64];
+    char from[96], to[96];
+} ft_recipe_change;
+uint32_t ft_model_recipe_diff(const ft_model *m, int32_t a, int32_t b, ft_recipe_change *out,
+                              uint32_t cap);
+
 /* Build (or look up) the plan TE would build for fuser under recipe with boundary f
  * (docs/fuser-model.md, "Building a plan"). *plan_id is an interned id; plans with identical
  * topology share an id; fusers of one op-list class share their builds (memoised by class). A build
@@ -207,14 +222,29 @@ uint64_t ft_model_n_built(const ft_model *m);
 const char *ft_model_plan_text(const ft_model *m, uint32_t plan_id);
 
 /* Why a fusion whose op types the fuser has does not happen under recipe (-1: none): the first
- * such rule (in registry order) that a fresh plan does not apply, and what blocked it: the
- * import-time registration (env: device capability, env flag, library version) or the gate's
- * failing read (an op attribute, the recipe, the env), with its value. 1 when found, 0 when every
- * rule that could apply does (or none could). */
+ * such rule (in registry order) that a fresh plan does not apply, and every check that blocks it,
+ * in one answer: each failing check of the import-time registration (env: the TE flag, the device
+ * capability, the cuDNN frontend, its wrappers' imports), then each failing check of the gate
+ * (an op attribute, the recipe, the env), as if the rule were registered, each with the value it
+ * read, what it needs and where the value came from (the capture, --env, or a default the model
+ * assumed because the capture lacks it). 1 when found, 0 when every rule that could apply does
+ * (or none could). */
+enum { FT_UNFUSED_MAX_BLOCKS = 12 };
+typedef struct ft_unfused_block {
+    char what[160];   /* the value read: "env device_cc = '9.0'", "op 1 (ScaledSwiGLU)
+                       * glu_interleave_size = 16", "recipe 0 (NVFP4BlockScaling) disable_rht =
+                       * True" */
+    char need[96];    /* what the check needs: "10.x (SM100)", "32" */
+    char source[128]; /* "the capture", "--env", or "assumed: ..." (what TE's default is) */
+} ft_unfused_block;
 typedef struct ft_unfused_why {
     const char *func;  /* TE fusion function, e.g. "fuse_ops" */
     const char *fused; /* the fused op it would build, e.g. "GroupedMLP_CuTeGEMMGLU" */
-    char reason[256];  /* in words */
+    char reason[1024]; /* the blocks in one sentence (cut short if they do not fit) */
+    uint32_t n_blocks; /* the registration's failing checks first, then the gate's */
+    uint32_t n_registration;
+    ft_unfused_block block[FT_UNFUSED_MAX_BLOCKS];
+    int env_empty; /* the capture recorded an empty env: every env value is assumed */
 } ft_unfused_why;
 int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_unfused_why *out);
 /* Whether the plan has a fused grouped MLP (used by classification and reports). */

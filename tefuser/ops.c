@@ -93,6 +93,39 @@ const char *ft_op_attr_name(ft_op_attr a)
     return (unsigned)a < FT_OA_COUNT ? op_attrs[a].name : "?";
 }
 
+void ft_op_attr_text(const ft_op *op, ft_op_attr a, char *buf, size_t cap)
+{
+    static const char *const dtypes[] = {"torch.float32", "torch.float16", "torch.bfloat16"};
+    static const char *const modes[] = {"None", "'column'", "'row'"};
+    const int64_t v = op->v[a];
+    switch ((unsigned)a < FT_OA_COUNT ? op_attrs[a].kind : AK_INT) {
+    case AK_BOOL:
+    case AK_DERIVED:
+        snprintf(buf, cap, "%s", v ? "True" : "False");
+        break;
+    case AK_FLOAT:
+        snprintf(buf, cap, "%g", op->f[a]);
+        break;
+    case AK_INT_OR_NULL:
+        if (v)
+            snprintf(buf, cap, "%lld", (long long)v);
+        else
+            snprintf(buf, cap, "None");
+        break;
+    case AK_TP_MODE:
+        snprintf(buf, cap, "%s", (uint64_t)v < 3 ? modes[v] : "?");
+        break;
+    case AK_DTYPE:
+        snprintf(buf, cap, "%s", (uint64_t)v < 3 ? dtypes[v] : "?");
+        break;
+    case AK_UB_OPTIONS:
+        snprintf(buf, cap, "%s", v ? "an options dict" : "None");
+        break;
+    default:
+        snprintf(buf, cap, "%lld", (long long)v);
+    }
+}
+
 int ft_op_has_attr(const ft_op *op, ft_op_attr a)
 {
     return op_attrs[a].kind == AK_DERIVED || (op_attrs[a].types & FT_OPB(op->type)) != 0;

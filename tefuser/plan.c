@@ -456,7 +456,8 @@ int ft_model_build(ft_model *m, uint32_t fuser, int32_t recipe, uint32_t f, uint
     ft_unit *joint = m->scratch, *fwd = m->scratch + n, *bwd = m->scratch + 2 * n;
     for (uint32_t i = 0; i < n; i++)
         joint[i] = (ft_unit){-1, i, i};
-    ft_gate_ctx c = {&m->env, &ft_model_recipe_int(m, recipe)->pub, fz->ops, NULL, m->audit, NULL};
+    ft_gate_ctx c = {&m->env, &ft_model_recipe_int(m, recipe)->pub, fz->ops, NULL, m->audit, NULL,
+                     NULL};
     uint32_t nj = n, nf, nb;
     ft_rules_apply_pass(&c, m->order[FT_PASS_JOINT], m->n_order[FT_PASS_JOINT], joint, &nj);
     memcpy(fwd, joint, nj * sizeof *joint);
@@ -568,94 +569,4 @@ int ft_model_grouped_mlp(const ft_model *m, uint32_t fuser, ft_grouped_mlp *d)
         return 1;
     }
     return 0;
-}
-
-/* ---- why a fusion does not happen ------------------------------------------------------------ */
-static void read_text(const ft_model *m, const oplist_m *fz, const ft_recipe_model *r,
-                      const ft_last_read *lr, char *buf, size_t cap)
-{
-    const ft_read *w = &lr->what;
-    switch (w->scope) {
-    case FT_SCOPE_OP: {
-        const ft_op *op = &fz->ops[lr->op < fz->n_ops ? lr->op : 0];
-        const ft_op_attr a = (ft_op_attr)w->attr;
-        if (!ft_op_has_attr(op, a))
-            snprintf(buf, cap, "op %u (%s) has no attribute %s", lr->op, op->name,
-                     ft_op_attr_name(a));
-        else if (op->f[a] != 0.0 && (double)op->v[a] != op->f[a])
-            snprintf(buf, cap, "op %u (%s) attribute %s = %g", lr->op, op->name, ft_op_attr_name(a),
-                     op->f[a]);
-        else
-            snprintf(buf, cap, "op %u (%s) attribute %s = %lld", lr->op, op->name,
-                     ft_op_attr_name(a), (long long)op->v[a]);
-        break;
-    }
-    case FT_SCOPE_RECIPE:
-        snprintf(buf, cap, "recipe %s: %s = %lld", ft_recipe_type_name(r->type),
-                 ft_recipe_read_name((ft_recipe_read)w->attr),
-                 (long long)ft_recipe_read_value(r, (ft_recipe_read)w->attr));
-        break;
-    default: {
-        const char *name = ft_env_attr_name((ft_env_attr)w->attr);
-        const char *v = ft_env_str(&m->env, name);
-        snprintf(buf, cap, "env %s = %s", name, v ? v : "(absent)");
-    }
-    }
-}
-
-int ft_model_why_unfused(const ft_model *m, uint32_t fuser, int32_t recipe, ft_unfused_why *out)
-{
-    memset(out, 0, sizeof *out);
-    if (fuser >= m->n_fusers || recipe < -1 || (recipe >= 0 && (uint32_t)recipe >= m->n_recipes))
-        return 0;
-    const oplist_m *fz = ft_model_list(m, fuser);
-    const ft_recipe_model *r = &ft_model_recipe_int(m, recipe)->pub;
-    uint32_t n = fz->n_ops;
-    ft_unit *units = ft_malloc((size_t)(n ? n : 1) * 2 * sizeof *units);
-    if (!units) return 0;
-    ft_unit *joint = units, *after = units + n;
-    for (uint32_t i = 0; i < n; i++)
-        joint[i] = (ft_unit){-1, i, i};
-    ft_gate_ctx c = {&m->env, r, fz->ops, NULL, NULL, NULL};
-    uint32_t nj = n;
-    ft_rules_apply_pass(&c, m->order[FT_PASS_JOINT], m->n_order[FT_PASS_JOINT], joint, &nj);
-    int found = 0;
-    for (uint32_t ri = 0; ri < ft_n_rules && !found; ri++) {
-        const ft_rule *rule = &ft_rules[ri];
-        if (!ft_rule_applicable(rule, fz->ops, n)) continue;
-        /* the units this rule's pass sees, and whether the pass applies it */
-        uint32_t na = nj;
-        memcpy(after, joint, nj * sizeof *joint);
-        const int pass = m->rule_pass[ri] >= 0 ? m->rule_pass[ri] : rule->pass;
-        if (pass != FT_PASS_JOINT)
-            ft_rules_apply_pass(&c, m->order[pass], m->n_order[pass], after, &na);
-        int applied = 0;
-        for (uint32_t u = 0; u < na && !applied; u++)
-            applied = after[u].rule == (int16_t)ri;
-        if (applied) continue;
-        if (!m->registered[ri]) {
-            ft_rule_unregistered_reason(ri, &m->env, out->reason, sizeof out->reason);
-            found = 1;
-        } else {
-            /* the rule's window over the units before its own pass ran */
-            const ft_unit *before = pass == FT_PASS_JOINT ? after : joint;
-            uint32_t nb = pass == FT_PASS_JOINT ? na : nj;
-            for (uint32_t i = 0; i < nb && !found; i++) {
-                ft_last_read lr;
-                if (!ft_rule_blocked_at(&c, (int16_t)ri, before, nb, i, &lr)) continue;
-                char what[200];
-                read_text(m, fz, r, &lr, what, sizeof what);
-                uint32_t last_u = i + rule->n_slots - 1 < nb ? i + rule->n_slots - 1 : nb - 1;
-                snprintf(out->reason, sizeof out->reason, "the %s gate rejects ops %u-%u: %s",
-                         rule->func, before[i].lo, before[last_u].hi, what);
-                found = 1;
-            }
-        }
-        if (found) {
-            out->func = rule->func;
-            out->fused = rule->fused;
-        }
-    }
-    ft_free(units);
-    return found;
 }

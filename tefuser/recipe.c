@@ -684,3 +684,139 @@ void ft_recipe_none(ft_recipe_int *out)
     out->pub.hash = ft_hash64("None", 4);
     out->pub.qhash = 0;
 }
+
+/* ---- what differs between two recipes ------------------------------------------------------ */
+/* One "name=value" field of a canonical text. */
+typedef struct canon_field {
+    const char *name, *val;
+    size_t name_len, val_len;
+} canon_field;
+
+/* The field at *p (just after '{' or at a ','), *p moved past it: 1, or 0 at the end. Values are
+ * compact JSON: commas inside strings, objects and arrays do not end them. */
+static int canon_next(const char **p, canon_field *f)
+{
+    const char *s = *p;
+    if (*s == ',') s++;
+    if (!*s || *s == '}') return 0;
+    f->name = s;
+    while (*s && *s != '=')
+        s++;
+    if (*s != '=') return 0;
+    f->name_len = (size_t)(s - f->name);
+    f->val = ++s;
+    int depth = 0, in_str = 0;
+    for (; *s; s++) {
+        if (in_str) {
+            if (*s == '\\' && s[1])
+                s++;
+            else if (*s == '"')
+                in_str = 0;
+        } else if (*s == '"') {
+            in_str = 1;
+        } else if (*s == '{' || *s == '[') {
+            depth++;
+        } else if (*s == '}' || *s == ']') {
+            if (!depth) break;
+            depth--;
+        } else if (*s == ',' && !depth) {
+            break;
+        }
+    }
+    f->val_len = (size_t)(s - f->val);
+    *p = s;
+    return 1;
+}
+
+/* A canonical JSON value as Python prints it: True, False, None, 'text'; others as they are. */
+static void py_value(const char *v, size_t n, char *buf, size_t cap)
+{
+    if (n == 4 && !memcmp(v, "true", 4))
+        snprintf(buf, cap, "True");
+    else if (n == 5 && !memcmp(v, "false", 5))
+        snprintf(buf, cap, "False");
+    else if (n == 4 && !memcmp(v, "null", 4))
+        snprintf(buf, cap, "None");
+    else if (n >= 2 && v[0] == '"' && v[n - 1] == '"' && !memchr(v, '\\', n))
+        snprintf(buf, cap, "'%.*s'", (int)(n - 2), v + 1);
+    else
+        snprintf(buf, cap, "%.*s", (int)n, v);
+}
+
+/* The recipe's canonical text ("None" for recipe -1). */
+static const char *canon_of(const ft_model *m, int32_t recipe)
+{
+    const ft_recipe_int *r = ft_model_recipe_int(m, recipe);
+    return r->canon ? r->canon : "None";
+}
+
+void ft_model_recipe_class(const ft_model *m, int32_t recipe, char *buf, size_t cap)
+{
+    const char *c = canon_of(m, recipe), *brace = strchr(c, '{');
+    snprintf(buf, cap, "%.*s", (int)(brace ? (size_t)(brace - c) : strlen(c)), c);
+}
+
+static void add_change(ft_recipe_change *out, uint32_t cap, uint32_t *n, const char *name,
+                       size_t name_len, const char *from, size_t from_len, const char *to,
+                       size_t to_len)
+{
+    if (*n < cap) {
+        ft_recipe_change *c = &out[*n];
+        snprintf(c->name, sizeof c->name, "%.*s", (int)name_len, name);
+        if (from)
+            py_value(from, from_len, c->from, sizeof c->from);
+        else
+            snprintf(c->from, sizeof c->from, "(absent)");
+        if (to)
+            py_value(to, to_len, c->to, sizeof c->to);
+        else
+            snprintf(c->to, sizeof c->to, "(absent)");
+    }
+    (*n)++;
+}
+
+/* Field `name` of canonical text c, or 0. */
+static int canon_find(const char *c, const char *name, size_t len, canon_field *out)
+{
+    const char *p = strchr(c, '{');
+    if (!p) return 0;
+    p++;
+    canon_field f;
+    while (canon_next(&p, &f))
+        if (f.name_len == len && !memcmp(f.name, name, len)) {
+            *out = f;
+            return 1;
+        }
+    return 0;
+}
+
+uint32_t ft_model_recipe_diff(const ft_model *m, int32_t a, int32_t b, ft_recipe_change *out,
+                              uint32_t cap)
+{
+    char ca[sizeof out->from], cb[sizeof out->to];
+    ft_model_recipe_class(m, a, ca, sizeof ca);
+    ft_model_recipe_class(m, b, cb, sizeof cb);
+    uint32_t n = 0;
+    if (strcmp(ca, cb)) {
+        add_change(out, cap, &n, "type", 4, NULL, 0, NULL, 0);
+        if (cap) {
+            snprintf(out[0].from, sizeof out[0].from, "%s", ca);
+            snprintf(out[0].to, sizeof out[0].to, "%s", cb);
+        }
+        return n;
+    }
+    const char *ta = canon_of(m, a), *tb = canon_of(m, b);
+    const char *p = strchr(ta, '{');
+    canon_field f, g;
+    for (p = p ? p + 1 : ""; canon_next(&p, &f);) {
+        if (!canon_find(tb, f.name, f.name_len, &g))
+            add_change(out, cap, &n, f.name, f.name_len, f.val, f.val_len, NULL, 0);
+        else if (f.val_len != g.val_len || memcmp(f.val, g.val, f.val_len))
+            add_change(out, cap, &n, f.name, f.name_len, f.val, f.val_len, g.val, g.val_len);
+    }
+    p = strchr(tb, '{');
+    for (p = p ? p + 1 : ""; canon_next(&p, &g);)
+        if (!canon_find(ta, g.name, g.name_len, &f))
+            add_change(out, cap, &n, g.name, g.name_len, NULL, 0, g.val, g.val_len);
+    return n;
+}

@@ -84,6 +84,22 @@ static int rd_env_fe_at_least(const ft_gate_ctx *c, const char *min)
     return ft_env_fe_at_least(c->env, min);
 }
 
+/* A gate's check failed on the read just made: reject the window (1), or, when a why-unfused
+ * query collects every failing check (c->fails), record the read with what the check needs and
+ * go on to the gate's next check (0). */
+static int reject(const ft_gate_ctx *c, const char *need)
+{
+    if (!c->fails) return 1;
+    ft_gate_fails *g = c->fails;
+    if (c->last && c->last->set && g->n < FT_MAX_GATE_FAILS) {
+        g->f[g->n].what = c->last->what;
+        g->f[g->n].op = c->last->op;
+        g->f[g->n].need = need;
+        g->n++;
+    }
+    return 0;
+}
+
 int64_t ft_recipe_read_value(const ft_recipe_model *r, ft_recipe_read rr)
 {
     switch (rr) {
@@ -110,44 +126,74 @@ const char *ft_recipe_read_name(ft_recipe_read r)
 }
 
 /* ---- grouped MLP (ops/fused/grouped_mlp.py) ----------------------------------------------- */
-/* _GroupedMLP_CuTeGEMMBase.is_supported() for the class whose activation kernels are act/dact:
- * the env flag > 0, SM 10.x, cuDNN FE >= 1.23.0, and `from cudnn import ...` of the activation,
- * its backward, the quant kernel and (unless NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP >= 1)
- * the wgrad kernel; the first failing check in TE's order, or NULL. */
-static const char *base_unsupported(const ft_env *env, ft_env_attr act, ft_env_attr dact)
+static void reg_fail(ft_reg_check *out, uint32_t cap, uint32_t *n, ft_env_attr a, const char *text,
+                     const char *need)
 {
+    if (*n < cap) out[*n] = (ft_reg_check){(uint8_t)a, text, need};
+    (*n)++;
+}
+
+/* _GroupedMLP_CuTeGEMMBase.is_supported() for the class whose activation kernels are act/dact
+ * (GroupedMLP_CuTeGEMMUnary checks FE >= 1.24.0 first): the env flag > 0, SM 10.x, cuDNN FE >=
+ * 1.23.0, and `from cudnn import ...` of the activation, its backward, the quant kernel and (unless
+ * NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP >= 1) the wgrad kernel. Every check that fails, in
+ * TE's order; the imports only when the frontend itself passes (they come with it). */
+static uint32_t mlp_fails(const ft_env *env, int srelu, ft_reg_check *out, uint32_t cap)
+{
+    const ft_env_attr act = srelu ? FT_EA_WRAP_SRELU : FT_EA_WRAP_GLU;
+    const ft_env_attr dact = srelu ? FT_EA_WRAP_DSRELU : FT_EA_WRAP_DGLU;
+    uint32_t n = 0;
+    int fe_ok = 1;
+    if (srelu && !ft_env_fe_at_least(env, "1.24.0")) {
+        reg_fail(out, cap, &n, FT_EA_CUDNN_FRONTEND,
+                 "cudnn_frontend is older than 1.24.0 (the SReLU kernels) or not installed",
+                 ">= 1.24.0");
+        fe_ok = 0;
+    }
     if (env->v[FT_EA_CUTEDSL_FUSED_GROUPED_MLP] <= 0)
-        return "env NVTE_CUTEDSL_FUSED_GROUPED_MLP is not set to 1";
-    if (env->v[FT_EA_DEVICE_CC] / 10 != 10) return "the device capability (device_cc) is not 10.x";
-    if (!ft_env_fe_at_least(env, "1.23.0"))
-        return "cudnn_frontend is older than 1.23.0 (or not installed)";
+        reg_fail(out, cap, &n, FT_EA_CUTEDSL_FUSED_GROUPED_MLP,
+                 "env NVTE_CUTEDSL_FUSED_GROUPED_MLP is not set to 1", "1");
+    if (env->v[FT_EA_DEVICE_CC] / 10 != 10)
+        reg_fail(out, cap, &n, FT_EA_DEVICE_CC, "the device capability (device_cc) is not 10.x",
+                 "10.x (SM100)");
+    if (fe_ok && !ft_env_fe_at_least(env, "1.23.0")) {
+        reg_fail(out, cap, &n, FT_EA_CUDNN_FRONTEND,
+                 "cudnn_frontend is older than 1.23.0 (or not installed)", ">= 1.23.0");
+        fe_ok = 0;
+    }
+    if (!fe_ok) return n;
     if (!env->v[act])
-        return act == FT_EA_WRAP_GLU ? "cudnn.grouped_gemm_glu_wrapper_sm100 cannot be imported"
-                                     : "cudnn.grouped_gemm_srelu_wrapper_sm100 cannot be imported";
+        reg_fail(out, cap, &n, act,
+                 srelu ? "cudnn.grouped_gemm_srelu_wrapper_sm100 cannot be imported"
+                       : "cudnn.grouped_gemm_glu_wrapper_sm100 cannot be imported",
+                 "importable");
     if (!env->v[dact])
-        return dact == FT_EA_WRAP_DGLU
-                   ? "cudnn.grouped_gemm_dglu_wrapper_sm100 cannot be imported"
-                   : "cudnn.grouped_gemm_dsrelu_wrapper_sm100 cannot be imported";
+        reg_fail(out, cap, &n, dact,
+                 srelu ? "cudnn.grouped_gemm_dsrelu_wrapper_sm100 cannot be imported"
+                       : "cudnn.grouped_gemm_dglu_wrapper_sm100 cannot be imported",
+                 "importable");
     if (!env->v[FT_EA_WRAP_QUANT])
-        return "cudnn.grouped_gemm_quant_wrapper_sm100 cannot be imported";
+        reg_fail(out, cap, &n, FT_EA_WRAP_QUANT,
+                 "cudnn.grouped_gemm_quant_wrapper_sm100 cannot be imported", "importable");
     /* grouped_gemm_wgrad_wrapper_sm100 is imported unless wgrad is disabled by env */
     if (env->v[FT_EA_DISABLE_CUTEDSL_WGRAD] < 1 && !env->v[FT_EA_WRAP_WGRAD])
-        return "cudnn.grouped_gemm_wgrad_wrapper_sm100 cannot be imported and "
-               "NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP is not 1";
-    return NULL;
+        reg_fail(out, cap, &n, FT_EA_WRAP_WGRAD,
+                 "cudnn.grouped_gemm_wgrad_wrapper_sm100 cannot be imported and "
+                 "NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP is not 1",
+                 "importable (or NVTE_DISABLE_CUTEDSL_WGRAD_FUSED_GROUPED_MLP=1)");
+    return n;
 }
 
 static const char *glu_unsupported(const ft_env *env)
 {
-    return base_unsupported(env, FT_EA_WRAP_GLU, FT_EA_WRAP_DGLU);
+    ft_reg_check c;
+    return mlp_fails(env, 0, &c, 1) ? c.text : NULL;
 }
 
-/* GroupedMLP_CuTeGEMMUnary.is_supported: FE >= 1.24.0, then the base checks */
 static const char *srelu_unsupported(const ft_env *env)
 {
-    if (!ft_env_fe_at_least(env, "1.24.0"))
-        return "cudnn_frontend is older than 1.24.0 (the SReLU kernels) or not installed";
-    return base_unsupported(env, FT_EA_WRAP_SRELU, FT_EA_WRAP_DSRELU);
+    ft_reg_check c;
+    return mlp_fails(env, 1, &c, 1) ? c.text : NULL;
 }
 
 int ft_grouped_mlp_glu_registered(const ft_env *env)
@@ -170,32 +216,51 @@ static int reg_srelu(const ft_env *env)
     return ft_grouped_mlp_srelu_registered(env);
 }
 
-/* fuse_grouped_mlp_ops after the window's types matched. */
+/* fuse_grouped_mlp_ops after the window's types matched: each check reads one value, so that
+ * a rejection names the value it failed on. */
 static int gate_grouped_mlp(const ft_gate_ctx *c, const ft_unit *w, unsigned present)
 {
     (void)present;
     /* 2. recipe is not None and (mxfp8() or nvfp4()) */
-    if (rd_recipe(c, FT_RR_IS_NONE)) return 0;
-    int mx = (int)rd_recipe(c, FT_RR_MXFP8), nv = (int)rd_recipe(c, FT_RR_NVFP4);
-    if (!mx && !nv) return 0;
-    /* 3. NVFP4 fused grouped MLP requires RHT (the plan-time disable_rht check) */
-    if (nv && rd_recipe(c, FT_RR_DISABLE_RHT) == 1) return 0;
+    if (rd_recipe(c, FT_RR_IS_NONE)) {
+        if (reject(c, "a quantization recipe (MXFP8BlockScaling or NVFP4BlockScaling)")) return 0;
+    } else {
+        int mx = (int)rd_recipe(c, FT_RR_MXFP8), nv = (int)rd_recipe(c, FT_RR_NVFP4);
+        if (!mx && !nv && reject(c, "an MXFP8BlockScaling or NVFP4BlockScaling recipe")) return 0;
+        /* 3. NVFP4 fused grouped MLP requires RHT (the plan-time disable_rht check) */
+        if (nv && rd_recipe(c, FT_RR_DISABLE_RHT) == 1 &&
+            reject(c, "False (the fused NVFP4 kernels need RHT)"))
+            return 0;
+    }
     uint8_t act = c->ops[w[1].lo].type;
     int glu = act == FT_OP_SCALED_SWIGLU || act == FT_OP_SCALED_CLAMPED_QGEGLU;
     /* 4. ScaledClampedQGeGLU with FE < 1.24 only with the kernel's fixed parameters */
-    if (act == FT_OP_SCALED_CLAMPED_QGEGLU && !rd_env_fe_at_least(c, "1.24.0") &&
-        (fabs(rd_opf(c, w, 1, FT_OA_ALPHA) - 1.702) > 0.001 ||
-         fabs(rd_opf(c, w, 1, FT_OA_GLU_LINEAR_OFFSET) - 1.0) > 0.001 ||
-         fabs(rd_opf(c, w, 1, FT_OA_LIMIT) - 7.0) > 0.001))
-        return 0;
+    if (act == FT_OP_SCALED_CLAMPED_QGEGLU && !rd_env_fe_at_least(c, "1.24.0")) {
+        if (fabs(rd_opf(c, w, 1, FT_OA_ALPHA) - 1.702) > 0.001 &&
+            reject(c, "1.702 (the kernel's own, before cudnn_frontend 1.24.0)"))
+            return 0;
+        if (fabs(rd_opf(c, w, 1, FT_OA_GLU_LINEAR_OFFSET) - 1.0) > 0.001 &&
+            reject(c, "1.0 (the kernel's own, before cudnn_frontend 1.24.0)"))
+            return 0;
+        if (fabs(rd_opf(c, w, 1, FT_OA_LIMIT) - 7.0) > 0.001 &&
+            reject(c, "7.0 (the kernel's own, before cudnn_frontend 1.24.0)"))
+            return 0;
+    }
     /* 5. validate_grouped_mlp_dims */
-    int64_t in1 = rd_op(c, w, 0, FT_OA_IN_FEATURES), out1 = rd_op(c, w, 0, FT_OA_OUT_FEATURES);
-    int64_t in2 = rd_op(c, w, 2, FT_OA_IN_FEATURES), out2 = rd_op(c, w, 2, FT_OA_OUT_FEATURES);
-    if (in1 % 64 || out1 % 64 || in2 % 64 || out2 % 64) return 0;
-    int64_t expect = glu ? 2 * in2 : in2;
-    if (out1 != expect) return 0;
-    if (rd_op(c, w, 0, FT_OA_NUM_GROUPS) != rd_op(c, w, 2, FT_OA_NUM_GROUPS)) return 0;
-    if (glu && rd_op(c, w, 1, FT_OA_GLU_INTERLEAVE) != 32) return 0;
+    static const char *const m64 = "a multiple of 64";
+    if (rd_op(c, w, 0, FT_OA_IN_FEATURES) % 64 && reject(c, m64)) return 0;
+    if (rd_op(c, w, 0, FT_OA_OUT_FEATURES) % 64 && reject(c, m64)) return 0;
+    const int64_t in2 = rd_op(c, w, 2, FT_OA_IN_FEATURES);
+    if (in2 % 64 && reject(c, m64)) return 0;
+    if (rd_op(c, w, 2, FT_OA_OUT_FEATURES) % 64 && reject(c, m64)) return 0;
+    if (rd_op(c, w, 0, FT_OA_OUT_FEATURES) != (glu ? 2 * in2 : in2) &&
+        reject(c, glu ? "twice the second GroupedLinear's in_features"
+                      : "the second GroupedLinear's in_features"))
+        return 0;
+    const int64_t g0 = rd_op(c, w, 0, FT_OA_NUM_GROUPS);
+    if (rd_op(c, w, 2, FT_OA_NUM_GROUPS) != g0 && reject(c, "the first GroupedLinear's num_groups"))
+        return 0;
+    if (glu && rd_op(c, w, 1, FT_OA_GLU_INTERLEAVE) != 32 && reject(c, "32")) return 0;
     return 1;
 }
 
@@ -219,15 +284,18 @@ static int take_ub_rs(const ft_gate_ctx *c, const ft_unit *w, int slot)
 
 static int ub_window_ok(const ft_gate_ctx *c, const ft_unit *w, unsigned present)
 {
-    if (rd_env(c, FT_EA_WORLD_SIZE) <= 1) return 0; /* distributed initialized, world > 1 */
+    if (rd_env(c, FT_EA_WORLD_SIZE) <= 1 && reject(c, "more than 1 (torch.distributed)"))
+        return 0; /* distributed initialized, world > 1 */
     int64_t mode = rd_op(c, w, 0, FT_OA_TP_MODE);
     if (!(present & 4u)) {
-        if (mode == FT_TP_NONE) return 0;
-        if (rd_op(c, w, 0, FT_OA_TP_SIZE) == 1) return 0;
-        if (mode == FT_TP_ROW && (present & 2u)) return 0;
+        if (mode == FT_TP_NONE && reject(c, "'column' or 'row'")) return 0;
+        if (rd_op(c, w, 0, FT_OA_TP_SIZE) == 1 && reject(c, "more than 1")) return 0;
+        if (mode == FT_TP_ROW && (present & 2u) &&
+            reject(c, "'column' (a row-parallel linear takes no bias here)"))
+            return 0;
     } else {
-        if (mode != FT_TP_NONE) return 0;
-        if (rd_op(c, w, 2, FT_OA_PROCESS_GROUP_SIZE) == 1) return 0;
+        if (mode != FT_TP_NONE && reject(c, "None (before a ReduceScatter)")) return 0;
+        if (rd_op(c, w, 2, FT_OA_PROCESS_GROUP_SIZE) == 1 && reject(c, "more than 1")) return 0;
     }
     return 1;
 }
@@ -235,7 +303,7 @@ static int ub_window_ok(const ft_gate_ctx *c, const ft_unit *w, unsigned present
 static int gate_ub_fwd(const ft_gate_ctx *c, const ft_unit *w, unsigned present)
 {
     /* Userbuffers are disabled for backward overrides (the recipe's, None without a recipe) */
-    if (rd_recipe(c, FT_RR_BACKWARD_OVERRIDE) != FT_BO_NONE) return 0;
+    if (rd_recipe(c, FT_RR_BACKWARD_OVERRIDE) != FT_BO_NONE && reject(c, "None")) return 0;
     return ub_window_ok(c, w, present);
 }
 
@@ -258,47 +326,57 @@ static int take_in_place(const ft_gate_ctx *c, const ft_unit *w, int slot)
 static int gate_linear_bias_activation(const ft_gate_ctx *c, const ft_unit *w, unsigned present)
 {
     (void)present;
-    if (rd_op(c, w, 0, FT_OA_TP_MODE) == FT_TP_ROW) return 0;
+    if (rd_op(c, w, 0, FT_OA_TP_MODE) == FT_TP_ROW && reject(c, "None or 'column'")) return 0;
     int64_t dt = rd_op(c, w, 0, FT_OA_DTYPE); /* linear.weight.dtype in (fp16, bf16) */
-    return dt == FT_DT_FLOAT16 || dt == FT_DT_BFLOAT16;
+    if (dt != FT_DT_FLOAT16 && dt != FT_DT_BFLOAT16 && reject(c, "torch.float16 or torch.bfloat16"))
+        return 0;
+    return 1;
 }
 
 static int gate_linear_scale_add(const ft_gate_ctx *c, const ft_unit *w, unsigned present)
 {
     (void)present;
-    if (rd_op(c, w, 0, FT_OA_TP_MODE) == FT_TP_ROW) return 0;
-    return rd_op(c, w, 2, FT_OA_IN_PLACE) != 0;
+    if (rd_op(c, w, 0, FT_OA_TP_MODE) == FT_TP_ROW && reject(c, "None or 'column'")) return 0;
+    if (!rd_op(c, w, 2, FT_OA_IN_PLACE) && reject(c, "True")) return 0;
+    return 1;
 }
 
 /* ---- backward fusions --------------------------------------------------------------------- */
 static int gate_linear_add(const ft_gate_ctx *c, const ft_unit *w, unsigned present)
 {
     (void)present;
-    if (!rd_op(c, w, 0, FT_OA_IN_PLACE)) return 0;
-    return rd_op(c, w, 1, FT_OA_TP_MODE) != FT_TP_COLUMN;
+    if (!rd_op(c, w, 0, FT_OA_IN_PLACE) && reject(c, "True")) return 0;
+    if (rd_op(c, w, 1, FT_OA_TP_MODE) == FT_TP_COLUMN && reject(c, "None or 'row'")) return 0;
+    return 1;
 }
 
 static int gate_linear_scale(const ft_gate_ctx *c, const ft_unit *w, unsigned present)
 {
     (void)present;
-    return rd_op(c, w, 0, FT_OA_TP_MODE) != FT_TP_COLUMN;
+    if (rd_op(c, w, 0, FT_OA_TP_MODE) == FT_TP_COLUMN && reject(c, "None or 'row'")) return 0;
+    return 1;
 }
 
 static int gate_activation_bias(const ft_gate_ctx *c, const ft_unit *w, unsigned present)
 {
     (void)present;
-    if (rd_recipe(c, FT_RR_IS_NONE)) return 0;
-    if (rd_recipe(c, FT_RR_BACKWARD_OVERRIDE) != FT_BO_NONE) return 0;
+    if (rd_recipe(c, FT_RR_IS_NONE)) {
+        if (reject(c, "a quantization recipe")) return 0;
+    } else if (rd_recipe(c, FT_RR_BACKWARD_OVERRIDE) != FT_BO_NONE && reject(c, "None")) {
+        return 0;
+    }
     /* window[0].get_grad_output_quantizer() is not None at plan time: the op (a fused op: its
      * last basic op) has backward quantizers, which exist whenever the recipe is not None, since
      * maybe_fuse_ops resets recipe state before it builds. */
-    return rd_op(c, w, 0, FT_OA_GRAD_OUTPUT_QUANTIZER) != 0;
+    if (!rd_op(c, w, 0, FT_OA_GRAD_OUTPUT_QUANTIZER) && reject(c, "True")) return 0;
+    return 1;
 }
 
 static int gate_add_rmsnorm(const ft_gate_ctx *c, const ft_unit *w, unsigned present)
 {
     (void)present;
-    return rd_op(c, w, 0, FT_OA_IN_PLACE) == 0;
+    if (rd_op(c, w, 0, FT_OA_IN_PLACE) && reject(c, "False")) return 0;
+    return 1;
 }
 
 /* ---- the rule table ----------------------------------------------------------------------- */
@@ -493,7 +571,8 @@ static int try_window(const ft_gate_ctx *c, int16_t rule_idx, ft_unit *units, ui
     }
     if (ok && r->gate) {
         if (c->last) *c->last = (ft_last_read){.gate = 1}; /* what the gate reads, not the takes */
-        if (!r->gate(c, w, present)) ok = 0;
+        const uint32_t n_fails = c->fails ? c->fails->n : 0;
+        if (!r->gate(c, w, present) || (c->fails && c->fails->n > n_fails)) ok = 0;
     }
     if (!ok) {
         /* SLIDE: shift by one. CONSUME: what the anchor took goes out unfused. */
@@ -573,8 +652,18 @@ int ft_rule_blocked_at(const ft_gate_ctx *c0, int16_t rule, const ft_unit *units
     c.last = last;
     /* the window's own units only: a match never looks past them */
     *last = (ft_last_read){0};
+    const uint32_t n_fails = c.fails ? c.fails->n : 0;
     if (try_window(&c, rule, copy, &cn, 0, &next)) return 0;
-    return last->gate && last->set;
+    return c.fails ? c.fails->n > n_fails : last->gate && last->set;
+}
+
+uint32_t ft_rule_registration_fails(uint32_t rule, const ft_env *env, ft_reg_check *out,
+                                    uint32_t cap)
+{
+    const ft_rule *r = &ft_rules[rule];
+    if (r->registered == reg_glu) return mlp_fails(env, 0, out, cap);
+    if (r->registered == reg_srelu) return mlp_fails(env, 1, out, cap);
+    return 0;
 }
 
 const char *ft_rule_unregistered_reason(uint32_t rule, const ft_env *env, char *buf, size_t cap)

@@ -119,6 +119,8 @@ void ft_ops_free(ft_op *ops, uint32_t n);
 /* Canonical bytes of one op attribute (for the fusion key). */
 uint64_t ft_op_attr_hash(const ft_op *op, ft_op_attr a, uint64_t h);
 const char *ft_op_attr_name(ft_op_attr a);
+/* The attribute's value as Python prints it (16, True, None, 'column', torch.bfloat16). */
+void ft_op_attr_text(const ft_op *op, ft_op_attr a, char *buf, size_t cap);
 /* Whether ops of this type have the attribute (others hold a constant default). */
 int ft_op_has_attr(const ft_op *op, ft_op_attr a);
 
@@ -151,6 +153,7 @@ typedef struct ft_env {
     uint8_t src[FT_EA_COUNT]; /* FT_ENV_*: absent (TE's default assumed), captured, --env */
     uint8_t ov[FT_EA_COUNT];  /* an --env override named the key (set or removed it) */
     uint8_t legacy_wgrad;     /* the wrapper came from the old key cudnn_wgrad_wrapper */
+    uint8_t captured_empty;   /* the capture's env object was absent or empty */
     ft_version fe;            /* cudnn_frontend, when installed */
     json_t *obj;              /* the whole env object (overrides applied, values as text) */
 } ft_env;
@@ -160,6 +163,8 @@ const char *ft_env_attr_name(ft_env_attr a);
 int ft_env_fe_at_least(const ft_env *e, const char *min);
 /* The earlier fusertrace name of the wgrad wrapper key, still read ("cudnn_wgrad_wrapper"). */
 const char *ft_env_legacy_wgrad_key(void);
+/* What the model assumes for an env value the capture lacks, in words (capture.c). */
+const char *ft_env_default_text(ft_env_attr a);
 /* Env string value of key (NULL if absent or null). */
 const char *ft_env_str(const ft_env *e, const char *key);
 
@@ -223,6 +228,8 @@ typedef struct ft_gate_ctx {
     uint8_t *undeclared;
     /* why-unfused query (ft_model_why_unfused): the last read of a take or gate, or NULL */
     struct ft_last_read *last;
+    /* and, when set, every failing check of a gate, which then goes on to its next check */
+    struct ft_gate_fails *fails;
 } ft_gate_ctx;
 
 /* The last attribute a take condition or gate read, and where. */
@@ -232,6 +239,18 @@ typedef struct ft_last_read {
     ft_read what;
     uint32_t op; /* basic op index, for FT_SCOPE_OP */
 } ft_last_read;
+
+/* The failing checks of the gates a why-unfused query ran: the read each failed on, and what the
+ * check needs ("a multiple of 64"). */
+enum { FT_MAX_GATE_FAILS = 16 };
+typedef struct ft_gate_fails {
+    uint32_t n;
+    struct {
+        ft_read what;
+        uint32_t op;
+        const char *need;
+    } f[FT_MAX_GATE_FAILS];
+} ft_gate_fails;
 
 /* Window slot: op types (0 = any unit, basic or fused), optional, extra take condition. The
  * condition sees the window filled so far (w[0..slot-1]) and the candidate in w[slot]. */
@@ -284,6 +303,17 @@ int ft_map_to_basic(const ft_unit *units, uint32_t n_units, const ft_op *ops, ui
  * 0. units are not changed. */
 int ft_rule_blocked_at(const ft_gate_ctx *c, int16_t rule, const ft_unit *units, uint32_t n,
                        uint32_t i, ft_last_read *last);
+/* A failing check of a rule's import-time registration: the env value it reads, TE's reason in
+ * words, and what the check needs. */
+typedef struct ft_reg_check {
+    uint8_t attr;     /* ft_env_attr */
+    const char *text; /* "the device capability (device_cc) is not 10.x" */
+    const char *need; /* "10.x (SM100)" */
+} ft_reg_check;
+/* Every check of rule's registration that fails under env, in TE's order (the first is why TE
+ * does not register it): their number, the first cap into out. */
+uint32_t ft_rule_registration_fails(uint32_t rule, const ft_env *env, ft_reg_check *out,
+                                    uint32_t cap);
 /* Why rule is not registered under env, in words ("device_cc 9.0 is not 10.x", ...). */
 const char *ft_rule_unregistered_reason(uint32_t rule, const ft_env *env, char *buf, size_t cap);
 /* Whether the rule's window could match somewhere in ops (type compatibility only). */

@@ -25,6 +25,7 @@
 #include "ft_recorder.h"
 #include "ft_replayer.h"
 #include "ft_report.h"
+#include "ft_synth.h"
 #include "test_util.h"
 
 #include <dirent.h>
@@ -903,6 +904,65 @@ static void test_fresh_plan_raises_counted_apart(void **state)
     mini_free(m);
 }
 
+/* A call whose fresh plan raises too is not stale under any policy, even where the policy runs
+ * another plan that raises (issue 21): synth rht-switch with 64 experts, where the fresh plans of
+ * 64 calls raise and te-3410-commit1 and recipe-object run other raising plans on them. Only
+ * te-3410's restored fused plan raises where the fresh plan runs. */
+typedef struct fresh_raise_log {
+    uint64_t n_fresh_raises, stale_on_them;
+} fresh_raise_log;
+
+static int fresh_raise_batch(void *ctx, const ft_replay_view *v, ft_err *err)
+{
+    (void)err;
+    fresh_raise_log *w = ctx;
+    assert_non_null(v->fresh_raises);
+    for (uint32_t j = 0; j < v->n; j++) {
+        if (!v->fresh_raises[j]) continue;
+        w->n_fresh_raises++;
+        for (uint32_t p = 0; p < v->n_pol; p++)
+            w->stale_on_them += v->pol[p].stale[j] != FT_STALE_NONE;
+    }
+    return FT_OK;
+}
+
+static void test_calls_raising_whatever_the_key_are_not_stale(void **state)
+{
+    (void)state;
+    ft_sink s;
+    mini *m = mini_new(&s);
+    const ft_synth_param sets[] = {{"experts", "64"}};
+    ft_err err = {0};
+    seq_ctr = 0;
+    assert_int_equal(ft_synth_run("rht-switch", sets, 1, 7, &s, &err), FT_OK);
+    static fresh_raise_log w;
+    memset(&w, 0, sizeof w);
+    const ft_replay_observer obs = {
+        .ctx = &w, .needs = FT_VIEW_DECISIONS, .batch_fn = fresh_raise_batch};
+    const ft_replay_observer *one[1];
+    ft_replay_opts o = {0};
+    watch(&o, one, &obs);
+    ft_replay_result res;
+    mini_replay(m, &o, 500, &res);
+    assert_int_equal(res.fresh_raises, 64);
+    assert_int_equal(w.n_fresh_raises, 64);
+    assert_int_equal(w.stale_on_them, 0);
+    assert_int_equal(pol(&res, "te-3410-commit1")->stale[FT_STALE_RAISES], 0);
+    assert_int_equal(pol(&res, "recipe-object")->stale[FT_STALE_RAISES], 0);
+    assert_int_equal(pol(&res, "te-3410-commit1")->raises[0].count, 0);
+    /* te-3410 restores the disable_rht=False fused plan where a fresh build runs unfused */
+    assert_int_equal(pol(&res, "te-3410")->stale[FT_STALE_RAISES], 64);
+    /* under a filter the raises of the counted calls are still counted apart */
+    ft_replay_filter flt = {.has_steps = 1, .step_lo = 8, .step_hi = 11};
+    ft_replay_opts of = {.filter = &flt};
+    ft_replay_result fres;
+    mini_replay(m, &of, 500, &fres);
+    assert_true(fres.fresh_raises > 0 && fres.fresh_raises <= 64);
+    for (uint32_t p = 0; p < fres.n_policies; p++)
+        assert_true(fres.pol[p].stale[FT_STALE_RAISES] <= res.pol[p].stale[FT_STALE_RAISES]);
+    mini_free(m);
+}
+
 /* ---- LRU capacity --------------------------------------------------------------------------- */
 static void test_lru_capacity_bounds_plans(void **state)
 {
@@ -1472,6 +1532,54 @@ static void test_driver_observers_and_cursor(void **state)
     remove(path);
 }
 
+/* Causes across a redeclaration (`of`): the redeclared fuser's first call continues its
+ * OperationFuser, so a build there is caused by the op attributes (FT_WHY_OPS), not first sight;
+ * and every call names the build whose plan it runs (a hit: the last build under its key). */
+static void import_trace(const char *name, char *out, size_t cap);
+static void test_view_causes_follow_the_instance_and_name_sources(void **state)
+{
+    (void)state;
+    char path[1200];
+    import_trace("op-attr-change", path, sizeof path);
+    ft_err err = {0};
+    ft_trace *t = NULL;
+    assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+    uint32_t idx[2];
+    assert_int_equal(ft_policy_find("fusion-attrs", &idx[0], NULL), FT_OK);
+    assert_int_equal(ft_policy_find("te-3410", &idx[1], NULL), FT_OK);
+    ft_replay_opts po = {.policies = idx, .n_policies = 2, .needs = FT_VIEW_CAUSES};
+    ft_replay_cursor *c = NULL;
+    assert_int_equal(ft_replay_cursor_open(t, &po, &c, &err), FT_OK);
+    int seen3 = 0;
+    for (int more = 1; more;) {
+        const ft_replay_view *v = NULL;
+        assert_int_equal(ft_replay_cursor_next(c, &v, &more, &err), FT_OK);
+        if (!more) break;
+        for (uint32_t j = 0; j < v->n; j++) {
+            const ft_view_policy *fa = &v->pol[0], *te = &v->pol[1];
+            assert_non_null(fa->src_seq);
+            if (fa->dec[j] & FT_DEC_BUILD) assert_int_equal(fa->src_seq[j], v->seq[j]);
+            if (!(te->dec[j] & FT_DEC_BUILD)) assert_true(te->src_seq[j] < v->seq[j]);
+            if (v->seq[j] != 3) continue;
+            seen3 = 1;
+            /* seq 3: the first call of declaration 2 (of 1): same recipe and f as seq 2 */
+            assert_int_equal(v->prev_recipe[j], v->recipe[j]);
+            assert_int_equal(v->changed[j], FT_WHY_OPS);
+            assert_true(fa->dec[j] & FT_DEC_BUILD);
+            assert_int_equal(fa->why[j], FT_WHY_OPS);
+            /* te-3410 keeps the plan built at seq 0 (grad on, the same key) */
+            assert_false(te->dec[j] & FT_DEC_BUILD);
+            assert_int_equal(te->src_seq[j], 0);
+            assert_int_equal(te->src_f[j], v->f[j]);
+            assert_int_equal(te->src_recipe[j], v->recipe[j]);
+        }
+    }
+    assert_true(seen3);
+    ft_replay_cursor_close(c);
+    ft_trace_close(t);
+    remove(path);
+}
+
 /* ---- the replay and demo commands --------------------------------------------------------- */
 /* Import traces/NAME.jsonl into a trace in FT_BINARY_DIR; path into out. */
 static void import_trace(const char *name, char *out, size_t cap)
@@ -1642,6 +1750,8 @@ int main(void)
         cmocka_unit_test(test_replay_rejects_bad_batch),
         cmocka_unit_test(test_replay_alloc_failures_leak_nothing),
         cmocka_unit_test(test_explain_names_changed_component),
+        cmocka_unit_test(test_calls_raising_whatever_the_key_are_not_stale),
+        cmocka_unit_test(test_view_causes_follow_the_instance_and_name_sources),
         cmocka_unit_test(test_canned_traces_match_golden),
         cmocka_unit_test(test_trace_file_replay_matches_in_memory),
         cmocka_unit_test(test_driver_observers_and_cursor),

@@ -1459,9 +1459,58 @@ static void test_fuzz_model_corpus(void **state)
 
 int tefuser_capture_run(void); /* test_tefuser_capture.c */
 
+/* What differs between two recipes, attribute by attribute, as Python prints the values; a
+ * subclass's own class name; another class is one change. */
+static void test_recipe_diff_names_attributes_and_values(void **state)
+{
+    (void)state;
+    static const rdef rs[] = {
+        {"NVFP4BlockScaling", "{\"disable_rht\":false}"},
+        {"NVFP4BlockScaling", "{\"disable_rht\":true,\"backward_override\":\"dequantized\"}"},
+        {"MXFP8BlockScaling", "{}"},
+        {"MyNVFP4", "{\"__te_base__\":\"NVFP4BlockScaling\",\"disable_rht\":false}"},
+        {"DelayedScaling", "{\"amax_history_len\":16}"},
+        {"DelayedScaling", "{\"amax_history_len\":1024,\"extra_knob\":3}"},
+        {NULL, NULL}};
+    ft_model *m = mk(NULL, rs, ENV_SM100, NULL, 0);
+    ft_recipe_change ch[8];
+    assert_int_equal(ft_model_recipe_diff(m, 0, 1, ch, 8), 2);
+    /* the table's field order */
+    assert_string_equal(ch[0].name, "disable_rht");
+    assert_string_equal(ch[0].from, "False");
+    assert_string_equal(ch[0].to, "True");
+    assert_string_equal(ch[1].name, "backward_override");
+    assert_string_equal(ch[1].from, "None");
+    assert_string_equal(ch[1].to, "'dequantized'");
+    assert_int_equal(ft_model_recipe_diff(m, 0, 0, ch, 8), 0);
+    assert_int_equal(ft_model_recipe_diff(m, 1, 0, NULL, 0), 2);
+    assert_int_equal(ft_model_recipe_diff(m, 0, 2, ch, 8), 1);
+    assert_string_equal(ch[0].name, "type");
+    assert_string_equal(ch[0].from, "NVFP4BlockScaling");
+    assert_string_equal(ch[0].to, "MXFP8BlockScaling");
+    char cls[64];
+    ft_model_recipe_class(m, 3, cls, sizeof cls);
+    assert_string_equal(cls, "MyNVFP4");
+    ft_model_recipe_class(m, -1, cls, sizeof cls);
+    assert_string_equal(cls, "None");
+    assert_int_equal(ft_model_recipe_diff(m, 0, 3, ch, 8), 1); /* the subclass is its own class */
+    assert_string_equal(ch[0].to, "MyNVFP4");
+    assert_int_equal(ft_model_recipe_diff(m, 4, 5, ch, 8), 2);
+    assert_string_equal(ch[0].name, "amax_history_len");
+    assert_string_equal(ch[0].from, "16");
+    assert_string_equal(ch[0].to, "1024");
+    assert_string_equal(ch[1].name, "+extra_knob"); /* a field TE's table does not know */
+    assert_string_equal(ch[1].from, "(absent)");
+    assert_string_equal(ch[1].to, "3");
+    assert_int_equal(ft_model_recipe_diff(m, -1, 2, ch, 8), 1);
+    assert_string_equal(ch[0].from, "None");
+    ft_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recipe_diff_names_attributes_and_values),
         cmocka_unit_test(test_gate_grouped_mlp_fuses_mxfp8_and_nvfp4_rht),
         cmocka_unit_test(test_gate_grouped_mlp_each_condition_flips),
         cmocka_unit_test(test_gate_grouped_mlp_registry_order),

@@ -419,7 +419,11 @@ static void test_registry_grouped_mlp(void **state)
     assert_string_equal(plan0(m, 0), MLP_PLAIN);
     ft_unfused_why why;
     assert_int_equal(ft_model_why_unfused(m, 0, 0, &why), 1);
-    assert_non_null(strstr(why.reason, "grouped_gemm_dglu_wrapper_sm100 cannot be imported"));
+    assert_int_equal(why.n_registration, 1);
+    assert_string_equal(why.block[0].what,
+                        "cudnn.grouped_gemm_dglu_wrapper_sm100 cannot be imported (env value '0')");
+    assert_string_equal(why.block[0].need, "importable");
+    assert_string_equal(why.block[0].source, "the capture");
     ft_model_free(m);
 }
 
