@@ -54,7 +54,7 @@ case "${1:-demo}" in
     SUDO=""
     if [ ! -w "$prefix" ] && [ -e "$prefix" ] && [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
     $SUDO cmake --install "$B"
-    scripts/install-hints.sh "$prefix" "${python:-python3}"
+    scripts/install-hints.sh "$prefix" "${python:-python3}" "$B/install_manifest.txt"
     ;;
   test)
     scripts/deps.sh test

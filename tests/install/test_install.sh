@@ -105,7 +105,8 @@ if "${FT_PYTHON:-python3}" -m venv --without-pip "$tmp/venv" >/dev/null 2>&1; th
   [ "$st" = 7 ] || { echo "the runner changed the script's exit status 7 into $st"; exit 1; }
   echo "fusertrace_capture.run says when nothing was captured"
   # the hints: what the shell needs for this prefix and interpreter
-  hints=$(PATH=/usr/bin:/bin "$here/../../scripts/install-hints.sh" "$tmp/prefix2" "$tmp/venv/bin/python")
+  hints=$(PATH=/usr/bin:/bin "$here/../../scripts/install-hints.sh" "$tmp/prefix2" "$tmp/venv/bin/python" \
+    "$build/install_manifest.txt")
   echo "$hints" | grep -q "export PATH=\"$tmp/prefix2/bin" || { echo "hints: $hints"; exit 1; }
   echo "$hints" | grep -q "does not see" && { echo "hints: $hints"; exit 1; }
   hints=$(PATH=/usr/bin:/bin "$here/../../scripts/install-hints.sh" "$prefix" /usr/bin/python3)
