@@ -129,11 +129,17 @@ const char *ft_trace_notice(const ft_trace *t);
 
 /* Seal a trace whose recording was not closed (killed, or the machine stopped): fold a
  * leftover -wal into the main file, mark it state 'recovered' and leave one self-contained
- * file, as a close does. A trace already closed is left as it is (was_closed). A damaged -wal
- * is refused (FT_ECORRUPT) unless force, which keeps what comes before the damage. FT_ESTATE
- * when another process has the trace open. */
+ * file, as a close does. Whether the trace was closed is read from the main file alone
+ * (immutable) before anything opens it for writing: a closed trace is left byte for byte as it
+ * is, and a -wal or -journal beside it is neither applied nor removed (was_closed, ignored_*);
+ * one whose close was killed before its header switch is finished only when its -wal holds
+ * nothing the main file lacks (else FT_EINVAL: move the side file away). A file that is not a
+ * trace is refused before anything touches it. A damaged -wal is refused (FT_ECORRUPT) unless
+ * force, which keeps what comes before the damage. FT_ESTATE when another process has the
+ * trace open. */
 typedef struct ft_seal_info {
     int was_closed;                          /* the trace was closed already */
+    int ignored_wal, ignored_journal;        /* a side file beside the closed trace, not read */
     uint64_t wal_commits;                    /* commits the -wal held */
     int wal_damaged;                         /* the -wal was damaged (only with force) */
     uint64_t n_calls, n_backwards, n_chunks; /* what the sealed trace holds */

@@ -734,7 +734,7 @@ static int open_db_read(ft_trace *t, probe *pr, wal_scan *ws)
     if (rc) return rc;
     memset(ws, 0, sizeof *ws);
     int use_wal = 0;
-    if (pr->wal_mode && pr->has_wal && pr->wal_bytes) {
+    if (!t->main_only && pr->wal_mode && pr->has_wal && pr->wal_bytes) {
         if ((rc = trace_scan_wal(t->path, pr->page_size, ws)))
             return ft_err_set(&t->err, rc, "%s: out of memory", t->path);
         if (ws->damaged)
