@@ -126,6 +126,10 @@ const ft_err *ft_trace_error(const ft_trace *t);
  * recording was not closed (with how many calls the trace holds, and whether a -wal beside it
  * may hold more), or that a side file beside a closed trace was ignored. Names the file. */
 const char *ft_trace_notice(const ft_trace *t);
+/* 1 when the trace was read with its -wal (a recording not closed, its -shm beside it), 0 when
+ * from its main file alone (immutable): what another connection to the file must do to see
+ * the same content. */
+int ft_trace_wal_read(const ft_trace *t);
 
 /* Seal a trace whose recording was not closed (killed, or the machine stopped): fold a
  * leftover -wal into the main file, mark it state 'recovered' and leave one self-contained
@@ -163,6 +167,10 @@ uint64_t ft_trace_n_chunks(const ft_trace *t);
  * (fuser/recipe ids, backward->call seqs, op_rg lengths) and seq order. FT_OK or the first
  * problem (detail in err). */
 int ft_trace_verify(ft_trace *t, ft_err *err);
+/* The schema alone (verify's first check after SQLite's own): every table, index and view the
+ * file defines is trace.sql's, so nothing of its own (a view named `calls`, say) can stand in
+ * for what a reader expects. FT_OK or FT_ECORRUPT "PATH: schema differs ...". */
+int ft_trace_check_schema(ft_trace *t, ft_err *err);
 
 /* ---- streaming reader: one decoded chunk at a time ---------------------------------------- */
 /* A batch is one chunk decoded column by column. Arrays are valid until the next

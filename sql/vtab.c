@@ -19,7 +19,9 @@ SQLITE_EXTENSION_INIT3
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- the traces a connection has opened --------------------------------------------------- */
 static void ctx_release(void *p)
@@ -242,6 +244,51 @@ static int vt_close(sqlite3_vtab_cursor *cur)
     return SQLITE_OK;
 }
 
+/* Whether the file starts with a SQLite header carrying the trace's application_id. */
+static int is_trace_file(const char *path)
+{
+    uint8_t h[72];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    uint32_t app = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 | (uint32_t)h[70] << 8 | h[71];
+    return n == sizeof h && !memcmp(h, "SQLite format 3", 16) && app == FT_APPLICATION_ID;
+}
+
+static int side_file(const char *path, const char *suffix)
+{
+    char p[4200];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s%s", path, suffix);
+    return !stat(p, &sb) && (sb.st_size > 0 || !strcmp(suffix, "-journal"));
+}
+
+int sql_guard_main(sqlite3 *db, ft_err *err)
+{
+    const char *main = sqlite3_db_filename(db, "main");
+    if (!main || !*main || !is_trace_file(main)) return FT_OK;
+    int immutable = sqlite3_uri_boolean(main, "immutable", 0);
+    if (!immutable) {
+        sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+        const char *side = side_file(main, "-journal") ? "-journal"
+                           : side_file(main, "-wal")   ? "-wal"
+                                                       : NULL;
+        if (side)
+            return ft_err_set(err, FT_EINVAL,
+                              "%s: a %s is beside it and it was not opened immutable, so SQLite "
+                              "applies that file to what this connection reads (and may write "
+                              "it into the trace); open the trace as sqlite3 -readonly "
+                              "'file:%s?immutable=1'",
+                              main, side, main);
+    }
+    ft_trace *t = NULL;
+    int rc = ft_trace_open(main, FT_OPEN_READ, &t, err);
+    if (!rc) rc = ft_trace_check_schema(t, err);
+    ft_trace_close(t);
+    return rc;
+}
+
 int sql_trace_get(sql_ctx *ctx, sqlite3 *db, sqlite3_vtab *vt, const char *table, const char *path,
                   ft_trace **out, const char **name)
 {
@@ -250,6 +297,7 @@ int sql_trace_get(sql_ctx *ctx, sqlite3 *db, sqlite3_vtab *vt, const char *table
         *name = ctx->dflt_name;
         return SQLITE_OK;
     }
+    int is_main = 0;
     if (!path) {
         path = sqlite3_db_filename(db, "main");
         if (!path || !*path)
@@ -258,6 +306,7 @@ int sql_trace_get(sql_ctx *ctx, sqlite3 *db, sqlite3_vtab *vt, const char *table
                 "%s: no trace: name one, e.g. calls('run.ftdb'), or open a trace as "
                 "the main database",
                 table);
+        is_main = 1;
     }
     for (sql_trace *s = ctx->open; s; s = s->next)
         if (!strcmp(s->path, path)) {
@@ -265,6 +314,11 @@ int sql_trace_get(sql_ctx *ctx, sqlite3 *db, sqlite3_vtab *vt, const char *table
             *name = s->path;
             return SQLITE_OK;
         }
+    ft_err gerr = {0};
+    int grc = is_main ? sql_guard_main(db, &gerr) : FT_OK;
+    if (grc)
+        return sql_vtab_err(vt, grc == FT_ENOMEM ? SQLITE_NOMEM : SQLITE_ERROR, "%s",
+                            ft_err_msg(&gerr));
     sql_trace *s = ft_calloc(1, sizeof *s);
     if (!s || !(s->path = ft_strdup(path))) {
         ft_free(s);

@@ -271,6 +271,170 @@ static void test_seal_plain_db_untouched(void **state)
     free(wbefore);
 }
 
+/* ---- sql and the extension ------------------------------------------------------------------ */
+/* Names in tmpdir, sorted, as one string. */
+static void listing(char *out, size_t cap)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | sort | tr '\\n' ' '", tmpdir);
+    assert_int_equal(tu_sh(cmd, out, cap), 0);
+}
+
+/* A recording killed after 250 calls in chunks of 100, then sealed: state 'recovered'. */
+static void recovered_trace(const char *path)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ft_rec_opts o = {100, 0};
+        ft_rec *r = NULL;
+        ft_err err = {0};
+        if (ft_rec_open(path, &o, &r, &err) || ft_rec_fuser(r, 1, "layer", ops1)) _exit(1);
+        for (int i = 0; i < 250; i++)
+            if (call1(r, i + 1)) _exit(1);
+        _exit(0); /* killed: never closed */
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ft_seal_info si;
+    ft_err err = {0};
+    assert_int_equal(ft_trace_seal(path, 0, &si, &err), FT_OK);
+    assert_false(si.was_closed);
+}
+
+/* Another trace's committed -wal (same page size: a copy of path, changed in WAL mode) at
+ * wal_out. */
+static void sibling_wal(const char *path, const char *copy, const char *wal_out)
+{
+    copy_file(path, copy);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(copy, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; "
+                                  "DELETE FROM chunks WHERE id > 1; "
+                                  "UPDATE meta SET value='other' WHERE key='state'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    char w[700];
+    snprintf(w, sizeof w, "%s-wal", copy);
+    copy_file(w, wal_out);
+    sqlite3_close(db);
+}
+
+/* `sql` on a sealed ('recovered') trace reads it alone, whatever -wal lies beside it, and
+ * creates no file beside it. */
+static void test_sql_sealed_ignores_foreign_wal(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char p[600], cp[600], wal[700], before[4096], after[4096], cmd[2000], out[4096];
+    tmp_path(p, sizeof p, "rec.ftdb");
+    tmp_path(cp, sizeof cp, "rec-copy.ftdb");
+    recovered_trace(p);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    sibling_wal(p, cp, wal);
+    listing(before, sizeof before);
+    snprintf(cmd, sizeof cmd,
+             "%s sql '%s' \"SELECT value FROM meta WHERE key='state'; SELECT count(*) FROM "
+             "chunks; SELECT count(*) FROM calls\" 2>/dev/null",
+             cli, p);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
+    assert_string_equal(out, "recovered\n2\n200\n"); /* the last 50 calls were never committed */
+    listing(after, sizeof after);
+    assert_string_equal(before, after);
+}
+
+/* The stock sqlite3 shell with a stale -wal beside a closed trace: the extension refuses the
+ * trace it was not given immutable (and the shell's exit writes nothing into it); the README's
+ * immutable, read-only way reads it and changes nothing. */
+static void test_extension_refuses_side_files(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli || tu_sh("command -v sqlite3 >/dev/null", NULL, 0)) skip();
+    char ext[1024], p[600], snap[600], wal[700], cmd[4000], out[4096];
+    snprintf(cmd, sizeof cmd, "%s sql --extension", cli);
+    assert_int_equal(tu_sh(cmd, ext, sizeof ext), 0);
+    ext[strcspn(ext, "\n")] = '\0';
+    tmp_path(p, sizeof p, "shell.ftdb");
+    tmp_path(snap, sizeof snap, "shell.snap");
+    record(p, 1000, snap);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    copy_file(snap, wal);
+    size_t n;
+    char *before = tu_read_file(p, &n);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && sqlite3 shell.ftdb '.load %s' 'SELECT count(*) FROM calls' 2>&1", tmpdir,
+             ext);
+    tu_sh(cmd, out, sizeof out);
+    if (!strstr(out, "immutable=1")) fail_msg("the shell said: %s", out);
+    assert_same_bytes(p, before, n);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && sqlite3 -readonly 'file:shell.ftdb?immutable=1' '.load %s' "
+             "'SELECT count(*) FROM calls' 2>&1",
+             tmpdir, ext);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
+    assert_string_equal(out, "1000\n");
+    assert_same_bytes(p, before, n);
+    free(before);
+}
+
+/* A trace that defines a view named `calls` (or anything else trace.sql does not) is refused
+ * by `sql` and the extension with verify's message, instead of the view standing in for the
+ * table. */
+static void test_sql_refuses_shadowing_view(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char p[600], cmd[4000], out[4096], vout[4096];
+    tmp_path(p, sizeof p, "view.ftdb");
+    record(p, 300, NULL);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE VIEW calls AS SELECT 7 AS seq", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    snprintf(cmd, sizeof cmd, "%s verify '%s' 2>&1 >/dev/null", cli, p);
+    assert_int_equal(tu_sh(cmd, vout, sizeof vout), 1);
+    const char *why = strstr(vout, "schema differs");
+    assert_non_null(why);
+    snprintf(cmd, sizeof cmd, "%s sql '%s' 'SELECT count(*) FROM calls' 2>&1", cli, p);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 1);
+    if (!strstr(out, why)) fail_msg("sql said: %s", out);
+    if (tu_sh("command -v sqlite3 >/dev/null", NULL, 0)) return;
+    char ext[1024];
+    snprintf(cmd, sizeof cmd, "%s sql --extension", cli);
+    assert_int_equal(tu_sh(cmd, ext, sizeof ext), 0);
+    ext[strcspn(ext, "\n")] = '\0';
+    snprintf(cmd, sizeof cmd,
+             "sqlite3 -readonly 'file:%s?immutable=1' '.load %s' 'SELECT count(*) FROM calls' 2>&1",
+             p, ext);
+    tu_sh(cmd, out, sizeof out);
+    if (!strstr(out, why)) fail_msg("the shell said: %s", out);
+}
+
+/* ---- removing a trace ----------------------------------------------------------------------- */
+static void test_trace_remove_side_files(void **state)
+{
+    (void)state;
+    char p[600];
+    tmp_path(p, sizeof p, "rm.ftdb");
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+    for (int i = 0; i < 4; i++) {
+        char f[700];
+        snprintf(f, sizeof f, "%s%s", p, suffix[i]);
+        int fd = open(f, O_CREAT | O_WRONLY, 0644);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    ft_trace_remove(p);
+    for (int i = 0; i < 4; i++)
+        if (exists(p, suffix[i])) fail_msg("%s%s is left", p, suffix[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +442,10 @@ int main(void)
         cmocka_unit_test(test_seal_foreign_wal),
         cmocka_unit_test(test_seal_foreign_journal),
         cmocka_unit_test(test_seal_plain_db_untouched),
+        cmocka_unit_test(test_sql_sealed_ignores_foreign_wal),
+        cmocka_unit_test(test_extension_refuses_side_files),
+        cmocka_unit_test(test_sql_refuses_shadowing_view),
+        cmocka_unit_test(test_trace_remove_side_files),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
