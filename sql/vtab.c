@@ -393,15 +393,21 @@ static int settle(sql_cursor *c)
 void sql_narrow(int64_t *lo, int64_t *hi, char op, sqlite3_value *val)
 {
     int type = sqlite3_value_numeric_type(val);
-    int64_t lo_v, hi_v; /* the integers value lies between */
+    int64_t lo_v, hi_v; /* the integers value lies between (clamped to int64) */
+    int exact = 0;      /* value is that integer */
     if (type == SQLITE_INTEGER) {
         lo_v = hi_v = sqlite3_value_int64(val);
+        exact = 1;
     } else if (type == SQLITE_FLOAT) {
         double d = sqlite3_value_double(val);
         if (isnan(d)) return;
+        /* every double in [-2^63, 2^63) converts exactly once integral; beyond, the value lies
+         * past every int64, and the clamped bound is conservative (SQLite still compares) */
+        const double two63 = 9223372036854775808.0;
         double f = floor(d), e = ceil(d);
-        lo_v = f <= -9.2e18 ? INT64_MIN : f >= 9.2e18 ? INT64_MAX : (int64_t)f;
-        hi_v = e <= -9.2e18 ? INT64_MIN : e >= 9.2e18 ? INT64_MAX : (int64_t)e;
+        lo_v = f >= two63 ? INT64_MAX : f < -two63 ? INT64_MIN : (int64_t)f;
+        hi_v = e >= two63 ? INT64_MAX : e < -two63 ? INT64_MIN : (int64_t)e;
+        exact = f == e && d < two63 && d >= -two63;
     } else {
         return;
     }
@@ -410,8 +416,8 @@ void sql_narrow(int64_t *lo, int64_t *hi, char op, sqlite3_value *val)
         if (lo_v > *lo) *lo = lo_v;
         if (hi_v < *hi) *hi = hi_v;
         break;
-    case 'L': /* seq < v: seq <= hi_v - 1 when v is an integer, <= floor(v) otherwise */
-        if (lo_v == hi_v && hi_v > INT64_MIN)
+    case 'L': /* seq < v: seq <= v - 1 when v is an integer, <= floor(v) otherwise */
+        if (exact && hi_v > INT64_MIN)
             hi_v--;
         else
             hi_v = lo_v;
@@ -421,7 +427,7 @@ void sql_narrow(int64_t *lo, int64_t *hi, char op, sqlite3_value *val)
         if (lo_v < *hi) *hi = lo_v;
         break;
     case 'G':
-        if (lo_v == hi_v && lo_v < INT64_MAX)
+        if (exact && lo_v < INT64_MAX)
             lo_v++;
         else
             lo_v = hi_v;

@@ -416,6 +416,45 @@ static void test_sql_refuses_shadowing_view(void **state)
     if (!strstr(out, why)) fail_msg("the shell said: %s", out);
 }
 
+/* seq bounds from doubles at the top of int64 are exact: 9.21e18 is the integer it names, and
+ * only values past 2^63 clamp (and then keep every row SQLite's own comparison keeps). */
+static void test_sql_seq_bounds_big_doubles(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char p[600], cmd[2000], out[4096];
+    tmp_path(p, sizeof p, "big.ftdb");
+    ft_rec_opts o = {100, 0};
+    ft_rec *r = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_rec_open(p, &o, &r, &err), FT_OK);
+    assert_int_equal(ft_rec_fuser(r, 1, "layer", ops1), FT_OK);
+    static const uint8_t rg[1] = {1};
+    const int64_t seqs[4] = {1, 2, INT64_C(9210000000000000000), INT64_MAX};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(
+            ft_rec_call_flat(r, seqs[i], 1, 0, FT_CF_GRAD, 0, 1, rg, 0, NULL, 0, 0, NULL, 0, 0),
+            FT_OK);
+    assert_int_equal(ft_rec_close(r), FT_OK);
+    static const struct {
+        const char *where, *count;
+    } q[] = {
+        {"seq = 9.21e18", "1"}, {"seq >= 9.21e18", "2"},
+        {"seq < 9.21e18", "2"}, {"seq <= 9.21e18", "3"},
+        {"seq > 9.21e18", "1"}, {"seq < 1e19", "4"},
+        {"seq <= 1e19", "4"},   {"seq > 1e19", "0"},
+        {"seq > -1e19", "4"},   {"seq = 9.2233720368547758e18", "0"},
+    };
+    for (size_t k = 0; k < sizeof q / sizeof q[0]; k++) {
+        snprintf(cmd, sizeof cmd, "%s sql '%s' 'SELECT count(*) FROM calls WHERE %s' 2>&1", cli, p,
+                 q[k].where);
+        assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
+        out[strcspn(out, "\n")] = '\0';
+        if (strcmp(out, q[k].count)) fail_msg("%s: %s rows, want %s", q[k].where, out, q[k].count);
+    }
+}
+
 /* ---- removing a trace ----------------------------------------------------------------------- */
 static void test_trace_remove_side_files(void **state)
 {
@@ -445,6 +484,7 @@ int main(void)
         cmocka_unit_test(test_sql_sealed_ignores_foreign_wal),
         cmocka_unit_test(test_extension_refuses_side_files),
         cmocka_unit_test(test_sql_refuses_shadowing_view),
+        cmocka_unit_test(test_sql_seq_bounds_big_doubles),
         cmocka_unit_test(test_trace_remove_side_files),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
