@@ -455,6 +455,54 @@ static void test_sql_seq_bounds_big_doubles(void **state)
     }
 }
 
+/* ---- a trace cut while it is read ----------------------------------------------------------- */
+/* The file truncated between two chunks of a read: an error naming the trace, not SIGBUS. */
+static void test_truncated_while_read(void **state)
+{
+    (void)state;
+    char p[600];
+    tmp_path(p, sizeof p, "cut.ftdb");
+    ft_rec_opts o = {500, 1};
+    ft_rec *r = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_rec_open(p, &o, &r, &err), FT_OK);
+    assert_int_equal(ft_rec_fuser(r, 1, "layer", ops1), FT_OK);
+    static const uint8_t rg[1] = {1};
+    uint64_t x = 88172645463325252ull; /* xorshift: values that do not compress */
+    for (int i = 0; i < 40000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t sp[3] = {(int64_t)(x >> 40), (int64_t)(x & 0xffff), (int64_t)((x >> 20) & 0xfff)};
+        assert_int_equal(ft_rec_call_flat(r, i + 1, 1, 0, FT_CF_GRAD | FT_CF_HAS_NS, 0, 1, rg, 3,
+                                          sp, 0, 0, NULL, (int64_t)(x >> 2), 0),
+                         FT_OK);
+    }
+    assert_int_equal(ft_rec_close(r), FT_OK);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(sb.st_size > 4 * 65536);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGBUS, SIG_DFL); /* not CMocka's handler: the parent sees the signal */
+        signal(SIGSEGV, SIG_DFL);
+        ft_trace *t = NULL;
+        ft_reader *rd = NULL;
+        const ft_batch *b = NULL;
+        if (ft_trace_open(p, FT_OPEN_READ, &t, &err) || ft_reader_open(t, FT_READ_SPLITS, &rd) ||
+            ft_reader_next(rd, &b) || !b)
+            _exit(3);
+        if (truncate(p, sb.st_size / 3)) _exit(4);
+        int rc;
+        while (!(rc = ft_reader_next(rd, &b)) && b)
+            ;
+        _exit(rc ? 0 : 5); /* an error, as it must be */
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (WIFSIGNALED(st)) fail_msg("the reader died of signal %d", WTERMSIG(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* ---- removing a trace ----------------------------------------------------------------------- */
 static void test_trace_remove_side_files(void **state)
 {
@@ -486,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_sql_refuses_shadowing_view),
         cmocka_unit_test(test_sql_seq_bounds_big_doubles),
         cmocka_unit_test(test_trace_remove_side_files),
+        cmocka_unit_test(test_truncated_while_read),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
