@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -503,6 +504,148 @@ static void test_truncated_while_read(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* ---- outputs: the sweeper and concurrent writers --------------------------------------------- */
+/* The name of a file in tmpdir starting with prefix, into out; 0 when there is none. */
+static int find_prefixed(const char *prefix, char *out, size_t cap)
+{
+    DIR *d = opendir(tmpdir);
+    assert_non_null(d);
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix)) && !strstr(e->d_name, "-wal") &&
+            !strstr(e->d_name, "-shm") && !strstr(e->d_name, "-journal"))
+            found = (int)ft_strlcpy(out, e->d_name, cap) < (int)cap;
+    closedir(d);
+    return found;
+}
+
+/* `fusertrace import - -o tmpdir/target` waiting on a pipe (write end in *wfd) once its
+ * temporary exists; that temporary's name in tmp_name. */
+static pid_t import_waiting(const char *target, int *wfd, char *tmp_name, size_t cap)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    char out[700], prefix[200];
+    snprintf(out, sizeof out, "%s/%s", tmpdir, target);
+    snprintf(prefix, sizeof prefix, "%s.tmp-", target);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[0], 0);
+        close(fds[0]);
+        close(fds[1]);
+        int dn = open("/dev/null", O_WRONLY);
+        dup2(dn, 2);
+        execl(tu_cli(), tu_cli(), "import", "-", "-o", out, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[0]);
+    const char *head = "{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1}\n";
+    assert_int_equal(write(fds[1], head, strlen(head)), (ssize_t)strlen(head));
+    int seen = 0;
+    for (int i = 0; i < 500 && !(seen = find_prefixed(prefix, tmp_name, cap)); i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    assert_true(seen);
+    *wfd = fds[1];
+    return pid;
+}
+
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (!pid) _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+static void touch(const char *name)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+    int fd = open(p, O_CREAT | O_WRONLY, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+static int in_dir(const char *name)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+    return !access(p, F_OK);
+}
+
+/* The sweeper removes what a killed fusertrace of this host wrote beside the target, and only
+ * that: not a user's look-alike, not a name with a sign, a space or a leading zero, not another
+ * host's or PID namespace's temporary, not a live process's. */
+static void test_sweeper_removes_only_its_own(void **state)
+{
+    (void)state;
+    if (!tu_cli()) skip();
+    char tmp[300], id[17], name[16][200];
+    int wfd;
+    pid_t pid = import_waiting("s.ftdb", &wfd, tmp, sizeof tmp);
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    close(wfd);
+    assert_true(strlen(tmp) > strlen("s.ftdb.tmp-") + 16);
+    memcpy(id, tmp + strlen("s.ftdb.tmp-"), 16);
+    id[16] = '\0';
+    long dead = (long)dead_pid();
+    const char *other_host =
+        strcmp(id, "0123456789abcdef") ? "0123456789abcdef" : "fedcba9876543210";
+    int n = 0;
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc123", id, dead);     /* ours */
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc123-wal", id, dead); /* ours */
+    const int n_ours = n;
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%ld-notes", dead);  /* a user's */
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%ld-abcdef", dead); /* no host */
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc123-notes", id, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-+%ld-abc123", id, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s- %ld-abc123", id, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-0%ld-abc123", id, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc12", id, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc123", other_host, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc123", id, (long)getpid());
+    for (int i = 0; i < n; i++)
+        touch(name[i]);
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "%s import '%s/traces/recompute-rht.jsonl' -o '%s/s.ftdb' 2>&1",
+             tu_cli(), FT_SOURCE_DIR, tmpdir);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    assert_false(in_dir(tmp)); /* the killed import's own temporary */
+    for (int i = 0; i < n; i++)
+        if (in_dir(name[i]) != (i >= n_ours))
+            fail_msg("%s was %s", name[i], i >= n_ours ? "removed" : "left");
+}
+
+/* Two imports onto one new output at once: the one that finishes second fails naming the
+ * output, and the first one's output stays whole. */
+static void test_concurrent_writers_one_output(void **state)
+{
+    (void)state;
+    if (!tu_cli()) skip();
+    char tmp[300], cmd[2000], out[4096];
+    int wfd;
+    pid_t slow = import_waiting("c.ftdb", &wfd, tmp, sizeof tmp);
+    snprintf(cmd, sizeof cmd, "%s import '%s/traces/recompute-rht.jsonl' -o '%s/c.ftdb' 2>&1",
+             tu_cli(), FT_SOURCE_DIR, tmpdir);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    char c[700];
+    snprintf(c, sizeof c, "%s/c.ftdb", tmpdir);
+    uint64_t n_first = calls_of(c);
+    close(wfd); /* the slow one's input ends: a valid stream with no call */
+    int st;
+    assert_int_equal(waitpid(slow, &st, 0), slow);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 3);
+    assert_int_equal(calls_of(c), n_first);
+    assert_true(n_first > 0);
+    assert_false(in_dir(tmp));
+    (void)out;
+}
+
 /* ---- removing a trace ----------------------------------------------------------------------- */
 static void test_trace_remove_side_files(void **state)
 {
@@ -535,6 +678,8 @@ int main(void)
         cmocka_unit_test(test_sql_seq_bounds_big_doubles),
         cmocka_unit_test(test_trace_remove_side_files),
         cmocka_unit_test(test_truncated_while_read),
+        cmocka_unit_test(test_sweeper_removes_only_its_own),
+        cmocka_unit_test(test_concurrent_writers_one_output),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
