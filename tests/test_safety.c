@@ -646,6 +646,61 @@ static void test_concurrent_writers_one_output(void **state)
     (void)out;
 }
 
+/* ---- a close killed while it compacts a small trace ------------------------------------------ */
+/* SIGKILL at 60 moments inside ft_rec_close of a small trace: every call is there, no partial
+ * copy (PATH.small-PID) is ever left beside it, and once seal finished the trace no copy at
+ * all. */
+static void test_killed_close_leaves_no_copy(void **state)
+{
+    (void)state;
+    int left = 0;
+    for (int k = 0; k < 60; k++) {
+        char p[600], name[64];
+        snprintf(name, sizeof name, "kc%d.ftdb", k);
+        tmp_path(p, sizeof p, name);
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            ft_rec_opts o = {100, 0};
+            ft_rec *r = NULL;
+            ft_err err = {0};
+            if (ft_rec_open(p, &o, &r, &err) || ft_rec_fuser(r, 1, "layer", ops1)) _exit(2);
+            for (int i = 0; i < 300; i++)
+                if (call1(r, i + 1)) _exit(2);
+            if (write(fds[1], "x", 1) != 1) _exit(3);
+            ft_rec_close(r);
+            for (;;)
+                pause();
+        }
+        close(fds[1]);
+        char c;
+        assert_int_equal(read(fds[0], &c, 1), 1);
+        close(fds[0]);
+        nanosleep(&(struct timespec){0, (long)k * 100000}, NULL);
+        kill(pid, SIGKILL);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        char cmd[1000], out[4096];
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && for f in %s.small-*; do [ -e \"$f\" ] && "
+                 "sqlite3 \"file:$f?immutable=1\" 'PRAGMA quick_check' 2>&1; done; true",
+                 tmpdir, name);
+        tu_sh(cmd, out, sizeof out);
+        if (out[0] && strcmp(out, "ok\n")) fail_msg("kill %d: a partial copy: %s", k, out);
+        ft_seal_info si;
+        ft_err err = {0};
+        assert_int_equal(ft_trace_seal(p, 1, &si, &err), FT_OK);
+        assert_int_equal(si.n_calls, 300);
+        snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c '^%s\\.small-' || true", tmpdir, name);
+        tu_sh(cmd, out, sizeof out);
+        left += strtol(out, NULL, 10) != 0;
+        ft_trace_remove(p);
+    }
+    assert_int_equal(left, 0);
+}
+
 /* ---- removing a trace ----------------------------------------------------------------------- */
 static void test_trace_remove_side_files(void **state)
 {
@@ -678,6 +733,7 @@ int main(void)
         cmocka_unit_test(test_sql_seq_bounds_big_doubles),
         cmocka_unit_test(test_trace_remove_side_files),
         cmocka_unit_test(test_truncated_while_read),
+        cmocka_unit_test(test_killed_close_leaves_no_copy),
         cmocka_unit_test(test_sweeper_removes_only_its_own),
         cmocka_unit_test(test_concurrent_writers_one_output),
     };
