@@ -11,6 +11,7 @@
 #include "ft_recorder.h"
 #include "ft_trace.h"
 #include "test_util.h"
+#include "trace_int.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -79,7 +80,8 @@ static void assert_same_bytes(const char *path, const char *want, size_t n)
     free(d);
 }
 
-static const char *ops1 = "[{\"type\":\"BasicLinear\"}]";
+static const char *ops1 = "[{\"type\":\"BasicLinear\",\"attrs\":{\"in_features\":64,"
+                          "\"out_features\":64,\"bias\":false,\"dtype\":\"bfloat16\"}}]";
 
 static int call1(ft_rec *r, int64_t seq)
 {
@@ -701,6 +703,55 @@ static void test_killed_close_leaves_no_copy(void **state)
     assert_int_equal(left, 0);
 }
 
+/* ---- chunks whose seq ranges overlap --------------------------------------------------------- */
+/* A trace of 100 calls with a second chunk copied in from a trace of seqs 51..150 (its checksum
+ * valid, the digests rewritten): every reader refuses it with verify's message. */
+static void test_overlapping_chunks_refused(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char a[600], b[600];
+    tmp_path(a, sizeof a, "ov.ftdb");
+    tmp_path(b, sizeof b, "ov-b.ftdb");
+    ft_rec_opts o = {100, 0};
+    const char *paths[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        ft_rec *r = NULL;
+        ft_err err = {0};
+        assert_int_equal(ft_rec_open(paths[k], &o, &r, &err), FT_OK);
+        assert_int_equal(ft_rec_fuser(r, 1, "layer", ops1), FT_OK);
+        for (int i = 0; i < 100; i++)
+            assert_int_equal(call1(r, k * 50 + i + 1), FT_OK);
+        assert_int_equal(ft_rec_close(r), FT_OK);
+    }
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(a, &db), SQLITE_OK);
+    char *q = sqlite3_mprintf("ATTACH %Q AS b; INSERT INTO chunks SELECT 2, first_seq, n_records, "
+                              "n_calls, codec, raw_bytes, checksum, data FROM b.chunks; DETACH b",
+                              b);
+    assert_int_equal(sqlite3_exec(db, q, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_free(q);
+    sqlite3_close(db);
+    ft_err err = {0};
+    assert_int_equal(ft_trace_redigest(a, &err), FT_OK);
+    const char *want = "chunk 2: seq 51 does not follow 100";
+    static const char *const cmds[] = {
+        "verify '%s'",
+        "info '%s'",
+        "replay '%s'",
+        "sql '%s' 'SELECT count(*) FROM calls'",
+        "export '%s' -o '%s.jsonl'",
+    };
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        char c[1500], cmd[2000], out[4096];
+        snprintf(c, sizeof c, cmds[k], a, a);
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", cli, c);
+        int st = tu_sh(cmd, out, sizeof out);
+        if (st != 1 || !strstr(out, want)) fail_msg("%s: exit %d: %s", c, st, out);
+    }
+}
+
 /* ---- removing a trace ----------------------------------------------------------------------- */
 static void test_trace_remove_side_files(void **state)
 {
@@ -733,6 +784,7 @@ int main(void)
         cmocka_unit_test(test_sql_seq_bounds_big_doubles),
         cmocka_unit_test(test_trace_remove_side_files),
         cmocka_unit_test(test_truncated_while_read),
+        cmocka_unit_test(test_overlapping_chunks_refused),
         cmocka_unit_test(test_killed_close_leaves_no_copy),
         cmocka_unit_test(test_sweeper_removes_only_its_own),
         cmocka_unit_test(test_concurrent_writers_one_output),
