@@ -752,6 +752,48 @@ static void test_overlapping_chunks_refused(void **state)
     }
 }
 
+/* ---- trace strings on a terminal --------------------------------------------------------------
+ */
+/* Escape sequences in te_version, host and a label reach a terminal as visible text from info,
+ * replay --explain and sql (run under script(1), which gives them a terminal), and a pipe gets
+ * the bytes as they are. */
+static void test_terminal_output_escaped(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli || tu_sh("command -v script >/dev/null", NULL, 0)) skip();
+    char p[600], src[600], cmd[4000];
+    tmp_path(p, sizeof p, "esc.ftdb");
+    tmp_path(src, sizeof src, "esc.jsonl");
+    snprintf(
+        cmd, sizeof cmd,
+        "sed -e '1s/\"te_version\":\"2.20.2\"/\"te_version\":\"2.20\\\\u001b]0;pwned\\\\u0007\","
+        "\"host\":\"h\\\\u001b[2Jx\"/' -e '2s/\"label\":\"[^\"]*\"/\"label\":"
+        "\"L\\\\u001b[31mred\\\\u009b\"/' '%s/traces/recompute-rht.jsonl' > '%s' && "
+        "%s import '%s' -o '%s' 2>/dev/null",
+        FT_SOURCE_DIR, src, cli, src, p);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    static const char *const cmds[] = {"info '%s'", "replay '%s' --explain --policy te-3410",
+                                       "sql '%s' 'SELECT label FROM fusers'"};
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        char c[1500];
+        snprintf(c, sizeof c, cmds[k], p);
+        ft_buf out = {0};
+        snprintf(cmd, sizeof cmd, "script -qec \"%s %s 2>/dev/null\" /dev/null", cli, c);
+        tu_sh_buf(cmd, &out);
+        const char *o = (const char *)out.data;
+        if (memchr(o, 0x1b, out.len) || strstr(o, "\xc2\x9b")) fail_msg("%s: raw escapes", c);
+        if (!strstr(o, k == 0 ? "\\x1b]0;pwned\\x07" : "L\\x1b[31mred\\u009b"))
+            fail_msg("%s: %s", c, o);
+        ft_buf_free(&out);
+        /* a pipe: the bytes as they are */
+        snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", cli, c);
+        tu_sh_buf(cmd, &out);
+        assert_non_null(memchr(out.data, 0x1b, out.len));
+        ft_buf_free(&out);
+    }
+}
+
 /* ---- removing a trace ----------------------------------------------------------------------- */
 static void test_trace_remove_side_files(void **state)
 {
@@ -785,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_trace_remove_side_files),
         cmocka_unit_test(test_truncated_while_read),
         cmocka_unit_test(test_overlapping_chunks_refused),
+        cmocka_unit_test(test_terminal_output_escaped),
         cmocka_unit_test(test_killed_close_leaves_no_copy),
         cmocka_unit_test(test_sweeper_removes_only_its_own),
         cmocka_unit_test(test_concurrent_writers_one_output),
