@@ -42,6 +42,9 @@ static int setup_dir(void **state)
 static int teardown_dir(void **state)
 {
     (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "umount '%s/full' 2>/dev/null; true", tmpdir);
+    tu_sh(cmd, NULL, 0);
     return tu_dir_remove(tmpdir);
 }
 
@@ -794,6 +797,78 @@ static void test_terminal_output_escaped(void **state)
     }
 }
 
+/* ---- messages that name the cause ----------------------------------------------------------- */
+/* A small tmpfs at dir (size in KiB); 0 when this machine does not allow it (not root). */
+static int mount_small(const char *dir, int kib)
+{
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd,
+             "(umount '%s' 2>/dev/null; mkdir -p '%s' && mount -t tmpfs -o size=%dk tmpfs '%s') "
+             ">/dev/null 2>&1",
+             dir, dir, kib, dir);
+    return tu_sh(cmd, NULL, 0) == 0;
+}
+
+/* A full disk while import closes its trace, and under --html, says "No space left on device"
+ * and leaves nothing behind. */
+static void test_full_disk_named(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char full[600], src[600], trace[600], cmd[3000], out[4096];
+    tmp_path(full, sizeof full, "full");
+    tmp_path(src, sizeof src, "full.jsonl");
+    tmp_path(trace, sizeof trace, "full.ftdb");
+    if (!mount_small(full, 64)) skip();
+    snprintf(cmd, sizeof cmd,
+             "%s synth rht-switch --set experts=8 --seed 7 -o '%s' 2>/dev/null && "
+             "%s export '%s' -o '%s'",
+             cli, trace, cli, trace, src);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    int at_close = 0, failed = 0;
+    for (int kib = 64; kib <= 256; kib += 8) {
+        assert_true(mount_small(full, kib));
+        snprintf(cmd, sizeof cmd, "%s import '%s' -o '%s/x.ftdb' 2>&1", cli, src, full);
+        tu_sh(cmd, out, sizeof out);
+        if (strstr(out, " backward events, ")) continue; /* it fit */
+        failed++;
+        if (!strstr(out, "No space left on device")) fail_msg("%d KiB: %s", kib, out);
+        char ls[1000];
+        snprintf(cmd, sizeof cmd, "ls -A '%s'", full);
+        assert_int_equal(tu_sh(cmd, ls, sizeof ls), 0);
+        if (ls[0]) fail_msg("%d KiB: left behind: %s", kib, ls);
+        at_close += strstr(out, "closing the trace failed") != NULL;
+    }
+    assert_true(failed > 0);
+    assert_true(at_close > 0);
+    assert_true(mount_small(full, 16));
+    snprintf(cmd, sizeof cmd, "%s replay '%s' --html '%s/r.html' 2>&1 >/dev/null", cli, trace,
+             full);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 3);
+    if (!strstr(out, "writing the HTML report failed: No space left on device"))
+        fail_msg("replay --html said: %s", out);
+    snprintf(cmd, sizeof cmd, "umount '%s'", full);
+    tu_sh(cmd, NULL, 0);
+}
+
+/* A zstd frame with a window over 128 MiB: refused with the way to recompress it. */
+static void test_zstd_window_hint(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli || tu_sh("command -v zstd >/dev/null", NULL, 0)) skip();
+    char z[600], cmd[3000], out[4096];
+    tmp_path(z, sizeof z, "long.jsonl.zst");
+    snprintf(cmd, sizeof cmd, "cat '%s/traces/recompute-rht.jsonl' | zstd -q --long=30 -c > '%s'",
+             FT_SOURCE_DIR, z);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "%s import '%s' -o '%s.ftdb' 2>&1", cli, z, z);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
+    if (!strstr(out, "window over 128 MiB") || !strstr(out, "without --long"))
+        fail_msg("import said: %s", out);
+}
+
 /* ---- removing a trace ----------------------------------------------------------------------- */
 static void test_trace_remove_side_files(void **state)
 {
@@ -828,6 +903,8 @@ int main(void)
         cmocka_unit_test(test_truncated_while_read),
         cmocka_unit_test(test_overlapping_chunks_refused),
         cmocka_unit_test(test_terminal_output_escaped),
+        cmocka_unit_test(test_full_disk_named),
+        cmocka_unit_test(test_zstd_window_hint),
         cmocka_unit_test(test_killed_close_leaves_no_copy),
         cmocka_unit_test(test_sweeper_removes_only_its_own),
         cmocka_unit_test(test_concurrent_writers_one_output),
