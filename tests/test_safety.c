@@ -869,6 +869,46 @@ static void test_zstd_window_hint(void **state)
         fail_msg("import said: %s", out);
 }
 
+/* ---- a damaged split section ------------------------------------------------------------------
+ */
+/* The last byte of chunk 2's stored data (inside its split frames) flipped: info, replay and
+ * sql, which need no split sizes there, exit 1 with verify's message. */
+static void test_damaged_split_section_refused(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char p[600];
+    tmp_path(p, sizeof p, "split.ftdb");
+    record(p, 300, NULL);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    sqlite3_blob *b = NULL;
+    assert_int_equal(sqlite3_blob_open(db, "main", "chunks", "data", 2, 1, &b), SQLITE_OK);
+    int n = sqlite3_blob_bytes(b);
+    uint8_t last;
+    assert_int_equal(sqlite3_blob_read(b, &last, 1, n - 1), SQLITE_OK);
+    last ^= 0x55;
+    assert_int_equal(sqlite3_blob_write(b, &last, 1, n - 1), SQLITE_OK);
+    sqlite3_blob_close(b);
+    sqlite3_close(db);
+    char cmd[2000], vout[4096], out[4096];
+    snprintf(cmd, sizeof cmd, "%s verify '%s' 2>&1 >/dev/null", cli, p);
+    assert_int_equal(tu_sh(cmd, vout, sizeof vout), 1);
+    const char *why = strstr(vout, "chunk 2");
+    if (!why || !strstr(why, "split")) fail_msg("verify said: %s", vout);
+    vout[strcspn(vout, "\n")] = '\0';
+    static const char *const cmds[] = {"info '%s'", "replay '%s'", "replay '%s' --json",
+                                       "sql '%s' 'SELECT count(*) FROM calls'"};
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        char c[1500];
+        snprintf(c, sizeof c, cmds[k], p);
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", cli, c);
+        int st = tu_sh(cmd, out, sizeof out);
+        if (st != 1 || !strstr(out, why)) fail_msg("%s: exit %d: %s", c, st, out);
+    }
+}
+
 /* ---- removing a trace ----------------------------------------------------------------------- */
 static void test_trace_remove_side_files(void **state)
 {
@@ -905,6 +945,7 @@ int main(void)
         cmocka_unit_test(test_terminal_output_escaped),
         cmocka_unit_test(test_full_disk_named),
         cmocka_unit_test(test_zstd_window_hint),
+        cmocka_unit_test(test_damaged_split_section_refused),
         cmocka_unit_test(test_killed_close_leaves_no_copy),
         cmocka_unit_test(test_sweeper_removes_only_its_own),
         cmocka_unit_test(test_concurrent_writers_one_output),
