@@ -697,9 +697,11 @@ static void set_notice(ft_trace *t, const probe *pr, const wal_scan *ws)
         int side = (pr->has_wal && pr->wal_bytes) || pr->has_journal;
         if (side)
             ft_buf_printf(&b,
-                          "%s: ignored the %s beside it: the trace was closed, so no side file "
-                          "can change it",
-                          t->path, pr->has_journal ? "-journal" : "-wal");
+                          "%s: ignored the %s beside it: the trace was closed, so fusertrace "
+                          "reads it without side files; plain SQLite (sqlite3 %s) would apply "
+                          "it to the trace: remove it, or open the trace as "
+                          "file:%s?immutable=1",
+                          t->path, pr->has_journal ? "-journal" : "-wal", t->path, t->path);
     } else {
         ft_buf_printf(&b,
                       "%s: the recording was not closed (it is still running, or it stopped): "
@@ -734,7 +736,7 @@ static int open_db_read(ft_trace *t, probe *pr, wal_scan *ws)
     if (rc) return rc;
     memset(ws, 0, sizeof *ws);
     int use_wal = 0;
-    if (pr->wal_mode && pr->has_wal && pr->wal_bytes) {
+    if (!t->main_only && pr->wal_mode && pr->has_wal && pr->wal_bytes) {
         if ((rc = trace_scan_wal(t->path, pr->page_size, ws)))
             return ft_err_set(&t->err, rc, "%s: out of memory", t->path);
         if (ws->damaged)
@@ -807,6 +809,11 @@ int ft_trace_close(ft_trace *t)
     t->db = NULL;
     trace_free(t);
     return rc;
+}
+
+int ft_trace_wal_read(const ft_trace *t)
+{
+    return t->wal_read;
 }
 
 const ft_err *ft_trace_error(const ft_trace *t)

@@ -167,7 +167,7 @@ fail:
 /* ---- open --------------------------------------------------------------------------------- */
 void ft_trace_remove(const char *path)
 {
-    size_t n = strlen(path) + 8;
+    size_t n = strlen(path) + sizeof "-journal";
     char *p = ft_malloc(n);
     unlink(path);
     if (!p) return;
@@ -731,18 +731,81 @@ int ft_trace_w_finish(ft_trace *t)
 }
 
 /* ---- seal and redigest -------------------------------------------------------------------- */
+/* What the main file alone says, before anything could apply a side file to it: read immutable
+ * (no lock, nothing created, no -wal or -journal read). *closed: its state is complete or
+ * recovered. A WAL-mode file whose main file alone does not read (a checkpoint the recorder
+ * could not finish) is not closed: its -wal has the rest. Anything else that does not read (not
+ * a trace, a newer format, damage) is refused here, before a write could touch it. */
+static int seal_look(const char *path, probe *pr, int *closed, ft_seal_info *out, ft_err *err)
+{
+    *closed = 0;
+    ft_trace *u = ft_calloc(1, sizeof *u);
+    if (!u || !(u->path = ft_strdup(path))) {
+        ft_free(u);
+        return ft_err_set(err, FT_ENOMEM, "%s: out of memory", path);
+    }
+    u->main_only = 1;
+    int rc = trace_probe_file(u, pr);
+    if (!rc) rc = trace_open_read(u);
+    if (rc == FT_ECORRUPT && pr->wal_mode && u->db) {
+        rc = FT_OK; /* read with its -wal below */
+    } else if (!rc) {
+        const char *state = ft_trace_meta(u, "state");
+        *closed = state && (!strcmp(state, "complete") || !strcmp(state, "recovered"));
+        out->n_calls = u->n_calls;
+        out->n_backwards = u->n_bwd;
+        out->n_chunks = u->n_chunks;
+    }
+    if (rc && err) *err = u->err;
+    trace_free(u);
+    return rc;
+}
+
+/* A closed trace in WAL mode (a close killed after its last commit reached the main file,
+ * before the header switch): its -wal may only hold what the main file has already, and a
+ * -journal has nothing to do with it. */
+static int seal_closed_wal(const char *path, const probe *pr, ft_err *err)
+{
+    if (pr->has_journal)
+        return ft_err_set(err, FT_EINVAL,
+                          "%s: closed, but a %s-journal is beside it, which this trace never "
+                          "writes (another database's?): seal will not let SQLite roll it into "
+                          "the trace; move it away and run seal again",
+                          path, path);
+    if (!pr->has_wal || !pr->wal_bytes) return FT_OK;
+    int r = trace_wal_redundant(path, pr->page_size);
+    if (r < 0) return ft_err_set(err, r, "%s: out of memory", path);
+    if (!r)
+        return ft_err_set(err, FT_EINVAL,
+                          "%s: closed, but the %s-wal beside it holds pages the trace does not "
+                          "(a stale copy, or another database's): seal will not apply it; the "
+                          "trace reads without it ('fusertrace verify'); move it away and run "
+                          "seal again",
+                          path, path);
+    return FT_OK;
+}
+
 int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err)
 {
     memset(out, 0, sizeof *out);
+    probe pr;
+    int closed;
+    int rc = seal_look(path, &pr, &closed, out, err);
+    if (rc) return rc;
+    if (closed && !pr.wal_mode) { /* finished: nothing to do, and nothing beside it is read */
+        out->was_closed = 1;
+        out->ignored_wal = pr.has_wal && pr.wal_bytes;
+        out->ignored_journal = pr.has_journal;
+        return FT_OK;
+    }
+    if (closed && (rc = seal_closed_wal(path, &pr, err))) return rc;
     ft_trace *t = ft_calloc(1, sizeof *t);
     if (!t || !(t->path = ft_strdup(path))) {
         ft_free(t);
         return ft_err_set(err, FT_ENOMEM, "%s: out of memory", path);
     }
-    probe pr;
     wal_scan ws = {0};
-    int rc = trace_probe_file(t, &pr);
-    if (!rc && pr.wal_mode && pr.has_wal && pr.wal_bytes) {
+    if (pr.wal_mode && pr.has_wal && pr.wal_bytes) {
         if ((rc = trace_scan_wal(path, pr.page_size, &ws)))
             ft_err_set(&t->err, rc, "%s: out of memory", path);
         else if (ws.damaged && !force)
@@ -780,9 +843,7 @@ int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err)
         out->n_backwards = t->n_bwd;
         out->n_chunks = t->n_chunks;
         t->mode = FT_OPEN_CREATE;
-        /* a closed trace in rollback mode is left untouched (a write would need a journal) */
-        if (!out->was_closed || pr.wal_mode)
-            rc = finish_as(t, out->was_closed ? state : "recovered");
+        rc = finish_as(t, out->was_closed ? state : "recovered");
     }
     if (rc && err) *err = t->err;
     trace_free(t);

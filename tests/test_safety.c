@@ -1,0 +1,491 @@
+/*
+ * test_safety.c - what no command may do to a trace or an output, whatever lies beside it:
+ * `seal` never changes a closed trace (a stale -wal of its own, another database's -wal or hot
+ * -journal beside it), and refuses a plain SQLite database before touching it; `sql` and the
+ * extension read a closed trace alone and create nothing beside it; the temporary-file sweeper
+ * removes only what a dead fusertrace of this host wrote; the side files of a removed trace go
+ * with it; two writers of one output do not lose one silently. Every crafted file is made by
+ * the test.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ft_recorder.h"
+#include "ft_trace.h"
+#include "test_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char tmpdir[256];
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    return tu_dir_fresh(tmpdir, sizeof tmpdir, "test_safety_tmp");
+}
+
+static int teardown_dir(void **state)
+{
+    (void)state;
+    return tu_dir_remove(tmpdir);
+}
+
+static void tmp_path(char *buf, size_t cap, const char *name)
+{
+    tu_dir_path(buf, cap, tmpdir, name);
+}
+
+static int exists(const char *path, const char *suffix)
+{
+    char p[700];
+    snprintf(p, sizeof p, "%s%s", path, suffix);
+    struct stat sb;
+    return !stat(p, &sb);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    char *d = tu_read_file(from, &n);
+    assert_non_null(d);
+    FILE *f = fopen(to, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(d, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    free(d);
+}
+
+/* The file's bytes equal `want` (of n bytes). */
+static void assert_same_bytes(const char *path, const char *want, size_t n)
+{
+    size_t m;
+    char *d = tu_read_file(path, &m);
+    assert_non_null(d);
+    if (m != n || memcmp(d, want, n)) fail_msg("%s changed (%zu bytes, was %zu)", path, m, n);
+    free(d);
+}
+
+static const char *ops1 = "[{\"type\":\"BasicLinear\"}]";
+
+static int call1(ft_rec *r, int64_t seq)
+{
+    static const uint8_t rg[1] = {1};
+    static const int64_t splits[2] = {3, 4};
+    return ft_rec_call_flat(r, seq, 1, 0, FT_CF_GRAD | FT_CF_HAS_NS, 0, 1, rg, 2, splits, 0, 0,
+                            "fwd", seq * 10, 0);
+}
+
+/* A closed trace of n calls in chunks of 100; with snap (not NULL), a copy of its -wal taken
+ * after the first 250 calls (a stale snapshot of its own -wal). */
+static void record(const char *path, int n, const char *snap)
+{
+    ft_rec_opts o = {100, 0};
+    ft_rec *r = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_rec_open(path, &o, &r, &err), FT_OK);
+    assert_int_equal(ft_rec_fuser(r, 1, "layer", ops1), FT_OK);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(call1(r, i + 1), FT_OK);
+        if (snap && i == 249) {
+            char wal[700];
+            snprintf(wal, sizeof wal, "%s-wal", path);
+            copy_file(wal, snap);
+        }
+    }
+    assert_int_equal(ft_rec_close(r), FT_OK);
+    assert_false(exists(path, "-wal") || exists(path, "-journal") || exists(path, "-shm"));
+}
+
+static uint64_t calls_of(const char *path)
+{
+    ft_trace *t = NULL;
+    ft_err err = {0};
+    if (ft_trace_open(path, FT_OPEN_READ, &t, &err)) fail_msg("%s", ft_err_msg(&err));
+    uint64_t n = ft_trace_n_calls(t);
+    ft_err verr = {0};
+    if (ft_trace_verify(t, &verr)) fail_msg("verify: %s", ft_err_msg(&verr));
+    ft_trace_close(t);
+    return n;
+}
+
+/* A valid, committed -wal of a plain 4096-byte-page database (not a trace), at wal_out, and
+ * (main_out not NULL) its main file as it was then, without those commits; the database itself
+ * stays at db. */
+static void wal_db(const char *db, const char *main_out, const char *wal_out)
+{
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "PRAGMA page_size=4096; PRAGMA journal_mode=WAL; "
+                                  "PRAGMA wal_autocheckpoint=0; CREATE TABLE x(v); "
+                                  "INSERT INTO x SELECT randomblob(3000) FROM "
+                                  "(WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 "
+                                  "FROM c WHERE i<40) SELECT i FROM c)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    char w[700];
+    snprintf(w, sizeof w, "%s-wal", db);
+    copy_file(w, wal_out); /* while the connection holds it */
+    if (main_out) copy_file(db, main_out);
+    sqlite3_close(h);
+}
+
+static void foreign_wal(const char *db, const char *wal_out)
+{
+    wal_db(db, NULL, wal_out);
+}
+
+/* A hot -journal of another database (a writer killed inside a transaction that spilled pages
+ * into its file), at journal_out. */
+static void foreign_journal(const char *db, const char *journal_out)
+{
+    sqlite3 *h = NULL;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "PRAGMA page_size=512; PRAGMA journal_mode=DELETE; "
+                                  "CREATE TABLE x(v); INSERT INTO x SELECT randomblob(400) FROM "
+                                  "(WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 "
+                                  "FROM c WHERE i<200) SELECT i FROM c)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        sqlite3 *c = NULL;
+        if (sqlite3_open(db, &c) ||
+            sqlite3_exec(c, "PRAGMA cache_size=2; BEGIN; UPDATE x SET v=zeroblob(400);", NULL, NULL,
+                         NULL))
+            _exit(1);
+        _exit(0); /* killed inside the transaction: the journal stays, hot */
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    char j[700];
+    snprintf(j, sizeof j, "%s-journal", db);
+    assert_true(exists(db, "-journal"));
+    copy_file(j, journal_out);
+}
+
+/* seal on `trace` with `side` beside it (as SUFFIX): exit 0, the trace byte for byte as it
+ * was, the side file still there, the message says it was not applied. */
+static void seal_leaves_it(const char *trace, const char *suffix, int n_calls)
+{
+    size_t n;
+    char *before = tu_read_file(trace, &n);
+    assert_non_null(before);
+    const char *cli = tu_cli();
+    if (cli) {
+        char cmd[2000], out[4096];
+        snprintf(cmd, sizeof cmd, "%s seal '%s' 2>&1", cli, trace);
+        int st = tu_sh(cmd, out, sizeof out);
+        assert_same_bytes(trace, before, n);
+        if (st || !strstr(out, "already closed") || !strstr(out, "neither applied nor removed"))
+            fail_msg("seal exit %d: %s", st, out);
+    }
+    ft_seal_info si;
+    ft_err err = {0};
+    assert_int_equal(ft_trace_seal(trace, 0, &si, &err), FT_OK);
+    assert_true(si.was_closed);
+    assert_true(!strcmp(suffix, "-wal") ? si.ignored_wal : si.ignored_journal);
+    assert_same_bytes(trace, before, n);
+    assert_true(exists(trace, suffix));
+    /* the readers read the same trace */
+    assert_int_equal(calls_of(trace), n_calls);
+    assert_same_bytes(trace, before, n);
+    free(before);
+}
+
+/* ---- seal ---------------------------------------------------------------------------------- */
+static void test_seal_stale_own_wal(void **state)
+{
+    (void)state;
+    char p[600], snap[600], wal[700];
+    tmp_path(p, sizeof p, "own.ftdb");
+    tmp_path(snap, sizeof snap, "own.snap");
+    record(p, 1000, snap);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    copy_file(snap, wal);
+    seal_leaves_it(p, "-wal", 1000);
+}
+
+static void test_seal_foreign_wal(void **state)
+{
+    (void)state;
+    char p[600], other[600], wal[700];
+    tmp_path(p, sizeof p, "fw.ftdb"); /* small: 512-byte pages, the -wal's are 4096 */
+    tmp_path(other, sizeof other, "fw-other.db");
+    record(p, 300, NULL);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    foreign_wal(other, wal);
+    seal_leaves_it(p, "-wal", 300);
+}
+
+static void test_seal_foreign_journal(void **state)
+{
+    (void)state;
+    char p[600], other[600], j[700];
+    tmp_path(p, sizeof p, "fj.ftdb");
+    tmp_path(other, sizeof other, "fj-other.db");
+    record(p, 300, NULL);
+    snprintf(j, sizeof j, "%s-journal", p);
+    foreign_journal(other, j);
+    seal_leaves_it(p, "-journal", 300);
+}
+
+/* A plain SQLite database with a -wal of commits not yet in its main file: seal refuses it as
+ * not a trace, and neither the file nor its -wal changes. */
+static void test_seal_plain_db_untouched(void **state)
+{
+    (void)state;
+    char db[600], cp[600], cwal[700];
+    tmp_path(db, sizeof db, "plain.db");
+    tmp_path(cp, sizeof cp, "plain-copy.db");
+    snprintf(cwal, sizeof cwal, "%s-wal", cp);
+    wal_db(db, cp, cwal);
+    size_t n, nw;
+    char *before = tu_read_file(cp, &n), *wbefore = tu_read_file(cwal, &nw);
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char cmd[2000], out[4096];
+    snprintf(cmd, sizeof cmd, "%s seal '%s' 2>&1", cli, cp);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "not a fusertrace trace"));
+    assert_same_bytes(cp, before, n);
+    assert_same_bytes(cwal, wbefore, nw);
+    free(before);
+    free(wbefore);
+}
+
+/* ---- sql and the extension ------------------------------------------------------------------ */
+/* Names in tmpdir, sorted, as one string. */
+static void listing(char *out, size_t cap)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | sort | tr '\\n' ' '", tmpdir);
+    assert_int_equal(tu_sh(cmd, out, cap), 0);
+}
+
+/* A recording killed after 250 calls in chunks of 100, then sealed: state 'recovered'. */
+static void recovered_trace(const char *path)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        ft_rec_opts o = {100, 0};
+        ft_rec *r = NULL;
+        ft_err err = {0};
+        if (ft_rec_open(path, &o, &r, &err) || ft_rec_fuser(r, 1, "layer", ops1)) _exit(1);
+        for (int i = 0; i < 250; i++)
+            if (call1(r, i + 1)) _exit(1);
+        _exit(0); /* killed: never closed */
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ft_seal_info si;
+    ft_err err = {0};
+    assert_int_equal(ft_trace_seal(path, 0, &si, &err), FT_OK);
+    assert_false(si.was_closed);
+}
+
+/* Another trace's committed -wal (same page size: a copy of path, changed in WAL mode) at
+ * wal_out. */
+static void sibling_wal(const char *path, const char *copy, const char *wal_out)
+{
+    copy_file(path, copy);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(copy, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0; "
+                                  "DELETE FROM chunks WHERE id > 1; "
+                                  "UPDATE meta SET value='other' WHERE key='state'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    char w[700];
+    snprintf(w, sizeof w, "%s-wal", copy);
+    copy_file(w, wal_out);
+    sqlite3_close(db);
+}
+
+/* `sql` on a sealed ('recovered') trace reads it alone, whatever -wal lies beside it, and
+ * creates no file beside it. */
+static void test_sql_sealed_ignores_foreign_wal(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char p[600], cp[600], wal[700], before[4096], after[4096], cmd[2000], out[4096];
+    tmp_path(p, sizeof p, "rec.ftdb");
+    tmp_path(cp, sizeof cp, "rec-copy.ftdb");
+    recovered_trace(p);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    sibling_wal(p, cp, wal);
+    listing(before, sizeof before);
+    snprintf(cmd, sizeof cmd,
+             "%s sql '%s' \"SELECT value FROM meta WHERE key='state'; SELECT count(*) FROM "
+             "chunks; SELECT count(*) FROM calls\" 2>/dev/null",
+             cli, p);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
+    assert_string_equal(out, "recovered\n2\n200\n"); /* the last 50 calls were never committed */
+    listing(after, sizeof after);
+    assert_string_equal(before, after);
+}
+
+/* The stock sqlite3 shell with a stale -wal beside a closed trace: the extension refuses the
+ * trace it was not given immutable (and the shell's exit writes nothing into it); the README's
+ * immutable, read-only way reads it and changes nothing. */
+static void test_extension_refuses_side_files(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli || tu_sh("command -v sqlite3 >/dev/null", NULL, 0)) skip();
+    char ext[1024], p[600], snap[600], wal[700], cmd[4000], out[4096];
+    snprintf(cmd, sizeof cmd, "%s sql --extension", cli);
+    assert_int_equal(tu_sh(cmd, ext, sizeof ext), 0);
+    ext[strcspn(ext, "\n")] = '\0';
+    tmp_path(p, sizeof p, "shell.ftdb");
+    tmp_path(snap, sizeof snap, "shell.snap");
+    record(p, 1000, snap);
+    snprintf(wal, sizeof wal, "%s-wal", p);
+    copy_file(snap, wal);
+    size_t n;
+    char *before = tu_read_file(p, &n);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && sqlite3 shell.ftdb '.load %s' 'SELECT count(*) FROM calls' 2>&1", tmpdir,
+             ext);
+    tu_sh(cmd, out, sizeof out);
+    if (!strstr(out, "immutable=1")) fail_msg("the shell said: %s", out);
+    assert_same_bytes(p, before, n);
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && sqlite3 -readonly 'file:shell.ftdb?immutable=1' '.load %s' "
+             "'SELECT count(*) FROM calls' 2>&1",
+             tmpdir, ext);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
+    assert_string_equal(out, "1000\n");
+    assert_same_bytes(p, before, n);
+    free(before);
+}
+
+/* A trace that defines a view named `calls` (or anything else trace.sql does not) is refused
+ * by `sql` and the extension with verify's message, instead of the view standing in for the
+ * table. */
+static void test_sql_refuses_shadowing_view(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char p[600], cmd[4000], out[4096], vout[4096];
+    tmp_path(p, sizeof p, "view.ftdb");
+    record(p, 300, NULL);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE VIEW calls AS SELECT 7 AS seq", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    snprintf(cmd, sizeof cmd, "%s verify '%s' 2>&1 >/dev/null", cli, p);
+    assert_int_equal(tu_sh(cmd, vout, sizeof vout), 1);
+    const char *why = strstr(vout, "schema differs");
+    assert_non_null(why);
+    snprintf(cmd, sizeof cmd, "%s sql '%s' 'SELECT count(*) FROM calls' 2>&1", cli, p);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 1);
+    if (!strstr(out, why)) fail_msg("sql said: %s", out);
+    if (tu_sh("command -v sqlite3 >/dev/null", NULL, 0)) return;
+    char ext[1024];
+    snprintf(cmd, sizeof cmd, "%s sql --extension", cli);
+    assert_int_equal(tu_sh(cmd, ext, sizeof ext), 0);
+    ext[strcspn(ext, "\n")] = '\0';
+    snprintf(cmd, sizeof cmd,
+             "sqlite3 -readonly 'file:%s?immutable=1' '.load %s' 'SELECT count(*) FROM calls' 2>&1",
+             p, ext);
+    tu_sh(cmd, out, sizeof out);
+    if (!strstr(out, why)) fail_msg("the shell said: %s", out);
+}
+
+/* seq bounds from doubles at the top of int64 are exact: 9.21e18 is the integer it names, and
+ * only values past 2^63 clamp (and then keep every row SQLite's own comparison keeps). */
+static void test_sql_seq_bounds_big_doubles(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char p[600], cmd[2000], out[4096];
+    tmp_path(p, sizeof p, "big.ftdb");
+    ft_rec_opts o = {100, 0};
+    ft_rec *r = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_rec_open(p, &o, &r, &err), FT_OK);
+    assert_int_equal(ft_rec_fuser(r, 1, "layer", ops1), FT_OK);
+    static const uint8_t rg[1] = {1};
+    const int64_t seqs[4] = {1, 2, INT64_C(9210000000000000000), INT64_MAX};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(
+            ft_rec_call_flat(r, seqs[i], 1, 0, FT_CF_GRAD, 0, 1, rg, 0, NULL, 0, 0, NULL, 0, 0),
+            FT_OK);
+    assert_int_equal(ft_rec_close(r), FT_OK);
+    static const struct {
+        const char *where, *count;
+    } q[] = {
+        {"seq = 9.21e18", "1"}, {"seq >= 9.21e18", "2"},
+        {"seq < 9.21e18", "2"}, {"seq <= 9.21e18", "3"},
+        {"seq > 9.21e18", "1"}, {"seq < 1e19", "4"},
+        {"seq <= 1e19", "4"},   {"seq > 1e19", "0"},
+        {"seq > -1e19", "4"},   {"seq = 9.2233720368547758e18", "0"},
+    };
+    for (size_t k = 0; k < sizeof q / sizeof q[0]; k++) {
+        snprintf(cmd, sizeof cmd, "%s sql '%s' 'SELECT count(*) FROM calls WHERE %s' 2>&1", cli, p,
+                 q[k].where);
+        assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
+        out[strcspn(out, "\n")] = '\0';
+        if (strcmp(out, q[k].count)) fail_msg("%s: %s rows, want %s", q[k].where, out, q[k].count);
+    }
+}
+
+/* ---- removing a trace ----------------------------------------------------------------------- */
+static void test_trace_remove_side_files(void **state)
+{
+    (void)state;
+    char p[600];
+    tmp_path(p, sizeof p, "rm.ftdb");
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+    for (int i = 0; i < 4; i++) {
+        char f[700];
+        snprintf(f, sizeof f, "%s%s", p, suffix[i]);
+        int fd = open(f, O_CREAT | O_WRONLY, 0644);
+        assert_true(fd >= 0);
+        close(fd);
+    }
+    ft_trace_remove(p);
+    for (int i = 0; i < 4; i++)
+        if (exists(p, suffix[i])) fail_msg("%s%s is left", p, suffix[i]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_seal_stale_own_wal),
+        cmocka_unit_test(test_seal_foreign_wal),
+        cmocka_unit_test(test_seal_foreign_journal),
+        cmocka_unit_test(test_seal_plain_db_untouched),
+        cmocka_unit_test(test_sql_sealed_ignores_foreign_wal),
+        cmocka_unit_test(test_extension_refuses_side_files),
+        cmocka_unit_test(test_sql_refuses_shadowing_view),
+        cmocka_unit_test(test_sql_seq_bounds_big_doubles),
+        cmocka_unit_test(test_trace_remove_side_files),
+    };
+    return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}
