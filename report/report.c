@@ -1,8 +1,8 @@
 /*
  * report.c - the replay summary as a text table, a JSON document or one tidy CSV.
  *
- * JSON: {"report_version" (FT_REPORT_VERSION: what `diff`
- * accepts),"traces","calls","backwards","model":{...},"framework":{...},"stale_classes":{...},
+ * JSON: {"report_version" (FT_REPORT_VERSION, what `diff` accepts),"traces","calls","backwards",
+ *        "model":{...},"framework":{...},"stale_classes":{...},
  *        "captured":{...},"policies":[{...,"steps":[..]}],"recommendation":{...},
  *        "numerics":{...} (when it ran; report/numerics.c), "gpu_time":{...} (report/gputime.c)}
  * CSV: one table; column `record` is "summary" (one row per policy) or "step" (hit rate per step
