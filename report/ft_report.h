@@ -19,6 +19,10 @@ extern "C" {
 
 enum { FT_REPORT_TEXT = 0, FT_REPORT_JSON = 1, FT_REPORT_CSV = 2 };
 
+/* The JSON report's "report_version": raised when a field `diff` reads changes meaning, so a
+ * saved report of another layout is refused rather than misread. */
+enum { FT_REPORT_VERSION = 1 };
+
 /* TE's cost of one plan build when the trace captured no fuse_ns: about 100 us, the mean fuse_ns
  * of the builds in a capture of TE 2.20's fuser on a training run that records it (issue 12 of
  * this project; the replayer's own builds take 3-6 us and say nothing about TE's). Every figure

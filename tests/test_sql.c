@@ -661,6 +661,11 @@ static void test_sql_cli_outputs_and_errors(void **state)
              cli, trace_path);
     assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
     assert_string_equal(out, "200\n2\n");
+    /* a query from stdin is capped, not buffered whole: 17 MiB of blanks is an input error */
+    snprintf(cmd, sizeof cmd, "head -c 17825792 /dev/zero | tr '\\0' ' ' | '%s' sql '%s' 2>&1", cli,
+             trace_path);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "the query read from stdin is over 16 MiB"));
     /* a bad query: exit 2 naming the error */
     snprintf(cmd, sizeof cmd, "'%s' sql '%s' 'SELECT nosuch FROM calls' 2>&1", cli, trace_path);
     assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
