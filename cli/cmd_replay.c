@@ -15,8 +15,10 @@
 #include "ft_numerics.h"
 #include "ft_tefuser.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +61,11 @@ typedef struct opt_steps {
     int set;
 } opt_steps;
 
+typedef struct dev_list {
+    int id[FT_NUMERICS_MAX_DEVICES];
+    uint32_t n;
+} dev_list;
+
 typedef struct gate_list {
     ft_gate_cond c[FT_GATE_MAX];
     uint32_t n;
@@ -77,6 +84,7 @@ typedef struct replay_opts {
     opt_ns build_ns, reset_ns;
     opt_steps steps;
     opt_u64 max_seconds; /* numerics: refuse longer estimates (default 600, 0: no limit) */
+    dev_list devices;    /* --devices: the CUDA devices (none: every visible one) */
 } replay_opts;
 
 /* What the fuser model could not take from a trace's capture (ft_model_note_at), on stderr
@@ -160,6 +168,29 @@ static int parse_backend(const cli_opt *o, const char *v, void *field, ft_err *e
             return FT_OK;
         }
     return ft_err_set(err, FT_EINVAL, "wants cpu or cuda, got '%s'", v);
+}
+
+/* --devices 0,1,... (distinct ids; whether this process sees them is checked with the inputs). */
+static int parse_devices(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    (void)o;
+    dev_list *d = field;
+    d->n = 0;
+    for (const char *p = v;;) {
+        char *end = NULL;
+        errno = 0;
+        const long id = strtol(p, &end, 10);
+        if (end == p || errno || id < 0 || id > 4096 || (*end && *end != ','))
+            return ft_err_set(err, FT_EINVAL, "wants device ids like 0,1,2, got '%s'", v);
+        if (d->n == FT_NUMERICS_MAX_DEVICES)
+            return ft_err_set(err, FT_EINVAL, "more than %d devices", FT_NUMERICS_MAX_DEVICES);
+        for (uint32_t k = 0; k < d->n; k++)
+            if (d->id[k] == (int)id)
+                return ft_err_set(err, FT_EINVAL, "device %ld named twice in '%s'", id, v);
+        d->id[d->n++] = (int)id;
+        if (!*end) return FT_OK;
+        p = end + 1;
+    }
 }
 
 static int parse_seed(const cli_opt *o, const char *v, void *field, ft_err *err)
@@ -257,6 +288,10 @@ static const cli_opt options[] = {
      "policy GPU ms per step of the chosen and the fresh plans and what stale plans\n"
      "cost; with or without --numerics (then cuda); no device: exit 3",
      cli_parse_flag, OFF(gpu_time)},
+    {"devices", 0, "LIST",
+     "CUDA devices for the sampled calls, e.g. 0,1,2,3 (default: every visible\n"
+     "one); the figures do not depend on how many",
+     parse_devices, OFF(devices)},
     {"sample", 0, "N",
      "at most N calls per trace (default 64), in call order: the first call\n"
      "of every situation, then more of each up to N/8; beyond N, the first call\n"
@@ -429,6 +464,11 @@ static int check_usage(const replay_opts *ro, ft_err *err)
     if (!numerics && !ro->gpu_time && (ro->sample || ro->all || ro->shrink || ro->seed.set))
         return cli_usage_error(err, "--sample, --all, --shrink and --seed go with --numerics "
                                     "cpu|cuda or --gpu-time");
+    const int on_device =
+        (numerics && backends[ro->backend].backend == FT_NUMERICS_CUDA) || ro->gpu_time;
+    if (ro->devices.n && !on_device)
+        return cli_usage_error(err, "--devices goes with --numerics cuda or --gpu-time (the CPU "
+                                    "back end runs on this machine's cores: --threads)");
     if (!numerics && ro->max_seconds.set)
         return cli_usage_error(err, "--max-seconds goes with --numerics cpu|cuda");
     if (ro->gpu_time && numerics && backends[ro->backend].backend != FT_NUMERICS_CUDA)
@@ -473,6 +513,8 @@ static int open_inputs(replay_cmd *c, uint64_t *n_calls, ft_err *err)
     /* the back end can run here: said before any output */
     if (!rc && c->numerics) rc = ft_numerics_backend_check(backends[ro->backend].backend, err);
     if (!rc && c->gpu_time) rc = ft_numerics_gputime_check(err);
+    if (!rc && ro->devices.n)
+        rc = ft_numerics_devices_check(FT_NUMERICS_CUDA, ro->devices.id, ro->devices.n, err);
     if (rc) return rc;
     /* --env keys the model does not read change nothing: say so */
     for (uint32_t k = 0; k < ro->env.n; k++) {
@@ -550,7 +592,9 @@ static int setup(replay_cmd *c, ft_err *err)
                                          : ro->sample ? ro->sample
                                                       : 64,
                                .seed = ro->seed.set ? ro->seed.v : 1,
-                               .n_threads = ro->threads};
+                               .n_threads = ro->threads,
+                               .devices = ro->devices.id,
+                               .n_devices = ro->devices.n};
     if (c->numerics) {
         c->no.backend = backends[ro->backend].backend;
         c->no.max_seconds = ro->max_seconds.set ? (double)ro->max_seconds.v : 600.0;
@@ -781,7 +825,8 @@ const cli_cmd cmd_replay = {
                 "                         [--fuser GLOB] [--phase P] [--steps A:B]\n"
                 "                         [--fail-on COND]... [--timeline FILE]\n"
                 "                         [--numerics cpu|cuda] [--gpu-time] [--sample N | --all]\n"
-                "                         [--shrink K] [--seed S] [--max-seconds S]",
+                "                         [--shrink K] [--seed S] [--max-seconds S]\n"
+                "                         [--devices LIST]",
     .summary = "replay traces under plan-cache policies",
     .about = "Replays every call of the traces (one per rank, reduced into one report) through a\n"
              "model of TransformerEngine's fusion-plan cache under each policy, in one pass.\n"

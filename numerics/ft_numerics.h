@@ -19,7 +19,15 @@
  * float32 emulation, float64 reference; calls on a thread pool) or CUDA (kernels/cuda: the
  * inputs are drawn on the device from the same seeds, the float64 reference runs in cuBLAS
  * DGEMM, every configuration runs the bf16 tensor-core fast path, and only figures come back;
- * one thread, the device is one).
+ * one thread per device).
+ *
+ * Several devices (opts.devices): each has its own context (stream, cuBLAS handle, pool and
+ * weight cache) and a thread that drives it. A sampled call goes, in call order, to the device
+ * with the least work assigned so far (nx_work's FLOPs and elements; ties to the lowest slot),
+ * so the assignment is fixed by the calls alone; every call draws its inputs from its own
+ * seeds, and results are folded in call order, so the figures are those of one device (of the
+ * same model: the kernels are deterministic on one model; another model may choose other cuBLAS
+ * algorithms for the reference).
  *
  * What a run means for each comparison of a policy's choice with the fresh plan:
  * - same: same topology and same quantization -> identical numbers (divergence 0);
@@ -58,6 +66,7 @@ extern "C" {
 #endif
 
 #define FT_NUMERICS_MAX_POLICIES 16
+#define FT_NUMERICS_MAX_DEVICES  64 /* devices one process drives (--devices) */
 
 typedef enum ft_numerics_backend {
     FT_NUMERICS_CPU = 0, /* ft_cpu_nx_*: kernels/cpu, calls on a thread pool */
@@ -76,7 +85,12 @@ typedef struct ft_numerics_opts {
     uint64_t seed;   /* mixed into every input seed */
     ft_numerics_backend backend;
     uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core
-                           (the CUDA back end uses one: the device is one) */
+                           (the CUDA back end: one per device) */
+    /* the CUDA back end: the devices to spread the sampled calls over (ids as CUDA numbers them
+     * in this process, distinct, each < ft_cuda_device_count()); n_devices 0: every visible one.
+     * The CPU back end ignores them (the CLI refuses --devices there). */
+    const int *devices;
+    uint32_t n_devices;
     FILE *info;         /* trace drivers: before numerics start, one line with the estimate (calls
                            sampled, FLOPs, memory, seconds); NULL: none */
     uint8_t progress;   /* 1: a progress line on info while calls run (the caller checks that
@@ -109,6 +123,9 @@ void ft_numerics_free(ft_numerics *nx);
 /* FT_OK when the back end can run here; FT_ENODEV with what to do instead (CUDA without a device
  * or without a CUDA build). Cheap: callers check before other work. */
 int ft_numerics_backend_check(ft_numerics_backend be, ft_err *err);
+/* The devices of opts.devices for back end be: FT_EINVAL naming an id this process does not see,
+ * or one named twice (n 0: every visible device, always valid). */
+int ft_numerics_devices_check(ft_numerics_backend be, const int *ids, uint32_t n, ft_err *err);
 /* The same for GPU time (opts.gpu_time): FT_ENODEV saying why there is no device to time on. */
 int ft_numerics_gputime_check(ft_err *err);
 
@@ -215,7 +232,8 @@ typedef struct ft_numerics_result {
     uint64_t device_runs;  /* of those, on the CUDA device */
     uint64_t wall_ns;      /* wall time of the numerics work (threads overlap inside it) */
     ft_numerics_backend backend;
-    uint32_t n_threads;        /* threads that ran sampled calls (the largest, after a merge) */
+    uint32_t n_threads;        /* threads that ran sampled calls (the largest, after a merge;
+                                  CUDA: the devices used) */
     char device[64];           /* CUDA device name, "" on the CPU back end */
     char fallback_text[160];   /* never set now (no configuration falls back to the CPU); the
                                   report still prints it, so it stays until the report drops it */

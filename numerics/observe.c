@@ -223,8 +223,13 @@ int ft_numerics_obs_new(const ft_numerics_opts *opts, int estimate_only, ft_nume
     if (!d) return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
     if (opts) d->o = *opts;
     d->n_threads = d->o.n_threads ? d->o.n_threads : nx_online_cores();
-    if (d->o.backend == FT_NUMERICS_CUDA) d->n_threads = 1; /* the device is one */
     d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
+    if (d->o.backend == FT_NUMERICS_CUDA && !estimate_only) {
+        /* a thread per device, and enough calls queued that each has several between the waits
+         * for the slowest */
+        d->n_threads = nx_devices_used(&d->o);
+        d->cap = d->n_threads * 8 > 16 ? d->n_threads * 8 : 16;
+    }
     d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
     if (!d->jobs) {
         ft_free(d);
@@ -306,14 +311,16 @@ static int cpu_rates(const estimate *e, const ft_numerics_opts *no, uint32_t thr
 
 /* The CUDA back end: the rates of bench/RESULTS.md's H200 runs (issue 10, five model sizes):
  * seconds = FLOPs / 271 TFLOP/s + 1.04e-11 s per element, within 0.86-1.15x of the five, plus
- * about a second to start the device. Not timed on the device the estimate runs on. */
-static void cuda_rates(rates *r)
+ * about a second to start the device; n_dev devices share the work. Not timed on the device the
+ * estimate runs on. */
+static void cuda_rates(rates *r, uint32_t n_dev)
 {
-    *r =
-        (rates){.per_flop = 1.0 / 271e12, .per_elem = 1.04e-11, .fixed = 1.0, .lo = 0.6, .hi = 1.6};
+    const double n = n_dev ? (double)n_dev : 1.0;
+    *r = (rates){
+        .per_flop = 1.0 / 271e12 / n, .per_elem = 1.04e-11 / n, .fixed = 1.0, .lo = 0.6, .hi = 1.6};
     snprintf(r->how, sizeof r->how,
-             "at the rates bench/RESULTS.md records for an H200, not timed "
-             "on this device");
+             "at the rates bench/RESULTS.md records for an H200, not timed on this device%s",
+             n_dev > 1 ? "; shared by the devices" : "");
 }
 
 /* The estimate line, and the refusal (FT_ERANGE, with what to change) of what does not fit. The
@@ -322,9 +329,10 @@ static int check_estimate(estimate *e, const ft_numerics_opts *no, ft_err *err)
 {
     const int cuda = no->backend == FT_NUMERICS_CUDA;
     uint64_t cap = 0;
-    if (cuda) {
+    if (cuda) { /* the first device's (the devices of one node are of one model) */
         ft_err derr = {0};
-        ft_cuda_mem_info(NULL, &cap, &derr);
+        if (!no->n_devices || !ft_cuda_set_device(no->devices[0], &derr))
+            ft_cuda_mem_info(NULL, &cap, &derr);
     } else {
         long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
         cap = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
@@ -335,21 +343,25 @@ static int check_estimate(estimate *e, const ft_numerics_opts *no, ft_err *err)
     const uint64_t mem = e->max_bytes * thr;
     rates rt = {.lo = 1, .hi = 1};
     int rc = FT_OK;
+    const uint32_t n_dev = nx_devices_used(no);
     if (cuda)
-        cuda_rates(&rt);
+        cuda_rates(&rt, n_dev);
     else if (e->have_rep && (rc = cpu_rates(e, no, thr, &rt, err)))
         return rc;
     const double secs = e->calls ? rt.per_flop * e->flops + rt.per_elem * e->elems + rt.fixed : 0;
+    char dev_text[32];
+    snprintf(dev_text, sizeof dev_text, ", %u devices", n_dev);
     const double lo = secs * rt.lo, hi = secs * rt.hi, mid = sqrt(lo * hi);
     e->lo_s = lo;
     e->hi_s = hi;
     if (no->info)
-        fprintf(no->info,
-                "numerics (%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of %s "
-                "memory at most; estimated %.0f to %.0f s (%s)\n",
-                cuda ? "cuda" : "cpu", (unsigned long long)e->calls, (unsigned long long)e->runs,
-                e->flops * 1e-12, (double)mem * 1e-9, cuda ? "device" : "host", floor(lo), ceil(hi),
-                rt.how[0] ? rt.how : "no call to run");
+        fprintf(
+            no->info,
+            "numerics (%s%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of %s "
+            "memory at most; estimated %.0f to %.0f s (%s)\n",
+            cuda ? "cuda" : "cpu", cuda && n_dev > 1 ? dev_text : "", (unsigned long long)e->calls,
+            (unsigned long long)e->runs, e->flops * 1e-12, (double)mem * 1e-9,
+            cuda ? "device" : "host", floor(lo), ceil(hi), rt.how[0] ? rt.how : "no call to run");
     const int over_mem = cap && mem > cap / 10 * 9;
     const int over_time = no->max_seconds > 0 && mid > no->max_seconds;
     if (!over_mem && !over_time) return FT_OK;
