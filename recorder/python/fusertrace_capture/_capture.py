@@ -317,17 +317,6 @@ class _Capture:
         except Exception as e:  # pylint: disable=broad-except
             self.fail(e)
 
-    def on_end(self, fid: int) -> None:
-        with self.lock:
-            if self.closed or self.writer is None:
-                return
-            seq = self.seq
-            self.seq = seq + 1
-            if self._pending:
-                self._pending.append(("end", seq, fid))
-            else:
-                self.writer.end(seq, fid)
-
     def _flush_ended(self) -> None:
         ended, self._ended = self._ended, []
         for fid in ended:
