@@ -107,6 +107,11 @@ out:
 }
 
 /* ---- the totals ------------------------------------------------------------------------------ */
+/* Keys worded and remembered at most (then forgotten and worded again: the same words find the
+ * same row), so that the memo stays small when recipe objects keep coming (a new object after
+ * every detour of a long run). */
+#define RC_MAX_MEMO (1u << 16)
+
 /* What a row is made from, to find it again without wording it (memo). */
 typedef struct rc_key {
     uint32_t slot, fuser_ops;
@@ -190,6 +195,10 @@ static uint32_t row_for(ft_report_causes *w, const ft_replay_view *v, uint32_t j
         return UINT32_MAX;
     const uint32_t row = row_of(w, k->slot, k->bits, k->stale, ch, n_ch);
     if (got != UINT32_MAX) return row; /* a hash collision: worded again next time */
+    if (w->n_memo == RC_MAX_MEMO) {
+        ft_hmap_clear(&w->memo_index);
+        w->n_memo = 0;
+    }
     if (w->n_memo == w->cap_memo) {
         uint32_t cap = w->cap_memo ? 2 * w->cap_memo : 64;
         rc_memo *nm = ft_realloc(w->memo, (size_t)cap * sizeof *nm);
