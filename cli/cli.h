@@ -144,6 +144,9 @@ typedef struct cli_out {
     char tmp[CLI_PATH_MAX];  /* the temporary beside path: PATH.tmp-XXXXXX (DB: to create) */
     int slot;                /* signal guard slot, -1 when none */
     int kind;
+    int had_target; /* path existed when opened: (dev, ino) below; else it must not
+                     * exist at the rename (another writer's output is not replaced) */
+    unsigned long long dev, ino;
 } cli_out;
 /* Open an output, after every input was checked (cli_in_check):
  * - `-` (or /dev/stdout) is stdout; a trace cannot go there;

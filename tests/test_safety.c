@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -455,6 +456,251 @@ static void test_sql_seq_bounds_big_doubles(void **state)
     }
 }
 
+/* ---- a trace cut while it is read ----------------------------------------------------------- */
+/* The file truncated between two chunks of a read: an error naming the trace, not SIGBUS. */
+static void test_truncated_while_read(void **state)
+{
+    (void)state;
+    char p[600];
+    tmp_path(p, sizeof p, "cut.ftdb");
+    ft_rec_opts o = {500, 1};
+    ft_rec *r = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_rec_open(p, &o, &r, &err), FT_OK);
+    assert_int_equal(ft_rec_fuser(r, 1, "layer", ops1), FT_OK);
+    static const uint8_t rg[1] = {1};
+    uint64_t x = 88172645463325252ull; /* xorshift: values that do not compress */
+    for (int i = 0; i < 40000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t sp[3] = {(int64_t)(x >> 40), (int64_t)(x & 0xffff), (int64_t)((x >> 20) & 0xfff)};
+        assert_int_equal(ft_rec_call_flat(r, i + 1, 1, 0, FT_CF_GRAD | FT_CF_HAS_NS, 0, 1, rg, 3,
+                                          sp, 0, 0, NULL, (int64_t)(x >> 2), 0),
+                         FT_OK);
+    }
+    assert_int_equal(ft_rec_close(r), FT_OK);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(sb.st_size > 4 * 65536);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGBUS, SIG_DFL); /* not CMocka's handler: the parent sees the signal */
+        signal(SIGSEGV, SIG_DFL);
+        ft_trace *t = NULL;
+        ft_reader *rd = NULL;
+        const ft_batch *b = NULL;
+        if (ft_trace_open(p, FT_OPEN_READ, &t, &err) || ft_reader_open(t, FT_READ_SPLITS, &rd) ||
+            ft_reader_next(rd, &b) || !b)
+            _exit(3);
+        if (truncate(p, sb.st_size / 3)) _exit(4);
+        int rc;
+        while (!(rc = ft_reader_next(rd, &b)) && b)
+            ;
+        _exit(rc ? 0 : 5); /* an error, as it must be */
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (WIFSIGNALED(st)) fail_msg("the reader died of signal %d", WTERMSIG(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* ---- outputs: the sweeper and concurrent writers --------------------------------------------- */
+/* The name of a file in tmpdir starting with prefix, into out; 0 when there is none. */
+static int find_prefixed(const char *prefix, char *out, size_t cap)
+{
+    DIR *d = opendir(tmpdir);
+    assert_non_null(d);
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix)) && !strstr(e->d_name, "-wal") &&
+            !strstr(e->d_name, "-shm") && !strstr(e->d_name, "-journal"))
+            found = (int)ft_strlcpy(out, e->d_name, cap) < (int)cap;
+    closedir(d);
+    return found;
+}
+
+/* `fusertrace import - -o tmpdir/target` waiting on a pipe (write end in *wfd) once its
+ * temporary exists; that temporary's name in tmp_name. */
+static pid_t import_waiting(const char *target, int *wfd, char *tmp_name, size_t cap)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    char out[700], prefix[200];
+    snprintf(out, sizeof out, "%s/%s", tmpdir, target);
+    snprintf(prefix, sizeof prefix, "%s.tmp-", target);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[0], 0);
+        close(fds[0]);
+        close(fds[1]);
+        int dn = open("/dev/null", O_WRONLY);
+        dup2(dn, 2);
+        execl(tu_cli(), tu_cli(), "import", "-", "-o", out, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[0]);
+    const char *head = "{\"t\":\"header\",\"format\":\"fusertrace-capture\",\"version\":1}\n";
+    assert_int_equal(write(fds[1], head, strlen(head)), (ssize_t)strlen(head));
+    int seen = 0;
+    for (int i = 0; i < 500 && !(seen = find_prefixed(prefix, tmp_name, cap)); i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    assert_true(seen);
+    *wfd = fds[1];
+    return pid;
+}
+
+static pid_t dead_pid(void)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (!pid) _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    return pid;
+}
+
+static void touch(const char *name)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+    int fd = open(p, O_CREAT | O_WRONLY, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+}
+
+static int in_dir(const char *name)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+    return !access(p, F_OK);
+}
+
+/* The sweeper removes what a killed fusertrace of this host wrote beside the target, and only
+ * that: not a user's look-alike, not a name with a sign, a space or a leading zero, not another
+ * host's or PID namespace's temporary, not a live process's. */
+static void test_sweeper_removes_only_its_own(void **state)
+{
+    (void)state;
+    if (!tu_cli()) skip();
+    char tmp[300], id[17], name[16][200];
+    int wfd;
+    pid_t pid = import_waiting("s.ftdb", &wfd, tmp, sizeof tmp);
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    close(wfd);
+    assert_true(strlen(tmp) > strlen("s.ftdb.tmp-") + 16);
+    memcpy(id, tmp + strlen("s.ftdb.tmp-"), 16);
+    id[16] = '\0';
+    long dead = (long)dead_pid();
+    const char *other_host =
+        strcmp(id, "0123456789abcdef") ? "0123456789abcdef" : "fedcba9876543210";
+    int n = 0;
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc123", id, dead);     /* ours */
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc123-wal", id, dead); /* ours */
+    const int n_ours = n;
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%ld-notes", dead);  /* a user's */
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%ld-abcdef", dead); /* no host */
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc123-notes", id, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-+%ld-abc123", id, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s- %ld-abc123", id, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-0%ld-abc123", id, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc12", id, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc123", other_host, dead);
+    snprintf(name[n++], sizeof name[0], "s.ftdb.tmp-%s-%ld-abc123", id, (long)getpid());
+    for (int i = 0; i < n; i++)
+        touch(name[i]);
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "%s import '%s/traces/recompute-rht.jsonl' -o '%s/s.ftdb' 2>&1",
+             tu_cli(), FT_SOURCE_DIR, tmpdir);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    assert_false(in_dir(tmp)); /* the killed import's own temporary */
+    for (int i = 0; i < n; i++)
+        if (in_dir(name[i]) != (i >= n_ours))
+            fail_msg("%s was %s", name[i], i >= n_ours ? "removed" : "left");
+}
+
+/* Two imports onto one new output at once: the one that finishes second fails naming the
+ * output, and the first one's output stays whole. */
+static void test_concurrent_writers_one_output(void **state)
+{
+    (void)state;
+    if (!tu_cli()) skip();
+    char tmp[300], cmd[2000], out[4096];
+    int wfd;
+    pid_t slow = import_waiting("c.ftdb", &wfd, tmp, sizeof tmp);
+    snprintf(cmd, sizeof cmd, "%s import '%s/traces/recompute-rht.jsonl' -o '%s/c.ftdb' 2>&1",
+             tu_cli(), FT_SOURCE_DIR, tmpdir);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    char c[700];
+    snprintf(c, sizeof c, "%s/c.ftdb", tmpdir);
+    uint64_t n_first = calls_of(c);
+    close(wfd); /* the slow one's input ends: a valid stream with no call */
+    int st;
+    assert_int_equal(waitpid(slow, &st, 0), slow);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 3);
+    assert_int_equal(calls_of(c), n_first);
+    assert_true(n_first > 0);
+    assert_false(in_dir(tmp));
+    (void)out;
+}
+
+/* ---- a close killed while it compacts a small trace ------------------------------------------ */
+/* SIGKILL at 60 moments inside ft_rec_close of a small trace: every call is there, no partial
+ * copy (PATH.small-PID) is ever left beside it, and once seal finished the trace no copy at
+ * all. */
+static void test_killed_close_leaves_no_copy(void **state)
+{
+    (void)state;
+    int left = 0;
+    for (int k = 0; k < 60; k++) {
+        char p[600], name[64];
+        snprintf(name, sizeof name, "kc%d.ftdb", k);
+        tmp_path(p, sizeof p, name);
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            ft_rec_opts o = {100, 0};
+            ft_rec *r = NULL;
+            ft_err err = {0};
+            if (ft_rec_open(p, &o, &r, &err) || ft_rec_fuser(r, 1, "layer", ops1)) _exit(2);
+            for (int i = 0; i < 300; i++)
+                if (call1(r, i + 1)) _exit(2);
+            if (write(fds[1], "x", 1) != 1) _exit(3);
+            ft_rec_close(r);
+            for (;;)
+                pause();
+        }
+        close(fds[1]);
+        char c;
+        assert_int_equal(read(fds[0], &c, 1), 1);
+        close(fds[0]);
+        nanosleep(&(struct timespec){0, (long)k * 100000}, NULL);
+        kill(pid, SIGKILL);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        char cmd[1000], out[4096];
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && for f in %s.small-*; do [ -e \"$f\" ] && "
+                 "sqlite3 \"file:$f?immutable=1\" 'PRAGMA quick_check' 2>&1; done; true",
+                 tmpdir, name);
+        tu_sh(cmd, out, sizeof out);
+        if (out[0] && strcmp(out, "ok\n")) fail_msg("kill %d: a partial copy: %s", k, out);
+        ft_seal_info si;
+        ft_err err = {0};
+        assert_int_equal(ft_trace_seal(p, 1, &si, &err), FT_OK);
+        assert_int_equal(si.n_calls, 300);
+        snprintf(cmd, sizeof cmd, "ls -A '%s' | grep -c '^%s\\.small-' || true", tmpdir, name);
+        tu_sh(cmd, out, sizeof out);
+        left += strtol(out, NULL, 10) != 0;
+        ft_trace_remove(p);
+    }
+    assert_int_equal(left, 0);
+}
+
 /* ---- removing a trace ----------------------------------------------------------------------- */
 static void test_trace_remove_side_files(void **state)
 {
@@ -486,6 +732,10 @@ int main(void)
         cmocka_unit_test(test_sql_refuses_shadowing_view),
         cmocka_unit_test(test_sql_seq_bounds_big_doubles),
         cmocka_unit_test(test_trace_remove_side_files),
+        cmocka_unit_test(test_truncated_while_read),
+        cmocka_unit_test(test_killed_close_leaves_no_copy),
+        cmocka_unit_test(test_sweeper_removes_only_its_own),
+        cmocka_unit_test(test_concurrent_writers_one_output),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
