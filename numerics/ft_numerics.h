@@ -279,9 +279,33 @@ const ft_replay_observer *ft_numerics_obs_observer(ft_numerics_obs *o);
  * two small sizes; CUDA: the H200 rates bench/RESULTS.md records), as a range of seconds that
  * the results carry (ft_numerics_result.est_lo_s, est_hi_s). */
 int ft_numerics_obs_check(ft_numerics_obs *est, ft_err *err);
+/* ft_numerics_obs_check in two halves, for work spread over processes (MPI): the estimate of this
+ * process's share (measured, not said, not judged), then, on one process, the estimate of the
+ * whole job (the shares added: calls, runs and FLOPs summed, memory and seconds the largest
+ * share's, processes counted) said on opts->info and judged (FT_ERANGE). set_estimate gives an
+ * estimating observer the whole job's figures (the total its follower's progress counts, the
+ * range the results carry). */
+typedef struct ft_numerics_estimate {
+    uint64_t calls, runs;
+    double flops;
+    uint64_t mem, cap;  /* memory the calls at once need; the machine's (device's) */
+    uint32_t threads;   /* calls at once */
+    uint32_t devices;   /* CUDA: the devices shared (0 on the CPU) */
+    uint32_t processes; /* shares added (0 or 1: this process alone) */
+    double lo_s, hi_s;  /* the range of seconds */
+    char how[200];      /* where the rates come from */
+} ft_numerics_estimate;
+int ft_numerics_obs_measure(ft_numerics_obs *est, ft_numerics_estimate *out, ft_err *err);
+int ft_numerics_estimate_judge(const ft_numerics_estimate *e, const ft_numerics_opts *opts,
+                               ft_err *err);
+void ft_numerics_obs_set_estimate(ft_numerics_obs *est, const ft_numerics_estimate *e);
 int ft_numerics_obs_follow(const ft_numerics_obs *est, ft_numerics_obs **run, ft_err *err);
 /* The results of every trace finished so far. */
 void ft_numerics_obs_result(const ft_numerics_obs *o, ft_numerics_result *out);
+/* Each trace's own results, in the order the traces ran (valid while o lives); their number.
+ * Merged in that order (the first copied, ft_numerics_result_merge for the rest) they give the
+ * total ft_numerics_obs_result gives. */
+uint32_t ft_numerics_obs_traces(const ft_numerics_obs *o, const ft_numerics_result **out);
 /* After a running observer's pass that returned rc: its results into out. A pass that opts->stop
  * ended is FT_OK (err cleared), out->interrupted set, the figures those of the calls that ran. */
 int ft_numerics_obs_finish(ft_numerics_obs *o, int rc, ft_numerics_result *out, ft_err *err);

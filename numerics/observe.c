@@ -96,7 +96,9 @@ struct ft_numerics_obs {
     const char *names[FT_NUMERICS_MAX_POLICIES];
     job *jobs; /* [cap] queued calls */
     uint32_t n_jobs, cap;
-    uint32_t n_traces; /* traces folded into total */
+    uint32_t n_traces;          /* traces folded into total */
+    ft_numerics_result *traces; /* [n_traces] each one's own (cap_traces allocated) */
+    uint32_t cap_traces;
     ft_numerics_result total;
     ft_replay_observer obs;
     int dry;          /* estimate only: plan the calls, count their work, run nothing */
@@ -203,10 +205,20 @@ static int obs_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
             rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
         } else {
             ft_numerics_get(d->nx, nr);
-            if (!d->n_traces++)
-                d->total = *nr;
-            else
-                rc = ft_numerics_result_merge(&d->total, nr, err);
+            if (d->n_traces == d->cap_traces) {
+                const uint32_t cap = d->cap_traces ? 2 * d->cap_traces : 4;
+                ft_numerics_result *t = ft_realloc(d->traces, cap * sizeof *t);
+                if (t) d->traces = t, d->cap_traces = cap;
+            }
+            if (d->n_traces == d->cap_traces) {
+                rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+            } else {
+                d->traces[d->n_traces] = *nr;
+                if (!d->n_traces++)
+                    d->total = *nr;
+                else
+                    rc = ft_numerics_result_merge(&d->total, nr, err);
+            }
             ft_free(nr);
         }
     }
@@ -257,9 +269,16 @@ void ft_numerics_obs_result(const ft_numerics_obs *d, ft_numerics_result *out)
     *out = d->total;
 }
 
+uint32_t ft_numerics_obs_traces(const ft_numerics_obs *d, const ft_numerics_result **out)
+{
+    *out = d->traces;
+    return d->n_traces;
+}
+
 void ft_numerics_obs_free(ft_numerics_obs *d)
 {
     if (!d) return;
+    ft_free(d->traces);
     estimate_free(&d->est);
     ft_numerics_free(d->nx);
     ft_free(d->jobs);
@@ -323,9 +342,10 @@ static void cuda_rates(rates *r, uint32_t n_dev)
              n_dev > 1 ? "; shared by the devices" : "");
 }
 
-/* The estimate line, and the refusal (FT_ERANGE, with what to change) of what does not fit. The
- * time is a range; the refusal judges its middle (the geometric mean of its ends). */
-static int check_estimate(estimate *e, const ft_numerics_opts *no, ft_err *err)
+/* The estimate of the work counted in e: its memory against the machine's, its seconds (timed
+ * here on the CPU back end, the recorded rates on the CUDA one) as a range. */
+static int measure_estimate(estimate *e, const ft_numerics_opts *no, ft_numerics_estimate *out,
+                            ft_err *err)
 {
     const int cuda = no->backend == FT_NUMERICS_CUDA;
     uint64_t cap = 0;
@@ -340,7 +360,6 @@ static int check_estimate(estimate *e, const ft_numerics_opts *no, ft_err *err)
     uint32_t thr = cuda ? 1 : (no->n_threads ? no->n_threads : nx_online_cores());
     if (thr > e->calls && e->calls) thr = (uint32_t)e->calls;
     if (!thr) thr = 1;
-    const uint64_t mem = e->max_bytes * thr;
     rates rt = {.lo = 1, .hi = 1};
     int rc = FT_OK;
     const uint32_t n_dev = nx_devices_used(no);
@@ -349,19 +368,40 @@ static int check_estimate(estimate *e, const ft_numerics_opts *no, ft_err *err)
     else if (e->have_rep && (rc = cpu_rates(e, no, thr, &rt, err)))
         return rc;
     const double secs = e->calls ? rt.per_flop * e->flops + rt.per_elem * e->elems + rt.fixed : 0;
-    char dev_text[32];
-    snprintf(dev_text, sizeof dev_text, ", %u devices", n_dev);
-    const double lo = secs * rt.lo, hi = secs * rt.hi, mid = sqrt(lo * hi);
-    e->lo_s = lo;
-    e->hi_s = hi;
+    *out = (ft_numerics_estimate){.calls = e->calls,
+                                  .runs = e->runs,
+                                  .flops = e->flops,
+                                  .mem = e->max_bytes * thr,
+                                  .cap = cap,
+                                  .threads = thr,
+                                  .devices = cuda ? n_dev : 0,
+                                  .lo_s = secs * rt.lo,
+                                  .hi_s = secs * rt.hi};
+    ft_strlcpy(out->how, rt.how[0] ? rt.how : "no call to run", sizeof out->how);
+    e->lo_s = out->lo_s;
+    e->hi_s = out->hi_s;
+    return FT_OK;
+}
+
+int ft_numerics_estimate_judge(const ft_numerics_estimate *e, const ft_numerics_opts *no,
+                               ft_err *err)
+{
+    const int cuda = no->backend == FT_NUMERICS_CUDA;
+    const double lo = e->lo_s, hi = e->hi_s, mid = sqrt(lo * hi);
+    const uint64_t mem = e->mem, cap = e->cap;
+    const uint32_t thr = e->threads;
+    char dev_text[64] = "";
+    if (cuda && e->devices > 1) snprintf(dev_text, sizeof dev_text, ", %u devices", e->devices);
+    if (e->processes > 1)
+        snprintf(dev_text + strlen(dev_text), sizeof dev_text - strlen(dev_text), ", %u processes",
+                 e->processes);
     if (no->info)
-        fprintf(
-            no->info,
-            "numerics (%s%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of %s "
-            "memory at most; estimated %.0f to %.0f s (%s)\n",
-            cuda ? "cuda" : "cpu", cuda && n_dev > 1 ? dev_text : "", (unsigned long long)e->calls,
-            (unsigned long long)e->runs, e->flops * 1e-12, (double)mem * 1e-9,
-            cuda ? "device" : "host", floor(lo), ceil(hi), rt.how[0] ? rt.how : "no call to run");
+        fprintf(no->info,
+                "numerics (%s%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of "
+                "%s memory at most; estimated %.0f to %.0f s (%s)\n",
+                cuda ? "cuda" : "cpu", dev_text, (unsigned long long)e->calls,
+                (unsigned long long)e->runs, e->flops * 1e-12, (double)mem * 1e-9,
+                cuda ? "device" : "host", floor(lo), ceil(hi), e->how);
     const int over_mem = cap && mem > cap / 10 * 9;
     const int over_time = no->max_seconds > 0 && mid > no->max_seconds;
     if (!over_mem && !over_time) return FT_OK;
@@ -386,9 +426,23 @@ static int check_estimate(estimate *e, const ft_numerics_opts *no, ft_err *err)
                       floor(lo), ceil(hi), no->max_seconds, k2, sug, alt);
 }
 
+int ft_numerics_obs_measure(ft_numerics_obs *est, ft_numerics_estimate *out, ft_err *err)
+{
+    return measure_estimate(&est->est, &est->o, out, err);
+}
+
+void ft_numerics_obs_set_estimate(ft_numerics_obs *est, const ft_numerics_estimate *e)
+{
+    est->est.calls = e->calls;
+    est->est.lo_s = e->lo_s;
+    est->est.hi_s = e->hi_s;
+}
+
 int ft_numerics_obs_check(ft_numerics_obs *est, ft_err *err)
 {
-    return check_estimate(&est->est, &est->o, err);
+    ft_numerics_estimate e;
+    int rc = measure_estimate(&est->est, &est->o, &e, err);
+    return rc ? rc : ft_numerics_estimate_judge(&e, &est->o, err);
 }
 
 int ft_numerics_obs_follow(const ft_numerics_obs *est, ft_numerics_obs **run, ft_err *err)
