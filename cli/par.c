@@ -26,9 +26,10 @@
 
 #ifdef FT_HAVE_MPI
 #include <mpi.h>
+static int g_started;
 #endif
 
-static int g_rank, g_size = 1, g_started;
+static int g_rank, g_size = 1;
 
 int cli_par_rank(void)
 {
@@ -327,6 +328,7 @@ int cli_par_reduce_estimate(ft_numerics_estimate *e, ft_err *err)
             job.calls += x.calls;
             job.runs += x.runs;
             job.flops += x.flops;
+            job.timed = job.timed && x.timed;
             if (x.mem > job.mem) job.mem = x.mem, job.cap = x.cap, job.threads = x.threads;
             if (x.lo_s > job.lo_s) job.lo_s = x.lo_s;
             if (x.hi_s > job.hi_s) job.hi_s = x.hi_s;

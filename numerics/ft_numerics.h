@@ -292,6 +292,7 @@ typedef struct ft_numerics_estimate {
     uint32_t threads;   /* calls at once */
     uint32_t devices;   /* CUDA: the devices shared (0 on the CPU) */
     uint32_t processes; /* shares added (0 or 1: this process alone) */
+    int timed;          /* the seconds were estimated (not when the largest call cannot fit) */
     double lo_s, hi_s;  /* the range of seconds */
     char how[200];      /* where the rates come from */
 } ft_numerics_estimate;

@@ -31,7 +31,14 @@ typedef struct mlp_desc {
     ft_act act;
 } mlp_desc;
 
-#define SIT_SLOTS 1024 /* distinct situations the sampler tells apart (more: treated as seen) */
+/* The largest call numerics runs (plan.c's check_size): a token count or hidden size up to
+ * 2^NX_MAX_SIZE_LOG2, and a problem (activations and weights after --shrink) of up to
+ * 2^NX_MAX_ELEMS_LOG2 elements (2 TB in bf16; the largest MoE layer of today is about 2^33). */
+#define NX_MAX_SIZE_LOG2  48
+#define NX_MAX_SIZE       ((uint64_t)1 << NX_MAX_SIZE_LOG2)
+#define NX_MAX_ELEMS_LOG2 40
+#define NX_MAX_ELEMS      ((uint64_t)1 << NX_MAX_ELEMS_LOG2)
+#define SIT_SLOTS         1024 /* distinct situations the sampler tells apart (more: treated as seen) */
 
 /* One configuration to run: topology + quantization. */
 typedef struct runcfg {

@@ -303,7 +303,7 @@ static int cpu_rates(const estimate *e, const ft_numerics_opts *no, uint32_t thr
                      ft_err *err)
 {
     uint32_t k = no->shrink ? no->shrink : 1;
-    for (double f = e->rep_flops; f > 1e9 && k < 4096; f /= 8)
+    for (double f = e->rep_flops; f > 1e9 && k < (1u << 20); f /= 8)
         k *= 2;
     double t1, f1, e1, t2, f2, e2;
     int rc = nx_time_call(no, &e->rep_d, &e->rep, e->rep_np, k, 2, &t1, &f1, &e1, err);
@@ -360,24 +360,31 @@ static int measure_estimate(estimate *e, const ft_numerics_opts *no, ft_numerics
     uint32_t thr = cuda ? 1 : (no->n_threads ? no->n_threads : nx_online_cores());
     if (thr > e->calls && e->calls) thr = (uint32_t)e->calls;
     if (!thr) thr = 1;
+    const uint64_t mem = e->max_bytes > UINT64_MAX / thr ? UINT64_MAX : e->max_bytes * thr;
+    const int over_mem = cap && mem > cap / 10 * 9;
     rates rt = {.lo = 1, .hi = 1};
     int rc = FT_OK;
     const uint32_t n_dev = nx_devices_used(no);
     if (cuda)
         cuda_rates(&rt, n_dev);
-    else if (e->have_rep && (rc = cpu_rates(e, no, thr, &rt, err)))
-        return rc;
+    else if (e->have_rep && !over_mem && (rc = cpu_rates(e, no, thr, &rt, err)))
+        return rc; /* what does not fit is not timed either: the calibration runs a call */
     const double secs = e->calls ? rt.per_flop * e->flops + rt.per_elem * e->elems + rt.fixed : 0;
     *out = (ft_numerics_estimate){.calls = e->calls,
                                   .runs = e->runs,
                                   .flops = e->flops,
-                                  .mem = e->max_bytes * thr,
+                                  .mem = mem,
                                   .cap = cap,
                                   .threads = thr,
                                   .devices = cuda ? n_dev : 0,
+                                  .timed = cuda || !over_mem || !e->have_rep,
                                   .lo_s = secs * rt.lo,
                                   .hi_s = secs * rt.hi};
-    ft_strlcpy(out->how, rt.how[0] ? rt.how : "no call to run", sizeof out->how);
+    ft_strlcpy(out->how,
+               rt.how[0]    ? rt.how
+               : out->timed ? "no call to run"
+                            : "no call timed",
+               sizeof out->how);
     e->lo_s = out->lo_s;
     e->hi_s = out->hi_s;
     return FT_OK;
@@ -390,40 +397,49 @@ int ft_numerics_estimate_judge(const ft_numerics_estimate *e, const ft_numerics_
     const double lo = e->lo_s, hi = e->hi_s, mid = sqrt(lo * hi);
     const uint64_t mem = e->mem, cap = e->cap;
     const uint32_t thr = e->threads;
+    const int timed = e->timed;
     char dev_text[64] = "";
     if (cuda && e->devices > 1) snprintf(dev_text, sizeof dev_text, ", %u devices", e->devices);
     if (e->processes > 1)
         snprintf(dev_text + strlen(dev_text), sizeof dev_text - strlen(dev_text), ", %u processes",
                  e->processes);
+    char when[96] = "not timed: the largest call does not fit";
+    if (timed) snprintf(when, sizeof when, "estimated %.0f to %.0f s", floor(lo), ceil(hi));
     if (no->info)
         fprintf(no->info,
                 "numerics (%s%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of "
-                "%s memory at most; estimated %.0f to %.0f s (%s)\n",
+                "%s memory at most; %s (%s)\n",
                 cuda ? "cuda" : "cpu", dev_text, (unsigned long long)e->calls,
                 (unsigned long long)e->runs, e->flops * 1e-12, (double)mem * 1e-9,
-                cuda ? "device" : "host", floor(lo), ceil(hi), e->how);
+                cuda ? "device" : "host", when, e->how);
     const int over_mem = cap && mem > cap / 10 * 9;
-    const int over_time = no->max_seconds > 0 && mid > no->max_seconds;
+    /* not "mid > limit": an estimate that is not a number is not under the limit either */
+    const int over_time = no->max_seconds > 0 && !(mid <= no->max_seconds);
     if (!over_mem && !over_time) return FT_OK;
     /* the shrink that fits (work ~ K^3, memory ~ K^2), the sample that fits, the GPU */
     uint32_t k = no->shrink ? no->shrink : 1, k2 = k;
     double f = 1.0;
     while (((over_time && mid / (f * f * f) > no->max_seconds) ||
             (over_mem && (double)mem / (f * f) > (double)cap * 0.9)) &&
-           k2 < 4096) {
+           k2 < (1u << 20)) {
         k2 *= 2;
         f = (double)k2 / k;
     }
-    uint64_t n = over_time ? (uint64_t)((double)e->calls * no->max_seconds / mid) : 0;
+    const double fit = over_time ? (double)e->calls * no->max_seconds / mid : 0;
+    uint64_t n = fit >= 1 && fit < 1e18 ? (uint64_t)fit : 0;
     char alt[64] = "", sug[64] = "";
     if (!cuda) ft_strlcpy(alt, ", or --numerics cuda", sizeof alt);
     if (n >= 1) snprintf(sug, sizeof sug, ", --sample %llu", (unsigned long long)n);
+    if (timed)
+        snprintf(when, sizeof when, "about %.0f to %.0f s", floor(lo), ceil(hi));
+    else
+        ft_strlcpy(when, "not timed", sizeof when);
     return ft_err_set(err, FT_ERANGE,
                       "numerics: %s (%.2f GB of %s memory for %u call%s at once, %.2f GB there; "
-                      "about %.0f to %.0f s, limit %.0f s): use --shrink %u%s%s",
+                      "%s, limit %.0f s): use --shrink %u%s%s",
                       over_mem ? "too large for this machine" : "too slow", (double)mem * 1e-9,
-                      cuda ? "device" : "host", thr, thr == 1 ? "" : "s", (double)cap * 1e-9,
-                      floor(lo), ceil(hi), no->max_seconds, k2, sug, alt);
+                      cuda ? "device" : "host", thr, thr == 1 ? "" : "s", (double)cap * 1e-9, when,
+                      no->max_seconds, k2, sug, alt);
 }
 
 int ft_numerics_obs_measure(ft_numerics_obs *est, ft_numerics_estimate *out, ft_err *err)

@@ -417,6 +417,51 @@ static const char *control_raises(const ft_numerics *nx, const ft_numerics_call 
                                      problem_tokens(nx, c->splits, c->n_splits), j->grad);
 }
 
+/* The elements of a call's problem at shrink K (activations and weights), in double: no size
+ * a trace holds can wrap it. */
+static double problem_elems(const mlp_desc *d, const ft_numerics_call *c, double K)
+{
+    double t = 0;
+    for (uint32_t g = 0; g < c->n_splits; g++)
+        t += ceil((double)c->splits[g] / K);
+    t = ceil(t / 128) * 128;
+    const double k1 = ceil((double)d->k1 / K), k2 = ceil((double)d->k2 / K),
+                 n2 = ceil((double)d->n2 / K), n1 = ft_act_is_glu(d->act.kind) ? 2 * k2 : k2;
+    return t * (k1 + n1 + k2 + n2) + (double)d->groups * (k1 * n1 + k2 * n2);
+}
+
+/* A call is refused (FT_ERANGE, naming it) where its sizes pass NX_MAX_SIZE or its problem at
+ * the --shrink given passes NX_MAX_ELEMS, so no later product of its sizes can wrap (the
+ * decoder's check that the splits sum to the token count is modulo 2^64) and nothing tries to
+ * allocate what no machine has. */
+static int check_size(const ft_numerics *nx, const mlp_desc *d, const ft_numerics_call *c,
+                      ft_err *err)
+{
+    double tokens = 0;
+    for (uint32_t g = 0; g < c->n_splits; g++)
+        tokens += (double)c->splits[g];
+    const double dims[] = {tokens, (double)d->k1, (double)d->k2, (double)d->n2};
+    static const char *const what[] = {"token count", "FC1 in_features", "FC2 in_features",
+                                       "FC2 out_features"};
+    for (size_t i = 0; i < FT_ARRAY_LEN(dims); i++)
+        if (dims[i] > (double)NX_MAX_SIZE)
+            return ft_err_set(err, FT_ERANGE,
+                              "numerics: call seq %lld of fuser %u: its %s (%.0f) is over 2^%d; "
+                              "no machine runs it (leave --numerics off for this trace)",
+                              (long long)c->seq, c->fuser, what[i], dims[i], NX_MAX_SIZE_LOG2);
+    const double K = (double)nx->o.shrink;
+    const double el = problem_elems(d, c, K);
+    if (el <= (double)NX_MAX_ELEMS) return FT_OK;
+    uint64_t k2 = nx->o.shrink;
+    while (k2 < ((uint64_t)1 << 31) && problem_elems(d, c, (double)k2) > (double)NX_MAX_ELEMS)
+        k2 *= 2;
+    return ft_err_set(err, FT_ERANGE,
+                      "numerics: call seq %lld of fuser %u: its problem at --shrink %u has %.3g "
+                      "elements, over 2^%d; use --shrink %llu",
+                      (long long)c->seq, c->fuser, nx->o.shrink, el, NX_MAX_ELEMS_LOG2,
+                      (unsigned long long)k2);
+}
+
 int nx_plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err)
 {
     if (!ft_numerics_wants(nx, c->fuser)) return 0;
@@ -431,10 +476,12 @@ int nx_plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err
         if (c->splits[g] < 0)
             return ft_err_set(err, FT_EINVAL, "numerics: call seq %lld: split %u is negative",
                               (long long)c->seq, g);
+    int rc = check_size(nx, d, c, err);
+    if (rc) return rc;
     nx->res.calls_seen++;
 
     int64_t n_tok = c->n_tokens;
-    if (n_tok < 0) {
+    if (n_tok < 0) { /* check_size bounded the sum */
         n_tok = 0;
         for (uint32_t g = 0; g < c->n_splits; g++)
             n_tok += c->splits[g];
