@@ -41,7 +41,7 @@ static const cli_opt options[] = {
     {"header", 0, NULL, "list mode: a first line of column names", cli_parse_flag, OFF(header)},
     {"extension", 0, NULL,
      "print the path of libfusertrace_sql.so, the same tables as a SQLite\n"
-     "extension: sqlite3 TRACE '.load PATH' 'SELECT ...'",
+     "extension: sqlite3 -readonly 'file:TRACE?immutable=1' '.load PATH' 'SELECT ...'",
      cli_parse_flag, OFF(extension)},
     {"policy", 0, "DEFS",
      "define user policies NAME=SPEC, comma-separated (docs/policies.md): the\n"

@@ -205,7 +205,10 @@ typedef struct ft_batch {
 } ft_batch;
 
 typedef struct ft_reader ft_reader;
-enum { FT_READ_SPLITS = 1u << 0 };
+/* FT_READ_SPLITS: decode split sizes into the batch. FT_READ_CHECK_SPLITS: without them,
+ * still decompress the split section and check its checksum, so that a reader that needs no
+ * split sizes (info, replay) reports the damage verify would (FT_ECORRUPT naming the chunk). */
+enum { FT_READ_SPLITS = 1u << 0, FT_READ_CHECK_SPLITS = 1u << 1 };
 
 int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out);
 /* *out_batch = next chunk, or NULL at the end (returns FT_OK). On damage returns FT_ECORRUPT

@@ -460,7 +460,7 @@ static int vt_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str,
     int rc = sql_trace_get(v->ctx, v->db, &v->base, v->kind == FT_REC_CALL ? "calls" : "backwards",
                            path, &t, &c->path);
     if (rc) return rc;
-    unsigned flags = (idx_num & IDX_SPLITS) ? FT_READ_SPLITS : 0;
+    unsigned flags = (idx_num & IDX_SPLITS) ? FT_READ_SPLITS : FT_READ_CHECK_SPLITS;
     if (c->r && (c->t != t || c->rflags != flags)) {
         ft_reader_close(c->r);
         c->r = NULL;
