@@ -67,7 +67,8 @@ int ft_replay_cursor_bound(ft_replay_cursor *c, int64_t seq_hi, ft_err *err)
 {
     uint64_t first, n;
     ft_trace_seq_chunks(c->t, INT64_MIN, seq_hi, &first, &n);
-    int rc = ft_reader_range(c->rd, 0, first + n);
+    const uint64_t pos = ft_reader_pos(c->rd), end = first + n;
+    int rc = ft_reader_range(c->rd, pos, end > pos ? end - pos : 0);
     if (rc) return ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(c->t)));
     return FT_OK;
 }
