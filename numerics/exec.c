@@ -356,13 +356,16 @@ int ft_numerics_result_join(const ft_numerics_result *parts, uint32_t n_parts,
         out->pol[p].name = p0->pol[p].name;
     for (uint32_t i = 0; i < n_parts; i++) {
         const ft_numerics_result *x = &parts[i];
-        if (x->n_policies != p0->n_policies || x->calls_seen != p0->calls_seen ||
+        /* every part replays the whole trace and offers every call, unless a stop ended it */
+        const int stopped = x->interrupted || p0->interrupted;
+        if (x->n_policies != p0->n_policies || (x->calls_seen != p0->calls_seen && !stopped) ||
             x->backend != p0->backend)
             return ft_err_set(err, FT_EINVAL,
                               "numerics: the parts of a trace disagree (%llu and %llu calls "
                               "offered, %u and %u policies)",
                               (unsigned long long)p0->calls_seen, (unsigned long long)x->calls_seen,
                               p0->n_policies, x->n_policies);
+        if (x->calls_seen > out->calls_seen) out->calls_seen = x->calls_seen;
         if (x->n_threads > out->n_threads) out->n_threads = x->n_threads;
         if (x->wall_ns > out->wall_ns) out->wall_ns = x->wall_ns; /* the parts ran at once */
         if (x->device_bytes > out->device_bytes) out->device_bytes = x->device_bytes;
