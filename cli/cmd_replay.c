@@ -17,6 +17,7 @@
 #include "ft_tefuser.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Ctrl-C during numerics: stop after the call in flight and print the results so far (a second
  * Ctrl-C ends the process as usual). */
@@ -429,11 +431,13 @@ typedef struct replay_cmd {
     const char *const *paths;
     uint32_t n_paths;
     ft_replay_set *set; /* the traces this process replays (all, but in an MPI job) */
-    /* an MPI job of np processes (cli/par.c): this one is me; it replays traces own[n_own] (of
-     * every trace, i % np == me); process 0 also opens every trace, all, for the checks and the
-     * report, and alone writes it */
+    /* an MPI job of np processes (cli/par.c): this one is me; it replays traces own[n_own]
+     * (cli_par_share), running part[k] of own[k]'s sampled numerics calls and counting the
+     * decisions of those whose first process it is; process 0 also opens every trace, all, for
+     * the checks and the report, and alone writes it */
     int np, me;
     uint32_t *own, n_own;
+    ft_numerics_part *part;
     const char **own_paths;
     ft_replay_set *all;
     ft_replay_result *own_res;    /* [n_own] each own trace's result */
@@ -514,9 +518,10 @@ static int open_inputs(replay_cmd *c, uint64_t *n_calls, ft_err *err)
     /* in an MPI job, process 0 checks every trace (and opens them all into c->all), the others
      * their own */
     const int every = c->me == 0;
-    for (uint32_t i = 0; i < c->n_paths && !rc; i++)
-        if (every || i % (uint32_t)c->np == (uint32_t)c->me)
-            rc = cli_in_check(c->paths[i], CLI_IN_TRACE, err);
+    for (uint32_t i = 0; every && i < c->n_paths && !rc; i++)
+        rc = cli_in_check(c->paths[i], CLI_IN_TRACE, err);
+    for (uint32_t k = 0; !every && k < c->n_own && !rc; k++)
+        rc = cli_in_check(c->own_paths[k], CLI_IN_TRACE, err);
     if (!rc && c->np > 1) {
         if (every) rc = ft_replay_set_open(c->paths, c->n_paths, &c->all, err);
         if (!rc && c->n_own) rc = ft_replay_set_open(c->own_paths, c->n_own, &c->set, err);
@@ -627,6 +632,10 @@ static int setup(replay_cmd *c, ft_err *err)
     if (c->numerics) {
         c->no.backend = backends[ro->backend].backend;
         c->no.max_seconds = ro->max_seconds.set ? (double)ro->max_seconds.v : 600.0;
+        if (c->np > 1) { /* this process's part of each of its traces' sampled calls */
+            c->no.parts = c->part;
+            c->no.n_parts = c->n_own;
+        }
     }
     if (c->gpu_time) {
         c->no.backend = FT_NUMERICS_CUDA;
@@ -736,9 +745,11 @@ static int par_share(replay_cmd *c, ft_err *err)
     c->me = cli_par_rank();
     if (c->np < 2) return FT_OK;
     c->own = ft_calloc(c->n_paths, sizeof *c->own);
+    c->part = ft_calloc(c->n_paths, sizeof *c->part);
     c->own_paths = ft_calloc(c->n_paths, sizeof *c->own_paths);
-    if (!c->own || !c->own_paths) return ft_err_set(err, FT_ENOMEM, "out of memory");
-    c->n_own = cli_par_share(c->n_paths, c->own);
+    if (!c->own || !c->part || !c->own_paths) return ft_err_set(err, FT_ENOMEM, "out of memory");
+    /* with numerics, the sampled calls of a trace are split too */
+    c->n_own = cli_par_share(c->n_paths, c->numerics, c->own, c->part);
     for (uint32_t k = 0; k < c->n_own; k++)
         c->own_paths[k] = c->paths[c->own[k]];
     return FT_OK;
@@ -750,7 +761,7 @@ static int par_replay(replay_cmd *c, int rc, ft_err *err)
     rc = cli_par_agree(rc, err);
     if (rc) return rc;
     ft_replay_result *per = c->o.per_trace == c->own_res && c->rep.per_trace ? c->per_trace : NULL;
-    rc = cli_par_reduce_replay(c->n_paths, c->own, c->n_own, c->own_res, c->causes, c->pol,
+    rc = cli_par_reduce_replay(c->n_paths, c->own, c->part, c->n_own, c->own_res, c->causes, c->pol,
                                c->n_pol, c->res, per, c->causes ? &c->causes_all : NULL, err);
     if (!rc && c->causes_all) c->rep.causes = c->causes_all;
     return rc;
@@ -773,24 +784,40 @@ static int par_estimate(replay_cmd *c, ft_err *err)
     return rc;
 }
 
-/* After the numerics pass: every trace's numerics on process 0, merged in trace order. */
+/* FUSERTRACE_MPI_SHARES=FILE (a diagnostic): each process appends one line to FILE saying what
+ * it ran, in one write (O_APPEND), so the lines of a job's processes do not mix. */
+static void par_note_share(const replay_cmd *c, const ft_numerics_obs *run)
+{
+    const char *path = getenv("FUSERTRACE_MPI_SHARES");
+    if (!path || !*path) return;
+    ft_numerics_result r;
+    memset(&r, 0, sizeof r);
+    if (run) ft_numerics_obs_result(run, &r);
+    char line[256];
+    const int len =
+        snprintf(line, sizeof line, "process %d of %d: %u traces, %llu sampled calls run\n", c->me,
+                 c->np, c->n_own, (unsigned long long)r.calls_run);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) return;
+    if (len > 0 && write(fd, line, (size_t)len) != len) { /* a diagnostic: nothing to stop */
+    }
+    close(fd);
+}
+
+/* After the numerics pass: every trace's numerics on process 0, joined in call order and merged
+ * in trace order. */
 static int par_numerics(replay_cmd *c, const ft_numerics_obs *run, int rc, ft_err *err)
 {
     rc = cli_par_agree(rc, err);
     if (rc) return rc;
-    const ft_numerics_result *tr = NULL;
-    const uint32_t n = run && c->set ? ft_numerics_obs_traces(run, &tr) : 0;
-    if (n != c->n_own) rc = ft_err_set(err, FT_ESTATE, "numerics of %u traces for %u", n, c->n_own);
-    rc = cli_par_agree(rc, err);
-    if (!rc) {
-        const uint8_t stopped = c->nres->interrupted;
-        rc = cli_par_reduce_numerics(c->n_paths, c->own, c->n_own, tr, c->pol, c->n_pol, c->nres,
-                                     err);
-        c->nres->interrupted |= stopped;
-        c->nres->calls_planned = c->job_est.calls;
-        c->nres->est_lo_s = c->job_est.lo_s;
-        c->nres->est_hi_s = c->job_est.hi_s;
-    }
+    par_note_share(c, c->set ? run : NULL);
+    const uint8_t stopped = c->nres->interrupted;
+    rc = cli_par_reduce_numerics(c->n_paths, c->own, c->n_own, c->set ? run : NULL, c->pol,
+                                 c->n_pol, c->nres, err);
+    c->nres->interrupted |= stopped;
+    c->nres->calls_planned = c->job_est.calls;
+    c->nres->est_lo_s = c->job_est.lo_s;
+    c->nres->est_hi_s = c->job_est.hi_s;
     return rc;
 }
 
@@ -940,6 +967,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     ft_replay_set_close(c.all);
     ft_report_causes_free(c.causes_all);
     ft_free(c.own);
+    ft_free(c.part);
     ft_free(c.own_paths);
     ft_free(c.own_res);
     ft_free(c.res);

@@ -190,12 +190,35 @@ int cli_par_bcast(void *buf, size_t len, ft_err *err)
 
 /* ---- a replay's reductions ---------------------------------------------------------------- */
 
-uint32_t cli_par_share(uint32_t n, uint32_t *own)
+/* Process p's part of trace i of n, the job's size processes: the n traces laid end to end, each
+ * cut into size units (its sampled calls k, by k % size), and process p given the p-th run of n
+ * units. 1 when p takes part in trace i (*part set), else 0. */
+static int part_of(uint32_t i, uint32_t p, uint32_t n, uint32_t size, ft_numerics_part *part)
+{
+    const uint64_t t0 = (uint64_t)i * size, t1 = t0 + size;
+    const uint64_t p0 = (uint64_t)p * n, p1 = p0 + n;
+    const uint64_t a = p0 > t0 ? p0 : t0, b = p1 < t1 ? p1 : t1;
+    if (a >= b) return 0;
+    *part = (ft_numerics_part){size, (uint32_t)(a - t0), (uint32_t)(b - t0)};
+    return 1;
+}
+
+uint32_t cli_par_share(uint32_t n, int split, uint32_t *idx, ft_numerics_part *part)
 {
     uint32_t k = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (i % (uint32_t)g_size == (uint32_t)g_rank) own[k++] = i;
+    for (uint32_t i = 0; i < n; i++) {
+        ft_numerics_part pt;
+        if (!part_of(i, (uint32_t)g_rank, n, (uint32_t)g_size, &pt)) continue;
+        if (!split && pt.lo) continue; /* the trace's first process replays it */
+        idx[k] = i;
+        part[k++] = pt;
+    }
     return k;
+}
+
+int cli_par_owns(const ft_numerics_part *part)
+{
+    return part->lo == 0;
 }
 
 /* One trace's record in a process's bytes: its index, then each part as a length and bytes. */
@@ -254,10 +277,11 @@ done:
     return rc;
 }
 
-int cli_par_reduce_replay(uint32_t n, const uint32_t *own, uint32_t n_own,
-                          const ft_replay_result *own_res, const ft_report_causes *own_causes,
-                          const uint32_t *pol, uint32_t n_pol, ft_replay_result *res,
-                          ft_replay_result *per_trace, ft_report_causes **causes, ft_err *err)
+int cli_par_reduce_replay(uint32_t n, const uint32_t *own, const ft_numerics_part *part,
+                          uint32_t n_own, const ft_replay_result *own_res,
+                          const ft_report_causes *own_causes, const uint32_t *pol, uint32_t n_pol,
+                          ft_replay_result *res, ft_replay_result *per_trace,
+                          ft_report_causes **causes, ft_err *err)
 {
     ft_buf mine = {0}, all = {0};
     const ft_buf *packs = NULL;
@@ -266,6 +290,7 @@ int cli_par_reduce_replay(uint32_t n, const uint32_t *own, uint32_t n_own,
                  ? ft_err_set(err, FT_ESTATE, "causes of %u traces for %u", n_packs, n_own)
                  : FT_OK;
     for (uint32_t k = 0; k < n_own && !rc; k++) {
+        if (part && !cli_par_owns(&part[k])) continue; /* another process sends its counts */
         rc = ft_buf_append(&mine, &own[k], sizeof own[k]);
         if (!rc) rc = put_part(&mine, &own_res[k], sizeof own_res[k]);
         if (!rc) rc = put_part(&mine, packs ? packs[k].data : NULL, packs ? packs[k].len : 0);
@@ -348,47 +373,147 @@ int cli_par_reduce_estimate(ft_numerics_estimate *e, ft_err *err)
     return rc;
 }
 
-int cli_par_reduce_numerics(uint32_t n, const uint32_t *own, uint32_t n_own,
-                            const ft_numerics_result *own_res, const uint32_t *pol, uint32_t n_pol,
-                            ft_numerics_result *out, ft_err *err)
+/* Process 0: the records of every trace's parts, grouped by trace: rec[first[i] ..
+ * first[i + 1]) are trace i's, in the order they came (process order); each record holds
+ * n_parts parts (at, len). The number of records of trace i must be want(i). */
+typedef struct par_rec {
+    const void *at[2];
+    uint64_t len[2];
+} par_rec;
+
+static int group_records(uint32_t n, const ft_buf *all, par_rec **rec_out, uint32_t **first_out,
+                         ft_err *err)
 {
-    ft_buf mine = {0}, all = {0};
-    int rc = FT_OK;
-    for (uint32_t k = 0; k < n_own && !rc; k++) {
-        rc = ft_buf_append(&mine, &own[k], sizeof own[k]);
-        if (!rc) rc = put_part(&mine, &own_res[k], sizeof own_res[k]);
-        if (rc) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
-    }
-    const void **at = ft_calloc(n ? n : 1, sizeof *at);
-    uint64_t *len = ft_calloc(n ? n : 1, sizeof *len);
-    if (!rc && (!at || !len)) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
-    ft_err gerr = {0};
-    int grc = gather_records(n, 1, rc ? &(ft_buf){0} : &mine, &all, at, len, &gerr);
-    if (!rc && grc) rc = ft_err_set(err, grc, "%s", ft_err_msg(&gerr));
-    ft_numerics_result *r = g_rank == 0 && !rc ? ft_malloc(sizeof *r) : NULL;
-    if (g_rank == 0 && !rc && !r) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
-    for (uint32_t i = 0; i < n && r && !rc; i++) {
-        if (len[i] != sizeof *r) {
-            rc = ft_err_set(err, FT_EINVAL, "trace %u: numerics of %llu bytes", i,
-                            (unsigned long long)len[i]);
-            break;
+    const uint8_t *end = all->data + all->len;
+    uint32_t *count = ft_calloc((size_t)n + 1, sizeof *count);
+    uint32_t *first = ft_calloc((size_t)n + 2, sizeof *first);
+    int rc = count && first ? FT_OK : FT_ENOMEM;
+    uint64_t n_rec = 0;
+    /* twice over the bytes: count the records of each trace, then place them */
+    for (int pass = 0; pass < 2 && !rc; pass++) {
+        const uint8_t *p = all->data;
+        par_rec *rec = pass ? *rec_out : NULL;
+        while (!rc && p < end) {
+            uint32_t i = 0;
+            par_rec r;
+            if ((size_t)(end - p) < sizeof i) {
+                rc = FT_EINVAL;
+                break;
+            }
+            memcpy(&i, p, sizeof i);
+            p += sizeof i;
+            if (i >= n) rc = FT_EINVAL;
+            for (int k = 0; k < 2 && !rc; k++)
+                rc = get_part(&p, end, &r.at[k], &r.len[k]);
+            if (rc) break;
+            if (!pass)
+                count[i]++, n_rec++;
+            else
+                rec[first[i] + count[i]++] = r;
         }
-        memcpy(r, at[i], sizeof *r);
+        if (!pass && !rc) {
+            for (uint32_t i = 0; i < n; i++)
+                first[i + 1] = first[i] + count[i], count[i] = 0;
+            if (n_rec > UINT32_MAX || !(*rec_out = ft_calloc(n_rec ? n_rec : 1, sizeof **rec_out)))
+                rc = FT_ENOMEM;
+        }
+    }
+    ft_free(count);
+    *first_out = first;
+    if (rc == FT_ENOMEM) return ft_err_set(err, FT_ENOMEM, "out of memory");
+    if (rc)
+        return ft_err_set(err, FT_EINVAL,
+                          "the MPI processes' results did not add up (a process of another "
+                          "build?)");
+    return FT_OK;
+}
+
+/* Trace i's parts (recs[n_recs], each a part's result and its outcomes) joined into out (the
+ * policies named from pol[n_pol]). */
+static int join_trace(uint32_t i, const par_rec *recs, uint32_t n_recs, const uint32_t *pol,
+                      uint32_t n_pol, ft_numerics_result *out, ft_err *err)
+{
+    uint64_t n_oc = 0;
+    for (uint32_t k = 0; k < n_recs; k++) {
+        if (recs[k].len[0] != sizeof *out || recs[k].len[1] % sizeof(ft_numerics_outcome))
+            return ft_err_set(err, FT_EINVAL, "trace %u: numerics of %llu and %llu bytes", i,
+                              (unsigned long long)recs[k].len[0],
+                              (unsigned long long)recs[k].len[1]);
+        n_oc += recs[k].len[1] / sizeof(ft_numerics_outcome);
+    }
+    ft_numerics_result *parts = ft_calloc(n_recs ? n_recs : 1, sizeof *parts);
+    ft_numerics_outcome *oc = ft_calloc(n_oc ? (size_t)n_oc : 1, sizeof *oc);
+    int rc = parts && oc ? FT_OK : ft_err_set(err, FT_ENOMEM, "out of memory");
+    uint64_t at = 0;
+    for (uint32_t k = 0; k < n_recs && !rc; k++) {
+        ft_numerics_result *r = &parts[k];
+        memcpy(r, recs[k].at[0], sizeof *r);
         if (r->n_policies != n_pol || n_pol > FT_NUMERICS_MAX_POLICIES) {
-            rc = ft_err_set(err, FT_EINVAL, "trace %u: numerics of %u policies", i, r->n_policies);
+            rc = ft_err_set(err, FT_EINVAL, "numerics of %u policies", r->n_policies);
             break;
         }
         for (uint32_t p = 0; p < n_pol; p++) /* names are pointers: this process's own */
             r->pol[p].name = ft_policy_name(pol[p]);
-        if (!i)
-            *out = *r;
-        else
-            rc = ft_numerics_result_merge(out, r, err);
+        if (recs[k].len[1]) memcpy(&oc[at], recs[k].at[1], (size_t)recs[k].len[1]);
+        at += recs[k].len[1] / sizeof *oc;
+    }
+    if (!rc) rc = ft_numerics_result_join(parts, n_recs, oc, n_oc, out, err);
+    if (rc) {
+        char detail[FT_ERR_MAX];
+        ft_strlcpy(detail, ft_err_msg(err), sizeof detail);
+        ft_err_set(err, rc, "trace %u: %s", i, detail);
+    }
+    ft_free(parts);
+    ft_free(oc);
+    return rc;
+}
+
+int cli_par_reduce_numerics(uint32_t n, const uint32_t *own, uint32_t n_own,
+                            const ft_numerics_obs *run, const uint32_t *pol, uint32_t n_pol,
+                            ft_numerics_result *out, ft_err *err)
+{
+    ft_buf mine = {0}, all = {0};
+    const ft_numerics_result *tr = NULL;
+    const uint32_t got = run ? ft_numerics_obs_traces(run, &tr) : 0;
+    int rc = got != n_own ? ft_err_set(err, FT_ESTATE, "numerics of %u traces for %u", got, n_own)
+                          : FT_OK;
+    for (uint32_t k = 0; k < n_own && !rc; k++) {
+        const ft_numerics_outcome *oc = NULL;
+        const uint64_t n_oc = ft_numerics_obs_outcomes(run, k, &oc);
+        rc = ft_buf_append(&mine, &own[k], sizeof own[k]);
+        if (!rc) rc = put_part(&mine, &tr[k], sizeof tr[k]);
+        if (!rc) rc = put_part(&mine, oc, n_oc * sizeof *oc);
+        if (rc) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
+    }
+    uint64_t *lens = ft_calloc((size_t)g_size, sizeof *lens);
+    if (!rc && !lens) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
+    /* every process gathers, whether or not its own part failed, and then agrees */
+    ft_err gerr = {0};
+    int grc = lens ? cli_par_gather(rc ? &(ft_buf){0} : &mine, &all, lens, &gerr) : FT_ENOMEM;
+    if (!rc && grc) rc = ft_err_set(err, grc, "%s", ft_err_msg(&gerr));
+    par_rec *rec = NULL;
+    uint32_t *first = NULL;
+    if (!rc && g_rank == 0) rc = group_records(n, &all, &rec, &first, err);
+    ft_numerics_result *r = !rc && g_rank == 0 ? ft_malloc(sizeof *r) : NULL;
+    if (!rc && g_rank == 0 && !r) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
+    for (uint32_t i = 0; i < n && r && !rc; i++) {
+        uint32_t want = 0;
+        ft_numerics_part pt;
+        for (uint32_t p = 0; p < (uint32_t)g_size; p++)
+            want += (uint32_t)part_of(i, p, n, (uint32_t)g_size, &pt);
+        if (first[i + 1] - first[i] != want) {
+            rc = ft_err_set(err, FT_EINVAL, "trace %u: numerics of %u processes, not %u", i,
+                            first[i + 1] - first[i], want);
+            break;
+        }
+        rc = join_trace(i, &rec[first[i]], want, pol, n_pol, i ? r : out, err);
+        if (!rc && i) rc = ft_numerics_result_merge(out, r, err);
     }
     ft_free(r);
+    ft_free(rec);
+    ft_free(first);
+    ft_free(lens);
     ft_buf_free(&mine);
     ft_buf_free(&all);
-    ft_free(at);
-    ft_free(len);
     return cli_par_agree(rc, err);
 }

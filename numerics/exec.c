@@ -11,7 +11,9 @@
 #include "numerics_int.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -234,32 +236,53 @@ static void band_add(ft_band *b, double v)
     b->sum += v;
 }
 
-/* Add an executed call into the results (call order). */
-static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
+/* What folding j reads (zeroed first: the bytes may travel to another process). */
+static void outcome_of(const job *j, uint32_t np, ft_numerics_outcome *o)
 {
-    if (j->rc) return ft_err_set(err, j->rc, "%s", ft_err_msg(&j->err));
-    ft_numerics_result *r = &nx->res;
-    if (nx->o.gpu_time) nx_gt_fold(nx, j);
-    r->calls_run++;
-    if (nx->o.time_only) return FT_OK; /* no runs, nothing compared */
-    r->mlp_runs += j->runs;
-    r->device_runs += j->device_runs;
-    r->flops += j->flops;
-    for (int k = 0; k < FT_NX_PHASES; k++)
-        r->phase_ms[k] += j->phase_ms[k];
-    if (!j->fresh_ok) r->fresh_raised++;
-    if (j->fresh_ok) band_add(&r->fresh_err, j->fresh_err);
-    if (j->fresh_ok && (unsigned)j->fresh_cfg.q.fmt < FT_QF_COUNT)
-        band_add(&r->fresh_err_fmt[j->fresh_cfg.q.fmt], j->fresh_err);
-    if (j->has_ctl) band_add(&r->harmless_band, j->ctl_div);
-    for (uint32_t p = 0; p < r->n_policies; p++) {
-        ft_numerics_policy *pol = &r->pol[p];
+    memset(o, 0, sizeof *o);
+    o->index = j->index;
+    o->seq = j->seq;
+    o->fuser = j->fuser;
+    o->fresh_ok = (uint8_t)(j->fresh_ok != 0);
+    o->has_ctl = (uint8_t)(j->has_ctl != 0);
+    o->fresh_fmt = (int32_t)j->fresh_cfg.q.fmt;
+    o->fresh_err = j->fresh_err;
+    o->ctl_div = j->ctl_div;
+    o->runs = j->runs;
+    o->device_runs = j->device_runs;
+    o->flops = j->flops;
+    for (uint32_t p = 0; p < np; p++) {
         const choice_out *co = &j->out[p];
+        ft_numerics_outcome_choice *x = &o->out[p];
+        x->kind = co->kind;
+        x->err = co->err;
+        x->div = co->div;
+        x->max_abs = co->max_abs;
+        x->nonfinite = co->nonfinite;
+        ft_strlcpy(x->text, co->text, sizeof x->text);
+    }
+}
+
+/* Add one call's outcome into r (call order): its runs, bands and each policy's comparison. */
+static void fold_outcome(ft_numerics_result *r, const ft_numerics_outcome *o)
+{
+    r->calls_run++;
+    r->mlp_runs += o->runs;
+    r->device_runs += o->device_runs;
+    r->flops += o->flops;
+    if (!o->fresh_ok) r->fresh_raised++;
+    if (o->fresh_ok) band_add(&r->fresh_err, o->fresh_err);
+    if (o->fresh_ok && o->fresh_fmt >= 0 && o->fresh_fmt < FT_QF_COUNT)
+        band_add(&r->fresh_err_fmt[o->fresh_fmt], o->fresh_err);
+    if (o->has_ctl) band_add(&r->harmless_band, o->ctl_div);
+    for (uint32_t p = 0; p < r->n_policies && p < FT_NUMERICS_MAX_POLICIES; p++) {
+        ft_numerics_policy *pol = &r->pol[p];
+        const ft_numerics_outcome_choice *co = &o->out[p];
         pol->calls++;
         if (co->kind == OUT_RAISED) {
             if (!pol->raised) ft_strlcpy(pol->raise_text, co->text, sizeof pol->raise_text);
             pol->raised++;
-            pol->raised_stale += j->fresh_ok;
+            pol->raised_stale += o->fresh_ok;
             continue;
         }
         band_add(&pol->err, co->err);
@@ -276,6 +299,87 @@ static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
             pol->quant++;
             band_add(&r->quant_band, co->div);
         }
+    }
+}
+
+/* Add an executed call into the results (call order); with opts.parts, its outcome kept. */
+static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
+{
+    if (j->rc) return ft_err_set(err, j->rc, "%s", ft_err_msg(&j->err));
+    ft_numerics_result *r = &nx->res;
+    if (nx->o.gpu_time) nx_gt_fold(nx, j);
+    if (nx->o.time_only) { /* no runs, nothing compared */
+        r->calls_run++;
+        return FT_OK;
+    }
+    for (int k = 0; k < FT_NX_PHASES; k++)
+        r->phase_ms[k] += j->phase_ms[k];
+    ft_numerics_outcome one, *o = &one;
+    if (nx->o.parts) {
+        if (nx->n_oc == nx->cap_oc) {
+            const uint64_t cap = nx->cap_oc ? 2 * nx->cap_oc : 16;
+            ft_numerics_outcome *v =
+                cap <= SIZE_MAX / sizeof *v ? ft_realloc(nx->oc, (size_t)cap * sizeof *v) : NULL;
+            if (!v) return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+            nx->oc = v, nx->cap_oc = cap;
+        }
+        o = &nx->oc[nx->n_oc++];
+    }
+    outcome_of(j, r->n_policies, o);
+    fold_outcome(r, o);
+    return FT_OK;
+}
+
+static int by_index(const void *a, const void *b)
+{
+    const uint64_t x = ((const ft_numerics_outcome *)a)->index,
+                   y = ((const ft_numerics_outcome *)b)->index;
+    return x < y ? -1 : x > y;
+}
+
+int ft_numerics_result_join(const ft_numerics_result *parts, uint32_t n_parts,
+                            ft_numerics_outcome *oc, uint64_t n_oc, ft_numerics_result *out,
+                            ft_err *err)
+{
+    if (!n_parts) return ft_err_set(err, FT_EINVAL, "numerics: a trace of no parts");
+    const ft_numerics_result *p0 = &parts[0];
+    if (p0->n_policies > FT_NUMERICS_MAX_POLICIES)
+        return ft_err_set(err, FT_EINVAL, "numerics: a part of %u policies", p0->n_policies);
+    memset(out, 0, sizeof *out);
+    out->backend = p0->backend;
+    out->n_policies = p0->n_policies;
+    out->calls_seen = p0->calls_seen;
+    out->calls_planned = p0->calls_planned;
+    out->time_only = p0->time_only;
+    out->gt = p0->gt;
+    for (uint32_t p = 0; p < p0->n_policies; p++)
+        out->pol[p].name = p0->pol[p].name;
+    for (uint32_t i = 0; i < n_parts; i++) {
+        const ft_numerics_result *x = &parts[i];
+        /* every part replays the whole trace and offers every call, unless a stop ended it */
+        const int stopped = x->interrupted || p0->interrupted;
+        if (x->n_policies != p0->n_policies || (x->calls_seen != p0->calls_seen && !stopped) ||
+            x->backend != p0->backend)
+            return ft_err_set(err, FT_EINVAL,
+                              "numerics: the parts of a trace disagree (%llu and %llu calls "
+                              "offered, %u and %u policies)",
+                              (unsigned long long)p0->calls_seen, (unsigned long long)x->calls_seen,
+                              p0->n_policies, x->n_policies);
+        if (x->calls_seen > out->calls_seen) out->calls_seen = x->calls_seen;
+        if (x->n_threads > out->n_threads) out->n_threads = x->n_threads;
+        if (x->wall_ns > out->wall_ns) out->wall_ns = x->wall_ns; /* the parts ran at once */
+        if (x->device_bytes > out->device_bytes) out->device_bytes = x->device_bytes;
+        if (!out->device[0]) ft_strlcpy(out->device, x->device, sizeof out->device);
+        out->interrupted |= x->interrupted;
+        for (int k = 0; k < FT_NX_PHASES; k++)
+            out->phase_ms[k] += x->phase_ms[k];
+    }
+    if (n_oc > 1) qsort(oc, (size_t)n_oc, sizeof *oc, by_index);
+    for (uint64_t k = 0; k < n_oc; k++) {
+        if (k && oc[k].index == oc[k - 1].index)
+            return ft_err_set(err, FT_EINVAL, "numerics: sampled call %llu of a trace ran twice",
+                              (unsigned long long)oc[k].index);
+        fold_outcome(out, &oc[k]);
     }
     return FT_OK;
 }

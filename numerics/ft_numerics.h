@@ -73,6 +73,14 @@ typedef enum ft_numerics_backend {
     FT_NUMERICS_CUDA = 1 /* ft_cuda_nx_*: kernels/cuda (the plugin), everything on the device */
 } ft_numerics_backend;
 
+/* One trace's sampled calls split over the processes of a job (MPI): a process that takes part in
+ * a trace replays the whole of it, so that the sampler sees every call and samples what one
+ * process does, but runs only its part of the sampled calls: call k of the trace's sampled list
+ * (0, 1, ... in call order) where k % mod lies in [lo, hi). mod 0: every sampled call. */
+typedef struct ft_numerics_part {
+    uint32_t mod, lo, hi;
+} ft_numerics_part;
+
 typedef struct ft_numerics_opts {
     uint32_t shrink; /* K >= 1: hidden sizes and split sizes divided by K (rounded up; hidden
                         sizes kept multiples of 32, the token total padded to 128) */
@@ -108,6 +116,12 @@ typedef struct ft_numerics_opts {
     uint8_t time_only;    /* with gpu_time: no reference, no comparisons, the timing alone */
     uint32_t time_warmup; /* untimed runs before the timed ones (0: 2) */
     uint32_t time_rounds; /* timed rounds per situation (0: 5; at most FT_NX_MAX_ROUNDS) */
+    /* trace drivers: parts[in->index] is the part of each trace of the replay this process runs
+     * (NULL: every sampled call of every trace; a trace past n_parts: all of it). The calls run
+     * leave their outcomes (ft_numerics_obs_outcomes) for ft_numerics_result_join. Not with GPU
+     * time (its sums count every call of a trace). */
+    const ft_numerics_part *parts;
+    uint32_t n_parts;
 } ft_numerics_opts;
 
 typedef struct ft_numerics ft_numerics;
@@ -261,6 +275,38 @@ void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out);
 /* Add src into dst (results of the same policy list, e.g. one per rank's trace). */
 int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *src, ft_err *err);
 
+/* ---- one trace's sampled calls in parts (opts.parts) ---------------------------------------- */
+/* What folding one sampled call into a result reads: plain bytes, the same in every process of
+ * one build. kind is the comparison's class (private to the fold). */
+typedef struct ft_numerics_outcome_choice {
+    uint8_t kind;
+    double err, div, max_abs;
+    uint64_t nonfinite;
+    char text[160];
+} ft_numerics_outcome_choice;
+
+typedef struct ft_numerics_outcome {
+    uint64_t index; /* its place among the trace's sampled calls (ft_numerics_part's k) */
+    int64_t seq;
+    uint32_t fuser;
+    uint8_t fresh_ok, has_ctl;
+    int32_t fresh_fmt; /* the fresh plan's quantization format (ft_qfmt) */
+    double fresh_err, ctl_div;
+    uint64_t runs, device_runs;
+    double flops;
+    ft_numerics_outcome_choice out[FT_NUMERICS_MAX_POLICIES];
+} ft_numerics_outcome;
+
+/* One trace's result from its parts: parts[n_parts] each part's own result of the trace
+ * (ft_numerics_obs_traces; policy names as out should carry them), oc[n_oc] the outcomes of every
+ * part (any order; sorted here by index, which must be distinct). The outcomes are folded in call
+ * order, so out is the result one process running every sampled call gives; the calls offered
+ * (which every part must agree on), threads, device, memory, phases, wall time and the
+ * interruption come from the parts. FT_EINVAL when the parts do not fit together. */
+int ft_numerics_result_join(const ft_numerics_result *parts, uint32_t n_parts,
+                            ft_numerics_outcome *oc, uint64_t n_oc, ft_numerics_result *out,
+                            ft_err *err);
+
 /* ---- as an observer of the replay driver ---------------------------------------------------- */
 /* Every grouped-MLP call of every trace the driver replays is offered to the numerics with each
  * policy's chosen plan and quantizer state, from the batch's view; sampled calls run on
@@ -307,6 +353,10 @@ void ft_numerics_obs_result(const ft_numerics_obs *o, ft_numerics_result *out);
  * Merged in that order (the first copied, ft_numerics_result_merge for the rest) they give the
  * total ft_numerics_obs_result gives. */
 uint32_t ft_numerics_obs_traces(const ft_numerics_obs *o, const ft_numerics_result **out);
+/* With opts.parts: the outcomes of the calls this process ran of trace t (the order of
+ * ft_numerics_obs_traces), in call order; their number. */
+uint64_t ft_numerics_obs_outcomes(const ft_numerics_obs *o, uint32_t t,
+                                  const ft_numerics_outcome **out);
 /* After a running observer's pass that returned rc: its results into out. A pass that opts->stop
  * ended is FT_OK (err cleared), out->interrupted set, the figures those of the calls that ran. */
 int ft_numerics_obs_finish(ft_numerics_obs *o, int rc, ft_numerics_result *out, ft_err *err);

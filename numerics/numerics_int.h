@@ -70,6 +70,7 @@ typedef struct choice_out {
 typedef struct job {
     uint32_t fuser;
     int64_t seq;
+    uint64_t index;  /* its place among the trace's sampled calls (opts.parts) */
     int grad;        /* the call runs the backward */
     int64_t *splits; /* [groups] owned copy of the call's split sizes */
     runcfg fresh_cfg, cfg[FT_NUMERICS_MAX_POLICIES];
@@ -190,6 +191,8 @@ struct ft_numerics {
     uint64_t planned;                      /* sampled calls the estimate counted (progress line) */
     uint64_t t_start;                      /* numerics start (progress line) */
     gt_state gt;                           /* opts.gpu_time */
+    ft_numerics_outcome *oc;               /* opts.parts: the outcomes folded, in call order */
+    uint64_t n_oc, cap_oc;
     ft_numerics_result res;
 };
 

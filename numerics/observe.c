@@ -99,6 +99,14 @@ struct ft_numerics_obs {
     uint32_t n_traces;          /* traces folded into total */
     ft_numerics_result *traces; /* [n_traces] each one's own (cap_traces allocated) */
     uint32_t cap_traces;
+    /* opts.parts: the current trace's part, its sampled calls so far, and each trace's outcomes
+     * ([n_traces], as traces) */
+    ft_numerics_part part;
+    uint64_t n_sampled;
+    struct oc_list {
+        ft_numerics_outcome *v;
+        uint64_t n;
+    } * oc;
     ft_numerics_result total;
     ft_replay_observer obs;
     int dry;          /* estimate only: plan the calls, count their work, run nothing */
@@ -109,9 +117,16 @@ struct ft_numerics_obs {
 
 static int obs_begin(void *ctx, const ft_replay_input *in, const ft_replay *eng, ft_err *err)
 {
-    (void)in;
     ft_numerics_obs *d = ctx;
     const uint32_t *idx;
+    d->part = (ft_numerics_part){0, 0, 0};
+    d->n_sampled = 0;
+    if (d->o.parts && in->index < d->o.n_parts) {
+        d->part = d->o.parts[in->index];
+        if (d->part.mod && (d->part.lo >= d->part.hi || d->part.hi > d->part.mod))
+            return ft_err_set(err, FT_EINVAL, "numerics: part [%u, %u) of %u", d->part.lo,
+                              d->part.hi, d->part.mod);
+    }
     d->np = ft_replay_policies(eng, &idx);
     if (d->np > FT_NUMERICS_MAX_POLICIES)
         return ft_err_set(err, FT_ERANGE, "numerics: too many policies (%u)", d->np);
@@ -152,6 +167,15 @@ static int obs_one(ft_numerics_obs *d, const ft_replay_view *v, uint32_t j, ft_e
                            .step = v->step[j],
                            .uncounted = (uint8_t)(v->match && !v->match[j])};
     int rc = nx_plan_call(d->nx, &nc, &d->jobs[d->n_jobs], err);
+    if (rc == 1) { /* sampled: this process's part of the trace runs it, or nobody here */
+        const uint64_t k = d->n_sampled++;
+        const ft_numerics_part *pt = &d->part;
+        d->jobs[d->n_jobs].index = k;
+        if (pt->mod && (k % pt->mod < pt->lo || k % pt->mod >= pt->hi)) {
+            nx_job_free(&d->jobs[d->n_jobs]);
+            return FT_OK;
+        }
+    }
     if (rc == 1 && d->dry) {
         rc = estimate_job(d->nx, d->np, &d->jobs[d->n_jobs], &d->est, err);
     } else if (rc == 1 && ++d->n_jobs == d->cap) {
@@ -208,11 +232,17 @@ static int obs_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
             if (d->n_traces == d->cap_traces) {
                 const uint32_t cap = d->cap_traces ? 2 * d->cap_traces : 4;
                 ft_numerics_result *t = ft_realloc(d->traces, cap * sizeof *t);
-                if (t) d->traces = t, d->cap_traces = cap;
+                if (t) d->traces = t;
+                struct oc_list *l = t ? ft_realloc(d->oc, cap * sizeof *l) : NULL;
+                if (l) d->oc = l, d->cap_traces = cap;
             }
             if (d->n_traces == d->cap_traces) {
                 rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
             } else {
+                /* the outcomes move from the trace's numerics to the observer */
+                d->oc[d->n_traces] = (struct oc_list){d->nx->oc, d->nx->n_oc};
+                d->nx->oc = NULL;
+                d->nx->n_oc = d->nx->cap_oc = 0;
                 d->traces[d->n_traces] = *nr;
                 if (!d->n_traces++)
                     d->total = *nr;
@@ -275,9 +305,19 @@ uint32_t ft_numerics_obs_traces(const ft_numerics_obs *d, const ft_numerics_resu
     return d->n_traces;
 }
 
+uint64_t ft_numerics_obs_outcomes(const ft_numerics_obs *d, uint32_t t,
+                                  const ft_numerics_outcome **out)
+{
+    *out = t < d->n_traces ? d->oc[t].v : NULL;
+    return t < d->n_traces ? d->oc[t].n : 0;
+}
+
 void ft_numerics_obs_free(ft_numerics_obs *d)
 {
     if (!d) return;
+    for (uint32_t t = 0; t < d->n_traces; t++)
+        ft_free(d->oc[t].v);
+    ft_free(d->oc);
     ft_free(d->traces);
     estimate_free(&d->est);
     ft_numerics_free(d->nx);

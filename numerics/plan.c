@@ -152,6 +152,8 @@ int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t
         int rc = nx_gt_check_opts(be, opts, err);
         if (rc) return rc;
     }
+    if (opts && opts->parts && opts->gpu_time)
+        return ft_err_set(err, FT_EINVAL, "numerics: GPU time is not split into parts");
     char device[64] = "";
     ft_numerics *nx = ft_calloc(1, sizeof *nx);
     if (!nx) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
@@ -197,6 +199,7 @@ void ft_numerics_free(ft_numerics *nx)
     nx_gt_free(&nx->gt);
     ft_hmap_free(&nx->pol_sit);
     ft_free(nx->mlp);
+    ft_free(nx->oc);
     ft_free(nx);
 }
 
