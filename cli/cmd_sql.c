@@ -17,6 +17,7 @@
 #include "ft_sql.h"
 #include "ft_trace.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <limits.h>
@@ -242,21 +243,39 @@ static int file_uri(ft_buf *b, const char *path, int immutable)
     return rc;
 }
 
-static char *read_stdin(void)
+/* The most SQL read from stdin: a query is read whole before it runs, so it is capped rather
+ * than buffered without end. */
+enum { STDIN_SQL_MAX = 16 << 20 };
+
+/* The query on stdin, NUL-terminated, into *out; FT_EINVAL past STDIN_SQL_MAX. */
+static int read_stdin(char **out, ft_err *err)
 {
     ft_buf b = {0};
     char chunk[4096];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+    *out = NULL;
+    while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0) {
+        if (b.len + n > STDIN_SQL_MAX) {
+            ft_buf_free(&b);
+            return ft_err_set(err, FT_EINVAL,
+                              "-: the query read from stdin is over %d MiB; that is not a query",
+                              STDIN_SQL_MAX >> 20);
+        }
         if (ft_buf_append(&b, chunk, n)) {
             ft_buf_free(&b);
-            return NULL;
+            return ft_err_set(err, FT_ENOMEM, "out of memory reading the query from stdin");
         }
-    if (ferror(stdin) || ft_buf_append(&b, "", 1)) {
-        ft_buf_free(&b);
-        return NULL;
     }
-    return (char *)b.data;
+    if (ferror(stdin)) {
+        ft_buf_free(&b);
+        return ft_err_set(err, FT_EIO, "cannot read the query from stdin: %s", strerror(errno));
+    }
+    if (ft_buf_append(&b, "", 1)) {
+        ft_buf_free(&b);
+        return ft_err_set(err, FT_ENOMEM, "out of memory reading the query from stdin");
+    }
+    *out = (char *)b.data;
+    return FT_OK;
 }
 
 static int run(void *opts_v, int n_args, char **args, ft_err *err)
@@ -295,10 +314,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     if ((rc = ft_sql_register(db, t, trace, err))) goto done;
     const char *sql = query;
     if (!sql) {
-        if (!(stdin_sql = read_stdin())) {
-            rc = ft_err_set(err, FT_EIO, "cannot read the query from stdin");
-            goto done;
-        }
+        if ((rc = read_stdin(&stdin_sql, err))) goto done;
         sql = stdin_sql;
     }
     rc = run_sql(db, sql, format, a->header, err);
@@ -323,7 +339,8 @@ const cli_cmd cmd_sql = {
              "             phase, ns, fuse_ns, rebuilt, graph, n_tokens, m_splits, chunk\n"
              "  backwards  one row per backward record: seq, call, ns, chunk\n"
              "  decisions  one row per call and policy, replayed as the query reads: seq,\n"
-             "             policy, fuser, label, build, hit, reset, stale, plan, fresh_plan\n"
+             "             policy, fuser, label, build, hit, reset, stale, plan, fresh_plan,\n"
+             "             step, phase\n"
              "             (policy = 'NAME' replays one policy only)\n"
              "  meta, fusers, recipes, oplists: the trace's own tables\n"
              "JSON columns (ops, recipe_attrs, op_rg, m_splits) work with json_extract(); a\n"

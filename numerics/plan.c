@@ -40,18 +40,21 @@ static void mlp_from_model(const ft_model *m, uint32_t fuser, mlp_desc *d)
     }
 }
 
-/* A device back end's context and the device's name. */
-static int open_device(const nx_backend *be, int profile, ft_nx **dev, char *name, size_t cap,
-                       ft_err *err)
+/* A device back end's context on device `device` and the device's name. */
+static int open_device(const nx_backend *be, int device, int profile, ft_nx **dev, char *name,
+                       size_t cap, ft_err *err)
 {
     ft_err derr = {0};
-    int rc = be->open(dev, &derr);
+    int rc = be->open_on ? be->open_on(device, dev, &derr) : be->open(dev, &derr);
     if (rc == FT_ENODEV)
         return ft_err_set(err, FT_ENODEV, "numerics %s: %s; use --numerics cpu", be->name,
                           ft_err_msg(&derr));
-    if (rc) return ft_err_set(err, rc, "numerics %s: %s", be->name, ft_err_msg(&derr));
+    if (rc)
+        return ft_err_set(err, rc, "numerics %s: device %d: %s", be->name, device,
+                          ft_err_msg(&derr));
     int n_sm = 0;
-    rc = be->device_info(name, cap, &n_sm, err);
+    rc = be->set_device ? be->set_device(device, err) : FT_OK;
+    if (!rc) rc = be->device_info(name, cap, &n_sm, err);
     if (rc) {
         be->close(*dev);
         *dev = NULL;
@@ -59,6 +62,79 @@ static int open_device(const nx_backend *be, int profile, ft_nx **dev, char *nam
     }
     if (profile) be->profile(*dev, 1, NULL);
     return FT_OK;
+}
+
+int nx_devices_check(const nx_backend *be, const int *ids, uint32_t n, ft_err *err)
+{
+    const int seen = be->n_devices ? be->n_devices() : 0;
+    if (n > FT_NUMERICS_MAX_DEVICES)
+        return ft_err_set(err, FT_EINVAL, "numerics %s: %u devices named (at most %d)", be->name, n,
+                          FT_NUMERICS_MAX_DEVICES);
+    for (uint32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= seen)
+            return ft_err_set(err, FT_EINVAL,
+                              "numerics %s: --devices names device %d, but this process sees %d "
+                              "CUDA device%s%s (CUDA_VISIBLE_DEVICES renumbers them from 0)",
+                              be->name, ids[i], seen, seen == 1 ? "" : "s",
+                              seen > 1    ? ", 0 to the last"
+                              : seen == 1 ? ", device 0"
+                                          : "");
+        for (uint32_t k = 0; k < i; k++)
+            if (ids[k] == ids[i])
+                return ft_err_set(err, FT_EINVAL, "numerics %s: --devices names device %d twice",
+                                  be->name, ids[i]);
+    }
+    return FT_OK;
+}
+
+/* (here rather than in backend.c: the tests replace nx_backend_of at link time, which reaches
+ * only calls from other files) */
+uint32_t nx_devices_used(const ft_numerics_opts *o)
+{
+    const nx_backend *b = nx_backend_of(o->backend);
+    if (!b || !b->device) return 1;
+    if (o->n_devices) return o->n_devices;
+    const int n = b->n_devices ? b->n_devices() : 0;
+    return n < 1 ? 1 : n > FT_NUMERICS_MAX_DEVICES ? FT_NUMERICS_MAX_DEVICES : (uint32_t)n;
+}
+
+int ft_numerics_devices_check(ft_numerics_backend be, const int *ids, uint32_t n, ft_err *err)
+{
+    const nx_backend *b = nx_backend_of(be);
+    if (!b) return ft_err_set(err, FT_EINVAL, "numerics: unknown back end %d", (int)be);
+    return b->device && n ? nx_devices_check(b, ids, n, err) : FT_OK;
+}
+
+/* The devices of opts (every visible one when it names none), each with its context. */
+static int open_slots(ft_numerics *nx, const ft_numerics_opts *o, char *name, size_t cap,
+                      ft_err *err)
+{
+    const nx_backend *be = nx->be;
+    int ids[FT_NUMERICS_MAX_DEVICES];
+    uint32_t n = o->n_devices;
+    int rc = FT_OK;
+    if (n) {
+        if ((rc = nx_devices_check(be, o->devices, n, err))) return rc;
+        memcpy(ids, o->devices, n * sizeof *ids);
+    } else {
+        const int seen = be->n_devices ? be->n_devices() : 0;
+        n = seen < 1                         ? 1
+            : seen > FT_NUMERICS_MAX_DEVICES ? FT_NUMERICS_MAX_DEVICES
+                                             : (uint32_t)seen;
+        for (uint32_t i = 0; i < n; i++)
+            ids[i] = (int)i;
+    }
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        nx_slot *s = &nx->slot[i];
+        char other[64];
+        s->device = ids[i];
+        rc = open_device(be, ids[i], o->profile, &s->ctx, i ? other : name, i ? sizeof other : cap,
+                         err);
+        if (rc) break;
+        pthread_mutex_init(&s->lock, NULL);
+        nx->n_slots = i + 1;
+    }
+    return rc;
 }
 
 int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t n_policies,
@@ -76,26 +152,25 @@ int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t
         int rc = nx_gt_check_opts(be, opts, err);
         if (rc) return rc;
     }
+    if (opts && opts->parts && opts->gpu_time)
+        return ft_err_set(err, FT_EINVAL, "numerics: GPU time is not split into parts");
     char device[64] = "";
-    ft_nx *dev = NULL;
-    if (be->device) {
-        int rc = open_device(be, opts->profile, &dev, device, sizeof device, err);
-        if (rc) return rc;
-    }
     ft_numerics *nx = ft_calloc(1, sizeof *nx);
-    if (!nx) {
-        if (dev) be->close(dev);
-        return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
-    }
+    if (!nx) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
     nx->be = be;
-    nx->dev = dev;
+    if (be->device) {
+        int rc = open_slots(nx, opts, device, sizeof device, err);
+        if (rc) {
+            ft_numerics_free(nx);
+            return rc;
+        }
+    }
     nx->m = m;
     if (opts) nx->o = *opts;
     if (nx->o.shrink < 1) nx->o.shrink = 1;
     if (!nx->o.time_warmup) nx->o.time_warmup = 2;
     if (!nx->o.time_rounds) nx->o.time_rounds = 5;
     nx->n_fusers = n_fusers;
-    pthread_mutex_init(&nx->gpu_lock, NULL);
     nx->res.backend = nx->o.backend;
     nx->res.n_threads = 1;
     ft_strlcpy(nx->res.device, device, sizeof nx->res.device);
@@ -116,12 +191,15 @@ int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t
 void ft_numerics_free(ft_numerics *nx)
 {
     if (!nx) return;
-    if (nx->dev) nx->be->close(nx->dev);
-    pthread_mutex_destroy(&nx->gpu_lock);
+    for (uint32_t i = 0; i < nx->n_slots; i++) {
+        nx->be->close(nx->slot[i].ctx);
+        pthread_mutex_destroy(&nx->slot[i].lock);
+    }
     ft_hmap_free(&nx->sit);
     nx_gt_free(&nx->gt);
     ft_hmap_free(&nx->pol_sit);
     ft_free(nx->mlp);
+    ft_free(nx->oc);
     ft_free(nx);
 }
 
@@ -342,6 +420,51 @@ static const char *control_raises(const ft_numerics *nx, const ft_numerics_call 
                                      problem_tokens(nx, c->splits, c->n_splits), j->grad);
 }
 
+/* The elements of a call's problem at shrink K (activations and weights), in double: no size
+ * a trace holds can wrap it. */
+static double problem_elems(const mlp_desc *d, const ft_numerics_call *c, double K)
+{
+    double t = 0;
+    for (uint32_t g = 0; g < c->n_splits; g++)
+        t += ceil((double)c->splits[g] / K);
+    t = ceil(t / 128) * 128;
+    const double k1 = ceil((double)d->k1 / K), k2 = ceil((double)d->k2 / K),
+                 n2 = ceil((double)d->n2 / K), n1 = ft_act_is_glu(d->act.kind) ? 2 * k2 : k2;
+    return t * (k1 + n1 + k2 + n2) + (double)d->groups * (k1 * n1 + k2 * n2);
+}
+
+/* A call is refused (FT_ERANGE, naming it) where its sizes pass NX_MAX_SIZE or its problem at
+ * the --shrink given passes NX_MAX_ELEMS, so no later product of its sizes can wrap (the
+ * decoder's check that the splits sum to the token count is modulo 2^64) and nothing tries to
+ * allocate what no machine has. */
+static int check_size(const ft_numerics *nx, const mlp_desc *d, const ft_numerics_call *c,
+                      ft_err *err)
+{
+    double tokens = 0;
+    for (uint32_t g = 0; g < c->n_splits; g++)
+        tokens += (double)c->splits[g];
+    const double dims[] = {tokens, (double)d->k1, (double)d->k2, (double)d->n2};
+    static const char *const what[] = {"token count", "FC1 in_features", "FC2 in_features",
+                                       "FC2 out_features"};
+    for (size_t i = 0; i < FT_ARRAY_LEN(dims); i++)
+        if (dims[i] > (double)NX_MAX_SIZE)
+            return ft_err_set(err, FT_ERANGE,
+                              "numerics: call seq %lld of fuser %u: its %s (%.0f) is over 2^%d; "
+                              "no machine runs it (leave --numerics off for this trace)",
+                              (long long)c->seq, c->fuser, what[i], dims[i], NX_MAX_SIZE_LOG2);
+    const double K = (double)nx->o.shrink;
+    const double el = problem_elems(d, c, K);
+    if (el <= (double)NX_MAX_ELEMS) return FT_OK;
+    uint64_t k2 = nx->o.shrink;
+    while (k2 < ((uint64_t)1 << 31) && problem_elems(d, c, (double)k2) > (double)NX_MAX_ELEMS)
+        k2 *= 2;
+    return ft_err_set(err, FT_ERANGE,
+                      "numerics: call seq %lld of fuser %u: its problem at --shrink %u has %.3g "
+                      "elements, over 2^%d; use --shrink %llu",
+                      (long long)c->seq, c->fuser, nx->o.shrink, el, NX_MAX_ELEMS_LOG2,
+                      (unsigned long long)k2);
+}
+
 int nx_plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err)
 {
     if (!ft_numerics_wants(nx, c->fuser)) return 0;
@@ -356,10 +479,12 @@ int nx_plan_call(ft_numerics *nx, const ft_numerics_call *c, job *j, ft_err *err
         if (c->splits[g] < 0)
             return ft_err_set(err, FT_EINVAL, "numerics: call seq %lld: split %u is negative",
                               (long long)c->seq, g);
+    int rc = check_size(nx, d, c, err);
+    if (rc) return rc;
     nx->res.calls_seen++;
 
     int64_t n_tok = c->n_tokens;
-    if (n_tok < 0) {
+    if (n_tok < 0) { /* check_size bounded the sum */
         n_tok = 0;
         for (uint32_t g = 0; g < c->n_splits; g++)
             n_tok += c->splits[g];

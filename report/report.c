@@ -1,7 +1,8 @@
 /*
  * report.c - the replay summary as a text table, a JSON document or one tidy CSV.
  *
- * JSON: {"traces","calls","backwards","model":{...},"framework":{...},"stale_classes":{...},
+ * JSON: {"report_version" (FT_REPORT_VERSION, what `diff` accepts),"traces","calls","backwards",
+ *        "model":{...},"framework":{...},"stale_classes":{...},
  *        "captured":{...},"policies":[{...,"steps":[..]}],"recommendation":{...},
  *        "numerics":{...} (when it ran; report/numerics.c), "gpu_time":{...} (report/gputime.c)}
  * CSV: one table; column `record` is "summary" (one row per policy) or "step" (hit rate per step
@@ -552,6 +553,8 @@ static json_t *recommendation_json(const ft_replay_result *r, const ft_report_op
         json_object_set_new(sv, "stale_calls", json_integer((json_int_t)n_stale(c)));
         json_object_set_new(js, "saves", sv);
     }
+    json_t *tr = rec.n_best ? report_transient_recommend_json(r, &r->pol[rec.best[0]]) : NULL;
+    if (tr) json_object_set_new(js, "transient", tr);
     return js;
 }
 
@@ -567,6 +570,7 @@ static int write_json(FILE *f, const ft_replay_result *r, const ft_numerics_resu
         json_decref(cap);
         return FT_ENOMEM;
     }
+    json_object_set_new(root, "report_version", json_integer(FT_REPORT_VERSION));
     if (o->prov) json_object_set_new(root, "provenance", report_prov_json(o->prov, r, o));
     json_object_set_new(root, "traces", json_integer(r->n_traces));
     json_object_set_new(root, "calls", json_integer((json_int_t)r->calls));

@@ -216,6 +216,8 @@ int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out);
 int ft_reader_next(ft_reader *r, const ft_batch **out_batch);
 /* Restrict to chunks [first, first+count) by position (for splitting work over threads). */
 int ft_reader_range(ft_reader *r, uint64_t first_chunk, uint64_t n_chunks);
+/* The position of the chunk the next ft_reader_next decodes. */
+uint64_t ft_reader_pos(const ft_reader *r);
 /* The chunk positions [*first, *first + *n) that can hold records with lo <= seq <= hi (for
  * ft_reader_range): chunks are in seq order, and chunk p holds the seqs from its first record's up
  * to, not including, chunk p+1's. *n is 0 when no chunk can. No decoding. */

@@ -53,6 +53,11 @@ int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out)
     return FT_OK;
 }
 
+uint64_t ft_reader_pos(const ft_reader *r)
+{
+    return r->pos;
+}
+
 int ft_reader_range(ft_reader *r, uint64_t first_chunk, uint64_t n_chunks)
 {
     uint64_t total = ft_trace_n_chunks(r->t);

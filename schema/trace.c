@@ -782,8 +782,11 @@ int trace_load_all(ft_trace *t)
 {
     int rc = check_identity(t);
     if (rc) return rc;
-    /* no memory map: a file cut or overwritten while it is read would raise SIGBUS in the
-     * reader, where read() gives SQLite an error it reports */
+    /* no memory map: the pages of a mapped file that a read touched count as the process's
+     * resident memory until it exits (reading every chunk of a 10^8-call trace would hold as
+     * much as the file), and a file cut or overwritten while it is read would raise SIGBUS in
+     * the reader, where read() gives SQLite an error it reports; SQLite's small page cache keeps
+     * the memory of a read bounded at no cost in speed (bench/RESULTS.md) */
     if ((rc = trace_exec(t, "PRAGMA mmap_size=0"))) return rc;
     /* one read transaction so every table is seen at the same commit */
     if ((rc = trace_exec(t, "BEGIN"))) return rc;

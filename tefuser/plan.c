@@ -549,8 +549,8 @@ int ft_model_grouped_mlp(const ft_model *m, uint32_t fuser, ft_grouped_mlp *d)
         int64_t k1 = a->v[FT_OA_IN_FEATURES], n1 = a->v[FT_OA_OUT_FEATURES];
         int64_t k2 = c->v[FT_OA_IN_FEATURES], n2 = c->v[FT_OA_OUT_FEATURES];
         int64_t G = a->v[FT_OA_NUM_GROUPS];
-        if (k1 < 1 || k2 < 1 || n2 < 1 || n1 != (glu ? 2 * k2 : k2) || G < 1 ||
-            G != c->v[FT_OA_NUM_GROUPS] || G > (1 << 20))
+        if (k1 < 1 || k2 < 1 || n2 < 1 || (glu && k2 > INT64_MAX / 2) ||
+            n1 != (glu ? 2 * k2 : k2) || G < 1 || G != c->v[FT_OA_NUM_GROUPS] || G > (1 << 20))
             continue;
         d->first = i;
         d->groups = (uint32_t)G;

@@ -253,7 +253,10 @@ static int gate_grouped_mlp(const ft_gate_ctx *c, const ft_unit *w, unsigned pre
     const int64_t in2 = rd_op(c, w, 2, FT_OA_IN_FEATURES);
     if (in2 % 64 && reject(c, m64)) return 0;
     if (rd_op(c, w, 2, FT_OA_OUT_FEATURES) % 64 && reject(c, m64)) return 0;
-    if (rd_op(c, w, 0, FT_OA_OUT_FEATURES) != (glu ? 2 * in2 : in2) &&
+    const int64_t out0 = rd_op(c, w, 0, FT_OA_OUT_FEATURES);
+    /* twice in2, compared without forming 2 * in2 (sizes near 2^62 must not wrap) */
+    const int twice = out0 % 2 == 0 && out0 / 2 == in2;
+    if (!(glu ? twice : out0 == in2) &&
         reject(c, glu ? "twice the second GroupedLinear's in_features"
                       : "the second GroupedLinear's in_features"))
         return 0;
