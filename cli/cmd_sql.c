@@ -29,6 +29,7 @@ enum { OUT_LIST, OUT_CSV, OUT_JSON };
 typedef struct sql_opts {
     int csv, json, header, extension;
     cli_policy_opts pol; /* user policies the decisions table replays too */
+    uint64_t memory;     /* --memory: the decoders' budget, bytes (set by its parser) */
 } sql_opts;
 
 #define OFF(f) offsetof(sql_opts, f)
@@ -46,6 +47,7 @@ static const cli_opt options[] = {
      cli_parse_policy_list, OFF(pol)},
     {"policies", 0, "FILE", "define the user policies of a JSON file, likewise; repeatable",
      cli_parse_policy_file, OFF(pol)},
+    {"memory", 0, "SIZE", CLI_MEMORY_HELP, cli_parse_memory, OFF(memory)},
 };
 #undef OFF
 
