@@ -88,10 +88,11 @@ static void csv_field(const char *s)
         return;
     }
     putchar('"');
-    for (; *s; s++) {
-        if (*s == '"') putchar('"');
-        putchar(*s);
+    for (const char *q; (q = strchr(s, '"')); s = q + 1) { /* runs between quotes, not bytes */
+        fwrite(s, 1, (size_t)(q - s) + 1, stdout);
+        putchar('"');
     }
+    fputs(s, stdout);
     putchar('"');
 }
 
