@@ -58,7 +58,7 @@ static int print_extension(ft_err *err)
 #define FT_INSTALL_LIBDIR "lib"
 #endif
     /* beside the command (a build), the build's sql/, and the installed library folder */
-    static const char *const where[] = {"", "/../sql", "/../" FT_INSTALL_LIBDIR,
+    static const char *const where[] = {"", "/../sql", ("/../" FT_INSTALL_LIBDIR),
                                         "/../lib/fusertrace", "/../lib"};
     char exe[PATH_MAX], cand[PATH_MAX + 64], real[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
