@@ -167,4 +167,9 @@ int cli_out_close(cli_out *o, int rc, ft_err *err);
  * full disk); the error state is cleared. */
 int cli_stdout_close(ft_err *err);
 
+/* When stdout is a terminal, make it write control characters as visible escapes (\xHH,
+ * \uHHHH; newline and tab as they are), so that no string of a trace can drive the terminal
+ * (term.c). Once per process, before any output; a no-op for pipes and files. */
+void cli_term_stdout(void);
+
 #endif

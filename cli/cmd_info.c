@@ -200,7 +200,7 @@ static int map_phases(stats *s, const ft_batch *b)
 static int gather(ft_trace *t, const char *path, stats *s, ft_err *err)
 {
     ft_reader *r = NULL;
-    int rc = ft_reader_open(t, 0, &r);
+    int rc = ft_reader_open(t, FT_READ_CHECK_SPLITS, &r);
     if (rc) {
         *err = *ft_trace_error(t);
         return rc;

@@ -41,7 +41,7 @@ static const cli_opt options[] = {
     {"header", 0, NULL, "list mode: a first line of column names", cli_parse_flag, OFF(header)},
     {"extension", 0, NULL,
      "print the path of libfusertrace_sql.so, the same tables as a SQLite\n"
-     "extension: sqlite3 TRACE '.load PATH' 'SELECT ...'",
+     "extension: sqlite3 -readonly 'file:TRACE?immutable=1' '.load PATH' 'SELECT ...'",
      cli_parse_flag, OFF(extension)},
     {"policy", 0, "DEFS",
      "define user policies NAME=SPEC, comma-separated (docs/policies.md): the\n"
@@ -339,7 +339,8 @@ const cli_cmd cmd_sql = {
              "             phase, ns, fuse_ns, rebuilt, graph, n_tokens, m_splits, chunk\n"
              "  backwards  one row per backward record: seq, call, ns, chunk\n"
              "  decisions  one row per call and policy, replayed as the query reads: seq,\n"
-             "             policy, fuser, label, build, hit, reset, stale, plan, fresh_plan\n"
+             "             policy, fuser, label, build, hit, reset, stale, plan, fresh_plan,\n"
+             "             step, phase\n"
              "             (policy = 'NAME' replays one policy only)\n"
              "  meta, fusers, recipes, oplists: the trace's own tables\n"
              "JSON columns (ops, recipe_attrs, op_rg, m_splits) work with json_extract(); a\n"

@@ -60,6 +60,7 @@ int main(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
+    cli_term_stdout();
     if (argc < 2) {
         usage(stderr);
         return FT_EXIT_INPUT;

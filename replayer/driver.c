@@ -19,8 +19,6 @@ static const ft_replay_opts no_opts = {0};
 /* ---- pull form ------------------------------------------------------------------------------ */
 struct ft_replay_cursor {
     ft_trace *t;
-    ft_fuser_def *fusers; /* the engine's copies of the trace's tables */
-    ft_recipe_def *recipes;
     ft_replay *eng;
     ft_reader *rd;
     uint64_t t0; /* open time (wall_ns) */
@@ -31,8 +29,6 @@ void ft_replay_cursor_close(ft_replay_cursor *c)
     if (!c) return;
     ft_reader_close(c->rd);
     ft_replay_free(c->eng);
-    ft_free(c->fusers);
-    ft_free(c->recipes);
     ft_free(c);
 }
 
@@ -48,21 +44,15 @@ int ft_replay_cursor_open(ft_trace *t, const ft_replay_opts *opts, ft_replay_cur
     c->t = t;
     c->t0 = ft_now_ns();
     const uint32_t n_fusers = ft_trace_n_fusers(t), n_recipes = ft_trace_n_recipes(t);
-    c->fusers = ft_calloc(n_fusers ? n_fusers : 1, sizeof *c->fusers);
-    c->recipes = ft_calloc(n_recipes ? n_recipes : 1, sizeof *c->recipes);
-    int rc = FT_OK;
-    if (!c->fusers || !c->recipes) {
-        rc = ft_err_set(err, FT_ENOMEM, "replay: out of memory");
-        goto fail;
-    }
-    for (uint32_t i = 0; i < n_fusers; i++)
-        c->fusers[i] = *ft_trace_fuser(t, i);
-    for (uint32_t i = 0; i < n_recipes; i++)
-        c->recipes[i] = *ft_trace_recipe(t, i);
-    rc = ft_replay_new(c->fusers, n_fusers, c->recipes, n_recipes, ft_trace_header(t), opts,
-                       &c->eng, err);
+    /* the engine reads the trace's own tables (contiguous, fixed while the trace is open): a
+     * cursor per thread or per SQL table costs no copy of the declarations */
+    const ft_fuser_def *fusers = n_fusers ? ft_trace_fuser(t, 0) : NULL;
+    const ft_recipe_def *recipes = n_recipes ? ft_trace_recipe(t, 0) : NULL;
+    int rc =
+        ft_replay_new(fusers, n_fusers, recipes, n_recipes, ft_trace_header(t), opts, &c->eng, err);
     if (rc) goto fail;
-    rc = ft_reader_open(t, (opts->needs & FT_VIEW_SPLITS) ? FT_READ_SPLITS : 0, &c->rd);
+    rc = ft_reader_open(t, (opts->needs & FT_VIEW_SPLITS) ? FT_READ_SPLITS : FT_READ_CHECK_SPLITS,
+                        &c->rd);
     if (rc) {
         ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(t)));
         goto fail;
@@ -78,7 +68,8 @@ int ft_replay_cursor_bound(ft_replay_cursor *c, int64_t seq_hi, ft_err *err)
 {
     uint64_t first, n;
     ft_trace_seq_chunks(c->t, INT64_MIN, seq_hi, &first, &n);
-    int rc = ft_reader_range(c->rd, 0, first + n);
+    const uint64_t pos = ft_reader_pos(c->rd), end = first + n;
+    int rc = ft_reader_range(c->rd, pos, end > pos ? end - pos : 0);
     if (rc) return ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(c->t)));
     return FT_OK;
 }

@@ -343,7 +343,9 @@ typedef struct ft_replay_cursor ft_replay_cursor;
  * ignored. t must outlive the cursor. */
 int ft_replay_cursor_open(ft_trace *t, const ft_replay_opts *opts, ft_replay_cursor **out,
                           ft_err *err);
-/* Replay only the chunks that can hold seqs <= seq_hi (before the first next). */
+/* Replay only the chunks that can hold seqs <= seq_hi. Called again between batches it moves the
+ * bound and the replay goes on from where it is (SQL's decisions under a join: one replay serves
+ * the lookups of every outer row in seq order). */
 int ft_replay_cursor_bound(ft_replay_cursor *c, int64_t seq_hi, ft_err *err);
 /* Decode and replay the next batch: *view is its view (NULL without FT_VIEW_DECISIONS), valid
  * until the next call; *more is 0 at the end of the trace. Errors name the chunk. */

@@ -205,7 +205,10 @@ typedef struct ft_batch {
 } ft_batch;
 
 typedef struct ft_reader ft_reader;
-enum { FT_READ_SPLITS = 1u << 0 };
+/* FT_READ_SPLITS: decode split sizes into the batch. FT_READ_CHECK_SPLITS: without them,
+ * still decompress the split section and check its checksum, so that a reader that needs no
+ * split sizes (info, replay) reports the damage verify would (FT_ECORRUPT naming the chunk). */
+enum { FT_READ_SPLITS = 1u << 0, FT_READ_CHECK_SPLITS = 1u << 1 };
 
 int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out);
 /* *out_batch = next chunk, or NULL at the end (returns FT_OK). On damage returns FT_ECORRUPT
@@ -213,6 +216,8 @@ int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out);
 int ft_reader_next(ft_reader *r, const ft_batch **out_batch);
 /* Restrict to chunks [first, first+count) by position (for splitting work over threads). */
 int ft_reader_range(ft_reader *r, uint64_t first_chunk, uint64_t n_chunks);
+/* The position of the chunk the next ft_reader_next decodes. */
+uint64_t ft_reader_pos(const ft_reader *r);
 /* The chunk positions [*first, *first + *n) that can hold records with lo <= seq <= hi (for
  * ft_reader_range): chunks are in seq order, and chunk p holds the seqs from its first record's up
  * to, not including, chunk p+1's. *n is 0 when no chunk can. No decoding. */

@@ -62,10 +62,25 @@ int ft_sql_status(int sqlite_rc)
     }
 }
 
+/* " (CAUSE)" for an I/O failure: the OS error SQLite kept (a full disk reads "disk I/O error"
+ * from SQLite on some paths), or for SQLITE_FULL (no page limit is ever set on a trace, so
+ * it is the disk), else "". */
+static const char *os_cause(const ft_trace *t, int rc, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    int e = t->db ? sqlite3_system_errno(t->db) : 0;
+    if ((rc & 0xff) == SQLITE_FULL) e = ENOSPC;
+    if (((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_FULL) && e > 0)
+        snprintf(buf, cap, " (%s)", strerror(e));
+    return buf;
+}
+
 int trace_sql_fail(ft_trace *t, int rc, const char *what)
 {
-    return ft_err_set(&t->err, ft_sql_status(rc), "%s: %s: %s", t->path, what,
-                      t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
+    char cause[96];
+    return ft_err_set(&t->err, ft_sql_status(rc), "%s: %s: %s%s", t->path, what,
+                      t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc),
+                      os_cause(t, rc, cause, sizeof cause));
 }
 
 int trace_exec(ft_trace *t, const char *sql)
@@ -73,8 +88,9 @@ int trace_exec(ft_trace *t, const char *sql)
     char *msg = NULL;
     int rc = sqlite3_exec(t->db, sql, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
-        ft_err_set(&t->err, ft_sql_status(rc), "%s: %s: %s", t->path, sql,
-                   msg ? msg : sqlite3_errstr(rc));
+        char cause[96];
+        ft_err_set(&t->err, ft_sql_status(rc), "%s: %s: %s%s", t->path, sql,
+                   msg ? msg : sqlite3_errstr(rc), os_cause(t, rc, cause, sizeof cause));
         sqlite3_free(msg);
         return t->err.rc;
     }

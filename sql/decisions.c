@@ -3,10 +3,13 @@
  * policy, read straight out of the views of the replay driver's pull form (ft_replay_cursor) while
  * the query reads:
  *   seq, policy, fuser, label, build, hit, reset, stale (ft_stale_name), plan, fresh_plan,
- *   and the hidden trace argument.
+ *   step, phase (the call's, NULL where not recorded), and the hidden trace argument.
  * A constraint policy = 'NAME' replays only that policy. A seq upper bound stops the replay after
  * the chunk that holds it; a lower bound only filters, since the cache must see every earlier
- * call. One batch's view is held at a time.
+ * call. One batch's view is held at a time. A new scan of the same cursor (the inner table of a
+ * join, once per outer row) whose lower bound is not before the batch held goes on with the
+ * replay it has instead of starting over, so `calls c JOIN decisions d ON d.seq = c.seq` with
+ * calls outside replays the trace once.
  */
 #include "sql_int.h"
 
@@ -25,12 +28,15 @@ enum {
     DC_STALE,
     DC_PLAN,
     DC_FRESH,
+    DC_STEP,
+    DC_PHASE,
     DC_TRACE
 };
 
 static const char decisions_ddl[] =
     "CREATE TABLE x(seq INTEGER, policy TEXT, fuser INTEGER, label TEXT, build INTEGER, "
-    "hit INTEGER, reset INTEGER, stale TEXT, plan TEXT, fresh_plan TEXT, trace HIDDEN)";
+    "hit INTEGER, reset INTEGER, stale TEXT, plan TEXT, fresh_plan TEXT, step INTEGER, "
+    "phase TEXT, trace HIDDEN)";
 
 typedef struct dec_vtab {
     sqlite3_vtab base;
@@ -47,6 +53,7 @@ typedef struct dec_cursor {
     uint32_t j, p;           /* row: call j of v, policy slot p */
     int64_t lo, hi;
     int eof;
+    uint32_t pol; /* the policy replayed, or UINT32_MAX for all (the open replay's) */
 } dec_cursor;
 
 static int dec_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -174,6 +181,10 @@ static int seek(dec_cursor *c)
             }
             if (v->seq[c->j] >= c->lo && c->p < v->n_pol) return SQLITE_OK;
         }
+        if (c->v && c->v->n && c->v->seq[c->v->n - 1] >= c->hi) {
+            c->eof = 1; /* the rest is past the bound: keep the batch for the next scan */
+            return SQLITE_OK;
+        }
         ft_err err = {0};
         int more;
         c->j = c->p = 0;
@@ -186,14 +197,27 @@ static int seek(dec_cursor *c)
     }
 }
 
+/* The first call of v whose seq is >= lo (seqs increase along a view). */
+static uint32_t first_at_or_after(const ft_replay_view *v, int64_t lo)
+{
+    uint32_t a = 0, z = v->n;
+    while (a < z) {
+        uint32_t m = a + (z - a) / 2;
+        if (v->seq[m] < lo)
+            a = m + 1;
+        else
+            z = m;
+    }
+    return a;
+}
+
 static int dec_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str, int argc,
                       sqlite3_value **argv)
 {
     (void)idx_num;
     dec_cursor *c = (dec_cursor *)cur;
     dec_vtab *v = (dec_vtab *)cur->pVtab;
-    dec_reset(c);
-    c->eof = 1;
+    c->eof = 1; /* the open replay stays, for a scan that can go on with it */
     c->lo = INT64_MIN;
     c->hi = INT64_MAX;
     const char *path = NULL, *policy = NULL;
@@ -208,11 +232,27 @@ static int dec_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str
     }
     uint32_t pol = 0;
     if (policy && ft_policy_find(policy, &pol, NULL)) return SQLITE_OK; /* no such policy */
-    int rc = sql_trace_get(v->ctx, v->db, &v->base, "decisions", path, &c->t, &c->path);
+    ft_trace *t = NULL;
+    const char *tpath = NULL;
+    int rc = sql_trace_get(v->ctx, v->db, &v->base, "decisions", path, &t, &tpath);
     if (rc) return rc;
+    ft_err err = {0};
+    if (c->rc && c->t == t && c->pol == (policy ? pol : UINT32_MAX) && c->v && c->v->n &&
+        c->lo >= c->v->seq[0]) { /* go on from the batch held */
+        c->path = tpath;
+        c->j = first_at_or_after(c->v, c->lo);
+        c->p = 0;
+        rc = ft_replay_cursor_bound(c->rc, c->hi, &err);
+        if (rc) return dec_fail(c, rc, ft_err_msg(&err));
+        c->eof = 0;
+        return seek(c);
+    }
+    dec_reset(c);
+    c->t = t;
+    c->path = tpath;
+    c->pol = policy ? pol : UINT32_MAX;
     ft_replay_opts o = {
         .policies = policy ? &pol : NULL, .n_policies = policy ? 1 : 0, .needs = FT_VIEW_DECISIONS};
-    ft_err err = {0};
     rc = ft_replay_cursor_open(c->t, &o, &c->rc, &err);
     if (!rc && c->hi < INT64_MAX) rc = ft_replay_cursor_bound(c->rc, c->hi, &err);
     if (rc) return dec_fail(c, rc, ft_err_msg(&err));
@@ -285,6 +325,17 @@ static int dec_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
         break;
     case DC_FRESH:
         text_or_null(ctx, ft_model_plan_text(m, v->fresh[j]));
+        break;
+    case DC_STEP:
+        if (v->step[j] >= 0)
+            sqlite3_result_int64(ctx, v->step[j]);
+        else
+            sqlite3_result_null(ctx);
+        break;
+    case DC_PHASE:
+        text_or_null(ctx, v->phase[j] >= 0 && (uint32_t)v->phase[j] < v->batch->n_phases
+                              ? v->batch->phases[v->phase[j]]
+                              : NULL);
         break;
     case DC_TRACE:
         text_or_null(ctx, c->path);

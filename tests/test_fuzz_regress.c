@@ -115,9 +115,9 @@ static void test_fuzz_cli_corpus(void **state)
     char cmd[8192];
     snprintf(cmd, sizeof cmd,
              "cd '%s' && '%s' synth demo --set steps=1 -o p.ftdb >/dev/null && '%s' export p.ftdb "
-             "-o p.jsonl && cp p.ftdb p.bad && printf 'Z' | dd of=p.bad bs=1 seek=20000 "
-             "conv=notrunc 2>/dev/null",
-             dir, cli, cli);
+             "-o p.jsonl && '%s' replay p.ftdb --json > p.json && cp p.ftdb p.bad && printf 'Z' | "
+             "dd of=p.bad bs=1 seek=20000 conv=notrunc 2>/dev/null",
+             dir, cli, cli, cli);
     assert_int_equal(tu_sh(cmd, NULL, 0), 0);
     DIR *d = opendir(FT_SOURCE_DIR "/tests/fuzz/corpus/cli");
     assert_non_null(d);
@@ -137,7 +137,7 @@ static void test_fuzz_cli_corpus(void **state)
         ft_buf c = {0};
         ft_buf_printf(&c,
                       "cd '%s' && rm -rf w && mkdir w && cp p.ftdb w/t.ftdb && cp p.jsonl "
-                      "w/c.jsonl && cp p.bad w/bad.ftdb && cd w && '%s'",
+                      "w/c.jsonl && cp p.bad w/bad.ftdb && cp p.json w/r.json && cd w && '%s'",
                       dir, cli);
         for (int i = 1; i < a.argc; i++) {
             ft_buf_printf(&c, " '");

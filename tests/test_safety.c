@@ -11,6 +11,7 @@
 #include "ft_recorder.h"
 #include "ft_trace.h"
 #include "test_util.h"
+#include "trace_int.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -41,6 +42,9 @@ static int setup_dir(void **state)
 static int teardown_dir(void **state)
 {
     (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "umount '%s/full' 2>/dev/null; true", tmpdir);
+    tu_sh(cmd, NULL, 0);
     return tu_dir_remove(tmpdir);
 }
 
@@ -79,7 +83,8 @@ static void assert_same_bytes(const char *path, const char *want, size_t n)
     free(d);
 }
 
-static const char *ops1 = "[{\"type\":\"BasicLinear\"}]";
+static const char *ops1 = "[{\"type\":\"BasicLinear\",\"attrs\":{\"in_features\":64,"
+                          "\"out_features\":64,\"bias\":false,\"dtype\":\"bfloat16\"}}]";
 
 static int call1(ft_rec *r, int64_t seq)
 {
@@ -701,6 +706,209 @@ static void test_killed_close_leaves_no_copy(void **state)
     assert_int_equal(left, 0);
 }
 
+/* ---- chunks whose seq ranges overlap --------------------------------------------------------- */
+/* A trace of 100 calls with a second chunk copied in from a trace of seqs 51..150 (its checksum
+ * valid, the digests rewritten): every reader refuses it with verify's message. */
+static void test_overlapping_chunks_refused(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char a[600], b[600];
+    tmp_path(a, sizeof a, "ov.ftdb");
+    tmp_path(b, sizeof b, "ov-b.ftdb");
+    ft_rec_opts o = {100, 0};
+    const char *paths[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        ft_rec *r = NULL;
+        ft_err err = {0};
+        assert_int_equal(ft_rec_open(paths[k], &o, &r, &err), FT_OK);
+        assert_int_equal(ft_rec_fuser(r, 1, "layer", ops1), FT_OK);
+        for (int i = 0; i < 100; i++)
+            assert_int_equal(call1(r, k * 50 + i + 1), FT_OK);
+        assert_int_equal(ft_rec_close(r), FT_OK);
+    }
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(a, &db), SQLITE_OK);
+    char *q = sqlite3_mprintf("ATTACH %Q AS b; INSERT INTO chunks SELECT 2, first_seq, n_records, "
+                              "n_calls, codec, raw_bytes, checksum, data FROM b.chunks; DETACH b",
+                              b);
+    assert_int_equal(sqlite3_exec(db, q, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_free(q);
+    sqlite3_close(db);
+    ft_err err = {0};
+    assert_int_equal(ft_trace_redigest(a, &err), FT_OK);
+    const char *want = "chunk 2: seq 51 does not follow 100";
+    static const char *const cmds[] = {
+        "verify '%s'",
+        "info '%s'",
+        "replay '%s'",
+        "sql '%s' 'SELECT count(*) FROM calls'",
+        "export '%s' -o '%s.jsonl'",
+    };
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        char c[1500], cmd[2000], out[4096];
+        snprintf(c, sizeof c, cmds[k], a, a);
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", cli, c);
+        int st = tu_sh(cmd, out, sizeof out);
+        if (st != 1 || !strstr(out, want)) fail_msg("%s: exit %d: %s", c, st, out);
+    }
+}
+
+/* ---- trace strings on a terminal --------------------------------------------------------------
+ */
+/* Escape sequences in te_version, host and a label reach a terminal as visible text from info,
+ * replay --explain and sql (run under script(1), which gives them a terminal), and a pipe gets
+ * the bytes as they are. */
+static void test_terminal_output_escaped(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli || tu_sh("command -v script >/dev/null", NULL, 0)) skip();
+    char p[600], src[600], cmd[4000];
+    tmp_path(p, sizeof p, "esc.ftdb");
+    tmp_path(src, sizeof src, "esc.jsonl");
+    snprintf(
+        cmd, sizeof cmd,
+        "sed -e '1s/\"te_version\":\"2.20.2\"/\"te_version\":\"2.20\\\\u001b]0;pwned\\\\u0007\","
+        "\"host\":\"h\\\\u001b[2Jx\"/' -e '2s/\"label\":\"[^\"]*\"/\"label\":"
+        "\"L\\\\u001b[31mred\\\\u009b\"/' '%s/traces/recompute-rht.jsonl' > '%s' && "
+        "%s import '%s' -o '%s' 2>/dev/null",
+        FT_SOURCE_DIR, src, cli, src, p);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    static const char *const cmds[] = {"info '%s'", "replay '%s' --explain --policy te-3410",
+                                       "sql '%s' 'SELECT label FROM fusers'"};
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        char c[1500];
+        snprintf(c, sizeof c, cmds[k], p);
+        ft_buf out = {0};
+        snprintf(cmd, sizeof cmd, "script -qec \"%s %s 2>/dev/null\" /dev/null", cli, c);
+        tu_sh_buf(cmd, &out);
+        const char *o = (const char *)out.data;
+        if (memchr(o, 0x1b, out.len) || strstr(o, "\xc2\x9b")) fail_msg("%s: raw escapes", c);
+        if (!strstr(o, k == 0 ? "\\x1b]0;pwned\\x07" : "L\\x1b[31mred\\u009b"))
+            fail_msg("%s: %s", c, o);
+        ft_buf_free(&out);
+        /* a pipe: the bytes as they are */
+        snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", cli, c);
+        tu_sh_buf(cmd, &out);
+        assert_non_null(memchr(out.data, 0x1b, out.len));
+        ft_buf_free(&out);
+    }
+}
+
+/* ---- messages that name the cause ----------------------------------------------------------- */
+/* A small tmpfs at dir (size in KiB); 0 when this machine does not allow it (not root). */
+static int mount_small(const char *dir, int kib)
+{
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd,
+             "(umount '%s' 2>/dev/null; mkdir -p '%s' && mount -t tmpfs -o size=%dk tmpfs '%s') "
+             ">/dev/null 2>&1",
+             dir, dir, kib, dir);
+    return tu_sh(cmd, NULL, 0) == 0;
+}
+
+/* A full disk while import closes its trace, and under --html, says "No space left on device"
+ * and leaves nothing behind. */
+static void test_full_disk_named(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char full[600], src[600], trace[600], cmd[3000], out[4096];
+    tmp_path(full, sizeof full, "full");
+    tmp_path(src, sizeof src, "full.jsonl");
+    tmp_path(trace, sizeof trace, "full.ftdb");
+    if (!mount_small(full, 64)) skip();
+    snprintf(cmd, sizeof cmd,
+             "%s synth rht-switch --set experts=8 --seed 7 -o '%s' 2>/dev/null && "
+             "%s export '%s' -o '%s'",
+             cli, trace, cli, trace, src);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    int at_close = 0, failed = 0;
+    for (int kib = 64; kib <= 256; kib += 8) {
+        assert_true(mount_small(full, kib));
+        snprintf(cmd, sizeof cmd, "%s import '%s' -o '%s/x.ftdb' 2>&1", cli, src, full);
+        tu_sh(cmd, out, sizeof out);
+        if (strstr(out, " backward events, ")) continue; /* it fit */
+        failed++;
+        if (!strstr(out, "No space left on device")) fail_msg("%d KiB: %s", kib, out);
+        char ls[1000];
+        snprintf(cmd, sizeof cmd, "ls -A '%s'", full);
+        assert_int_equal(tu_sh(cmd, ls, sizeof ls), 0);
+        if (ls[0]) fail_msg("%d KiB: left behind: %s", kib, ls);
+        at_close += strstr(out, "closing the trace failed") != NULL;
+    }
+    assert_true(failed > 0);
+    assert_true(at_close > 0);
+    assert_true(mount_small(full, 16));
+    snprintf(cmd, sizeof cmd, "%s replay '%s' --html '%s/r.html' 2>&1 >/dev/null", cli, trace,
+             full);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 3);
+    if (!strstr(out, "writing the HTML report failed: No space left on device"))
+        fail_msg("replay --html said: %s", out);
+    snprintf(cmd, sizeof cmd, "umount '%s'", full);
+    tu_sh(cmd, NULL, 0);
+}
+
+/* A zstd frame with a window over 128 MiB: refused with the way to recompress it. */
+static void test_zstd_window_hint(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli || tu_sh("command -v zstd >/dev/null", NULL, 0)) skip();
+    char z[600], cmd[3000], out[4096];
+    tmp_path(z, sizeof z, "long.jsonl.zst");
+    snprintf(cmd, sizeof cmd, "cat '%s/traces/recompute-rht.jsonl' | zstd -q --long=30 -c > '%s'",
+             FT_SOURCE_DIR, z);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    snprintf(cmd, sizeof cmd, "%s import '%s' -o '%s.ftdb' 2>&1", cli, z, z);
+    assert_int_equal(tu_sh(cmd, out, sizeof out), 2);
+    if (!strstr(out, "window over 128 MiB") || !strstr(out, "without --long"))
+        fail_msg("import said: %s", out);
+}
+
+/* ---- a damaged split section ------------------------------------------------------------------
+ */
+/* The last byte of chunk 2's stored data (inside its split frames) flipped: info, replay and
+ * sql, which need no split sizes there, exit 1 with verify's message. */
+static void test_damaged_split_section_refused(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char p[600];
+    tmp_path(p, sizeof p, "split.ftdb");
+    record(p, 300, NULL);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    sqlite3_blob *b = NULL;
+    assert_int_equal(sqlite3_blob_open(db, "main", "chunks", "data", 2, 1, &b), SQLITE_OK);
+    int n = sqlite3_blob_bytes(b);
+    uint8_t last;
+    assert_int_equal(sqlite3_blob_read(b, &last, 1, n - 1), SQLITE_OK);
+    last ^= 0x55;
+    assert_int_equal(sqlite3_blob_write(b, &last, 1, n - 1), SQLITE_OK);
+    sqlite3_blob_close(b);
+    sqlite3_close(db);
+    char cmd[2000], vout[4096], out[4096];
+    snprintf(cmd, sizeof cmd, "%s verify '%s' 2>&1 >/dev/null", cli, p);
+    assert_int_equal(tu_sh(cmd, vout, sizeof vout), 1);
+    const char *why = strstr(vout, "chunk 2");
+    if (!why || !strstr(why, "split")) fail_msg("verify said: %s", vout);
+    vout[strcspn(vout, "\n")] = '\0';
+    static const char *const cmds[] = {"info '%s'", "replay '%s'", "replay '%s' --json",
+                                       "sql '%s' 'SELECT count(*) FROM calls'"};
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        char c[1500];
+        snprintf(c, sizeof c, cmds[k], p);
+        snprintf(cmd, sizeof cmd, "%s %s 2>&1 >/dev/null", cli, c);
+        int st = tu_sh(cmd, out, sizeof out);
+        if (st != 1 || !strstr(out, why)) fail_msg("%s: exit %d: %s", c, st, out);
+    }
+}
+
 /* ---- removing a trace ----------------------------------------------------------------------- */
 static void test_trace_remove_side_files(void **state)
 {
@@ -733,6 +941,11 @@ int main(void)
         cmocka_unit_test(test_sql_seq_bounds_big_doubles),
         cmocka_unit_test(test_trace_remove_side_files),
         cmocka_unit_test(test_truncated_while_read),
+        cmocka_unit_test(test_overlapping_chunks_refused),
+        cmocka_unit_test(test_terminal_output_escaped),
+        cmocka_unit_test(test_full_disk_named),
+        cmocka_unit_test(test_zstd_window_hint),
+        cmocka_unit_test(test_damaged_split_section_refused),
         cmocka_unit_test(test_killed_close_leaves_no_copy),
         cmocka_unit_test(test_sweeper_removes_only_its_own),
         cmocka_unit_test(test_concurrent_writers_one_output),

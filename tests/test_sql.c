@@ -490,6 +490,81 @@ static void test_sql_decisions_match_the_replay(void **state)
     conn_close(&c);
 }
 
+/* decisions carries each call's step and phase (NULL where not recorded), and the same replay
+ * serves a join's lookups: with calls outside (CROSS JOIN keeps that order), every outer row's
+ * `d.seq = c.seq` goes on with the replay held, so the join costs about one replay; a restart
+ * per outer row made it quadratic. A seq lookup into calls searches its chunk. */
+static void test_sql_decisions_step_phase_and_joins(void **state)
+{
+    (void)state;
+    conn c;
+    conn_open(&c, 1);
+    int64_t want_step = 0, want_phase = 0, n_calls = 0;
+    for (int k = 0; k < N_REC; k++) {
+        if (is_bwd(k)) continue;
+        n_calls++;
+        want_step += k / 50;
+        want_phase += k % 3 != 1;
+    }
+    const int64_t np = q_int(c.db, "SELECT count(DISTINCT policy) FROM decisions");
+    assert_true(np > 1);
+    assert_int_equal(q_int(c.db, "SELECT sum(step) FROM decisions"), want_step * np);
+    assert_int_equal(q_int(c.db, "SELECT count(phase) FROM decisions"), want_phase * np);
+    assert_int_equal(q_int(c.db, "SELECT count(*) FROM decisions d JOIN calls c USING (seq) "
+                                 "WHERE d.phase IS NOT c.phase OR d.step IS NOT c.step"),
+                     0);
+    /* the join both ways, and the inner lookups of a CROSS JOIN: the same rows as decisions */
+    static const char *const joins[] = {
+        "SELECT count(*) FROM calls c CROSS JOIN decisions d ON d.seq = c.seq",
+        "SELECT count(*) FROM decisions d CROSS JOIN calls c ON c.seq = d.seq",
+        "SELECT count(*) FROM calls c CROSS JOIN decisions d ON d.seq = c.seq AND d.policy = "
+        "'te-3410'",
+    };
+    for (size_t i = 0; i < FT_ARRAY_LEN(joins); i++) {
+        n_decoded = 0;
+        int64_t got = q_int(c.db, joins[i]);
+        assert_int_equal(got, i == 2 ? n_calls : n_calls * np);
+        /* one replay (and the calls side) decodes each chunk about once, not once per row */
+        if (n_decoded > 4 * (N_REC / CHUNK) + 8)
+            fail_msg("%s: %lu chunks decoded for %d chunks", joins[i], n_decoded, N_REC / CHUNK);
+    }
+    assert_int_equal(q_int(c.db, "SELECT sum(d.build) FROM calls c CROSS JOIN decisions d ON "
+                                 "d.seq = c.seq"),
+                     q_int(c.db, "SELECT sum(build) FROM decisions"));
+    conn_close(&c);
+}
+
+/* The README's `fusertrace sql run.ftdb "..."` examples print a figure in every column on a
+ * synthetic trace (a sum over a column the trace does not record would print empty). */
+static void test_sql_readme_examples_print_figures(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    size_t len = 0;
+    char *readme = tu_read_file(FT_SOURCE_DIR "/README.md", &len);
+    assert_non_null(readme);
+    char demo[1200], cmd[4000], out[8192];
+    tu_dir_path(demo, sizeof demo, dir, "readme-demo.ftdb");
+    snprintf(cmd, sizeof cmd, "'%s' synth demo -o '%s' >/dev/null", cli, demo);
+    assert_int_equal(tu_sh(cmd, NULL, 0), 0);
+    int n = 0;
+    static const char prefix[] = "$F sql run.ftdb \"";
+    for (char *line = readme; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, prefix, sizeof prefix - 1)) continue;
+        const char *q = line + sizeof prefix - 1, *e = strchr(q, '"');
+        assert_non_null(e);
+        snprintf(cmd, sizeof cmd, "'%s' sql '%s' \"%.*s\"", cli, demo, (int)(e - q), q);
+        if (tu_sh(cmd, out, sizeof out)) fail_msg("%s failed:\n%s", cmd, out);
+        if (!out[0] || strstr(out, "||") || strstr(out, "|\n") || out[0] == '|')
+            fail_msg("%s: an empty column or no row:\n%s", cmd, out);
+        n++;
+    }
+    assert_true(n >= 2);
+    free(readme);
+}
+
 /* Every allocation of opening a trace and running a query (about 90 to 150 here), failed in
  * turn: an error (or the right answer, when the failure hits something optional), never a crash
  * or a leak. */
@@ -753,6 +828,8 @@ int main(void)
         cmocka_unit_test(test_sql_join_backwards_to_calls),
         cmocka_unit_test(test_sql_named_trace_and_errors),
         cmocka_unit_test(test_sql_decisions_match_the_replay),
+        cmocka_unit_test(test_sql_decisions_step_phase_and_joins),
+        cmocka_unit_test(test_sql_readme_examples_print_figures),
         cmocka_unit_test(test_sql_out_of_memory_is_an_error),
         cmocka_unit_test(test_sql_damaged_chunk_is_a_corrupt_error),
         cmocka_unit_test(test_sql_cli_outputs_and_errors),

@@ -5,12 +5,12 @@
  *
  * Input: the argument words after "fusertrace", separated by NUL or newline (at most 24 words
  * of at most 256 bytes). Each input runs in a scratch folder that holds a small valid trace
- * (t.ftdb), its capture stream (c.jsonl) and a damaged copy (bad.ftdb), restored before every
- * run, so commands find real inputs and may write outputs there. To keep a run harmless and
- * short, '/' in a word becomes '_' (no path leaves the folder) and a number of 4 to 19 digits
- * is cut to its first 3 digits (no huge synth sizes; 20 digits and more stay, for overflow;
- * digits inside a name such as te-3410 stay).
- * stdin is /dev/null, stdout and stderr are discarded.
+ * (t.ftdb), its capture stream (c.jsonl), its saved replay report (r.json, for diff) and a
+ * damaged copy (bad.ftdb), restored before every run, so commands find real inputs and may write
+ * outputs there. To keep a run harmless and short, '/' in a word becomes '_' (no path leaves the
+ * folder) and a number of 4 to 19 digits is cut to its first 3 digits (no huge synth sizes; 20
+ * digits and more stay, for overflow; digits inside a name such as te-3410 stay). stdin is
+ * /dev/null, stdout and stderr are discarded.
  *
  * Oracle: no crash, leak or undefined behaviour (the sanitizers), and the exit status is one
  * of 0 (success), 1 (check failed), 2 (bad input or usage), 3 (environment).
@@ -87,7 +87,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static char fz_root[512], fz_work[600], fz_pristine[600];
 static int fz_home = -1; /* the folder the fuzzer was started in (it writes its findings there) */
-static const char *const fz_fixtures[] = {"t.ftdb", "c.jsonl", "bad.ftdb"};
+static const char *const fz_fixtures[] = {"t.ftdb", "c.jsonl", "bad.ftdb", "r.json"};
 
 static int quiet_run(int argc, char **argv)
 {
@@ -164,6 +164,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (quiet_run(a.argc, a.argv)) abort();
     fuzz_cli_split(exp, sizeof exp - 1, &a);
     if (quiet_run(a.argc, a.argv)) abort();
+    /* the saved report: replay's stdout into r.json */
+    static const uint8_t rep[] = "replay\0t.ftdb\0--json";
+    fuzz_cli_split(rep, sizeof rep - 1, &a);
+    fflush(stdout);
+    int so = dup(1), fd = open("r.json", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (so < 0 || fd < 0 || dup2(fd, 1) < 0) abort();
+    close(fd);
+    int rrc = fusertrace_main(a.argc, a.argv);
+    fflush(stdout);
+    if (dup2(so, 1) < 0 || rrc) abort();
+    close(so);
     copy_file("t.ftdb", "bad.ftdb");
     /* flip one byte in the middle of the copy: a damaged page */
     FILE *f = fopen("bad.ftdb", "r+b");

@@ -15,9 +15,13 @@
  * (t, r, c are taken modulo the tables, rows and columns there are.)
  *
  * Oracles: opening gives FT_OK or a status that names damage or a foreign file (FT_ECORRUPT,
- * FT_ENOTTRACE, FT_EVERSION); so does verify. A trace that opens is read to the end. A trace
- * that verifies exports, and its export imports again into a trace that verifies (whatever
- * `verify` accepts round-trips). No crash, leak or undefined behaviour.
+ * FT_ENOTTRACE, FT_EVERSION); so does verify. A trace that opens is read to the end, and a fixed
+ * set of SQL queries (fo_queries: the three tables, a seq slice, joins both ways, one policy)
+ * runs over it; each ends or fails with an error, and on a trace that verifies each ends. A
+ * trace that verifies exports, and its export imports again into a trace that verifies (whatever
+ * `verify` accepts round-trips). `seal` on a copy of every edited trace gives one of the statuses
+ * above (or refuses a state it does not know); on a trace whose state says it was closed it
+ * changes no byte. No crash, leak or undefined behaviour.
  *
  * fuzz_open_run() returns FT_OK when the trace verified, else the first failing status; an
  * oracle violation returns FT_ESTATE (and aborts under libFuzzer). The corpus
@@ -27,6 +31,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ft_recorder.h"
+#include "ft_sql.h"
 #include "ft_trace.h"
 #include "trace_int.h"
 
@@ -52,7 +57,7 @@ static const struct {
     {"chunks", "id", {"id", "first_seq", "n_records", "n_calls", "codec", "raw_bytes", "checksum"}},
 };
 
-static char fo_base[700], fo_work[700], fo_jsonl[700], fo_back[700];
+static char fo_base[700], fo_work[700], fo_jsonl[700], fo_back[700], fo_seal[700];
 
 static void fo_paths(void)
 {
@@ -66,6 +71,7 @@ static void fo_paths(void)
     snprintf(fo_work, sizeof fo_work, "%s/fuzz_open_work_%ld.ftdb", dir, pid);
     snprintf(fo_jsonl, sizeof fo_jsonl, "%s/fuzz_open_%ld.jsonl", dir, pid);
     snprintf(fo_back, sizeof fo_back, "%s/fuzz_open_back_%ld.ftdb", dir, pid);
+    snprintf(fo_seal, sizeof fo_seal, "%s/fuzz_open_seal_%ld.ftdb", dir, pid);
 }
 
 /* The base trace: a header, three fusers (two share an op list), two recipes, two chunks of
@@ -283,6 +289,79 @@ static int fo_round_trip(ft_trace *t)
     return FT_OK;
 }
 
+/* The queries run over every trace that opens; replay: it reads decisions, which may refuse a
+ * trace that verifies (a recipe type or op list the model does not know is no damage). */
+static const struct {
+    const char *sql;
+    int replay;
+} fo_queries[] = {
+    {"SELECT count(*), sum(n_tokens), count(phase), max(step) FROM calls", 0},
+    {"SELECT count(*), sum(ns) FROM backwards", 0},
+    {"SELECT count(*) FROM calls WHERE seq BETWEEN 3 AND 9", 0},
+    {"SELECT count(*) FROM backwards b JOIN calls c ON c.seq = b.call", 0},
+    {"SELECT json_array_length(m_splits), label FROM calls ORDER BY seq DESC LIMIT 3", 0},
+    {"SELECT count(*), sum(build), sum(reset), count(stale), count(phase) FROM decisions", 1},
+    {"SELECT count(*), sum(d.build) FROM calls c CROSS JOIN decisions d ON d.seq = c.seq", 1},
+    {"SELECT count(*) FROM decisions d CROSS JOIN calls c ON c.seq = d.seq WHERE d.policy = "
+     "'te-3410'",
+     1},
+};
+
+/* Run fo_queries over t: 0 when every query ended (or only replay queries failed, with an
+ * error), 1 when a query of the tables themselves failed, -1 when SQL could not be set up. */
+static int fo_sql(ft_trace *t)
+{
+    sqlite3 *db = NULL;
+    ft_err err = {0};
+    if (sqlite3_open(":memory:", &db) != SQLITE_OK || ft_sql_register(db, t, "t", &err)) {
+        sqlite3_close(db);
+        return -1;
+    }
+    int failed = 0;
+    for (size_t q = 0; q < sizeof fo_queries / sizeof *fo_queries; q++) {
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(db, fo_queries[q].sql, -1, &st, NULL);
+        if (rc == SQLITE_OK)
+            while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            }
+        if (rc != SQLITE_DONE && !fo_queries[q].replay) {
+            if (!failed) fprintf(stderr, "fuzz_open: query %zu: %s\n", q, sqlite3_errmsg(db));
+            failed = 1;
+        }
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return failed;
+}
+
+/* Seal a copy of the edited trace: an allowed status, and a trace whose state says it was closed
+ * comes back byte for byte. FT_OK, or FT_ESTATE on a violation. */
+static int fo_seal_copy(int closed)
+{
+    ft_trace_remove(fo_seal);
+    if (fo_copy(fo_work, fo_seal)) return FT_OK; /* out of space: nothing to judge */
+    ft_seal_info si;
+    ft_err err = {0};
+    int rc = ft_trace_seal(fo_seal, 0, &si, &err);
+    int bad = !(rc == FT_OK || rc == FT_ECORRUPT || rc == FT_ENOTTRACE || rc == FT_EVERSION ||
+                rc == FT_EINVAL);
+    if (bad) fprintf(stderr, "fuzz_open: seal gave %d: %s\n", rc, ft_err_msg(&err));
+    if (!bad && closed) {
+        FILE *a = fopen(fo_work, "rb"), *b = fopen(fo_seal, "rb");
+        int ca = 0, cb = 0;
+        while (a && b && (ca = fgetc(a)) == (cb = fgetc(b)) && ca != EOF) {
+        }
+        if (!a || !b || ca != cb) {
+            fprintf(stderr, "fuzz_open: seal changed a closed trace\n");
+            bad = 1;
+        }
+        if (a) fclose(a);
+        if (b) fclose(b);
+    }
+    ft_trace_remove(fo_seal);
+    return bad ? FT_ESTATE : FT_OK;
+}
+
 static int fo_allowed(int rc)
 {
     return rc == FT_OK || rc == FT_ECORRUPT || rc == FT_ENOTTRACE || rc == FT_EVERSION;
@@ -316,7 +395,9 @@ int fuzz_open_run(const uint8_t *data, size_t size)
         fprintf(stderr, "fuzz_open: open gave %d: %s\n", rc, ft_err_msg(&err));
         return FT_ESTATE;
     }
-    if (rc) return rc;
+    const char *state = t ? ft_trace_meta(t, "state") : NULL;
+    const int closed = state && !strcmp(state, "complete");
+    if (rc) return fo_seal_copy(0) ? FT_ESTATE : rc;
     ft_reader *rd = NULL;
     int rrc = ft_reader_open(t, FT_READ_SPLITS, &rd);
     const ft_batch *b;
@@ -333,15 +414,20 @@ int fuzz_open_run(const uint8_t *data, size_t size)
         ft_trace_close(t);
         return FT_ESTATE;
     }
+    const int sql_failed = fo_sql(t) > 0;
     rc = ft_trace_verify(t, &err);
     if (!rc) rc = ft_trace_check_json(t, &err);
     if (!fo_allowed(rc)) {
         fprintf(stderr, "fuzz_open: verify gave %d: %s\n", rc, ft_err_msg(&err));
         rc = FT_ESTATE;
+    } else if (!rc && sql_failed) {
+        fprintf(stderr, "fuzz_open: verified, but a query failed\n");
+        rc = FT_ESTATE;
     } else if (!rc) {
         rc = fo_round_trip(t);
     }
     ft_trace_close(t);
+    if (fo_seal_copy(closed)) rc = FT_ESTATE;
     return rc;
 }
 
