@@ -17,7 +17,6 @@
 #include "ft_tefuser.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -25,7 +24,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 /* Ctrl-C during numerics: stop after the call in flight and print the results so far (a second
  * Ctrl-C ends the process as usual). */
@@ -786,33 +784,16 @@ static int par_estimate(replay_cmd *c, ft_err *err)
     return rc;
 }
 
-/* FUSERTRACE_MPI_SHARES=FILE (a diagnostic): each process appends one line to FILE saying what
- * it ran, in one write (O_APPEND), so the lines of a job's processes do not mix. */
-static void par_note_share(const replay_cmd *c, const ft_numerics_obs *run)
-{
-    const char *path = getenv("FUSERTRACE_MPI_SHARES");
-    if (!path || !*path) return;
-    ft_numerics_result r;
-    memset(&r, 0, sizeof r);
-    if (run) ft_numerics_obs_result(run, &r);
-    char line[256];
-    const int len =
-        snprintf(line, sizeof line, "process %d of %d: %u traces, %llu sampled calls run\n", c->me,
-                 c->np, c->n_own, (unsigned long long)r.calls_run);
-    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd < 0) return;
-    if (len > 0 && write(fd, line, (size_t)len) != len) { /* a diagnostic: nothing to stop */
-    }
-    close(fd);
-}
-
 /* After the numerics pass: every trace's numerics on process 0, joined in call order and merged
  * in trace order. */
 static int par_numerics(replay_cmd *c, const ft_numerics_obs *run, int rc, ft_err *err)
 {
     rc = cli_par_agree(rc, err);
     if (rc) return rc;
-    par_note_share(c, c->set ? run : NULL);
+    ft_numerics_result *mine = ft_calloc(1, sizeof *mine);
+    if (mine && run && c->set) ft_numerics_obs_result(run, mine);
+    cli_par_note_share(c->n_own, mine ? mine->calls_run : 0);
+    ft_free(mine);
     const uint8_t stopped = c->nres->interrupted;
     rc = cli_par_reduce_numerics(c->n_paths, c->own, c->n_own, c->set ? run : NULL, c->pol,
                                  c->n_pol, c->nres, err);

@@ -26,6 +26,10 @@ int cli_par_agree(int rc, ft_err *err);
 int cli_par_gather(const ft_buf *mine, ft_buf *all, uint64_t *lens, ft_err *err);
 int cli_par_bcast(void *buf, size_t len, ft_err *err);
 
+/* FUSERTRACE_MPI_SHARES=FILE (a diagnostic): one line appended to FILE, in one write (O_APPEND,
+ * so the lines of a job's processes do not mix), saying what this process ran. */
+void cli_par_note_share(uint32_t n_traces, uint64_t calls_run);
+
 /* The traces this process takes part in, of n (idx[k], in trace order; returns their number),
  * and its part of each (part[k]). The job's n traces are laid end to end, each cut into size
  * units, and process p takes the p-th run of n units: with as many traces as processes or more,
