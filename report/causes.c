@@ -126,6 +126,15 @@ typedef struct rc_memo {
     uint32_t row;
 } rc_memo;
 
+/* A policy's last counted key, its row and the phase slot of its last call (consecutive calls
+ * of a batch mostly repeat all three: a transient fuser per call builds on every call). */
+typedef struct rc_last {
+    rc_key k;
+    uint32_t row;      /* UINT32_MAX: none */
+    const char *phase; /* the batch's phase string (valid within one batch only) */
+    uint32_t phase_at; /* its index in the row's phases, RC_MAX_PHASES: counted as other */
+} rc_last;
+
 struct ft_report_causes {
     uint32_t n_pol;
     uint32_t policy[FT_MAX_POLICIES];
@@ -134,6 +143,7 @@ struct ft_report_causes {
     ft_hmap memo_index; /* hash of rc_key -> memo entry */
     rc_memo *memo;
     uint32_t n_memo, cap_memo;
+    rc_last last[FT_MAX_POLICIES];
     ft_buf text;
     ft_replay_observer obs;
 };
@@ -212,20 +222,23 @@ static uint32_t row_for(ft_report_causes *w, const ft_replay_view *v, uint32_t j
     return row;
 }
 
-static void add_phase(report_cause_row *r, const char *phase)
+/* Count one call of phase (NULL: none) in row r; returns where it was counted (RC_MAX_PHASES:
+ * among the other phases). */
+static uint32_t add_phase(report_cause_row *r, const char *phase)
 {
     if (!phase) phase = "(no phase)";
     for (uint32_t i = 0; i < r->n_phases; i++)
         if (!strcmp(r->phase[i], phase)) {
             r->phase_n[i]++;
-            return;
+            return i;
         }
     if (r->n_phases < RC_MAX_PHASES) {
         ft_strlcpy(r->phase[r->n_phases], phase, sizeof r->phase[0]);
         r->phase_n[r->n_phases++] = 1;
-    } else {
-        r->phase_other++;
+        return r->n_phases - 1;
     }
+    r->phase_other++;
+    return RC_MAX_PHASES;
 }
 
 static int causes_batch(void *ctx, const ft_replay_view *v, ft_err *err)
@@ -233,6 +246,8 @@ static int causes_batch(void *ctx, const ft_replay_view *v, ft_err *err)
     ft_report_causes *w = ctx;
     const ft_model *m = ft_replay_model(v->engine);
     const uint32_t np = v->n_pol < w->n_pol ? v->n_pol : w->n_pol;
+    for (uint32_t p = 0; p < np; p++)
+        w->last[p].phase = NULL; /* phase strings are the batch's */
     for (uint32_t j = 0; j < v->n; j++) {
         if (v->match && !v->match[j]) continue;
         const int32_t ph = v->phase[j];
@@ -256,11 +271,23 @@ static int causes_batch(void *ctx, const ft_replay_view *v, ft_err *err)
             } else {
                 continue;
             }
-            const uint32_t row = row_for(w, v, j, &k);
-            if (row == UINT32_MAX) return ft_err_set(err, FT_ENOMEM, "causes: out of memory");
-            report_cause_row *r = &w->rows[p][row];
+            rc_last *l = &w->last[p];
+            if (l->row == UINT32_MAX || !key_equal(&l->k, &k)) {
+                const uint32_t row = row_for(w, v, j, &k);
+                if (row == UINT32_MAX) return ft_err_set(err, FT_ENOMEM, "causes: out of memory");
+                *l = (rc_last){k, row, NULL, 0};
+            }
+            report_cause_row *r = &w->rows[p][l->row];
             r->n++;
-            add_phase(r, phase);
+            if (phase && phase == l->phase) {
+                if (l->phase_at < RC_MAX_PHASES)
+                    r->phase_n[l->phase_at]++;
+                else
+                    r->phase_other++;
+            } else {
+                l->phase_at = add_phase(r, phase);
+                l->phase = phase;
+            }
         }
     }
     return FT_OK;
@@ -273,6 +300,8 @@ int ft_report_causes_new(ft_report_causes **out, ft_err *err)
     if (!w) return ft_err_set(err, FT_ENOMEM, "out of memory");
     w->obs = (ft_replay_observer){
         .ctx = w, .needs = FT_VIEW_CAUSES, .begin_fn = NULL, .batch_fn = causes_batch};
+    for (uint32_t p = 0; p < FT_MAX_POLICIES; p++)
+        w->last[p].row = UINT32_MAX;
     *out = w;
     return FT_OK;
 }
@@ -304,6 +333,8 @@ static int causes_end(void *ctx, const ft_replay *engine, int rc, ft_err *err)
     (void)rc;
     ft_hmap_clear(&w->memo_index);
     w->n_memo = 0;
+    for (uint32_t p = 0; p < FT_MAX_POLICIES; p++)
+        w->last[p].row = UINT32_MAX;
     return FT_OK;
 }
 
