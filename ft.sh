@@ -4,7 +4,8 @@
 #                    every policy and print the summary (needs no test package: without CMocka
 #                    the tests are simply not built)
 #   ./ft.sh test     install what is missing (test packages too), build (warnings as errors,
-#                    CUDA when nvcc is found) and run the whole suite, then again under ASan+UBSan
+#                    CUDA when nvcc is found, MPI when Open MPI is) and run the whole suite, then
+#                    again under ASan+UBSan
 #   ./ft.sh build    just build (./build/cli/fusertrace)
 #   ./ft.sh install [PREFIX] [--python PATH]
 #                    build and install (default /usr/local): the CLI and its SQL extension, the
@@ -59,7 +60,10 @@ case "${1:-demo}" in
   test)
     scripts/deps.sh test
     scripts/check-format.sh
-    build "$B" all
+    # replay's MPI support (and its test) wherever Open MPI is installed
+    mpi=OFF
+    command -v mpicc >/dev/null 2>&1 && mpi=ON
+    build "$B" all -DFT_MPI=$mpi
     (cd "$B" && ctest --output-on-failure -j"$JOBS")
     build "$B-asan" all -DCMAKE_BUILD_TYPE=Asan -DFT_BENCH=OFF
     (cd "$B-asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

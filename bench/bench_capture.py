@@ -27,11 +27,15 @@ called directly, outside a Sequential, as TE runs them: each call of a BasicLine
 ConstantScale (the two called in turn, no_grad, on --device) builds a transient
 OperationFuser([op]) that the hook declares, records and ends. Its baseline is the same calls with
 no wrapper installed at all (the stand-in's own methods, put back for those rounds), so the added
-figure includes the __init__ and weak-reference bookkeeping of every transient fuser.
+figure includes the __init__ and weak-reference bookkeeping of every transient fuser. The same
+calls through persistent fusers (one OperationFuser([op]) per op, made once per round) are timed
+in the same rounds, against their own hook-less baseline, so that what a transient fuser adds on
+top of a persistent one's record shows. --json FILE writes every row's best and added ns.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -48,6 +52,7 @@ def main() -> int:
     ap.add_argument("--groups", type=int, default=8)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--workload", choices=("persistent", "standalone", "both"), default="both")
+    ap.add_argument("--json", default=None, help="also write the figures to this JSON file")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time with this thread's CPU clock instead of the wall clock (a shared, "
                          "loaded machine: preemption then does not count)")
@@ -92,6 +97,8 @@ def main() -> int:
     n = ns.calls
 
     clock = time.thread_time_ns if ns.cpu_time else time.perf_counter_ns
+    if ns.cpu_time and dev.type == "cpu":
+        torch.set_num_threads(1)  # this thread's clock then sees all of torch's work
 
     def timed(fn) -> float:
         fn(fz, True, recipe, x, extra)  # warm (first call declares / builds)
@@ -169,11 +176,14 @@ def main() -> int:
               f"device {dev}, G={g}, {n} calls x {ns.rounds} rounds, {clock_name} time")
         table(variants, res)
 
+    out = {}
+    if ns.workload != "standalone":
+        out["persistent"] = summary(variants, res)
     if ns.workload != "persistent":
         lin, scale = te.ops.BasicLinear(d, d, device=dev), te.ops.ConstantScale(0.5)
         xs = torch.randn(t, d, device=dev)
 
-        def standalone() -> float:
+        def transient() -> float:
             with torch.no_grad():
                 lin(scale(xs))  # warm
                 t0 = clock()
@@ -181,50 +191,83 @@ def main() -> int:
                     lin(scale(xs))
                 return (clock() - t0) / (2 * (n // 2))
 
-        def unhooked() -> float:
-            wrappers(False)
-            try:
-                return standalone()
-            finally:
-                wrappers(True)
+        def persistent() -> float:  # fusers made after this round's wrappers are set
+            fl, fs = fuser_mod.OperationFuser([lin]), fuser_mod.OperationFuser([scale])
+            with torch.no_grad():
+                fl(fs(xs))  # warm (first call declares and builds)
+                t0 = clock()
+                for _ in range(n // 2):
+                    fl(fs(xs))
+                return (clock() - t0) / (2 * (n // 2))
 
-        def cap_standalone(**kw):
+        def unhooked(fn):
+            def run():
+                wrappers(False)
+                try:
+                    return fn()
+                finally:
+                    wrappers(True)
+            return run
+
+        def cap_standalone(fn, **kw):
             def run():
                 k[0] += 1
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     fc.enable(os.path.join(tmp.name, str(k[0])), **kw)
                 try:
-                    return standalone()
+                    return fn()
                 finally:
                     fc.disable()
             return run
 
-        sv = [("baseline (no hook)", unhooked), ("dormant", standalone)]
+        # each row's added time is against the no-hook row of its own kind (same run)
+        sv = [("transient, no hook", unhooked(transient)), ("transient, dormant", transient)]
         if lib_path:
-            sv.append(("C recorder", cap_standalone(lib=lib_path)))
-        sv.append(("JSONL", cap_standalone(jsonl=True)))
+            sv.append(("transient, C recorder", cap_standalone(transient, lib=lib_path)))
+        sv.append(("transient, JSONL", cap_standalone(transient, jsonl=True)))
+        sv.append(("persistent, no hook", unhooked(persistent)))
+        if lib_path:
+            sv.append(("persistent, C recorder", cap_standalone(persistent, lib=lib_path)))
+        sv.append(("persistent, JSONL", cap_standalone(persistent, jsonl=True)))
         sres = {name: [] for name, _ in sv}
         for _ in range(ns.rounds):
             for name, fn in sv:
                 sres[name].append(fn())
-        print(f"# bench_capture standalone: a transient OperationFuser([op]) per call "
-              f"(BasicLinear({d}, {d}) and ConstantScale in turn, no_grad, {t} rows), "
-              f"{2 * (n // 2)} calls x {ns.rounds} rounds, {clock_name} time")
-        table(sv, sres)
+        print(f"# bench_capture standalone: BasicLinear({d}, {d}) and ConstantScale called in "
+              f"turn (no_grad, {t} rows), {2 * (n // 2)} calls x {ns.rounds} rounds, "
+              f"{clock_name} time; transient: a new OperationFuser([op]) per call, as TE runs "
+              f"a standalone op; persistent: one OperationFuser([op]) per op, made once")
+        table(sv, sres, lambda name: name.split(",")[0] + ", no hook")
+        out["standalone"] = summary(sv, sres, lambda name: name.split(",")[0] + ", no hook")
+    if ns.json:
+        with open(ns.json, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=1, sort_keys=True)
     tmp.cleanup()
     return 0
 
 
-def table(variants, res) -> None:
-    base_name = variants[0][0]
-    base = min(res[base_name])
-    base_med = statistics.median(res[base_name])
-    print(f"{'variant':<22}{'best ns':>9}{'added':>8}{'ratio':>7}{'median ns':>11}{'added':>8}")
+def table(variants, res, base_of=None) -> None:
+    """Best and median ns per call, each against the baseline row (base_of(name) names it;
+    default: the first row)."""
+    print(f"{'variant':<24}{'best ns':>9}{'added':>8}{'ratio':>7}{'median ns':>11}{'added':>8}")
     for name, _ in variants:
+        b = base_of(name) if base_of else variants[0][0]
+        base, base_med = min(res[b]), statistics.median(res[b])
         best, med = min(res[name]), statistics.median(res[name])
-        print(f"{name:<22}{best:>9.0f}{best - base:>8.0f}{best / base:>7.2f}{med:>11.0f}"
+        print(f"{name:<24}{best:>9.0f}{best - base:>8.0f}{best / base:>7.2f}{med:>11.0f}"
               f"{med - base_med:>8.0f}")
+
+
+def summary(variants, res, base_of=None) -> dict:
+    """{variant: {"best_ns", "added_ns", "median_added_ns"}} for --json."""
+    out = {}
+    for name, _ in variants:
+        b = base_of(name) if base_of else variants[0][0]
+        best, med = min(res[name]), statistics.median(res[name])
+        out[name] = {"best_ns": best, "added_ns": best - min(res[b]),
+                     "median_added_ns": med - statistics.median(res[b])}
+    return out
 
 
 if __name__ == "__main__":

@@ -151,6 +151,9 @@ typedef struct cli_out {
     char tmp[CLI_PATH_MAX];  /* the temporary beside path: PATH.tmp-XXXXXX (DB: to create) */
     int slot;                /* signal guard slot, -1 when none */
     int kind;
+    int had_target; /* path existed when opened: (dev, ino) below; else it must not
+                     * exist at the rename (another writer's output is not replaced) */
+    unsigned long long dev, ino;
 } cli_out;
 /* Open an output, after every input was checked (cli_in_check):
  * - `-` (or /dev/stdout) is stdout; a trace cannot go there;
@@ -170,5 +173,10 @@ int cli_out_close(cli_out *o, int rc, ft_err *err);
 /* Check stdout once the command is done: flush it, FT_EIO if anything written to it failed (a
  * full disk); the error state is cleared. */
 int cli_stdout_close(ft_err *err);
+
+/* When stdout is a terminal, make it write control characters as visible escapes (\xHH,
+ * \uHHHH; newline and tab as they are), so that no string of a trace can drive the terminal
+ * (term.c). Once per process, before any output; a no-op for pipes and files. */
+void cli_term_stdout(void);
 
 #endif

@@ -137,8 +137,10 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     } else if ((rc = ft_rec_flush(rec))) { /* flush first: on failure the handle has the detail */
         ft_err_set(err, rc, "%s: %s", opts->out, ft_err_msg(ft_rec_error(rec)));
         ft_rec_abort(rec);
-    } else if ((rc = ft_rec_close(rec))) {
-        ft_err_set(err, rc, "%s: closing the trace failed: %s", opts->out, ft_strerror(rc));
+    } else if ((rc = ft_rec_close_err(rec, err))) {
+        char detail[FT_ERR_MAX];
+        ft_strlcpy(detail, ft_err_msg(err), sizeof detail);
+        ft_err_set(err, rc, "%s: closing the trace failed: %s", opts->out, detail);
     }
     rc = cli_out_close(&out, rc, err);
     if (!rc)

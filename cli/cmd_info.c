@@ -200,7 +200,7 @@ static int map_phases(stats *s, const ft_batch *b)
 static int gather(ft_trace *t, const char *path, stats *s, ft_err *err)
 {
     ft_reader *r = NULL;
-    int rc = ft_reader_open(t, 0, &r);
+    int rc = ft_reader_open(t, FT_READ_CHECK_SPLITS, &r);
     if (rc) {
         *err = *ft_trace_error(t);
         return rc;
@@ -350,7 +350,7 @@ typedef struct groups {
 
 /* Recipe types with their distinct attribute sets (variants) and objects; fusers by op list
  * (fusers of one op list share its text, so the text's address is the key). */
-static int group(ft_trace *t, const stats *s, groups *g)
+static int info_group(ft_trace *t, const stats *s, groups *g)
 {
     uint32_t nr = ft_trace_n_recipes(t), nf = ft_trace_n_fusers(t);
     str_set types = {0}, variants = {0};
@@ -664,7 +664,7 @@ static int info_one(const char *path, int json)
     } else if (!(rc = gather(t, path, &s, &err)) && (rc = ft_trace_sizes_get(t, &sz))) {
         err = *ft_trace_error(t);
     }
-    if (!rc && (rc = group(t, &s, &g))) ft_err_set(&err, rc, "%s: out of memory", path);
+    if (!rc && (rc = info_group(t, &s, &g))) ft_err_set(&err, rc, "%s: out of memory", path);
     if (!rc) {
         if (json)
             rc = print_json(t, path, &s, &sz, &g);

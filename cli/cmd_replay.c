@@ -10,13 +10,16 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "par.h"
 #include "ft_replayer.h"
 #include "ft_report.h"
 #include "ft_numerics.h"
 #include "ft_tefuser.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +62,11 @@ typedef struct opt_steps {
     int set;
 } opt_steps;
 
+typedef struct dev_list {
+    int id[FT_NUMERICS_MAX_DEVICES];
+    uint32_t n;
+} dev_list;
+
 typedef struct gate_list {
     ft_gate_cond c[FT_GATE_MAX];
     uint32_t n;
@@ -77,6 +85,7 @@ typedef struct replay_opts {
     opt_ns build_ns, reset_ns;
     opt_steps steps;
     opt_u64 max_seconds; /* numerics: refuse longer estimates (default 600, 0: no limit) */
+    dev_list devices;    /* --devices: the CUDA devices (none: every visible one) */
     uint64_t memory;     /* --memory: the decoders' budget, bytes (set by its parser) */
 } replay_opts;
 
@@ -161,6 +170,29 @@ static int parse_backend(const cli_opt *o, const char *v, void *field, ft_err *e
             return FT_OK;
         }
     return ft_err_set(err, FT_EINVAL, "wants cpu or cuda, got '%s'", v);
+}
+
+/* --devices 0,1,... (distinct ids; whether this process sees them is checked with the inputs). */
+static int parse_devices(const cli_opt *o, const char *v, void *field, ft_err *err)
+{
+    (void)o;
+    dev_list *d = field;
+    d->n = 0;
+    for (const char *p = v;;) {
+        char *end = NULL;
+        errno = 0;
+        const long id = strtol(p, &end, 10);
+        if (end == p || errno || id < 0 || id > 4096 || (*end && *end != ','))
+            return ft_err_set(err, FT_EINVAL, "wants device ids like 0,1,2, got '%s'", v);
+        if (d->n == FT_NUMERICS_MAX_DEVICES)
+            return ft_err_set(err, FT_EINVAL, "more than %d devices", FT_NUMERICS_MAX_DEVICES);
+        for (uint32_t k = 0; k < d->n; k++)
+            if (d->id[k] == (int)id)
+                return ft_err_set(err, FT_EINVAL, "device %ld named twice in '%s'", id, v);
+        d->id[d->n++] = (int)id;
+        if (!*end) return FT_OK;
+        p = end + 1;
+    }
 }
 
 static int parse_seed(const cli_opt *o, const char *v, void *field, ft_err *err)
@@ -258,6 +290,10 @@ static const cli_opt options[] = {
      "policy GPU ms per step of the chosen and the fresh plans and what stale plans\n"
      "cost; with or without --numerics (then cuda); no device: exit 3",
      cli_parse_flag, OFF(gpu_time)},
+    {"devices", 0, "LIST",
+     "CUDA devices for the sampled calls, e.g. 0,1,2,3 (default: every visible\n"
+     "one); the figures do not depend on how many",
+     parse_devices, OFF(devices)},
     {"sample", 0, "N",
      "at most N calls per trace (default 64), in call order: the first call\n"
      "of every situation, then more of each up to N/8; beyond N, the first call\n"
@@ -394,7 +430,19 @@ typedef struct replay_cmd {
     uint32_t n_pol;
     const char *const *paths;
     uint32_t n_paths;
-    ft_replay_set *set;
+    ft_replay_set *set; /* the traces this process replays (all, but in an MPI job) */
+    /* an MPI job of np processes (cli/par.c): this one is me; it replays traces own[n_own]
+     * (cli_par_share), running part[k] of own[k]'s sampled numerics calls and counting the
+     * decisions of those whose first process it is; process 0 also opens every trace, all, for
+     * the checks and the report, and alone writes it */
+    int np, me;
+    uint32_t *own, n_own;
+    ft_numerics_part *part;
+    const char **own_paths;
+    ft_replay_set *all;
+    ft_replay_result *own_res;    /* [n_own] each own trace's result */
+    ft_report_causes *causes_all; /* process 0: every trace's causes */
+    ft_numerics_estimate job_est; /* the whole job's estimate */
     int format, numerics, filtered;
     int gpu_time, nx_pass;  /* --gpu-time; a numerics pass runs (--numerics or --gpu-time) */
     FILE *report, *explain; /* the text report's stream; --explain's */
@@ -431,6 +479,11 @@ static int check_usage(const replay_opts *ro, ft_err *err)
     if (!numerics && !ro->gpu_time && (ro->sample || ro->all || ro->shrink || ro->seed.set))
         return cli_usage_error(err, "--sample, --all, --shrink and --seed go with --numerics "
                                     "cpu|cuda or --gpu-time");
+    const int on_device =
+        (numerics && backends[ro->backend].backend == FT_NUMERICS_CUDA) || ro->gpu_time;
+    if (ro->devices.n && !on_device)
+        return cli_usage_error(err, "--devices goes with --numerics cuda or --gpu-time (the CPU "
+                                    "back end runs on this machine's cores: --threads)");
     if (!numerics && ro->max_seconds.set)
         return cli_usage_error(err, "--max-seconds goes with --numerics cpu|cuda");
     if (ro->gpu_time && numerics && backends[ro->backend].backend != FT_NUMERICS_CUDA)
@@ -462,11 +515,22 @@ static int open_inputs(replay_cmd *c, uint64_t *n_calls, ft_err *err)
 {
     const replay_opts *ro = c->ro;
     int rc = FT_OK;
-    for (uint32_t i = 0; i < c->n_paths && !rc; i++)
+    /* in an MPI job, process 0 checks every trace (and opens them all into c->all), the others
+     * their own */
+    const int every = c->me == 0;
+    for (uint32_t i = 0; every && i < c->n_paths && !rc; i++)
         rc = cli_in_check(c->paths[i], CLI_IN_TRACE, err);
-    if (!rc) rc = ft_replay_set_open(c->paths, c->n_paths, &c->set, err);
-    for (uint32_t i = 0; !rc && i < c->n_paths; i++) {
-        const ft_trace *t = ft_replay_set_trace(c->set, i);
+    for (uint32_t k = 0; !every && k < c->n_own && !rc; k++)
+        rc = cli_in_check(c->own_paths[k], CLI_IN_TRACE, err);
+    if (!rc && c->np > 1) {
+        if (every) rc = ft_replay_set_open(c->paths, c->n_paths, &c->all, err);
+        if (!rc && c->n_own) rc = ft_replay_set_open(c->own_paths, c->n_own, &c->set, err);
+    } else if (!rc) {
+        rc = ft_replay_set_open(c->paths, c->n_paths, &c->set, err);
+    }
+    ft_replay_set *every_set = c->all ? c->all : c->set;
+    for (uint32_t i = 0; !rc && every && i < c->n_paths; i++) {
+        const ft_trace *t = ft_replay_set_trace(every_set, i);
         *n_calls += ft_trace_n_calls(t);
         /* a recording not closed, or a side file ignored: said before the report */
         if (ft_trace_notice(t)) fprintf(stderr, "%s: %s\n", cli_prog(), ft_trace_notice(t));
@@ -475,6 +539,8 @@ static int open_inputs(replay_cmd *c, uint64_t *n_calls, ft_err *err)
     /* the back end can run here: said before any output */
     if (!rc && c->numerics) rc = ft_numerics_backend_check(backends[ro->backend].backend, err);
     if (!rc && c->gpu_time) rc = ft_numerics_gputime_check(err);
+    if (!rc && ro->devices.n)
+        rc = ft_numerics_devices_check(FT_NUMERICS_CUDA, ro->devices.id, ro->devices.n, err);
     if (rc) return rc;
     /* --env keys the model does not read change nothing: say so */
     for (uint32_t k = 0; k < ro->env.n; k++) {
@@ -503,9 +569,12 @@ static int setup(replay_cmd *c, ft_err *err)
     c->notes = ft_malloc(sizeof *c->notes);
     if (!c->res || !c->nres || !c->ranks || !c->notes || (c->n_paths > 1 && !c->per_trace))
         return ft_err_set(err, FT_ENOMEM, "out of memory");
-    /* one trace per rank, and a warning for traces of different runs */
-    int rc = ft_report_check_inputs(c->set, stderr, c->ranks, err);
-    if (!rc) rc = ft_report_find_unfused(c->set, ro->env.kv, ro->env.n, c->notes, err);
+    /* one trace per rank, and a warning for traces of different runs (process 0 of an MPI job
+     * alone: it writes the report) */
+    ft_replay_set *every = c->all ? c->all : c->set;
+    memset(c->notes, 0, sizeof *c->notes);
+    int rc = c->me ? FT_OK : ft_report_check_inputs(every, stderr, c->ranks, err);
+    if (!rc && !c->me) rc = ft_report_find_unfused(every, ro->env.kv, ro->env.n, c->notes, err);
     if (rc) return rc;
     c->flt = (ft_replay_filter){.fuser_glob = ro->fuser,
                                 .phase = ro->phase,
@@ -520,9 +589,9 @@ static int setup(replay_cmd *c, ft_err *err)
     if (ro->reset_ns.set) c->rep.reset_ns = ro->reset_ns.v;
     c->rep.filter = c->filtered ? c->filter_buf : NULL;
     c->rep.notes = c->notes;
-    if (c->format == FT_REPORT_JSON) {
+    if (c->format == FT_REPORT_JSON && !c->me) {
         char *command = command_line();
-        rc = ft_report_prov_new(c->set, command, &c->prov, err);
+        rc = ft_report_prov_new(every, command, &c->prov, err);
         ft_free(command);
         if (rc) return rc;
         c->rep.prov = c->prov;
@@ -539,9 +608,14 @@ static int setup(replay_cmd *c, ft_err *err)
                             .captured = ro->captured,
                             .filter = c->filtered ? &c->flt : NULL,
                             .n_threads = ro->threads};
+    if (c->np > 1) { /* each own trace's result, for process 0 */
+        c->own_res = ft_calloc(c->n_own ? c->n_own : 1, sizeof *c->own_res);
+        if (!c->own_res) return ft_err_set(err, FT_ENOMEM, "out of memory");
+        c->o.per_trace = c->own_res;
+    }
     if (c->per_trace && !c->filtered && !ro->html) {
         /* per-trace (rank) rows */
-        c->o.per_trace = c->per_trace;
+        if (c->np == 1) c->o.per_trace = c->per_trace;
         c->rep.n_per_trace = c->n_paths;
         c->rep.per_trace = c->per_trace;
         c->rep.trace_names = c->paths;
@@ -552,10 +626,16 @@ static int setup(replay_cmd *c, ft_err *err)
                                          : ro->sample ? ro->sample
                                                       : 64,
                                .seed = ro->seed.set ? ro->seed.v : 1,
-                               .n_threads = ro->threads};
+                               .n_threads = ro->threads,
+                               .devices = ro->devices.id,
+                               .n_devices = ro->devices.n};
     if (c->numerics) {
         c->no.backend = backends[ro->backend].backend;
         c->no.max_seconds = ro->max_seconds.set ? (double)ro->max_seconds.v : 600.0;
+        if (c->np > 1) { /* this process's part of each of its traces' sampled calls */
+            c->no.parts = c->part;
+            c->no.n_parts = c->n_own;
+        }
     }
     if (c->gpu_time) {
         c->no.backend = FT_NUMERICS_CUDA;
@@ -585,6 +665,7 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
     if (!rc && c->format != FT_REPORT_CSV) {
         rc = ft_report_causes_new(&c->causes, err);
         if (!rc) c->obs[n_obs++] = ft_report_causes_observer(c->causes);
+        if (!rc && c->np > 1) ft_report_causes_keep(c->causes); /* packed for process 0 */
         c->rep.causes = c->causes;
     }
     if (!rc && ro->html) {
@@ -619,7 +700,10 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
      * own (calls done, rate, time left) */
     int show = cli_progress_wanted() && !(ro->explain && c->explain == stderr) &&
                !pthread_create(&pr->thread, NULL, progress_main, pr);
-    rc = ft_replay_run(c->set, &o, c->res, err);
+    if (c->set)
+        rc = ft_replay_run(c->set, &o, c->res, err);
+    else /* an MPI process with no trace of its own */
+        ft_replay_result_init(c->res, c->pol, c->n_pol);
     if (show) {
         atomic_store(&pr->stop, 1);
         pthread_join(pr->thread, NULL);
@@ -634,6 +718,92 @@ static int first_pass(replay_cmd *c, progress *pr, ft_err *err)
     return rc;
 }
 
+/* ---- an MPI job (cli/par.c) ---------------------------------------------------------------- */
+
+/* What one process of an MPI job cannot do: the outputs that follow every call of every trace in
+ * order (process 0 writes the report alone, from the processes' results). */
+static int par_usage(const replay_opts *ro, ft_err *err)
+{
+    const char *what = ro->per_call    ? "--per-call"
+                       : ro->explain   ? "--explain"
+                       : ro->html      ? "--html"
+                       : ro->timeline  ? "--timeline"
+                       : ro->fail_on.n ? "--fail-on"
+                       : ro->gpu_time  ? "--gpu-time"
+                                       : NULL;
+    if (!what) return FT_OK;
+    return cli_usage_error(err,
+                           "%s is not split over MPI processes (this job has %d): run it in one "
+                           "process",
+                           what, cli_par_size());
+}
+
+/* The trace shares of this process. */
+static int par_share(replay_cmd *c, ft_err *err)
+{
+    c->np = cli_par_size();
+    c->me = cli_par_rank();
+    if (c->np < 2) return FT_OK;
+    c->own = ft_calloc(c->n_paths, sizeof *c->own);
+    c->part = ft_calloc(c->n_paths, sizeof *c->part);
+    c->own_paths = ft_calloc(c->n_paths, sizeof *c->own_paths);
+    if (!c->own || !c->part || !c->own_paths) return ft_err_set(err, FT_ENOMEM, "out of memory");
+    /* with numerics, the sampled calls of a trace are split too */
+    c->n_own = cli_par_share(c->n_paths, c->numerics, c->own, c->part);
+    for (uint32_t k = 0; k < c->n_own; k++)
+        c->own_paths[k] = c->paths[c->own[k]];
+    return FT_OK;
+}
+
+/* After the first pass: every trace's result and causes on process 0, merged in trace order. */
+static int par_replay(replay_cmd *c, int rc, ft_err *err)
+{
+    rc = cli_par_agree(rc, err);
+    if (rc) return rc;
+    ft_replay_result *per = c->o.per_trace == c->own_res && c->rep.per_trace ? c->per_trace : NULL;
+    rc = cli_par_reduce_replay(c->n_paths, c->own, c->part, c->n_own, c->own_res, c->causes, c->pol,
+                               c->n_pol, c->res, per, c->causes ? &c->causes_all : NULL, err);
+    if (!rc && c->causes_all) c->rep.causes = c->causes_all;
+    return rc;
+}
+
+/* The estimate of every process's share, said and judged by process 0 for the whole job. */
+static int par_estimate(replay_cmd *c, ft_err *err)
+{
+    ft_numerics_estimate e;
+    memset(&e, 0, sizeof e);
+    int rc = cli_par_agree(ft_numerics_obs_measure(c->est, &e, err), err);
+    const uint64_t own_calls = e.calls;
+    if (!rc) rc = cli_par_reduce_estimate(&e, err);
+    if (!rc && !c->me) rc = ft_numerics_estimate_judge(&e, &c->no, err);
+    rc = cli_par_agree(rc, err);
+    ft_numerics_estimate mine = e; /* the job's range; this process's calls for its progress */
+    mine.calls = own_calls;
+    if (!rc) ft_numerics_obs_set_estimate(c->est, &mine);
+    c->job_est = e;
+    return rc;
+}
+
+/* After the numerics pass: every trace's numerics on process 0, joined in call order and merged
+ * in trace order. */
+static int par_numerics(replay_cmd *c, const ft_numerics_obs *run, int rc, ft_err *err)
+{
+    rc = cli_par_agree(rc, err);
+    if (rc) return rc;
+    ft_numerics_result *mine = ft_calloc(1, sizeof *mine);
+    if (mine && run && c->set) ft_numerics_obs_result(run, mine);
+    cli_par_note_share(c->n_own, mine ? mine->calls_run : 0);
+    ft_free(mine);
+    const uint8_t stopped = c->nres->interrupted;
+    rc = cli_par_reduce_numerics(c->n_paths, c->own, c->n_own, c->set ? run : NULL, c->pol,
+                                 c->n_pol, c->nres, err);
+    c->nres->interrupted |= stopped;
+    c->nres->calls_planned = c->job_est.calls;
+    c->nres->est_lo_s = c->job_est.lo_s;
+    c->nres->est_hi_s = c->job_est.hi_s;
+    return rc;
+}
+
 /* The numerics' own pass: the estimate said and checked, then the sampled calls run (GPU time
  * alone: no estimate, the calls timed); Ctrl-C stops it with the results so far. The filter
  * stays: GPU time counts the calls it matches. */
@@ -641,7 +811,10 @@ static int numerics_pass(replay_cmd *c, ft_err *err)
 {
     ft_numerics_obs *run = NULL;
     int rc = FT_OK;
-    if (c->numerics) {
+    if (c->numerics && c->np > 1) {
+        rc = par_estimate(c, err);
+        if (!rc) rc = ft_numerics_obs_follow(c->est, &run, err);
+    } else if (c->numerics) {
         rc = ft_numerics_obs_check(c->est, err);
         if (!rc) rc = ft_numerics_obs_follow(c->est, &run, err);
     } else {
@@ -649,7 +822,9 @@ static int numerics_pass(replay_cmd *c, ft_err *err)
     }
     ft_replay_result *rn = rc ? NULL : ft_malloc(sizeof *rn);
     if (!rc && !rn) rc = ft_err_set(err, FT_ENOMEM, "out of memory");
-    if (!rc) {
+    if (!rc && !c->set) { /* an MPI process with no trace of its own */
+        memset(c->nres, 0, sizeof *c->nres);
+    } else if (!rc) {
         const ft_replay_observer *obs[1] = {ft_numerics_obs_observer(run)};
         ft_replay_opts on = c->o;
         on.per_trace = NULL;
@@ -664,6 +839,7 @@ static int numerics_pass(replay_cmd *c, ft_err *err)
         rc = ft_numerics_obs_finish(run, ft_replay_run(c->set, &on, rn, err), c->nres, err);
         sigaction(SIGINT, &old_sa, NULL);
     }
+    if (c->np > 1) rc = par_numerics(c, run, rc, err);
     if (!rc && c->nres->interrupted)
         fprintf(stderr,
                 "fusertrace replay: interrupted: numerics of %llu of %llu sampled calls below\n",
@@ -693,14 +869,16 @@ static int replay_and_report(replay_cmd *c, progress *pr, ft_err *err)
 {
     const int table_first = c->nx_pass && c->format == FT_REPORT_TEXT;
     int rc = first_pass(c, pr, err);
-    if (!rc && table_first) {
+    if (c->np > 1) rc = par_replay(c, rc, err);
+    if (!rc && table_first && !c->me) {
         rc = ft_report_write_opts(c->report, c->res, NULL, c->format, &c->rep, err);
         if (!rc) fputc('\n', c->report);
         if (!rc) rc = ft_report_reading(c->report, c->res, err);
         fflush(c->report);
     }
     if (!rc && c->nx_pass) rc = numerics_pass(c, err);
-    if (!rc && c->ro->html) rc = write_html(c, err);
+    if (rc || c->me) return rc; /* process 0 of an MPI job alone writes */
+    if (c->ro->html) rc = write_html(c, err);
     if (rc) return rc;
     if (table_first) {
         if (c->numerics) fputc('\n', c->report);
@@ -738,7 +916,8 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
                     .gpu_time = ro->gpu_time,
                     .nx_pass = ro->backend >= 0 || ro->gpu_time,
                     .pc = {.slot = -1},
-                    .tl = {.slot = -1}};
+                    .tl = {.slot = -1},
+                    .np = 1};
     c.format = ro->json ? FT_REPORT_JSON : ro->csv ? FT_REPORT_CSV : FT_REPORT_TEXT;
     /* stdout carries only the requested format: the report, the per-call lines or the HTML
      * (then the text report goes to stderr) */
@@ -752,8 +931,11 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
         ft_strlcpy(detail, ft_err_msg(err), sizeof detail);
         rc = cli_usage_error(err, "--captured: %s", detail);
     }
-    if (!rc) rc = open_inputs(&c, &pr.n_calls, err);
-    if (!rc) rc = setup(&c, err);
+    if (!rc && cli_par_size() > 1) rc = par_usage(ro, err);
+    if (!rc) rc = par_share(&c, err);
+    /* in an MPI job every process reaches each agreement, failed or not (cli/par.c) */
+    if (!rc || c.np > 1) rc = cli_par_agree(rc ? rc : open_inputs(&c, &pr.n_calls, err), err);
+    if (!rc || c.np > 1) rc = cli_par_agree(rc ? rc : setup(&c, err), err);
     if (!rc) rc = replay_and_report(&c, &pr, err);
     rc = cli_out_close(&c.pc, rc, err); /* a failed replay leaves no per-call file behind */
     rc = cli_out_close(&c.tl, rc, err);
@@ -765,6 +947,12 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     ft_report_prov_free(c.prov);
     ft_numerics_obs_free(c.est);
     ft_replay_set_close(c.set);
+    ft_replay_set_close(c.all);
+    ft_report_causes_free(c.causes_all);
+    ft_free(c.own);
+    ft_free(c.part);
+    ft_free(c.own_paths);
+    ft_free(c.own_res);
     ft_free(c.res);
     ft_free(c.nres);
     ft_free(c.per_trace);
@@ -783,7 +971,8 @@ const cli_cmd cmd_replay = {
                 "                         [--fuser GLOB] [--phase P] [--steps A:B]\n"
                 "                         [--fail-on COND]... [--timeline FILE]\n"
                 "                         [--numerics cpu|cuda] [--gpu-time] [--sample N | --all]\n"
-                "                         [--shrink K] [--seed S] [--max-seconds S]",
+                "                         [--shrink K] [--seed S] [--max-seconds S]\n"
+                "                         [--devices LIST]",
     .summary = "replay traces under plan-cache policies",
     .about = "Replays every call of the traces (one per rank, reduced into one report) through a\n"
              "model of TransformerEngine's fusion-plan cache under each policy, in one pass.\n"

@@ -4,9 +4,12 @@
  * recipes, oplists); `fusertrace sql --extension` prints where the loadable extension is, for the
  * stock sqlite3 shell's `.load`.
  *
- * The trace is opened read-only; a complete trace is opened immutable, so that no side file
- * appears beside it. Output is the sqlite3 shell's list mode (columns joined by '|', NULL empty),
- * or CSV with a header row, or a JSON array of objects per statement.
+ * The trace is opened read-only, as every reader opens it (ft_trace.h): a trace read from its
+ * main file alone (every closed one) is opened immutable, so that no side file beside it is
+ * read and none appears; a trace whose schema is not trace.sql's (a view named `calls`) is
+ * refused as verify refuses it, since its objects would stand in for the tables. Output is the
+ * sqlite3 shell's list mode (columns joined by '|', NULL empty), or CSV with a header row, or a
+ * JSON array of objects per statement.
  */
 #define _XOPEN_SOURCE 700
 #include "cli.h"
@@ -39,7 +42,7 @@ static const cli_opt options[] = {
     {"header", 0, NULL, "list mode: a first line of column names", cli_parse_flag, OFF(header)},
     {"extension", 0, NULL,
      "print the path of libfusertrace_sql.so, the same tables as a SQLite\n"
-     "extension: sqlite3 TRACE '.load PATH' 'SELECT ...'",
+     "extension: sqlite3 -readonly 'file:TRACE?immutable=1' '.load PATH' 'SELECT ...'",
      cli_parse_flag, OFF(extension)},
     {"policy", 0, "DEFS",
      "define user policies NAME=SPEC, comma-separated (docs/policies.md): the\n"
@@ -299,8 +302,8 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
     int rc = cli_in_check(trace, CLI_IN_TRACE, err);
     if (!rc) rc = ft_trace_open(trace, FT_OPEN_READ, &t, err);
     if (rc) return rc;
-    const char *state = ft_trace_meta(t, "state");
-    if (file_uri(&uri, trace, state && !strcmp(state, "complete"))) {
+    if ((rc = ft_trace_check_schema(t, err))) goto done;
+    if (file_uri(&uri, trace, !ft_trace_wal_read(t))) {
         rc = ft_err_set(err, FT_ENOMEM, "out of memory");
         goto done;
     }

@@ -107,8 +107,10 @@ static int run_ftdb(const char *scen, const ft_synth_param *sets, uint32_t n_set
     } else if ((rc = ft_rec_flush(r))) { /* r, and so its error detail, is gone after close */
         ft_err_set(err, rc, "%s: %s", out, ft_err_msg(ft_rec_error(r)));
         ft_rec_abort(r);
-    } else if ((rc = ft_rec_close(r))) {
-        ft_err_set(err, rc, "%s: closing the trace failed: %s", out, ft_strerror(rc));
+    } else if ((rc = ft_rec_close_err(r, err))) {
+        char detail[FT_ERR_MAX];
+        ft_strlcpy(detail, ft_err_msg(err), sizeof detail);
+        ft_err_set(err, rc, "%s: closing the trace failed: %s", out, detail);
     }
     return cli_out_close(&o, rc, err);
 }

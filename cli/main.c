@@ -4,6 +4,7 @@
  * one row of COMMANDS.
  */
 #include "cli.h"
+#include "par.h"
 #include "ft_trace.h"
 
 #include <stdio.h>
@@ -59,6 +60,7 @@ int main(int argc, char **argv);
 
 int main(int argc, char **argv)
 {
+    cli_term_stdout();
     if (argc < 2) {
         usage(stderr);
         return FT_EXIT_INPUT;
@@ -102,5 +104,7 @@ int main(int argc, char **argv)
     }
     char prog[128];
     snprintf(prog, sizeof prog, "fusertrace %s", c->name);
-    return cli_run(c, prog, argc - 1, argv + 1);
+    /* replay spreads its traces over the processes of an MPI job (cli/par.c) */
+    if (!strcmp(c->name, "replay") && cli_par_start(&argc, &argv)) return FT_EXIT_INTERNAL;
+    return cli_par_end(cli_run(c, prog, argc - 1, argv + 1));
 }

@@ -8,16 +8,25 @@
  * `replay T --per-call T` or `export T -o T` cannot truncate T.
  *
  * Outputs: a regular file (or a new one) is written under a temporary name beside its target
- * (`PATH.tmp-PID-XXXXXX`, so the rename stays within one file system), synced, and renamed over the
- * target only when complete; on failure the temporary and the SQLite side files that may sit
- * beside it are removed. A symlink is followed: the temporary goes beside the link's target,
- * which is replaced, and the link itself stays. A FIFO, a character device (/dev/null, a
- * terminal) and `-` are written in place: nothing can be taken back there, but every write,
- * flush and close is still checked, so `-o /dev/full` fails. Replacing an existing trace or
- * capture needs force (-f), as in zstd; a trace is never written to anything but a file.
+ * (`PATH.tmp-HOST-PID-XXXXXX`, so the rename stays within one file system), synced, and renamed
+ * over the target only when complete; on failure the temporary and the SQLite side files that
+ * may sit beside it are removed. The target must still be what it was when the output was
+ * opened: a new one must still be absent (the temporary is linked in, which fails if another
+ * command created it meanwhile), a replaced one the same file; otherwise the command fails
+ * naming it, so of two commands writing one output at once neither loses its output silently. A
+ * symlink is followed: the temporary goes beside the link's target, which is replaced, and the link
+ * itself stays. A FIFO, a character device (/dev/null, a terminal) and `-` are written in place:
+ * nothing can be taken back there, but every write, flush and close is still checked, so `-o
+ * /dev/full` fails. Replacing an existing trace or capture needs force (-f), as in zstd; a trace is
+ * never written to anything but a file.
  *
- * SIGINT, SIGTERM and SIGHUP remove the open temporaries, so only SIGKILL or a crash can leave
- * one behind, and never a partial target.
+ * SIGINT, SIGTERM and SIGHUP remove the open temporaries (the handler is in place, and those
+ * signals held, before a temporary is created), so only SIGKILL or a crash can leave one behind,
+ * and never a partial target. What such a kill leaves is swept by the next output to the same
+ * target (sweep_stale): only names of exactly the form written here, whose HOST (a hash of the
+ * boot id, the PID namespace and the host name) is this process's and whose PID is gone. A
+ * temporary of another host sharing the directory (NFS) or of another PID namespace (a
+ * container) is never removed, as its writer's liveness cannot be asked from here.
  */
 #define _XOPEN_SOURCE 700
 #include "cli.h"
@@ -100,6 +109,15 @@ static void on_signal(int sig)
     raise(sig);
 }
 
+static void guard_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+}
+
+/* Called with the signals held (create_guarded): the handler sees the names complete. */
 static int guard(const char *tmp)
 {
     int s = 0;
@@ -112,11 +130,27 @@ static int guard(const char *tmp)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
+    guard_signals(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     return s;
+}
+
+/* mkstemp(o->tmp) and its guard with SIGINT, SIGTERM and SIGHUP held in between, so that no
+ * signal can fall between the file's creation and its handler; a signal that came meanwhile is
+ * delivered once the guard is in place, and removes the file. The fd, or -1 with errno. */
+static int create_guarded(cli_out *o)
+{
+    sigset_t set, old;
+    guard_signals(&set);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    int fd = mkstemp(o->tmp);
+    int e = errno;
+    if (fd >= 0) o->slot = guard(o->tmp);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return fd;
 }
 
 static void unguard(cli_out *o)
@@ -149,9 +183,54 @@ static int open_in_place(cli_out *o, const char *path, ft_err *err)
     return FT_OK;
 }
 
-/* Temporaries a killed fusertrace left beside target (TARGET.tmp-PID-XXXXXX, with the SQLite
- * side files of a trace being written there): removed when process PID is gone. A live
- * process's temporaries, and every other file, are left alone. */
+/* This host, boot and PID namespace as 16 hex digits: what a temporary's name carries, so that
+ * the sweeper asks kill(PID, 0) only about temporaries whose PID means the same process here. */
+static const char *host_id(void)
+{
+    static char id[17];
+    if (id[0]) return id;
+    char buf[512];
+    size_t n = 0;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        n = fread(buf, 1, 64, f);
+        fclose(f);
+    }
+    ssize_t k = readlink("/proc/self/ns/pid", buf + n, 64);
+    if (k > 0) n += (size_t)k;
+    if (!gethostname(buf + n, sizeof buf - n - 1)) n += strnlen(buf + n, sizeof buf - n - 1);
+    snprintf(id, sizeof id, "%016llx", (unsigned long long)ft_hash64(buf, n));
+    return id;
+}
+
+/* The PID of a name of exactly the form HOST-PID-XXXXXX (what follows "TARGET.tmp-") with this
+ * host's HOST: PID in plain decimal digits (no sign, space or leading zero) and XXXXXX six
+ * letters or digits, nothing after. 0 for any other name (a side file, another host's, a user's
+ * file that looks alike). */
+static long own_temp_pid(const char *s)
+{
+    const char *id = host_id();
+    if (strncmp(s, id, 16) || s[16] != '-') return 0;
+    s += 17;
+    long pid = 0;
+    int digits = 0;
+    if (*s == '0') return 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (++digits > 10) return 0;
+        pid = pid * 10 + (*s - '0');
+    }
+    if (!digits || *s != '-' || pid > INT_MAX) return 0;
+    s++;
+    for (int i = 0; i < 6; i++, s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')))
+            return 0;
+    return *s ? 0 : pid;
+}
+
+/* Temporaries a killed fusertrace of this host left beside target (own_temp_pid's names; the
+ * SQLite side files of a trace being written there go with them): removed when the PID is
+ * gone. A live process's temporaries, another host's or namespace's, and every other file are
+ * left alone. */
 static void sweep_stale(const char *target)
 {
     char dir[CLI_PATH_MAX];
@@ -170,17 +249,11 @@ static void sweep_stale(const char *target)
     struct dirent *e;
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, prefix, np)) continue;
-        char *end;
-        long pid = strtol(e->d_name + np, &end, 10);
-        if (end == e->d_name + np || *end != '-' || pid <= 0 || pid == (long)getpid()) continue;
+        long pid = own_temp_pid(e->d_name + np);
+        if (pid <= 0 || pid == (long)getpid()) continue;
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to ask */
         char full[2 * CLI_PATH_MAX + 2];
         snprintf(full, sizeof full, "%s/%s", slash && !dir[0] ? "" : dir, e->d_name);
-        size_t n = strlen(full);
-        /* the temporary itself (its -wal, -shm and -journal go with it), not a side file alone */
-        if ((n > 4 && !strcmp(full + n - 4, "-wal")) || (n > 4 && !strcmp(full + n - 4, "-shm")) ||
-            (n > 8 && !strcmp(full + n - 8, "-journal")))
-            continue;
         ft_trace_remove(full);
     }
     closedir(d);
@@ -242,16 +315,20 @@ int cli_out_open(cli_out *o, const char *path, int kind, int force, ft_err *err)
     }
     ft_strlcpy(o->path, target, sizeof o->path);
     sweep_stale(target);
-    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp-%ld-XXXXXX", target, (long)getpid()) >=
-        sizeof o->tmp)
+    if ((size_t)snprintf(o->tmp, sizeof o->tmp, "%s.tmp-%s-%ld-XXXXXX", target, host_id(),
+                         (long)getpid()) >= sizeof o->tmp)
         return ft_err_set(err, FT_EINVAL, "%s: output path too long", path);
-    int fd = mkstemp(o->tmp);
+    o->had_target = exists;
+    if (exists) {
+        o->dev = (unsigned long long)st.st_dev;
+        o->ino = (unsigned long long)st.st_ino;
+    }
+    int fd = create_guarded(o);
     if (fd < 0) {
         int e = errno;
         o->path[0] = '\0';
         return ft_err_set(err, FT_EINVAL, "cannot create a file beside %s: %s", path, strerror(e));
     }
-    o->slot = guard(o->tmp);
     if (kind == CLI_OUT_DB) { /* the name is reserved; the recorder creates the file anew */
         close(fd);
         unlink(o->tmp);
@@ -272,6 +349,32 @@ int cli_out_open(cli_out *o, const char *path, int kind, int force, ft_err *err)
         o->path[0] = '\0';
         return ft_err_set(err, FT_ENOMEM, "cannot create a file beside %s: %s", path, strerror(e));
     }
+    return FT_OK;
+}
+
+/* The temporary in the target's place, when the target is still what it was at the open. */
+static int put_in_place(cli_out *o, ft_err *err)
+{
+    static const char race[] =
+        "%s: %s by another process while this one wrote it (two commands writing one output "
+        "at once?); not replacing it: this output is lost, that one stays";
+    struct stat st;
+    if (!o->had_target) {
+        /* link fails if the name exists: no other writer's new output is replaced */
+        if (!link(o->tmp, o->path)) {
+            unlink(o->tmp);
+            return FT_OK;
+        }
+        if (errno == EEXIST) return ft_err_set(err, FT_EIO, race, o->path, "created");
+        /* a file system without hard links: the same check, with a window before the rename */
+        if (!lstat(o->path, &st)) return ft_err_set(err, FT_EIO, race, o->path, "created");
+    } else if (stat(o->path, &st) || (unsigned long long)st.st_dev != o->dev ||
+               (unsigned long long)st.st_ino != o->ino) {
+        return ft_err_set(err, FT_EIO, race, o->path, "replaced or removed");
+    }
+    if (rename(o->tmp, o->path))
+        return ft_err_set(err, FT_EIO, "cannot rename %s to %s: %s", o->tmp, o->path,
+                          strerror(errno));
     return FT_OK;
 }
 
@@ -296,9 +399,7 @@ int cli_out_close(cli_out *o, int rc, ft_err *err)
                 rc = ft_err_set(err, FT_EIO, "cannot remove %s: %s", side, strerror(errno));
         }
     }
-    if (!rc && rename(o->tmp, o->path))
-        rc =
-            ft_err_set(err, FT_EIO, "cannot rename %s to %s: %s", o->tmp, o->path, strerror(errno));
+    if (!rc) rc = put_in_place(o, err);
     if (rc) ft_trace_remove(o->tmp);
     unguard(o);
     o->path[0] = '\0';

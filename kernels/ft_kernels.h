@@ -313,6 +313,9 @@ int ft_cpu_mlp_ref(const ft_mlp *m, const float *dy, ft_mlp_ref *out, ft_err *er
 /* ==== CUDA back end (kernels/cuda/; FT_ENODEV without a CUDA build or device) =============== */
 
 int ft_cuda_device_count(void);
+/* The calling thread's current device (0 <= device < ft_cuda_device_count()): what the functions
+ * that say "the current device" act on. FT_EINVAL for an id out of range. */
+int ft_cuda_set_device(int device, ft_err *err);
 /* Device name and multiprocessor count of the current device. */
 int ft_cuda_device_info(char *name, size_t cap, int *n_sm, ft_err *err);
 /* The float32 contract's quantizer and activations on the device (DEVICE pointers), exact to
@@ -453,6 +456,10 @@ int ft_cpu_nx_time(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, uint32_t 
  * failures (FT_ECUDA, FT_ENOMEM for device memory). ft_cuda_nx_run decides the kernels'
  * refusals on the host before anything runs; ft_cuda_nx_collect waits for the device. */
 int ft_cuda_nx_new(ft_nx **out, ft_err *err);
+/* A context on device `device` (its own stream, cuBLAS handle and weight cache; ft_cuda_nx_new's
+ * is on the current device). Every ft_cuda_nx_* call on it makes its device the calling thread's
+ * current one, so contexts on several devices can be driven from one thread or one each. */
+int ft_cuda_nx_new_on(int device, ft_nx **out, ft_err *err);
 void ft_cuda_nx_free(ft_nx *nx);
 int ft_cuda_nx_problem(ft_nx *nx, const ft_nx_problem *p, ft_err *err);
 int ft_cuda_nx_run(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, unsigned flags, ft_err *err);

@@ -11,7 +11,9 @@
 #include "numerics_int.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -88,16 +90,19 @@ static int run_outs(const nx_backend *be, ft_nx *ctx, job *j, const problem *P, 
     return FT_OK;
 }
 
-/* run_outs on the device's context (one call at a time), or on a context of this call's own. */
+/* run_outs on the context of the call's device (one call at a time there), or on a context of
+ * this call's own. */
 static int exec_runs(ft_numerics *nx, job *j, const problem *P, runout *outs, uint32_t n_outs,
                      int skip0, ft_err *err)
 {
     const nx_backend *be = nx->be;
-    ft_nx *ctx = nx->dev;
+    nx_slot *s = be->device ? &nx->slot[j->slot < nx->n_slots ? j->slot : 0] : NULL;
+    ft_nx *ctx = s ? s->ctx : NULL;
     ft_err derr = {0};
     int rc = FT_OK;
-    if (be->device) {
-        pthread_mutex_lock(&nx->gpu_lock);
+    if (s) {
+        pthread_mutex_lock(&s->lock);
+        if (be->set_device && (rc = be->set_device(s->device, &derr))) goto fail;
         if ((rc = fits_device(nx, j, P, err))) goto done;
     } else {
         if ((rc = be->open(&ctx, &derr))) goto fail;
@@ -110,8 +115,8 @@ fail:
     ft_err_set(err, rc, "numerics %s: fuser %u seq %lld: %s", be->name, j->fuser, (long long)j->seq,
                ft_err_msg(&derr));
 done:
-    if (be->device) {
-        pthread_mutex_unlock(&nx->gpu_lock);
+    if (s) {
+        pthread_mutex_unlock(&s->lock);
     } else if (ctx) {
         if (nx->o.profile) {
             double ms[FT_NX_PHASES];
@@ -181,6 +186,7 @@ static void execute_call(ft_numerics *nx, job *j)
     }
 done:
     j->rc = rc;
+    j->executed = 1;
     nx_problem_free(&P);
 }
 
@@ -230,32 +236,53 @@ static void band_add(ft_band *b, double v)
     b->sum += v;
 }
 
-/* Add an executed call into the results (call order). */
-static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
+/* What folding j reads (zeroed first: the bytes may travel to another process). */
+static void outcome_of(const job *j, uint32_t np, ft_numerics_outcome *o)
 {
-    if (j->rc) return ft_err_set(err, j->rc, "%s", ft_err_msg(&j->err));
-    ft_numerics_result *r = &nx->res;
-    if (nx->o.gpu_time) nx_gt_fold(nx, j);
-    r->calls_run++;
-    if (nx->o.time_only) return FT_OK; /* no runs, nothing compared */
-    r->mlp_runs += j->runs;
-    r->device_runs += j->device_runs;
-    r->flops += j->flops;
-    for (int k = 0; k < FT_NX_PHASES; k++)
-        r->phase_ms[k] += j->phase_ms[k];
-    if (!j->fresh_ok) r->fresh_raised++;
-    if (j->fresh_ok) band_add(&r->fresh_err, j->fresh_err);
-    if (j->fresh_ok && (unsigned)j->fresh_cfg.q.fmt < FT_QF_COUNT)
-        band_add(&r->fresh_err_fmt[j->fresh_cfg.q.fmt], j->fresh_err);
-    if (j->has_ctl) band_add(&r->harmless_band, j->ctl_div);
-    for (uint32_t p = 0; p < r->n_policies; p++) {
-        ft_numerics_policy *pol = &r->pol[p];
+    memset(o, 0, sizeof *o);
+    o->index = j->index;
+    o->seq = j->seq;
+    o->fuser = j->fuser;
+    o->fresh_ok = (uint8_t)(j->fresh_ok != 0);
+    o->has_ctl = (uint8_t)(j->has_ctl != 0);
+    o->fresh_fmt = (int32_t)j->fresh_cfg.q.fmt;
+    o->fresh_err = j->fresh_err;
+    o->ctl_div = j->ctl_div;
+    o->runs = j->runs;
+    o->device_runs = j->device_runs;
+    o->flops = j->flops;
+    for (uint32_t p = 0; p < np; p++) {
         const choice_out *co = &j->out[p];
+        ft_numerics_outcome_choice *x = &o->out[p];
+        x->kind = co->kind;
+        x->err = co->err;
+        x->div = co->div;
+        x->max_abs = co->max_abs;
+        x->nonfinite = co->nonfinite;
+        ft_strlcpy(x->text, co->text, sizeof x->text);
+    }
+}
+
+/* Add one call's outcome into r (call order): its runs, bands and each policy's comparison. */
+static void fold_outcome(ft_numerics_result *r, const ft_numerics_outcome *o)
+{
+    r->calls_run++;
+    r->mlp_runs += o->runs;
+    r->device_runs += o->device_runs;
+    r->flops += o->flops;
+    if (!o->fresh_ok) r->fresh_raised++;
+    if (o->fresh_ok) band_add(&r->fresh_err, o->fresh_err);
+    if (o->fresh_ok && o->fresh_fmt >= 0 && o->fresh_fmt < FT_QF_COUNT)
+        band_add(&r->fresh_err_fmt[o->fresh_fmt], o->fresh_err);
+    if (o->has_ctl) band_add(&r->harmless_band, o->ctl_div);
+    for (uint32_t p = 0; p < r->n_policies && p < FT_NUMERICS_MAX_POLICIES; p++) {
+        ft_numerics_policy *pol = &r->pol[p];
+        const ft_numerics_outcome_choice *co = &o->out[p];
         pol->calls++;
         if (co->kind == OUT_RAISED) {
             if (!pol->raised) ft_strlcpy(pol->raise_text, co->text, sizeof pol->raise_text);
             pol->raised++;
-            pol->raised_stale += j->fresh_ok;
+            pol->raised_stale += o->fresh_ok;
             continue;
         }
         band_add(&pol->err, co->err);
@@ -272,6 +299,87 @@ static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
             pol->quant++;
             band_add(&r->quant_band, co->div);
         }
+    }
+}
+
+/* Add an executed call into the results (call order); with opts.parts, its outcome kept. */
+static int fold_call(ft_numerics *nx, const job *j, ft_err *err)
+{
+    if (j->rc) return ft_err_set(err, j->rc, "%s", ft_err_msg(&j->err));
+    ft_numerics_result *r = &nx->res;
+    if (nx->o.gpu_time) nx_gt_fold(nx, j);
+    if (nx->o.time_only) { /* no runs, nothing compared */
+        r->calls_run++;
+        return FT_OK;
+    }
+    for (int k = 0; k < FT_NX_PHASES; k++)
+        r->phase_ms[k] += j->phase_ms[k];
+    ft_numerics_outcome one, *o = &one;
+    if (nx->o.parts) {
+        if (nx->n_oc == nx->cap_oc) {
+            const uint64_t cap = nx->cap_oc ? 2 * nx->cap_oc : 16;
+            ft_numerics_outcome *v =
+                cap <= SIZE_MAX / sizeof *v ? ft_realloc(nx->oc, (size_t)cap * sizeof *v) : NULL;
+            if (!v) return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+            nx->oc = v, nx->cap_oc = cap;
+        }
+        o = &nx->oc[nx->n_oc++];
+    }
+    outcome_of(j, r->n_policies, o);
+    fold_outcome(r, o);
+    return FT_OK;
+}
+
+static int by_index(const void *a, const void *b)
+{
+    const uint64_t x = ((const ft_numerics_outcome *)a)->index,
+                   y = ((const ft_numerics_outcome *)b)->index;
+    return x < y ? -1 : x > y;
+}
+
+int ft_numerics_result_join(const ft_numerics_result *parts, uint32_t n_parts,
+                            ft_numerics_outcome *oc, uint64_t n_oc, ft_numerics_result *out,
+                            ft_err *err)
+{
+    if (!n_parts) return ft_err_set(err, FT_EINVAL, "numerics: a trace of no parts");
+    const ft_numerics_result *p0 = &parts[0];
+    if (p0->n_policies > FT_NUMERICS_MAX_POLICIES)
+        return ft_err_set(err, FT_EINVAL, "numerics: a part of %u policies", p0->n_policies);
+    memset(out, 0, sizeof *out);
+    out->backend = p0->backend;
+    out->n_policies = p0->n_policies;
+    out->calls_seen = p0->calls_seen;
+    out->calls_planned = p0->calls_planned;
+    out->time_only = p0->time_only;
+    out->gt = p0->gt;
+    for (uint32_t p = 0; p < p0->n_policies; p++)
+        out->pol[p].name = p0->pol[p].name;
+    for (uint32_t i = 0; i < n_parts; i++) {
+        const ft_numerics_result *x = &parts[i];
+        /* every part replays the whole trace and offers every call, unless a stop ended it */
+        const int stopped = x->interrupted || p0->interrupted;
+        if (x->n_policies != p0->n_policies || (x->calls_seen != p0->calls_seen && !stopped) ||
+            x->backend != p0->backend)
+            return ft_err_set(err, FT_EINVAL,
+                              "numerics: the parts of a trace disagree (%llu and %llu calls "
+                              "offered, %u and %u policies)",
+                              (unsigned long long)p0->calls_seen, (unsigned long long)x->calls_seen,
+                              p0->n_policies, x->n_policies);
+        if (x->calls_seen > out->calls_seen) out->calls_seen = x->calls_seen;
+        if (x->n_threads > out->n_threads) out->n_threads = x->n_threads;
+        if (x->wall_ns > out->wall_ns) out->wall_ns = x->wall_ns; /* the parts ran at once */
+        if (x->device_bytes > out->device_bytes) out->device_bytes = x->device_bytes;
+        if (!out->device[0]) ft_strlcpy(out->device, x->device, sizeof out->device);
+        out->interrupted |= x->interrupted;
+        for (int k = 0; k < FT_NX_PHASES; k++)
+            out->phase_ms[k] += x->phase_ms[k];
+    }
+    if (n_oc > 1) qsort(oc, (size_t)n_oc, sizeof *oc, by_index);
+    for (uint64_t k = 0; k < n_oc; k++) {
+        if (k && oc[k].index == oc[k - 1].index)
+            return ft_err_set(err, FT_EINVAL, "numerics: sampled call %llu of a trace ran twice",
+                              (unsigned long long)oc[k].index);
+        fold_outcome(out, &oc[k]);
     }
     return FT_OK;
 }
@@ -298,7 +406,8 @@ uint32_t nx_online_cores(void)
     return nc > 0 ? (uint32_t)nc : 1;
 }
 
-/* The thread pool of nx_run_jobs: workers take the next job until none is left (or a stop). */
+/* The thread pool of nx_run_jobs: workers take the next job until none is left (or a stop); on
+ * a device back end, each device's worker takes the jobs assigned to it, in call order. */
 typedef struct pool {
     ft_numerics *nx;
     job *jobs;
@@ -308,7 +417,13 @@ typedef struct pool {
     pthread_t main;
 } pool;
 
-/* The progress line (opts.progress): calls done of the estimate's total, rate, time left. */
+typedef struct worker {
+    pool *pl;
+    int slot; /* the device slot it drives; -1: any job (the CPU back end) */
+} worker;
+
+/* The progress line (opts.progress): calls done of the estimate's total (on every device), rate,
+ * time left. */
 static void progress_line(ft_numerics *nx, uint64_t done)
 {
     if (!nx->o.info || !nx->o.progress) return;
@@ -321,18 +436,61 @@ static void progress_line(ft_numerics *nx, uint64_t done)
     fflush(nx->o.info);
 }
 
+/* The next job of worker w, or NULL when none is left. */
+static job *next_job(worker *w, uint32_t *cursor)
+{
+    pool *pl = w->pl;
+    if (w->slot < 0) {
+        unsigned k = atomic_fetch_add(&pl->next, 1u);
+        return k < pl->n ? &pl->jobs[k] : NULL;
+    }
+    while (*cursor < pl->n && pl->jobs[*cursor].slot != (uint32_t)w->slot)
+        (*cursor)++;
+    return *cursor < pl->n ? &pl->jobs[(*cursor)++] : NULL;
+}
+
 static void *pool_worker(void *arg)
 {
-    pool *pl = arg;
+    worker *w = arg;
+    pool *pl = w->pl;
+    uint32_t cursor = 0;
     for (;;) {
         if (pl->nx->o.stop && *pl->nx->o.stop) return NULL;
-        unsigned k = atomic_fetch_add(&pl->next, 1u);
-        if (k >= pl->n) return NULL;
-        execute_call(pl->nx, &pl->jobs[k]);
+        job *j = next_job(w, &cursor);
+        if (!j) return NULL;
+        execute_call(pl->nx, j);
         unsigned d = atomic_fetch_add(&pl->done, 1u) + 1;
         if (pthread_equal(pthread_self(), pl->main))
             progress_line(pl->nx, pl->nx->res.calls_run + d);
     }
+}
+
+/* Device back ends: each job, in call order, to the device slot with the least work assigned so
+ * far (ties to the lowest slot). The work is the estimate's (nx_work: FLOPs plus elements). */
+static int assign_jobs(ft_numerics *nx, job *jobs, uint32_t n, ft_err *err)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        uint32_t best = 0;
+        for (uint32_t s = 1; s < nx->n_slots; s++)
+            if (nx->slot[s].load < nx->slot[best].load) best = s;
+        j->slot = best;
+        nx->slot[best].jobs++;
+        if (nx->n_slots < 2) continue;
+        problem P;
+        runout outs[FT_NUMERICS_MAX_POLICIES + 2];
+        uint32_t which[FT_NUMERICS_MAX_POLICIES], ctl_i;
+        memset(outs, 0, sizeof outs);
+        int rc = nx_problem_shape(nx, &nx->mlp[j->fuser], j, &P, err);
+        if (rc) return rc;
+        const uint32_t n_outs = nx_list_outs(j, nx->res.n_policies, outs, which, &ctl_i);
+        double fl = 0, el = 0;
+        nx_work(&P.np, n_outs - (j->fresh_raise != NULL), &fl, &el);
+        /* an element costs about what 40 FLOPs do on the device (the estimate's rates) */
+        nx->slot[best].load += fl + 40.0 * el;
+        nx_problem_free(&P);
+    }
+    return FT_OK;
 }
 
 int nx_run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err)
@@ -340,29 +498,45 @@ int nx_run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_e
     if (!n) return FT_OK;
     uint64_t t0 = ft_now_ns();
     pool pl = {nx, jobs, n, 0, 0, pthread_self()};
-    if (n_threads > n) n_threads = n;
+    const int devices = nx->be->device && nx->n_slots > 0;
+    int rc = FT_OK;
+    if (devices) {
+        n_threads = nx->n_slots;
+        if ((rc = assign_jobs(nx, jobs, n, err))) goto fold;
+    } else if (n_threads > n) {
+        n_threads = n;
+    }
     /* the cores are shared between the threads here and BLAS's own threads inside each call */
     if (nx->o.backend == FT_NUMERICS_CPU) {
         uint32_t per = nx_online_cores() / (n_threads ? n_threads : 1);
         ft_cpu_blas_threads(per > 1 ? (int)per : 1);
     }
-    pthread_t th[64];
+    pthread_t th[FT_NUMERICS_MAX_DEVICES];
+    worker w[FT_NUMERICS_MAX_DEVICES];
     uint32_t started = 0;
     if (n_threads > FT_ARRAY_LEN(th)) n_threads = FT_ARRAY_LEN(th);
+    for (uint32_t i = 0; i < n_threads; i++)
+        w[i] = (worker){&pl, devices ? (int)i : -1};
+    /* workers 1.. on threads of their own; worker 0 on this thread (the progress line's) */
     for (; n_threads > 1 && started < n_threads - 1; started++)
-        if (pthread_create(&th[started], NULL, pool_worker, &pl)) break;
-    pool_worker(&pl); /* this thread works too */
+        if (pthread_create(&th[started], NULL, pool_worker, &w[started + 1])) break;
+    if (devices) /* a device whose thread did not start: its jobs run here, after device 0's */
+        for (uint32_t i = 0; i < n; i++)
+            if (jobs[i].slot > started) jobs[i].slot = 0;
+    pool_worker(&w[0]);
     for (uint32_t i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     if (started + 1 > nx->res.n_threads) nx->res.n_threads = started + 1;
-    int rc = FT_OK;
+fold:;
     /* folded in call order up to the first call not executed (a stop) */
-    const uint32_t picked = atomic_load(&pl.next), ran = picked < n ? picked : n;
+    uint32_t ran = 0;
+    while (ran < n && jobs[ran].executed)
+        ran++;
     for (uint32_t i = 0; i < n; i++) {
         if (!rc && i < ran) rc = fold_call(nx, &jobs[i], err);
         nx_job_free(&jobs[i]);
     }
-    if (ran < n) nx->res.interrupted = 1;
+    if (ran < n && !rc) nx->res.interrupted = 1;
     nx->res.wall_ns += ft_now_ns() - t0;
     progress_line(nx, nx->res.calls_run);
     return rc;
@@ -375,11 +549,20 @@ void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out)
     *out = nx->res;
     out->time_only = nx->o.time_only;
     nx_gt_get(nx, &out->gt);
-    if (nx->dev && nx->o.profile) nx->be->profile(nx->dev, -1, out->phase_ms);
-    if (nx->dev) {
-        uint64_t held = 0, peak = 0;
+    /* devices: the phases added over them, the memory of the one that held the most */
+    for (uint32_t i = 0; i < nx->n_slots; i++) {
+        const nx_slot *s = &nx->slot[i];
         ft_err e = {0};
-        if (nx->be->memory(nx->dev, &held, &peak, &e) == FT_OK) out->device_bytes = held + peak;
+        if (nx->be->set_device && nx->be->set_device(s->device, &e)) continue;
+        if (nx->o.profile) {
+            double ms[FT_NX_PHASES];
+            nx->be->profile(s->ctx, -1, ms);
+            for (int k = 0; k < FT_NX_PHASES; k++)
+                out->phase_ms[k] = (i ? out->phase_ms[k] : 0.0) + ms[k];
+        }
+        uint64_t held = 0, peak = 0;
+        if (nx->be->memory(s->ctx, &held, &peak, &e) == FT_OK && held + peak > out->device_bytes)
+            out->device_bytes = held + peak;
     }
 }
 

@@ -19,7 +19,15 @@
  * float32 emulation, float64 reference; calls on a thread pool) or CUDA (kernels/cuda: the
  * inputs are drawn on the device from the same seeds, the float64 reference runs in cuBLAS
  * DGEMM, every configuration runs the bf16 tensor-core fast path, and only figures come back;
- * one thread, the device is one).
+ * one thread per device).
+ *
+ * Several devices (opts.devices): each has its own context (stream, cuBLAS handle, pool and
+ * weight cache) and a thread that drives it. A sampled call goes, in call order, to the device
+ * with the least work assigned so far (nx_work's FLOPs and elements; ties to the lowest slot),
+ * so the assignment is fixed by the calls alone; every call draws its inputs from its own
+ * seeds, and results are folded in call order, so the figures are those of one device (of the
+ * same model: the kernels are deterministic on one model; another model may choose other cuBLAS
+ * algorithms for the reference).
  *
  * What a run means for each comparison of a policy's choice with the fresh plan:
  * - same: same topology and same quantization -> identical numbers (divergence 0);
@@ -58,11 +66,20 @@ extern "C" {
 #endif
 
 #define FT_NUMERICS_MAX_POLICIES 16
+#define FT_NUMERICS_MAX_DEVICES  64 /* devices one process drives (--devices) */
 
 typedef enum ft_numerics_backend {
     FT_NUMERICS_CPU = 0, /* ft_cpu_nx_*: kernels/cpu, calls on a thread pool */
     FT_NUMERICS_CUDA = 1 /* ft_cuda_nx_*: kernels/cuda (the plugin), everything on the device */
 } ft_numerics_backend;
+
+/* One trace's sampled calls split over the processes of a job (MPI): a process that takes part in
+ * a trace replays the whole of it, so that the sampler sees every call and samples what one
+ * process does, but runs only its part of the sampled calls: call k of the trace's sampled list
+ * (0, 1, ... in call order) where k % mod lies in [lo, hi). mod 0: every sampled call. */
+typedef struct ft_numerics_part {
+    uint32_t mod, lo, hi;
+} ft_numerics_part;
 
 typedef struct ft_numerics_opts {
     uint32_t shrink; /* K >= 1: hidden sizes and split sizes divided by K (rounded up; hidden
@@ -76,7 +93,12 @@ typedef struct ft_numerics_opts {
     uint64_t seed;   /* mixed into every input seed */
     ft_numerics_backend backend;
     uint32_t n_threads; /* trace drivers: threads running sampled calls; 0 = one per online core
-                           (the CUDA back end uses one: the device is one) */
+                           (the CUDA back end: one per device) */
+    /* the CUDA back end: the devices to spread the sampled calls over (ids as CUDA numbers them
+     * in this process, distinct, each < ft_cuda_device_count()); n_devices 0: every visible one.
+     * The CPU back end ignores them (the CLI refuses --devices there). */
+    const int *devices;
+    uint32_t n_devices;
     FILE *info;         /* trace drivers: before numerics start, one line with the estimate (calls
                            sampled, FLOPs, memory, seconds); NULL: none */
     uint8_t progress;   /* 1: a progress line on info while calls run (the caller checks that
@@ -94,6 +116,12 @@ typedef struct ft_numerics_opts {
     uint8_t time_only;    /* with gpu_time: no reference, no comparisons, the timing alone */
     uint32_t time_warmup; /* untimed runs before the timed ones (0: 2) */
     uint32_t time_rounds; /* timed rounds per situation (0: 5; at most FT_NX_MAX_ROUNDS) */
+    /* trace drivers: parts[in->index] is the part of each trace of the replay this process runs
+     * (NULL: every sampled call of every trace; a trace past n_parts: all of it). The calls run
+     * leave their outcomes (ft_numerics_obs_outcomes) for ft_numerics_result_join. Not with GPU
+     * time (its sums count every call of a trace). */
+    const ft_numerics_part *parts;
+    uint32_t n_parts;
 } ft_numerics_opts;
 
 typedef struct ft_numerics ft_numerics;
@@ -109,6 +137,9 @@ void ft_numerics_free(ft_numerics *nx);
 /* FT_OK when the back end can run here; FT_ENODEV with what to do instead (CUDA without a device
  * or without a CUDA build). Cheap: callers check before other work. */
 int ft_numerics_backend_check(ft_numerics_backend be, ft_err *err);
+/* The devices of opts.devices for back end be: FT_EINVAL naming an id this process does not see,
+ * or one named twice (n 0: every visible device, always valid). */
+int ft_numerics_devices_check(ft_numerics_backend be, const int *ids, uint32_t n, ft_err *err);
 /* The same for GPU time (opts.gpu_time): FT_ENODEV saying why there is no device to time on. */
 int ft_numerics_gputime_check(ft_err *err);
 
@@ -215,7 +246,8 @@ typedef struct ft_numerics_result {
     uint64_t device_runs;  /* of those, on the CUDA device */
     uint64_t wall_ns;      /* wall time of the numerics work (threads overlap inside it) */
     ft_numerics_backend backend;
-    uint32_t n_threads;        /* threads that ran sampled calls (the largest, after a merge) */
+    uint32_t n_threads;        /* threads that ran sampled calls (the largest, after a merge;
+                                  CUDA: the devices used) */
     char device[64];           /* CUDA device name, "" on the CPU back end */
     char fallback_text[160];   /* never set now (no configuration falls back to the CPU); the
                                   report still prints it, so it stays until the report drops it */
@@ -243,6 +275,38 @@ void ft_numerics_get(const ft_numerics *nx, ft_numerics_result *out);
 /* Add src into dst (results of the same policy list, e.g. one per rank's trace). */
 int ft_numerics_result_merge(ft_numerics_result *dst, const ft_numerics_result *src, ft_err *err);
 
+/* ---- one trace's sampled calls in parts (opts.parts) ---------------------------------------- */
+/* What folding one sampled call into a result reads: plain bytes, the same in every process of
+ * one build. kind is the comparison's class (private to the fold). */
+typedef struct ft_numerics_outcome_choice {
+    uint8_t kind;
+    double err, div, max_abs;
+    uint64_t nonfinite;
+    char text[160];
+} ft_numerics_outcome_choice;
+
+typedef struct ft_numerics_outcome {
+    uint64_t index; /* its place among the trace's sampled calls (ft_numerics_part's k) */
+    int64_t seq;
+    uint32_t fuser;
+    uint8_t fresh_ok, has_ctl;
+    int32_t fresh_fmt; /* the fresh plan's quantization format (ft_qfmt) */
+    double fresh_err, ctl_div;
+    uint64_t runs, device_runs;
+    double flops;
+    ft_numerics_outcome_choice out[FT_NUMERICS_MAX_POLICIES];
+} ft_numerics_outcome;
+
+/* One trace's result from its parts: parts[n_parts] each part's own result of the trace
+ * (ft_numerics_obs_traces; policy names as out should carry them), oc[n_oc] the outcomes of every
+ * part (any order; sorted here by index, which must be distinct). The outcomes are folded in call
+ * order, so out is the result one process running every sampled call gives; the calls offered
+ * (which every part must agree on), threads, device, memory, phases, wall time and the
+ * interruption come from the parts. FT_EINVAL when the parts do not fit together. */
+int ft_numerics_result_join(const ft_numerics_result *parts, uint32_t n_parts,
+                            ft_numerics_outcome *oc, uint64_t n_oc, ft_numerics_result *out,
+                            ft_err *err);
+
 /* ---- as an observer of the replay driver ---------------------------------------------------- */
 /* Every grouped-MLP call of every trace the driver replays is offered to the numerics with each
  * policy's chosen plan and quantizer state, from the batch's view; sampled calls run on
@@ -261,9 +325,38 @@ const ft_replay_observer *ft_numerics_obs_observer(ft_numerics_obs *o);
  * two small sizes; CUDA: the H200 rates bench/RESULTS.md records), as a range of seconds that
  * the results carry (ft_numerics_result.est_lo_s, est_hi_s). */
 int ft_numerics_obs_check(ft_numerics_obs *est, ft_err *err);
+/* ft_numerics_obs_check in two halves, for work spread over processes (MPI): the estimate of this
+ * process's share (measured, not said, not judged), then, on one process, the estimate of the
+ * whole job (the shares added: calls, runs and FLOPs summed, memory and seconds the largest
+ * share's, processes counted) said on opts->info and judged (FT_ERANGE). set_estimate gives an
+ * estimating observer the whole job's figures (the total its follower's progress counts, the
+ * range the results carry). */
+typedef struct ft_numerics_estimate {
+    uint64_t calls, runs;
+    double flops;
+    uint64_t mem, cap;  /* memory the calls at once need; the machine's (device's) */
+    uint32_t threads;   /* calls at once */
+    uint32_t devices;   /* CUDA: the devices shared (0 on the CPU) */
+    uint32_t processes; /* shares added (0 or 1: this process alone) */
+    int timed;          /* the seconds were estimated (not when the largest call cannot fit) */
+    double lo_s, hi_s;  /* the range of seconds */
+    char how[200];      /* where the rates come from */
+} ft_numerics_estimate;
+int ft_numerics_obs_measure(ft_numerics_obs *est, ft_numerics_estimate *out, ft_err *err);
+int ft_numerics_estimate_judge(const ft_numerics_estimate *e, const ft_numerics_opts *opts,
+                               ft_err *err);
+void ft_numerics_obs_set_estimate(ft_numerics_obs *est, const ft_numerics_estimate *e);
 int ft_numerics_obs_follow(const ft_numerics_obs *est, ft_numerics_obs **run, ft_err *err);
 /* The results of every trace finished so far. */
 void ft_numerics_obs_result(const ft_numerics_obs *o, ft_numerics_result *out);
+/* Each trace's own results, in the order the traces ran (valid while o lives); their number.
+ * Merged in that order (the first copied, ft_numerics_result_merge for the rest) they give the
+ * total ft_numerics_obs_result gives. */
+uint32_t ft_numerics_obs_traces(const ft_numerics_obs *o, const ft_numerics_result **out);
+/* With opts.parts: the outcomes of the calls this process ran of trace t (the order of
+ * ft_numerics_obs_traces), in call order; their number. */
+uint64_t ft_numerics_obs_outcomes(const ft_numerics_obs *o, uint32_t t,
+                                  const ft_numerics_outcome **out);
 /* After a running observer's pass that returned rc: its results into out. A pass that opts->stop
  * ended is FT_OK (err cleared), out->interrupted set, the figures those of the calls that ran. */
 int ft_numerics_obs_finish(ft_numerics_obs *o, int rc, ft_numerics_result *out, ft_err *err);

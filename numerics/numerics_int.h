@@ -70,6 +70,7 @@ typedef struct choice_out {
 typedef struct job {
     uint32_t fuser;
     int64_t seq;
+    uint64_t index;  /* its place among the trace's sampled calls (opts.parts) */
     int grad;        /* the call runs the backward */
     int64_t *splits; /* [groups] owned copy of the call's split sizes */
     runcfg fresh_cfg, cfg[FT_NUMERICS_MAX_POLICIES];
@@ -92,6 +93,8 @@ typedef struct job {
     runcfg time_cfg[FT_NUMERICS_MAX_POLICIES + 1];
     ft_nx_time time[FT_NUMERICS_MAX_POLICIES + 1];
     uint64_t time_ns; /* wall time of the timing */
+    uint32_t slot;    /* device back ends: the device slot that executes it (nx_run_jobs) */
+    uint8_t executed; /* execute_call ran on it */
 } job;
 
 /* ---- the back ends ------------------------------------------------------------------------ */
@@ -110,8 +113,12 @@ typedef struct nx_backend {
     int (*collect)(ft_nx *nx, ft_nx_figs *figs, uint32_t n, ft_err *err);
     int (*memory)(ft_nx *nx, uint64_t *held, uint64_t *pool_peak, ft_err *err);
     void (*profile)(ft_nx *nx, int on, double ms[FT_NX_PHASES]);
-    /* devices only (NULL otherwise): how many, the current one's name, its memory */
+    /* devices only (NULL otherwise): how many, the current one's name, its memory; a context on
+     * device d (NULL: open's, on the current device) and the calling thread's device set to d
+     * (NULL: nothing to set) */
     int (*n_devices)(void);
+    int (*open_on)(int device, ft_nx **out, ft_err *err);
+    int (*set_device)(int device, ft_err *err);
     int (*device_info)(char *name, size_t cap, int *n_sm, ft_err *err);
     int (*mem_info)(uint64_t *free_b, uint64_t *total_b, ft_err *err);
     /* GPU time: one configuration's training step timed (back ends that cannot: FT_EUNSUPPORTED) */
@@ -153,6 +160,20 @@ typedef struct gt_state {
 
 /* The row of be, or NULL for an unknown back end. */
 const nx_backend *nx_backend_of(ft_numerics_backend be);
+/* The devices o's calls are spread over (a device back end: o->devices' count, else every
+ * visible device; 1 otherwise). */
+uint32_t nx_devices_used(const ft_numerics_opts *o);
+
+/* One device of a device back end: its context (its own stream and weight cache), the lock that
+ * keeps one thread at a time on it, and the work assigned to it so far (nx_work's FLOPs plus
+ * elements), which the next call's assignment reads. */
+typedef struct nx_slot {
+    int device;    /* the device's id (--devices) */
+    ft_nx *ctx;    /* its context */
+    double load;   /* estimated work assigned so far */
+    uint64_t jobs; /* calls assigned so far */
+    pthread_mutex_t lock;
+} nx_slot;
 
 struct ft_numerics {
     const ft_model *m;
@@ -165,11 +186,13 @@ struct ft_numerics {
     ft_hmap sit;     /* situation hash -> sampled calls of that situation (at most SIT_SLOTS) */
     ft_hmap pol_sit; /* a policy's stale situation (its choice against the fresh plan) sampled */
     uint32_t n_sits;
-    pthread_mutex_t gpu_lock; /* one thread at a time on the device */
-    ft_nx *dev;               /* a device back end: its context */
-    uint64_t planned;         /* sampled calls the estimate counted (progress line) */
-    uint64_t t_start;         /* numerics start (progress line) */
-    gt_state gt;              /* opts.gpu_time */
+    nx_slot slot[FT_NUMERICS_MAX_DEVICES]; /* a device back end: one per device used */
+    uint32_t n_slots;                      /* 0 on the CPU back end */
+    uint64_t planned;                      /* sampled calls the estimate counted (progress line) */
+    uint64_t t_start;                      /* numerics start (progress line) */
+    gt_state gt;                           /* opts.gpu_time */
+    ft_numerics_outcome *oc;               /* opts.parts: the outcomes folded, in call order */
+    uint64_t n_oc, cap_oc;
     ft_numerics_result res;
 };
 
@@ -224,7 +247,11 @@ int nx_time_call(const ft_numerics_opts *o, const mlp_desc *d, const job *j, uin
                  uint32_t shrink, int reps, double *secs, double *flops, double *elems,
                  ft_err *err);
 
-/* exec.c: execute jobs[0..n) on up to n_threads threads, then fold them in order. */
+/* plan.c: device ids for back end be: each below its device count, none twice (FT_EINVAL). */
+int nx_devices_check(const nx_backend *be, const int *ids, uint32_t n, ft_err *err);
+
+/* exec.c: execute jobs[0..n) on up to n_threads threads (a device back end: one per device, each
+ * job on the device nx_assign gave it), then fold them in order. */
 int nx_run_jobs(ft_numerics *nx, job *jobs, uint32_t n, uint32_t n_threads, ft_err *err);
 /* exec.c: online cores of this machine (at least 1). */
 uint32_t nx_online_cores(void);

@@ -96,7 +96,17 @@ struct ft_numerics_obs {
     const char *names[FT_NUMERICS_MAX_POLICIES];
     job *jobs; /* [cap] queued calls */
     uint32_t n_jobs, cap;
-    uint32_t n_traces; /* traces folded into total */
+    uint32_t n_traces;          /* traces folded into total */
+    ft_numerics_result *traces; /* [n_traces] each one's own (cap_traces allocated) */
+    uint32_t cap_traces;
+    /* opts.parts: the current trace's part, its sampled calls so far, and each trace's outcomes
+     * ([n_traces], as traces) */
+    ft_numerics_part part;
+    uint64_t n_sampled;
+    struct oc_list {
+        ft_numerics_outcome *v;
+        uint64_t n;
+    } * oc;
     ft_numerics_result total;
     ft_replay_observer obs;
     int dry;          /* estimate only: plan the calls, count their work, run nothing */
@@ -107,9 +117,16 @@ struct ft_numerics_obs {
 
 static int obs_begin(void *ctx, const ft_replay_input *in, const ft_replay *eng, ft_err *err)
 {
-    (void)in;
     ft_numerics_obs *d = ctx;
     const uint32_t *idx;
+    d->part = (ft_numerics_part){0, 0, 0};
+    d->n_sampled = 0;
+    if (d->o.parts && in->index < d->o.n_parts) {
+        d->part = d->o.parts[in->index];
+        if (d->part.mod && (d->part.lo >= d->part.hi || d->part.hi > d->part.mod))
+            return ft_err_set(err, FT_EINVAL, "numerics: part [%u, %u) of %u", d->part.lo,
+                              d->part.hi, d->part.mod);
+    }
     d->np = ft_replay_policies(eng, &idx);
     if (d->np > FT_NUMERICS_MAX_POLICIES)
         return ft_err_set(err, FT_ERANGE, "numerics: too many policies (%u)", d->np);
@@ -150,6 +167,15 @@ static int obs_one(ft_numerics_obs *d, const ft_replay_view *v, uint32_t j, ft_e
                            .step = v->step[j],
                            .uncounted = (uint8_t)(v->match && !v->match[j])};
     int rc = nx_plan_call(d->nx, &nc, &d->jobs[d->n_jobs], err);
+    if (rc == 1) { /* sampled: this process's part of the trace runs it, or nobody here */
+        const uint64_t k = d->n_sampled++;
+        const ft_numerics_part *pt = &d->part;
+        d->jobs[d->n_jobs].index = k;
+        if (pt->mod && (k % pt->mod < pt->lo || k % pt->mod >= pt->hi)) {
+            nx_job_free(&d->jobs[d->n_jobs]);
+            return FT_OK;
+        }
+    }
     if (rc == 1 && d->dry) {
         rc = estimate_job(d->nx, d->np, &d->jobs[d->n_jobs], &d->est, err);
     } else if (rc == 1 && ++d->n_jobs == d->cap) {
@@ -203,10 +229,26 @@ static int obs_end(void *ctx, const ft_replay *eng, int rc, ft_err *err)
             rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
         } else {
             ft_numerics_get(d->nx, nr);
-            if (!d->n_traces++)
-                d->total = *nr;
-            else
-                rc = ft_numerics_result_merge(&d->total, nr, err);
+            if (d->n_traces == d->cap_traces) {
+                const uint32_t cap = d->cap_traces ? 2 * d->cap_traces : 4;
+                ft_numerics_result *t = ft_realloc(d->traces, cap * sizeof *t);
+                if (t) d->traces = t;
+                struct oc_list *l = t ? ft_realloc(d->oc, cap * sizeof *l) : NULL;
+                if (l) d->oc = l, d->cap_traces = cap;
+            }
+            if (d->n_traces == d->cap_traces) {
+                rc = ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
+            } else {
+                /* the outcomes move from the trace's numerics to the observer */
+                d->oc[d->n_traces] = (struct oc_list){d->nx->oc, d->nx->n_oc};
+                d->nx->oc = NULL;
+                d->nx->n_oc = d->nx->cap_oc = 0;
+                d->traces[d->n_traces] = *nr;
+                if (!d->n_traces++)
+                    d->total = *nr;
+                else
+                    rc = ft_numerics_result_merge(&d->total, nr, err);
+            }
             ft_free(nr);
         }
     }
@@ -223,8 +265,13 @@ int ft_numerics_obs_new(const ft_numerics_opts *opts, int estimate_only, ft_nume
     if (!d) return ft_err_set(err, FT_ENOMEM, "numerics: out of memory");
     if (opts) d->o = *opts;
     d->n_threads = d->o.n_threads ? d->o.n_threads : nx_online_cores();
-    if (d->o.backend == FT_NUMERICS_CUDA) d->n_threads = 1; /* the device is one */
     d->cap = d->n_threads * 4 > 16 ? d->n_threads * 4 : 16;
+    if (d->o.backend == FT_NUMERICS_CUDA && !estimate_only) {
+        /* a thread per device, and enough calls queued that each has several between the waits
+         * for the slowest */
+        d->n_threads = nx_devices_used(&d->o);
+        d->cap = d->n_threads * 8 > 16 ? d->n_threads * 8 : 16;
+    }
     d->jobs = ft_calloc(d->cap, sizeof *d->jobs);
     if (!d->jobs) {
         ft_free(d);
@@ -252,9 +299,26 @@ void ft_numerics_obs_result(const ft_numerics_obs *d, ft_numerics_result *out)
     *out = d->total;
 }
 
+uint32_t ft_numerics_obs_traces(const ft_numerics_obs *d, const ft_numerics_result **out)
+{
+    *out = d->traces;
+    return d->n_traces;
+}
+
+uint64_t ft_numerics_obs_outcomes(const ft_numerics_obs *d, uint32_t t,
+                                  const ft_numerics_outcome **out)
+{
+    *out = t < d->n_traces ? d->oc[t].v : NULL;
+    return t < d->n_traces ? d->oc[t].n : 0;
+}
+
 void ft_numerics_obs_free(ft_numerics_obs *d)
 {
     if (!d) return;
+    for (uint32_t t = 0; t < d->n_traces; t++)
+        ft_free(d->oc[t].v);
+    ft_free(d->oc);
+    ft_free(d->traces);
     estimate_free(&d->est);
     ft_numerics_free(d->nx);
     ft_free(d->jobs);
@@ -306,25 +370,29 @@ static int cpu_rates(const estimate *e, const ft_numerics_opts *no, uint32_t thr
 
 /* The CUDA back end: the rates of bench/RESULTS.md's H200 runs (issue 10, five model sizes):
  * seconds = FLOPs / 271 TFLOP/s + 1.04e-11 s per element, within 0.86-1.15x of the five, plus
- * about a second to start the device. Not timed on the device the estimate runs on. */
-static void cuda_rates(rates *r)
+ * about a second to start the device; n_dev devices share the work. Not timed on the device the
+ * estimate runs on. */
+static void cuda_rates(rates *r, uint32_t n_dev)
 {
-    *r =
-        (rates){.per_flop = 1.0 / 271e12, .per_elem = 1.04e-11, .fixed = 1.0, .lo = 0.6, .hi = 1.6};
+    const double n = n_dev ? (double)n_dev : 1.0;
+    *r = (rates){
+        .per_flop = 1.0 / 271e12 / n, .per_elem = 1.04e-11 / n, .fixed = 1.0, .lo = 0.6, .hi = 1.6};
     snprintf(r->how, sizeof r->how,
-             "at the rates bench/RESULTS.md records for an H200, not timed "
-             "on this device");
+             "at the rates bench/RESULTS.md records for an H200, not timed on this device%s",
+             n_dev > 1 ? "; shared by the devices" : "");
 }
 
-/* The estimate line, and the refusal (FT_ERANGE, with what to change) of what does not fit. The
- * time is a range; the refusal judges its middle (the geometric mean of its ends). */
-static int check_estimate(estimate *e, const ft_numerics_opts *no, ft_err *err)
+/* The estimate of the work counted in e: its memory against the machine's, its seconds (timed
+ * here on the CPU back end, the recorded rates on the CUDA one) as a range. */
+static int measure_estimate(estimate *e, const ft_numerics_opts *no, ft_numerics_estimate *out,
+                            ft_err *err)
 {
     const int cuda = no->backend == FT_NUMERICS_CUDA;
     uint64_t cap = 0;
-    if (cuda) {
+    if (cuda) { /* the first device's (the devices of one node are of one model) */
         ft_err derr = {0};
-        ft_cuda_mem_info(NULL, &cap, &derr);
+        if (!no->n_devices || !ft_cuda_set_device(no->devices[0], &derr))
+            ft_cuda_mem_info(NULL, &cap, &derr);
     } else {
         long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
         cap = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
@@ -336,26 +404,55 @@ static int check_estimate(estimate *e, const ft_numerics_opts *no, ft_err *err)
     const int over_mem = cap && mem > cap / 10 * 9;
     rates rt = {.lo = 1, .hi = 1};
     int rc = FT_OK;
+    const uint32_t n_dev = nx_devices_used(no);
     if (cuda)
-        cuda_rates(&rt);
+        cuda_rates(&rt, n_dev);
     else if (e->have_rep && !over_mem && (rc = cpu_rates(e, no, thr, &rt, err)))
         return rc; /* what does not fit is not timed either: the calibration runs a call */
-    const int timed = cuda || !over_mem || !e->have_rep;
     const double secs = e->calls ? rt.per_flop * e->flops + rt.per_elem * e->elems + rt.fixed : 0;
-    const double lo = secs * rt.lo, hi = secs * rt.hi, mid = sqrt(lo * hi);
-    e->lo_s = lo;
-    e->hi_s = hi;
+    *out = (ft_numerics_estimate){.calls = e->calls,
+                                  .runs = e->runs,
+                                  .flops = e->flops,
+                                  .mem = mem,
+                                  .cap = cap,
+                                  .threads = thr,
+                                  .devices = cuda ? n_dev : 0,
+                                  .timed = cuda || !over_mem || !e->have_rep,
+                                  .lo_s = secs * rt.lo,
+                                  .hi_s = secs * rt.hi};
+    ft_strlcpy(out->how,
+               rt.how[0]    ? rt.how
+               : out->timed ? "no call to run"
+                            : "no call timed",
+               sizeof out->how);
+    e->lo_s = out->lo_s;
+    e->hi_s = out->hi_s;
+    return FT_OK;
+}
+
+int ft_numerics_estimate_judge(const ft_numerics_estimate *e, const ft_numerics_opts *no,
+                               ft_err *err)
+{
+    const int cuda = no->backend == FT_NUMERICS_CUDA;
+    const double lo = e->lo_s, hi = e->hi_s, mid = sqrt(lo * hi);
+    const uint64_t mem = e->mem, cap = e->cap;
+    const uint32_t thr = e->threads;
+    const int timed = e->timed;
+    char dev_text[64] = "";
+    if (cuda && e->devices > 1) snprintf(dev_text, sizeof dev_text, ", %u devices", e->devices);
+    if (e->processes > 1)
+        snprintf(dev_text + strlen(dev_text), sizeof dev_text - strlen(dev_text), ", %u processes",
+                 e->processes);
     char when[96] = "not timed: the largest call does not fit";
     if (timed) snprintf(when, sizeof when, "estimated %.0f to %.0f s", floor(lo), ceil(hi));
     if (no->info)
         fprintf(no->info,
-                "numerics (%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of %s "
-                "memory at most; %s (%s)\n",
-                cuda ? "cuda" : "cpu", (unsigned long long)e->calls, (unsigned long long)e->runs,
-                e->flops * 1e-12, (double)mem * 1e-9, cuda ? "device" : "host", when,
-                rt.how[0] ? rt.how
-                : timed   ? "no call to run"
-                          : "no call timed");
+                "numerics (%s%s): %llu sampled calls, %llu runs, about %.3g TFLOP and %.2f GB of "
+                "%s memory at most; %s (%s)\n",
+                cuda ? "cuda" : "cpu", dev_text, (unsigned long long)e->calls,
+                (unsigned long long)e->runs, e->flops * 1e-12, (double)mem * 1e-9,
+                cuda ? "device" : "host", when, e->how);
+    const int over_mem = cap && mem > cap / 10 * 9;
     /* not "mid > limit": an estimate that is not a number is not under the limit either */
     const int over_time = no->max_seconds > 0 && !(mid <= no->max_seconds);
     if (!over_mem && !over_time) return FT_OK;
@@ -385,9 +482,23 @@ static int check_estimate(estimate *e, const ft_numerics_opts *no, ft_err *err)
                       no->max_seconds, k2, sug, alt);
 }
 
+int ft_numerics_obs_measure(ft_numerics_obs *est, ft_numerics_estimate *out, ft_err *err)
+{
+    return measure_estimate(&est->est, &est->o, out, err);
+}
+
+void ft_numerics_obs_set_estimate(ft_numerics_obs *est, const ft_numerics_estimate *e)
+{
+    est->est.calls = e->calls;
+    est->est.lo_s = e->lo_s;
+    est->est.hi_s = e->hi_s;
+}
+
 int ft_numerics_obs_check(ft_numerics_obs *est, ft_err *err)
 {
-    return check_estimate(&est->est, &est->o, err);
+    ft_numerics_estimate e;
+    int rc = measure_estimate(&est->est, &est->o, &e, err);
+    return rc ? rc : ft_numerics_estimate_judge(&e, &est->o, err);
 }
 
 int ft_numerics_obs_follow(const ft_numerics_obs *est, ft_numerics_obs **run, ft_err *err)

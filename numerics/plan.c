@@ -40,18 +40,21 @@ static void mlp_from_model(const ft_model *m, uint32_t fuser, mlp_desc *d)
     }
 }
 
-/* A device back end's context and the device's name. */
-static int open_device(const nx_backend *be, int profile, ft_nx **dev, char *name, size_t cap,
-                       ft_err *err)
+/* A device back end's context on device `device` and the device's name. */
+static int open_device(const nx_backend *be, int device, int profile, ft_nx **dev, char *name,
+                       size_t cap, ft_err *err)
 {
     ft_err derr = {0};
-    int rc = be->open(dev, &derr);
+    int rc = be->open_on ? be->open_on(device, dev, &derr) : be->open(dev, &derr);
     if (rc == FT_ENODEV)
         return ft_err_set(err, FT_ENODEV, "numerics %s: %s; use --numerics cpu", be->name,
                           ft_err_msg(&derr));
-    if (rc) return ft_err_set(err, rc, "numerics %s: %s", be->name, ft_err_msg(&derr));
+    if (rc)
+        return ft_err_set(err, rc, "numerics %s: device %d: %s", be->name, device,
+                          ft_err_msg(&derr));
     int n_sm = 0;
-    rc = be->device_info(name, cap, &n_sm, err);
+    rc = be->set_device ? be->set_device(device, err) : FT_OK;
+    if (!rc) rc = be->device_info(name, cap, &n_sm, err);
     if (rc) {
         be->close(*dev);
         *dev = NULL;
@@ -59,6 +62,79 @@ static int open_device(const nx_backend *be, int profile, ft_nx **dev, char *nam
     }
     if (profile) be->profile(*dev, 1, NULL);
     return FT_OK;
+}
+
+int nx_devices_check(const nx_backend *be, const int *ids, uint32_t n, ft_err *err)
+{
+    const int seen = be->n_devices ? be->n_devices() : 0;
+    if (n > FT_NUMERICS_MAX_DEVICES)
+        return ft_err_set(err, FT_EINVAL, "numerics %s: %u devices named (at most %d)", be->name, n,
+                          FT_NUMERICS_MAX_DEVICES);
+    for (uint32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= seen)
+            return ft_err_set(err, FT_EINVAL,
+                              "numerics %s: --devices names device %d, but this process sees %d "
+                              "CUDA device%s%s (CUDA_VISIBLE_DEVICES renumbers them from 0)",
+                              be->name, ids[i], seen, seen == 1 ? "" : "s",
+                              seen > 1    ? ", 0 to the last"
+                              : seen == 1 ? ", device 0"
+                                          : "");
+        for (uint32_t k = 0; k < i; k++)
+            if (ids[k] == ids[i])
+                return ft_err_set(err, FT_EINVAL, "numerics %s: --devices names device %d twice",
+                                  be->name, ids[i]);
+    }
+    return FT_OK;
+}
+
+/* (here rather than in backend.c: the tests replace nx_backend_of at link time, which reaches
+ * only calls from other files) */
+uint32_t nx_devices_used(const ft_numerics_opts *o)
+{
+    const nx_backend *b = nx_backend_of(o->backend);
+    if (!b || !b->device) return 1;
+    if (o->n_devices) return o->n_devices;
+    const int n = b->n_devices ? b->n_devices() : 0;
+    return n < 1 ? 1 : n > FT_NUMERICS_MAX_DEVICES ? FT_NUMERICS_MAX_DEVICES : (uint32_t)n;
+}
+
+int ft_numerics_devices_check(ft_numerics_backend be, const int *ids, uint32_t n, ft_err *err)
+{
+    const nx_backend *b = nx_backend_of(be);
+    if (!b) return ft_err_set(err, FT_EINVAL, "numerics: unknown back end %d", (int)be);
+    return b->device && n ? nx_devices_check(b, ids, n, err) : FT_OK;
+}
+
+/* The devices of opts (every visible one when it names none), each with its context. */
+static int open_slots(ft_numerics *nx, const ft_numerics_opts *o, char *name, size_t cap,
+                      ft_err *err)
+{
+    const nx_backend *be = nx->be;
+    int ids[FT_NUMERICS_MAX_DEVICES];
+    uint32_t n = o->n_devices;
+    int rc = FT_OK;
+    if (n) {
+        if ((rc = nx_devices_check(be, o->devices, n, err))) return rc;
+        memcpy(ids, o->devices, n * sizeof *ids);
+    } else {
+        const int seen = be->n_devices ? be->n_devices() : 0;
+        n = seen < 1                         ? 1
+            : seen > FT_NUMERICS_MAX_DEVICES ? FT_NUMERICS_MAX_DEVICES
+                                             : (uint32_t)seen;
+        for (uint32_t i = 0; i < n; i++)
+            ids[i] = (int)i;
+    }
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        nx_slot *s = &nx->slot[i];
+        char other[64];
+        s->device = ids[i];
+        rc = open_device(be, ids[i], o->profile, &s->ctx, i ? other : name, i ? sizeof other : cap,
+                         err);
+        if (rc) break;
+        pthread_mutex_init(&s->lock, NULL);
+        nx->n_slots = i + 1;
+    }
+    return rc;
 }
 
 int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t n_policies,
@@ -76,26 +152,25 @@ int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t
         int rc = nx_gt_check_opts(be, opts, err);
         if (rc) return rc;
     }
+    if (opts && opts->parts && opts->gpu_time)
+        return ft_err_set(err, FT_EINVAL, "numerics: GPU time is not split into parts");
     char device[64] = "";
-    ft_nx *dev = NULL;
-    if (be->device) {
-        int rc = open_device(be, opts->profile, &dev, device, sizeof device, err);
-        if (rc) return rc;
-    }
     ft_numerics *nx = ft_calloc(1, sizeof *nx);
-    if (!nx) {
-        if (dev) be->close(dev);
-        return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
-    }
+    if (!nx) return ft_err_set(err, FT_ENOMEM, "numerics: no memory");
     nx->be = be;
-    nx->dev = dev;
+    if (be->device) {
+        int rc = open_slots(nx, opts, device, sizeof device, err);
+        if (rc) {
+            ft_numerics_free(nx);
+            return rc;
+        }
+    }
     nx->m = m;
     if (opts) nx->o = *opts;
     if (nx->o.shrink < 1) nx->o.shrink = 1;
     if (!nx->o.time_warmup) nx->o.time_warmup = 2;
     if (!nx->o.time_rounds) nx->o.time_rounds = 5;
     nx->n_fusers = n_fusers;
-    pthread_mutex_init(&nx->gpu_lock, NULL);
     nx->res.backend = nx->o.backend;
     nx->res.n_threads = 1;
     ft_strlcpy(nx->res.device, device, sizeof nx->res.device);
@@ -116,12 +191,15 @@ int ft_numerics_new(const ft_model *m, const char *const *policy_names, uint32_t
 void ft_numerics_free(ft_numerics *nx)
 {
     if (!nx) return;
-    if (nx->dev) nx->be->close(nx->dev);
-    pthread_mutex_destroy(&nx->gpu_lock);
+    for (uint32_t i = 0; i < nx->n_slots; i++) {
+        nx->be->close(nx->slot[i].ctx);
+        pthread_mutex_destroy(&nx->slot[i].lock);
+    }
     ft_hmap_free(&nx->sit);
     nx_gt_free(&nx->gt);
     ft_hmap_free(&nx->pol_sit);
     ft_free(nx->mlp);
+    ft_free(nx->oc);
     ft_free(nx);
 }
 

@@ -43,6 +43,9 @@ typedef struct ft_rec_opts {
 int ft_rec_open(const char *path, const ft_rec_opts *opts, ft_rec **out, ft_err *err);
 /* Flush the pending chunk, write the small-table digest, close. NULL is a no-op. */
 int ft_rec_close(ft_rec *r);
+/* ft_rec_close with the failure's detail (file, step, OS cause such as "no space left on
+ * device") copied into err, since the handle is gone afterwards. */
+int ft_rec_close_err(ft_rec *r, ft_err *err);
 /* Close without flushing pending records (error paths). */
 void ft_rec_abort(ft_rec *r);
 const ft_err *ft_rec_error(const ft_rec *r);

@@ -242,6 +242,11 @@ static int fill_zstd(importer *im)
         }
         ZSTD_outBuffer out = {im->buf + im->end, im->cap - im->end, 0};
         size_t r = ZSTD_decompressStream(im->zd, &out, &im->zin);
+        if (ZSTD_isError(r) && ZSTD_getErrorCode(r) == ZSTD_error_frameParameter_windowTooLarge)
+            return fail_zstd(im, "the frame needs a window over 128 MiB (it was written with "
+                                 "zstd --long=28 or more), more memory than import gives a "
+                                 "stream; recompress it without --long: "
+                                 "zstd -dc IN.zst | zstd -o OUT.jsonl.zst");
         if (ZSTD_isError(r)) return fail_zstd(im, ZSTD_getErrorName(r));
         im->zlast = r;
         im->end += out.pos;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 /* Everything declared here is private to the library: hidden from libfusertrace_rec.so's
  * exported symbols, which stay the ft_* API. */

@@ -206,6 +206,16 @@ int ft_rec_close(ft_rec *r)
     return rc;
 }
 
+int ft_rec_close_err(ft_rec *r, ft_err *err)
+{
+    if (!r) return FT_OK;
+    int rc = ft_rec_flush(r);
+    if (!rc && (rc = ft_trace_w_finish(r->t))) from_trace(r, rc);
+    if (rc && err) *err = r->err;
+    rec_free(r);
+    return rc;
+}
+
 void ft_rec_abort(ft_rec *r)
 {
     if (r) rec_free(r);

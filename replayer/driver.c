@@ -51,7 +51,8 @@ int ft_replay_cursor_open(ft_trace *t, const ft_replay_opts *opts, ft_replay_cur
     int rc =
         ft_replay_new(fusers, n_fusers, recipes, n_recipes, ft_trace_header(t), opts, &c->eng, err);
     if (rc) goto fail;
-    rc = ft_reader_open(t, (opts->needs & FT_VIEW_SPLITS) ? FT_READ_SPLITS : 0, &c->rd);
+    rc = ft_reader_open(t, (opts->needs & FT_VIEW_SPLITS) ? FT_READ_SPLITS : FT_READ_CHECK_SPLITS,
+                        &c->rd);
     if (rc) {
         ft_err_set(err, rc, "%s", ft_err_msg(ft_trace_error(t)));
         goto fail;

@@ -107,6 +107,11 @@ out:
 }
 
 /* ---- the totals ------------------------------------------------------------------------------ */
+/* Keys worded and remembered at most (then forgotten and worded again: the same words find the
+ * same row), so that the memo stays small when recipe objects keep coming (a new object after
+ * every detour of a long run). */
+#define RC_MAX_MEMO (1u << 16)
+
 /* What a row is made from, to find it again without wording it (memo). */
 typedef struct rc_key {
     uint32_t slot, fuser_ops;
@@ -124,8 +129,13 @@ typedef struct rc_memo {
 struct ft_report_causes {
     uint32_t n_pol;
     uint32_t policy[FT_MAX_POLICIES];
-    report_cause_row *rows[FT_MAX_POLICIES]; /* [RC_MAX_ROWS] each */
+    report_cause_row *rows[FT_MAX_POLICIES]; /* [RC_MAX_ROWS] each: every trace's, added */
     uint32_t n_rows[FT_MAX_POLICIES];
+    report_cause_row *cur[FT_MAX_POLICIES]; /* [RC_MAX_ROWS] each: the current trace's */
+    uint32_t n_cur[FT_MAX_POLICIES];
+    int keep;      /* each trace's rows packed into packs (ft_report_causes_keep), not added */
+    ft_buf *packs; /* [n_packs] */
+    uint32_t n_packs;
     ft_hmap memo_index; /* hash of rc_key -> memo entry */
     rc_memo *memo;
     uint32_t n_memo, cap_memo;
@@ -153,25 +163,25 @@ static int key_equal(const rc_key *a, const rc_key *b)
 static uint32_t row_of(ft_report_causes *w, uint32_t p, unsigned bits, uint8_t stale,
                        const ft_recipe_change *ch, uint32_t n_ch)
 {
-    report_cause_row *rows = w->rows[p];
+    report_cause_row *rows = w->cur[p];
     const char *text = (const char *)w->text.data;
-    for (uint32_t i = 0; i < w->n_rows[p]; i++)
+    for (uint32_t i = 0; i < w->n_cur[p]; i++)
         if (rows[i].stale == stale && !strcmp(rows[i].text, text)) return i;
-    if (w->n_rows[p] == RC_MAX_ROWS) {
+    if (w->n_cur[p] == RC_MAX_ROWS) {
         report_cause_row *o = &rows[RC_MAX_ROWS - 1];
         snprintf(o->text, sizeof o->text, "other causes");
         o->bits = 0;
         o->n_changes = 0;
         return RC_MAX_ROWS - 1;
     }
-    report_cause_row *r = &rows[w->n_rows[p]];
+    report_cause_row *r = &rows[w->n_cur[p]];
     memset(r, 0, sizeof *r);
     r->stale = stale;
     r->bits = (uint16_t)bits;
     ft_strlcpy(r->text, text, sizeof r->text);
     memcpy(r->changes, ch, n_ch * sizeof *ch);
     r->n_changes = n_ch;
-    return w->n_rows[p]++;
+    return w->n_cur[p]++;
 }
 
 /* The row for key k (worded once per distinct key), or UINT32_MAX out of memory. */
@@ -190,6 +200,10 @@ static uint32_t row_for(ft_report_causes *w, const ft_replay_view *v, uint32_t j
         return UINT32_MAX;
     const uint32_t row = row_of(w, k->slot, k->bits, k->stale, ch, n_ch);
     if (got != UINT32_MAX) return row; /* a hash collision: worded again next time */
+    if (w->n_memo == RC_MAX_MEMO) {
+        ft_hmap_clear(&w->memo_index);
+        w->n_memo = 0;
+    }
     if (w->n_memo == w->cap_memo) {
         uint32_t cap = w->cap_memo ? 2 * w->cap_memo : 64;
         rc_memo *nm = ft_realloc(w->memo, (size_t)cap * sizeof *nm);
@@ -203,19 +217,50 @@ static uint32_t row_for(ft_report_causes *w, const ft_replay_view *v, uint32_t j
     return row;
 }
 
-static void add_phase(report_cause_row *r, const char *phase)
+static void add_phase(report_cause_row *r, const char *phase, uint64_t n)
 {
     if (!phase) phase = "(no phase)";
     for (uint32_t i = 0; i < r->n_phases; i++)
         if (!strcmp(r->phase[i], phase)) {
-            r->phase_n[i]++;
+            r->phase_n[i] += n;
             return;
         }
     if (r->n_phases < RC_MAX_PHASES) {
         ft_strlcpy(r->phase[r->n_phases], phase, sizeof r->phase[0]);
-        r->phase_n[r->n_phases++] = 1;
+        r->phase_n[r->n_phases++] = n;
     } else {
-        r->phase_other++;
+        r->phase_other += n;
+    }
+}
+
+/* A trace's rows of policy slot p added to the total: a cause by its words (and stale class),
+ * its phases by name, in the trace's order; past RC_MAX_ROWS causes the last row becomes
+ * "other causes", past RC_MAX_PHASES phases a row counts the rest as other phases. */
+static void add_rows(ft_report_causes *w, uint32_t p, const report_cause_row *src, uint32_t n)
+{
+    report_cause_row *rows = w->rows[p];
+    for (uint32_t i = 0; i < n; i++) {
+        const report_cause_row *x = &src[i];
+        uint32_t k = 0;
+        while (k < w->n_rows[p] && (rows[k].stale != x->stale || strcmp(rows[k].text, x->text)))
+            k++;
+        report_cause_row *r;
+        if (k < w->n_rows[p]) {
+            r = &rows[k];
+        } else if (w->n_rows[p] < RC_MAX_ROWS) {
+            r = &rows[w->n_rows[p]++];
+            *r = *x;
+            continue;
+        } else {
+            r = &rows[RC_MAX_ROWS - 1];
+            snprintf(r->text, sizeof r->text, "other causes");
+            r->bits = 0;
+            r->n_changes = 0;
+        }
+        r->n += x->n;
+        for (uint32_t h = 0; h < x->n_phases; h++)
+            add_phase(r, x->phase[h], x->phase_n[h]);
+        r->phase_other += x->phase_other;
     }
 }
 
@@ -249,9 +294,9 @@ static int causes_batch(void *ctx, const ft_replay_view *v, ft_err *err)
             }
             const uint32_t row = row_for(w, v, j, &k);
             if (row == UINT32_MAX) return ft_err_set(err, FT_ENOMEM, "causes: out of memory");
-            report_cause_row *r = &w->rows[p][row];
+            report_cause_row *r = &w->cur[p][row];
             r->n++;
-            add_phase(r, phase);
+            add_phase(r, phase, 1);
         }
     }
     return FT_OK;
@@ -268,6 +313,30 @@ int ft_report_causes_new(ft_report_causes **out, ft_err *err)
     return FT_OK;
 }
 
+/* Policy slot p (the next one) for registry index idx. */
+static int add_policy(ft_report_causes *w, uint32_t p, uint32_t idx, ft_err *err)
+{
+    w->rows[p] = ft_calloc(RC_MAX_ROWS, sizeof *w->rows[p]);
+    w->cur[p] = ft_calloc(RC_MAX_ROWS, sizeof *w->cur[p]);
+    w->policy[p] = idx;
+    w->n_pol = p + 1;
+    return w->rows[p] && w->cur[p] ? FT_OK : ft_err_set(err, FT_ENOMEM, "out of memory");
+}
+
+/* The current trace's rows, packed: n_pol, then per policy its registry index, its row count
+ * and the rows. */
+static int pack_cur(const ft_report_causes *w, ft_buf *b)
+{
+    const uint32_t n_pol = w->n_pol;
+    int rc = ft_buf_append(b, &n_pol, sizeof n_pol);
+    for (uint32_t p = 0; p < w->n_pol && !rc; p++) {
+        rc = ft_buf_append(b, &w->policy[p], sizeof w->policy[p]);
+        if (!rc) rc = ft_buf_append(b, &w->n_cur[p], sizeof w->n_cur[p]);
+        if (!rc && w->n_cur[p]) rc = ft_buf_append(b, w->cur[p], w->n_cur[p] * sizeof *w->cur[p]);
+    }
+    return rc;
+}
+
 /* The policies of the first trace (every trace of a command replays the same list). */
 static int causes_begin(void *ctx, const ft_replay_input *in, const ft_replay *engine, ft_err *err)
 {
@@ -276,26 +345,79 @@ static int causes_begin(void *ctx, const ft_replay_input *in, const ft_replay *e
     const uint32_t *idx;
     const uint32_t n = ft_replay_policies(engine, &idx);
     if (w->n_pol) return FT_OK;
-    for (uint32_t p = 0; p < n && p < FT_MAX_POLICIES; p++) {
-        w->rows[p] = ft_calloc(RC_MAX_ROWS, sizeof *w->rows[p]);
-        if (!w->rows[p]) return ft_err_set(err, FT_ENOMEM, "out of memory");
-        w->policy[p] = idx[p];
-        w->n_pol = p + 1;
-    }
-    return FT_OK;
+    int rc = FT_OK;
+    for (uint32_t p = 0; p < n && p < FT_MAX_POLICIES && !rc; p++)
+        rc = add_policy(w, p, idx[p], err);
+    return rc;
 }
 
 /* Stale hits worded against the build they reuse depend on the trace's recipes: the memo is
- * per trace. */
+ * per trace. The trace's rows are added to the total (or kept, packed). */
 static int causes_end(void *ctx, const ft_replay *engine, int rc, ft_err *err)
 {
     (void)engine;
-    (void)err;
     ft_report_causes *w = ctx;
-    (void)rc;
     ft_hmap_clear(&w->memo_index);
     w->n_memo = 0;
+    if (!rc && w->keep) {
+        ft_buf *nb = ft_realloc(w->packs, (w->n_packs + 1) * sizeof *nb);
+        if (!nb) return ft_err_set(err, FT_ENOMEM, "causes: out of memory");
+        w->packs = nb;
+        memset(&nb[w->n_packs], 0, sizeof nb[0]);
+        if (pack_cur(w, &nb[w->n_packs++]))
+            return ft_err_set(err, FT_ENOMEM, "causes: out of memory");
+    } else if (!rc) {
+        for (uint32_t p = 0; p < w->n_pol; p++)
+            add_rows(w, p, w->cur[p], w->n_cur[p]);
+    }
+    for (uint32_t p = 0; p < w->n_pol; p++)
+        w->n_cur[p] = 0;
     return FT_OK;
+}
+
+void ft_report_causes_keep(ft_report_causes *w)
+{
+    w->keep = 1;
+}
+
+uint32_t ft_report_causes_packs(const ft_report_causes *w, const ft_buf **packs)
+{
+    *packs = w->packs;
+    return w->n_packs;
+}
+
+int ft_report_causes_add(ft_report_causes *w, const void *pack, size_t len, ft_err *err)
+{
+    const uint8_t *b = pack, *end = b + len;
+    uint32_t n_pol = 0, idx = 0, n = 0;
+    if (len < sizeof n_pol) goto bad;
+    memcpy(&n_pol, b, sizeof n_pol);
+    b += sizeof n_pol;
+    if (n_pol > FT_MAX_POLICIES || (w->n_pol && n_pol != w->n_pol)) goto bad;
+    for (uint32_t p = 0; p < n_pol; p++) {
+        if ((size_t)(end - b) < 2 * sizeof(uint32_t)) goto bad;
+        memcpy(&idx, b, sizeof idx);
+        memcpy(&n, b + sizeof idx, sizeof n);
+        b += 2 * sizeof(uint32_t);
+        if (n > RC_MAX_ROWS || (size_t)(end - b) < n * sizeof(report_cause_row)) goto bad;
+        if (p >= w->n_pol) {
+            int rc = add_policy(w, p, idx, err);
+            if (rc) return rc;
+        } else if (w->policy[p] != idx) {
+            goto bad;
+        }
+        report_cause_row *rows = w->cur[p];
+        memcpy(rows, b, n * sizeof *rows);
+        for (uint32_t i = 0; i < n; i++) /* the strings end inside their arrays */
+            if (!memchr(rows[i].text, 0, sizeof rows[i].text) || rows[i].n_phases > RC_MAX_PHASES ||
+                rows[i].n_changes > RC_MAX_CHANGES)
+                goto bad;
+        b += n * sizeof *rows;
+        add_rows(w, p, rows, n);
+    }
+    if (b == end) return FT_OK;
+bad:
+    return ft_err_set(err, FT_EINVAL, "causes: a damaged pack of %zu bytes", len);
 }
 
 const ft_replay_observer *ft_report_causes_observer(ft_report_causes *w)
@@ -415,8 +537,13 @@ json_t *report_causes_json(const ft_report_causes *c, uint32_t policy)
 void ft_report_causes_free(ft_report_causes *w)
 {
     if (!w) return;
-    for (uint32_t p = 0; p < w->n_pol; p++)
+    for (uint32_t p = 0; p < w->n_pol; p++) {
         ft_free(w->rows[p]);
+        ft_free(w->cur[p]);
+    }
+    for (uint32_t i = 0; i < w->n_packs; i++)
+        ft_buf_free(&w->packs[i]);
+    ft_free(w->packs);
     ft_hmap_free(&w->memo_index);
     ft_free(w->memo);
     ft_buf_free(&w->text);

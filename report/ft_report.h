@@ -81,6 +81,15 @@ int ft_report_causes_new(ft_report_causes **out, ft_err *err);
 /* Put this into ft_replay_opts.observers (valid while c lives). */
 const ft_replay_observer *ft_report_causes_observer(ft_report_causes *c);
 void ft_report_causes_free(ft_report_causes *c);
+/* Each trace's causes are counted apart and added to the totals when it ends (causes past the
+ * limits of rows and phases are so counted per trace, then added). For a replay spread over
+ * processes (MPI): keep() makes c pack each trace's causes instead of adding them; packs() gives
+ * those packs (in the order the traces ran, valid while c lives); add() adds one pack into c,
+ * as the end of its trace would (the packs of every trace added in trace order give the causes
+ * of one process replaying them all). Packs move between processes of one build only. */
+void ft_report_causes_keep(ft_report_causes *c);
+uint32_t ft_report_causes_packs(const ft_report_causes *c, const ft_buf **packs);
+int ft_report_causes_add(ft_report_causes *c, const void *pack, size_t len, ft_err *err);
 
 /* The provenance of a JSON report, as the HTML report has it: the tool's version, the command
  * line, and each input trace's path, size, XXH3-64 digest and header (rank, host, TE version,

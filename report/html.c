@@ -17,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "report_int.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -575,5 +576,11 @@ int ft_report_html(FILE *f, const ft_replay_result *r, const ft_numerics_result 
     free(reading);
     ft_free(seq);
     ft_free(step);
-    return ferror(f) ? ft_err_set(err, FT_EIO, "writing the HTML report failed") : FT_OK;
+    if (!ferror(f)) return FT_OK;
+    /* the write that failed set errno long ago; one more byte, flushed, meets the cause again
+     * (a full disk, a closed pipe) in a file that is not kept anyway */
+    errno = 0;
+    int e = fputc('\n', f) == EOF || fflush(f) ? errno : 0;
+    return ft_err_set(err, FT_EIO, "writing the HTML report failed: %s",
+                      e ? strerror(e) : "a write failed");
 }

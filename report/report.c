@@ -553,6 +553,8 @@ static json_t *recommendation_json(const ft_replay_result *r, const ft_report_op
         json_object_set_new(sv, "stale_calls", json_integer((json_int_t)n_stale(c)));
         json_object_set_new(js, "saves", sv);
     }
+    json_t *tr = rec.n_best ? report_transient_recommend_json(r, &r->pol[rec.best[0]]) : NULL;
+    if (tr) json_object_set_new(js, "transient", tr);
     return js;
 }
 

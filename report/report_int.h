@@ -22,6 +22,9 @@ void report_gputime_html(FILE *f, const ft_numerics_result *r);
  * when most of ref's builds are theirs. */
 void report_transient_text(FILE *f, const ft_replay_result *r);
 json_t *report_transient_json(const ft_replay_result *r);
+/* The recommendation's transient note as data (NULL when most of ref's builds are not
+ * transient fusers'), as report_transient_recommend words it. */
+json_t *report_transient_recommend_json(const ft_replay_result *r, const ft_policy_result *ref);
 void report_transient_html(FILE *f, const ft_replay_result *r, void (*esc)(FILE *, const char *));
 void report_transient_recommend(FILE *f, const ft_replay_result *r, const ft_policy_result *ref);
 

@@ -123,6 +123,28 @@ void report_transient_recommend(FILE *f, const ft_replay_result *r, const ft_pol
     fprintf(f, ".\n");
 }
 
+json_t *report_transient_recommend_json(const ft_replay_result *r, const ft_policy_result *ref)
+{
+    if (!ref || !r->transient_groups || 2 * ref->transient_builds <= ref->builds) return NULL;
+    json_t *o = json_object();
+    json_object_set_new(o, "policy", json_string(ft_policy_name(ref->policy)));
+    json_object_set_new(o, "builds", json_integer((json_int_t)ref->transient_builds));
+    json_object_set_new(o, "of_builds", json_integer((json_int_t)ref->builds));
+    json_object_set_new(o, "why",
+                        json_string("TE makes a new OperationFuser([op]) for every call "
+                                    "of a standalone op, so no per-fuser cache key can "
+                                    "save a build of theirs"));
+    const int sh = shared_slot(r);
+    if (sh >= 0) {
+        const ft_policy_result *q = &r->pol[sh];
+        json_object_set_new(o, "shared_oplist_builds",
+                            json_integer((json_int_t)q->transient_builds));
+        json_object_set_new(o, "shared_oplist_stale_calls",
+                            json_integer((json_int_t)(q->calls - q->stale[FT_STALE_NONE])));
+    }
+    return o;
+}
+
 void report_transient_html(FILE *f, const ft_replay_result *r, void (*esc)(FILE *, const char *))
 {
     if (!r->transient_groups) return;

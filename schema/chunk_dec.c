@@ -942,5 +942,11 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
     dec_sids(d, &h, lim);
     fill_batch(d, info, &h, out);
     if (read_flags & FT_READ_SPLITS) return read_splits(d, info, blob, &h, out, err);
-    return FT_OK;
+    if ((read_flags & FT_READ_CHECK_SPLITS) && h.sp_raw) { /* the bytes checked, not decoded */
+        rc = dec_section(d, info->id, "split", &d->spbuf, &d->spbuf_cap,
+                         blob + FT_CHUNK_STORED_HDR + h.main_z, h.sp_z, h.sp_raw, err);
+        if (!rc && ft_hash64(d->spbuf, h.sp_raw) != h.sp_sum)
+            rc = CORRUPT("chunk %llu: split section checksum mismatch", h.id);
+    }
+    return rc;
 }

@@ -126,14 +126,24 @@ const ft_err *ft_trace_error(const ft_trace *t);
  * recording was not closed (with how many calls the trace holds, and whether a -wal beside it
  * may hold more), or that a side file beside a closed trace was ignored. Names the file. */
 const char *ft_trace_notice(const ft_trace *t);
+/* 1 when the trace was read with its -wal (a recording not closed, its -shm beside it), 0 when
+ * from its main file alone (immutable): what another connection to the file must do to see
+ * the same content. */
+int ft_trace_wal_read(const ft_trace *t);
 
 /* Seal a trace whose recording was not closed (killed, or the machine stopped): fold a
  * leftover -wal into the main file, mark it state 'recovered' and leave one self-contained
- * file, as a close does. A trace already closed is left as it is (was_closed). A damaged -wal
- * is refused (FT_ECORRUPT) unless force, which keeps what comes before the damage. FT_ESTATE
- * when another process has the trace open. */
+ * file, as a close does. Whether the trace was closed is read from the main file alone
+ * (immutable) before anything opens it for writing: a closed trace is left byte for byte as it
+ * is, and a -wal or -journal beside it is neither applied nor removed (was_closed, ignored_*);
+ * one whose close was killed before its header switch is finished only when its -wal holds
+ * nothing the main file lacks (else FT_EINVAL: move the side file away). A file that is not a
+ * trace is refused before anything touches it. A damaged -wal is refused (FT_ECORRUPT) unless
+ * force, which keeps what comes before the damage. FT_ESTATE when another process has the
+ * trace open. */
 typedef struct ft_seal_info {
     int was_closed;                          /* the trace was closed already */
+    int ignored_wal, ignored_journal;        /* a side file beside the closed trace, not read */
     uint64_t wal_commits;                    /* commits the -wal held */
     int wal_damaged;                         /* the -wal was damaged (only with force) */
     uint64_t n_calls, n_backwards, n_chunks; /* what the sealed trace holds */
@@ -157,6 +167,10 @@ uint64_t ft_trace_n_chunks(const ft_trace *t);
  * (fuser/recipe ids, backward->call seqs, op_rg lengths) and seq order. FT_OK or the first
  * problem (detail in err). */
 int ft_trace_verify(ft_trace *t, ft_err *err);
+/* The schema alone (verify's first check after SQLite's own): every table, index and view the
+ * file defines is trace.sql's, so nothing of its own (a view named `calls`, say) can stand in
+ * for what a reader expects. FT_OK or FT_ECORRUPT "PATH: schema differs ...". */
+int ft_trace_check_schema(ft_trace *t, ft_err *err);
 
 /* ---- streaming reader: one decoded chunk at a time ---------------------------------------- */
 /* A batch is one chunk decoded column by column. Arrays are valid until the next
@@ -191,7 +205,10 @@ typedef struct ft_batch {
 } ft_batch;
 
 typedef struct ft_reader ft_reader;
-enum { FT_READ_SPLITS = 1u << 0 };
+/* FT_READ_SPLITS: decode split sizes into the batch. FT_READ_CHECK_SPLITS: without them,
+ * still decompress the split section and check its checksum, so that a reader that needs no
+ * split sizes (info, replay) reports the damage verify would (FT_ECORRUPT naming the chunk). */
+enum { FT_READ_SPLITS = 1u << 0, FT_READ_CHECK_SPLITS = 1u << 1 };
 
 int ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out);
 /* *out_batch = next chunk, or NULL at the end (returns FT_OK). On damage returns FT_ECORRUPT

@@ -1,7 +1,8 @@
 /*
  * reader.c - the streaming reader: one chunk at a time, fetched from the chunks table and
  * decoded column by column into reusable arrays (no allocation per record), plus the record
- * views over a batch.
+ * views over a batch. A chunk whose records reach into the next chunk's seq range is damage
+ * for every reader, as for verify.
  */
 #include "trace_int.h"
 
@@ -137,6 +138,16 @@ int ft_reader_next(ft_reader *r, const ft_batch **out_batch)
         if (rc == FT_ENOMEM && !strstr(err->msg, "(--memory)")) /* not the budget's refusal */
             ft_err_set(err, rc, "out of memory decoding chunk %llu", (unsigned long long)ci->id);
         return name_file(r->t, rc);
+    }
+    /* chunks hold ascending, disjoint seq ranges (the index's first seqs ascend, checked at the
+     * open): this chunk's last record comes before the next chunk's first, as verify says */
+    if (r->pos + 1 < ft_trace_n_chunks(r->t) && r->batch.n) {
+        const ft_chunk_info *nx = ft_trace_chunk(r->t, r->pos + 1);
+        int64_t last = r->batch.seq[r->batch.n - 1];
+        if (last >= nx->first_seq)
+            return ft_err_set(err, FT_ECORRUPT, "%s: chunk %llu: seq %lld does not follow %lld",
+                              ft_trace_path(r->t), (unsigned long long)nx->id,
+                              (long long)nx->first_seq, (long long)last);
     }
     r->pos++;
     *out_batch = &r->batch;

@@ -62,10 +62,25 @@ int ft_sql_status(int sqlite_rc)
     }
 }
 
+/* " (CAUSE)" for an I/O failure: the OS error SQLite kept (a full disk reads "disk I/O error"
+ * from SQLite on some paths), or for SQLITE_FULL (no page limit is ever set on a trace, so
+ * it is the disk), else "". */
+static const char *os_cause(const ft_trace *t, int rc, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    int e = t->db ? sqlite3_system_errno(t->db) : 0;
+    if ((rc & 0xff) == SQLITE_FULL) e = ENOSPC;
+    if (((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_FULL) && e > 0)
+        snprintf(buf, cap, " (%s)", strerror(e));
+    return buf;
+}
+
 int trace_sql_fail(ft_trace *t, int rc, const char *what)
 {
-    return ft_err_set(&t->err, ft_sql_status(rc), "%s: %s: %s", t->path, what,
-                      t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
+    char cause[96];
+    return ft_err_set(&t->err, ft_sql_status(rc), "%s: %s: %s%s", t->path, what,
+                      t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc),
+                      os_cause(t, rc, cause, sizeof cause));
 }
 
 int trace_exec(ft_trace *t, const char *sql)
@@ -73,8 +88,9 @@ int trace_exec(ft_trace *t, const char *sql)
     char *msg = NULL;
     int rc = sqlite3_exec(t->db, sql, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
-        ft_err_set(&t->err, ft_sql_status(rc), "%s: %s: %s", t->path, sql,
-                   msg ? msg : sqlite3_errstr(rc));
+        char cause[96];
+        ft_err_set(&t->err, ft_sql_status(rc), "%s: %s: %s%s", t->path, sql,
+                   msg ? msg : sqlite3_errstr(rc), os_cause(t, rc, cause, sizeof cause));
         sqlite3_free(msg);
         return t->err.rc;
     }
@@ -697,9 +713,11 @@ static void set_notice(ft_trace *t, const probe *pr, const wal_scan *ws)
         int side = (pr->has_wal && pr->wal_bytes) || pr->has_journal;
         if (side)
             ft_buf_printf(&b,
-                          "%s: ignored the %s beside it: the trace was closed, so no side file "
-                          "can change it",
-                          t->path, pr->has_journal ? "-journal" : "-wal");
+                          "%s: ignored the %s beside it: the trace was closed, so fusertrace "
+                          "reads it without side files; plain SQLite (sqlite3 %s) would apply "
+                          "it to the trace: remove it, or open the trace as "
+                          "file:%s?immutable=1",
+                          t->path, pr->has_journal ? "-journal" : "-wal", t->path, t->path);
     } else {
         ft_buf_printf(&b,
                       "%s: the recording was not closed (it is still running, or it stopped): "
@@ -734,7 +752,7 @@ static int open_db_read(ft_trace *t, probe *pr, wal_scan *ws)
     if (rc) return rc;
     memset(ws, 0, sizeof *ws);
     int use_wal = 0;
-    if (pr->wal_mode && pr->has_wal && pr->wal_bytes) {
+    if (!t->main_only && pr->wal_mode && pr->has_wal && pr->wal_bytes) {
         if ((rc = trace_scan_wal(t->path, pr->page_size, ws)))
             return ft_err_set(&t->err, rc, "%s: out of memory", t->path);
         if (ws->damaged)
@@ -764,8 +782,12 @@ int trace_load_all(ft_trace *t)
 {
     int rc = check_identity(t);
     if (rc) return rc;
-    /* chunks are read through the OS page cache without a copy into SQLite's own cache */
-    if ((rc = trace_exec(t, "PRAGMA mmap_size=1073741824"))) return rc;
+    /* no memory map: the pages of a mapped file that a read touched count as the process's
+     * resident memory until it exits (reading every chunk of a 10^8-call trace would hold as
+     * much as the file), and a file cut or overwritten while it is read would raise SIGBUS in
+     * the reader, where read() gives SQLite an error it reports; SQLite's small page cache keeps
+     * the memory of a read bounded at no cost in speed (bench/RESULTS.md) */
+    if ((rc = trace_exec(t, "PRAGMA mmap_size=0"))) return rc;
     /* one read transaction so every table is seen at the same commit */
     if ((rc = trace_exec(t, "BEGIN"))) return rc;
     if (!(rc = trace_load_tables(t))) rc = compare_digests(t);
@@ -807,6 +829,11 @@ int ft_trace_close(ft_trace *t)
     t->db = NULL;
     trace_free(t);
     return rc;
+}
+
+int ft_trace_wal_read(const ft_trace *t)
+{
+    return t->wal_read;
 }
 
 const ft_err *ft_trace_error(const ft_trace *t)

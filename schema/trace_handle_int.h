@@ -74,6 +74,7 @@ struct ft_trace {
     unsigned dirty;           /* digests (1 << DG_*) changed in the open transaction */
     int broken;               /* a commit failed: memory and file disagree, no more writes */
     int wal_read;             /* opened with its -wal (a trace not closed) */
+    int main_only;            /* read the main file alone, immutable, whatever lies beside it */
     char *notice;             /* what a reader should be told, NULL if nothing */
 };
 
@@ -136,6 +137,10 @@ int trace_probe_file(ft_trace *t, probe *pr);
 /* The -wal scanned frame by frame; damage is only reported when two scans a moment apart agree
  * on the file (a writer may be appending). FT_ENOMEM is the only failure. */
 int trace_scan_wal(const char *path, uint32_t page_size, wal_scan *ws);
+/* Whether the -wal's valid commits hold nothing the main file lacks: the last version of every
+ * page its committed frames write equals that page of the main file (applying it changes no
+ * byte). 1 yes, 0 no (or unreadable), FT_ENOMEM. */
+int trace_wal_redundant(const char *path, uint32_t page_size);
 
 /* ---- trace_digest.c: the digest chains ---------------------------------------------------- */
 /* Serialize one row into t->scratch and hash it into *h; FT_ENOMEM. */

@@ -9,6 +9,7 @@
 #include "trace_handle_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -231,4 +232,51 @@ int trace_scan_wal(const char *path, uint32_t page_size, wal_scan *ws)
             return FT_OK;
         }
     }
+}
+
+/* Each committed frame's page, newest first, against the main file: a page seen already was
+ * overwritten by a later frame and does not count. */
+int trace_wal_redundant(const char *path, uint32_t page_size)
+{
+    wal_scan ws;
+    int rc = scan_wal(path, page_size, &ws);
+    if (rc) return rc;
+    if (ws.damaged) return 0;
+    uint64_t n = ws.frames - ws.tail; /* frames up to the last commit */
+    if (!n) return 1;
+    char wp[4200];
+    snprintf(wp, sizeof wp, "%s-wal", path);
+    int wfd = open(wp, O_RDONLY | O_CLOEXEC), dfd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t fsz = 24 + (size_t)page_size;
+    uint8_t *fr = ft_malloc(fsz), *pg = ft_malloc(page_size);
+    ft_hmap seen = {0};
+    int same = wfd >= 0 && dfd >= 0 && fr && pg;
+    rc = fr && pg ? 0 : FT_ENOMEM;
+    struct stat sb;
+    if (same && (fstat(dfd, &sb) || (uint64_t)sb.st_size % page_size)) same = 0;
+    for (uint64_t k = n; same && k >= 1; k--) {
+        off_t off = (off_t)(32 + (k - 1) * fsz);
+        if (pread(wfd, fr, fsz, off) != (ssize_t)fsz) {
+            same = 0;
+            break;
+        }
+        uint32_t pgno = get_be32(fr);
+        /* the last commit gives the database's size: a different one would resize the file */
+        if (k == n && (uint64_t)get_be32(fr + 4) * page_size != (uint64_t)sb.st_size) same = 0;
+        if (!same || ft_hmap_get(&seen, pgno) != UINT32_MAX) continue;
+        if (ft_hmap_put(&seen, pgno, 1)) {
+            rc = FT_ENOMEM;
+            same = 0;
+            break;
+        }
+        if (pread(dfd, pg, page_size, (off_t)(pgno - 1) * page_size) != (ssize_t)page_size ||
+            memcmp(pg, fr + 24, page_size))
+            same = 0;
+    }
+    ft_hmap_free(&seen);
+    ft_free(fr);
+    ft_free(pg);
+    if (wfd >= 0) close(wfd);
+    if (dfd >= 0) close(dfd);
+    return rc ? rc : same;
 }

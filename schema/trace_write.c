@@ -12,13 +12,16 @@
  * kill at any moment leaves either a WAL-mode trace (read as above) or a finished one, and never
  * a hot journal (SQLite's own switch writes page 1 through a rollback journal).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* O_TMPFILE */
 #include "ft_limits.h"
 #include "trace_handle_int.h"
 #include "trace_sql.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,6 +98,14 @@ static int write_digests_all(ft_trace *t)
     return FT_OK;
 }
 
+/* The writer's connection, with URI names on (so that VACUUM INTO can name a memdb database)
+ * unless the path itself would read as one. */
+static int open_rw(const char *path, sqlite3 **db)
+{
+    int uri = strncmp(path, "file:", 5) ? SQLITE_OPEN_URI : 0;
+    return sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | uri, NULL);
+}
+
 /* ---- create ------------------------------------------------------------------------------- */
 static int create(ft_trace *t)
 {
@@ -115,7 +126,7 @@ static int create(ft_trace *t)
         return ft_err_set(&t->err, errno == EEXIST ? FT_EINVAL : FT_EIO, "%s: cannot create: %s",
                           t->path, strerror(errno));
     close(fd);
-    int rc = sqlite3_open_v2(t->path, &t->db, SQLITE_OPEN_READWRITE, NULL);
+    int rc = open_rw(t->path, &t->db);
     if (rc != SQLITE_OK)
         return ft_err_set(&t->err, FT_EIO, "%s: cannot open: %s", t->path,
                           t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
@@ -167,7 +178,7 @@ fail:
 /* ---- open --------------------------------------------------------------------------------- */
 void ft_trace_remove(const char *path)
 {
-    size_t n = strlen(path) + 8;
+    size_t n = strlen(path) + sizeof "-journal";
     char *p = ft_malloc(n);
     unlink(path);
     if (!p) return;
@@ -599,17 +610,27 @@ int ft_trace_w_chunk(ft_trace *t, ft_chunk_info *info, const void *data, size_t 
 }
 
 /* ---- close: compaction and the switch to rollback mode ------------------------------------ */
-/* Small traces small: a finished trace of at most FT_SMALL_TRACE_BYTES is copied into
- * PATH.small-PID with 512-byte pages (VACUUM INTO; the copy is in rollback mode), which
- * compact_finish renames over PATH once the recording's connection is closed. The fixed cost of
- * a trace is a page per table and index, so 4096-byte pages made a 240-call capture 40 KB; 512-byte
- * pages make it about 10. Larger traces keep 4096-byte pages (their chunk blobs read faster). A
- * failure or a kill leaves the original trace as it was (and at worst the copy beside it). */
+/* Small traces small: a finished trace of at most FT_SMALL_TRACE_BYTES is copied with 512-byte
+ * pages (VACUUM INTO an in-memory database of SQLite's memdb VFS; the copy is in rollback mode),
+ * and once the recording's connection is closed compact_finish writes the copy into an unnamed
+ * file beside PATH (O_TMPFILE), syncs it and only then gives it a name (PATH.small-PID) that it
+ * renames over PATH at once: a kill leaves no partial copy, at most (between the link and the
+ * rename) a complete one, which the seal that finishes the trace removes (sweep_copies). The
+ * fixed cost of a trace is a page per table and index, so 4096-byte
+ * pages made a 240-call capture 40 KB; 512-byte pages make it about 10. Larger traces keep
+ * 4096-byte pages (their chunk blobs read faster). A failure or a kill leaves the original trace
+ * as it was. */
 #define FT_SMALL_TRACE_BYTES (1u << 20)
 
-static int compact_copy(ft_trace *t, char *copy, size_t cap)
+typedef struct small_copy {
+    unsigned char *data; /* [n] the compacted database (sqlite3_malloc'd), NULL when none */
+    sqlite3_int64 n;
+} small_copy;
+
+static void compact_copy(ft_trace *t, small_copy *sc)
 {
-    copy[0] = '\0';
+    sc->data = NULL;
+    sc->n = 0;
     sqlite3_stmt *st = NULL;
     int64_t pages = 0, size = 0;
     if (sqlite3_prepare_v2(t->db, "PRAGMA page_count", -1, &st, NULL) == SQLITE_OK &&
@@ -620,42 +641,79 @@ static int compact_copy(ft_trace *t, char *copy, size_t cap)
         sqlite3_step(st) == SQLITE_ROW)
         size = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    if (pages <= 0 || size <= 512 || pages * size > FT_SMALL_TRACE_BYTES) return 0;
-    if ((size_t)snprintf(copy, cap, "%s.small-%ld", t->path, (long)getpid()) >= cap) {
-        copy[0] = '\0';
-        return 0;
+    if (pages <= 0 || size <= 512 || pages * size > FT_SMALL_TRACE_BYTES) return;
+    if (!strncmp(t->path, "file:", 5)) return; /* no URI names on this connection */
+    char uri[96];
+    snprintf(uri, sizeof uri, "file:/fusertrace-small-%ld-%p?vfs=memdb", (long)getpid(), (void *)t);
+    sqlite3 *m = NULL; /* holds the memdb database open: VACUUM INTO fills it */
+    if (sqlite3_open_v2(uri, &m, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI,
+                        NULL) == SQLITE_OK) {
+        char *sql = sqlite3_mprintf("PRAGMA page_size=512; VACUUM INTO %Q", uri);
+        int rc = sql ? sqlite3_exec(t->db, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
+        sqlite3_free(sql);
+        /* read on a connection opened after the copy was written: m's own pager saw the
+         * database empty, with the default page size */
+        sqlite3 *r = NULL;
+        if (rc == SQLITE_OK &&
+            sqlite3_open_v2(uri, &r, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) == SQLITE_OK)
+            sc->data = sqlite3_serialize(r, "main", &sc->n, 0);
+        sqlite3_close(r);
     }
-    unlink(copy); /* a copy a killed close of this pid left */
-    char *sql = sqlite3_mprintf("PRAGMA page_size=512; VACUUM INTO %Q", copy);
-    int rc = sql ? sqlite3_exec(t->db, sql, NULL, NULL, NULL) : SQLITE_NOMEM;
-    sqlite3_free(sql);
-    if (rc != SQLITE_OK) { /* the trace stays as it is, with its larger pages */
-        unlink(copy);
-        copy[0] = '\0';
-        return 0;
+    sqlite3_close(m); /* the trace stays as it is, with its larger pages, when there is no copy */
+    if (sc->data && sc->n <= 0) {
+        sqlite3_free(sc->data);
+        sc->data = NULL;
     }
-    return 1;
 }
 
-/* The copy in place of the trace: synced, renamed, the folder synced. 1 when it replaced it. */
-static int compact_finish(const char *path, const char *copy)
+static int write_all(int fd, const unsigned char *p, size_t n)
 {
-    int fd = open(copy, O_RDONLY | O_CLOEXEC);
-    int ok = fd >= 0 && !fsync(fd);
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* The copy in place of the trace: written unnamed, synced, named, renamed, the folder synced.
+ * 1 when it replaced it. Frees the copy. */
+static int compact_finish(const char *path, small_copy *sc)
+{
+    char dir[4200], named[4200];
+    ft_strlcpy(dir, path, sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    const char *d = slash ? (dir[0] ? dir : "/") : ".";
+    int ok =
+        (size_t)snprintf(named, sizeof named, "%s.small-%ld", path, (long)getpid()) < sizeof named;
+    int fd = ok ? open(d, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644) : -1, by_name = 0;
+    if (ok && fd < 0) { /* a file system without O_TMPFILE: named from the start */
+        unlink(named);  /* a copy a killed close of this pid left */
+        fd = open(named, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+        by_name = 1;
+    }
+    ok = fd >= 0 && !write_all(fd, sc->data, (size_t)sc->n) && !fsync(fd);
+    if (ok && !by_name) {
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        unlink(named);
+        ok = !linkat(AT_FDCWD, proc, AT_FDCWD, named, AT_SYMLINK_FOLLOW);
+    }
     if (fd >= 0) close(fd);
-    if (ok && !rename(copy, path)) {
-        char dir[4200];
-        ft_strlcpy(dir, path, sizeof dir);
-        char *slash = strrchr(dir, '/');
-        if (slash) *slash = '\0';
-        int dfd = open(slash ? (dir[0] ? dir : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    sqlite3_free(sc->data);
+    sc->data = NULL;
+    if (ok && !rename(named, path)) {
+        int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
             (void)fsync(dfd); /* durability of the name; the data is synced already */
             close(dfd);
         }
         return 1;
     }
-    unlink(copy);
+    if (ok || by_name) unlink(named);
     return 0;
 }
 
@@ -669,23 +727,25 @@ static int fold_wal_and_close(ft_trace *t)
     int folded = rc == SQLITE_OK;
     if (rc != SQLITE_OK && rc != SQLITE_BUSY) return trace_sql_fail(t, rc, "folding the WAL in");
     trace_finalize_all(t);
-    char copy[4200];
-    const int compact = folded && compact_copy(t, copy, sizeof copy);
+    small_copy sc = {NULL, 0};
+    if (folded) compact_copy(t, &sc);
     rc = sqlite3_close(t->db);
     t->db = NULL;
-    if (rc != SQLITE_OK)
+    if (rc != SQLITE_OK) {
+        sqlite3_free(sc.data);
         return ft_err_set(&t->err, ft_sql_status(rc), "%s: closing: %s", t->path,
                           sqlite3_errstr(rc));
+    }
     char wal[4200];
     snprintf(wal, sizeof wal, "%s-wal", t->path);
     struct stat sb;
     if (!folded || !stat(wal, &sb)) { /* another connection: stays in WAL mode */
-        if (compact) unlink(copy);
+        sqlite3_free(sc.data);
         return FT_OK;
     }
     char shm[4200];
     snprintf(shm, sizeof shm, "%s-shm", t->path);
-    if (compact && compact_finish(t->path, copy)) { /* the copy is in rollback mode already */
+    if (sc.data && compact_finish(t->path, &sc)) { /* the copy is in rollback mode already */
         unlink(shm);
         return FT_OK;
     }
@@ -731,18 +791,114 @@ int ft_trace_w_finish(ft_trace *t)
 }
 
 /* ---- seal and redigest -------------------------------------------------------------------- */
+/* The copies a close killed between naming its compacted copy and renaming it left beside path:
+ * exactly PATH.small-PID (PID plain digits) of a process that is gone. At worst (a PID of
+ * another namespace) a live close loses its copy, and keeps its trace uncompacted. */
+static void sweep_copies(const char *path)
+{
+    char dir[4200];
+    ft_strlcpy(dir, path, sizeof dir);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash) *slash = '\0';
+    DIR *d = opendir(slash ? (dir[0] ? dir : "/") : ".");
+    if (!d) return;
+    size_t nb = strlen(base);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *s = e->d_name;
+        if (strncmp(s, base, nb) || strncmp(s + nb, ".small-", 7)) continue;
+        s += nb + 7;
+        long pid = 0;
+        int digits = 0;
+        for (; *s >= '0' && *s <= '9' && digits < 10; s++, digits++)
+            pid = pid * 10 + (*s - '0');
+        if (*s || !digits || e->d_name[nb + 7] == '0' || pid > INT_MAX || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char full[8400];
+        snprintf(full, sizeof full, "%s/%s", slash ? (dir[0] ? dir : "") : ".", e->d_name);
+        unlink(full);
+    }
+    closedir(d);
+}
+
+/* What the main file alone says, before anything could apply a side file to it: read immutable
+ * (no lock, nothing created, no -wal or -journal read). *closed: its state is complete or
+ * recovered. A WAL-mode file whose main file alone does not read (a checkpoint the recorder
+ * could not finish) is not closed: its -wal has the rest. Anything else that does not read (not
+ * a trace, a newer format, damage) is refused here, before a write could touch it. */
+static int seal_look(const char *path, probe *pr, int *closed, ft_seal_info *out, ft_err *err)
+{
+    *closed = 0;
+    ft_trace *u = ft_calloc(1, sizeof *u);
+    if (!u || !(u->path = ft_strdup(path))) {
+        ft_free(u);
+        return ft_err_set(err, FT_ENOMEM, "%s: out of memory", path);
+    }
+    u->main_only = 1;
+    int rc = trace_probe_file(u, pr);
+    if (!rc) rc = trace_open_read(u);
+    if (rc == FT_ECORRUPT && pr->wal_mode && u->db) {
+        rc = FT_OK; /* read with its -wal below */
+    } else if (!rc) {
+        const char *state = ft_trace_meta(u, "state");
+        *closed = state && (!strcmp(state, "complete") || !strcmp(state, "recovered"));
+        out->n_calls = u->n_calls;
+        out->n_backwards = u->n_bwd;
+        out->n_chunks = u->n_chunks;
+    }
+    if (rc && err) *err = u->err;
+    trace_free(u);
+    return rc;
+}
+
+/* A closed trace in WAL mode (a close killed after its last commit reached the main file,
+ * before the header switch): its -wal may only hold what the main file has already, and a
+ * -journal has nothing to do with it. */
+static int seal_closed_wal(const char *path, const probe *pr, ft_err *err)
+{
+    if (pr->has_journal)
+        return ft_err_set(err, FT_EINVAL,
+                          "%s: closed, but a %s-journal is beside it, which this trace never "
+                          "writes (another database's?): seal will not let SQLite roll it into "
+                          "the trace; move it away and run seal again",
+                          path, path);
+    if (!pr->has_wal || !pr->wal_bytes) return FT_OK;
+    int r = trace_wal_redundant(path, pr->page_size);
+    if (r < 0) return ft_err_set(err, r, "%s: out of memory", path);
+    if (!r)
+        return ft_err_set(err, FT_EINVAL,
+                          "%s: closed, but the %s-wal beside it holds pages the trace does not "
+                          "(a stale copy, or another database's): seal will not apply it; the "
+                          "trace reads without it ('fusertrace verify'); move it away and run "
+                          "seal again",
+                          path, path);
+    return FT_OK;
+}
+
 int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err)
 {
     memset(out, 0, sizeof *out);
+    probe pr;
+    int closed;
+    int rc = seal_look(path, &pr, &closed, out, err);
+    if (rc) return rc;
+    if (closed && !pr.wal_mode) { /* finished: nothing to do, and nothing beside it is read */
+        out->was_closed = 1;
+        out->ignored_wal = pr.has_wal && pr.wal_bytes;
+        out->ignored_journal = pr.has_journal;
+        return FT_OK;
+    }
+    if (closed && (rc = seal_closed_wal(path, &pr, err))) return rc;
+    sweep_copies(path);
     ft_trace *t = ft_calloc(1, sizeof *t);
     if (!t || !(t->path = ft_strdup(path))) {
         ft_free(t);
         return ft_err_set(err, FT_ENOMEM, "%s: out of memory", path);
     }
-    probe pr;
     wal_scan ws = {0};
-    int rc = trace_probe_file(t, &pr);
-    if (!rc && pr.wal_mode && pr.has_wal && pr.wal_bytes) {
+    if (pr.wal_mode && pr.has_wal && pr.wal_bytes) {
         if ((rc = trace_scan_wal(path, pr.page_size, &ws)))
             ft_err_set(&t->err, rc, "%s: out of memory", path);
         else if (ws.damaged && !force)
@@ -756,7 +912,7 @@ int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err)
     if (!rc) {
         /* read-write, as SQLite opens any database: the WAL is applied, and a hot journal
          * (left by an older build's close) is rolled back */
-        rc = sqlite3_open_v2(path, &t->db, SQLITE_OPEN_READWRITE, NULL);
+        rc = open_rw(path, &t->db);
         if (rc != SQLITE_OK)
             rc = ft_err_set(&t->err, FT_EIO, "%s: cannot open for writing: %s", path,
                             t->db ? sqlite3_errmsg(t->db) : sqlite3_errstr(rc));
@@ -780,9 +936,7 @@ int ft_trace_seal(const char *path, int force, ft_seal_info *out, ft_err *err)
         out->n_backwards = t->n_bwd;
         out->n_chunks = t->n_chunks;
         t->mode = FT_OPEN_CREATE;
-        /* a closed trace in rollback mode is left untouched (a write would need a journal) */
-        if (!out->was_closed || pr.wal_mode)
-            rc = finish_as(t, out->was_closed ? state : "recovered");
+        rc = finish_as(t, out->was_closed ? state : "recovered");
     }
     if (rc && err) *err = t->err;
     trace_free(t);

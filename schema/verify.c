@@ -37,7 +37,7 @@ static int schema_text(sqlite3 *db, ft_buf *out)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static int check_schema(ft_trace *t, ft_err *err)
+int ft_trace_check_schema(ft_trace *t, ft_err *err)
 {
     sqlite3 *ref = NULL;
     ft_buf a = {0}, b = {0};
@@ -298,7 +298,7 @@ int ft_trace_verify(ft_trace *t, ft_err *err)
     ft_err local;
     if (!err) err = &local;
     int rc = check_sqlite(t, err);
-    if (!rc) rc = check_schema(t, err);
+    if (!rc) rc = ft_trace_check_schema(t, err);
     if (!rc && (rc = ft_trace_check_digests(t))) *err = *ft_trace_error(t);
     if (!rc) rc = check_tables(t, err);
     if (rc) return rc;

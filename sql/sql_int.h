@@ -35,6 +35,15 @@ void sql_narrow(int64_t *lo, int64_t *hi, char op, sqlite3_value *val);
 /* vt's error message: fmt with one %s. Returns rc. */
 int sql_vtab_err(sqlite3_vtab *vt, int rc, const char *fmt, const char *detail);
 
+/* The connection's main database file, when it is a trace that the host opened itself (the
+ * stock shell's `sqlite3 run.ftdb`): SQLite reads a -wal or rolls back a -journal beside it and
+ * would checkpoint into it on close, so the checkpoint on close is turned off, and it is refused
+ * (FT_EINVAL, the message says to open it as file:PATH?immutable=1) when such a side file is
+ * there and the host did not open it immutable; refused too when its schema is not trace.sql's
+ * (verify's message), whose objects would stand in for the tables. FT_OK when the main database
+ * is no trace or passes. */
+int sql_guard_main(sqlite3 *db, ft_err *err);
+
 extern const sqlite3_module sql_decisions_module;
 
 #endif /* FT_SQL_INT_H */

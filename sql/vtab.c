@@ -19,7 +19,9 @@ SQLITE_EXTENSION_INIT3
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- the traces a connection has opened --------------------------------------------------- */
 static void ctx_release(void *p)
@@ -242,6 +244,51 @@ static int vt_close(sqlite3_vtab_cursor *cur)
     return SQLITE_OK;
 }
 
+/* Whether the file starts with a SQLite header carrying the trace's application_id. */
+static int is_trace_file(const char *path)
+{
+    uint8_t h[72];
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    uint32_t app = (uint32_t)h[68] << 24 | (uint32_t)h[69] << 16 | (uint32_t)h[70] << 8 | h[71];
+    return n == sizeof h && !memcmp(h, "SQLite format 3", 16) && app == FT_APPLICATION_ID;
+}
+
+static int side_file(const char *path, const char *suffix)
+{
+    char p[4200];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s%s", path, suffix);
+    return !stat(p, &sb) && (sb.st_size > 0 || !strcmp(suffix, "-journal"));
+}
+
+int sql_guard_main(sqlite3 *db, ft_err *err)
+{
+    const char *main = sqlite3_db_filename(db, "main");
+    if (!main || !*main || !is_trace_file(main)) return FT_OK;
+    int immutable = sqlite3_uri_boolean(main, "immutable", 0);
+    if (!immutable) {
+        sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+        const char *side = side_file(main, "-journal") ? "-journal"
+                           : side_file(main, "-wal")   ? "-wal"
+                                                       : NULL;
+        if (side)
+            return ft_err_set(err, FT_EINVAL,
+                              "%s: a %s is beside it and it was not opened immutable, so SQLite "
+                              "applies that file to what this connection reads (and may write "
+                              "it into the trace); open the trace as sqlite3 -readonly "
+                              "'file:%s?immutable=1'",
+                              main, side, main);
+    }
+    ft_trace *t = NULL;
+    int rc = ft_trace_open(main, FT_OPEN_READ, &t, err);
+    if (!rc) rc = ft_trace_check_schema(t, err);
+    ft_trace_close(t);
+    return rc;
+}
+
 int sql_trace_get(sql_ctx *ctx, sqlite3 *db, sqlite3_vtab *vt, const char *table, const char *path,
                   ft_trace **out, const char **name)
 {
@@ -250,6 +297,7 @@ int sql_trace_get(sql_ctx *ctx, sqlite3 *db, sqlite3_vtab *vt, const char *table
         *name = ctx->dflt_name;
         return SQLITE_OK;
     }
+    int is_main = 0;
     if (!path) {
         path = sqlite3_db_filename(db, "main");
         if (!path || !*path)
@@ -258,6 +306,7 @@ int sql_trace_get(sql_ctx *ctx, sqlite3 *db, sqlite3_vtab *vt, const char *table
                 "%s: no trace: name one, e.g. calls('run.ftdb'), or open a trace as "
                 "the main database",
                 table);
+        is_main = 1;
     }
     for (sql_trace *s = ctx->open; s; s = s->next)
         if (!strcmp(s->path, path)) {
@@ -265,6 +314,11 @@ int sql_trace_get(sql_ctx *ctx, sqlite3 *db, sqlite3_vtab *vt, const char *table
             *name = s->path;
             return SQLITE_OK;
         }
+    ft_err gerr = {0};
+    int grc = is_main ? sql_guard_main(db, &gerr) : FT_OK;
+    if (grc)
+        return sql_vtab_err(vt, grc == FT_ENOMEM ? SQLITE_NOMEM : SQLITE_ERROR, "%s",
+                            ft_err_msg(&gerr));
     sql_trace *s = ft_calloc(1, sizeof *s);
     if (!s || !(s->path = ft_strdup(path))) {
         ft_free(s);
@@ -339,15 +393,21 @@ static int settle(sql_cursor *c)
 void sql_narrow(int64_t *lo, int64_t *hi, char op, sqlite3_value *val)
 {
     int type = sqlite3_value_numeric_type(val);
-    int64_t lo_v, hi_v; /* the integers value lies between */
+    int64_t lo_v, hi_v; /* the integers value lies between (clamped to int64) */
+    int exact = 0;      /* value is that integer */
     if (type == SQLITE_INTEGER) {
         lo_v = hi_v = sqlite3_value_int64(val);
+        exact = 1;
     } else if (type == SQLITE_FLOAT) {
         double d = sqlite3_value_double(val);
         if (isnan(d)) return;
+        /* every double in [-2^63, 2^63) converts exactly once integral; beyond, the value lies
+         * past every int64, and the clamped bound is conservative (SQLite still compares) */
+        const double two63 = 9223372036854775808.0;
         double f = floor(d), e = ceil(d);
-        lo_v = f <= -9.2e18 ? INT64_MIN : f >= 9.2e18 ? INT64_MAX : (int64_t)f;
-        hi_v = e <= -9.2e18 ? INT64_MIN : e >= 9.2e18 ? INT64_MAX : (int64_t)e;
+        lo_v = f >= two63 ? INT64_MAX : f < -two63 ? INT64_MIN : (int64_t)f;
+        hi_v = e >= two63 ? INT64_MAX : e < -two63 ? INT64_MIN : (int64_t)e;
+        exact = f == e && d < two63 && d >= -two63;
     } else {
         return;
     }
@@ -356,8 +416,8 @@ void sql_narrow(int64_t *lo, int64_t *hi, char op, sqlite3_value *val)
         if (lo_v > *lo) *lo = lo_v;
         if (hi_v < *hi) *hi = hi_v;
         break;
-    case 'L': /* seq < v: seq <= hi_v - 1 when v is an integer, <= floor(v) otherwise */
-        if (lo_v == hi_v && hi_v > INT64_MIN)
+    case 'L': /* seq < v: seq <= v - 1 when v is an integer, <= floor(v) otherwise */
+        if (exact && hi_v > INT64_MIN)
             hi_v--;
         else
             hi_v = lo_v;
@@ -367,7 +427,7 @@ void sql_narrow(int64_t *lo, int64_t *hi, char op, sqlite3_value *val)
         if (lo_v < *hi) *hi = lo_v;
         break;
     case 'G':
-        if (lo_v == hi_v && lo_v < INT64_MAX)
+        if (exact && lo_v < INT64_MAX)
             lo_v++;
         else
             lo_v = hi_v;
@@ -416,7 +476,7 @@ static int vt_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str,
     int rc = sql_trace_get(v->ctx, v->db, &v->base, v->kind == FT_REC_CALL ? "calls" : "backwards",
                            path, &t, &c->path);
     if (rc) return rc;
-    unsigned flags = (idx_num & IDX_SPLITS) ? FT_READ_SPLITS : 0;
+    unsigned flags = (idx_num & IDX_SPLITS) ? FT_READ_SPLITS : FT_READ_CHECK_SPLITS;
     if (c->r && (c->t != t || c->rflags != flags)) {
         ft_reader_close(c->r);
         c->r = NULL;

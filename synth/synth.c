@@ -252,6 +252,7 @@ static int build_model(gen *g)
     g->fwd_rec = ft_calloc((size_t)L * M, sizeof *g->fwd_rec);
     g->sa_n = ft_calloc((size_t)L * M, 1);
     g->sa_bwd = ft_malloc((size_t)L * M * SA_MAX * sizeof *g->sa_bwd);
+    g->sa_k0 = ft_calloc((size_t)L * M, 1);
     g->next_id = 4 * (int64_t)L + 1; /* past every sfuser's id */
     g->ops = ft_malloc((size_t)S * cap * sizeof *g->ops);
     g->n_sops = ft_malloc(S * sizeof *g->n_sops);
@@ -260,7 +261,7 @@ static int build_model(gen *g)
     g->finB = ft_malloc((size_t)C * EM * sizeof *g->finB);
     g->free_at = ft_malloc(S * sizeof *g->free_at);
     if (!g->splits || !g->eval_splits || !g->bwd_seq || !g->fwd_rec || !g->sa_n || !g->sa_bwd ||
-        !g->ops || !g->n_sops || !g->idx || !g->finF || !g->finB || !g->free_at)
+        !g->sa_k0 || !g->ops || !g->n_sops || !g->idx || !g->finF || !g->finB || !g->free_at)
         goto oom;
     return build_ops(g);
 oom:
@@ -404,6 +405,7 @@ static void gen_free(gen *g)
         ft_free(g->ops_json[k]);
     ft_free(g->sa_n);
     ft_free(g->sa_bwd);
+    ft_free(g->sa_k0);
     for (uint32_t i = 0; i < g->n_objs; i++)
         ft_free(g->objs[i]);
     ft_free(g->objs);

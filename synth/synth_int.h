@@ -174,6 +174,7 @@ typedef struct slayer {
     uint32_t n_fusers;
     uint32_t sa_fuser[2]; /* the standalone RMSNorm's and router's sfuser (when standalone > 0) */
     double sa_acc;        /* standalone calls owed to the share (Bresenham) */
+    uint32_t sa_next;     /* the standalone module whose turn is next: 0 RMSNorm, 1 router */
     double *pop;          /* [experts] routing probabilities (moe); owns the block below */
     double *lam;          /* [experts] expected tokens per microbatch */
     double *sd;           /* [experts] binomial standard deviation of the count */
@@ -220,6 +221,7 @@ typedef struct gen {
     uint8_t *sa_n;         /* [layers][microbatches] standalone calls of the forward (recompute
                               repeats them) */
     int64_t *sa_bwd;       /* [layers][microbatches][SA_MAX] their calls whose backward runs */
+    uint8_t *sa_k0;        /* [layers][microbatches] the forward's first standalone module */
     /* recipe objects and declarations */
     robj **objs;
     uint32_t n_objs, cap_objs;

@@ -123,16 +123,16 @@ static uint32_t standalone_calls(gen *g, slayer *L)
     return n < SA_MAX ? n : SA_MAX;
 }
 
-/* Layer l's standalone calls k < n of microbatch m (RMSNorm, router, in turn); where bwd is
- * non-NULL, the seqs of those whose backward runs. */
-static int emit_standalone(gen *g, uint32_t l, uint32_t n, robj *rec, int grad, int64_t step,
-                           int64_t mb, const char *phase, int64_t *t, int64_t *bwd)
+/* Layer l's standalone calls k < n of microbatch m (RMSNorm and router in turn, across passes,
+ * from module k0); where bwd is non-NULL, the seqs of those whose backward runs. */
+static int emit_standalone(gen *g, uint32_t l, uint32_t k0, uint32_t n, robj *rec, int grad,
+                           int64_t step, int64_t mb, const char *phase, int64_t *t, int64_t *bwd)
 {
     slayer *L = &g->layers[l];
     for (uint32_t k = 0; k < n; k++) {
         int64_t seq;
-        int rc = emit_call(g, L->sa_fuser[k & 1], rec, grad, grad && L->input_rg, L->sa_rg, NULL,
-                           step, mb, phase, t, &seq);
+        int rc = emit_call(g, L->sa_fuser[(k0 + k) & 1], rec, grad, grad && L->input_rg, L->sa_rg,
+                           NULL, step, mb, phase, t, &seq);
         if (rc) return rc;
         if (bwd) bwd[k] = grad && L->sa_bwd ? seq : -1;
     }
@@ -165,9 +165,13 @@ static int chunk_forward(gen *g, uint32_t ch, uint32_t m, int64_t step, int eval
         slayer *L = &g->layers[l];
         robj *rec = eval ? synth_eval_recipe(g, l, step) : synth_train_recipe(g, l, step);
         if (!eval) g->fwd_rec[(size_t)l * M + m] = rec;
-        const uint32_t n_sa = standalone_calls(g, L);
-        if (!eval) g->sa_n[(size_t)l * M + m] = (uint8_t)n_sa;
-        int rc = emit_standalone(g, l, n_sa, rec, grad, step, mb, phase, t,
+        const uint32_t n_sa = standalone_calls(g, L), k0 = L->sa_next;
+        L->sa_next = (k0 + n_sa) & 1;
+        if (!eval) {
+            g->sa_n[(size_t)l * M + m] = (uint8_t)n_sa;
+            g->sa_k0[(size_t)l * M + m] = (uint8_t)k0;
+        }
+        int rc = emit_standalone(g, l, k0, n_sa, rec, grad, step, mb, phase, t,
                                  eval ? NULL : g->sa_bwd + ((size_t)l * M + m) * SA_MAX);
         if (rc) return rc;
         for (uint32_t k = 0; k < L->n_fusers; k++) {
@@ -200,7 +204,7 @@ static int layer_backward(gen *g, uint32_t l, uint32_t m, int64_t *t)
     for (uint32_t k = g->sa_n[lm]; k-- > 0;) { /* the standalone ops ran first: backward last */
         int64_t call = g->sa_bwd[lm * SA_MAX + k];
         if (call < 0) continue;
-        int rc = emit_backward(g, call, &g->fusers[L->sa_fuser[k & 1]], t);
+        int rc = emit_backward(g, call, &g->fusers[L->sa_fuser[(g->sa_k0[lm] + k) & 1]], t);
         if (rc) return rc;
     }
     return FT_OK;
@@ -231,7 +235,7 @@ static int chunk_backward(gen *g, uint32_t ch, uint32_t m, int64_t step, int64_t
             slayer *L = &g->layers[l];
             robj *rec = g->fwd_rec[(size_t)l * M + m]; /* the forward's object */
             const size_t lm = (size_t)l * M + m;
-            rc = emit_standalone(g, l, g->sa_n[lm], rec, 1, step, m, "recompute", t,
+            rc = emit_standalone(g, l, g->sa_k0[lm], g->sa_n[lm], rec, 1, step, m, "recompute", t,
                                  g->sa_bwd + lm * SA_MAX);
             if (rc) return rc;
             for (uint32_t k = 0; k < L->n_fusers; k++) {

@@ -1057,37 +1057,6 @@ static void test_cli_import_summary(void **state)
     assert_int_equal(strchr(s, '\n')[1], '\0'); /* one line */
 }
 
-/* A killed import leaves OUT.tmp-PID-XXXXXX (and its -wal) beside OUT: the next output to OUT
- * removes them once PID is gone, and leaves a live process's temporaries and other files alone. */
-static void test_cli_stale_temporaries_swept(void **state)
-{
-    fx *f = *state;
-    pid_t dead = fork();
-    assert_true(dead >= 0);
-    if (!dead) _exit(0);
-    assert_int_equal(waitpid(dead, NULL, 0), dead);
-    char stale[1200], stale_wal[1300], live[1200], other[1200];
-    snprintf(stale, sizeof stale, "%s.tmp-%ld-abcdef", in_dir(f, "s.ftdb"), (long)dead);
-    snprintf(stale_wal, sizeof stale_wal, "%s-wal", stale);
-    snprintf(live, sizeof live, "%s.tmp-%ld-abcdef", in_dir(f, "s.ftdb"), (long)getpid());
-    snprintf(other, sizeof other, "%s.tmp-notapid", in_dir(f, "s.ftdb"));
-    const char *const files[] = {stale, stale_wal, live, other};
-    for (size_t i = 0; i < FT_ARRAY_LEN(files); i++) {
-        FILE *x = fopen(files[i], "w");
-        assert_non_null(x);
-        fclose(x);
-    }
-    assert_int_equal(run(f, NULL, NULL, "import", FT_SOURCE_DIR "/traces/recompute-rht.jsonl", "-o",
-                         in_dir(f, "s.ftdb"), NULL),
-                     0);
-    assert_int_equal(access(stale, F_OK), -1);
-    assert_int_equal(access(stale_wal, F_OK), -1);
-    assert_int_equal(access(live, F_OK), 0);
-    assert_int_equal(access(other, F_OK), 0);
-    unlink(live);
-    unlink(other);
-}
-
 int main(void)
 {
     if (!getenv("FT_CLI")) {
@@ -1097,7 +1066,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_cli_import_export_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_import_stdin, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cli_stale_temporaries_swept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_import_malformed_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_import_error_keeps_existing_output, setup,
                                         teardown),

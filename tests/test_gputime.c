@@ -7,7 +7,8 @@
  * the raise, untimed and stale counts, the steps, the median and spread of the rounds, the stale
  * difference; that numerics on or off changes neither the timing nor the numerics; merging two
  * traces; the text, JSON and HTML sections; the refusals without a device (the library's and the
- * CLI's exit 3 before any output).
+ * CLI's exit 3 before any output); the sampled calls spread over several fake devices (--devices)
+ * giving the one device's report.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -26,6 +27,7 @@
 #include <jansson.h>
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,24 +40,47 @@ const nx_backend *__wrap_nx_backend_of(ft_numerics_backend be);
 typedef struct fake {
     ft_nx *cpu; /* the CPU back end's context: problems, runs, figures */
     int grad;   /* the current problem runs the backward */
+    int device; /* the fake device it lives on */
     uint64_t problems, inputs_only, timed;
 } fake;
+
+/* The fake node: how many devices it has, the problems each was given and the current device of
+ * each thread (which every context call checks, as the CUDA back end's own contexts make theirs
+ * current). */
+#define FAKE_MAX_DEV 4
+static int g_n_dev = 1;
+static atomic_uint_fast64_t g_dev_problems[FAKE_MAX_DEV];
+static _Thread_local int g_cur_dev = -1;
 
 static fake *as_fake(ft_nx *nx)
 {
     return (fake *)(void *)nx;
 }
 
-static int fake_open(ft_nx **out, ft_err *err)
+static int fake_open_on(int device, ft_nx **out, ft_err *err)
 {
+    assert_true(device >= 0 && device < g_n_dev);
     fake *f = calloc(1, sizeof *f);
     if (!f) return ft_err_set(err, FT_ENOMEM, "fake: no memory");
+    f->device = device;
     int rc = ft_cpu_nx_new(&f->cpu, err);
     if (rc) {
         free(f);
         return rc;
     }
     *out = (ft_nx *)(void *)f;
+    return FT_OK;
+}
+
+static int fake_open(ft_nx **out, ft_err *err)
+{
+    return fake_open_on(0, out, err);
+}
+
+static int fake_set_device(int device, ft_err *err)
+{
+    if (device < 0 || device >= g_n_dev) return ft_err_set(err, FT_EINVAL, "fake: no device");
+    g_cur_dev = device;
     return FT_OK;
 }
 
@@ -69,6 +94,8 @@ static void fake_close(ft_nx *nx)
 static int fake_problem(ft_nx *nx, const ft_nx_problem *p, ft_err *err)
 {
     fake *f = as_fake(nx);
+    assert_int_equal(g_cur_dev, f->device); /* the slot made its device current */
+    atomic_fetch_add(&g_dev_problems[f->device], 1);
     f->problems++;
     f->inputs_only += p->inputs_only;
     f->grad = p->grad;
@@ -97,7 +124,7 @@ static void fake_profile(ft_nx *nx, int on, double ms[FT_NX_PHASES])
 
 static int fake_n_devices(void)
 {
-    return 1;
+    return g_n_dev;
 }
 
 #define FAKE_GPU "FAKE-GPU <9000>"
@@ -161,6 +188,8 @@ static const nx_backend fake_row = {.name = "cuda",
                                     .memory = fake_memory,
                                     .profile = fake_profile,
                                     .n_devices = fake_n_devices,
+                                    .open_on = fake_open_on,
+                                    .set_device = fake_set_device,
                                     .device_info = fake_device_info,
                                     .mem_info = fake_mem_info,
                                     .time = fake_time};
@@ -484,6 +513,97 @@ static void test_gputime_with_numerics(void **state)
     ft_free(cpu);
 }
 
+/* The numerics and GPU time of the trace on fake devices `ids` (n 0: every one of the node's
+ * n_dev), as the JSON report writes them with the times that vary run to run zeroed. */
+static char *report_on_devices(int n_dev, const int *ids, uint32_t n, uint64_t *problems)
+{
+    g_n_dev = n_dev;
+    for (int d = 0; d < FAKE_MAX_DEV; d++)
+        atomic_store(&g_dev_problems[d], 0);
+    ft_numerics_result *nr = ft_calloc(1, sizeof *nr);
+    ft_replay_result *rr = ft_calloc(1, sizeof *rr);
+    assert_true(nr && rr);
+    ft_trace *t = NULL;
+    ft_err err = {0};
+    assert_int_equal(ft_trace_open(g_trace, FT_OPEN_READ, &t, &err), FT_OK);
+    ft_replay_opts ro = {0};
+    /* an info stream: the estimate pass runs first, as on the command line */
+    FILE *info = tmpfile();
+    assert_non_null(info);
+    ft_numerics_opts no = {.shrink = 2,
+                           .sample = 24,
+                           .seed = 3,
+                           .backend = FT_NUMERICS_CUDA,
+                           .gpu_time = 1,
+                           .devices = ids,
+                           .n_devices = n,
+                           .info = info};
+    int rc = ft_numerics_replay_trace(t, &ro, &no, rr, nr, &err);
+    if (rc) print_error("%s\n", ft_err_msg(&err));
+    assert_int_equal(rc, FT_OK);
+    fclose(info);
+    ft_trace_close(t);
+    for (int d = 0; d < FAKE_MAX_DEV; d++)
+        problems[d] = atomic_load(&g_dev_problems[d]);
+    assert_int_equal(nr->n_threads, n ? n : (uint32_t)n_dev);
+    nr->wall_ns = nr->gt.timing_ns = 0;
+    nr->n_threads = 0;
+    nr->est_lo_s = nr->est_hi_s = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    ft_report_opts opts;
+    ft_report_opts_init(&opts);
+    assert_int_equal(ft_report_write_opts(f, rr, nr, FT_REPORT_JSON, &opts, &err), FT_OK);
+    assert_int_equal(ft_report_numerics(f, nr, &err), FT_OK);
+    fclose(f);
+    g_n_dev = 1;
+    ft_free(nr);
+    ft_free(rr);
+    return buf;
+}
+
+/* Sampled calls spread over several devices: every device gets calls, each on its own context
+ * (made current by the thread that drives it), and the report is the one device's, byte for
+ * byte; ids out of range or named twice are refused. */
+static void test_gputime_devices_same_report(void **state)
+{
+    (void)state;
+    uint64_t p1[FAKE_MAX_DEV], p3[FAKE_MAX_DEV], pall[FAKE_MAX_DEV], p2[FAKE_MAX_DEV];
+    const int zero[] = {0}, three[] = {0, 1, 2}, two[] = {2, 0};
+    char *one = report_on_devices(3, zero, 1, p1);
+    char *many = report_on_devices(3, three, 3, p3);
+    char *all = report_on_devices(3, NULL, 0, pall);
+    char *pair = report_on_devices(3, two, 2, p2);
+    assert_true(p1[0] > 0 && p1[1] == 0 && p1[2] == 0);
+    for (int d = 0; d < 3; d++) {
+        assert_true(p3[d] > 0);
+        assert_int_equal(p3[d], pall[d]); /* the assignment is fixed by the calls */
+    }
+    assert_true(p2[0] > 0 && p2[1] == 0 && p2[2] > 0);
+    assert_int_equal(p3[0] + p3[1] + p3[2], p1[0]);
+    assert_string_equal(one, many);
+    assert_string_equal(one, all);
+    assert_string_equal(one, pair);
+    free(one);
+    free(many);
+    free(all);
+    free(pair);
+
+    g_n_dev = 2;
+    ft_err err = {0};
+    const int bad[] = {0, 2}, twice[] = {1, 1};
+    assert_int_equal(ft_numerics_devices_check(FT_NUMERICS_CUDA, bad, 2, &err), FT_EINVAL);
+    assert_non_null(strstr(ft_err_msg(&err), "device 2"));
+    assert_non_null(strstr(ft_err_msg(&err), "sees 2 CUDA devices"));
+    assert_int_equal(ft_numerics_devices_check(FT_NUMERICS_CUDA, twice, 2, &err), FT_EINVAL);
+    assert_non_null(strstr(ft_err_msg(&err), "twice"));
+    assert_int_equal(ft_numerics_devices_check(FT_NUMERICS_CUDA, bad, 1, &err), FT_OK);
+    assert_int_equal(ft_numerics_devices_check(FT_NUMERICS_CPU, bad, 2, &err), FT_OK);
+    g_n_dev = 1;
+}
+
 /* Two traces (ranks): counts, steps and sums add up; the per-step figures stay. */
 static void test_gputime_merges_traces(void **state)
 {
@@ -688,6 +808,7 @@ int main(void)
         cmocka_unit_test(test_gputime_small_sample_leaves_calls_untimed),
         cmocka_unit_test(test_gputime_with_numerics),
         cmocka_unit_test(test_gputime_merges_traces),
+        cmocka_unit_test(test_gputime_devices_same_report),
         cmocka_unit_test(test_gputime_report_fields),
         cmocka_unit_test(test_gputime_refused_on_the_cpu),
         cmocka_unit_test(test_gputime_cli_without_device),

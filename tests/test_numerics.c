@@ -999,6 +999,81 @@ static void test_numerics_replay_threads_deterministic(void **state)
     ft_free(rr);
 }
 
+/* The sampled calls of one trace run in parts (opts.parts, as the processes of an MPI job run
+ * them): each part runs only the calls of its units, the parts together every sampled call once,
+ * and their outcomes joined give the whole run's figures exactly; a call two parts both ran is
+ * refused. */
+static void test_numerics_parts_join(void **state)
+{
+    (void)state;
+    const char *path = FT_BINARY_DIR "/test_numerics_parts.ftdb";
+    const ft_synth_param sets[] = {{"layers", "2"},       {"experts", "4"},     {"tokens", "256"},
+                                   {"hidden", "128"},     {"ffn", "64"},        {"steps", "6"},
+                                   {"microbatches", "2"}, {"detour_every", "3"}};
+    synth_trace(path, sets, FT_ARRAY_LEN(sets));
+    ft_numerics_result *whole = numerics_run(path, 2, 20, 1, NULL);
+    assert_true(whole->calls_run >= 6);
+    static const ft_numerics_part parts[] = {{5, 0, 2}, {5, 2, 3}, {5, 3, 5}};
+    enum { N_PARTS = FT_ARRAY_LEN(parts) };
+    ft_numerics_result *res = ft_calloc(N_PARTS + 1, sizeof *res);
+    ft_numerics_outcome *oc = ft_calloc(2 * whole->calls_run, sizeof *oc);
+    ft_replay_result *rr = ft_calloc(1, sizeof *rr);
+    assert_non_null(res);
+    assert_non_null(oc);
+    assert_non_null(rr);
+    uint64_t n_oc = 0, first_part = 0;
+    ft_err err = {0};
+    for (uint32_t k = 0; k < N_PARTS; k++) {
+        ft_trace *t = NULL;
+        assert_int_equal(ft_trace_open(path, FT_OPEN_READ, &t, &err), FT_OK);
+        ft_numerics_opts no = {
+            .shrink = 2, .sample = 20, .seed = 3, .n_threads = 1, .parts = &parts[k], .n_parts = 1};
+        ft_numerics_obs *o = NULL;
+        assert_int_equal(ft_numerics_obs_new(&no, 0, &o, &err), FT_OK);
+        const ft_replay_observer *obs[1] = {ft_numerics_obs_observer(o)};
+        ft_replay_opts ro = {.observers = obs, .n_observers = 1};
+        assert_int_equal(ft_replay_trace(t, &ro, rr, &err), FT_OK);
+        const ft_numerics_result *tr = NULL;
+        assert_int_equal(ft_numerics_obs_traces(o, &tr), 1);
+        res[k] = tr[0];
+        const ft_numerics_outcome *mine = NULL;
+        const uint64_t n = ft_numerics_obs_outcomes(o, 0, &mine);
+        assert_true(n > 0);
+        assert_int_equal(tr[0].calls_run, n);
+        assert_int_equal(tr[0].calls_seen, whole->calls_seen);
+        for (uint64_t i = 0; i < n; i++) {
+            const uint32_t unit = (uint32_t)(mine[i].index % parts[k].mod);
+            assert_true(unit >= parts[k].lo && unit < parts[k].hi);
+            assert_true(n_oc < whole->calls_run);
+            oc[n_oc++] = mine[i];
+        }
+        if (!k) first_part = n;
+        ft_numerics_obs_free(o);
+        ft_trace_close(t);
+    }
+    assert_int_equal(n_oc, whole->calls_run);
+    /* in any order: the join sorts them into call order */
+    for (uint64_t i = 0; i < n_oc / 2; i++) {
+        const ft_numerics_outcome x = oc[i];
+        oc[i] = oc[n_oc - 1 - i];
+        oc[n_oc - 1 - i] = x;
+    }
+    ft_numerics_result *joined = &res[N_PARTS];
+    assert_int_equal(ft_numerics_result_join(res, N_PARTS, oc, n_oc, joined, &err), FT_OK);
+    assert_numerics_equal(whole, joined);
+    assert_true(whole->flops == joined->flops);
+    /* part 0's calls once more */
+    memcpy(&oc[n_oc], oc, (size_t)first_part * sizeof *oc);
+    assert_int_equal(ft_numerics_result_join(res, N_PARTS, oc, n_oc + first_part, joined, &err),
+                     FT_EINVAL);
+    assert_non_null(strstr(ft_err_msg(&err), "ran twice"));
+    remove(path);
+    ft_free(whole);
+    ft_free(res);
+    ft_free(oc);
+    ft_free(rr);
+}
+
 /* The per-call entry, driven by the test through the driver's pull form (one thread,
  * ft_numerics_run on every call of every view), gives the push driver's figures exactly. */
 static void direct_view(ft_numerics *nx, const ft_replay_view *v)
@@ -1243,6 +1318,7 @@ int main(void)
                                         check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_replay_threads_deterministic, note_live,
                                         check_leaks),
+        cmocka_unit_test_setup_teardown(test_numerics_parts_join, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_run_matches_driver, note_live, check_leaks),
         cmocka_unit_test_setup_teardown(test_numerics_replay_alloc_failures, note_live,
                                         check_leaks),

@@ -585,6 +585,46 @@ static void test_synth_recompute_shares_forward(void **state)
     coll_free(&c);
 }
 
+/* moe-standalone: the standalone calls make their share of the calls, the RMSNorm and the router
+ * take turns across layer passes (at a share under one call per pass too), every transient
+ * fuser is declared right before its one call and ended right after it, and a recompute or a
+ * backward names the module of its forward. */
+static void test_synth_standalone_share(void **state)
+{
+    (void)state;
+    const char *kvs[] = {"standalone=0.1", "standalone=0.5"};
+    const double wants[] = {0.1, 0.5};
+    for (int si = 0; si < 2; si++) {
+        coll c = {0};
+        ft_err err = {0};
+        assert_int_equal(run(&c, "moe-standalone", 5, &err, "steps=60", kvs[si], NULL), FT_OK);
+        size_t n_calls = 0, n_norm = 0, n_router = 0, n_fwd_norm = 0, n_rec_norm = 0;
+        for (size_t i = 0; i < c.n; i++) {
+            const rec *r = &c.r[i];
+            if (r->kind != R_CALL) continue;
+            n_calls++;
+            const rec *d = &c.r[i - 1]; /* a transient fuser's declaration */
+            if (d->kind != R_FUSER || d->id != r->fuser) continue;
+            const int norm = strstr(d->text2, "input_layernorm") != NULL;
+            if (!norm && !strstr(d->text2, "mlp.router")) continue; /* a Sequential's first */
+            n_norm += norm;
+            n_router += !norm;
+            if (norm) n_fwd_norm += !strcmp(r->phase, "fwd");
+            if (norm) n_rec_norm += !strcmp(r->phase, "recompute");
+            assert_true(i + 1 < c.n);
+            assert_int_equal(c.r[i + 1].kind, R_END);
+            assert_int_equal(c.r[i + 1].fuser, r->fuser);
+        }
+        const double share = (double)(n_norm + n_router) / (double)n_calls;
+        assert_true(share > wants[si] - 0.01 && share < wants[si] + 0.01);
+        /* in turn: within one call of each other; the recompute repeats the forward's modules */
+        assert_true(n_norm >= n_router && n_norm - n_router <= 2 * 4 * 8);
+        assert_true(n_router > 0);
+        assert_int_equal(n_fwd_norm, n_rec_norm);
+        coll_free(&c);
+    }
+}
+
 /* Recompute under a recipe schedule: the recompute uses the same object as the forward even
  * across detours (recompute happens in the same step). */
 static void test_synth_recompute_same_object_under_schedule(void **state)
@@ -1592,6 +1632,7 @@ int main(void)
         cmocka_unit_test(test_synth_deterministic_per_seed),
         cmocka_unit_test(test_synth_demo_shape),
         cmocka_unit_test(test_synth_recompute_shares_forward),
+        cmocka_unit_test(test_synth_standalone_share),
         cmocka_unit_test(test_synth_recompute_same_object_under_schedule),
         cmocka_unit_test(test_synth_rht_switch_pattern),
         cmocka_unit_test(test_synth_backward_override_changes),

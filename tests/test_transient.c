@@ -615,6 +615,10 @@ static void test_shared_oplist_and_reports(void **state)
     assert_non_null(strstr(out, "\"transient\""));
     assert_non_null(strstr(out, "decoder.layers.0.input_layernorm x "));
     assert_non_null(strstr(out, "no per-fuser cache key can save"));
+    /* the JSON recommendation says it too, with shared-oplist's figure */
+    const char *js = strstr(out, "\"recommendation\"");
+    assert_non_null(js);
+    assert_non_null(strstr(js, "\"shared_oplist_builds\""));
     free(out);
 }
 

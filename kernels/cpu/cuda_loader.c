@@ -148,6 +148,21 @@ int ft_cuda_nx_new(ft_nx **out, ft_err *err)
     return f(out, err);
 }
 
+int ft_cuda_nx_new_on(int device, ft_nx **out, ft_err *err)
+{
+    int (*f)(int, ft_nx **, ft_err *) = NULL;
+    *out = NULL;
+    if (!RESOLVE(f, "ft_cuda_nx_new_on", err)) return FT_ENODEV;
+    return f(device, out, err);
+}
+
+int ft_cuda_set_device(int device, ft_err *err)
+{
+    int (*f)(int, ft_err *) = NULL;
+    if (!RESOLVE(f, "ft_cuda_set_device", err)) return FT_ENODEV;
+    return f(device, err);
+}
+
 void ft_cuda_nx_free(ft_nx *nx)
 {
     void (*f)(ft_nx *) = NULL;

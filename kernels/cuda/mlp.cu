@@ -19,6 +19,15 @@ extern "C" int ft_cuda_device_count(void)
     return n;
 }
 
+extern "C" int ft_cuda_set_device(int device, ft_err *err)
+{
+    const int n = ft_cuda_device_count();
+    if (device < 0 || device >= n)
+        return ft_err_set(err, FT_EINVAL, "CUDA device %d: this process sees %d device%s", device,
+                          n, n == 1 ? "" : "s");
+    return cu_fail(cudaSetDevice(device), err, "cudaSetDevice");
+}
+
 extern "C" int ft_cuda_malloc(void **p, size_t bytes, ft_err *err)
 {
     *p = NULL;

@@ -194,6 +194,7 @@ int blas_fail(cublasStatus_t s, ft_err *err, const char *what)
 } // namespace
 
 struct ft_nx {
+    int dev; // the device everything of this context lives on
     cudaStream_t st;
     cublasHandle_t blas;
     ft_fast fast;
@@ -460,14 +461,40 @@ int reference(ft_nx *nx, ft_err *err)
 
 } // namespace
 
+// The context's device made the calling thread's current one (each entry point below starts
+// here, so a context can be used from any thread).
+static int nx_enter(const ft_nx *nx, ft_err *err)
+{
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == nx->dev) return FT_OK;
+    return cu_fail(cudaSetDevice(nx->dev), err, "cudaSetDevice");
+}
+
 extern "C" int ft_cuda_nx_new(ft_nx **out, ft_err *err)
 {
+    int dev = 0;
     *out = NULL;
-    if (ft_cuda_device_count() < 1)
+    if (ft_cuda_device_count() >= 1 && cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        dev = 0;
+    }
+    return ft_cuda_nx_new_on(dev, out, err);
+}
+
+extern "C" int ft_cuda_nx_new_on(int device, ft_nx **out, ft_err *err)
+{
+    *out = NULL;
+    const int n_dev = ft_cuda_device_count();
+    if (n_dev < 1)
         return ft_err_set(err, FT_ENODEV,
                           "no CUDA device is visible (cudaGetDeviceCount finds none)");
+    if (device < 0 || device >= n_dev)
+        return ft_err_set(err, FT_EINVAL, "CUDA device %d: this process sees %d device%s", device,
+                          n_dev, n_dev == 1 ? "" : "s");
+    if (cu_fail(cudaSetDevice(device), err, "cudaSetDevice")) return FT_ECUDA;
     ft_nx *nx = (ft_nx *)ft_calloc(1, sizeof *nx);
     if (!nx) return ft_err_set(err, FT_ENOMEM, "numerics cuda: no memory");
+    nx->dev = device;
     int rc =
         cu_fail(cudaStreamCreateWithFlags(&nx->st, cudaStreamNonBlocking), err, "cudaStreamCreate");
     if (!rc && cublasCreate(&nx->blas) != CUBLAS_STATUS_SUCCESS)
@@ -516,6 +543,7 @@ extern "C" int ft_cuda_nx_new(ft_nx **out, ft_err *err)
 extern "C" void ft_cuda_nx_free(ft_nx *nx)
 {
     if (!nx) return;
+    nx_enter(nx, NULL);
     if (nx->st) cudaStreamSynchronize(nx->st);
     nx_release(nx);
     if (nx->zero) cudaFree(nx->zero);
@@ -532,6 +560,7 @@ extern "C" int ft_cuda_nx_problem(ft_nx *nx, const ft_nx_problem *p, ft_err *err
     if (!nx || !p || !p->splits || p->n_groups < 1 || p->n_groups > FT_CUDA_MAX_GROUPS)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: bad problem (groups 1..%d)",
                           FT_CUDA_MAX_GROUPS);
+    if (nx_enter(nx, err)) return FT_ECUDA;
     if (p->t < 0 || p->k1 < 1 || p->n1 < 1 || p->k2 < 1 || p->n2 < 1)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: bad shape");
     int64_t used = 0;
@@ -614,6 +643,7 @@ extern "C" int ft_cuda_nx_run(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q
                               ft_err *err)
 {
     if (!nx || !nx->have) return ft_err_set(err, FT_EINVAL, "numerics cuda: no problem set");
+    if (nx_enter(nx, err)) return FT_ECUDA;
     if (nx->n_slots >= FT_NX_MAX_SLOTS)
         return ft_err_set(err, FT_ERANGE, "numerics cuda: more than %d runs in one call",
                           FT_NX_MAX_SLOTS);
@@ -693,6 +723,7 @@ extern "C" int ft_cuda_nx_collect(ft_nx *nx, ft_nx_figs *figs, uint32_t n, ft_er
     if (!nx || n > nx->n_slots)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: %u figures asked, %u runs", n,
                           nx ? nx->n_slots : 0);
+    if (nx_enter(nx, err)) return FT_ECUDA;
     double h[FT_NX_MAX_SLOTS * O_N * S_N];
     int rc = FT_OK;
     if (n)
@@ -729,6 +760,7 @@ extern "C" int ft_cuda_nx_download(ft_nx *nx, int which, float *host, ft_err *er
 {
     if (!nx || !nx->have || which < 0 || which >= O_N)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: bad download");
+    if (nx_enter(nx, err)) return FT_ECUDA;
     const float *src = nx->out[which];
     int rc = cu_fail(
         cudaMemcpyAsync(host, src, (size_t)nx->cnt[which] * 4, cudaMemcpyDeviceToHost, nx->st), err,
@@ -741,6 +773,7 @@ extern "C" int ft_cuda_nx_reference(ft_nx *nx, int which, float *host, ft_err *e
 {
     if (!nx || !nx->have || nx->p.inputs_only || which < 0 || which >= O_N)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: bad download");
+    if (nx_enter(nx, err)) return FT_ECUDA;
     int rc = cu_fail(cudaMemcpyAsync(host, nx->ref[which], (size_t)nx->cnt[which] * 4,
                                      cudaMemcpyDeviceToHost, nx->st),
                      err, "cudaMemcpy D2H");
@@ -751,6 +784,7 @@ extern "C" int ft_cuda_nx_reference(ft_nx *nx, int which, float *host, ft_err *e
 extern "C" void ft_cuda_nx_profile(ft_nx *nx, int on, double ms[FT_NX_PHASES])
 {
     if (!nx) return;
+    nx_enter(nx, NULL);
     if (ms) {
         ft_fast_phase(&nx->fast, FT_PH_OTHER, nx->st);
         for (int i = 0; i < FT_NX_PHASES && i < FT_PH_COUNT; i++)
@@ -779,6 +813,7 @@ extern "C" int ft_cuda_nx_memory(ft_nx *nx, uint64_t *held, uint64_t *pool_peak,
     int dev = 0;
     cudaMemPool_t pool;
     uint64_t hi = 0; // the attribute is a 64-bit count
+    if (nx && nx_enter(nx, err)) return FT_ECUDA;
     int rc = cu_fail(cudaGetDevice(&dev), err, "cudaGetDevice");
     if (!rc)
         rc = cu_fail(cudaDeviceGetDefaultMemPool(&pool, dev), err, "cudaDeviceGetDefaultMemPool");
@@ -866,6 +901,7 @@ extern "C" int ft_cuda_nx_time(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *
 {
     memset(out, 0, sizeof *out);
     if (!nx || !nx->have || !q) return ft_err_set(err, FT_EINVAL, "numerics cuda: no problem set");
+    if (nx_enter(nx, err)) return FT_ECUDA;
     if (rounds < 1 || rounds > FT_NX_MAX_ROUNDS)
         return ft_err_set(err, FT_EINVAL, "numerics cuda: %u timed rounds (1 to %d)", rounds,
                           FT_NX_MAX_ROUNDS);

@@ -34,7 +34,7 @@ out=$(env -u LD_LIBRARY_PATH "$tmp/consumer" "$tmp/t.ftdb")
 ext=$("$prefix/bin/fusertrace" sql --extension)
 case $ext in "$prefix"/*) ;; *) echo "sql --extension printed $ext, not a file under $prefix"; exit 1 ;; esac
 if command -v sqlite3 >/dev/null 2>&1; then
-  n=$(sqlite3 "$tmp/t.ftdb" ".load $ext" "SELECT count(*) FROM calls")
+  n=$(sqlite3 -readonly "file:$tmp/t.ftdb?immutable=1" ".load $ext" "SELECT count(*) FROM calls")
   [ "$n" = "1000" ] || { echo "sqlite3 with the installed extension counted: $n"; exit 1; }
   echo "the stock sqlite3 loads $ext"
 else

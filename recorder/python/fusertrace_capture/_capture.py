@@ -154,7 +154,10 @@ class _Capture:
         self._like: dict = {}  # (label, ops JSON) -> the id first declared with them
         self._decls: dict = {}  # ids of a fuser's ops -> _Decl, what its declaration needs
         self._watched: dict = {}  # weakref to a declared fuser -> its current id
-        self._ended: list = []  # ends that came while their thread held the lock
+        # ends not written yet (appended by the weak references' callbacks, without the lock;
+        # written under it before the next record, at flush and at close, so in stream order)
+        self._ended: collections.deque = collections.deque()
+        self._drop_cb = self._on_drop  # the callback of every watch (one bound method)
 
     # -- ids and declarations (under the lock) --
     def new_fuser_id(self) -> int:
@@ -291,7 +294,7 @@ class _Capture:
         if like is None:
             dc.like = self._like[(dc.label, dc.ops_json)] = fid
         try:  # its end: when TE drops it
-            ref = weakref.ref(fuser, self._on_drop)
+            ref = weakref.ref(fuser, self._drop_cb)
             self._watched[ref] = fid
         except TypeError:  # not weak-referenceable: its end is not recorded
             ref = None
@@ -305,44 +308,33 @@ class _Capture:
 
     # -- fuser ends --
     def _on_drop(self, ref) -> None:
-        """The weak reference's callback: a declared fuser's Python object is being collected."""
+        """The weak reference's callback: a declared fuser's Python object is being collected
+        (in whichever thread dropped it, maybe inside a record). Its end is written before the
+        next record: nothing else happened in the stream in between."""
         fid = self._watched.pop(ref, None)
-        if fid is None:
-            return
-        try:
-            if self.lock._is_owned():  # collected while this thread records: write it after
-                self._ended.append(fid)
-                return
-            self.on_end(fid)
-        except Exception as e:  # pylint: disable=broad-except
-            self.fail(e)
-
-    def on_end(self, fid: int) -> None:
-        with self.lock:
-            if self.closed or self.writer is None:
-                return
-            seq = self.seq
-            self.seq = seq + 1
-            if self._pending:
-                self._pending.append(("end", seq, fid))
-            else:
-                self.writer.end(seq, fid)
+        if fid is not None:
+            self._ended.append(fid)  # deque.append: atomic, no lock needed
 
     def _flush_ended(self) -> None:
-        ended, self._ended = self._ended, []
-        for fid in ended:
-            self.on_end(fid)
-
-    def on_end(self, fid: int) -> None:
-        with self.lock:
-            if self.closed or self.writer is None:
-                return
+        """Write the ends collected so far (under the lock, with a writer)."""
+        q = self._ended
+        w = self.writer
+        while q:
+            fid = q.popleft()
             seq = self.seq
             self.seq = seq + 1
             if self._pending:
                 self._pending.append(("end", seq, fid))
             else:
-                self.writer.end(seq, fid)
+                w.end(seq, fid)
+
+    def on_end(self, fid: int) -> None:
+        """Record the end of fuser fid now."""
+        with self.lock:
+            if self.closed or self.writer is None:
+                return
+            self._ended.append(fid)
+            self._flush_ended()
 
     def _redeclare(self, fuser, st) -> tuple:
         """The fuser's ops changed an attribute the model reads since the last call: declare the
@@ -434,10 +426,13 @@ class _Capture:
         with self.lock:
             if self.closed:
                 return
+            if self._ended:  # fusers dropped since the last record
+                self._flush_ended()
             st = fuser.__dict__.get("_ft")
             rid = None
             if st is None or st[0] is not self:  # first call in this capture
-                self._writer(fuser)  # the header names the fuser's cache form
+                if self.writer is None:
+                    self._writer(fuser)  # the header names the fuser's cache form
                 if recipe is not None:  # a new recipe state is declared before the fuser
                     rid = self._recipe_id(recipe)
                 st = self._declare(fuser)
@@ -520,13 +515,14 @@ class _Capture:
                 # Commit periodically, so that a killed process loses little.
                 self._last_flush = t0
                 self.writer.flush()
-            if self._ended:  # fusers collected while this thread held the lock
-                self._flush_ended()
 
     def on_backward(self, call_seq: int) -> None:
         with self.lock:
             if self.closed:
                 return
+            w = self._writer()
+            if self._ended:
+                self._flush_ended()
             seq = self.seq
             self.seq = seq + 1
             rec = (seq, call_seq, perf_counter_ns())
@@ -534,9 +530,7 @@ class _Capture:
                 self._pending.append(rec)
                 self._drain(False)
             else:
-                self._writer().backward(*rec)
-            if self._ended:
-                self._flush_ended()
+                w.backward(*rec)
 
     def _drain(self, wait: bool) -> None:
         """Write pending records in order, up to the first whose split copy is not done (all of
