@@ -88,6 +88,37 @@ int cli_parse_u64(const cli_opt *o, const char *val, void *field, ft_err *err)
     return FT_OK;
 }
 
+int cli_parse_memory(const cli_opt *o, const char *val, void *field, ft_err *err)
+{
+    (void)o;
+    char *end;
+    errno = 0;
+    unsigned long long v = val[0] >= '0' && val[0] <= '9' ? strtoull(val, &end, 10) : 0;
+    unsigned shift = 0;
+    if (val[0] >= '0' && val[0] <= '9' && !errno && *end && !end[1]) {
+        const char *units = "KMGT", *u = strchr(units, *end == 'k' ? 'K' : *end);
+        if (u && *u) {
+            shift = 10 * (unsigned)(u - units + 1);
+            end++;
+        }
+    }
+    if (!(val[0] >= '0' && val[0] <= '9') || errno || *end || (shift && v > (~0ull >> shift)))
+        return ft_err_set(err, FT_EINVAL,
+                          "wants a size in bytes, with K, M, G or T for KiB to TiB (0: no "
+                          "limit), got '%s'",
+                          val);
+    *(uint64_t *)field = (uint64_t)v << shift;
+    ft_mem_budget_set((uint64_t)v << shift);
+    return FT_OK;
+}
+
+/* The default memory budget of the trace decoders: half the machine's memory. */
+static void default_memory_budget(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    ft_mem_budget_set(pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 2 : 0);
+}
+
 /* ---- help ---------------------------------------------------------------------------------- */
 static void usage_line(FILE *f, const cli_cmd *cmd, const char *prog)
 {
@@ -200,6 +231,7 @@ int cli_run(const cli_cmd *cmd, const char *prog, int argc, char **argv)
     ft_strlcpy(static_prog, prog, sizeof static_prog);
     usage_wanted = 0;
     cli_in_reset();
+    default_memory_budget();
     prog_name = static_prog;
 
     void *opts = NULL;

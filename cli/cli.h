@@ -54,6 +54,13 @@ int cli_parse_flag(const cli_opt *o, const char *val, void *field, ft_err *err);
 int cli_parse_str(const cli_opt *o, const char *val, void *field, ft_err *err);   /* const char * */
 int cli_parse_count(const cli_opt *o, const char *val, void *field, ft_err *err); /* u32 >= 1 */
 int cli_parse_u64(const cli_opt *o, const char *val, void *field, ft_err *err);   /* >= 0 */
+/* --memory SIZE (u64 bytes): also sets the decoders' budget (ft_mem_budget_set); the default,
+ * set before the options are read, is half the machine's memory. */
+int cli_parse_memory(const cli_opt *o, const char *val, void *field, ft_err *err);
+#define CLI_MEMORY_HELP                                                                            \
+    "the trace decoders' memory budget, shared by every reader of the\n"                           \
+    "command (SQL tables, replay threads); K, M, G, T suffixes; default half\n"                    \
+    "the machine's memory, 0: no limit"
 
 /* ---- the policy options of replay, sql and diff (policies.c) ------------------------------- */
 enum { CLI_MAX_POLICY_FILES = 8 };

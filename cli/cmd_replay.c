@@ -86,6 +86,7 @@ typedef struct replay_opts {
     opt_steps steps;
     opt_u64 max_seconds; /* numerics: refuse longer estimates (default 600, 0: no limit) */
     dev_list devices;    /* --devices: the CUDA devices (none: every visible one) */
+    uint64_t memory;     /* --memory: the decoders' budget, bytes (set by its parser) */
 } replay_opts;
 
 /* What the fuser model could not take from a trace's capture (ft_model_note_at), on stderr
@@ -336,6 +337,7 @@ static const cli_opt options[] = {
      "and stale plans as instant events per policy, steps and cumulative builds\n"
      "as counters; the traces then replay one after another",
      cli_parse_str, OFF(timeline)},
+    {"memory", 0, "SIZE", CLI_MEMORY_HELP, cli_parse_memory, OFF(memory)},
     {"timing", 0, NULL,
      "add this replayer's own measured times (ns/call, plan-build ns); they vary\n"
      "run to run, so they are off by default",

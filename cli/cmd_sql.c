@@ -32,6 +32,7 @@ enum { OUT_LIST, OUT_CSV, OUT_JSON };
 typedef struct sql_opts {
     int csv, json, header, extension;
     cli_policy_opts pol; /* user policies the decisions table replays too */
+    uint64_t memory;     /* --memory: the decoders' budget, bytes (set by its parser) */
 } sql_opts;
 
 #define OFF(f) offsetof(sql_opts, f)
@@ -49,6 +50,7 @@ static const cli_opt options[] = {
      cli_parse_policy_list, OFF(pol)},
     {"policies", 0, "FILE", "define the user policies of a JSON file, likewise; repeatable",
      cli_parse_policy_file, OFF(pol)},
+    {"memory", 0, "SIZE", CLI_MEMORY_HELP, cli_parse_memory, OFF(memory)},
 };
 #undef OFF
 
@@ -59,7 +61,7 @@ static int print_extension(ft_err *err)
 #define FT_INSTALL_LIBDIR "lib"
 #endif
     /* beside the command (a build), the build's sql/, and the installed library folder */
-    static const char *const where[] = {"", "/../sql", "/../" FT_INSTALL_LIBDIR,
+    static const char *const where[] = {"", "/../sql", ("/../" FT_INSTALL_LIBDIR),
                                         "/../lib/fusertrace", "/../lib"};
     char exe[PATH_MAX], cand[PATH_MAX + 64], real[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -89,10 +91,11 @@ static void csv_field(const char *s)
         return;
     }
     putchar('"');
-    for (; *s; s++) {
-        if (*s == '"') putchar('"');
-        putchar(*s);
+    for (const char *q; (q = strchr(s, '"')); s = q + 1) { /* runs between quotes, not bytes */
+        fwrite(s, 1, (size_t)(q - s) + 1, stdout);
+        putchar('"');
     }
+    fputs(s, stdout);
     putchar('"');
 }
 

@@ -97,6 +97,36 @@ static int should_fail(void)
     return 0;
 }
 
+/* ---- the decoders' memory budget ------------------------------------------------------- */
+static _Atomic uint64_t mem_budget, mem_held;
+
+void ft_mem_budget_set(uint64_t bytes)
+{
+    atomic_store(&mem_budget, bytes);
+}
+
+uint64_t ft_mem_budget(void)
+{
+    return atomic_load(&mem_budget);
+}
+
+int ft_mem_charge(uint64_t n, uint64_t *held)
+{
+    uint64_t cur = atomic_load(&mem_held);
+    for (;;) {
+        const uint64_t cap = atomic_load(&mem_budget);
+        if (held) *held = cur;
+        if (cap && (n > cap || cur > cap - n)) return FT_ENOMEM;
+        if (cur > UINT64_MAX - n) return FT_ENOMEM;
+        if (atomic_compare_exchange_weak(&mem_held, &cur, cur + n)) return FT_OK;
+    }
+}
+
+void ft_mem_uncharge(uint64_t n)
+{
+    atomic_fetch_sub(&mem_held, n);
+}
+
 void ft_alloc_fail_after(long n)
 {
     atomic_store(&fail_after, n);

@@ -74,6 +74,19 @@ void ft_alloc_fail_after(long n);
 /* Number of live allocations made through the wrapper (tests use it to prove no leak). */
 long ft_alloc_live(void);
 
+/* ---- the decoders' memory budget --------------------------------------------------------- */
+/* One budget, process-wide, for what every chunk decoder of every reader holds (SQL cursors,
+ * replay threads, verify): bytes, 0 = none (the library's default; the CLI sets half the
+ * machine's memory, or `--memory`). A decoder charges ft_mem_charge before it grows for a chunk
+ * and gives it back when freed (schema/chunk_dec.c: about 2 x the chunk's raw bytes + 256 B per
+ * record of the largest chunk it decoded). */
+void ft_mem_budget_set(uint64_t bytes);
+uint64_t ft_mem_budget(void);
+/* Charge n bytes: FT_OK, or FT_ENOMEM (nothing charged) when the charges would pass the budget;
+ * *held (may be NULL) gets what is charged now, before this one. */
+int ft_mem_charge(uint64_t n, uint64_t *held);
+void ft_mem_uncharge(uint64_t n);
+
 /* ---- hashing (xxHash XXH3, stable across runs and machines) ------------------------------ */
 uint64_t ft_hash64(const void *data, size_t len);
 uint64_t ft_hash64_seed(const void *data, size_t len, uint64_t seed);

@@ -126,6 +126,15 @@ typedef struct rc_memo {
     uint32_t row;
 } rc_memo;
 
+/* A policy's last counted key, its row and the phase slot of its last call (consecutive calls
+ * of a batch mostly repeat all three: a transient fuser per call builds on every call). */
+typedef struct rc_last {
+    rc_key k;
+    uint32_t row;      /* UINT32_MAX: none */
+    const char *phase; /* the batch's phase string (valid within one batch only) */
+    uint32_t phase_at; /* its index in the row's phases, RC_MAX_PHASES: counted as other */
+} rc_last;
+
 struct ft_report_causes {
     uint32_t n_pol;
     uint32_t policy[FT_MAX_POLICIES];
@@ -139,6 +148,7 @@ struct ft_report_causes {
     ft_hmap memo_index; /* hash of rc_key -> memo entry */
     rc_memo *memo;
     uint32_t n_memo, cap_memo;
+    rc_last last[FT_MAX_POLICIES];
     ft_buf text;
     ft_replay_observer obs;
 };
@@ -217,20 +227,23 @@ static uint32_t row_for(ft_report_causes *w, const ft_replay_view *v, uint32_t j
     return row;
 }
 
-static void add_phase(report_cause_row *r, const char *phase, uint64_t n)
+/* Count n calls of phase (NULL: none) in row r; returns where they were counted
+ * (RC_MAX_PHASES: among the other phases). */
+static uint32_t add_phase(report_cause_row *r, const char *phase, uint64_t n)
 {
     if (!phase) phase = "(no phase)";
     for (uint32_t i = 0; i < r->n_phases; i++)
         if (!strcmp(r->phase[i], phase)) {
             r->phase_n[i] += n;
-            return;
+            return i;
         }
     if (r->n_phases < RC_MAX_PHASES) {
         ft_strlcpy(r->phase[r->n_phases], phase, sizeof r->phase[0]);
         r->phase_n[r->n_phases++] = n;
-    } else {
-        r->phase_other += n;
+        return r->n_phases - 1;
     }
+    r->phase_other += n;
+    return RC_MAX_PHASES;
 }
 
 /* A trace's rows of policy slot p added to the total: a cause by its words (and stale class),
@@ -269,6 +282,8 @@ static int causes_batch(void *ctx, const ft_replay_view *v, ft_err *err)
     ft_report_causes *w = ctx;
     const ft_model *m = ft_replay_model(v->engine);
     const uint32_t np = v->n_pol < w->n_pol ? v->n_pol : w->n_pol;
+    for (uint32_t p = 0; p < np; p++)
+        w->last[p].phase = NULL; /* phase strings are the batch's */
     for (uint32_t j = 0; j < v->n; j++) {
         if (v->match && !v->match[j]) continue;
         const int32_t ph = v->phase[j];
@@ -292,11 +307,23 @@ static int causes_batch(void *ctx, const ft_replay_view *v, ft_err *err)
             } else {
                 continue;
             }
-            const uint32_t row = row_for(w, v, j, &k);
-            if (row == UINT32_MAX) return ft_err_set(err, FT_ENOMEM, "causes: out of memory");
-            report_cause_row *r = &w->cur[p][row];
+            rc_last *l = &w->last[p];
+            if (l->row == UINT32_MAX || !key_equal(&l->k, &k)) {
+                const uint32_t row = row_for(w, v, j, &k);
+                if (row == UINT32_MAX) return ft_err_set(err, FT_ENOMEM, "causes: out of memory");
+                *l = (rc_last){k, row, NULL, 0};
+            }
+            report_cause_row *r = &w->cur[p][l->row];
             r->n++;
-            add_phase(r, phase, 1);
+            if (phase && phase == l->phase) {
+                if (l->phase_at < RC_MAX_PHASES)
+                    r->phase_n[l->phase_at]++;
+                else
+                    r->phase_other++;
+            } else {
+                l->phase_at = add_phase(r, phase, 1);
+                l->phase = phase;
+            }
         }
     }
     return FT_OK;
@@ -309,6 +336,8 @@ int ft_report_causes_new(ft_report_causes **out, ft_err *err)
     if (!w) return ft_err_set(err, FT_ENOMEM, "out of memory");
     w->obs = (ft_replay_observer){
         .ctx = w, .needs = FT_VIEW_CAUSES, .begin_fn = NULL, .batch_fn = causes_batch};
+    for (uint32_t p = 0; p < FT_MAX_POLICIES; p++)
+        w->last[p].row = UINT32_MAX;
     *out = w;
     return FT_OK;
 }
@@ -372,6 +401,8 @@ static int causes_end(void *ctx, const ft_replay *engine, int rc, ft_err *err)
     }
     for (uint32_t p = 0; p < w->n_pol; p++)
         w->n_cur[p] = 0;
+    for (uint32_t p = 0; p < FT_MAX_POLICIES; p++)
+        w->last[p].row = UINT32_MAX; /* the rows were the trace's */
     return FT_OK;
 }
 

@@ -39,6 +39,7 @@ typedef struct dict_ent {
 
 struct ft_chunk_dec {
     ZSTD_DCtx *dctx;
+    uint64_t charged;      /* bytes charged to the memory budget (ft_mem_charge) */
     uint8_t *main, *spbuf; /* decoded sections */
     size_t main_cap, spbuf_cap;
     uint32_t *kind32, *oprg32; /* [rec_cap] KIND and OPRG codes */
@@ -82,6 +83,7 @@ int ft_chunk_dec_new(ft_chunk_dec **out)
 void ft_chunk_dec_free(ft_chunk_dec *d)
 {
     if (!d) return;
+    ft_mem_uncharge(d->charged);
     ZSTD_freeDCtx(d->dctx);
     ft_free(d->main);
     ft_free(d->spbuf);
@@ -903,6 +905,26 @@ static int read_splits(ft_chunk_dec *d, const ft_chunk_info *info, const uint8_t
     return FT_OK;
 }
 
+/* Charge the memory budget for what decoding the chunk makes d hold (a decoder keeps its
+ * largest chunk's buffers): its decoded sections twice (the buffers grow by doubling) and 256
+ * bytes per record (about 120 in the record columns, the rest op_rg, splits and phases). */
+static int charge(ft_chunk_dec *d, const ft_chunk_info *info, const chunk_hdr *h,
+                  unsigned read_flags, ft_err *err)
+{
+    const uint64_t sections = h->main_raw + ((read_flags & FT_READ_SPLITS) ? h->sp_raw : 0);
+    const uint64_t need = 2 * sections + 256 * (uint64_t)info->n_records;
+    if (need <= d->charged) return FT_OK;
+    uint64_t held = 0;
+    if (ft_mem_charge(need - d->charged, &held))
+        return ft_err_set(err, FT_ENOMEM,
+                          "chunk %llu: decoding it takes %.1f MB more, and the trace readers hold "
+                          "%.1f MB of the memory budget of %.1f MB (--memory)",
+                          h->id, (double)(need - d->charged) / 1e6, (double)held / 1e6,
+                          (double)ft_mem_budget() / 1e6);
+    d->charged = need;
+    return FT_OK;
+}
+
 int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data, size_t len,
                     const ft_chunk_limits *lim, unsigned read_flags, ft_batch *out, ft_err *err)
 {
@@ -910,6 +932,7 @@ int ft_chunk_decode(ft_chunk_dec *d, const ft_chunk_info *info, const void *data
     chunk_hdr h = {.id = (unsigned long long)info->id};
     memset(out, 0, sizeof *out);
     int rc = check_stored(info, blob, len, &h, err);
+    if (!rc) rc = charge(d, info, &h, read_flags, err);
     if (!rc) rc = read_main(d, info, blob, &h, err);
     if (!rc) rc = dec_columns(d, &h, err);
     if (!rc) rc = dec_kinds_seq(d, &h, err);

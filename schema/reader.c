@@ -135,7 +135,7 @@ int ft_reader_next(ft_reader *r, const ft_batch **out_batch)
     rc = ft_chunk_decode(r->dec, ci, len ? r->buf : (const uint8_t *)"", len, ft_trace_limits(r->t),
                          r->flags, &r->batch, err);
     if (rc) {
-        if (rc == FT_ENOMEM)
+        if (rc == FT_ENOMEM && !strstr(err->msg, "(--memory)")) /* not the budget's refusal */
             ft_err_set(err, rc, "out of memory decoding chunk %llu", (unsigned long long)ci->id);
         return name_file(r->t, rc);
     }

@@ -106,6 +106,14 @@ static int fuser_list(ft_model *m, const ft_fuser_def *def, uint32_t *out, ft_er
     got = ft_hmap_get(&m->list_by_hash, h);
     /* a hash collision between two texts leaves the second unshared: correct, only slower */
     if (got == UINT32_MAX || strcmp(m->lists[got].json, def->ops_json)) {
+        if (m->n_lists == m->cap_lists) {
+            uint32_t cap = m->cap_lists ? 2 * m->cap_lists : 16;
+            oplist_m *nl = ft_realloc(m->lists, cap * sizeof *nl);
+            if (!nl) return ft_err_set(err, FT_ENOMEM, "model: out of memory");
+            memset(nl + m->cap_lists, 0, (cap - m->cap_lists) * sizeof *nl);
+            m->lists = nl;
+            m->cap_lists = cap;
+        }
         oplist_m *ol = &m->lists[m->n_lists];
         ol->json = def->ops_json;
         ol->hash = h;
@@ -211,9 +219,8 @@ int ft_model_new(const ft_fuser_def *fusers, uint32_t n_fusers, const ft_recipe_
 
     m->errs = ft_calloc(1, sizeof *m->errs);
     m->fusers = ft_calloc(n_fusers ? n_fusers : 1, sizeof *m->fusers);
-    m->lists = ft_calloc(n_fusers ? n_fusers : 1, sizeof *m->lists);
     m->recipes = ft_calloc(n_recipes ? n_recipes : 1, sizeof *m->recipes);
-    if (!m->errs || !m->fusers || !m->lists || !m->recipes) {
+    if (!m->errs || !m->fusers || !m->recipes) {
         rc = ft_err_set(err, FT_ENOMEM, "model: out of memory");
         goto fail;
     }

@@ -399,8 +399,8 @@ struct ft_model {
     uint32_t n_notes, cap_notes;
     fuser_m *fusers;
     uint32_t n_fusers;
-    oplist_m *lists; /* [n_lists] the distinct op lists, in first-declaration order */
-    uint32_t n_lists;
+    oplist_m *lists;             /* [n_lists] the distinct op lists, in first-declaration order */
+    uint32_t n_lists, cap_lists; /* grown as distinct lists appear, not one per fuser */
     ft_hmap list_by_ptr;  /* ops JSON pointer -> list (a trace shares one string per op list) */
     ft_hmap list_by_hash; /* ft_hash64 of the ops JSON -> first list with that hash */
     ft_recipe_int *recipes;

@@ -1,7 +1,8 @@
 /*
  * test_bounds.c - small crafted traces that ask for huge work: numerics with op and split sizes
  * near 2^62 (no wrap, a refusal naming the call, the memory and time limits not bypassed, no
- * signed overflow under UBSan in the fusion gate or the model's grouped-MLP reading).
+ * signed overflow under UBSan in the fusion gate or the model's grouped-MLP reading); the
+ * decoders of every reader of a command under one memory budget (--memory).
  * The traces are made here: the demo exported to the capture format, sizes edited with sed,
  * imported again.
  */
@@ -112,11 +113,46 @@ static void test_bounds_numerics_huge_splits_refused(void **state)
     assert_non_null(strstr(out, "too large for this machine"));
 }
 
+/* Every decoder of a command draws on one budget: a budget that holds one decoder of the demo's
+ * chunk runs a query over calls, and refuses (exit 3, naming the chunk and --memory) a self-join
+ * that needs two decoders at once; replay likewise; a bad size is a usage error. */
+static void test_bounds_decoders_share_one_budget(void **state)
+{
+    (void)state;
+    const char *cli = tu_cli();
+    if (!cli) skip();
+    char cmd[4000], out[4096];
+    static const struct {
+        const char *args;
+        int status;
+        const char *says;
+    } cases[] = {
+        {"sql '%s/demo.ftdb' --memory 2M 'SELECT count(*) FROM calls'", 0, "3168"},
+        {"sql '%s/demo.ftdb' --memory 2M 'SELECT count(*) FROM calls a JOIN calls b USING (seq)'",
+         3, "memory budget of 2.1 MB (--memory)"},
+        {"sql '%s/demo.ftdb' 'SELECT count(*) FROM calls a JOIN calls b USING (seq)'", 0, "3168"},
+        {"sql '%s/demo.ftdb' --memory 0 'SELECT count(*) FROM calls a JOIN calls b USING (seq)'", 0,
+         "3168"},
+        {"replay '%s/demo.ftdb' --memory 64K", 3, "chunk 1: decoding it takes"},
+        {"replay '%s/demo.ftdb' --memory 2Q", 2, "--memory: wants a size"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[1500];
+        snprintf(args, sizeof args, cases[i].args, dir);
+        snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", cli, args);
+        int st = tu_sh(cmd, out, sizeof out);
+        if (st != cases[i].status || !strstr(out, cases[i].says))
+            fail_msg("%s: exit %d, wanted %d and '%s':\n%s", args, st, cases[i].status,
+                     cases[i].says, out);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounds_numerics_huge_hidden_sizes_refused),
         cmocka_unit_test(test_bounds_numerics_huge_splits_refused),
+        cmocka_unit_test(test_bounds_decoders_share_one_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -352,6 +352,21 @@ static void test_sql_sealed_ignores_foreign_wal(void **state)
     assert_string_equal(before, after);
 }
 
+/* The path of the SQL extension into ext, and the environment the stock shell needs to load it
+ * into env (a sanitizer build's extension needs the sanitizer runtime loaded first). */
+static void extension(char *ext, size_t cap, char *env, size_t env_cap)
+{
+    char cmd[2000], pre[1024];
+    snprintf(cmd, sizeof cmd, "%s sql --extension", tu_cli());
+    assert_int_equal(tu_sh(cmd, ext, cap), 0);
+    ext[strcspn(ext, "\n")] = '\0';
+    snprintf(cmd, sizeof cmd, "ldd '%s' | awk '/libasan/ {print $3; exit}'", ext);
+    assert_int_equal(tu_sh(cmd, pre, sizeof pre), 0);
+    pre[strcspn(pre, "\n")] = '\0';
+    env[0] = '\0';
+    if (pre[0]) snprintf(env, env_cap, "LD_PRELOAD='%s' ASAN_OPTIONS=detect_leaks=0 ", pre);
+}
+
 /* The stock sqlite3 shell with a stale -wal beside a closed trace: the extension refuses the
  * trace it was not given immutable (and the shell's exit writes nothing into it); the README's
  * immutable, read-only way reads it and changes nothing. */
@@ -360,10 +375,8 @@ static void test_extension_refuses_side_files(void **state)
     (void)state;
     const char *cli = tu_cli();
     if (!cli || tu_sh("command -v sqlite3 >/dev/null", NULL, 0)) skip();
-    char ext[1024], p[600], snap[600], wal[700], cmd[4000], out[4096];
-    snprintf(cmd, sizeof cmd, "%s sql --extension", cli);
-    assert_int_equal(tu_sh(cmd, ext, sizeof ext), 0);
-    ext[strcspn(ext, "\n")] = '\0';
+    char ext[1024], env[1200], p[600], snap[600], wal[700], cmd[4000], out[4096];
+    extension(ext, sizeof ext, env, sizeof env);
     tmp_path(p, sizeof p, "shell.ftdb");
     tmp_path(snap, sizeof snap, "shell.snap");
     record(p, 1000, snap);
@@ -372,15 +385,15 @@ static void test_extension_refuses_side_files(void **state)
     size_t n;
     char *before = tu_read_file(p, &n);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && sqlite3 shell.ftdb '.load %s' 'SELECT count(*) FROM calls' 2>&1", tmpdir,
-             ext);
+             "cd '%s' && %ssqlite3 shell.ftdb '.load %s' 'SELECT count(*) FROM calls' 2>&1", tmpdir,
+             env, ext);
     tu_sh(cmd, out, sizeof out);
     if (!strstr(out, "immutable=1")) fail_msg("the shell said: %s", out);
     assert_same_bytes(p, before, n);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && sqlite3 -readonly 'file:shell.ftdb?immutable=1' '.load %s' "
+             "cd '%s' && %ssqlite3 -readonly 'file:shell.ftdb?immutable=1' '.load %s' "
              "'SELECT count(*) FROM calls' 2>&1",
-             tmpdir, ext);
+             tmpdir, env, ext);
     assert_int_equal(tu_sh(cmd, out, sizeof out), 0);
     assert_string_equal(out, "1000\n");
     assert_same_bytes(p, before, n);
@@ -411,13 +424,12 @@ static void test_sql_refuses_shadowing_view(void **state)
     assert_int_equal(tu_sh(cmd, out, sizeof out), 1);
     if (!strstr(out, why)) fail_msg("sql said: %s", out);
     if (tu_sh("command -v sqlite3 >/dev/null", NULL, 0)) return;
-    char ext[1024];
-    snprintf(cmd, sizeof cmd, "%s sql --extension", cli);
-    assert_int_equal(tu_sh(cmd, ext, sizeof ext), 0);
-    ext[strcspn(ext, "\n")] = '\0';
-    snprintf(cmd, sizeof cmd,
-             "sqlite3 -readonly 'file:%s?immutable=1' '.load %s' 'SELECT count(*) FROM calls' 2>&1",
-             p, ext);
+    char ext[1024], env[1200];
+    extension(ext, sizeof ext, env, sizeof env);
+    snprintf(
+        cmd, sizeof cmd,
+        "%ssqlite3 -readonly 'file:%s?immutable=1' '.load %s' 'SELECT count(*) FROM calls' 2>&1",
+        env, p, ext);
     tu_sh(cmd, out, sizeof out);
     if (!strstr(out, why)) fail_msg("the shell said: %s", out);
 }
