@@ -75,10 +75,14 @@ int cli_par_start(int *argc, char ***argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     if (g_rank != 0) { /* process 0 alone speaks */
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) {
+        /* the descriptors, not the streams: stdout may be a filter in front of the terminal
+         * (cli/term.c), which freopen cannot reopen */
+        const int fd = open("/dev/null", O_WRONLY);
+        if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) {
             MPI_Abort(MPI_COMM_WORLD, FT_EXIT_INTERNAL);
             return FT_EIO;
         }
+        if (fd > STDERR_FILENO) close(fd);
     }
 #else
     (void)argc;
