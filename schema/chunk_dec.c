@@ -911,7 +911,8 @@ static int read_splits(ft_chunk_dec *d, const ft_chunk_info *info, const uint8_t
 static int charge(ft_chunk_dec *d, const ft_chunk_info *info, const chunk_hdr *h,
                   unsigned read_flags, ft_err *err)
 {
-    const uint64_t sections = h->main_raw + ((read_flags & FT_READ_SPLITS) ? h->sp_raw : 0);
+    const uint64_t sections =
+        h->main_raw + ((read_flags & (FT_READ_SPLITS | FT_READ_CHECK_SPLITS)) ? h->sp_raw : 0);
     const uint64_t need = 2 * sections + 256 * (uint64_t)info->n_records;
     if (need <= d->charged) return FT_OK;
     uint64_t held = 0;
