@@ -7,6 +7,7 @@
 // in ft_cuda_nx_collect). Buffers live in the context and in the device's stream-ordered pool
 // (release threshold raised), so they are reused across calls.
 #include "ft_cuda_int.cuh"
+#include "nx_ctx.cuh"
 #include "nx_int.h"
 
 #include <cublas_v2.h>
@@ -18,7 +19,6 @@
 namespace
 {
 
-enum { O_Y = 0, O_DX, O_DW1, O_DW2, O_N };
 enum { S_NREF = 0, S_DREF, S_NBASE, S_DBASE, S_MAXABS, S_NONFIN, S_N };
 constexpr int RED_BLOCKS = 512;
 
@@ -193,36 +193,6 @@ int blas_fail(cublasStatus_t s, ft_err *err, const char *what)
 
 } // namespace
 
-struct ft_nx {
-    int dev; // the device everything of this context lives on
-    cudaStream_t st;
-    cublasHandle_t blas;
-    ft_fast fast;
-    float *zero;    // device 0.0f
-    double *dconst; // device 1.0, 0.0
-    // current problem
-    ft_nx_problem p;
-    int64_t hsplits[FT_CUDA_MAX_GROUPS];
-    int have;
-    int64_t *splits, *offs; // device [G], [G + 1]
-    // inputs (float32, bf16 values)
-    float *x, *w1, *b1, *w2, *b2, *pr, *dy;
-    uint64_t wkey; // weights generated for this key (0: none)
-    // reference outputs (float64 rounded to float32) and this run's outputs
-    float *ref[O_N], *out[O_N];
-    uint16_t *base[O_N];
-    int has_base;
-    float *h, *z; // forward's saved h and z
-    int64_t cnt[O_N];
-    // figures: [slots][O_N][S_N] on the device
-    double *figs, *part;
-    uint32_t n_slots;
-    int slot_rc[FT_NX_MAX_SLOTS];
-    uint8_t slot_base[FT_NX_MAX_SLOTS];
-    char slot_msg[FT_NX_MAX_SLOTS][160];
-    size_t bytes; // context-owned device bytes
-};
-
 namespace
 {
 
@@ -302,6 +272,66 @@ int d2f(const ft_nx *nx, const double *s, float *d, int64_t n, ft_err *err)
     if (n <= 0) return FT_OK;
     d2f_kernel<<<cu_blocks(n, 256), 256, 0, nx->st>>>(s, d, n);
     return cu_launched(err, "d2f_kernel");
+}
+
+// The float64 reference's work space (device).
+struct ref64 {
+    double *x, *dy, *h, *z, *o, *dz, *dh, *w, *dw;
+};
+
+// The float64 reference's backward (reference's buffers r, its forward done): dz = dy W2,
+// dh = dz p f'(h), dx = dh W1, dW2 = dy^T z, dW1 = dh^T x.
+int reference_backward(ft_nx *nx, const ref64 *r, ft_err *err)
+{
+    const ft_nx_problem *p = &nx->p;
+    const int64_t t = p->t, k1 = p->k1, n1 = p->n1, k2 = p->k2, n2 = p->n2;
+    const uint32_t G = p->n_groups;
+    const int64_t omax = n2 > k1 ? n2 : k1;
+    const act_params a = act_from(&p->act);
+    double *dy64 = r->dy, *h64 = r->h, *z64 = r->z, *o64 = r->o, *dz64 = r->dz, *dh64 = r->dh,
+           *w64 = r->w, *dw64 = r->dw;
+    const double *x64 = r->x;
+    int rc = f2d(nx, nx->dy, dy64, t * n2, err);
+    if (!rc) rc = cu_fail(cudaMemsetAsync(dz64, 0, (size_t)(t * k2) * 8, nx->st), err, "memset");
+    if (!rc) rc = cu_fail(cudaMemsetAsync(dh64, 0, (size_t)(t * n1) * 8, nx->st), err, "memset");
+    if (!rc) rc = cu_fail(cudaMemsetAsync(o64, 0, (size_t)(t * omax) * 8, nx->st), err, "memset");
+    int64_t r0 = 0;
+    for (uint32_t g = 0; g < G && !rc; g++) {
+        const int64_t s = nx->hsplits[g];
+        if (s > 0) {
+            rc = f2d(nx, nx->w2 + (size_t)g * n2 * k2, w64, n2 * k2, err);
+            if (!rc)
+                rc = dgemm(nx, FT_GEMM_DGRAD, s, n2, k2, dy64 + r0 * n2, w64, dz64 + r0 * k2, err);
+            if (!rc)
+                rc = dgemm(nx, FT_GEMM_WGRAD, s, n2, k2, dy64 + r0 * n2, z64 + r0 * k2, dw64, err);
+        } else if (!rc) {
+            rc = cu_fail(cudaMemsetAsync(dw64, 0, (size_t)(n2 * k2) * 8, nx->st), err, "memset");
+        }
+        if (!rc) rc = d2f(nx, dw64, nx->ref[O_DW2] + (size_t)g * n2 * k2, n2 * k2, err);
+        r0 += s;
+    }
+    if (!rc) {
+        ref_act_bwd_kernel<<<cu_blocks(t * k2, 256), 256, 0, nx->st>>>(a, nx->offs, (int)G, n1, k2,
+                                                                       h64, nx->pr, dz64, dh64);
+        rc = cu_launched(err, "ref_act_bwd_kernel");
+    }
+    r0 = 0;
+    for (uint32_t g = 0; g < G && !rc; g++) {
+        const int64_t s = nx->hsplits[g];
+        if (s > 0) {
+            rc = f2d(nx, nx->w1 + (size_t)g * n1 * k1, w64, n1 * k1, err);
+            if (!rc)
+                rc = dgemm(nx, FT_GEMM_DGRAD, s, n1, k1, dh64 + r0 * n1, w64, o64 + r0 * k1, err);
+            if (!rc)
+                rc = dgemm(nx, FT_GEMM_WGRAD, s, n1, k1, dh64 + r0 * n1, x64 + r0 * k1, dw64, err);
+        } else if (!rc) {
+            rc = cu_fail(cudaMemsetAsync(dw64, 0, (size_t)(n1 * k1) * 8, nx->st), err, "memset");
+        }
+        if (!rc) rc = d2f(nx, dw64, nx->ref[O_DW1] + (size_t)g * n1 * k1, n1 * k1, err);
+        r0 += s;
+    }
+    if (!rc) rc = d2f(nx, o64, nx->ref[O_DX], t * k1, err);
+    return rc;
 }
 
 // The float64 reference of kernels/cpu/mlp_ref.c on the device, rounded to float32 into ref[].
@@ -403,56 +433,8 @@ int reference(ft_nx *nx, ft_err *err)
     }
     if (!rc) rc = d2f(nx, o64, nx->ref[O_Y], t * n2, err);
     if (!rc && p->grad) {
-        // backward: dz = dy W2, dh = dz p f'(h), dx = dh W1, dW2 = dy^T z, dW1 = dh^T x
-        rc = f2d(nx, nx->dy, dy64, t * n2, err);
-        if (!rc)
-            rc = cu_fail(cudaMemsetAsync(dz64, 0, (size_t)(t * k2) * 8, nx->st), err, "memset");
-        if (!rc)
-            rc = cu_fail(cudaMemsetAsync(dh64, 0, (size_t)(t * n1) * 8, nx->st), err, "memset");
-        if (!rc)
-            rc = cu_fail(cudaMemsetAsync(o64, 0, (size_t)(t * omax) * 8, nx->st), err, "memset");
-        r0 = 0;
-        for (uint32_t g = 0; g < G && !rc; g++) {
-            const int64_t s = nx->hsplits[g];
-            if (s > 0) {
-                rc = f2d(nx, nx->w2 + (size_t)g * n2 * k2, w64, n2 * k2, err);
-                if (!rc)
-                    rc = dgemm(nx, FT_GEMM_DGRAD, s, n2, k2, dy64 + r0 * n2, w64, dz64 + r0 * k2,
-                               err);
-                if (!rc)
-                    rc = dgemm(nx, FT_GEMM_WGRAD, s, n2, k2, dy64 + r0 * n2, z64 + r0 * k2, dw64,
-                               err);
-            } else if (!rc) {
-                rc =
-                    cu_fail(cudaMemsetAsync(dw64, 0, (size_t)(n2 * k2) * 8, nx->st), err, "memset");
-            }
-            if (!rc) rc = d2f(nx, dw64, nx->ref[O_DW2] + (size_t)g * n2 * k2, n2 * k2, err);
-            r0 += s;
-        }
-        if (!rc) {
-            ref_act_bwd_kernel<<<cu_blocks(t * k2, 256), 256, 0, nx->st>>>(
-                a, nx->offs, (int)G, n1, k2, h64, nx->pr, dz64, dh64);
-            rc = cu_launched(err, "ref_act_bwd_kernel");
-        }
-        r0 = 0;
-        for (uint32_t g = 0; g < G && !rc; g++) {
-            const int64_t s = nx->hsplits[g];
-            if (s > 0) {
-                rc = f2d(nx, nx->w1 + (size_t)g * n1 * k1, w64, n1 * k1, err);
-                if (!rc)
-                    rc = dgemm(nx, FT_GEMM_DGRAD, s, n1, k1, dh64 + r0 * n1, w64, o64 + r0 * k1,
-                               err);
-                if (!rc)
-                    rc = dgemm(nx, FT_GEMM_WGRAD, s, n1, k1, dh64 + r0 * n1, x64 + r0 * k1, dw64,
-                               err);
-            } else if (!rc) {
-                rc =
-                    cu_fail(cudaMemsetAsync(dw64, 0, (size_t)(n1 * k1) * 8, nx->st), err, "memset");
-            }
-            if (!rc) rc = d2f(nx, dw64, nx->ref[O_DW1] + (size_t)g * n1 * k1, n1 * k1, err);
-            r0 += s;
-        }
-        if (!rc) rc = d2f(nx, o64, nx->ref[O_DX], t * k1, err);
+        const ref64 r = {x64, dy64, h64, z64, o64, dz64, dh64, w64, dw64};
+        rc = reference_backward(nx, &r, err);
     }
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (*bufs[i] && pooled[i]) cudaFreeAsync(*bufs[i], nx->st);
@@ -461,9 +443,17 @@ int reference(ft_nx *nx, ft_err *err)
 
 } // namespace
 
+// bf16 copies of bf16-valued floats (the timed step's inputs).
+int nx_f2b(const ft_nx *nx, const float *s, uint16_t *d, int64_t n, ft_err *err)
+{
+    if (n <= 0) return FT_OK;
+    f2b_kernel<<<cu_blocks(n, 256), 256, 0, nx->st>>>(s, d, n);
+    return cu_launched(err, "f2b_kernel");
+}
+
 // The context's device made the calling thread's current one (each entry point below starts
 // here, so a context can be used from any thread).
-static int nx_enter(const ft_nx *nx, ft_err *err)
+int nx_enter(const ft_nx *nx, ft_err *err)
 {
     int cur = -1;
     if (cudaGetDevice(&cur) == cudaSuccess && cur == nx->dev) return FT_OK;
@@ -822,189 +812,5 @@ extern "C" int ft_cuda_nx_memory(ft_nx *nx, uint64_t *held, uint64_t *pool_peak,
                      "cudaMemPoolGetAttribute");
     if (held) *held = nx ? nx->bytes + 16 * 2 + sizeof(double) * (FT_NX_MAX_SLOTS * 4 * 6) : 0;
     if (pool_peak) *pool_peak = (uint64_t)hi;
-    return rc;
-}
-
-// ---- timing (replay --gpu-time) ------------------------------------------------------------
-
-namespace
-{
-
-// The step's device buffers of one ft_cuda_nx_time, from the pool.
-struct tbufs {
-    uint16_t *x, *dy, *b1, *b2, *h, *z, *zc, *y, *dz, *dh, *dx, *dw1, *dw2, *own1, *own2;
-    float *db1, *db2, *dp;
-};
-
-int f2b(const ft_nx *nx, const float *s, uint16_t *d, int64_t n, ft_err *err)
-{
-    if (n <= 0) return FT_OK;
-    f2b_kernel<<<cu_blocks(n, 256), 256, 0, nx->st>>>(s, d, n);
-    return cu_launched(err, "f2b_kernel");
-}
-
-// The bf16 inputs (from the problem's float32 bf16 values), outputs and gradients.
-int time_buffers(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, tbufs *b, ft_err *err)
-{
-    const ft_nx_problem *p = &nx->p;
-    const int64_t t = p->t, k1 = p->k1, n1 = p->n1, k2 = p->k2, n2 = p->n2, G = p->n_groups;
-    const int grad = p->grad, zc = grad && path == FT_MLP_FUSED && q->fmt == FT_QF_MXFP8;
-    struct {
-        void **p;
-        int64_t bytes; // 0: not wanted
-    } a[] = {{(void **)&b->x, t * k1 * 2},
-             {(void **)&b->dy, grad ? t * n2 * 2 : 0},
-             {(void **)&b->b1, p->bias1 ? G * n1 * 2 : 0},
-             {(void **)&b->b2, p->bias2 ? G * n2 * 2 : 0},
-             {(void **)&b->h, t * n1 * 2},
-             {(void **)&b->z, t * k2 * 2},
-             {(void **)&b->zc, zc ? t * k2 * 2 : 0},
-             {(void **)&b->y, t * n2 * 2},
-             {(void **)&b->dz, grad ? t * k2 * 2 : 0},
-             {(void **)&b->dh, grad ? t * n1 * 2 : 0},
-             {(void **)&b->dx, grad ? t * k1 * 2 : 0},
-             {(void **)&b->dw1, grad ? G * n1 * k1 * 2 : 0},
-             {(void **)&b->dw2, grad ? G * n2 * k2 * 2 : 0},
-             {(void **)&b->db1, grad && p->bias1 ? G * n1 * 4 : 0},
-             {(void **)&b->db2, grad && p->bias2 ? G * n2 * 4 : 0},
-             {(void **)&b->dp, grad && p->scaled ? t * 4 : 0}};
-    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
-        if (a[i].bytes <= 0) continue;
-        if (cudaMallocAsync(a[i].p, (size_t)a[i].bytes, nx->st) != cudaSuccess) {
-            cudaGetLastError();
-            return ft_err_set(err, FT_ENOMEM,
-                              "numerics cuda: out of device memory for the timed step's buffers "
-                              "(%.2f GB more); a larger --shrink helps",
-                              (double)a[i].bytes * 1e-9);
-        }
-    }
-    int rc = f2b(nx, nx->x, b->x, t * k1, err);
-    if (!rc && grad) rc = f2b(nx, nx->dy, b->dy, t * n2, err);
-    if (!rc && p->bias1) rc = f2b(nx, nx->b1, b->b1, G * n1, err);
-    if (!rc && p->bias2) rc = f2b(nx, nx->b2, b->b2, G * n2, err);
-    return rc;
-}
-
-void time_release(ft_nx *nx, tbufs *b)
-{
-    void *all[] = {b->x,  b->dy, b->b1,  b->b2,  b->h,    b->z,    b->zc,  b->y,   b->dz,
-                   b->dh, b->dx, b->dw1, b->dw2, b->own1, b->own2, b->db1, b->db2, b->dp};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i]) cudaFreeAsync(all[i], nx->st);
-    memset(b, 0, sizeof *b);
-}
-
-} // namespace
-
-extern "C" int ft_cuda_nx_time(ft_nx *nx, ft_mlp_path path, const ft_mlp_quant *q, uint32_t warmup,
-                               uint32_t rounds, ft_nx_time *out, ft_err *err)
-{
-    memset(out, 0, sizeof *out);
-    if (!nx || !nx->have || !q) return ft_err_set(err, FT_EINVAL, "numerics cuda: no problem set");
-    if (nx_enter(nx, err)) return FT_ECUDA;
-    if (rounds < 1 || rounds > FT_NX_MAX_ROUNDS)
-        return ft_err_set(err, FT_EINVAL, "numerics cuda: %u timed rounds (1 to %d)", rounds,
-                          FT_NX_MAX_ROUNDS);
-    const ft_nx_problem *p = &nx->p;
-    const uint32_t G = p->n_groups;
-    // the kernels' refusals, decided on the host as for the runs (ft_mlp_check)
-    ft_mlp hm;
-    memset(&hm, 0, sizeof hm);
-    hm.n_groups = G;
-    hm.splits = nx->hsplits;
-    hm.t = p->t, hm.k1 = p->k1, hm.n1 = p->n1, hm.k2 = p->k2, hm.n2 = p->n2;
-    hm.act = p->act;
-    hm.scale_bias = p->scale_bias;
-    hm.path = path;
-    hm.quant = *q;
-    hm.x = nx->x, hm.w1 = nx->w1, hm.b1 = p->bias1 ? nx->b1 : NULL, hm.w2 = nx->w2;
-    hm.b2 = p->bias2 ? nx->b2 : NULL, hm.probs = p->scaled ? nx->pr : NULL;
-    ft_err kerr;
-    ft_err_clear(&kerr);
-    int krc = ft_mlp_check(&hm, &kerr);
-    if (!krc && q->delayed)
-        krc = ft_err_set(&kerr, FT_EUNSUPPORTED,
-                         "cuda mlp: FP8 delayed scaling with amax histories runs on the CPU");
-    if (krc && krc != FT_EINVAL && krc != FT_EUNSUPPORTED)
-        return ft_err_set(err, krc, "%s", ft_err_msg(&kerr));
-    if (krc) {
-        out->rc = krc;
-        ft_strlcpy(out->msg, ft_err_msg(&kerr), sizeof out->msg);
-        return FT_OK;
-    }
-    ft_fast_phase(&nx->fast, FT_PH_OTHER, nx->st);
-    tbufs b;
-    memset(&b, 0, sizeof b);
-    cudaEvent_t ev[3][FT_NX_MAX_ROUNDS];
-    int n_ev = 0;
-    int rc = time_buffers(nx, path, q, &b, err);
-    const uint16_t *w1 = NULL, *w2 = NULL;
-    // both weights from the cache only where it holds them together (making one may evict the
-    // other, whose buffer the step needs)
-    const int cache =
-        2.0 * (double)G * (double)(p->n1 * p->k1 + p->n2 * p->k2) <= (double)nx->fast.wcap;
-    if (!rc)
-        rc = ft_fast_bf16_weights(&nx->fast, nx->w1, FT_MLP_W1, p->n1, p->k1, G, cache, nx->st, &w1,
-                                  &b.own1, err);
-    if (!rc)
-        rc = ft_fast_bf16_weights(&nx->fast, nx->w2, FT_MLP_W2, p->n2, p->k2, G, cache, nx->st, &w2,
-                                  &b.own2, err);
-    ft_cuda_bf16_mlp m;
-    memset(&m, 0, sizeof m);
-    m.n_groups = G;
-    m.splits = nx->splits;
-    m.t = p->t, m.k1 = p->k1, m.n1 = p->n1, m.k2 = p->k2, m.n2 = p->n2;
-    m.act = p->act;
-    m.scale_bias = p->scale_bias;
-    m.x = b.x, m.w1 = w1, m.b1 = b.b1, m.w2 = w2, m.b2 = b.b2;
-    m.probs = p->scaled ? nx->pr : NULL;
-    m.path = path;
-    m.quant = *q;
-    m.grad = p->grad;
-    if (!rc && q->fmt != FT_QF_NONE)
-        rc = ft_cuda_bf16_mlp_q_new(&m, nx->st, &m.q, &out->proxies, err);
-    const ft_cuda_bf16_mlp_out fo = {b.h, b.z, b.y, b.zc};
-    const ft_cuda_bf16_mlp_grads go = {b.dz, b.dh, b.dx, b.dw1, b.dw2, b.db1, b.db2, b.dp};
-    for (; n_ev < (int)rounds && !rc; n_ev++)
-        for (int k = 0; k < 3 && !rc; k++) {
-            rc = cu_fail(cudaEventCreate(&ev[k][n_ev]), err, "cudaEventCreate");
-            if (rc) // the round's events made so far are destroyed below
-                for (int j = 0; j < k; j++)
-                    cudaEventDestroy(ev[j][n_ev]);
-        }
-    if (rc && n_ev) n_ev--;
-    // untimed warm-up runs, then the rounds back to back (events between them), one wait
-    for (uint32_t i = 0; i < warmup + rounds && !rc; i++) {
-        const int r = (int)i - (int)warmup;
-        if (r >= 0) rc = cu_fail(cudaEventRecord(ev[0][r], nx->st), err, "cudaEventRecord");
-        if (!rc) rc = ft_cuda_bf16_mlp_forward(&m, &fo, nx->st, err);
-        if (!rc && r >= 0) rc = cu_fail(cudaEventRecord(ev[1][r], nx->st), err, "cudaEventRecord");
-        if (!rc && p->grad) rc = ft_cuda_bf16_mlp_backward(&m, &fo, b.dy, &go, nx->st, err);
-        if (!rc && r >= 0) rc = cu_fail(cudaEventRecord(ev[2][r], nx->st), err, "cudaEventRecord");
-        if (rc && i == 0 && (rc == FT_EUNSUPPORTED || rc == FT_EINVAL)) {
-            // refused by a kernel's limits before it launched: nothing to time
-            out->rc = rc;
-            ft_strlcpy(out->msg, ft_err_msg(err), sizeof out->msg);
-            ft_err_clear(err);
-            rc = FT_OK;
-            break;
-        }
-    }
-    int rs = cu_fail(cudaStreamSynchronize(nx->st), rc ? NULL : err, "cudaStreamSynchronize");
-    if (!rc) rc = rs;
-    for (int r = 0; r < (int)rounds && !rc && !out->rc; r++) {
-        float all = 0, fwd = 0;
-        rc = cu_fail(cudaEventElapsedTime(&all, ev[0][r], ev[2][r]), err, "cudaEventElapsedTime");
-        if (!rc)
-            rc = cu_fail(cudaEventElapsedTime(&fwd, ev[0][r], ev[1][r]), err,
-                         "cudaEventElapsedTime");
-        out->ms[r] = all, out->fwd_ms[r] = fwd;
-    }
-    if (!rc && !out->rc) out->n_rounds = rounds;
-    for (int r = 0; r < n_ev; r++)
-        for (int k = 0; k < 3; k++)
-            cudaEventDestroy(ev[k][r]);
-    ft_cuda_bf16_mlp_q_free(m.q, nx->st);
-    time_release(nx, &b);
     return rc;
 }
