@@ -202,7 +202,7 @@ static double num(json_t *o, const char *key)
 }
 
 /* One figure of a checked policy: builds, resets, a stale class, or framework_ns. */
-static double figure(json_t *p, int k)
+static double diff_figure(json_t *p, int k)
 {
     if (!p) return 0;
     if (k == 0) return num(p, "builds");
@@ -302,7 +302,7 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
             printf("\n%s%s\n", name, !pa ? " (only in B)" : !pb ? " (only in A)" : "");
         }
         for (size_t k = 0; k < FT_ARRAY_LEN(what); k++) {
-            double a = figure(pa, (int)k), b = figure(pb, (int)k);
+            double a = diff_figure(pa, (int)k), b = diff_figure(pb, (int)k);
             if (as_json) {
                 printf(",\n   \"%s\": {\"a\": ", keys[k]);
                 put_real(pa ? &a : NULL);

@@ -46,7 +46,7 @@ int cli_par_size(void)
 
 #ifdef FT_HAVE_MPI
 /* Whether a launcher started this process as part of a job. */
-static int launched(void)
+static int mpi_launched(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
     for (size_t i = 0; i < FT_ARRAY_LEN(vars); i++)
@@ -58,7 +58,7 @@ static int launched(void)
 int cli_par_start(int *argc, char ***argv)
 {
 #ifdef FT_HAVE_MPI
-    if (!launched()) {
+    if (!mpi_launched()) {
         const char *nt = getenv("SLURM_NTASKS");
         if (nt && atoi(nt) > 1 && getenv("SLURM_PROCID"))
             fprintf(stderr,

@@ -23,24 +23,6 @@
 #include <string.h>
 
 /* ---- errors ------------------------------------------------------------------------------- */
-int imp_fail(importer *im, const char *field, const char *fmt, ...)
-{
-    char what[FT_ERR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    if (field)
-        return ft_err_set(im->err, FT_EINVAL, "%s:%" PRIu64 ": field '%s': %s", im->name, im->line,
-                          field, what);
-    return ft_err_set(im->err, FT_EINVAL, "%s:%" PRIu64 ": %s", im->name, im->line, what);
-}
-
-int imp_fail_nomem(importer *im)
-{
-    return ft_err_set(im->err, FT_ENOMEM, "%s:%" PRIu64 ": out of memory", im->name, im->line);
-}
-
 /* A sink rejected a record: keep its status, prefix its detail with where we are. */
 static int fail_sink(importer *im, int rc, const char *what)
 {

@@ -11,7 +11,9 @@
 #include "ft_seqset.h"
 #include "json_fast.h"
 
+#include <inttypes.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <zstd.h>
@@ -107,14 +109,31 @@ typedef struct importer {
     int warned_overflow;
 } importer;
 
-/* ---- shared by both halves (jsonl_check.c) ------------------------------------------------ */
+/* ---- shared by the importer's files ------------------------------------------------------ */
 /* Set the error as "NAME:LINE: field 'F': <fmt>" (field may be NULL); returns FT_EINVAL. */
-int imp_fail(importer *im, const char *field, const char *fmt, ...)
+static inline int imp_fail(importer *im, const char *field, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-int imp_fail_nomem(importer *im);
+static inline int imp_fail(importer *im, const char *field, const char *fmt, ...)
+{
+    char what[FT_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (field)
+        return ft_err_set(im->err, FT_EINVAL, "%s:%" PRIu64 ": field '%s': %s", im->name, im->line,
+                          field, what);
+    return ft_err_set(im->err, FT_EINVAL, "%s:%" PRIu64 ": %s", im->name, im->line, what);
+}
+
+static inline int imp_fail_nomem(importer *im)
+{
+    return ft_err_set(im->err, FT_ENOMEM, "%s:%" PRIu64 ": out of memory", im->name, im->line);
+}
+
 /* "an object", "a string", ...: a JSON value's type for messages. */
 const char *imp_type_name(const json_t *v);
 
