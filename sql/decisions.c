@@ -17,14 +17,14 @@
  * without a constraint) is served from the store, and the trace is replayed once per cursor and
  * statement. Past its share the store is given up and only the batch held stays: a new scan
  * whose lower bound is not before that batch goes on with the replay (outer rows in seq order
- * still replay once), any other starts the replay over, and the connection says so once on
- * stderr.
+ * still replay once), any other starts the replay over; ft_sql_take_fallback tells the caller
+ * (the CLI says so on stderr).
  */
 #include "sql_int.h"
 
 SQLITE_EXTENSION_INIT3
 
-#include <stdio.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -289,6 +289,16 @@ static int phase_intern(dec_cursor *c, const char *s, int32_t *out, uint64_t *ad
     return FT_OK;
 }
 
+/* The store's share when a cursor last gave its store up, 0 when none did (ft_sql_take_fallback) */
+static _Atomic uint64_t fell_back;
+
+int ft_sql_take_fallback(uint64_t *share_bytes)
+{
+    const uint64_t v = atomic_exchange(&fell_back, 0);
+    if (share_bytes) *share_bytes = v;
+    return v != 0;
+}
+
 /* The store's share of the memory budget: half of it (the decoders keep the other half), or half
  * of the machine's memory when no budget is set. */
 static uint64_t store_cap(void)
@@ -530,14 +540,7 @@ static int dec_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str
                            : same_t || (idx_num & IDX_POL_VARIES) ? UINT32_MAX
                                                                   : pol;
         const int dropped = usable && c->dropped;
-        if (dropped && !v->ctx->noted_store) {
-            v->ctx->noted_store = 1;
-            fprintf(stderr,
-                    "decisions: the replay's decisions take more than their share of the "
-                    "memory budget (%.1f MiB, half of it; --memory sets the budget): each rescan "
-                    "of decisions replays the trace again\n",
-                    (double)store_cap() / (1 << 20));
-        }
+        if (dropped) atomic_store(&fell_back, store_cap());
         rc = replay_open(c, t, r);
         if (!rc && show_policy(c, pol)) rc = replay_open(c, t, pol); /* not among all's */
         if (rc) return rc;

@@ -23,7 +23,6 @@ typedef struct sql_ctx {
     ft_trace *dflt;  /* borrowed default trace, or NULL */
     char *dflt_name; /* its name, for the hidden column */
     sql_trace *open;
-    int noted_store; /* decisions said once that its store passed the budget */
 } sql_ctx;
 
 /* The trace named path (NULL: the default one, else the connection's main database file),

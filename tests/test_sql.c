@@ -611,6 +611,7 @@ static void test_sql_decisions_store_serves_rescans(void **state)
         int64_t n_with, n_without;
         const uint64_t with = q_digest(c.db, qs[i].sql, &n_with);
         const unsigned long replays_with = n_replays;
+        assert_int_equal(ft_sql_take_fallback(NULL), 0);
         if (qs[i].replays && replays_with != qs[i].replays)
             fail_msg("%s: %lu replays, want %lu", qs[i].sql, replays_with, qs[i].replays);
         /* a budget the decoders fit in but the store does not: the rescans replay again */
@@ -619,6 +620,11 @@ static void test_sql_decisions_store_serves_rescans(void **state)
         const uint64_t without = q_digest(c.db, qs[i].sql, &n_without);
         const unsigned long replays_without = n_replays;
         ft_mem_budget_set(budget);
+        uint64_t share = 0;
+        const int fell_back = ft_sql_take_fallback(&share);
+        if (i < 3 && (!fell_back || share != 16 << 10))
+            fail_msg("%s: the fallback not told (%d, %llu)", qs[i].sql, fell_back,
+                     (unsigned long long)share);
         assert_true(n_with > 0);
         assert_int_equal(n_with, n_without);
         if (with != without) fail_msg("%s: rows differ without the store", qs[i].sql);
