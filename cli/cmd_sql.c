@@ -321,6 +321,13 @@ static int run(void *opts_v, int n_args, char **args, ft_err *err)
         sql = stdin_sql;
     }
     rc = run_sql(db, sql, format, a->header, err);
+    uint64_t share;
+    if (ft_sql_take_fallback(&share))
+        fprintf(stderr,
+                "fusertrace sql: note: the decisions replayed took more than their share of the "
+                "memory budget (%.1f MiB, half of it; --memory sets the budget), so each rescan "
+                "of decisions replayed the trace again\n",
+                (double)share / (1 << 20));
     if (!rc) rc = cli_stdout_close(err);
 done:
     sqlite3_close(db);

@@ -14,7 +14,9 @@
  *     query reads:
  *     seq, policy, fuser, label, build, hit, reset, stale (none, harmless, slower, quant,
  *     raises), plan, fresh_plan; policy = 'NAME' replays only that policy, and a seq upper bound
- *     stops the replay there (a lower bound only filters: the cache must see the earlier calls)
+ *     stops the replay there (a lower bound only filters: the cache must see the earlier calls);
+ *     a cursor keeps what it replayed (within half the memory budget, docs/trace-file.md) and
+ *     serves rescans (a join's inner table) from it
  *
  * Optional fields the capture did not record are NULL (a call without a recipe has NULL recipe
  * columns; n_tokens and m_splits are NULL where m_splits was absent). Both tables take the trace
@@ -44,6 +46,11 @@ struct sqlite3;
  */
 int ft_sql_register(struct sqlite3 *db, ft_trace *default_trace, const char *default_name,
                     ft_err *err);
+
+/* 1 once after a `decisions` cursor gave up keeping its decisions because they passed their
+ * share of the memory budget (*share_bytes, may be NULL), so that its rescans replayed the trace
+ * again (same results, more time); 0 when none did since the last call. Process-wide. */
+int ft_sql_take_fallback(uint64_t *share_bytes);
 
 /* File name of the loadable extension ("libfusertrace_sql.so"). */
 #define FT_SQL_EXTENSION_FILE "libfusertrace_sql.so"

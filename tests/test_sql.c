@@ -35,7 +35,13 @@ int __wrap_ft_reader_next(ft_reader *r, const ft_batch **out_batch);
 int __real_ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out);
 int __wrap_ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out);
 
+int __real_ft_replay_cursor_open(ft_trace *t, const ft_replay_opts *opts, ft_replay_cursor **out,
+                                 ft_err *err);
+int __wrap_ft_replay_cursor_open(ft_trace *t, const ft_replay_opts *opts, ft_replay_cursor **out,
+                                 ft_err *err);
+
 static unsigned long n_decoded;  /* batches ft_reader_next handed out */
+static unsigned long n_replays;  /* replays ft_replay_cursor_open started */
 static unsigned last_open_flags; /* read_flags of the last ft_reader_open */
 
 int __wrap_ft_reader_next(ft_reader *r, const ft_batch **out_batch)
@@ -49,6 +55,13 @@ int __wrap_ft_reader_open(ft_trace *t, unsigned read_flags, ft_reader **out)
 {
     last_open_flags = read_flags;
     return __real_ft_reader_open(t, read_flags, out);
+}
+
+int __wrap_ft_replay_cursor_open(ft_trace *t, const ft_replay_opts *opts, ft_replay_cursor **out,
+                                 ft_err *err)
+{
+    n_replays++;
+    return __real_ft_replay_cursor_open(t, opts, out, err);
 }
 
 /* ---- the generated trace ------------------------------------------------------------------- */
@@ -534,6 +547,99 @@ static void test_sql_decisions_step_phase_and_joins(void **state)
     conn_close(&c);
 }
 
+/* Every row of a query, each column's type and text, hashed in order. */
+static uint64_t q_digest(sqlite3 *db, const char *sql, int64_t *n_rows)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    uint64_t h = 0;
+    int rc;
+    *n_rows = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        ++*n_rows;
+        for (int k = 0; k < sqlite3_column_count(st); k++) {
+            const int type = sqlite3_column_type(st, k);
+            const char *txt = (const char *)sqlite3_column_text(st, k);
+            h = ft_hash64_seed(&type, sizeof type, h);
+            if (txt) h = ft_hash64_seed(txt, strlen(txt), h);
+        }
+    }
+    if (rc != SQLITE_DONE) fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return h;
+}
+
+/* decisions keeps the replay's decisions of a cursor (the store) and serves every rescan from
+ * them: a CROSS JOIN with decisions inside, lookups out of seq order and a self-join replay the
+ * trace once per cursor. With a memory budget the store does not fit, the rescans replay again
+ * (the fallback); the rows are the same either way. */
+static void test_sql_decisions_store_serves_rescans(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *sql;
+        unsigned long replays; /* with the store; 0: not checked */
+    } qs[] = {
+        {"SELECT c.seq, d.* FROM calls c CROSS JOIN decisions d WHERE c.seq < 40", 1},
+        {"SELECT count(*), sum(d.build), sum(c.seq) FROM calls c CROSS JOIN decisions d", 1},
+        {"SELECT d.seq, d.policy, d.plan FROM calls c CROSS JOIN decisions d "
+         "ON d.seq = 2010 - c.seq",
+         1},
+        {"SELECT d.*, c.label FROM calls c CROSS JOIN decisions d ON d.seq = c.seq", 1},
+        {"SELECT d.*, c.ns FROM decisions d CROSS JOIN calls c ON c.seq = d.seq", 1},
+        {"SELECT c.seq, d.* FROM calls c CROSS JOIN decisions d ON d.seq BETWEEN c.seq AND "
+         "c.seq + 6 WHERE c.seq > 1500",
+         1},
+        {"SELECT d.* FROM calls c CROSS JOIN decisions d ON d.seq = 2000 - c.seq AND "
+         "d.policy = 'te-3410'",
+         1},
+        {"SELECT a.seq, a.policy, a.build, b.seq, b.stale FROM decisions a CROSS JOIN "
+         "decisions b ON b.seq = 2000 - a.seq AND b.policy = a.policy",
+         2},
+        {"SELECT * FROM decisions WHERE seq > 700 AND seq <= 900", 1},
+        {"SELECT * FROM decisions WHERE policy = 'te-pre3410'", 1},
+        {"SELECT a.*, b.* FROM decisions a CROSS JOIN decisions b ON b.seq = a.seq + 2 "
+         "WHERE a.policy = 'te-3410' AND b.policy = 'te-pre3410'",
+         2},
+    };
+    conn c;
+    conn_open(&c, 1);
+    const uint64_t budget = ft_mem_budget();
+    for (size_t i = 0; i < FT_ARRAY_LEN(qs); i++) {
+        n_replays = 0;
+        int64_t n_with, n_without;
+        const uint64_t with = q_digest(c.db, qs[i].sql, &n_with);
+        const unsigned long replays_with = n_replays;
+        assert_int_equal(ft_sql_take_fallback(NULL), 0);
+        if (qs[i].replays && replays_with != qs[i].replays)
+            fail_msg("%s: %lu replays, want %lu", qs[i].sql, replays_with, qs[i].replays);
+        /* a budget the decoders fit in but the store does not: the rescans replay again */
+        ft_mem_budget_set(32 << 10);
+        n_replays = 0;
+        const uint64_t without = q_digest(c.db, qs[i].sql, &n_without);
+        const unsigned long replays_without = n_replays;
+        ft_mem_budget_set(budget);
+        uint64_t share = 0;
+        const int fell_back = ft_sql_take_fallback(&share);
+        if (i < 3 && (!fell_back || share != 16 << 10))
+            fail_msg("%s: the fallback not told (%d, %llu)", qs[i].sql, fell_back,
+                     (unsigned long long)share);
+        assert_true(n_with > 0);
+        assert_int_equal(n_with, n_without);
+        if (with != without) fail_msg("%s: rows differ without the store", qs[i].sql);
+        if (i < 3 && replays_without <= 2)
+            fail_msg("%s: %lu replays without the store", qs[i].sql, replays_without);
+    }
+    /* a policy's rows out of every policy's replay are those of its own replay */
+    int64_t n_one, n_all;
+    assert_int_equal(
+        q_digest(c.db, "SELECT * FROM decisions WHERE policy = 'te-3410'", &n_one),
+        q_digest(c.db, "SELECT * FROM decisions WHERE policy || '' = 'te-3410'", &n_all));
+    assert_int_equal(n_one, n_all);
+    conn_close(&c);
+}
+
 /* The README's `fusertrace sql run.ftdb "..."` examples print a figure in every column on a
  * synthetic trace (a sum over a column the trace does not record would print empty). */
 static void test_sql_readme_examples_print_figures(void **state)
@@ -829,6 +935,7 @@ int main(void)
         cmocka_unit_test(test_sql_named_trace_and_errors),
         cmocka_unit_test(test_sql_decisions_match_the_replay),
         cmocka_unit_test(test_sql_decisions_step_phase_and_joins),
+        cmocka_unit_test(test_sql_decisions_store_serves_rescans),
         cmocka_unit_test(test_sql_readme_examples_print_figures),
         cmocka_unit_test(test_sql_out_of_memory_is_an_error),
         cmocka_unit_test(test_sql_damaged_chunk_is_a_corrupt_error),
