@@ -206,7 +206,7 @@ static void blocks_free(dec_cursor *c, uint32_t keep_last)
     const uint32_t n_free = c->n_blocks - keep_last;
     for (uint32_t k = 0; k < n_free; k++)
         ft_free(c->blocks[k]);
-    memmove(c->blocks, c->blocks + n_free, keep_last * sizeof *c->blocks);
+    if (keep_last && n_free) memmove(c->blocks, c->blocks + n_free, keep_last * sizeof *c->blocks);
     c->n_blocks = keep_last;
 }
 
