@@ -1,7 +1,8 @@
 """The capture state and the wrappers around TransformerEngine's OperationFuser.
 
 What is wrapped (transformer_engine/pytorch/ops/fuser.py, TE 2.20 / PR #3410):
-- OperationFuser.__init__: gives the fuser a stream id (declared at its first call). A declared
+- OperationFuser.__init__ is left alone: a fuser gets its stream id when it is declared, at its
+  first call (ids thus increase along the stream; NVTX names a first build by it). A declared
   fuser is watched with a weak reference: when TE drops it (a standalone op's transient
   OperationFuser([op]) right after its call) a `fuser_end` record says so. Ops are described once
   per op object (the description is kept until one of the attributes the model reads changes),
@@ -282,7 +283,7 @@ class _Capture:
         call state, None or the (like, label, ops JSON) of a declaration left to the call's own
         record, which then declares it: a transient fuser's declaration and first call are one
         packed record)."""
-        tid = fuser.__dict__.get("_ft_id")  # (capture, id) given at __init__
+        tid = fuser.__dict__.get("_ft_id")  # (capture, id) given before a first NVTX range
         if tid is not None and tid[0] is self:
             fid = tid[1]
         else:
@@ -293,8 +294,17 @@ class _Capture:
         if len(ops) == 1:  # a standalone op's transient fuser: the common case, inline
             op = ops[0]
             dc = self._decls.get(id(op))
-            if dc is not None and (dc.refs[0]() is not op or not _unchanged(dc.watch)):
-                dc = None
+            if dc is not None:
+                if dc.refs[0]() is not op:
+                    dc = None
+                else:
+                    try:
+                        for holder, get, snap in dc.watch:
+                            if get(holder) != snap:
+                                dc = None
+                                break
+                    except AttributeError:
+                        dc = None
         if dc is None:
             dc = self._decl_for(ops)
         like = dc.like
@@ -647,17 +657,6 @@ _STREAM_CAPTURING: list = [_no]  # torch's "current stream is capturing", bound 
 
 
 # ---- wrappers ---------------------------------------------------------------------------------
-def _wrap_init(orig):
-    @functools.wraps(orig)
-    def __init__(self, *args, **kwargs):
-        orig(self, *args, **kwargs)
-        cap = _ACTIVE[0]
-        if cap is not None:
-            self._ft_id = (cap, cap.new_fuser_id())
-
-    return __init__
-
-
 def _wrap_maybe_fuse_ops(orig, counted: bool):
     if counted:
         @functools.wraps(orig)
@@ -672,7 +671,11 @@ def _wrap_maybe_fuse_ops(orig, counted: bool):
                 ret = orig(self, is_grad_enabled, recipe, input_, extra_inputs)
             else:
                 # the _apply_fusions wrapper opens the build's range at the first fusion pass;
-                # it closes when maybe_fuse_ops returns (or raises)
+                # it closes when maybe_fuse_ops returns (or raises); the range names the id the
+                # fuser's declaration will have
+                tid = self.__dict__.get("_ft_id")
+                if tid is None or tid[0] is not cap:
+                    self._ft_id = (cap, cap.new_fuser_id())
                 _BUILDS.nvtx_fuser = self
                 try:
                     ret = orig(self, is_grad_enabled, recipe, input_, extra_inputs)
@@ -707,10 +710,10 @@ def _wrap_maybe_fuse_ops(orig, counted: bool):
                 rebuilt = len(cache) != before
             else:
                 rebuilt = d.get("_forward_ops") is not before
+            cap.on_call(self, is_grad_enabled, recipe, input_, extra_inputs, t0, t1 - t0,
+                        rebuilt)  # declares the fuser at its first call: the marker names it
             if rebuilt and _NVTX[0] is not None:
                 _NVTX[0][2](_nvtx_name(self))  # known only afterwards: a marker, not a range
-            cap.on_call(self, is_grad_enabled, recipe, input_, extra_inputs, t0, t1 - t0,
-                        rebuilt)
         except Exception as e:  # pylint: disable=broad-except
             cap.fail(e)
         return ret
@@ -784,7 +787,6 @@ def patch(module) -> bool:
     else:
         _warn("OperationFuser._apply_fusions not found; `rebuilt` is inferred from the plan "
               "cache")
-    cls.__init__ = _wrap_init(cls.__init__)
     cls.maybe_fuse_ops = _wrap_maybe_fuse_ops(cls.maybe_fuse_ops, counted)
     fn_cls = getattr(module, "_OperationFuserAutogradFunction", None)
     if fn_cls is not None:
