@@ -127,6 +127,9 @@ def main() -> int:
         def fuser_like(self, *args):
             pass
 
+        def call_like(self, *args):
+            pass
+
         def recipe(self, *args):
             pass
 

@@ -103,14 +103,20 @@ int ft_rec_call_flat(ft_rec *r, int64_t seq, int64_t fuser, int64_t recipe, uint
  *   60     4     device        64  4  n_op_rg    68  4  n_splits (int32, -1 = absent)
  *   72     4     phase length in bytes (read only with FT_CF_HAS_PHASE)
  *   76     4     kind: FT_REC_CALL, FT_REC_BACKWARD, FT_REC_END (offset 0: seq, 8: fuser id) or
- *                FT_PACKED_FUSER_LIKE (ft_rec_fuser_like: offset 0 the new fuser id, 8 like);
- *                every kind but a call ends here
+ *                FT_PACKED_FUSER_LIKE (ft_rec_fuser_like: offset 0 the new fuser id, 8 like)
+ *                or FT_PACKED_CALL_LIKE (a call, offset 8 its fuser, declared just before it as
+ *                ft_rec_fuser_like(fuser, like) would, after the end of another fuser when one
+ *                is given: a transient fuser's declaration and first call, and the previous
+ *                one's end, in one record); every kind but the two calls ends here
+ *   80     FT_PACKED_CALL_LIKE only: 8 bytes like, 8 the end's seq, 8 the ended fuser's id
+ *          (negative: no end); what follows then starts at 104
  *   80     n_op_rg bytes of 0/1, zero-padded to a multiple of 8
  *          n_splits int64 split sizes
  *          with FT_CF_HAS_PHASE: the phase, a NUL, zero-padded to a multiple of 8
  * *n_done (may be NULL) = records appended. A bad length or kind is FT_EINVAL naming the record
  * and byte offset; a record the recorder rejects stops the batch with its message in err. */
 #define FT_PACKED_FUSER_LIKE 3
+#define FT_PACKED_CALL_LIKE  4
 int ft_rec_append_packed(ft_rec *r, const void *buf, size_t n_bytes, uint32_t *n_done, ft_err *err);
 
 /* ---- sinks -------------------------------------------------------------------------------- */

@@ -760,7 +760,7 @@ class TestPackedRecords(unittest.TestCase):
             n_rg, n_sp = rng.choice([0, 1, 2, 3, 9]), rng.choice([-2, -1, 0, 1, 4, 1 << 20])
             flags = rng.getrandbits(13)
             plen = rng.choice([0, 3, 8, 1 << 16])
-            kind = rng.choice([0, 0, 0, 1, 2])
+            kind = rng.choice([0, 0, 0, 1, 2, 4])
             head = _writer._PACKED.pack(seq, rng.choice([0, 1]), rng.choice([-1, 0]), 0, 0, 0,
                                         0, flags, 0, n_rg, n_sp, plen, kind)
             body = bytes(rng.getrandbits(8) for _ in range(rng.choice([0, 8, 16, 40])))
@@ -777,6 +777,37 @@ class TestPackedRecords(unittest.TestCase):
         self.assertEqual(done, 3)
         self.assertIn("does not increase", msg)
         rc, done, msg = self.append(_writer._PACKED.pack(6, 99, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 3))
+        self.assertNotEqual(rc, 0)
+        self.assertIn("fuser 99 is not declared", msg)
+
+    def test_call_like_carries_end_and_declaration(self):
+        """A call_like after an end packs the end, the declaration and the call as one record
+        (kind 4); the trace holds all three where they stood."""
+        w = self.w
+        ops = '[{"type":"ReLU","attrs":{}},{"type":"ReLU","attrs":{}}]'
+        w.call(0, 0, None, 0, 0, b"\0\0", None, -1, 0, 0, None, 5, 1)
+        w.end(1, 0)
+        n0, b0 = w._n, len(w._buf)
+        w.call_like((0, None, ops), 2, 1, None, 0, 0, b"\1\0", None, -1, 0, 0, None, 6, 1)
+        self.assertEqual(w._n, n0 + 1)  # one packed record for the three
+        self.assertEqual(len(w._buf) - b0, 112)
+        w.end(3, 1)
+        w.close()
+        recs = ftutil.export(w.path)
+        self.assertEqual([(r["t"], r.get("id", r.get("fuser"))) for r in recs[1:]],
+                         [("fuser", 0), ("call", 0), ("fuser_end", 0), ("fuser", 1), ("call", 1),
+                          ("fuser_end", 1)])
+        self.assertEqual(recs[5]["op_rg"], [True, False])
+        self.assertEqual(recs[3]["seq"], 1)
+
+    def test_call_like_truncated_and_bad_like(self):
+        head = _writer._PACKED.pack(0, 1, -1, 0, 0, 0, 0, 0, 0, 2, -1, 0, 4)
+        rc, done, msg = self.append(head + (0).to_bytes(8, "little"))
+        self.assertNotEqual(rc, 0)
+        self.assertEqual(done, 0)
+        self.assertIn("a record of kind 4 needs 104", msg)
+        tail = b"".join(v.to_bytes(8, "little", signed=True) for v in (99, 0, -1))
+        rc, done, msg = self.append(head + tail + b"\1\0" + bytes(6))
         self.assertNotEqual(rc, 0)
         self.assertIn("fuser 99 is not declared", msg)
 

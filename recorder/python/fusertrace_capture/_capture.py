@@ -1,7 +1,8 @@
 """The capture state and the wrappers around TransformerEngine's OperationFuser.
 
 What is wrapped (transformer_engine/pytorch/ops/fuser.py, TE 2.20 / PR #3410):
-- OperationFuser.__init__: gives the fuser a stream id (declared at its first call). A declared
+- OperationFuser.__init__ is left alone: a fuser gets its stream id when it is declared, at its
+  first call (ids thus increase along the stream; NVTX names a first build by it). A declared
   fuser is watched with a weak reference: when TE drops it (a standalone op's transient
   OperationFuser([op]) right after its call) a `fuser_end` record says so. Ops are described once
   per op object (the description is kept until one of the attributes the model reads changes),
@@ -107,7 +108,8 @@ def _unchanged(watch) -> bool:
 class _Decl:
     """What declaring a fuser over a tuple of op objects takes (_Capture._decl_for)."""
 
-    __slots__ = ("refs", "ops_json", "label", "like", "watch", "params", "gidx", "rg_bytes")
+    __slots__ = ("refs", "ops_json", "label", "like", "like_rec", "watch", "params", "gidx",
+                 "rg_bytes")
 
     def valid(self, ops) -> bool:
         refs = self.refs
@@ -154,10 +156,12 @@ class _Capture:
         self._like: dict = {}  # (label, ops JSON) -> the id first declared with them
         self._decls: dict = {}  # ids of a fuser's ops -> _Decl, what its declaration needs
         self._watched: dict = {}  # weakref to a declared fuser -> its current id
-        # ends not written yet (appended by the weak references' callbacks, without the lock;
-        # written under it before the next record, at flush and at close, so in stream order)
+        # weak references to declared fusers that were collected, their ends not written yet:
+        # deque.append is every watch's callback (C, atomic: no Python frame, no lock, in
+        # whichever thread dropped the fuser); the ends are written under the lock before the
+        # next record, at flush and at close, so in stream order
         self._ended: collections.deque = collections.deque()
-        self._drop_cb = self._on_drop  # the callback of every watch (one bound method)
+        self._drop_cb = self._ended.append
 
     # -- ids and declarations (under the lock) --
     def new_fuser_id(self) -> int:
@@ -262,6 +266,7 @@ class _Capture:
         dc.ops_json = "[" + ",".join(descs) + "]"
         dc.label = self._label(ops)
         dc.like = self._like.get((dc.label, dc.ops_json))
+        dc.like_rec = None if dc.like is None else (dc.like, dc.label, dc.ops_json)
         dc.watch = watch
         dc.params = op_params
         dc.gidx = next((i for i, d in enumerate(descs) if '"type":"GroupedLinear"' in d), -1)
@@ -274,25 +279,45 @@ class _Capture:
         return dc
 
     def _declare(self, fuser) -> tuple:
-        """Declare the fuser (at its first call) and cache what each call needs."""
-        tid = fuser.__dict__.get("_ft_id")  # (capture, id) given at __init__
+        """Declare the fuser (at its first call) and cache what each call needs: (the fuser's
+        call state, None or the (like, label, ops JSON) of a declaration left to the call's own
+        record, which then declares it: a transient fuser's declaration and first call are one
+        packed record)."""
+        tid = fuser.__dict__.get("_ft_id")  # (capture, id) given before a first NVTX range
         if tid is not None and tid[0] is self:
             fid = tid[1]
         else:
-            fid = self.new_fuser_id()
+            fid = next(self._ids)
             fuser._ft_id = (self, fid)
         ops = fuser._basic_ops
-        dc = self._decl_for(ops)
+        dc = None
+        if len(ops) == 1:  # a standalone op's transient fuser: the common case, inline
+            op = ops[0]
+            dc = self._decls.get(id(op))
+            if dc is not None:
+                if dc.refs[0]() is not op:
+                    dc = None
+                else:
+                    try:
+                        for holder, get, snap in dc.watch:
+                            if get(holder) != snap:
+                                dc = None
+                                break
+                    except AttributeError:
+                        dc = None
+        if dc is None:
+            dc = self._decl_for(ops)
         like = dc.like
-        w = self.writer or self._writer(fuser)
+        deferred = None
         if self._pending:  # declared where it stands: after the records still waiting
             self._pending.append(("fuser", fid, dc.label, dc.ops_json, like))
         elif like is None:
-            w.fuser(fid, dc.label, dc.ops_json)
+            (self.writer or self._writer(fuser)).fuser(fid, dc.label, dc.ops_json)
         else:
-            w.fuser_like(fid, like, dc.label, dc.ops_json)
+            deferred = dc.like_rec
         if like is None:
             dc.like = self._like[(dc.label, dc.ops_json)] = fid
+            dc.like_rec = (fid, dc.label, dc.ops_json)
         try:  # its end: when TE drops it
             ref = weakref.ref(fuser, self._drop_cb)
             self._watched[ref] = fid
@@ -304,23 +329,20 @@ class _Capture:
         # the watch compares the model-read attributes; ref names the fuser for its end
         st = (self, fid, params, dc.gidx, dc.rg_bytes, dc.watch, ref)
         fuser._ft = st
-        return st
+        return st, deferred
 
     # -- fuser ends --
-    def _on_drop(self, ref) -> None:
-        """The weak reference's callback: a declared fuser's Python object is being collected
-        (in whichever thread dropped it, maybe inside a record). Its end is written before the
-        next record: nothing else happened in the stream in between."""
-        fid = self._watched.pop(ref, None)
-        if fid is not None:
-            self._ended.append(fid)  # deque.append: atomic, no lock needed
-
     def _flush_ended(self) -> None:
-        """Write the ends collected so far (under the lock, with a writer)."""
+        """Write the ends of the fusers collected so far (under the lock, with a writer). A
+        fuser's end is written before the next record: nothing else happened in the stream in
+        between."""
         q = self._ended
         w = self.writer
+        watched = self._watched
         while q:
-            fid = q.popleft()
+            fid = watched.pop(q.popleft(), None)
+            if fid is None:
+                continue
             seq = self.seq
             self.seq = seq + 1
             if self._pending:
@@ -333,8 +355,14 @@ class _Capture:
         with self.lock:
             if self.closed or self.writer is None:
                 return
-            self._ended.append(fid)
-            self._flush_ended()
+            if self._ended:
+                self._flush_ended()
+            seq = self.seq
+            self.seq = seq + 1
+            if self._pending:
+                self._pending.append(("end", seq, fid))
+            else:
+                self.writer.end(seq, fid)
 
     def _redeclare(self, fuser, st) -> tuple:
         """The fuser's ops changed an attribute the model reads since the last call: declare the
@@ -429,13 +457,13 @@ class _Capture:
             if self._ended:  # fusers dropped since the last record
                 self._flush_ended()
             st = fuser.__dict__.get("_ft")
-            rid = None
+            rid = like = None
             if st is None or st[0] is not self:  # first call in this capture
                 if self.writer is None:
                     self._writer(fuser)  # the header names the fuser's cache form
                 if recipe is not None:  # a new recipe state is declared before the fuser
                     rid = self._recipe_id(recipe)
-                st = self._declare(fuser)
+                st, like = self._declare(fuser)
             else:
                 try:
                     for holder, get, snap in st[5]:
@@ -503,9 +531,15 @@ class _Capture:
             if grad:  # for the backward record (only grad calls have one)
                 fuser._ft_last_seq = seq
             if sp.__class__ is not str and not self._pending:
-                self.writer.call(seq, fid, rid, flags, device, rg, sp, n_sp, step, mb, phase, t0,
-                                 fuse_ns)
+                if like is None:
+                    self.writer.call(seq, fid, rid, flags, device, rg, sp, n_sp, step, mb, phase,
+                                     t0, fuse_ns)
+                else:  # its declaration rides on the call's record
+                    self.writer.call_like(like, seq, fid, rid, flags, device, rg, sp, n_sp, step,
+                                          mb, phase, t0, fuse_ns)
             else:
+                if like is not None:  # declared where it stands, before its call
+                    self._pending.append(("fuser", fid, like[1], like[2], like[0]))
                 if sp.__class__ is int:  # the tensor may be gone by the time it is written
                     sp = ctypes.string_at(sp, 8 * n_sp)
                 self._pending.append((seq, fid, rid, flags, device, rg, sp, n_sp, step, mb,
@@ -623,17 +657,6 @@ _STREAM_CAPTURING: list = [_no]  # torch's "current stream is capturing", bound 
 
 
 # ---- wrappers ---------------------------------------------------------------------------------
-def _wrap_init(orig):
-    @functools.wraps(orig)
-    def __init__(self, *args, **kwargs):
-        orig(self, *args, **kwargs)
-        cap = _ACTIVE[0]
-        if cap is not None:
-            self._ft_id = (cap, cap.new_fuser_id())
-
-    return __init__
-
-
 def _wrap_maybe_fuse_ops(orig, counted: bool):
     if counted:
         @functools.wraps(orig)
@@ -648,7 +671,11 @@ def _wrap_maybe_fuse_ops(orig, counted: bool):
                 ret = orig(self, is_grad_enabled, recipe, input_, extra_inputs)
             else:
                 # the _apply_fusions wrapper opens the build's range at the first fusion pass;
-                # it closes when maybe_fuse_ops returns (or raises)
+                # it closes when maybe_fuse_ops returns (or raises); the range names the id the
+                # fuser's declaration will have
+                tid = self.__dict__.get("_ft_id")
+                if tid is None or tid[0] is not cap:
+                    self._ft_id = (cap, cap.new_fuser_id())
                 _BUILDS.nvtx_fuser = self
                 try:
                     ret = orig(self, is_grad_enabled, recipe, input_, extra_inputs)
@@ -683,10 +710,10 @@ def _wrap_maybe_fuse_ops(orig, counted: bool):
                 rebuilt = len(cache) != before
             else:
                 rebuilt = d.get("_forward_ops") is not before
+            cap.on_call(self, is_grad_enabled, recipe, input_, extra_inputs, t0, t1 - t0,
+                        rebuilt)  # declares the fuser at its first call: the marker names it
             if rebuilt and _NVTX[0] is not None:
                 _NVTX[0][2](_nvtx_name(self))  # known only afterwards: a marker, not a range
-            cap.on_call(self, is_grad_enabled, recipe, input_, extra_inputs, t0, t1 - t0,
-                        rebuilt)
         except Exception as e:  # pylint: disable=broad-except
             cap.fail(e)
         return ret
@@ -760,7 +787,6 @@ def patch(module) -> bool:
     else:
         _warn("OperationFuser._apply_fusions not found; `rebuilt` is inferred from the plan "
               "cache")
-    cls.__init__ = _wrap_init(cls.__init__)
     cls.maybe_fuse_ops = _wrap_maybe_fuse_ops(cls.maybe_fuse_ops, counted)
     fn_cls = getattr(module, "_OperationFuserAutogradFunction", None)
     if fn_cls is not None:

@@ -3,8 +3,9 @@
 
 Both take the same calls: header(dict), fuser(id, label, ops_json), fuser_like(id, like, label,
 ops_json) (a fuser with the label and ops of the earlier fuser `like`), recipe(id, type, obj,
-attrs_json), call(...), backward(seq, call, ns), end(seq, fuser), flush(), close(). Neither is
-thread-safe; the capture state holds a lock around every use.
+attrs_json), call(...), call_like((like, label, ops_json), ...) (fuser_like, then call: a
+transient fuser's declaration and first call), backward(seq, call, ns), end(seq, fuser), flush(),
+close(). Neither is thread-safe; the capture state holds a lock around every use.
 
 Durability: the C recorder commits calls in chunks inside SQLite transactions, so a killed
 process leaves every committed chunk; flush() commits the pending one. The JSONL writer keeps up
@@ -45,7 +46,15 @@ _SYMBOLS = ("ft_rec_open", "ft_rec_header", "ft_rec_fuser", "ft_rec_fuser_of", "
 # fuser|call, recipe, step, mb, ns, fuse_ns, flags, device, n_op_rg, n_splits, phase_len, kind.
 _PACKED = struct.Struct("=qqqqqqqIiIiII")
 assert _PACKED.size == 80
-_REC_CALL, _REC_BACKWARD, _REC_END, _REC_FUSER_LIKE = 0, 1, 2, 3  # FT_REC_*, FT_PACKED_FUSER_LIKE
+# FT_REC_*, FT_PACKED_FUSER_LIKE, FT_PACKED_CALL_LIKE
+_REC_CALL, _REC_BACKWARD, _REC_END, _REC_FUSER_LIKE, _REC_CALL_LIKE = 0, 1, 2, 3, 4
+# A fuser end: seq, fuser, zeros, n_splits (-1), phase length (0), kind.
+_PACKED_END = struct.Struct("=qq52xiII")
+assert _PACKED_END.size == 80
+# A call of kind FT_PACKED_CALL_LIKE: the fixed part (kind 4); like, the end's seq and fuser
+# (-1: no end); op_rg of up to 8 ops (struct pads the bytes with zeros to 8).
+_PACKED_CALL_LIKE8 = struct.Struct("=qqqqqqqIiIiIIqqq8s")
+assert _PACKED_CALL_LIKE8.size == 112
 _ZEROS = b"\0" * 8
 
 
@@ -197,7 +206,9 @@ class CRecorder:
 
     Calls and backward records are packed into a buffer (struct, a fraction of a microsecond
     each) and handed to ft_rec_append_packed every `batch` records, on flush() and before any
-    declaration, so the stream order is kept and one ctypes call serves many records."""
+    declaration, so the stream order is kept and one ctypes call serves many records. A fuser's
+    end is held until the next record: a transient fuser's end, the next one's declaration and
+    its first call then make one packed record (call_like); any other record packs it first."""
 
     kind = "ftdb"
 
@@ -220,6 +231,7 @@ class CRecorder:
         self._append = lib.ft_rec_append_packed
         self._done = ctypes.c_uint32()
         self._err = _FtErr()
+        self._end_seq, self._end_fid = 0, -1  # a fuser end not packed yet (-1: none)
 
     def _check(self, rc: int, what: str) -> None:
         if rc != 0:
@@ -227,8 +239,16 @@ class CRecorder:
             msg = e.contents.msg.decode(errors="replace") if e else ""
             raise WriterError(f"{self.path}: {what}: {msg or f'rc {rc}'}")
 
+    def _pack_end(self) -> None:
+        """Pack the end held back for the next record."""
+        self._buf += _PACKED_END.pack(self._end_seq, self._end_fid, -1, 0, _REC_END)
+        self._end_fid = -1
+        self._n += 1
+
     def _send(self) -> None:
         """Hand the packed records to the recorder."""
+        if self._end_fid >= 0:
+            self._pack_end()
         if not self._n:
             return
         buf, n = self._buf, self._n
@@ -263,16 +283,19 @@ class CRecorder:
 
     def fuser_like(self, fid: int, like: int, label: Optional[str], ops_json: str) -> None:
         """A fuser with the label and ops of `like` (packed: no JSON crosses into C)."""
+        if self._end_fid >= 0:
+            self._pack_end()
         self._buf += _PACKED.pack(fid, like, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, _REC_FUSER_LIKE)
         self._n += 1
         if self._n >= self._batch:
             self._send()
 
     def end(self, seq: int, fid: int) -> None:
-        self._buf += _PACKED.pack(seq, fid, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, _REC_END)
-        self._n += 1
-        if self._n >= self._batch:
-            self._send()
+        if self._end_fid >= 0:
+            self._pack_end()
+            if self._n >= self._batch:
+                self._send()
+        self._end_seq, self._end_fid = seq, fid
 
     def recipe(self, rid: int, rtype: str, obj: int, attrs_json: str) -> None:
         self._send()
@@ -283,6 +306,8 @@ class CRecorder:
              phase: Optional[bytes], ns, fuse_ns) -> None:
         """splits: None, the address of n_splits int64 values valid during the call, or bytes
         holding them."""
+        if self._end_fid >= 0:
+            self._pack_end()
         pad = self._pad
         rg = pad.get(op_rg)
         if rg is None:
@@ -303,7 +328,27 @@ class CRecorder:
         if self._n >= self._batch:
             self._send()
 
+    def call_like(self, decl: tuple, seq, fuser, recipe, flags, device, op_rg: bytes, splits,
+                  n_splits, step, mb, phase: Optional[bytes], ns, fuse_ns) -> None:
+        """A fuser declared like decl[0] (decl: (like, label, ops JSON)), then its call: one
+        packed record."""
+        if not 0 < len(op_rg) <= 8 or splits is not None or phase is not None:
+            self.fuser_like(fuser, decl[0], decl[1], decl[2])
+            self.call(seq, fuser, recipe, flags, device, op_rg, splits, n_splits, step, mb,
+                      phase, ns, fuse_ns)
+            return
+        self._buf += _PACKED_CALL_LIKE8.pack(seq, fuser, -1 if recipe is None else recipe, step,
+                                             mb, ns, fuse_ns, flags, device, len(op_rg),
+                                             n_splits, 0, _REC_CALL_LIKE, decl[0], self._end_seq,
+                                             self._end_fid, op_rg)
+        self._end_fid = -1
+        self._n += 1
+        if self._n >= self._batch:
+            self._send()
+
     def backward(self, seq: int, call: int, ns: Optional[int]) -> None:
+        if self._end_fid >= 0:
+            self._pack_end()
         self._buf += _PACKED.pack(seq, call, 0, 0, 0, 0 if ns is None else ns, 0,
                                   0 if ns is None else 1, 0, 0, -1, 0, _REC_BACKWARD)
         self._n += 1
@@ -328,7 +373,7 @@ class CRecorder:
     def abandon(self) -> None:
         """Forget the handle without touching the file (a forked child)."""
         self._h = None
-        self._buf, self._n = bytearray(), 0
+        self._buf, self._n, self._end_fid = bytearray(), 0, -1
 
 
 # ---- JSON Lines fallback ----------------------------------------------------------------------
@@ -363,6 +408,10 @@ class JsonlWriter:
 
     def fuser_like(self, fid: int, like: int, label: Optional[str], ops_json: str) -> None:
         self.fuser(fid, label, ops_json)
+
+    def call_like(self, decl: tuple, seq, fuser, *call) -> None:
+        self.fuser(fuser, decl[1], decl[2])
+        self.call(seq, fuser, *call)
 
     def end(self, seq: int, fid: int) -> None:
         self._put('{"t":"fuser_end","seq":%d,"fuser":%d}' % (seq, fid))
