@@ -97,6 +97,20 @@ uint64_t ft_hash64_seed(const void *data, size_t len, uint64_t seed);
 #else
 #define FT_HD
 #endif
+/* The first index i of the ascending v[0..n) with v[i] >= key (n when there is none). */
+static inline uint32_t ft_lower_bound_i64(const int64_t *v, uint32_t n, int64_t key)
+{
+    uint32_t a = 0, z = n;
+    while (a < z) {
+        const uint32_t m = a + (z - a) / 2;
+        if (v[m] < key)
+            a = m + 1;
+        else
+            z = m;
+    }
+    return a;
+}
+
 static inline FT_HD uint64_t ft_hash_mix(uint64_t h, uint64_t v)
 {
     /* combine two 64-bit values (splitmix64 finaliser over h ^ v * odd constant) */

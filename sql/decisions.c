@@ -432,20 +432,6 @@ static int seek(dec_cursor *c)
     }
 }
 
-/* The first call of b whose seq is >= lo (seqs increase along a block), or b->n. */
-static uint32_t first_at_or_after(const dec_block *b, int64_t lo)
-{
-    uint32_t a = 0, z = b->n;
-    while (a < z) {
-        uint32_t m = a + (z - a) / 2;
-        if (b->seq[m] < lo)
-            a = m + 1;
-        else
-            z = m;
-    }
-    return a;
-}
-
 /* Position on the first call held whose seq is >= lo (past the blocks held when none is). */
 static void locate(dec_cursor *c, int64_t lo)
 {
@@ -459,7 +445,8 @@ static void locate(dec_cursor *c, int64_t lo)
             z = m;
     }
     c->bi = a;
-    c->j = a < c->n_blocks ? first_at_or_after(c->blocks[a], lo) : 0;
+    /* seqs increase along a block */
+    c->j = a < c->n_blocks ? ft_lower_bound_i64(c->blocks[a]->seq, c->blocks[a]->n, lo) : 0;
     c->p = c->p0;
 }
 

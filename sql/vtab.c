@@ -439,22 +439,6 @@ void sql_narrow(int64_t *lo, int64_t *hi, char op, sqlite3_value *val)
     }
 }
 
-/* The first record of b whose seq is >= lo (a chunk's seqs strictly increase: the decoder makes
- * them so). A lookup per outer row of a join (`seq = c.seq`) costs a search, not a scan of the
- * chunk held since the last one. */
-static uint32_t first_at_or_after(const ft_batch *b, int64_t lo)
-{
-    uint32_t a = 0, z = b->n;
-    while (a < z) {
-        uint32_t m = a + (z - a) / 2;
-        if (b->seq[m] < lo)
-            a = m + 1;
-        else
-            z = m;
-    }
-    return a;
-}
-
 static int vt_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str, int argc,
                      sqlite3_value **argv)
 {
@@ -493,7 +477,10 @@ static int vt_filter(sqlite3_vtab_cursor *cur, int idx_num, const char *idx_str,
     c->end = first + n;
     c->eof = 0;
     if ((rc = load_chunk(c, first))) return rc;
-    c->i = first_at_or_after(c->b, c->lo);
+    /* the first record whose seq is >= lo (a chunk's seqs strictly increase: the decoder makes
+     * them so): a lookup per outer row of a join (`seq = c.seq`) costs a search, not a scan of
+     * the chunk held since the last one */
+    c->i = ft_lower_bound_i64(c->b->seq, c->b->n, c->lo);
     return settle(c);
 }
 

@@ -53,26 +53,6 @@ static void tmp_path(char *buf, size_t cap, const char *name)
     tu_dir_path(buf, cap, tmpdir, name);
 }
 
-static int exists(const char *path, const char *suffix)
-{
-    char p[700];
-    snprintf(p, sizeof p, "%s%s", path, suffix);
-    struct stat sb;
-    return !stat(p, &sb);
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    size_t n;
-    char *d = tu_read_file(from, &n);
-    assert_non_null(d);
-    FILE *f = fopen(to, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(d, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-    free(d);
-}
-
 /* The file's bytes equal `want` (of n bytes). */
 static void assert_same_bytes(const char *path, const char *want, size_t n)
 {
@@ -108,11 +88,11 @@ static void record(const char *path, int n, const char *snap)
         if (snap && i == 249) {
             char wal[700];
             snprintf(wal, sizeof wal, "%s-wal", path);
-            copy_file(wal, snap);
+            tu_copy_file(wal, snap);
         }
     }
     assert_int_equal(ft_rec_close(r), FT_OK);
-    assert_false(exists(path, "-wal") || exists(path, "-journal") || exists(path, "-shm"));
+    assert_false(tu_exists(path, "-wal") || tu_exists(path, "-journal") || tu_exists(path, "-shm"));
 }
 
 static uint64_t calls_of(const char *path)
@@ -144,8 +124,8 @@ static void wal_db(const char *db, const char *main_out, const char *wal_out)
                      SQLITE_OK);
     char w[700];
     snprintf(w, sizeof w, "%s-wal", db);
-    copy_file(w, wal_out); /* while the connection holds it */
-    if (main_out) copy_file(db, main_out);
+    tu_copy_file(w, wal_out); /* while the connection holds it */
+    if (main_out) tu_copy_file(db, main_out);
     sqlite3_close(h);
 }
 
@@ -183,8 +163,8 @@ static void foreign_journal(const char *db, const char *journal_out)
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     char j[700];
     snprintf(j, sizeof j, "%s-journal", db);
-    assert_true(exists(db, "-journal"));
-    copy_file(j, journal_out);
+    assert_true(tu_exists(db, "-journal"));
+    tu_copy_file(j, journal_out);
 }
 
 /* seal on `trace` with `side` beside it (as SUFFIX): exit 0, the trace byte for byte as it
@@ -209,7 +189,7 @@ static void seal_leaves_it(const char *trace, const char *suffix, int n_calls)
     assert_true(si.was_closed);
     assert_true(!strcmp(suffix, "-wal") ? si.ignored_wal : si.ignored_journal);
     assert_same_bytes(trace, before, n);
-    assert_true(exists(trace, suffix));
+    assert_true(tu_exists(trace, suffix));
     /* the readers read the same trace */
     assert_int_equal(calls_of(trace), n_calls);
     assert_same_bytes(trace, before, n);
@@ -225,7 +205,7 @@ static void test_seal_stale_own_wal(void **state)
     tmp_path(snap, sizeof snap, "own.snap");
     record(p, 1000, snap);
     snprintf(wal, sizeof wal, "%s-wal", p);
-    copy_file(snap, wal);
+    tu_copy_file(snap, wal);
     seal_leaves_it(p, "-wal", 1000);
 }
 
@@ -313,7 +293,7 @@ static void recovered_trace(const char *path)
  * wal_out. */
 static void sibling_wal(const char *path, const char *copy, const char *wal_out)
 {
-    copy_file(path, copy);
+    tu_copy_file(path, copy);
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(copy, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
@@ -324,7 +304,7 @@ static void sibling_wal(const char *path, const char *copy, const char *wal_out)
                      SQLITE_OK);
     char w[700];
     snprintf(w, sizeof w, "%s-wal", copy);
-    copy_file(w, wal_out);
+    tu_copy_file(w, wal_out);
     sqlite3_close(db);
 }
 
@@ -381,7 +361,7 @@ static void test_extension_refuses_side_files(void **state)
     tmp_path(snap, sizeof snap, "shell.snap");
     record(p, 1000, snap);
     snprintf(wal, sizeof wal, "%s-wal", p);
-    copy_file(snap, wal);
+    tu_copy_file(snap, wal);
     size_t n;
     char *before = tu_read_file(p, &n);
     snprintf(cmd, sizeof cmd,
@@ -937,7 +917,7 @@ static void test_trace_remove_side_files(void **state)
     }
     ft_trace_remove(p);
     for (int i = 0; i < 4; i++)
-        if (exists(p, suffix[i])) fail_msg("%s%s is left", p, suffix[i]);
+        if (tu_exists(p, suffix[i])) fail_msg("%s%s is left", p, suffix[i]);
 }
 
 int main(void)

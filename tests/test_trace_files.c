@@ -63,26 +63,6 @@ static void tmp_path(char *buf, size_t cap, const char *name)
     tu_dir_path(buf, cap, tmpdir, name);
 }
 
-static int exists(const char *path, const char *suffix)
-{
-    char p[700];
-    snprintf(p, sizeof p, "%s%s", path, suffix);
-    struct stat sb;
-    return !stat(p, &sb);
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    size_t n;
-    char *d = tu_read_file(from, &n);
-    assert_non_null(d);
-    FILE *f = fopen(to, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(d, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-    free(d);
-}
-
 /* Names in tmpdir, sorted, as one string. */
 static void listing(char *out, size_t cap)
 {
@@ -200,9 +180,9 @@ static void test_foreign_wal_ignored(void **state)
     for (int i = 0; i < 250; i++)
         assert_int_equal(call1(r, i + 1, i), FT_OK);
     assert_int_equal(ft_rec_close(r), FT_OK);
-    assert_false(exists(a, "-wal") || exists(a, "-shm") || exists(a, "-journal"));
+    assert_false(tu_exists(a, "-wal") || tu_exists(a, "-shm") || tu_exists(a, "-journal"));
     /* a WAL holding other content for a database of the same layout */
-    copy_file(a, other);
+    tu_copy_file(a, other);
     sqlite3 *db = NULL;
     assert_int_equal(sqlite3_open(other, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
@@ -213,7 +193,7 @@ static void test_foreign_wal_ignored(void **state)
                      SQLITE_OK);
     snprintf(wal_o, sizeof wal_o, "%s-wal", other);
     snprintf(wal_a, sizeof wal_a, "%s-wal", a);
-    copy_file(wal_o, wal_a); /* while the connection holds it: a valid, committed WAL */
+    tu_copy_file(wal_o, wal_a); /* while the connection holds it: a valid, committed WAL */
     sqlite3_close(db);
     listing(before, sizeof before);
     const char *want = "ignored the -wal";
@@ -243,8 +223,8 @@ static void test_killed_recording_copy_and_seal(void **state)
     tmp_path(p, sizeof p, "killed.ftdb");
     tmp_path(cp, sizeof cp, "killed-copy.ftdb");
     record_and_kill(p, 5, 0, 0);
-    assert_true(exists(p, "-wal"));
-    copy_file(p, cp); /* as scp would: the main file only */
+    assert_true(tu_exists(p, "-wal"));
+    tu_copy_file(p, cp); /* as scp would: the main file only */
     const char *nc = "was not closed";
     assert_int_equal(calls_in(cp, NULL, &nc), 500);
     listing(before, sizeof before);
@@ -256,7 +236,7 @@ static void test_killed_recording_copy_and_seal(void **state)
     assert_int_equal(ft_trace_seal(p, 0, &si, &err), FT_OK);
     assert_false(si.was_closed);
     assert_int_equal(si.n_calls, 500);
-    assert_false(exists(p, "-wal") || exists(p, "-shm") || exists(p, "-journal"));
+    assert_false(tu_exists(p, "-wal") || tu_exists(p, "-shm") || tu_exists(p, "-journal"));
     const char *none = NULL;
     assert_int_equal(calls_in(p, NULL, &none), 500);
     ft_trace *t = NULL;
@@ -289,7 +269,7 @@ static void test_live_read(void **state)
     assert_int_equal(ft_rec_close(r), FT_OK);
     const char *none = NULL;
     assert_int_equal(calls_in(p, NULL, &none), 420);
-    assert_false(exists(p, "-wal") || exists(p, "-shm") || exists(p, "-journal"));
+    assert_false(tu_exists(p, "-wal") || tu_exists(p, "-shm") || tu_exists(p, "-journal"));
 }
 
 /* A close killed at any moment leaves every call and never a journal. The trace reads as it is,
@@ -306,7 +286,7 @@ static void test_killed_close(void **state)
         snprintf(name, sizeof name, "kc%d.ftdb", k);
         tmp_path(p, sizeof p, name);
         record_and_kill(p, 3, 1, (long)k * 150);
-        assert_false(exists(p, "-journal"));
+        assert_false(tu_exists(p, "-journal"));
         ft_trace *t0 = NULL;
         ft_err err0 = {0};
         int rc = ft_trace_open(p, FT_OPEN_READ, &t0, &err0);
@@ -332,7 +312,7 @@ static void test_killed_close(void **state)
         ft_seal_info si;
         assert_int_equal(ft_trace_seal(p, 0, &si, &err), FT_OK);
         assert_int_equal(si.n_calls, 300);
-        assert_false(exists(p, "-journal") || exists(p, "-wal"));
+        assert_false(tu_exists(p, "-journal") || tu_exists(p, "-wal"));
     }
     print_message("killed close: %d closed, %d not yet, %d with the last -wal frame cut\n", closed,
                   open_left, cut);
@@ -381,7 +361,7 @@ static void test_stale_side_file_refused(void **state)
     ft_err err = {0};
     assert_int_equal(ft_rec_open(p, NULL, &r, &err), FT_EINVAL);
     assert_non_null(strstr(err.msg, "-journal"));
-    assert_false(exists(p, ""));
+    assert_false(tu_exists(p, ""));
     unlink(j);
 }
 
@@ -422,8 +402,8 @@ static void test_out_of_room_names_file(void **state)
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 1);
     assert_true(n > 0);
-    print_message("out of room: %s (-wal %d, -shm %d)\n", msg, exists(p, "-wal"),
-                  exists(p, "-shm"));
+    print_message("out of room: %s (-wal %d, -shm %d)\n", msg, tu_exists(p, "-wal"),
+                  tu_exists(p, "-shm"));
     assert_non_null(strstr(msg, p));
     assert_non_null(strstr(msg, "chunk"));
     /* the failed commit left a cut frame at the end of the -wal: reported, not dropped silently;

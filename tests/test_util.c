@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sys/stat.h>
 
 /* ---- files and directories --------------------------------------------------------------- */
 char *tu_read_file(const char *path, size_t *len)
@@ -37,6 +38,26 @@ char *tu_read_file(const char *path, size_t *len)
     buf[n] = '\0';
     if (len) *len = n;
     return buf;
+}
+
+void tu_copy_file(const char *from, const char *to)
+{
+    size_t n;
+    char *d = tu_read_file(from, &n);
+    assert_non_null(d);
+    FILE *f = fopen(to, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(d, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    free(d);
+}
+
+int tu_exists(const char *path, const char *suffix)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s%s", path, suffix);
+    struct stat sb;
+    return !stat(p, &sb);
 }
 
 int tu_dir_fresh(char *dir, size_t cap, const char *name)

@@ -15,6 +15,10 @@
 /* The whole file, NUL-terminated, malloc'd (free()); *len (if len) gets its size. NULL when it
  * cannot be opened. */
 char *tu_read_file(const char *path, size_t *len);
+/* Copy the file from into to (created or truncated); asserts it worked. */
+void tu_copy_file(const char *from, const char *to);
+/* Whether path with suffix appended ("-wal", "" ...) exists. */
+int tu_exists(const char *path, const char *suffix);
 
 /* dir <- FT_BINARY_DIR/name, created empty (anything there before is removed). 0 or -1, so it
  * can end a CMocka setup function. */
