@@ -522,7 +522,8 @@ static int load_fuser_of(ft_trace *t)
     int ok = *p++ == '{';
     while (ok && *p != '}') {
         char *end;
-        if (*p++ != '"') break;
+        if (*p != '"') break; /* not past the end of a value cut short ("{") */
+        p++;
         long long sid = strtoll(p, &end, 10);
         if (end == p || *end != '"' || end[1] != ':') break;
         p = end + 2;
